@@ -1,0 +1,163 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Limits enforced at the proposal boundary and again on decode.
+const (
+	// MaxEntryBytes bounds one encoded raft log entry.
+	MaxEntryBytes = 4 << 20
+	// MaxCommandBytes bounds one command body.
+	MaxCommandBytes = 1 << 20
+	// MaxCommandsPerEntry bounds how many commands one entry batches.
+	MaxCommandsPerEntry = 512
+	// MaxRequestIDBytes bounds a client request ID.
+	MaxRequestIDBytes = 128
+)
+
+var (
+	// ErrTooLarge: an entry or command is over its size limit.
+	ErrTooLarge = errors.New("command too large")
+	// ErrMalformed: bytes that are not a valid entry.
+	ErrMalformed = errors.New("malformed log entry")
+	// ErrUnknownType: a type this binary does not know and may not skip.
+	ErrUnknownType = errors.New("unknown command type")
+	// ErrNewerVersion: a body version newer than this binary understands.
+	ErrNewerVersion = errors.New("command version newer than supported")
+)
+
+// Command is one decoded state change with the metadata the leader stamped.
+type Command struct {
+	Type             Type
+	Version          uint32
+	RequestID        string
+	ProposedAtUnixMs int64
+	LeaderTerm       uint64
+	// Body is nil only for an ignorable type this binary does not know.
+	Body proto.Message
+}
+
+// New wraps a body in a Command of the matching type at the current version.
+// Time, term and request ID are stamped by the proposer.
+func New(body proto.Message) (Command, error) {
+	t, ok := TypeOf(body)
+	if !ok {
+		return Command{}, fmt.Errorf("%w: body %T is not a registered command", ErrUnknownType, body)
+	}
+	return Command{Type: t, Version: registry[t].version, Body: body}, nil
+}
+
+// MustNew is New for bodies known at compile time (tests, controllers).
+func MustNew(body proto.Message) Command {
+	c, err := New(body)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// EncodeEntry encodes commands as one log entry.
+func EncodeEntry(cmds []Command) ([]byte, error) {
+	if len(cmds) == 0 || len(cmds) > MaxCommandsPerEntry {
+		return nil, fmt.Errorf("%w: %d commands in one entry (1..%d)", ErrTooLarge, len(cmds), MaxCommandsPerEntry)
+	}
+	entry := &logpb.Entry{Commands: make([]*logpb.Envelope, 0, len(cmds))}
+	for _, c := range cmds {
+		if len(c.RequestID) > MaxRequestIDBytes {
+			return nil, fmt.Errorf("%w: request ID is %d bytes (max %d)", ErrTooLarge, len(c.RequestID), MaxRequestIDBytes)
+		}
+		body, err := marshal.Marshal(c.Body)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s body: %w", c.Type, err)
+		}
+		if len(body) > MaxCommandBytes {
+			return nil, fmt.Errorf("%w: %s body is %d bytes (max %d)", ErrTooLarge, c.Type, len(body), MaxCommandBytes)
+		}
+		entry.Commands = append(entry.Commands, &logpb.Envelope{
+			Type:             uint32(c.Type),
+			Version:          c.Version,
+			RequestId:        c.RequestID,
+			ProposedAtUnixMs: c.ProposedAtUnixMs,
+			LeaderTerm:       c.LeaderTerm,
+			Body:             body,
+		})
+	}
+	data, err := marshal.Marshal(entry)
+	if err != nil {
+		return nil, fmt.Errorf("encode entry: %w", err)
+	}
+	if len(data) > MaxEntryBytes {
+		return nil, fmt.Errorf("%w: entry is %d bytes (max %d)", ErrTooLarge, len(data), MaxEntryBytes)
+	}
+	return data, nil
+}
+
+// DecodeEntry decodes one log entry. Any error means the entry must not be
+// applied; for a committed entry that is a fatal condition for the replica.
+func DecodeEntry(data []byte) ([]Command, error) {
+	if len(data) > MaxEntryBytes {
+		return nil, fmt.Errorf("%w: entry is %d bytes (max %d)", ErrTooLarge, len(data), MaxEntryBytes)
+	}
+	var entry logpb.Entry
+	if err := proto.Unmarshal(data, &entry); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if len(entry.Commands) == 0 || len(entry.Commands) > MaxCommandsPerEntry {
+		return nil, fmt.Errorf("%w: %d commands in one entry (1..%d)", ErrMalformed, len(entry.Commands), MaxCommandsPerEntry)
+	}
+	cmds := make([]Command, 0, len(entry.Commands))
+	for i, env := range entry.Commands {
+		c, err := decodeEnvelope(env)
+		if err != nil {
+			return nil, fmt.Errorf("command %d: %w", i, err)
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds, nil
+}
+
+func decodeEnvelope(env *logpb.Envelope) (Command, error) {
+	t := Type(env.Type)
+	c := Command{
+		Type:             t,
+		Version:          env.Version,
+		RequestID:        env.RequestId,
+		ProposedAtUnixMs: env.ProposedAtUnixMs,
+		LeaderTerm:       env.LeaderTerm,
+	}
+	if len(env.RequestId) > MaxRequestIDBytes {
+		return Command{}, fmt.Errorf("%w: request ID is %d bytes (max %d)", ErrMalformed, len(env.RequestId), MaxRequestIDBytes)
+	}
+	if len(env.Body) > MaxCommandBytes {
+		return Command{}, fmt.Errorf("%w: %s body is %d bytes (max %d)", ErrTooLarge, t, len(env.Body), MaxCommandBytes)
+	}
+	s, known := registry[t]
+	switch {
+	case !known && t.IsIgnorable():
+		return c, nil
+	case !known:
+		return Command{}, fmt.Errorf("%w: %s", ErrUnknownType, t)
+	case env.Version == 0:
+		return Command{}, fmt.Errorf("%w: %s has version 0", ErrMalformed, t)
+	case env.Version > s.version:
+		if t.IsIgnorable() {
+			c.Body = nil
+			return c, nil
+		}
+		return Command{}, fmt.Errorf("%w: %s version %d (this binary reads up to %d)", ErrNewerVersion, t, env.Version, s.version)
+	}
+	body := s.newBody()
+	if err := proto.Unmarshal(env.Body, body); err != nil {
+		return Command{}, fmt.Errorf("%w: %s body: %v", ErrMalformed, t, err)
+	}
+	c.Body = body
+	return c, nil
+}

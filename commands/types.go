@@ -1,0 +1,69 @@
+package commands
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Type identifies a command's body message. Blocks of numbers belong to
+// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast.
+type Type uint32
+
+// Ignorable marks a type that an older replica may skip when it does not know it.
+const Ignorable Type = 0x8000
+
+const (
+	TypeLeaderEstablished Type = 0x0001
+	TypeUpsertMember      Type = 0x0002
+	TypeRemoveMember      Type = 0x0003
+	TypeExtendTSOWindow   Type = 0x0004
+	TypeReserveIDs        Type = 0x0005
+)
+
+// spec describes how one command type is encoded.
+type spec struct {
+	name    string
+	version uint32 // the newest body version this binary writes and reads
+	newBody func() proto.Message
+}
+
+// registry lists every command this binary understands. It is a fixed table,
+// built at compile time; adding a command means adding a line here.
+var registry = map[Type]spec{
+	TypeLeaderEstablished: {"LeaderEstablished", 1, func() proto.Message { return &logpb.LeaderEstablished{} }},
+	TypeUpsertMember:      {"UpsertMember", 1, func() proto.Message { return &logpb.UpsertMember{} }},
+	TypeRemoveMember:      {"RemoveMember", 1, func() proto.Message { return &logpb.RemoveMember{} }},
+	TypeExtendTSOWindow:   {"ExtendTSOWindow", 1, func() proto.Message { return &logpb.ExtendTSOWindow{} }},
+	TypeReserveIDs:        {"ReserveIDs", 1, func() proto.Message { return &logpb.ReserveIDs{} }},
+}
+
+// String names the type for logs and errors.
+func (t Type) String() string {
+	if s, ok := registry[t]; ok {
+		return s.name
+	}
+	return fmt.Sprintf("Type(0x%04x)", uint32(t))
+}
+
+// IsIgnorable reports whether a replica that does not know t may skip it.
+func (t Type) IsIgnorable() bool { return t&Ignorable != 0 }
+
+// typeByName maps a body message's full name back to its Type; derived from
+// registry so the two can never disagree.
+var typeByName = func() map[protoreflect.FullName]Type {
+	m := make(map[protoreflect.FullName]Type, len(registry))
+	for t, s := range registry {
+		m[s.newBody().ProtoReflect().Descriptor().FullName()] = t
+	}
+	return m
+}()
+
+// TypeOf maps a body message to its Type.
+func TypeOf(body proto.Message) (Type, bool) {
+	t, ok := typeByName[body.ProtoReflect().Descriptor().FullName()]
+	return t, ok
+}

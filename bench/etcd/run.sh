@@ -20,24 +20,27 @@ log() { echo "run.sh: $*" >&2; }
 
 BIN=$("$(dirname "$0")/build.sh" | tail -n 1)
 
-for p in "${CLIENT_PORTS[@]}" "${PEER_PORTS[@]}"; do
-  if [[ -n $(ss -Hltn "sport = :$p") ]]; then log "port $p is already in use"; exit 1; fi
+for p in "${CLIENT_PORTS[@]}" "${PEER_PORTS[@]}"; do   # something already listening there?
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then log "port $p is already in use"; exit 1; fi
 done
 
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/coordd-etcd-bench.XXXXXX")
-PIDS=()
+PIDS=()        # etcd members
+BENCH_PID=""   # benchmark run in progress (under `timeout`)
 
 cleanup() {
   local rc=$?
+  set +e
   trap - EXIT INT TERM
+  [[ -n $BENCH_PID ]] && kill "$BENCH_PID" 2>/dev/null   # timeout passes the signal on to benchmark
   if ((${#PIDS[@]})); then
-    kill "${PIDS[@]}" 2>/dev/null || true
-    for _ in $(seq 50); do   # up to 5 s for a clean exit
+    kill "${PIDS[@]}" 2>/dev/null
+    for _ in $(seq 50); do   # up to 5 s for a clean exit (kill -0 fails once all are gone)
       kill -0 "${PIDS[@]}" 2>/dev/null || break
       sleep 0.1
     done
-    kill -9 "${PIDS[@]}" 2>/dev/null || true
-    wait "${PIDS[@]}" 2>/dev/null || true
+    kill -9 "${PIDS[@]}" 2>/dev/null
+    wait "${PIDS[@]}" 2>/dev/null
   fi
   if ((rc != 0)); then
     for f in "$DATA"/*.log; do [[ -s $f ]] && { log "--- $f (tail)"; tail -n 20 "$f" >&2; }; done
@@ -62,7 +65,6 @@ for i in 0 1 2; do
     --advertise-client-urls "http://127.0.0.1:${CLIENT_PORTS[i]}" \
     --listen-peer-urls "http://127.0.0.1:${PEER_PORTS[i]}" \
     --initial-advertise-peer-urls "http://127.0.0.1:${PEER_PORTS[i]}" \
-    --listen-metrics-urls "" \
     --initial-cluster "$CLUSTER" --initial-cluster-state new \
     --initial-cluster-token "coordd-bench-$$" \
     --log-level error >"$DATA/m$i.log" 2>&1 &
@@ -78,7 +80,9 @@ healthy() {
   done
 }
 for attempt in $(seq 60); do
-  kill -0 "${PIDS[@]}" 2>/dev/null || { log "an etcd member exited during startup"; exit 1; }
+  for pid in "${PIDS[@]}"; do
+    kill -0 "$pid" 2>/dev/null || { log "etcd member (pid $pid) exited during startup"; exit 1; }
+  done
   healthy && break
   ((attempt < 60)) || { log "cluster not healthy after 30 s"; exit 1; }
   sleep 0.5
@@ -86,16 +90,22 @@ done
 log "cluster healthy"
 
 # --- warm-up, then the measured run ------------------------------------------------------------
-bench() { # bench TIMEOUT CLIENTS CONNS TOTAL
+bench() { # bench TIMEOUT CLIENTS CONNS TOTAL OUTFILE
+  # Run in the background and wait, so that Ctrl-C / SIGTERM reach the trap at once. (Redirect
+  # only the command, never the function call: the trap would inherit that redirection.)
   timeout "$1" "$BIN/benchmark" --endpoints="$ENDPOINTS" --target-leader --precise \
     --clients="$2" --conns="$3" \
-    put --key-size=16 --val-size=200 --key-space-size=100000 --total="$4"
+    put --key-size=16 --val-size=200 --key-space-size=100000 --total="$4" \
+    >"$5" 2>"$5.log" &   # stderr is gRPC chatter
+  BENCH_PID=$!
+  wait "$BENCH_PID"
+  BENCH_PID=""
 }
 log "warm-up: 5000 puts, 16 clients"
-bench 60 16 16 5000 >/dev/null 2>"$DATA/warmup.log"
+bench 60 16 16 5000 "$DATA/warmup.out"
 
 log "measuring: $TOTAL puts, $CLIENTS clients, $CONNS conns (timeout ${BENCH_TIMEOUT}s)"
-bench "$BENCH_TIMEOUT" "$CLIENTS" "$CONNS" "$TOTAL" >"$DATA/bench.out" 2>"$DATA/bench.log"
+bench "$BENCH_TIMEOUT" "$CLIENTS" "$CONNS" "$TOTAL" "$DATA/bench.out"
 sed -e '/^Response time histogram/,/^$/d' "$DATA/bench.out" >&2   # summary + percentiles, for humans
 
 # ops = successful requests (sum of the histogram buckets); failed requests are not counted.

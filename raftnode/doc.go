@@ -1,0 +1,24 @@
+// Package raftnode owns consensus wiring: a hashicorp/raft instance over
+// raft-boltdb/v2 (log and stable store), a file snapshot store and a TCP
+// transport, plus the four things coordd builds on top of it: batched
+// proposals, linearizable reads, leadership tracking and membership changes.
+//
+// Threading model:
+//   - raft's FSM goroutine is the only caller of fsmAdapter.ApplyBatch,
+//     Snapshot and Restore. It publishes each new fsm.State through an
+//     atomic pointer; readers load it without locks.
+//   - One batcher goroutine turns concurrent Propose calls into log entries
+//     (group commit), with at most maxInflightEntries entries in flight.
+//   - One goroutine drains raft's NotifyCh (buffered, never blocked) and runs
+//     the establish/revoke sequence; leader routines run under a context that
+//     is cancelled on step-down, and revoke waits for them to exit.
+//
+// Correctness rules kept here (DESIGN.md):
+//   - A proposal is acknowledged only after it is committed and applied.
+//     ErrLeadershipLost, shutdown and a context that ends while waiting mean
+//     the outcome is unknown (ErrOutcomeUnknown), never "failed".
+//   - Reads are served linearizably only after this leader has committed an
+//     entry of its own term (LeaderEstablished after a Barrier).
+//   - An entry the FSM cannot apply stops the process: a replica that
+//     skipped it would diverge.
+package raftnode

@@ -1,0 +1,76 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Server is one entry of the raft configuration.
+type Server struct {
+	ID       string
+	RaftAddr string
+	Voter    bool
+}
+
+// Configuration returns the latest raft configuration (committed or not).
+func (n *Node) Configuration() ([]Server, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("read raft configuration: %w", err)
+	}
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	return out, nil
+}
+
+// AddVoter adds (or updates the address of) a voting member. Leader only.
+func (n *Node) AddVoter(id, raftAddr string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 10*time.Second).Error(); err != nil {
+		return n.membershipError("add voter "+id, err)
+	}
+	return nil
+}
+
+// RemoveServer removes a member. Leader only.
+func (n *Node) RemoveServer(id string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+		return n.membershipError("remove "+id, err)
+	}
+	return nil
+}
+
+// TransferLeadership hands leadership to target, or to the most up-to-date
+// voter when target is empty. Leader only.
+func (n *Node) TransferLeadership(targetID, targetAddr string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	var f raft.Future
+	if targetID == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		f = n.raft.LeadershipTransferToServer(raft.ServerID(targetID), raft.ServerAddress(targetAddr))
+	}
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("transfer leadership: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) membershipError(what string, err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return fmt.Errorf("%s: %w", what, n.notLeader())
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

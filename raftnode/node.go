@@ -1,0 +1,234 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/coordd/coordd/fsm"
+)
+
+// Node is one coordd raft member.
+type Node struct {
+	cfg    Config
+	logger hclog.Logger
+	raft   *raft.Raft
+	fsm    *fsmAdapter
+	store  *raftboltdb.BoltStore
+	snaps  *raft.FileSnapshotStore
+	trans  raft.Transport
+
+	proposer *batcher
+	leader   *leadership
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	// establishedTerm is the term in which this node, as leader, committed
+	// LeaderEstablished; 0 when it is not an established leader.
+	establishedTerm atomic.Uint64
+}
+
+// Open creates or reopens a member's durable state and starts raft. It does
+// not bootstrap: see Bootstrap and package cluster.
+func Open(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
+		return nil, errors.New("raftnode: ID, DataDir and RaftAddr are required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
+	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
+
+	var err error
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("open raft log store: %w", err)
+	}
+	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	n.trans = cfg.Transport
+	if n.trans == nil {
+		if n.trans, err = newTCPTransport(cfg); err != nil {
+			n.store.Close()
+			return nil, err
+		}
+	}
+	notify := make(chan bool, 16)
+	rc, err := cfg.raftConfig(notify)
+	if err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 {
+		n.fsm.advance(snaps[0].Index)
+	}
+	n.proposer = newBatcher(n, 8)
+	n.leader = newLeadership(n, notify)
+	return n, nil
+}
+
+// HasExistingState reports whether the member already has raft state on
+// disk (and so must not bootstrap again).
+func (n *Node) HasExistingState() (bool, error) {
+	return raft.HasExistingState(n.store, n.store, n.snaps)
+}
+
+// Bootstrap forms a new cluster from a static peer list. Every member may
+// call it with the same list; a member with existing state must not.
+func (n *Node) Bootstrap(peers []Peer) error {
+	cfg := raft.Configuration{}
+	for _, p := range peers {
+		cfg.Servers = append(cfg.Servers, raft.Server{
+			Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	if err := n.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap cluster: %w", err)
+	}
+	return nil
+}
+
+// Peer is a member of a static bootstrap list.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// ID is this member's ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr is this member's raft address.
+func (n *Node) RaftAddr() string { return n.cfg.RaftAddr }
+
+// State returns the latest applied state (a stale read by definition).
+func (n *Node) State() *fsm.State { return n.fsm.State() }
+
+// SetApplyObserver installs a hook called after every applied command entry.
+// Call it before the node serves traffic.
+func (n *Node) SetApplyObserver(o ApplyObserver) { n.fsm.observer = o }
+
+// Raft exposes the underlying raft instance for status and tests.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node is the raft leader right now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// EstablishedTerm is the term in which this node established itself as
+// leader, or 0 if it is not an established leader.
+func (n *Node) EstablishedTerm() uint64 { return n.establishedTerm.Load() }
+
+// Leader returns the current leader's ID and raft address, if known.
+func (n *Node) Leader() (id, raftAddr string) {
+	addr, lid := n.raft.LeaderWithID()
+	return string(lid), string(addr)
+}
+
+// notLeader builds the error returned by leader-only operations.
+func (n *Node) notLeader() error {
+	id, addr := n.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// Snapshot forces a raft snapshot now (tests and operators).
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// LastSnapshot returns the index and time of the newest snapshot on disk.
+func (n *Node) LastSnapshot() (index uint64, at time.Time, ok bool) {
+	metas, err := n.snaps.List()
+	if err != nil || len(metas) == 0 {
+		return 0, time.Time{}, false
+	}
+	m := metas[0]
+	fi, err := os.Stat(filepath.Join(n.cfg.DataDir, "snapshots", m.ID))
+	if err == nil {
+		at = fi.ModTime()
+	}
+	return m.Index, at, true
+}
+
+// Done is closed when the node has shut down.
+func (n *Node) Done() <-chan struct{} { return n.closed }
+
+// Shutdown stops leader routines, raft and the stores. Safe to call twice.
+func (n *Node) Shutdown() error {
+	var err error
+	n.closeOnce.Do(func() {
+		close(n.closed)
+		n.leader.stop()
+		n.proposer.stop()
+		if e := n.raft.Shutdown().Error(); e != nil {
+			err = fmt.Errorf("raft shutdown: %w", e)
+		}
+		n.closeStores()
+	})
+	return err
+}
+
+func newTCPTransport(cfg Config) (*raft.NetworkTransport, error) {
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("resolve raft address %q: %w", cfg.RaftAddr, err)
+	}
+	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, addr, &raft.NetworkTransportConfig{
+		ServerAddressProvider: cfg.AddressProvider,
+		Logger:                cfg.Logger.Named("transport"),
+		MaxPool:               4,
+		Timeout:               2 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen on raft address %s: %w", cfg.RaftAddr, err)
+	}
+	return t, nil
+}
+
+func (n *Node) closeStores() {
+	if c, ok := n.trans.(io.Closer); ok {
+		c.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// WaitForLeader blocks until some leader is known or ctx ends.
+func (n *Node) WaitForLeader(ctx context.Context) (string, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, _ := n.Leader(); id != "" {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("wait for leader: %w", ctx.Err())
+		case <-n.closed:
+			return "", ErrShuttingDown
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// maxEntryBodyBytes caps the bodies batched into one entry, well under
+// commands.MaxEntryBytes so envelopes always fit.
+const maxEntryBodyBytes = 2 << 20
+
+// Propose commits one command and returns its result once it is applied on
+// this node. requestID may be empty; with one, a retry returns the first
+// result. Errors: *NotLeaderError (nothing done), ErrOutcomeUnknown,
+// ErrShuttingDown, commands.ErrTooLarge / ErrInvalid (nothing done).
+func (n *Node) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
+	c, err := commands.New(body)
+	if err != nil {
+		return nil, err
+	}
+	c.RequestID = requestID
+	if len(requestID) > commands.MaxRequestIDBytes {
+		return nil, fmt.Errorf("%w: request ID is %d bytes (max %d)", commands.ErrInvalid, len(requestID), commands.MaxRequestIDBytes)
+	}
+	if err := commands.Validate(c); err != nil {
+		return nil, err
+	}
+	if proto.Size(body) > commands.MaxCommandBytes {
+		return nil, fmt.Errorf("%w: %s body is %d bytes", commands.ErrTooLarge, c.Type, proto.Size(body))
+	}
+	if !n.IsLeader() {
+		return nil, n.notLeader()
+	}
+	p := &proposal{cmd: c, size: proto.Size(body), done: make(chan proposalResult, 1)}
+	select {
+	case n.proposer.in <- p:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("propose %s: %w (not submitted)", c.Type, ctx.Err())
+	case <-n.closed:
+		return nil, ErrShuttingDown
+	}
+	select {
+	case r := <-p.done:
+		return r.result, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("propose %s: %w: %v", c.Type, ErrOutcomeUnknown, ctx.Err())
+	case <-n.closed:
+		return nil, fmt.Errorf("propose %s: %w: node shut down", c.Type, ErrOutcomeUnknown)
+	}
+}
+
+type proposal struct {
+	cmd  commands.Command
+	size int
+	done chan proposalResult
+}
+
+type proposalResult struct {
+	result *logpb.Result
+	err    error
+}
+
+// batcher is the group-commit loop: it takes whatever proposals are waiting,
+// packs them into one log entry, and keeps at most `inflight` entries
+// waiting on raft at once. Under light load each proposal goes out alone at
+// once; under heavy load entries grow instead of queueing.
+type batcher struct {
+	n     *Node
+	in    chan *proposal
+	slots chan struct{}
+	stopc chan struct{}
+	done  chan struct{}
+}
+
+func newBatcher(n *Node, inflight int) *batcher {
+	b := &batcher{
+		n:     n,
+		in:    make(chan *proposal, 4096),
+		slots: make(chan struct{}, inflight),
+		stopc: make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go b.run()
+	return b
+}
+
+func (b *batcher) stop() {
+	close(b.stopc)
+	<-b.done
+}
+
+func (b *batcher) run() {
+	defer close(b.done)
+	var carry *proposal
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-b.in:
+			case <-b.stopc:
+				b.failPending()
+				return
+			}
+		}
+		select {
+		case b.slots <- struct{}{}:
+		case <-b.stopc:
+			first.done <- proposalResult{err: ErrShuttingDown}
+			b.failPending()
+			return
+		}
+		batch, size := []*proposal{first}, first.size
+	drain:
+		for len(batch) < commands.MaxCommandsPerEntry {
+			select {
+			case p := <-b.in:
+				if size+p.size > maxEntryBodyBytes {
+					carry = p
+					break drain
+				}
+				batch = append(batch, p)
+				size += p.size
+			default:
+				break drain
+			}
+		}
+		b.submit(batch)
+	}
+}
+
+// failPending answers every queued proposal on shutdown; none was submitted.
+func (b *batcher) failPending() {
+	for {
+		select {
+		case p := <-b.in:
+			p.done <- proposalResult{err: ErrShuttingDown}
+		default:
+			return
+		}
+	}
+}
+
+// submit stamps, encodes and applies one entry, then answers its proposals
+// from a goroutine so the loop can build the next entry meanwhile.
+func (b *batcher) submit(batch []*proposal) {
+	release := func() { <-b.slots }
+	term := b.n.raft.CurrentTerm()
+	now := time.Now().UnixMilli()
+	cmds := make([]commands.Command, len(batch))
+	for i, p := range batch {
+		c := p.cmd
+		c.ProposedAtUnixMs = now
+		c.LeaderTerm = term
+		cmds[i] = c
+	}
+	data, err := commands.EncodeEntry(cmds)
+	if err != nil {
+		release()
+		for _, p := range batch {
+			p.done <- proposalResult{err: fmt.Errorf("encode entry: %w", err)}
+		}
+		return
+	}
+	f := b.n.raft.Apply(data, b.n.cfg.ApplyTimeout)
+	go func() {
+		defer release()
+		err := f.Error()
+		if err != nil {
+			err = b.n.classifyApplyError(err)
+			for _, p := range batch {
+				p.done <- proposalResult{err: err}
+			}
+			return
+		}
+		resp, ok := f.Response().(applyResponse)
+		if !ok || len(resp.results) != len(batch) {
+			err := fmt.Errorf("%w: unexpected apply response %T", ErrOutcomeUnknown, f.Response())
+			for _, p := range batch {
+				p.done <- proposalResult{err: err}
+			}
+			return
+		}
+		for i, p := range batch {
+			p.done <- proposalResult{result: resp.results[i]}
+		}
+	}()
+}
+
+// classifyApplyError separates "certainly not done" from "maybe done".
+func (n *Node) classifyApplyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return n.notLeader()
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	default: // ErrLeadershipLost, ErrEnqueueTimeout and anything else
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	}
+}

@@ -69,7 +69,7 @@ func TestValidateUpsertMember(t *testing.T) {
 		{"id of 64 bytes", member(func(m *logpb.Member) { m.Id = id64 }), ""},
 		{"port 1", member(func(m *logpb.Member) { m.RaftAddr = "h:1" }), ""},
 		{"port 65535", member(func(m *logpb.Member) { m.RaftAddr = "h:65535" }), ""},
-		{"address of 255 bytes", member(func(m *logpb.Member) { m.HttpAddr = strings.Repeat("h", 249) + ":8080" }), ""},
+		{"address of 255 bytes", member(func(m *logpb.Member) { m.HttpAddr = strings.Repeat("h", 250) + ":8080" }), ""},
 		{"missing member", &logpb.UpsertMember{}, "member is missing"},
 		{"empty id", member(func(m *logpb.Member) { m.Id = "" }), "member id must be 1..64 bytes, got 0"},
 		{"id of 65 bytes", member(func(m *logpb.Member) { m.Id = id65 }), "got 65"},
@@ -83,7 +83,7 @@ func TestValidateUpsertMember(t *testing.T) {
 		{"port 65536", member(func(m *logpb.Member) { m.GrpcAddr = "h:65536" }), "grpc_addr"},
 		{"named port", member(func(m *logpb.Member) { m.GrpcAddr = "h:http" }), "port must be 1..65535"},
 		{"negative port", member(func(m *logpb.Member) { m.HttpAddr = "h:-1" }), "http_addr"},
-		{"address of 256 bytes", member(func(m *logpb.Member) { m.HttpAddr = strings.Repeat("h", 250) + ":8080" }), "http_addr is 256 bytes (max 255)"},
+		{"address of 256 bytes", member(func(m *logpb.Member) { m.HttpAddr = strings.Repeat("h", 251) + ":8080" }), "http_addr is 256 bytes (max 255)"},
 		{"too many colons", member(func(m *logpb.Member) { m.HttpAddr = "::1:80" }), "http_addr"},
 	})
 }

@@ -31,6 +31,9 @@ type Node struct {
 
 	proposer *batcher
 	leader   *leadership
+	verify   verifier
+
+	proposeObserver func(time.Duration)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -83,6 +86,7 @@ func Open(cfg Config) (*Node, error) {
 	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 {
 		n.fsm.advance(snaps[0].Index)
 	}
+	n.verify.n = n
 	n.proposer = newBatcher(n, 8)
 	n.leader = newLeadership(n, notify)
 	return n, nil
@@ -126,6 +130,10 @@ func (n *Node) State() *fsm.State { return n.fsm.State() }
 // SetApplyObserver installs a hook called after every applied command entry.
 // Call it before the node serves traffic.
 func (n *Node) SetApplyObserver(o ApplyObserver) { n.fsm.observer = o }
+
+// SetProposeObserver installs a hook told how long each successful
+// proposal took (commit and apply). Call it before the node serves traffic.
+func (n *Node) SetProposeObserver(o func(time.Duration)) { n.proposeObserver = o }
 
 // Raft exposes the underlying raft instance for status and tests.
 func (n *Node) Raft() *raft.Raft { return n.raft }

@@ -47,8 +47,12 @@ func (n *Node) Propose(ctx context.Context, body proto.Message, requestID string
 	case <-n.closed:
 		return nil, ErrShuttingDown
 	}
+	start := time.Now()
 	select {
 	case r := <-p.done:
+		if r.err == nil && n.proposeObserver != nil {
+			n.proposeObserver(time.Since(start))
+		}
 		return r.result, r.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("propose %s: %w: %v", c.Type, ErrOutcomeUnknown, ctx.Err())

@@ -35,24 +35,6 @@ func (n *Node) LinearizableRead(ctx context.Context) (*fsm.State, error) {
 	return n.fsm.State(), nil
 }
 
-// VerifyLeader confirms with a quorum that this node is still the leader.
-func (n *Node) VerifyLeader(ctx context.Context) error {
-	f := n.raft.VerifyLeader()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return n.notLeader()
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("verify leadership: %w", ctx.Err())
-	case <-n.closed:
-		return ErrShuttingDown
-	}
-}
-
 // waitDelivered waits until the FSM has been handed every entry up to
 // index. Entries the FSM never sees (a new leader's no-op, barriers) can sit
 // at the commit index; when raft reports them applied but the FSM saw no

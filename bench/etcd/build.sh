@@ -27,7 +27,7 @@ build_tool() {
   echo "build.sh: building $name from $modver ..." >&2
   (
     cd "$dir"
-    go mod init "coordd-bench/build-$name" >/dev/null 2>&1
+    go mod init "coordd-bench/build-$name" 2>/dev/null
     go get "$modver" >&2
     go build -o "$BIN/$name.tmp" "$pkg" >&2
   )

@@ -32,18 +32,25 @@ cleanup() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
-  [[ -n $BENCH_PID ]] && kill "$BENCH_PID" 2>/dev/null   # timeout passes the signal on to benchmark
+  if [[ -n $BENCH_PID ]]; then   # stop the load first; timeout passes SIGTERM on to benchmark
+    kill "$BENCH_PID" 2>/dev/null
+    wait "$BENCH_PID" 2>/dev/null
+  fi
   if ((${#PIDS[@]})); then
+    # Followers exit at once on SIGTERM; the leader first tries to hand leadership to a peer that
+    # is going away too and stalls for several seconds. The data is thrown away, so after a
+    # short grace period SIGKILL whatever is left.
     kill "${PIDS[@]}" 2>/dev/null
-    for _ in $(seq 50); do   # up to 5 s for a clean exit (kill -0 fails once all are gone)
+    for _ in $(seq 20); do   # up to 2 s (kill -0 fails once all are gone)
       kill -0 "${PIDS[@]}" 2>/dev/null || break
       sleep 0.1
     done
     kill -9 "${PIDS[@]}" 2>/dev/null
     wait "${PIDS[@]}" 2>/dev/null
   fi
-  if ((rc != 0)); then
-    for f in "$DATA"/*.log; do [[ -s $f ]] && { log "--- $f (tail)"; tail -n 20 "$f" >&2; }; done
+  if ((rc != 0)); then   # show what etcd and the benchmark complained about
+    for f in "$DATA"/m?.log; do [[ -s $f ]] && { log "--- ${f##*/}:"; tail -n 10 "$f" >&2; }; done
+    grep -ahiE 'error|fatal|panic' "$DATA"/*.out.log 2>/dev/null | tail -n 10 >&2
   fi
   rm -rf "$DATA"
   exit "$rc"

@@ -1,0 +1,50 @@
+package grpcserver
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+)
+
+func validateCount(count uint32) error {
+	if count == 0 || count > commands.MaxAllocCount {
+		return fmt.Errorf("%w: count must be in 1..%d, got %d", errInvalid, commands.MaxAllocCount, count)
+	}
+	return nil
+}
+
+func (s *Server) AllocTimestamp(ctx context.Context, req *coordpb.AllocTimestampRequest) (*coordpb.AllocTimestampResponse, error) {
+	if err := validateCount(req.Count); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AllocTimestampResponse, error) {
+		return coordpb.NewAllocatorClient(c).AllocTimestamp(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	first, err := s.tso.Alloc(ctx, req.Count)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &coordpb.AllocTimestampResponse{First: first, Count: req.Count}, nil
+}
+
+func (s *Server) AllocID(ctx context.Context, req *coordpb.AllocIDRequest) (*coordpb.AllocIDResponse, error) {
+	if err := validateCount(req.Count); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AllocIDResponse, error) {
+		return coordpb.NewAllocatorClient(c).AllocID(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	first, err := s.ids.Alloc(ctx, req.Count)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &coordpb.AllocIDResponse{First: first, Count: req.Count}, nil
+}

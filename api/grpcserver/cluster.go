@@ -1,0 +1,285 @@
+package grpcserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Status answers from this node's own view; it never forwards, so an
+// operator can ask every member what it sees.
+func (s *Server) Status(ctx context.Context, _ *coordpb.StatusRequest) (*coordpb.StatusResponse, error) {
+	r := s.node.Raft()
+	st := s.node.State()
+	leaderID, leaderGRPC := s.leaderHint()
+	members, err := s.members(st)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	snapIndex, _, _ := s.node.LastSnapshot()
+	return &coordpb.StatusResponse{
+		NodeId:            s.self.ID,
+		State:             r.State().String(),
+		LeaderId:          leaderID,
+		LeaderGrpcAddr:    leaderGRPC,
+		Term:              r.CurrentTerm(),
+		CommitIndex:       r.CommitIndex(),
+		AppliedIndex:      r.AppliedIndex(),
+		LastLogIndex:      r.LastIndex(),
+		EstablishedTerm:   st.EstablishedTerm(),
+		Members:           members,
+		LastSnapshotIndex: snapIndex,
+	}, nil
+}
+
+// members joins raft's configuration (who is a member, with what suffrage)
+// with the FSM's address directory.
+func (s *Server) members(st *fsm.State) ([]*coordpb.Member, error) {
+	servers, err := s.node.Configuration()
+	if err != nil {
+		return nil, err
+	}
+	leaderID, _ := s.node.Leader()
+	out := make([]*coordpb.Member, 0, len(servers))
+	for _, srv := range servers {
+		m := &coordpb.Member{Id: srv.ID, RaftAddr: srv.RaftAddr, Suffrage: "nonvoter", Leader: srv.ID == leaderID}
+		if srv.Voter {
+			m.Suffrage = "voter"
+		}
+		if rec, ok := st.Member(srv.ID); ok {
+			m.GrpcAddr, m.HttpAddr = rec.GrpcAddr, rec.HttpAddr
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coordpb.MembersResponse, error) {
+	st := s.node.State()
+	if req.Consistency == coordpb.ReadConsistency_LINEARIZABLE {
+		if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.MembersResponse, error) {
+			return coordpb.NewClusterClient(c).Members(ctx, req, o...)
+		}); handled {
+			return resp, err
+		}
+		var err error
+		if st, err = s.node.LinearizableRead(ctx); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+	}
+	members, err := s.members(st)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &coordpb.MembersResponse{Members: members}, nil
+}
+
+func memberRecord(id, raftAddr, grpcAddr, httpAddr string) (*logpb.Member, error) {
+	m := &logpb.Member{Id: id, RaftAddr: raftAddr, GrpcAddr: grpcAddr, HttpAddr: httpAddr}
+	if err := commands.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// propose commits a command and turns a rejection into a status error.
+func (s *Server) propose(ctx context.Context, body *logpb.UpsertMember) error {
+	res, err := s.node.Propose(ctx, body, "")
+	if err != nil {
+		return s.toStatus(ctx, err)
+	}
+	if res.Rejection != nil {
+		return rejection(res.Rejection)
+	}
+	return nil
+}
+
+func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*coordpb.AddVoterResponse, error) {
+	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AddVoterResponse, error) {
+		return coordpb.NewClusterClient(c).AddVoter(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if err := s.checkAddressFree(m); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	// Record the addresses first: a member raft knows about should always
+	// be reachable through the directory.
+	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
+		return nil, err
+	}
+	if err := s.node.AddVoter(m.Id, m.RaftAddr); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	members, err := s.members(s.node.State())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &coordpb.AddVoterResponse{Members: members}, nil
+}
+
+// checkAddressFree refuses a raft address already used by another member.
+func (s *Server) checkAddressFree(m *logpb.Member) error {
+	servers, err := s.node.Configuration()
+	if err != nil {
+		return err
+	}
+	for _, srv := range servers {
+		if srv.RaftAddr == m.RaftAddr && srv.ID != m.Id {
+			return fmt.Errorf("%w: raft address %s is already used by member %s", errPrecondition, m.RaftAddr, srv.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequest) (*coordpb.RemoveMemberResponse, error) {
+	if err := commands.ValidateMemberID(req.Id); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RemoveMemberResponse, error) {
+		return coordpb.NewClusterClient(c).RemoveMember(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.findServer(req.Id); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if req.Id == s.self.ID {
+		// A leader removing itself would step down mid-call; hand over
+		// first and let the client retry against the new leader.
+		if err := s.node.TransferLeadership("", ""); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+		return nil, s.toStatus(ctx, fmt.Errorf("leadership handed over before removing %s; retry: %w", req.Id, &raftnode.NotLeaderError{}))
+	}
+	if err := s.node.RemoveServer(req.Id); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	res, err := s.node.Propose(ctx, &logpb.RemoveMember{Id: req.Id}, "")
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if res.Rejection != nil {
+		return nil, rejection(res.Rejection)
+	}
+	members, err := s.members(s.node.State())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &coordpb.RemoveMemberResponse{Members: members}, nil
+}
+
+func (s *Server) findServer(id string) (raftnode.Server, error) {
+	servers, err := s.node.Configuration()
+	if err != nil {
+		return raftnode.Server{}, err
+	}
+	for _, srv := range servers {
+		if srv.ID == id {
+			return srv, nil
+		}
+	}
+	return raftnode.Server{}, fmt.Errorf("%w: member %q is not in the cluster", errNotFound, id)
+}
+
+func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeaderRequest) (*coordpb.TransferLeaderResponse, error) {
+	if req.TargetId != "" {
+		if err := commands.ValidateMemberID(req.TargetId); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.TransferLeaderResponse, error) {
+		return coordpb.NewClusterClient(c).TransferLeader(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	var addr string
+	if req.TargetId != "" {
+		srv, err := s.findServer(req.TargetId)
+		if err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+		if !srv.Voter {
+			return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s is not a voter", errPrecondition, srv.ID))
+		}
+		if srv.ID == s.self.ID {
+			return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s already leads", errPrecondition, srv.ID))
+		}
+		addr = srv.RaftAddr
+	}
+	if err := s.node.TransferLeadership(req.TargetId, addr); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	id, _ := s.node.Leader()
+	return &coordpb.TransferLeaderResponse{LeaderId: id, Term: s.node.Raft().CurrentTerm()}, nil
+}
+
+func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMemberRequest) (*coordpb.RegisterMemberResponse, error) {
+	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RegisterMemberResponse, error) {
+		return coordpb.NewClusterClient(c).RegisterMember(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.findServer(m.Id); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
+		return nil, err
+	}
+	return &coordpb.RegisterMemberResponse{}, nil
+}
+
+// Snapshot streams this node's state machine snapshot (see WriteSnapshot).
+func (s *Server) Snapshot(_ *coordpb.SnapshotRequest, stream grpc.ServerStreamingServer[coordpb.SnapshotChunk]) error {
+	return s.WriteSnapshot(stream.Context(), &chunkWriter{stream: stream})
+}
+
+// WriteSnapshot writes a state machine snapshot to w. On the leader the
+// state is read linearizably; a follower writes what it has applied.
+func (s *Server) WriteSnapshot(ctx context.Context, w io.Writer) error {
+	st := s.node.State()
+	if s.node.IsLeader() {
+		var err error
+		if st, err = s.node.LinearizableRead(ctx); err != nil {
+			return s.toStatus(ctx, err)
+		}
+	}
+	if err := st.WriteSnapshot(w); err != nil {
+		return s.toStatus(ctx, fmt.Errorf("write snapshot: %w", err))
+	}
+	return nil
+}
+
+// chunkWriter sends whatever it is given as SnapshotChunk messages.
+type chunkWriter struct {
+	stream grpc.ServerStreamingServer[coordpb.SnapshotChunk]
+}
+
+var _ io.Writer = (*chunkWriter)(nil)
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	const max = 256 << 10
+	for off := 0; off < len(p); off += max {
+		end := min(off+max, len(p))
+		if err := w.stream.Send(&coordpb.SnapshotChunk{Data: append([]byte(nil), p[off:end]...)}); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}

@@ -1,0 +1,137 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Metadata keys coordd sets on errors so clients can find the leader and
+// tell "maybe done" from "not done".
+const (
+	MDLeaderID   = "coordd-leader-id"
+	MDLeaderGRPC = "coordd-leader-grpc"
+	MDOutcome    = "coordd-outcome" // "unknown" when the write may have happened
+	MDForwarded  = "coordd-forwarded"
+)
+
+// errorRule maps one class of internal error to a gRPC code. The table is
+// the only place internal errors cross into the API.
+type errorRule struct {
+	match func(error) bool
+	code  codes.Code
+}
+
+func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+
+var errorTable = []errorRule{
+	{is(raftnode.ErrOutcomeUnknown), codes.Unavailable},
+	{is(raftnode.ErrNotLeader), codes.Unavailable},
+	{is(raftnode.ErrNotEstablished), codes.Unavailable},
+	{is(raftnode.ErrShuttingDown), codes.Unavailable},
+	{is(allocator.ErrNotLeader), codes.Unavailable},
+	{is(errNoLeader), codes.Unavailable},
+	{is(commands.ErrInvalid), codes.InvalidArgument},
+	{is(commands.ErrTooLarge), codes.InvalidArgument},
+	{is(errInvalid), codes.InvalidArgument},
+	{is(errNotFound), codes.NotFound},
+	{is(errPrecondition), codes.FailedPrecondition},
+	{is(context.DeadlineExceeded), codes.DeadlineExceeded},
+	{is(context.Canceled), codes.Canceled},
+}
+
+// rejectionCodes maps FSM rejections (deterministic, state-dependent
+// refusals) to gRPC codes.
+var rejectionCodes = map[logpb.RejectCode]codes.Code{
+	logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
+	logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
+	logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
+	logpb.RejectCode_REJECT_STALE:     codes.Aborted,
+	logpb.RejectCode_REJECT_EXHAUSTED: codes.ResourceExhausted,
+}
+
+// httpStatus maps gRPC codes to HTTP statuses for the JSON gateway.
+var httpStatus = map[codes.Code]int{
+	codes.OK:                 http.StatusOK,
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.NotFound:           http.StatusNotFound,
+	codes.AlreadyExists:      http.StatusConflict,
+	codes.FailedPrecondition: http.StatusPreconditionFailed,
+	codes.Aborted:            http.StatusConflict,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.Unavailable:        http.StatusServiceUnavailable,
+	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+	codes.Canceled:           499,
+	codes.Unimplemented:      http.StatusNotImplemented,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.OutOfRange:         http.StatusBadRequest,
+}
+
+// HTTPStatus returns the HTTP status for a gRPC code.
+func HTTPStatus(c codes.Code) int {
+	if s, ok := httpStatus[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+var (
+	errNoLeader     = errors.New("no leader is known")
+	errInvalid      = errors.New("invalid argument")
+	errNotFound     = errors.New("not found")
+	errPrecondition = errors.New("failed precondition")
+)
+
+// toStatus converts an internal error into a gRPC status error, attaching
+// the leader hint and the outcome marker as trailer metadata.
+func (s *Server) toStatus(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err // already a status (e.g. from a forwarded call)
+	}
+	code := codes.Internal
+	for _, r := range errorTable {
+		if r.match(err) {
+			code = r.code
+			break
+		}
+	}
+	md := metadata.MD{}
+	if errors.Is(err, raftnode.ErrOutcomeUnknown) {
+		md.Set(MDOutcome, "unknown")
+	}
+	if code == codes.Unavailable {
+		if id, addr := s.leaderHint(); id != "" {
+			md.Set(MDLeaderID, id)
+			if addr != "" {
+				md.Set(MDLeaderGRPC, addr)
+			}
+		}
+	}
+	if len(md) > 0 {
+		_ = grpc.SetTrailer(ctx, md)
+	}
+	return status.Error(code, err.Error())
+}
+
+// rejection converts an FSM rejection into a gRPC status error.
+func rejection(r *logpb.Rejection) error {
+	code, ok := rejectionCodes[r.Code]
+	if !ok {
+		code = codes.Internal
+	}
+	return status.Error(code, r.Message)
+}

@@ -1,0 +1,190 @@
+// Package httpgateway serves every coordd RPC as HTTP/JSON over the same
+// handlers as gRPC (one implementation per endpoint), plus the operational
+// endpoints /healthz, /readyz and /metrics.
+package httpgateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/api/grpcserver"
+)
+
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 1 << 20
+
+// route binds one HTTP method and path to one RPC handler.
+type route struct {
+	method string
+	path   string
+	// newReq returns an empty request; nil for routes with no body.
+	newReq func() proto.Message
+	call   func(ctx context.Context, req proto.Message) (proto.Message, error)
+}
+
+// rpc adapts a typed handler to the route table.
+func rpc[Req proto.Message, Resp proto.Message](newReq func() Req, h func(context.Context, Req) (Resp, error)) (func() proto.Message, func(context.Context, proto.Message) (proto.Message, error)) {
+	return func() proto.Message { return newReq() },
+		func(ctx context.Context, m proto.Message) (proto.Message, error) { return h(ctx, m.(Req)) }
+}
+
+// routes is the one table of HTTP endpoints; the README documents it.
+func routes(s *grpcserver.Server) []route {
+	var rs []route
+	add := func(method, path string, newReq func() proto.Message, call func(context.Context, proto.Message) (proto.Message, error)) {
+		rs = append(rs, route{method: method, path: path, newReq: newReq, call: call})
+	}
+	nr, c := rpc(func() *coordpb.StatusRequest { return &coordpb.StatusRequest{} }, s.Status)
+	add(http.MethodGet, "/v1/cluster/status", nr, c)
+	nr, c = rpc(func() *coordpb.MembersRequest { return &coordpb.MembersRequest{} }, s.Members)
+	add(http.MethodGet, "/v1/cluster/members", nr, c)
+	nr, c = rpc(func() *coordpb.AddVoterRequest { return &coordpb.AddVoterRequest{} }, s.AddVoter)
+	add(http.MethodPost, "/v1/cluster/members", nr, c)
+	nr, c = rpc(func() *coordpb.RemoveMemberRequest { return &coordpb.RemoveMemberRequest{} }, s.RemoveMember)
+	add(http.MethodPost, "/v1/cluster/members/remove", nr, c)
+	nr, c = rpc(func() *coordpb.TransferLeaderRequest { return &coordpb.TransferLeaderRequest{} }, s.TransferLeader)
+	add(http.MethodPost, "/v1/cluster/transfer-leader", nr, c)
+	nr, c = rpc(func() *coordpb.RegisterMemberRequest { return &coordpb.RegisterMemberRequest{} }, s.RegisterMember)
+	add(http.MethodPost, "/v1/cluster/register", nr, c)
+	nr, c = rpc(func() *coordpb.AllocTimestampRequest { return &coordpb.AllocTimestampRequest{} }, s.AllocTimestamp)
+	add(http.MethodPost, "/v1/alloc/timestamp", nr, c)
+	nr, c = rpc(func() *coordpb.AllocIDRequest { return &coordpb.AllocIDRequest{} }, s.AllocID)
+	add(http.MethodPost, "/v1/alloc/id", nr, c)
+	return rs
+}
+
+// Gateway is the HTTP handler of one node.
+type Gateway struct {
+	mux     *http.ServeMux
+	server  *grpcserver.Server
+	timeout time.Duration
+}
+
+// New builds the gateway. probes supplies /healthz and /readyz, metrics
+// /metrics.
+func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
+	g := &Gateway{mux: http.NewServeMux(), server: s, timeout: 10 * time.Second}
+	for _, r := range routes(s) {
+		g.mux.HandleFunc(r.method+" "+r.path, g.serveRPC(r))
+	}
+	g.mux.HandleFunc("GET /v1/snapshot", g.serveSnapshot)
+	g.mux.HandleFunc("GET /healthz", probes.healthz)
+	g.mux.HandleFunc("GET /readyz", probes.readyz)
+	g.mux.Handle("GET /metrics", metrics)
+	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, status.Error(codes.NotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)), "", "")
+	})
+	return g
+}
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
+
+func (g *Gateway) serveRPC(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
+		defer cancel()
+		req := rt.newReq()
+		if err := decodeRequest(r, req); err != nil {
+			writeError(w, status.Error(codes.InvalidArgument, err.Error()), "", "")
+			return
+		}
+		resp, err := rt.call(ctx, req)
+		if err != nil {
+			id, addr := g.server.LeaderHint()
+			writeError(w, err, id, addr)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(marshalJSON(resp))
+		_, _ = w.Write([]byte("\n"))
+	}
+}
+
+// decodeRequest reads a JSON body (POST) or query parameters (GET: each
+// parameter is a field of the request, e.g. ?consistency=STALE).
+func decodeRequest(r *http.Request, req proto.Message) error {
+	if r.Method == http.MethodGet {
+		q := r.URL.Query()
+		if len(q) == 0 {
+			return nil
+		}
+		obj := map[string]string{}
+		for k, v := range q {
+			if len(v) != 1 {
+				return fmt.Errorf("query parameter %q given %d times", k, len(v))
+			}
+			obj[k] = v[0]
+		}
+		data, _ := json.Marshal(obj)
+		if err := unmarshal.Unmarshal(data, req); err != nil {
+			return fmt.Errorf("bad query: %v", err)
+		}
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		return fmt.Errorf("read body: %v", err)
+	}
+	if len(body) > maxBodyBytes {
+		return fmt.Errorf("body over %d bytes", maxBodyBytes)
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	if err := unmarshal.Unmarshal(body, req); err != nil {
+		return fmt.Errorf("bad JSON body: %v", err)
+	}
+	return nil
+}
+
+// errorBody is the JSON shape of every gateway error.
+type errorBody struct {
+	Error struct {
+		Code       string `json:"code"`
+		Message    string `json:"message"`
+		LeaderID   string `json:"leader_id,omitempty"`
+		LeaderGRPC string `json:"leader_grpc_addr,omitempty"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, err error, leaderID, leaderGRPC string) {
+	st, ok := status.FromError(err)
+	if !ok {
+		st = status.New(codes.Internal, err.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		st = status.New(codes.DeadlineExceeded, err.Error())
+	}
+	var body errorBody
+	body.Error.Code = st.Code().String()
+	body.Error.Message = st.Message()
+	if st.Code() == codes.Unavailable {
+		body.Error.LeaderID, body.Error.LeaderGRPC = leaderID, leaderGRPC
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(grpcserver.HTTPStatus(st.Code()))
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func (g *Gateway) serveSnapshot(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := g.server.WriteSnapshot(ctx, w); err != nil {
+		id, addr := g.server.LeaderHint()
+		writeError(w, err, id, addr)
+	}
+}

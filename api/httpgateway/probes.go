@@ -1,0 +1,44 @@
+package httpgateway
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Probes answers liveness and readiness checks.
+type Probes struct {
+	Node *raftnode.Node
+}
+
+// healthz: the process is up and serving HTTP.
+func (p Probes) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeProbe(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+// readyz: a leader is known and this node has applied everything it knows
+// to be committed, so its stale reads are current and it can forward.
+func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
+	leader, _ := p.Node.Leader()
+	r := p.Node.Raft()
+	commit, applied := r.CommitIndex(), r.AppliedIndex()
+	body := map[string]any{"leader_id": leader, "commit_index": commit, "applied_index": applied}
+	switch {
+	case leader == "":
+		body["status"] = "no leader known"
+		writeProbe(w, http.StatusServiceUnavailable, body)
+	case applied < commit:
+		body["status"] = "catching up"
+		writeProbe(w, http.StatusServiceUnavailable, body)
+	default:
+		body["status"] = "ready"
+		writeProbe(w, http.StatusOK, body)
+	}
+}
+
+func writeProbe(w http.ResponseWriter, code int, body map[string]any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,92 @@
+// Package metrics builds a node's Prometheus registry: raft's and
+// raft-boltdb's own metrics (through a hashicorp/go-metrics Prometheus sink;
+// build with -tags hashicorpmetrics so both libraries report to it), Go and
+// process collectors, and coordd's gauges and histograms.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Registry is one node's metrics.
+type Registry struct {
+	reg          *prometheus.Registry
+	ApplyLatency prometheus.Histogram
+	Applied      prometheus.Counter
+}
+
+// New registers every collector for node. go-metrics keeps one process-wide
+// sink (a property of that library, used by raft); New installs it, so call
+// it once per process.
+func New(node *raftnode.Node) (*Registry, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: reg, Expiration: time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("raft metrics sink: %w", err)
+	}
+	conf := gometrics.DefaultConfig("coordd")
+	conf.EnableHostname = false
+	conf.EnableRuntimeMetrics = false
+	if _, err := gometrics.NewGlobal(conf, sink); err != nil {
+		return nil, fmt.Errorf("install raft metrics sink: %w", err)
+	}
+
+	r := &Registry{
+		reg: reg,
+		ApplyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "coordd_propose_duration_seconds",
+			Help:    "Time from proposing a command on the leader to its result (committed and applied).",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}),
+		Applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coordd_fsm_applied_entries_total",
+			Help: "Log entries applied to this node's state machine.",
+		}),
+	}
+	reg.MustRegister(r.ApplyLatency, r.Applied)
+	gauge := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("coordd_fsm_applied_index", "Raft index of the last entry applied to the state machine.",
+		func() float64 { return float64(node.State().AppliedIndex()) })
+	gauge("coordd_fsm_members", "Members recorded in the state machine.",
+		func() float64 { return float64(len(node.State().Members())) })
+	gauge("coordd_fsm_request_ids", "Request IDs remembered for retry deduplication.",
+		func() float64 { return float64(node.State().DedupLen()) })
+	gauge("coordd_raft_term", "Current raft term.", func() float64 { return float64(node.Raft().CurrentTerm()) })
+	gauge("coordd_is_leader", "1 if this node is the established leader.", func() float64 {
+		if node.EstablishedTerm() != 0 {
+			return 1
+		}
+		return 0
+	})
+	gauge("coordd_snapshot_age_seconds", "Seconds since the newest raft snapshot was written (-1: none yet).", func() float64 {
+		_, at, ok := node.LastSnapshot()
+		if !ok {
+			return -1
+		}
+		return time.Since(at).Seconds()
+	})
+	gauge("coordd_last_snapshot_index", "Raft index of the newest snapshot (0: none yet).", func() float64 {
+		idx, _, _ := node.LastSnapshot()
+		return float64(idx)
+	})
+	return r, nil
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+}

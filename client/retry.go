@@ -1,0 +1,263 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Response metadata keys the server sets on Unavailable answers.
+const (
+	// MDLeaderID names the current leader, when known.
+	MDLeaderID = "coordd-leader-id"
+	// MDLeaderGRPC is the leader's gRPC address, when known.
+	MDLeaderGRPC = "coordd-leader-grpc"
+	// MDOutcome is "unknown" when a write may or may not have happened.
+	MDOutcome = "coordd-outcome"
+	// OutcomeUnknown is the value of MDOutcome for an unknown outcome.
+	OutcomeUnknown = "unknown"
+)
+
+// Error is the error of a failed call. status.Code(err) and
+// status.Convert(err) report the status of the last attempt.
+type Error struct {
+	// Op names the call and its main argument, e.g. "RemoveMember(n3)".
+	Op string
+	// Endpoint is where the last attempt went.
+	Endpoint string
+	// Attempts is how many attempts were made.
+	Attempts int
+	// OutcomeUnknown is set when an attempt's outcome was unknown: for a
+	// write, it may have been applied even though the call failed.
+	OutcomeUnknown bool
+	// LeaderID is the last leader named by a server, if any.
+	LeaderID string
+	// Err is the last attempt's error (usually a gRPC status error).
+	Err error
+	// Stopped says why retrying ended early, if it did: the context's
+	// error or errRetryBudget. Nil when Err was definitive.
+	Stopped error
+}
+
+var errRetryBudget = errors.New("retry budget exhausted")
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "client: %s: %v", e.Op, e.Err)
+	var notes []string
+	if e.Attempts > 0 {
+		n := fmt.Sprintf("endpoint %s, %d attempts", e.Endpoint, e.Attempts)
+		if e.Attempts == 1 {
+			n = n[:len(n)-1]
+		}
+		notes = append(notes, n)
+	}
+	if e.Stopped != nil {
+		notes = append(notes, "gave up: "+e.Stopped.Error())
+	}
+	if e.OutcomeUnknown {
+		notes = append(notes, "an attempt's outcome is unknown: the change may have been applied")
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(notes, "; "))
+	}
+	return b.String()
+}
+
+// Unwrap returns the last attempt's error and the reason retrying stopped.
+func (e *Error) Unwrap() []error {
+	if e.Stopped != nil {
+		return []error{e.Err, e.Stopped}
+	}
+	return []error{e.Err}
+}
+
+// GRPCStatus returns the status of the last attempt.
+func (e *Error) GRPCStatus() *status.Status {
+	if st, ok := status.FromError(e.Err); ok {
+		return st
+	}
+	if e.Stopped != nil && e.Stopped != errRetryBudget {
+		return status.FromContextError(e.Stopped)
+	}
+	return status.New(codes.Unknown, e.Err.Error())
+}
+
+// IsOutcomeUnknown reports whether err says a write may or may not have
+// been applied.
+func IsOutcomeUnknown(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.OutcomeUnknown
+	}
+	return false
+}
+
+// callKind selects the retry rules of a call.
+type callKind int
+
+const (
+	// retrySafe calls (reads, allocations, RegisterMember) are retried
+	// after any retryable error, outcome unknown or not.
+	retrySafe callKind = iota
+	// mutation calls are retried at most OutcomeUnknownRetries times
+	// after an unknown outcome.
+	mutation
+	// mutationOnce calls are never retried after an unknown outcome.
+	mutationOnce
+)
+
+// rpcFunc makes one attempt on cc. It must pass opts to the RPC.
+type rpcFunc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error
+
+// callCtx bounds ctx by RequestTimeout.
+func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+}
+
+// do runs fn with retries and returns the endpoint that answered.
+func (c *Client) do(ctx context.Context, op string, kind callKind, fn rpcFunc) (string, error) {
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	return c.retry(ctx, op, kind, fn)
+}
+
+func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc) (string, error) {
+	var (
+		e       = &Error{Op: op}
+		order   = c.order()
+		next    int    // index into order of the next endpoint to try
+		hint    string // leader endpoint to try next, from the last answer
+		tried   = map[string]bool{}
+		delay   = backoffStart
+		unknown int
+	)
+	maxUnknown := c.cfg.OutcomeUnknownRetries
+	if kind == mutationOnce {
+		maxUnknown = 0
+	}
+	for {
+		addr := hint
+		hint = ""
+		if addr == "" {
+			addr = order[next%len(order)]
+			next++
+		}
+		if tried[addr] {
+			// Every endpoint of this round failed: back off.
+			if err := sleep(ctx, delay); err != nil {
+				e.Stopped = err
+				return "", e
+			}
+			delay = min(2*delay, backoffCap)
+			clear(tried)
+		}
+		tried[addr] = true
+
+		e.Attempts++
+		e.Endpoint = addr
+		md, err := c.attempt(ctx, addr, fn)
+		if err == nil {
+			c.setPreferred(addr)
+			return addr, nil
+		}
+		e.Err = err
+		if errors.Is(err, ErrClosed) {
+			return "", e
+		}
+		if id := first(md, MDLeaderID); id != "" {
+			e.LeaderID = id
+		}
+		if ctx.Err() != nil {
+			e.Stopped = ctx.Err()
+			return "", e
+		}
+		retry, unknownOutcome := classify(err, md)
+		if !retry {
+			return "", e
+		}
+		if unknownOutcome {
+			e.OutcomeUnknown = true
+			if kind != retrySafe {
+				unknown++
+				if unknown > maxUnknown {
+					e.Stopped = errRetryBudget
+					return "", e
+				}
+			}
+		}
+		if e.Attempts > c.cfg.MaxRetries {
+			e.Stopped = errRetryBudget
+			return "", e
+		}
+		if h := first(md, MDLeaderGRPC); h != "" && h != addr {
+			hint = h
+		}
+	}
+}
+
+// attempt makes one call on addr and returns the response metadata
+// (header and trailer merged).
+func (c *Client) attempt(ctx context.Context, addr string, fn rpcFunc) (metadata.MD, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		defer cancel()
+	}
+	if err := c.waitReady(ctx, addr, cc); err != nil {
+		return nil, err
+	}
+	var header, trailer metadata.MD
+	err = fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
+	return metadata.Join(header, trailer), err
+}
+
+// classify tells whether err may be retried and whether the attempt's
+// outcome is unknown. It is called only while the call's context is live,
+// so DeadlineExceeded means one attempt (or the server) timed out.
+func classify(err error, md metadata.MD) (retry, unknownOutcome bool) {
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return true, first(md, MDOutcome) == OutcomeUnknown
+	case codes.DeadlineExceeded:
+		return true, true
+	default:
+		return false, false
+	}
+}
+
+func first(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// sleep waits d less up to 20% jitter, or until ctx ends. It gives up at
+// once when the deadline would pass first.
+func sleep(ctx context.Context, d time.Duration) error {
+	d -= time.Duration(rand.Int64N(int64(d)/5 + 1))
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return context.DeadlineExceeded
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

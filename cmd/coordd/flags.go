@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// errUsage: flag parsing already printed the problem and usage.
+var errUsage = errors.New("usage")
+
+// configError marks bad configuration (exit status 2).
+type configError struct{ error }
+
+func badConfig(format string, args ...any) error { return configError{fmt.Errorf(format, args...)} }
+
+// serveConfig is everything `coordd serve` needs.
+type serveConfig struct {
+	ID, DataDir, RaftAddr, GRPCAddr, HTTPAddr string
+	Peers                                     []raftnode.Peer
+	Join                                      string
+	LogLevel                                  string
+	Raft                                      raftnode.Config
+}
+
+func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	fs := flag.NewFlagSet("coordd serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c serveConfig
+	var peers, configFile string
+	fs.StringVar(&configFile, "config", "", "JSON config file keyed by flag name")
+	fs.StringVar(&c.ID, "id", "", "member ID (letters, digits, '.', '_', '-')")
+	fs.StringVar(&c.DataDir, "data-dir", "", "directory for the raft log, stable store and snapshots")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "", "raft transport address host:port (bound and advertised)")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", "", "gRPC listen address host:port")
+	fs.StringVar(&c.HTTPAddr, "http-addr", "", "HTTP/JSON listen address host:port")
+	fs.StringVar(&peers, "peers", "", "static bootstrap list id=raftaddr,... (identical on every member)")
+	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
+	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
+	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "raft leader lease (<= heartbeat timeout)")
+	fs.DurationVar(&c.Raft.CommitTimeout, "commit-timeout", 20*time.Millisecond, "raft commit timeout")
+	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often raft checks whether to snapshot")
+	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", 8192, "log entries since the last snapshot that trigger one")
+	fs.Uint64Var(&c.Raft.TrailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot")
+	if err := fs.Parse(args); err != nil {
+		return c, errUsage
+	}
+	if fs.NArg() > 0 {
+		return c, badConfig("unexpected argument %q", fs.Arg(0))
+	}
+	if err := fillFromEnvAndFile(fs, getenv, configFile); err != nil {
+		return c, err
+	}
+	peersFlag := fs.Lookup("peers").Value.String()
+	var err error
+	if c.Peers, err = cluster.ParsePeers(peersFlag); err != nil {
+		return c, badConfig("--peers: %v", err)
+	}
+	return c, c.validate()
+}
+
+// fillFromEnvAndFile sets every flag not given on the command line from
+// COORDD_<NAME> or, failing that, from the config file.
+func fillFromEnvAndFile(fs *flag.FlagSet, getenv func(string) string, configFile string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if configFile == "" {
+		configFile = getenv("COORDD_CONFIG")
+	}
+	fileVals := map[string]any{}
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return badConfig("--config: %v", err)
+		}
+		if err := json.Unmarshal(data, &fileVals); err != nil {
+			return badConfig("--config %s: not a JSON object: %v", configFile, err)
+		}
+		for k := range fileVals {
+			if fs.Lookup(k) == nil || k == "config" {
+				return badConfig("--config %s: unknown key %q", configFile, k)
+			}
+		}
+	}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || f.Name == "config" {
+			return
+		}
+		env := "COORDD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, badConfig("%s=%q: %v", env, v, err))
+			}
+			return
+		}
+		if v, ok := fileVals[f.Name]; ok {
+			if err := f.Value.Set(fmt.Sprint(v)); err != nil {
+				errs = append(errs, badConfig("--config key %q=%v: %v", f.Name, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (c serveConfig) validate() error {
+	if err := commands.ValidateMemberID(c.ID); err != nil {
+		return badConfig("--id: %v", errors.Unwrap(err))
+	}
+	if c.DataDir == "" {
+		return badConfig("--data-dir is required")
+	}
+	for _, a := range []struct{ name, v string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--http-addr", c.HTTPAddr}} {
+		if err := commands.ValidateAddr(a.name, a.v, true); err != nil {
+			return badConfig("%v", errors.Unwrap(err))
+		}
+	}
+	if c.RaftAddr == c.GRPCAddr || c.RaftAddr == c.HTTPAddr || c.GRPCAddr == c.HTTPAddr {
+		return badConfig("--raft-addr, --grpc-addr and --http-addr must differ")
+	}
+	if c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout {
+		return badConfig("--leader-lease-timeout (%v) must not exceed --heartbeat-timeout (%v)", c.Raft.LeaderLeaseTimeout, c.Raft.HeartbeatTimeout)
+	}
+	if c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout {
+		return badConfig("--election-timeout (%v) must be at least --heartbeat-timeout (%v)", c.Raft.ElectionTimeout, c.Raft.HeartbeatTimeout)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--heartbeat-timeout", c.Raft.HeartbeatTimeout}, {"--election-timeout", c.Raft.ElectionTimeout},
+		{"--leader-lease-timeout", c.Raft.LeaderLeaseTimeout}, {"--commit-timeout", c.Raft.CommitTimeout},
+		{"--snapshot-interval", c.Raft.SnapshotInterval}} {
+		if d.v < 5*time.Millisecond {
+			return badConfig("%s must be at least 5ms, got %v", d.name, d.v)
+		}
+	}
+	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
+		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
+	}
+	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {
+		return configError{err}
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Command coordd is the coordd server.
+//
+//	coordd [serve] --id ID --data-dir DIR --raft-addr A --grpc-addr A --http-addr A (--peers ... | --join A)
+//	coordd dev [--data-dir ./data/dev]     a three-node cluster on loopback, in the foreground
+//
+// Every flag has an environment equivalent (COORDD_ plus the flag name in
+// upper snake case) and may be set in a JSON config file (--config) keyed by
+// flag name. A flag on the command line wins over the environment, which
+// wins over the config file.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := "serve"
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "dev" || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		var cfg serveConfig
+		if cfg, err = parseServeFlags(args, os.Getenv, stderr); err == nil {
+			err = serve(ctx, cfg, stderr)
+		}
+	case "dev":
+		var cfg devConfig
+		if cfg, err = parseDevFlags(args, stderr); err == nil {
+			err = dev(ctx, cfg, stdout, stderr)
+		}
+	default:
+		fmt.Fprintln(stdout, usage)
+		return 0
+	}
+	if err == errUsage {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		if _, ok := err.(configError); ok {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+const usage = `coordd — a Raft-replicated coordinator for streaming vector databases
+
+usage:
+  coordd [serve] [flags]   run one member (see 'coordd serve -h')
+  coordd dev [flags]       run a local three-node cluster on loopback (see 'coordd dev -h')`

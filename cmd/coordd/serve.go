@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/grpcserver"
+	"github.com/coordd/coordd/api/httpgateway"
+	"github.com/coordd/coordd/api/metrics"
+	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/raftnode"
+)
+
+func selfOf(c serveConfig) grpcserver.Self {
+	return grpcserver.Self{ID: c.ID, RaftAddr: c.RaftAddr, GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr}
+}
+
+// serve runs one member until ctx ends, then shuts down in reverse order:
+// stop accepting client calls, stop leader work and raft, close stores.
+func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name: "coordd", Level: hclog.LevelFromString(c.LogLevel), Output: logOut,
+	}).With("id", c.ID)
+
+	// Listen before starting raft so a port clash fails fast, with nothing
+	// on disk changed but the data dir.
+	grpcLis, err := net.Listen("tcp", c.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --grpc-addr: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("listen on --http-addr: %w", err)
+	}
+
+	rc := c.Raft
+	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
+	node, err := raftnode.Open(rc)
+	if err != nil {
+		grpcLis.Close()
+		httpLis.Close()
+		return err
+	}
+	defer node.Shutdown()
+
+	reg, err := metrics.New(node)
+	if err != nil {
+		return err
+	}
+	node.SetProposeObserver(func(d time.Duration) { reg.ApplyLatency.Observe(d.Seconds()) })
+	node.SetApplyObserver(func(uint64, int) { reg.Applied.Inc() })
+
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"))
+	defer srv.Close()
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
+	srv.Register(g)
+	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
+	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- g.Serve(grpcLis) }()
+	go func() { defer wg.Done(); errc <- hs.Serve(httpLis) }()
+
+	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger}
+	bgctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := cluster.Enter(bgctx, node, opts); err != nil {
+		g.Stop()
+		hs.Close()
+		wg.Wait()
+		return err
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); cluster.KeepRegistered(bgctx, node, opts) }()
+	logger.Info("serving", "raft", c.RaftAddr, "grpc", c.GRPCAddr, "http", c.HTTPAddr)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("server stopped: %w", err)
+		}
+	}
+	cancel()
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	_ = hs.Shutdown(shutdownCtx)
+	stopGRPC(g, 3*time.Second)
+	if err := node.Shutdown(); err != nil && runErr == nil {
+		runErr = err
+	}
+	wg.Wait()
+	return runErr
+}
+
+// stopGRPC drains in-flight calls, then forces the rest closed.
+func stopGRPC(g *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() { g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		g.Stop()
+	}
+}

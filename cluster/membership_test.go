@@ -1,0 +1,117 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/coordpb"
+)
+
+// TestJoinTransferRemove: a fourth process joins through a follower's gRPC
+// address, becomes a voter with its addresses recorded, leadership moves on
+// request, and the member is removed again.
+func TestJoinTransferRemove(t *testing.T) {
+	l := startCluster(t)
+	c := dialAll(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	leader := leaderIndex(t, l, c, -1)
+	follower := (leader + 1) % 3
+	base := freeBasePort(t, 1)
+	dir := t.TempDir()
+	n4 := struct{ raft, grpc, http string }{
+		fmt.Sprintf("127.0.0.1:%d", base+100), fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1000)}
+	logf, err := os.Create(filepath.Join(dir, "n4.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(coorddBinary, "serve", "--id", "n4", "--data-dir", filepath.Join(dir, "n4"),
+		"--raft-addr", n4.raft, "--grpc-addr", n4.grpc, "--http-addr", n4.http,
+		"--join", l.Members()[follower].GRPCAddr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "n4.log"))
+			t.Logf("--- n4 log ---\n%s", tail(string(b), 40))
+		}
+	})
+
+	// n4 appears as a voter with all three addresses.
+	waitFor(t, ctx, "n4 to join as a voter with addresses", func() bool {
+		r, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.MembersResponse, error) {
+			return coordpb.NewClusterClient(conn).Members(ctx, &coordpb.MembersRequest{})
+		})
+		if err != nil {
+			return false
+		}
+		for _, m := range r.Members {
+			if m.Id == "n4" {
+				return m.Suffrage == "voter" && m.RaftAddr == n4.raft && m.GrpcAddr == n4.grpc && m.HttpAddr == n4.http
+			}
+		}
+		return false
+	})
+
+	// Transfer leadership to a named follower.
+	target := l.Members()[follower].ID
+	if _, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.TransferLeaderResponse, error) {
+		return coordpb.NewClusterClient(conn).TransferLeader(ctx, &coordpb.TransferLeaderRequest{TargetId: target})
+	}); err != nil {
+		t.Fatalf("transfer leadership to %s: %v", target, err)
+	}
+	if got := leaderIndex(t, l, c, -1); got != follower {
+		t.Fatalf("leader after transfer is %s, want %s", l.Members()[got].ID, target)
+	}
+
+	// Removing an unknown member is NotFound and changes nothing.
+	_, err = anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.RemoveMemberResponse, error) {
+		return coordpb.NewClusterClient(conn).RemoveMember(ctx, &coordpb.RemoveMemberRequest{Id: "nope"})
+	})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("remove unknown member: got %v, want NotFound", err)
+	}
+
+	// Remove n4; the configuration is back to three voters.
+	r, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.RemoveMemberResponse, error) {
+		return coordpb.NewClusterClient(conn).RemoveMember(ctx, &coordpb.RemoveMemberRequest{Id: "n4"})
+	})
+	if err != nil {
+		t.Fatalf("remove n4: %v", err)
+	}
+	if len(r.Members) != 3 {
+		t.Fatalf("after removing n4: %d members, want 3: %v", len(r.Members), r.Members)
+	}
+	for _, m := range r.Members {
+		if m.Id == "n4" {
+			t.Fatal("n4 still listed after removal")
+		}
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,338 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/cluster"
+)
+
+// coorddBinary is built once per test binary by TestMain.
+var coorddBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "coordd-mp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	coorddBinary = filepath.Join(dir, "coordd")
+	build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", coorddBinary, "github.com/coordd/coordd/cmd/coordd")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build coordd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freeBasePort finds a base port whose gRPC, raft and HTTP blocks are free.
+func freeBasePort(t *testing.T, nodes int) int {
+	t.Helper()
+	for base := 20000 + os.Getpid()%400*50; base < 60000; base += 37 {
+		ok := true
+		for i := 0; i < nodes && ok; i++ {
+			for _, p := range []int{base + i, base + 100 + i, base + 1000 + i} {
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+				if err != nil {
+					ok = false
+					break
+				}
+				l.Close()
+			}
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port block on 127.0.0.1")
+	return 0
+}
+
+// startCluster launches a three-process cluster and stops it at cleanup,
+// keeping member logs on failure.
+func startCluster(t *testing.T) *cluster.Launcher {
+	t.Helper()
+	dir := t.TempDir()
+	l := cluster.NewLauncher(cluster.LauncherConfig{
+		Binary: coorddBinary, DataDir: dir, Nodes: 3, BasePort: freeBasePort(t, 3), Host: "127.0.0.1",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := l.Start(ctx); err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		l.Stop()
+		if t.Failed() {
+			for _, m := range l.Members() {
+				if b, err := os.ReadFile(filepath.Join(m.DataDir, "coordd.log")); err == nil {
+					t.Logf("--- log of %s (tail) ---\n%s", m.ID, tail(string(b), 40))
+				}
+			}
+		}
+	})
+	return l
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// clients holds one connection per member.
+type clients struct {
+	conns []*grpc.ClientConn
+}
+
+func dialAll(t *testing.T, l *cluster.Launcher) *clients {
+	t.Helper()
+	c := &clients{}
+	for _, m := range l.Members() {
+		conn, err := grpc.NewClient(m.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.conns = append(c.conns, conn)
+	}
+	t.Cleanup(func() {
+		for _, conn := range c.conns {
+			conn.Close()
+		}
+	})
+	return c
+}
+
+// anyMember tries call on each member in turn until one succeeds or ctx
+// ends; Unavailable and connection failures move on to the next member.
+func anyMember[T any](ctx context.Context, c *clients, call func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
+	var zero T
+	var last error
+	for attempt := 0; ; attempt++ {
+		for _, conn := range c.conns {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			v, err := call(cctx, conn)
+			cancel()
+			if err == nil {
+				return v, nil
+			}
+			last = err
+			if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+				return zero, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return zero, fmt.Errorf("no member answered: %v (last: %v)", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func status0(ctx context.Context, conn *grpc.ClientConn) (*coordpb.StatusResponse, error) {
+	return coordpb.NewClusterClient(conn).Status(ctx, &coordpb.StatusRequest{})
+}
+
+// leaderIndex returns the launcher index of the current leader.
+func leaderIndex(t *testing.T, l *cluster.Launcher, c *clients, skip int) int {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, conn := range c.conns {
+			if i == skip {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := status0(ctx, conn)
+			cancel()
+			if err == nil && st.State == "Leader" && st.EstablishedTerm == st.Term {
+				return i
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no established leader within 15s")
+	return -1
+}
+
+// op is one completed allocation, with its real-time window.
+type op struct {
+	kind         string // "ts" or "id"
+	invoke, done time.Time
+	first, last  uint64
+}
+
+// TestKillLeaderAllocationsStayMonotonic is the multi-process
+// scenario: three coordd processes; allocations run throughout; the leader
+// is SIGKILLed, a write succeeds on the new leader, the killed member is
+// restarted and catches up. Every allocation must be unique and strictly
+// greater than everything completed before it was invoked.
+func TestKillLeaderAllocationsStayMonotonic(t *testing.T) {
+	l := startCluster(t)
+	c := dialAll(t, l)
+
+	var mu sync.Mutex
+	var ops []op
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil && i < 100000; i++ {
+				kind := "ts"
+				if (w+i)%2 == 1 {
+					kind = "id"
+				}
+				invoke := time.Now()
+				var first uint64
+				var count uint32 = uint32(1 + i%3)
+				var err error
+				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if kind == "ts" {
+					var r *coordpb.AllocTimestampResponse
+					r, err = anyMember(actx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.AllocTimestampResponse, error) {
+						return coordpb.NewAllocatorClient(conn).AllocTimestamp(ctx, &coordpb.AllocTimestampRequest{Count: count})
+					})
+					if err == nil {
+						first = r.First
+					}
+				} else {
+					var r *coordpb.AllocIDResponse
+					r, err = anyMember(actx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.AllocIDResponse, error) {
+						return coordpb.NewAllocatorClient(conn).AllocID(ctx, &coordpb.AllocIDRequest{Count: count})
+					})
+					if err == nil {
+						first = r.First
+					}
+				}
+				cancel()
+				if err != nil {
+					continue // failed or unknown: it constrains nothing
+				}
+				mu.Lock()
+				ops = append(ops, op{kind: kind, invoke: invoke, done: time.Now(), first: first, last: first + uint64(count) - 1})
+				mu.Unlock()
+			}
+		}()
+	}
+
+	time.Sleep(500 * time.Millisecond)
+	leader := leaderIndex(t, l, c, -1)
+	killedAt := time.Now()
+	if err := l.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed leader %s", l.Members()[leader].ID)
+
+	// A write (an ID allocation commits a reservation on a new leader)
+	// succeeds through the survivors.
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	_, err := anyMember(wctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.AllocIDResponse, error) {
+		return coordpb.NewAllocatorClient(conn).AllocID(ctx, &coordpb.AllocIDRequest{Count: 1})
+	})
+	wcancel()
+	if err != nil {
+		t.Fatalf("no write succeeded after killing the leader: %v", err)
+	}
+	t.Logf("first write after kill: %v", time.Since(killedAt))
+	newLeader := leaderIndex(t, l, c, leader)
+	if newLeader == leader {
+		t.Fatal("killed member still reported as leader")
+	}
+
+	time.Sleep(500 * time.Millisecond)
+	if err := l.StartMember(leader); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := l.WaitReady(rctx, leader, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	wg.Wait()
+
+	// The restarted member catches up to the leader's commit index.
+	lst, err := status0(rctx, c.conns[newLeader])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := status0(rctx, c.conns[leader])
+		if err == nil && st.AppliedIndex >= lst.CommitIndex && st.LeaderId != "" {
+			if st.Term < lst.Term {
+				t.Fatalf("restarted member at term %d, leader at %d", st.Term, lst.Term)
+			}
+			break
+		}
+		if rctx.Err() != nil {
+			t.Fatalf("restarted member did not catch up to index %d: %v %v", lst.CommitIndex, st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	checkAllocations(t, ops)
+}
+
+// checkAllocations: per kind, values are unique, and an allocation that
+// began after another completed is strictly greater than all of it.
+func checkAllocations(t *testing.T, ops []op) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, kind := range []string{"ts", "id"} {
+		var ks []op
+		for _, o := range ops {
+			if o.kind == kind {
+				ks = append(ks, o)
+			}
+		}
+		counts[kind] = len(ks)
+		if len(ks) < 20 {
+			t.Fatalf("only %d %s allocations completed; the test exercised nothing", len(ks), kind)
+		}
+		sort.Slice(ks, func(i, j int) bool { return ks[i].first < ks[j].first })
+		for i := 1; i < len(ks); i++ {
+			if ks[i].first <= ks[i-1].last {
+				t.Fatalf("%s ranges overlap: [%d,%d] and [%d,%d]", kind, ks[i-1].first, ks[i-1].last, ks[i].first, ks[i].last)
+			}
+		}
+		// Real-time order: sort by completion; track the max value completed
+		// before each invocation.
+		byDone := append([]op(nil), ks...)
+		sort.Slice(byDone, func(i, j int) bool { return byDone[i].done.Before(byDone[j].done) })
+		for _, o := range ks {
+			for _, p := range byDone {
+				if !p.done.Before(o.invoke) {
+					break
+				}
+				if o.first <= p.last {
+					t.Fatalf("%s allocation [%d,%d] invoked at %v is not above [%d,%d] completed at %v",
+						kind, o.first, o.last, o.invoke, p.first, p.last, p.done)
+				}
+			}
+		}
+	}
+	t.Logf("checked %d timestamp and %d id allocations", counts["ts"], counts["id"])
+}

@@ -152,7 +152,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 			next++
 		}
 		if tried[addr] {
-			// Every endpoint of this round failed: back off.
+			// Back at an endpoint this round already tried: back off first.
 			if err := sleep(ctx, delay); err != nil {
 				e.Stopped = err
 				return "", e

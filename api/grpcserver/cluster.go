@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -222,7 +223,9 @@ func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeader
 	if err := s.node.TransferLeadership(req.TargetId, addr); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	id, _ := s.node.Leader()
+	// The transfer completes when the target wins its election; wait
+	// (bounded) until this node has heard from the new leader.
+	id := s.awaitNewLeader(ctx, 2*time.Second)
 	return &coordpb.TransferLeaderResponse{LeaderId: id, Term: s.node.Raft().CurrentTerm()}, nil
 }
 
@@ -282,4 +285,18 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// awaitNewLeader polls until a leader other than this node is known, and
+// returns its ID ("" if none appeared within max).
+func (s *Server) awaitNewLeader(ctx context.Context, max time.Duration) string {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if id, _ := s.node.Leader(); id != "" && id != s.self.ID {
+			return id
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id, _ := s.node.Leader()
+	return id
 }

@@ -27,7 +27,7 @@ build_tool() {
   echo "build.sh: building $name from $modver ..." >&2
   (
     cd "$dir"
-    go mod init "coordd-bench/build-$name" 2>/dev/null
+    go mod init "coordd-bench/build-$name" >&2
     go get "$modver" >&2
     go build -o "$BIN/$name.tmp" "$pkg" >&2
   )
@@ -37,5 +37,5 @@ build_tool() {
 build_tool etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3
 build_tool benchmark "go.etcd.io/etcd/v3@$BENCH_VERSION" go.etcd.io/etcd/v3/tools/benchmark
 
-"$BIN/etcd" --version | head -1 >&2
+"$BIN/etcd" --version >&2   # (no `| head`: with pipefail, SIGPIPE would fail the script)
 echo "$BIN"

@@ -83,7 +83,7 @@ log "started etcd members (pids ${PIDS[*]}), data in $DATA"
 healthy() {
   local p
   for p in "${CLIENT_PORTS[@]}"; do
-    curl -fsS --max-time 2 "http://127.0.0.1:$p/health" 2>/dev/null | grep -q '"health":"true"' || return 1
+    [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$p/health" 2>/dev/null) == *'"health":"true"'* ]] || return 1
   done
 }
 for attempt in $(seq 60); do

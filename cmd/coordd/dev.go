@@ -32,7 +32,7 @@ func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
 	if c.Nodes != 1 && c.Nodes != 3 && c.Nodes != 5 {
 		return c, badConfig("--nodes must be 1, 3 or 5, got %d", c.Nodes)
 	}
-	if c.BasePort < 1024 || c.BasePort+1000+c.Nodes > 65535 {
+	if c.BasePort < 1024 || c.BasePort+1000+c.Nodes-1 > 65535 {
 		return c, badConfig("--base-port %d leaves no room for %d members below 65536", c.BasePort, c.Nodes)
 	}
 	return c, nil

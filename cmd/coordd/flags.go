@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,6 +32,7 @@ type serveConfig struct {
 	Peers                                     []raftnode.Peer
 	Join                                      string
 	LogLevel                                  string
+	EnablePprof                               bool
 	Raft                                      raftnode.Config
 }
 
@@ -48,6 +50,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&peers, "peers", "", "static bootstrap list id=raftaddr,... (identical on every member)")
 	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "raft leader lease (<= heartbeat timeout)")
@@ -67,7 +70,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	peersFlag := fs.Lookup("peers").Value.String()
 	var err error
 	if c.Peers, err = cluster.ParsePeers(peersFlag); err != nil {
-		return c, badConfig("--peers: %v", err)
+		return c, badConfig("--peers: %s", reason(err))
 	}
 	return c, c.validate()
 }
@@ -86,8 +89,15 @@ func fillFromEnvAndFile(fs *flag.FlagSet, getenv func(string) string, configFile
 		if err != nil {
 			return badConfig("--config: %v", err)
 		}
-		if err := json.Unmarshal(data, &fileVals); err != nil {
+		// Keep numbers as written: fmt.Sprint of a float64 turns 1000000
+		// into "1e+06", which an integer flag rejects.
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&fileVals); err != nil {
 			return badConfig("--config %s: not a JSON object: %v", configFile, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return badConfig("--config %s: not a JSON object: data after the object", configFile)
 		}
 		for k := range fileVals {
 			if fs.Lookup(k) == nil || k == "config" {
@@ -113,19 +123,28 @@ func fillFromEnvAndFile(fs *flag.FlagSet, getenv func(string) string, configFile
 			}
 		}
 	})
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return configError{err}
+	}
+	return nil
+}
+
+// reason is a validation error's message without the "invalid command: "
+// prefix of the commands package (which validates log entries too).
+func reason(err error) string {
+	return strings.ReplaceAll(err.Error(), commands.ErrInvalid.Error()+": ", "")
 }
 
 func (c serveConfig) validate() error {
 	if err := commands.ValidateMemberID(c.ID); err != nil {
-		return badConfig("--id: %v", errors.Unwrap(err))
+		return badConfig("--id: %s", reason(err))
 	}
 	if c.DataDir == "" {
 		return badConfig("--data-dir is required")
 	}
 	for _, a := range []struct{ name, v string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--http-addr", c.HTTPAddr}} {
 		if err := commands.ValidateAddr(a.name, a.v, true); err != nil {
-			return badConfig("%v", errors.Unwrap(err))
+			return badConfig("%s", reason(err))
 		}
 	}
 	if c.RaftAddr == c.GRPCAddr || c.RaftAddr == c.HTTPAddr || c.GRPCAddr == c.HTTPAddr {
@@ -154,7 +173,7 @@ func (c serveConfig) validate() error {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
 	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {
-		return configError{err}
+		return badConfig("%s", reason(err))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -65,7 +66,17 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	g := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
 	srv.Register(g)
 	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
-	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
+	var handler http.Handler = gw
+	if c.EnablePprof {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/", gw)
+		handler = mux
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)

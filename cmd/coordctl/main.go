@@ -1,0 +1,84 @@
+// Command coordctl is the operator CLI of coordd: cluster status and
+// membership, snapshots and allocator calls over the gRPC API, through the
+// client package (leader following, retries).
+//
+// Usage: coordctl [global flags] GROUP COMMAND [flags] [args]
+//
+// Exit codes: 0 success, 1 the request failed, 2 bad usage (nothing was
+// sent to the server).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/client"
+)
+
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one coordctl invocation and returns its exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	inv, err := parse(args, getenv)
+	var help *helpRequest
+	switch {
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "coordctl: %s\n", oneLine(err.Error()))
+		return exitUsage
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: inv.g.endpointList, RequestTimeout: inv.g.timeout})
+	if err != nil {
+		fmt.Fprintf(stderr, "coordctl: %s\n", oneLine(err.Error()))
+		return exitFail
+	}
+	defer c.Close()
+	e := &env{c: c, out: stdout, json: inv.g.output == "json"}
+	if err := inv.act.run(ctx, e); err != nil {
+		fmt.Fprintf(stderr, "coordctl: %s: %s\n", inv.act.what, oneLine(describe(err, inv.act.mutates)))
+		return exitFail
+	}
+	return exitOK
+}
+
+// describe is the server's message for a failed request (not the client's
+// wrapping), plus a warning when a change may have been applied anyway.
+func describe(err error, mutates bool) string {
+	msg := err.Error()
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		msg = status.Convert(ce).Message()
+		if ce.Stopped != nil && ce.Attempts > 1 {
+			msg += fmt.Sprintf(" (gave up after %d attempts)", ce.Attempts)
+		}
+		if ce.OutcomeUnknown && mutates {
+			msg += "; an attempt's outcome is unknown: the change may have been applied (check 'coordctl cluster status')"
+		}
+	}
+	return msg
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

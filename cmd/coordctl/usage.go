@@ -1,0 +1,77 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+)
+
+const globalFlagsHelp = `Global flags (accepted before or after any command):
+  --endpoints host:port,...  gRPC endpoints, tried in order; env COORDD_ENDPOINTS
+                             (default 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003)
+  -o, --output table|json    output format (default table)
+  --timeout DURATION         bound on each request, retries included (default 5s)
+`
+
+func mainUsage() string {
+	var b strings.Builder
+	b.WriteString(`coordctl: operator CLI for coordd
+
+Usage:
+  coordctl [global flags] GROUP COMMAND [flags] [args]
+  coordctl help [GROUP [COMMAND]]
+  coordctl GROUP --help
+
+Commands:
+`)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, g := range groups {
+		for _, c := range g.cmds {
+			fmt.Fprintf(tw, "  %s %s %s\t%s\n", g.name, c.name, c.args, c.summary)
+		}
+	}
+	tw.Flush()
+	b.WriteString("\n" + globalFlagsHelp)
+	b.WriteString(`
+Exit status: 0 success; 1 the request failed (the server's error is printed);
+2 bad usage (nothing was sent).
+`)
+	return b.String()
+}
+
+func groupUsage(g *group) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "coordctl %s: %s\n\nUsage:\n  coordctl %s COMMAND [flags] [args]\n\nCommands:\n", g.name, g.summary, g.name)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, c := range g.cmds {
+		fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nRun 'coordctl %s COMMAND --help' for a command's flags.\n\n%s", g.name, globalFlagsHelp)
+	return b.String()
+}
+
+func commandUsage(g *group, c *command, fs *flag.FlagSet) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: %s\n\n%s\n", strings.Join(strings.Fields("coordctl "+g.name+" "+c.name+" [flags] "+c.args), " "), c.summary)
+	var own []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Name {
+		case "endpoints", "o", "output", "timeout":
+		default:
+			own = append(own, f)
+		}
+	})
+	if len(own) > 0 {
+		b.WriteString("\nFlags:\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, f := range own {
+			arg, usage := flag.UnquoteUsage(f)
+			fmt.Fprintf(tw, "  --%s %s\t%s\n", f.Name, arg, usage)
+		}
+		tw.Flush()
+	}
+	b.WriteString("\n" + globalFlagsHelp)
+	return b.String()
+}

@@ -239,8 +239,13 @@ func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMember
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.findServer(m.Id); err != nil {
+	srv, err := s.findServer(m.Id)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
+	}
+	if srv.RaftAddr != m.RaftAddr {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s has raft address %s in the raft configuration, not %s",
+			errPrecondition, m.Id, srv.RaftAddr, m.RaftAddr))
 	}
 	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
 		return nil, err

@@ -82,7 +82,16 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 	g.mux.HandleFunc("GET /healthz", probes.healthz)
 	g.mux.HandleFunc("GET /readyz", probes.readyz)
 	g.mux.Handle("GET /metrics", metrics)
+	known := map[string]bool{"/v1/snapshot": true, "/healthz": true, "/readyz": true, "/metrics": true}
+	for _, r := range routes(s) {
+		known[r.path] = true
+	}
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if known[r.URL.Path] {
+			writeErrorStatus(w, http.StatusMethodNotAllowed,
+				status.New(codes.Unimplemented, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)), "", "")
+			return
+		}
 		writeError(w, status.Error(codes.NotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)), "", "")
 	})
 	return g
@@ -168,6 +177,10 @@ func writeError(w http.ResponseWriter, err error, leaderID, leaderGRPC string) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		st = status.New(codes.DeadlineExceeded, err.Error())
 	}
+	writeErrorStatus(w, grpcserver.HTTPStatus(st.Code()), st, leaderID, leaderGRPC)
+}
+
+func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, leaderID, leaderGRPC string) {
 	var body errorBody
 	body.Error.Code = st.Code().String()
 	body.Error.Message = st.Message()
@@ -175,7 +188,7 @@ func writeError(w http.ResponseWriter, err error, leaderID, leaderGRPC string) {
 		body.Error.LeaderID, body.Error.LeaderGRPC = leaderID, leaderGRPC
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(grpcserver.HTTPStatus(st.Code()))
+	w.WriteHeader(httpCode)
 	_ = json.NewEncoder(w).Encode(body)
 }
 

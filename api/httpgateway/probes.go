@@ -17,8 +17,14 @@ func (p Probes) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeProbe(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
-// readyz: a leader is known and this node has applied everything it knows
-// to be committed, so its stale reads are current and it can forward.
+// maxReadyLag is how far applied may trail commit on a ready node: under
+// write load a follower is always a few entries behind for a moment, and a
+// probe that flapped on that would be useless.
+const maxReadyLag = 64
+
+// readyz: a leader is known and this node has applied (within maxReadyLag)
+// everything it knows to be committed, so its stale reads are current and
+// it can forward.
 func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
 	leader, _ := p.Node.Leader()
 	r := p.Node.Raft()
@@ -28,7 +34,7 @@ func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
 	case leader == "":
 		body["status"] = "no leader known"
 		writeProbe(w, http.StatusServiceUnavailable, body)
-	case applied < commit:
+	case applied+maxReadyLag < commit:
 		body["status"] = "catching up"
 		writeProbe(w, http.StatusServiceUnavailable, body)
 	default:

@@ -1,0 +1,231 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// trailerStream stands in for a gRPC server stream so toStatus's trailers
+// can be inspected.
+type trailerStream struct{ trailer metadata.MD }
+
+func (s *trailerStream) Method() string               { return "/coordd.v1.Test/Call" }
+func (s *trailerStream) SetHeader(metadata.MD) error  { return nil }
+func (s *trailerStream) SendHeader(metadata.MD) error { return nil }
+func (s *trailerStream) SetTrailer(md metadata.MD) error {
+	s.trailer = metadata.Join(s.trailer, md)
+	return nil
+}
+
+func TestToStatus(t *testing.T) {
+	tn := startTestNode(t)
+	type mdWant map[string]string // key → value; "" means absent
+	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: ""}
+	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: ""}
+	tests := []struct {
+		name string
+		err  error
+		code codes.Code
+		md   mdWant
+	}{
+		{"outcome unknown", fmt.Errorf("propose X: %w: leadership lost", raftnode.ErrOutcomeUnknown), codes.Unavailable,
+			mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: "unknown"}},
+		{"not leader", fmt.Errorf("add voter: %w", &raftnode.NotLeaderError{LeaderID: "n1"}), codes.Unavailable, leaderMD},
+		{"not established", raftnode.ErrNotEstablished, codes.Unavailable, leaderMD},
+		{"shutting down", raftnode.ErrShuttingDown, codes.Unavailable, leaderMD},
+		{"allocator not leader", fmt.Errorf("alloc: %w", allocator.ErrNotLeader), codes.Unavailable, leaderMD},
+		{"no leader", fmt.Errorf("cannot forward: %w", errNoLeader), codes.Unavailable, leaderMD},
+		{"commands invalid", fmt.Errorf("%w: member id too long", commands.ErrInvalid), codes.InvalidArgument, noMD},
+		{"commands too large", fmt.Errorf("%w: entry is 9 MiB", commands.ErrTooLarge), codes.InvalidArgument, noMD},
+		{"api invalid", fmt.Errorf("%w: count must be positive", errInvalid), codes.InvalidArgument, noMD},
+		{"not found", fmt.Errorf("%w: member ghost", errNotFound), codes.NotFound, noMD},
+		{"precondition", fmt.Errorf("%w: already leads", errPrecondition), codes.FailedPrecondition, noMD},
+		{"deadline", fmt.Errorf("read: %w", context.DeadlineExceeded), codes.DeadlineExceeded, noMD},
+		{"canceled", fmt.Errorf("read: %w", context.Canceled), codes.Canceled, noMD},
+		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
+		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
+	}
+
+	// Every row of errorTable must be the first match of some case here, so
+	// a new row cannot go untested.
+	covered := make([]bool, len(errorTable))
+	for _, tc := range tests {
+		for i, r := range errorTable {
+			if r.match(tc.err) {
+				covered[i] = true
+				if errorTable[i].code != tc.code {
+					t.Errorf("%s: first matching errorTable row %d maps to %v; the case wants %v", tc.name, i, r.code, tc.code)
+				}
+				break
+			}
+		}
+	}
+	for i, ok := range covered {
+		if !ok {
+			t.Errorf("errorTable row %d (%v) has no test case", i, errorTable[i].code)
+		}
+	}
+
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := &trailerStream{}
+			ctx := grpc.NewContextWithServerTransportStream(context.Background(), ts)
+			err := tn.srv.toStatus(ctx, tc.err)
+			st, ok := status.FromError(err)
+			if !ok {
+				t.Fatalf("toStatus returned a non-status error %v", err)
+			}
+			if st.Code() != tc.code || st.Message() != tc.err.Error() {
+				t.Errorf("got %v %q; want %v %q", st.Code(), st.Message(), tc.code, tc.err.Error())
+			}
+			for k, want := range tc.md {
+				var got string
+				if v := ts.trailer.Get(k); len(v) > 0 {
+					got = v[0]
+				}
+				if got != want {
+					t.Errorf("trailer %s = %q; want %q", k, got, want)
+				}
+			}
+			if hs := HTTPStatus(st.Code()); (hs == http.StatusInternalServerError) != (tc.code == codes.Internal) {
+				t.Errorf("HTTPStatus(%v) = %d", st.Code(), hs)
+			}
+		})
+	}
+
+	t.Run("nil", func(t *testing.T) {
+		if err := tn.srv.toStatus(context.Background(), nil); err != nil {
+			t.Errorf("toStatus(nil) = %v", err)
+		}
+	})
+	t.Run("status passes through", func(t *testing.T) {
+		in := status.Error(codes.Aborted, "stale manifest")
+		ts := &trailerStream{}
+		err := tn.srv.toStatus(grpc.NewContextWithServerTransportStream(context.Background(), ts), in)
+		if err != in {
+			t.Errorf("toStatus(status) = %v; want the same error", err)
+		}
+		if len(ts.trailer) != 0 {
+			t.Errorf("trailer %v set for a passed-through status", ts.trailer)
+		}
+	})
+	t.Run("no trailer stream", func(t *testing.T) {
+		// Outside a gRPC call (the HTTP gateway) trailers cannot be set;
+		// the status must still come back.
+		if st, _ := status.FromError(tn.srv.toStatus(context.Background(), raftnode.ErrShuttingDown)); st.Code() != codes.Unavailable {
+			t.Errorf("code = %v; want Unavailable", st.Code())
+		}
+	})
+}
+
+// TestToStatusNoLeaderKnown: an Unavailable error from a node that knows no
+// leader carries no leader hint.
+func TestToStatusNoLeaderKnown(t *testing.T) {
+	_, trans := raft.NewInmemTransport("127.0.0.1:3")
+	node, err := raftnode.Open(raftnode.Config{ID: "lonely", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:3", Transport: trans, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	s := New(node, Self{ID: "lonely", RaftAddr: "127.0.0.1:3"}, testLogger(t))
+	defer func() {
+		s.Close()
+		if err := node.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}()
+	ts := &trailerStream{}
+	err = s.toStatus(grpc.NewContextWithServerTransportStream(context.Background(), ts), &raftnode.NotLeaderError{})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable {
+		t.Errorf("code = %v; want Unavailable", st.Code())
+	}
+	if len(ts.trailer) != 0 {
+		t.Errorf("trailer = %v; want none when no leader is known", ts.trailer)
+	}
+}
+
+func TestRejection(t *testing.T) {
+	want := map[logpb.RejectCode]codes.Code{
+		logpb.RejectCode_REJECT_NONE:      codes.Internal, // a rejection must say why
+		logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
+		logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
+		logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
+		logpb.RejectCode_REJECT_STALE:     codes.Aborted,
+		logpb.RejectCode_REJECT_EXHAUSTED: codes.ResourceExhausted,
+		logpb.RejectCode(99):              codes.Internal, // unknown to this binary
+	}
+	for n := range logpb.RejectCode_name {
+		if _, ok := want[logpb.RejectCode(n)]; !ok {
+			t.Errorf("reject code %v has no expectation here", logpb.RejectCode(n))
+		}
+	}
+	for rc := range rejectionCodes {
+		if _, ok := want[rc]; !ok {
+			t.Errorf("rejectionCodes row %v has no expectation here", rc)
+		}
+	}
+	for rc, code := range want {
+		err := rejection(&logpb.Rejection{Code: rc, Message: "because " + rc.String()})
+		st, ok := status.FromError(err)
+		if !ok || st.Code() != code || st.Message() != "because "+rc.String() {
+			t.Errorf("rejection(%v) = %v; want %v with the FSM's message", rc, err, code)
+		}
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	want := map[codes.Code]int{
+		codes.OK:                 http.StatusOK,
+		codes.Canceled:           499,
+		codes.Unknown:            http.StatusInternalServerError,
+		codes.InvalidArgument:    http.StatusBadRequest,
+		codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+		codes.NotFound:           http.StatusNotFound,
+		codes.AlreadyExists:      http.StatusConflict,
+		codes.PermissionDenied:   http.StatusForbidden,
+		codes.ResourceExhausted:  http.StatusTooManyRequests,
+		codes.FailedPrecondition: http.StatusPreconditionFailed,
+		codes.Aborted:            http.StatusConflict,
+		codes.OutOfRange:         http.StatusBadRequest,
+		codes.Unimplemented:      http.StatusNotImplemented,
+		codes.Internal:           http.StatusInternalServerError,
+		codes.Unavailable:        http.StatusServiceUnavailable,
+		codes.DataLoss:           http.StatusInternalServerError,
+		codes.Unauthenticated:    http.StatusUnauthorized,
+		codes.Code(99):           http.StatusInternalServerError,
+	}
+	for c := range httpStatus {
+		if _, ok := want[c]; !ok {
+			t.Errorf("httpStatus row %v has no expectation here", c)
+		}
+	}
+	for c, hs := range want {
+		if got := HTTPStatus(c); got != hs {
+			t.Errorf("HTTPStatus(%v) = %d; want %d", c, got, hs)
+		}
+	}
+	// Every code the error tables produce is a 4xx or 5xx.
+	for _, r := range errorTable {
+		if hs := HTTPStatus(r.code); hs < 400 {
+			t.Errorf("errorTable code %v maps to HTTP %d", r.code, hs)
+		}
+	}
+	for _, c := range rejectionCodes {
+		if hs := HTTPStatus(c); hs < 400 {
+			t.Errorf("rejection code %v maps to HTTP %d", c, hs)
+		}
+	}
+}

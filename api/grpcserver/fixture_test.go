@@ -1,0 +1,126 @@
+package grpcserver
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Every wait in these tests is bounded by one of these.
+const (
+	readyTimeout = 15 * time.Second // leader elected, established, registered
+	callTimeout  = 10 * time.Second // one RPC
+)
+
+// testNode is a real single-member coordd cluster in this process: a
+// raftnode on a temporary data dir with an in-memory raft transport, the
+// gRPC services on a 127.0.0.1:0 listener, and a client connection to them.
+type testNode struct {
+	node    *raftnode.Node
+	srv     *Server
+	grpc    *grpc.Server
+	self    Self
+	conn    *grpc.ClientConn
+	cluster coordpb.ClusterClient
+	alloc   coordpb.AllocatorClient
+}
+
+// testLogger is silent unless COORDD_TEST_LOG is set.
+func testLogger(t *testing.T) hclog.Logger {
+	if os.Getenv("COORDD_TEST_LOG") == "" {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: os.Stderr})
+}
+
+// startTestNode starts the member, bootstraps it as a one-member cluster,
+// waits until it is the established leader and registers its addresses.
+// Everything is stopped by t.Cleanup.
+func startTestNode(t *testing.T) *testNode {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	// The raft transport is in memory: its address is never dialled, but it
+	// must be a valid host:port because it is recorded in the FSM.
+	self := Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
+	logger := testLogger(t)
+	node, err := raftnode.Open(raftnode.Config{
+		ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: logger,
+	})
+	if err != nil {
+		lis.Close()
+		t.Fatalf("open node: %v", err)
+	}
+	tn := &testNode{node: node, self: self}
+	t.Cleanup(func() {
+		if tn.conn != nil {
+			tn.conn.Close()
+		}
+		tn.grpc.Stop()
+		tn.srv.Close()
+		if err := node.Shutdown(); err != nil {
+			t.Errorf("node shutdown: %v", err)
+		}
+	})
+	// New registers the allocators' leader routine, so it must run before
+	// the node can become leader.
+	tn.srv = New(node, self, logger.Named("api"))
+	tn.grpc = grpc.NewServer()
+	tn.srv.Register(tn.grpc)
+	go func() { _ = tn.grpc.Serve(lis) }()
+
+	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	tn.conn, err = grpc.NewClient(self.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial %s: %v", self.GRPCAddr, err)
+	}
+	tn.cluster = coordpb.NewClusterClient(tn.conn)
+	tn.alloc = coordpb.NewAllocatorClient(tn.conn)
+
+	waitFor(t, readyTimeout, "node to become the established leader", func() bool { return node.EstablishedTerm() != 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := tn.cluster.RegisterMember(ctx, &coordpb.RegisterMemberRequest{
+		Id: self.ID, RaftAddr: self.RaftAddr, GrpcAddr: self.GRPCAddr, HttpAddr: self.HTTPAddr,
+	}); err != nil {
+		t.Fatalf("RegisterMember: %v", err)
+	}
+	m, ok := node.State().Member(self.ID)
+	if !ok || m.GrpcAddr != self.GRPCAddr || m.HttpAddr != self.HTTPAddr {
+		t.Fatalf("after RegisterMember the FSM has %v (found %v); want the registered addresses", m, ok)
+	}
+	return tn
+}
+
+// waitFor polls cond every 10ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func callCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}

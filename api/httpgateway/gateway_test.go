@@ -159,7 +159,7 @@ func TestErrors(t *testing.T) {
 		{"count 65537", "POST", "/v1/alloc/id", `{"count":65537}`, 400, "InvalidArgument", "count must be in 1..65536, got 65537"},
 		{"empty body", "POST", "/v1/alloc/timestamp", "", 400, "InvalidArgument", "got 0"},
 		{"body too large", "POST", "/v1/alloc/id", `{"count":1` + strings.Repeat(" ", maxBodyBytes) + `}`, 400, "InvalidArgument", "body over"},
-		{"wrong method on a POST route", "GET", "/v1/alloc/timestamp", "", 404, "NotFound", "no route for GET /v1/alloc/timestamp"},
+		{"wrong method on a POST route", "GET", "/v1/alloc/timestamp", "", 405, "Unimplemented", "method GET not allowed on /v1/alloc/timestamp"},
 		{"wrong method on a GET route", "DELETE", "/v1/cluster/status", "", 405, "Unimplemented", "method DELETE not allowed on /v1/cluster/status"},
 		{"POST snapshot", "POST", "/v1/snapshot", "", 405, "Unimplemented", "not allowed"},
 		{"unknown route", "GET", "/v1/nope", "", 404, "NotFound", "no route for GET /v1/nope"},

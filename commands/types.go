@@ -22,6 +22,19 @@ const (
 	TypeRemoveMember      Type = 0x0003
 	TypeExtendTSOWindow   Type = 0x0004
 	TypeReserveIDs        Type = 0x0005
+
+	TypeInitStreaming                Type = 0x0101
+	TypeAddPChannels                 Type = 0x0102
+	TypeAssignPChannels              Type = 0x0103
+	TypeAssignPChannelsDone          Type = 0x0104
+	TypeMarkPChannelsUnavailable     Type = 0x0105
+	TypeRecordAssignFailure          Type = 0x0106
+	TypeRegisterStreamingNode        Type = 0x0107
+	TypeMarkStreamingNodeDown        Type = 0x0108
+	TypeSetStreamingNodeDrain        Type = 0x0109
+	TypeAllocVirtualChannels         Type = 0x010A
+	TypeDropVirtualChannels          Type = 0x010B
+	TypeUpdateReplicateConfiguration Type = 0x010C
 )
 
 // spec describes how one command type is encoded.
@@ -39,6 +52,19 @@ var registry = map[Type]spec{
 	TypeRemoveMember:      {"RemoveMember", 1, func() proto.Message { return &logpb.RemoveMember{} }},
 	TypeExtendTSOWindow:   {"ExtendTSOWindow", 1, func() proto.Message { return &logpb.ExtendTSOWindow{} }},
 	TypeReserveIDs:        {"ReserveIDs", 1, func() proto.Message { return &logpb.ReserveIDs{} }},
+
+	TypeInitStreaming:                {"InitStreaming", 1, func() proto.Message { return &logpb.InitStreaming{} }},
+	TypeAddPChannels:                 {"AddPChannels", 1, func() proto.Message { return &logpb.AddPChannels{} }},
+	TypeAssignPChannels:              {"AssignPChannels", 1, func() proto.Message { return &logpb.AssignPChannels{} }},
+	TypeAssignPChannelsDone:          {"AssignPChannelsDone", 1, func() proto.Message { return &logpb.AssignPChannelsDone{} }},
+	TypeMarkPChannelsUnavailable:     {"MarkPChannelsUnavailable", 1, func() proto.Message { return &logpb.MarkPChannelsUnavailable{} }},
+	TypeRecordAssignFailure:          {"RecordAssignFailure", 1, func() proto.Message { return &logpb.RecordAssignFailure{} }},
+	TypeRegisterStreamingNode:        {"RegisterStreamingNode", 1, func() proto.Message { return &logpb.RegisterStreamingNode{} }},
+	TypeMarkStreamingNodeDown:        {"MarkStreamingNodeDown", 1, func() proto.Message { return &logpb.MarkStreamingNodeDown{} }},
+	TypeSetStreamingNodeDrain:        {"SetStreamingNodeDrain", 1, func() proto.Message { return &logpb.SetStreamingNodeDrain{} }},
+	TypeAllocVirtualChannels:         {"AllocVirtualChannels", 1, func() proto.Message { return &logpb.AllocVirtualChannels{} }},
+	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
+	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
 }
 
 // String names the type for logs and errors.

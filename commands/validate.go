@@ -51,6 +51,9 @@ func Validate(c Command) error {
 	case nil:
 		return nil // an ignorable command this binary does not know
 	}
+	if err, ok := validateChannelCommand(c.Body); ok {
+		return err
+	}
 	return invalid("no validator for %s", c.Type)
 }
 

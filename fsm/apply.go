@@ -19,6 +19,19 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeRemoveMember:      applyRemoveMember,
 	commands.TypeExtendTSOWindow:   applyExtendTSOWindow,
 	commands.TypeReserveIDs:        applyReserveIDs,
+
+	commands.TypeInitStreaming:                applyInitStreaming,
+	commands.TypeAddPChannels:                 applyAddPChannels,
+	commands.TypeAssignPChannels:              applyAssignPChannels,
+	commands.TypeAssignPChannelsDone:          applyAssignPChannelsDone,
+	commands.TypeMarkPChannelsUnavailable:     applyMarkPChannelsUnavailable,
+	commands.TypeRecordAssignFailure:          applyRecordAssignFailure,
+	commands.TypeRegisterStreamingNode:        applyRegisterStreamingNode,
+	commands.TypeMarkStreamingNodeDown:        applyMarkStreamingNodeDown,
+	commands.TypeSetStreamingNodeDrain:        applySetStreamingNodeDrain,
+	commands.TypeAllocVirtualChannels:         applyAllocVirtualChannels,
+	commands.TypeDropVirtualChannels:          applyDropVirtualChannels,
+	commands.TypeUpdateReplicateConfiguration: applyUpdateReplicateConfiguration,
 }
 
 // Apply applies the log entry at index and returns the new state and one
@@ -73,7 +86,7 @@ func (next *State) applyOne(index uint64, c commands.Command) (*logpb.Result, er
 
 func (next *State) dispatch(c commands.Command) (*logpb.Result, error) {
 	if c.Body == nil {
-		return ok(), nil // an ignorable command this binary does not know
+		return accepted(), nil // an ignorable command this binary does not know
 	}
 	h, found := handlers[c.Type]
 	if !found {
@@ -89,7 +102,7 @@ func (next *State) dispatch(c commands.Command) (*logpb.Result, error) {
 	return h(next, c), nil
 }
 
-func ok() *logpb.Result { return &logpb.Result{} }
+func accepted() *logpb.Result { return &logpb.Result{} }
 
 func reject(code logpb.RejectCode, format string, args ...any) *logpb.Result {
 	return &logpb.Result{Rejection: &logpb.Rejection{Code: code, Message: fmt.Sprintf(format, args...)}}

@@ -18,6 +18,8 @@ func applyLeaderEstablished(next *State, c commands.Command) *logpb.Result {
 		return &logpb.Result{Value: &logpb.Result_Number{Number: b.Term}}
 	}
 	next.leader = leadershipState{term: b.Term, leaderID: b.LeaderId, establishedMs: c.ProposedAtUnixMs}
+	// A new Global version starts; Local counts changes since (spec §1.11).
+	next.setMeta(func(m *logpb.ChannelsMeta) { m.VersionLocal = 0 })
 	return &logpb.Result{Value: &logpb.Result_Number{Number: b.Term}}
 }
 
@@ -25,7 +27,7 @@ func applyLeaderEstablished(next *State, c commands.Command) *logpb.Result {
 func applyUpsertMember(next *State, c commands.Command) *logpb.Result {
 	m := proto.Clone(c.Body.(*logpb.UpsertMember).Member).(*logpb.Member)
 	next.cluster.members = next.cluster.members.Set(m.Id, m)
-	return ok()
+	return accepted()
 }
 
 // applyRemoveMember forgets a member's addresses; removing an unknown member
@@ -33,5 +35,5 @@ func applyUpsertMember(next *State, c commands.Command) *logpb.Result {
 func applyRemoveMember(next *State, c commands.Command) *logpb.Result {
 	id := c.Body.(*logpb.RemoveMember).Id
 	next.cluster.members = next.cluster.members.Delete(id)
-	return ok()
+	return accepted()
 }

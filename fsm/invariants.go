@@ -21,7 +21,7 @@ func (s *State) CheckInvariants() error {
 			return fmt.Errorf("member record under key %q has id %q", id, m.GetId())
 		}
 	}
-	return nil
+	return s.checkChannelInvariants()
 }
 
 // Successor checks the invariants that relate a state to the state it was
@@ -36,6 +36,22 @@ func Successor(prev, next *State) error {
 		return fmt.Errorf("next id went back from %d to %d", prev.alloc.nextID, next.alloc.nextID)
 	case next.leader.term < prev.leader.term:
 		return fmt.Errorf("established term went back from %d to %d", prev.leader.term, next.leader.term)
+	case next.ch.meta.NextNodeId < prev.ch.meta.NextNodeId:
+		return fmt.Errorf("next streaming node id went back from %d to %d", prev.ch.meta.NextNodeId, next.ch.meta.NextNodeId)
+	case prev.ch.meta.Cchannel != "" && next.ch.meta.Cchannel != prev.ch.meta.Cchannel:
+		return fmt.Errorf("cchannel changed from %s to %s", prev.ch.meta.Cchannel, next.ch.meta.Cchannel)
+	case next.AssignmentVersion().Less(prev.AssignmentVersion()):
+		return fmt.Errorf("assignment version went back from %v to %v", prev.AssignmentVersion(), next.AssignmentVersion())
+	}
+	for it := prev.ch.pchannels.Iterator(); !it.Done(); {
+		name, p, _ := it.Next()
+		np, ok := next.ch.pchannels.Get(name)
+		if !ok {
+			return fmt.Errorf("pchannel %s disappeared", name)
+		}
+		if np.Term < p.Term || np.Term > p.Term+1 {
+			return fmt.Errorf("pchannel %s term moved from %d to %d (must grow by at most 1 per command)", name, p.Term, np.Term)
+		}
 	}
 	return nil
 }

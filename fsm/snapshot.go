@@ -36,7 +36,8 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
 		return fmt.Errorf("write snapshot magic: %w", err)
 	}
-	count := uint64(2 + s.cluster.members.Len() + s.dedup.byID.Len())
+	count := uint64(3 + s.cluster.members.Len() + s.dedup.byID.Len() +
+		s.ch.pchannels.Len() + s.ch.nodes.Len() + s.ch.collections.Len())
 	write := func(r *logpb.SnapshotRecord) error {
 		if _, err := delimWriter.MarshalTo(bw, r); err != nil {
 			return fmt.Errorf("write snapshot record: %w", err)
@@ -50,6 +51,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 			EstablishedTerm: s.leader.term, LeaderId: s.leader.leaderID, EstablishedAtUnixMs: s.leader.establishedMs}}},
 		{Record: &logpb.SnapshotRecord_Allocator{Allocator: &logpb.AllocatorState{
 			TsoLimitPhysicalMs: s.alloc.tsoLimitPhysicalMs, NextId: s.alloc.nextID}}},
+		{Record: &logpb.SnapshotRecord_ChannelsMeta{ChannelsMeta: s.ch.meta}},
 	}
 	for _, r := range records {
 		if err := write(r); err != nil {
@@ -59,6 +61,24 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	for it := s.cluster.members.Iterator(); !it.Done(); {
 		_, m, _ := it.Next()
 		if err := write(&logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Member{Member: m}}); err != nil {
+			return err
+		}
+	}
+	for it := s.ch.pchannels.Iterator(); !it.Done(); {
+		_, p, _ := it.Next()
+		if err := write(&logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Pchannel{Pchannel: p}}); err != nil {
+			return err
+		}
+	}
+	for it := s.ch.nodes.Iterator(); !it.Done(); {
+		_, n, _ := it.Next()
+		if err := write(&logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_StreamingNode{StreamingNode: n}}); err != nil {
+			return err
+		}
+	}
+	for it := s.ch.collections.Iterator(); !it.Done(); {
+		_, c, _ := it.Next()
+		if err := write(&logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Collection{Collection: c}}); err != nil {
 			return err
 		}
 	}
@@ -118,6 +138,18 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.alloc = allocState{tsoLimitPhysicalMs: v.Allocator.TsoLimitPhysicalMs, nextID: v.Allocator.NextId}
 		case *logpb.SnapshotRecord_Member:
 			members.Set(v.Member.Id, v.Member)
+		case *logpb.SnapshotRecord_ChannelsMeta:
+			s.ch.meta = v.ChannelsMeta
+		case *logpb.SnapshotRecord_Pchannel:
+			s.ch.pchannels = s.ch.pchannels.Set(v.Pchannel.Name, v.Pchannel)
+		case *logpb.SnapshotRecord_StreamingNode:
+			s.ch.nodes = s.ch.nodes.Set(v.StreamingNode.Id, v.StreamingNode)
+		case *logpb.SnapshotRecord_Collection:
+			s.ch.collections = s.ch.collections.Set(v.Collection.CollectionId, v.Collection)
+			for _, vc := range v.Collection.Vchannels {
+				p := commands.PChannelOf(vc)
+				s.ch.vcount = s.ch.vcount.Set(p, s.VChannelCount(p)+1)
+			}
 		case *logpb.SnapshotRecord_Dedup:
 			d := v.Dedup
 			s.dedup = s.dedup.record(d.RequestId, d.Index, commands.Type(d.Type), d.Result)

@@ -14,6 +14,7 @@ type State struct {
 	alloc   allocState
 	leader  leadershipState
 	dedup   dedupTable
+	ch      channelsState
 }
 
 // clusterState holds the client-facing addresses of raft members. Membership
@@ -43,6 +44,7 @@ func New() *State {
 		cluster: clusterState{members: immutable.NewSortedMap[string, *logpb.Member](nil)},
 		alloc:   allocState{nextID: 1},
 		dedup:   newDedupTable(),
+		ch:      newChannelsState(),
 	}
 }
 

@@ -29,12 +29,13 @@ const (
 type RejectCode int32
 
 const (
-	RejectCode_REJECT_NONE      RejectCode = 0
-	RejectCode_REJECT_INVALID   RejectCode = 1 // request shape or value is invalid
-	RejectCode_REJECT_NOT_FOUND RejectCode = 2 // the named object does not exist
-	RejectCode_REJECT_CONFLICT  RejectCode = 3 // already exists / incompatible with current state
-	RejectCode_REJECT_STALE     RejectCode = 4 // precondition (term, version, window) is older than state
-	RejectCode_REJECT_EXHAUSTED RejectCode = 5 // a bounded collection or counter is full
+	RejectCode_REJECT_NONE        RejectCode = 0
+	RejectCode_REJECT_INVALID     RejectCode = 1 // request shape or value is invalid
+	RejectCode_REJECT_NOT_FOUND   RejectCode = 2 // the named object does not exist
+	RejectCode_REJECT_CONFLICT    RejectCode = 3 // already exists / incompatible with current state
+	RejectCode_REJECT_STALE       RejectCode = 4 // precondition (term, version, window) is older than state
+	RejectCode_REJECT_EXHAUSTED   RejectCode = 5 // a bounded collection or counter is full
+	RejectCode_REJECT_NOT_PRIMARY RejectCode = 6 // a DDL-like change on a secondary cluster
 )
 
 // Enum value maps for RejectCode.
@@ -46,14 +47,16 @@ var (
 		3: "REJECT_CONFLICT",
 		4: "REJECT_STALE",
 		5: "REJECT_EXHAUSTED",
+		6: "REJECT_NOT_PRIMARY",
 	}
 	RejectCode_value = map[string]int32{
-		"REJECT_NONE":      0,
-		"REJECT_INVALID":   1,
-		"REJECT_NOT_FOUND": 2,
-		"REJECT_CONFLICT":  3,
-		"REJECT_STALE":     4,
-		"REJECT_EXHAUSTED": 5,
+		"REJECT_NONE":        0,
+		"REJECT_INVALID":     1,
+		"REJECT_NOT_FOUND":   2,
+		"REJECT_CONFLICT":    3,
+		"REJECT_STALE":       4,
+		"REJECT_EXHAUSTED":   5,
+		"REJECT_NOT_PRIMARY": 6,
 	}
 )
 
@@ -82,6 +85,159 @@ func (x RejectCode) Number() protoreflect.EnumNumber {
 // Deprecated: Use RejectCode.Descriptor instead.
 func (RejectCode) EnumDescriptor() ([]byte, []int) {
 	return file_log_proto_rawDescGZIP(), []int{0}
+}
+
+type AccessMode int32
+
+const (
+	AccessMode_ACCESS_RW AccessMode = 0
+	AccessMode_ACCESS_RO AccessMode = 1
+)
+
+// Enum value maps for AccessMode.
+var (
+	AccessMode_name = map[int32]string{
+		0: "ACCESS_RW",
+		1: "ACCESS_RO",
+	}
+	AccessMode_value = map[string]int32{
+		"ACCESS_RW": 0,
+		"ACCESS_RO": 1,
+	}
+)
+
+func (x AccessMode) Enum() *AccessMode {
+	p := new(AccessMode)
+	*p = x
+	return p
+}
+
+func (x AccessMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AccessMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[1].Descriptor()
+}
+
+func (AccessMode) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[1]
+}
+
+func (x AccessMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AccessMode.Descriptor instead.
+func (AccessMode) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{1}
+}
+
+type PChannelState int32
+
+const (
+	PChannelState_PCHANNEL_UNKNOWN       PChannelState = 0
+	PChannelState_PCHANNEL_UNINITIALIZED PChannelState = 1
+	PChannelState_PCHANNEL_ASSIGNING     PChannelState = 2
+	PChannelState_PCHANNEL_ASSIGNED      PChannelState = 3
+	PChannelState_PCHANNEL_UNAVAILABLE   PChannelState = 4
+)
+
+// Enum value maps for PChannelState.
+var (
+	PChannelState_name = map[int32]string{
+		0: "PCHANNEL_UNKNOWN",
+		1: "PCHANNEL_UNINITIALIZED",
+		2: "PCHANNEL_ASSIGNING",
+		3: "PCHANNEL_ASSIGNED",
+		4: "PCHANNEL_UNAVAILABLE",
+	}
+	PChannelState_value = map[string]int32{
+		"PCHANNEL_UNKNOWN":       0,
+		"PCHANNEL_UNINITIALIZED": 1,
+		"PCHANNEL_ASSIGNING":     2,
+		"PCHANNEL_ASSIGNED":      3,
+		"PCHANNEL_UNAVAILABLE":   4,
+	}
+)
+
+func (x PChannelState) Enum() *PChannelState {
+	p := new(PChannelState)
+	*p = x
+	return p
+}
+
+func (x PChannelState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PChannelState) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[2].Descriptor()
+}
+
+func (PChannelState) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[2]
+}
+
+func (x PChannelState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PChannelState.Descriptor instead.
+func (PChannelState) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{2}
+}
+
+type NodeState int32
+
+const (
+	NodeState_NODE_UNKNOWN  NodeState = 0
+	NodeState_NODE_UP       NodeState = 1
+	NodeState_NODE_DRAINING NodeState = 2
+	NodeState_NODE_DOWN     NodeState = 3
+)
+
+// Enum value maps for NodeState.
+var (
+	NodeState_name = map[int32]string{
+		0: "NODE_UNKNOWN",
+		1: "NODE_UP",
+		2: "NODE_DRAINING",
+		3: "NODE_DOWN",
+	}
+	NodeState_value = map[string]int32{
+		"NODE_UNKNOWN":  0,
+		"NODE_UP":       1,
+		"NODE_DRAINING": 2,
+		"NODE_DOWN":     3,
+	}
+)
+
+func (x NodeState) Enum() *NodeState {
+	p := new(NodeState)
+	*p = x
+	return p
+}
+
+func (x NodeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[3].Descriptor()
+}
+
+func (NodeState) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[3]
+}
+
+func (x NodeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeState.Descriptor instead.
+func (NodeState) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{3}
 }
 
 // Entry is the payload of one raft log entry: one or more commands applied in
@@ -282,6 +438,9 @@ type Result struct {
 	//
 	//	*Result_IdRange
 	//	*Result_Number
+	//	*Result_Assign
+	//	*Result_RegisterNode
+	//	*Result_Vchannels
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -349,6 +508,33 @@ func (x *Result) GetNumber() uint64 {
 	return 0
 }
 
+func (x *Result) GetAssign() *AssignResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_Assign); ok {
+			return x.Assign
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetRegisterNode() *RegisterNodeResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_RegisterNode); ok {
+			return x.RegisterNode
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetVchannels() *VChannelList {
+	if x != nil {
+		if x, ok := x.Value.(*Result_Vchannels); ok {
+			return x.Vchannels
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -361,9 +547,27 @@ type Result_Number struct {
 	Number uint64 `protobuf:"varint,3,opt,name=number,proto3,oneof"`
 }
 
+type Result_Assign struct {
+	Assign *AssignResult `protobuf:"bytes,4,opt,name=assign,proto3,oneof"`
+}
+
+type Result_RegisterNode struct {
+	RegisterNode *RegisterNodeResult `protobuf:"bytes,5,opt,name=register_node,json=registerNode,proto3,oneof"`
+}
+
+type Result_Vchannels struct {
+	Vchannels *VChannelList `protobuf:"bytes,6,opt,name=vchannels,proto3,oneof"`
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
+
+func (*Result_Assign) isResult_Value() {}
+
+func (*Result_RegisterNode) isResult_Value() {}
+
+func (*Result_Vchannels) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -968,6 +1172,10 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Allocator
 	//	*SnapshotRecord_Leadership
 	//	*SnapshotRecord_Dedup
+	//	*SnapshotRecord_ChannelsMeta
+	//	*SnapshotRecord_Pchannel
+	//	*SnapshotRecord_StreamingNode
+	//	*SnapshotRecord_Collection
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1055,6 +1263,42 @@ func (x *SnapshotRecord) GetDedup() *DedupRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetChannelsMeta() *ChannelsMeta {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_ChannelsMeta); ok {
+			return x.ChannelsMeta
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetPchannel() *PChannelRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Pchannel); ok {
+			return x.Pchannel
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetStreamingNode() *StreamingNodeRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_StreamingNode); ok {
+			return x.StreamingNode
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetCollection() *CollectionVChannels {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Collection); ok {
+			return x.Collection
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1079,6 +1323,22 @@ type SnapshotRecord_Dedup struct {
 	Dedup *DedupRecord `protobuf:"bytes,5,opt,name=dedup,proto3,oneof"`
 }
 
+type SnapshotRecord_ChannelsMeta struct {
+	ChannelsMeta *ChannelsMeta `protobuf:"bytes,6,opt,name=channels_meta,json=channelsMeta,proto3,oneof"`
+}
+
+type SnapshotRecord_Pchannel struct {
+	Pchannel *PChannelRecord `protobuf:"bytes,7,opt,name=pchannel,proto3,oneof"`
+}
+
+type SnapshotRecord_StreamingNode struct {
+	StreamingNode *StreamingNodeRecord `protobuf:"bytes,8,opt,name=streaming_node,json=streamingNode,proto3,oneof"`
+}
+
+type SnapshotRecord_Collection struct {
+	Collection *CollectionVChannels `protobuf:"bytes,9,opt,name=collection,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
@@ -1088,6 +1348,1576 @@ func (*SnapshotRecord_Allocator) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Leadership) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Dedup) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_ChannelsMeta) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Pchannel) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_StreamingNode) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Collection) isSnapshotRecord_Record() {}
+
+// InitStreaming is proposed once, by the first established leader, from its
+// flags: it records the cluster ID and creates the initial PChannels; the
+// CChannel binds to the first of them forever.
+type InitStreaming struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Pchannels     []string               `protobuf:"bytes,2,rep,name=pchannels,proto3" json:"pchannels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitStreaming) Reset() {
+	*x = InitStreaming{}
+	mi := &file_log_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitStreaming) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitStreaming) ProtoMessage() {}
+
+func (x *InitStreaming) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitStreaming.ProtoReflect.Descriptor instead.
+func (*InitStreaming) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *InitStreaming) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *InitStreaming) GetPchannels() []string {
+	if x != nil {
+		return x.Pchannels
+	}
+	return nil
+}
+
+// AddPChannels creates PChannels that do not exist yet (idempotent).
+type AddPChannels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pchannels     []string               `protobuf:"bytes,1,rep,name=pchannels,proto3" json:"pchannels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPChannels) Reset() {
+	*x = AddPChannels{}
+	mi := &file_log_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPChannels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPChannels) ProtoMessage() {}
+
+func (x *AddPChannels) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPChannels.ProtoReflect.Descriptor instead.
+func (*AddPChannels) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AddPChannels) GetPchannels() []string {
+	if x != nil {
+		return x.Pchannels
+	}
+	return nil
+}
+
+type PChannelAssignment struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	NodeId   uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Mode     AccessMode             `protobuf:"varint,3,opt,name=mode,proto3,enum=coordd.log.v1.AccessMode" json:"mode,omitempty"`
+	// expected_term is the term the proposer saw; a different current term
+	// rejects the whole command (the decision was made on a stale view).
+	ExpectedTerm  int64 `protobuf:"varint,4,opt,name=expected_term,json=expectedTerm,proto3" json:"expected_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PChannelAssignment) Reset() {
+	*x = PChannelAssignment{}
+	mi := &file_log_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PChannelAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PChannelAssignment) ProtoMessage() {}
+
+func (x *PChannelAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PChannelAssignment.ProtoReflect.Descriptor instead.
+func (*PChannelAssignment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PChannelAssignment) GetPchannel() string {
+	if x != nil {
+		return x.Pchannel
+	}
+	return ""
+}
+
+func (x *PChannelAssignment) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *PChannelAssignment) GetMode() AccessMode {
+	if x != nil {
+		return x.Mode
+	}
+	return AccessMode_ACCESS_RW
+}
+
+func (x *PChannelAssignment) GetExpectedTerm() int64 {
+	if x != nil {
+		return x.ExpectedTerm
+	}
+	return 0
+}
+
+// AssignPChannels is phase one of an assignment: bump each term and record
+// the target, before any RPC to a streaming node. All or nothing.
+type AssignPChannels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assignments   []*PChannelAssignment  `protobuf:"bytes,1,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignPChannels) Reset() {
+	*x = AssignPChannels{}
+	mi := &file_log_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignPChannels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignPChannels) ProtoMessage() {}
+
+func (x *AssignPChannels) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignPChannels.ProtoReflect.Descriptor instead.
+func (*AssignPChannels) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AssignPChannels) GetAssignments() []*PChannelAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+type PChannelTerm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PChannelTerm) Reset() {
+	*x = PChannelTerm{}
+	mi := &file_log_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PChannelTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PChannelTerm) ProtoMessage() {}
+
+func (x *PChannelTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PChannelTerm.ProtoReflect.Descriptor instead.
+func (*PChannelTerm) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PChannelTerm) GetPchannel() string {
+	if x != nil {
+		return x.Pchannel
+	}
+	return ""
+}
+
+func (x *PChannelTerm) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *PChannelTerm) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AssignPChannelsDone is phase two: the target opened the WAL at that term.
+type AssignPChannelsDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channels      []*PChannelTerm        `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignPChannelsDone) Reset() {
+	*x = AssignPChannelsDone{}
+	mi := &file_log_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignPChannelsDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignPChannelsDone) ProtoMessage() {}
+
+func (x *AssignPChannelsDone) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignPChannelsDone.ProtoReflect.Descriptor instead.
+func (*AssignPChannelsDone) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AssignPChannelsDone) GetChannels() []*PChannelTerm {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+// MarkPChannelsUnavailable reports WALs found broken at a term.
+type MarkPChannelsUnavailable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channels      []*PChannelTerm        `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkPChannelsUnavailable) Reset() {
+	*x = MarkPChannelsUnavailable{}
+	mi := &file_log_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkPChannelsUnavailable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkPChannelsUnavailable) ProtoMessage() {}
+
+func (x *MarkPChannelsUnavailable) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkPChannelsUnavailable.ProtoReflect.Descriptor instead.
+func (*MarkPChannelsUnavailable) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MarkPChannelsUnavailable) GetChannels() []*PChannelTerm {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+// RecordAssignFailure keeps the reason an assignment attempt failed.
+type RecordAssignFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       *PChannelTerm          `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordAssignFailure) Reset() {
+	*x = RecordAssignFailure{}
+	mi := &file_log_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordAssignFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordAssignFailure) ProtoMessage() {}
+
+func (x *RecordAssignFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordAssignFailure.ProtoReflect.Descriptor instead.
+func (*RecordAssignFailure) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RecordAssignFailure) GetChannel() *PChannelTerm {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+type RegisterStreamingNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	ResourceGroup string                 `protobuf:"bytes,2,opt,name=resource_group,json=resourceGroup,proto3" json:"resource_group,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// replace_node_id: the leader has judged this node's session dead, so the
+	// new registration may take over its address.
+	ReplaceNodeId uint64 `protobuf:"varint,4,opt,name=replace_node_id,json=replaceNodeId,proto3" json:"replace_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterStreamingNode) Reset() {
+	*x = RegisterStreamingNode{}
+	mi := &file_log_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterStreamingNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterStreamingNode) ProtoMessage() {}
+
+func (x *RegisterStreamingNode) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterStreamingNode.ProtoReflect.Descriptor instead.
+func (*RegisterStreamingNode) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RegisterStreamingNode) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RegisterStreamingNode) GetResourceGroup() string {
+	if x != nil {
+		return x.ResourceGroup
+	}
+	return ""
+}
+
+func (x *RegisterStreamingNode) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *RegisterStreamingNode) GetReplaceNodeId() uint64 {
+	if x != nil {
+		return x.ReplaceNodeId
+	}
+	return 0
+}
+
+type MarkStreamingNodeDown struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkStreamingNodeDown) Reset() {
+	*x = MarkStreamingNodeDown{}
+	mi := &file_log_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkStreamingNodeDown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkStreamingNodeDown) ProtoMessage() {}
+
+func (x *MarkStreamingNodeDown) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkStreamingNodeDown.ProtoReflect.Descriptor instead.
+func (*MarkStreamingNodeDown) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *MarkStreamingNodeDown) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MarkStreamingNodeDown) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *MarkStreamingNodeDown) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type SetStreamingNodeDrain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Draining      bool                   `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetStreamingNodeDrain) Reset() {
+	*x = SetStreamingNodeDrain{}
+	mi := &file_log_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetStreamingNodeDrain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetStreamingNodeDrain) ProtoMessage() {}
+
+func (x *SetStreamingNodeDrain) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetStreamingNodeDrain.ProtoReflect.Descriptor instead.
+func (*SetStreamingNodeDrain) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetStreamingNodeDrain) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *SetStreamingNodeDrain) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *SetStreamingNodeDrain) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type AllocVirtualChannels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocVirtualChannels) Reset() {
+	*x = AllocVirtualChannels{}
+	mi := &file_log_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocVirtualChannels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocVirtualChannels) ProtoMessage() {}
+
+func (x *AllocVirtualChannels) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocVirtualChannels.ProtoReflect.Descriptor instead.
+func (*AllocVirtualChannels) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AllocVirtualChannels) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *AllocVirtualChannels) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type DropVirtualChannels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropVirtualChannels) Reset() {
+	*x = DropVirtualChannels{}
+	mi := &file_log_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropVirtualChannels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropVirtualChannels) ProtoMessage() {}
+
+func (x *DropVirtualChannels) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropVirtualChannels.ProtoReflect.Descriptor instead.
+func (*DropVirtualChannels) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DropVirtualChannels) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+type ReplicateCluster struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Pchannels     []string               `protobuf:"bytes,2,rep,name=pchannels,proto3" json:"pchannels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicateCluster) Reset() {
+	*x = ReplicateCluster{}
+	mi := &file_log_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicateCluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicateCluster) ProtoMessage() {}
+
+func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicateCluster.ProtoReflect.Descriptor instead.
+func (*ReplicateCluster) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReplicateCluster) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ReplicateCluster) GetPchannels() []string {
+	if x != nil {
+		return x.Pchannels
+	}
+	return nil
+}
+
+type ReplicateTopology struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SourceClusterId string                 `protobuf:"bytes,1,opt,name=source_cluster_id,json=sourceClusterId,proto3" json:"source_cluster_id,omitempty"`
+	TargetClusterId string                 `protobuf:"bytes,2,opt,name=target_cluster_id,json=targetClusterId,proto3" json:"target_cluster_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ReplicateTopology) Reset() {
+	*x = ReplicateTopology{}
+	mi := &file_log_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicateTopology) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicateTopology) ProtoMessage() {}
+
+func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicateTopology.ProtoReflect.Descriptor instead.
+func (*ReplicateTopology) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReplicateTopology) GetSourceClusterId() string {
+	if x != nil {
+		return x.SourceClusterId
+	}
+	return ""
+}
+
+func (x *ReplicateTopology) GetTargetClusterId() string {
+	if x != nil {
+		return x.TargetClusterId
+	}
+	return ""
+}
+
+type ReplicateConfiguration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clusters      []*ReplicateCluster    `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Topology      []*ReplicateTopology   `protobuf:"bytes,2,rep,name=topology,proto3" json:"topology,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicateConfiguration) Reset() {
+	*x = ReplicateConfiguration{}
+	mi := &file_log_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicateConfiguration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicateConfiguration) ProtoMessage() {}
+
+func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicateConfiguration.ProtoReflect.Descriptor instead.
+func (*ReplicateConfiguration) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ReplicateConfiguration) GetClusters() []*ReplicateCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *ReplicateConfiguration) GetTopology() []*ReplicateTopology {
+	if x != nil {
+		return x.Topology
+	}
+	return nil
+}
+
+type UpdateReplicateConfiguration struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Config        *ReplicateConfiguration `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateReplicateConfiguration) Reset() {
+	*x = UpdateReplicateConfiguration{}
+	mi := &file_log_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicateConfiguration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicateConfiguration) ProtoMessage() {}
+
+func (x *UpdateReplicateConfiguration) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicateConfiguration.ProtoReflect.Descriptor instead.
+func (*UpdateReplicateConfiguration) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UpdateReplicateConfiguration) GetConfig() *ReplicateConfiguration {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// Results of channel commands.
+type AssignResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assigned      []*PChannelTerm        `protobuf:"bytes,1,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignResult) Reset() {
+	*x = AssignResult{}
+	mi := &file_log_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignResult) ProtoMessage() {}
+
+func (x *AssignResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
+func (*AssignResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *AssignResult) GetAssigned() []*PChannelTerm {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+type RegisterNodeResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Version       *AssignmentVersion     `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNodeResult) Reset() {
+	*x = RegisterNodeResult{}
+	mi := &file_log_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNodeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNodeResult) ProtoMessage() {}
+
+func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNodeResult.ProtoReflect.Descriptor instead.
+func (*RegisterNodeResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RegisterNodeResult) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *RegisterNodeResult) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RegisterNodeResult) GetVersion() *AssignmentVersion {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+type VChannelList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vchannels     []string               `protobuf:"bytes,1,rep,name=vchannels,proto3" json:"vchannels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VChannelList) Reset() {
+	*x = VChannelList{}
+	mi := &file_log_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VChannelList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VChannelList) ProtoMessage() {}
+
+func (x *VChannelList) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VChannelList.ProtoReflect.Descriptor instead.
+func (*VChannelList) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *VChannelList) GetVchannels() []string {
+	if x != nil {
+		return x.Vchannels
+	}
+	return nil
+}
+
+type AssignmentVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Global        uint64                 `protobuf:"varint,1,opt,name=global,proto3" json:"global,omitempty"`
+	Local         uint64                 `protobuf:"varint,2,opt,name=local,proto3" json:"local,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignmentVersion) Reset() {
+	*x = AssignmentVersion{}
+	mi := &file_log_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignmentVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignmentVersion) ProtoMessage() {}
+
+func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignmentVersion.ProtoReflect.Descriptor instead.
+func (*AssignmentVersion) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AssignmentVersion) GetGlobal() uint64 {
+	if x != nil {
+		return x.Global
+	}
+	return 0
+}
+
+func (x *AssignmentVersion) GetLocal() uint64 {
+	if x != nil {
+		return x.Local
+	}
+	return 0
+}
+
+type PChannelHistory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          int64                  `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Mode          AccessMode             `protobuf:"varint,3,opt,name=mode,proto3,enum=coordd.log.v1.AccessMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PChannelHistory) Reset() {
+	*x = PChannelHistory{}
+	mi := &file_log_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PChannelHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PChannelHistory) ProtoMessage() {}
+
+func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PChannelHistory.ProtoReflect.Descriptor instead.
+func (*PChannelHistory) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PChannelHistory) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *PChannelHistory) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *PChannelHistory) GetMode() AccessMode {
+	if x != nil {
+		return x.Mode
+	}
+	return AccessMode_ACCESS_RW
+}
+
+type PChannelRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Term           int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Mode           AccessMode             `protobuf:"varint,3,opt,name=mode,proto3,enum=coordd.log.v1.AccessMode" json:"mode,omitempty"`
+	NodeId         uint64                 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State          PChannelState          `protobuf:"varint,5,opt,name=state,proto3,enum=coordd.log.v1.PChannelState" json:"state,omitempty"`
+	Histories      []*PChannelHistory     `protobuf:"bytes,6,rep,name=histories,proto3" json:"histories,omitempty"`
+	LastAssignMs   int64                  `protobuf:"varint,7,opt,name=last_assign_ms,json=lastAssignMs,proto3" json:"last_assign_ms,omitempty"`
+	LastError      string                 `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorMs    int64                  `protobuf:"varint,9,opt,name=last_error_ms,json=lastErrorMs,proto3" json:"last_error_ms,omitempty"`
+	FailedAttempts uint32                 `protobuf:"varint,10,opt,name=failed_attempts,json=failedAttempts,proto3" json:"failed_attempts,omitempty"`
+	VersionLocal   uint64                 `protobuf:"varint,11,opt,name=version_local,json=versionLocal,proto3" json:"version_local,omitempty"`
+	VersionGlobal  uint64                 `protobuf:"varint,12,opt,name=version_global,json=versionGlobal,proto3" json:"version_global,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PChannelRecord) Reset() {
+	*x = PChannelRecord{}
+	mi := &file_log_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PChannelRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PChannelRecord) ProtoMessage() {}
+
+func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PChannelRecord.ProtoReflect.Descriptor instead.
+func (*PChannelRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PChannelRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PChannelRecord) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *PChannelRecord) GetMode() AccessMode {
+	if x != nil {
+		return x.Mode
+	}
+	return AccessMode_ACCESS_RW
+}
+
+func (x *PChannelRecord) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *PChannelRecord) GetState() PChannelState {
+	if x != nil {
+		return x.State
+	}
+	return PChannelState_PCHANNEL_UNKNOWN
+}
+
+func (x *PChannelRecord) GetHistories() []*PChannelHistory {
+	if x != nil {
+		return x.Histories
+	}
+	return nil
+}
+
+func (x *PChannelRecord) GetLastAssignMs() int64 {
+	if x != nil {
+		return x.LastAssignMs
+	}
+	return 0
+}
+
+func (x *PChannelRecord) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *PChannelRecord) GetLastErrorMs() int64 {
+	if x != nil {
+		return x.LastErrorMs
+	}
+	return 0
+}
+
+func (x *PChannelRecord) GetFailedAttempts() uint32 {
+	if x != nil {
+		return x.FailedAttempts
+	}
+	return 0
+}
+
+func (x *PChannelRecord) GetVersionLocal() uint64 {
+	if x != nil {
+		return x.VersionLocal
+	}
+	return 0
+}
+
+func (x *PChannelRecord) GetVersionGlobal() uint64 {
+	if x != nil {
+		return x.VersionGlobal
+	}
+	return 0
+}
+
+type StreamingNodeRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	ResourceGroup string                 `protobuf:"bytes,3,opt,name=resource_group,json=resourceGroup,proto3" json:"resource_group,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	State         NodeState              `protobuf:"varint,6,opt,name=state,proto3,enum=coordd.log.v1.NodeState" json:"state,omitempty"`
+	RegisteredMs  int64                  `protobuf:"varint,7,opt,name=registered_ms,json=registeredMs,proto3" json:"registered_ms,omitempty"`
+	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	VersionLocal  uint64                 `protobuf:"varint,9,opt,name=version_local,json=versionLocal,proto3" json:"version_local,omitempty"`
+	// registered_version: the assignment version right after registration; a
+	// node gets channels only once it has seen at least this version.
+	RegisteredVersion *AssignmentVersion `protobuf:"bytes,10,opt,name=registered_version,json=registeredVersion,proto3" json:"registered_version,omitempty"`
+	VersionGlobal     uint64             `protobuf:"varint,11,opt,name=version_global,json=versionGlobal,proto3" json:"version_global,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StreamingNodeRecord) Reset() {
+	*x = StreamingNodeRecord{}
+	mi := &file_log_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamingNodeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamingNodeRecord) ProtoMessage() {}
+
+func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamingNodeRecord.ProtoReflect.Descriptor instead.
+func (*StreamingNodeRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StreamingNodeRecord) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StreamingNodeRecord) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *StreamingNodeRecord) GetResourceGroup() string {
+	if x != nil {
+		return x.ResourceGroup
+	}
+	return ""
+}
+
+func (x *StreamingNodeRecord) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *StreamingNodeRecord) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *StreamingNodeRecord) GetState() NodeState {
+	if x != nil {
+		return x.State
+	}
+	return NodeState_NODE_UNKNOWN
+}
+
+func (x *StreamingNodeRecord) GetRegisteredMs() int64 {
+	if x != nil {
+		return x.RegisteredMs
+	}
+	return 0
+}
+
+func (x *StreamingNodeRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StreamingNodeRecord) GetVersionLocal() uint64 {
+	if x != nil {
+		return x.VersionLocal
+	}
+	return 0
+}
+
+func (x *StreamingNodeRecord) GetRegisteredVersion() *AssignmentVersion {
+	if x != nil {
+		return x.RegisteredVersion
+	}
+	return nil
+}
+
+func (x *StreamingNodeRecord) GetVersionGlobal() uint64 {
+	if x != nil {
+		return x.VersionGlobal
+	}
+	return 0
+}
+
+type CollectionVChannels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	Vchannels     []string               `protobuf:"bytes,2,rep,name=vchannels,proto3" json:"vchannels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionVChannels) Reset() {
+	*x = CollectionVChannels{}
+	mi := &file_log_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionVChannels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionVChannels) ProtoMessage() {}
+
+func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
+func (*CollectionVChannels) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CollectionVChannels) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *CollectionVChannels) GetVchannels() []string {
+	if x != nil {
+		return x.Vchannels
+	}
+	return nil
+}
+
+type ChannelsMeta struct {
+	state           protoimpl.MessageState  `protogen:"open.v1"`
+	ClusterId       string                  `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Cchannel        string                  `protobuf:"bytes,2,opt,name=cchannel,proto3" json:"cchannel,omitempty"`
+	NextNodeId      uint64                  `protobuf:"varint,3,opt,name=next_node_id,json=nextNodeId,proto3" json:"next_node_id,omitempty"`
+	VersionLocal    uint64                  `protobuf:"varint,4,opt,name=version_local,json=versionLocal,proto3" json:"version_local,omitempty"`
+	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,5,opt,name=replicate_config,json=replicateConfig,proto3" json:"replicate_config,omitempty"`
+	Initialized     bool                    `protobuf:"varint,6,opt,name=initialized,proto3" json:"initialized,omitempty"`
+	// delta_floor: watchers holding an older version must take a full
+	// snapshot (records they would need were evicted).
+	DeltaFloor    *AssignmentVersion `protobuf:"bytes,7,opt,name=delta_floor,json=deltaFloor,proto3" json:"delta_floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelsMeta) Reset() {
+	*x = ChannelsMeta{}
+	mi := &file_log_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelsMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelsMeta) ProtoMessage() {}
+
+func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelsMeta.ProtoReflect.Descriptor instead.
+func (*ChannelsMeta) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ChannelsMeta) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ChannelsMeta) GetCchannel() string {
+	if x != nil {
+		return x.Cchannel
+	}
+	return ""
+}
+
+func (x *ChannelsMeta) GetNextNodeId() uint64 {
+	if x != nil {
+		return x.NextNodeId
+	}
+	return 0
+}
+
+func (x *ChannelsMeta) GetVersionLocal() uint64 {
+	if x != nil {
+		return x.VersionLocal
+	}
+	return 0
+}
+
+func (x *ChannelsMeta) GetReplicateConfig() *ReplicateConfiguration {
+	if x != nil {
+		return x.ReplicateConfig
+	}
+	return nil
+}
+
+func (x *ChannelsMeta) GetInitialized() bool {
+	if x != nil {
+		return x.Initialized
+	}
+	return false
+}
+
+func (x *ChannelsMeta) GetDeltaFloor() *AssignmentVersion {
+	if x != nil {
+		return x.DeltaFloor
+	}
+	return nil
+}
 
 var File_log_proto protoreflect.FileDescriptor
 
@@ -1107,11 +2937,14 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xd6\x02\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
-	"\x06number\x18\x03 \x01(\x04H\x00R\x06numberB\a\n" +
+	"\x06number\x18\x03 \x01(\x04H\x00R\x06number\x125\n" +
+	"\x06assign\x18\x04 \x01(\v2\x1b.coordd.log.v1.AssignResultH\x00R\x06assign\x12H\n" +
+	"\rregister_node\x18\x05 \x01(\v2!.coordd.log.v1.RegisterNodeResultH\x00R\fregisterNode\x12;\n" +
+	"\tvchannels\x18\x06 \x01(\v2\x1b.coordd.log.v1.VChannelListH\x00R\tvchannelsB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -1149,7 +2982,7 @@ const file_log_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
-	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xb9\x02\n" +
+	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xcd\x04\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -1157,8 +2990,124 @@ const file_log_proto_rawDesc = "" +
 	"\n" +
 	"leadership\x18\x04 \x01(\v2\x1e.coordd.log.v1.LeadershipStateH\x00R\n" +
 	"leadership\x122\n" +
-	"\x05dedup\x18\x05 \x01(\v2\x1a.coordd.log.v1.DedupRecordH\x00R\x05dedupB\b\n" +
-	"\x06record*\x84\x01\n" +
+	"\x05dedup\x18\x05 \x01(\v2\x1a.coordd.log.v1.DedupRecordH\x00R\x05dedup\x12B\n" +
+	"\rchannels_meta\x18\x06 \x01(\v2\x1b.coordd.log.v1.ChannelsMetaH\x00R\fchannelsMeta\x12;\n" +
+	"\bpchannel\x18\a \x01(\v2\x1d.coordd.log.v1.PChannelRecordH\x00R\bpchannel\x12K\n" +
+	"\x0estreaming_node\x18\b \x01(\v2\".coordd.log.v1.StreamingNodeRecordH\x00R\rstreamingNode\x12D\n" +
+	"\n" +
+	"collection\x18\t \x01(\v2\".coordd.log.v1.CollectionVChannelsH\x00R\n" +
+	"collectionB\b\n" +
+	"\x06record\"L\n" +
+	"\rInitStreaming\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1c\n" +
+	"\tpchannels\x18\x02 \x03(\tR\tpchannels\",\n" +
+	"\fAddPChannels\x12\x1c\n" +
+	"\tpchannels\x18\x01 \x03(\tR\tpchannels\"\x9d\x01\n" +
+	"\x12PChannelAssignment\x12\x1a\n" +
+	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12-\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.coordd.log.v1.AccessModeR\x04mode\x12#\n" +
+	"\rexpected_term\x18\x04 \x01(\x03R\fexpectedTerm\"V\n" +
+	"\x0fAssignPChannels\x12C\n" +
+	"\vassignments\x18\x01 \x03(\v2!.coordd.log.v1.PChannelAssignmentR\vassignments\"V\n" +
+	"\fPChannelTerm\x12\x1a\n" +
+	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"N\n" +
+	"\x13AssignPChannelsDone\x127\n" +
+	"\bchannels\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bchannels\"S\n" +
+	"\x18MarkPChannelsUnavailable\x127\n" +
+	"\bchannels\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bchannels\"L\n" +
+	"\x13RecordAssignFailure\x125\n" +
+	"\achannel\x18\x01 \x01(\v2\x1b.coordd.log.v1.PChannelTermR\achannel\"\xa2\x01\n" +
+	"\x15RegisterStreamingNode\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12%\n" +
+	"\x0eresource_group\x18\x02 \x01(\tR\rresourceGroup\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12&\n" +
+	"\x0freplace_node_id\x18\x04 \x01(\x04R\rreplaceNodeId\"^\n" +
+	"\x15MarkStreamingNodeDown\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"d\n" +
+	"\x15SetStreamingNodeDrain\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"Q\n" +
+	"\x14AllocVirtualChannels\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\":\n" +
+	"\x13DropVirtualChannels\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\"O\n" +
+	"\x10ReplicateCluster\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1c\n" +
+	"\tpchannels\x18\x02 \x03(\tR\tpchannels\"k\n" +
+	"\x11ReplicateTopology\x12*\n" +
+	"\x11source_cluster_id\x18\x01 \x01(\tR\x0fsourceClusterId\x12*\n" +
+	"\x11target_cluster_id\x18\x02 \x01(\tR\x0ftargetClusterId\"\x93\x01\n" +
+	"\x16ReplicateConfiguration\x12;\n" +
+	"\bclusters\x18\x01 \x03(\v2\x1f.coordd.log.v1.ReplicateClusterR\bclusters\x12<\n" +
+	"\btopology\x18\x02 \x03(\v2 .coordd.log.v1.ReplicateTopologyR\btopology\"]\n" +
+	"\x1cUpdateReplicateConfiguration\x12=\n" +
+	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\"G\n" +
+	"\fAssignResult\x127\n" +
+	"\bassigned\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bassigned\"\x7f\n" +
+	"\x12RegisterNodeResult\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12:\n" +
+	"\aversion\x18\x03 \x01(\v2 .coordd.log.v1.AssignmentVersionR\aversion\",\n" +
+	"\fVChannelList\x12\x1c\n" +
+	"\tvchannels\x18\x01 \x03(\tR\tvchannels\"A\n" +
+	"\x11AssignmentVersion\x12\x16\n" +
+	"\x06global\x18\x01 \x01(\x04R\x06global\x12\x14\n" +
+	"\x05local\x18\x02 \x01(\x04R\x05local\"m\n" +
+	"\x0fPChannelHistory\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12-\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.coordd.log.v1.AccessModeR\x04mode\"\xd0\x03\n" +
+	"\x0ePChannelRecord\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\x12-\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.coordd.log.v1.AccessModeR\x04mode\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x122\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x1c.coordd.log.v1.PChannelStateR\x05state\x12<\n" +
+	"\thistories\x18\x06 \x03(\v2\x1e.coordd.log.v1.PChannelHistoryR\thistories\x12$\n" +
+	"\x0elast_assign_ms\x18\a \x01(\x03R\flastAssignMs\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\b \x01(\tR\tlastError\x12\"\n" +
+	"\rlast_error_ms\x18\t \x01(\x03R\vlastErrorMs\x12'\n" +
+	"\x0ffailed_attempts\x18\n" +
+	" \x01(\rR\x0efailedAttempts\x12#\n" +
+	"\rversion_local\x18\v \x01(\x04R\fversionLocal\x12%\n" +
+	"\x0eversion_global\x18\f \x01(\x04R\rversionGlobal\"\xa8\x03\n" +
+	"\x13StreamingNodeRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
+	"\x0eresource_group\x18\x03 \x01(\tR\rresourceGroup\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12.\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x18.coordd.log.v1.NodeStateR\x05state\x12#\n" +
+	"\rregistered_ms\x18\a \x01(\x03R\fregisteredMs\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12#\n" +
+	"\rversion_local\x18\t \x01(\x04R\fversionLocal\x12O\n" +
+	"\x12registered_version\x18\n" +
+	" \x01(\v2 .coordd.log.v1.AssignmentVersionR\x11registeredVersion\x12%\n" +
+	"\x0eversion_global\x18\v \x01(\x04R\rversionGlobal\"X\n" +
+	"\x13CollectionVChannels\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12\x1c\n" +
+	"\tvchannels\x18\x02 \x03(\tR\tvchannels\"\xc7\x02\n" +
+	"\fChannelsMeta\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1a\n" +
+	"\bcchannel\x18\x02 \x01(\tR\bcchannel\x12 \n" +
+	"\fnext_node_id\x18\x03 \x01(\x04R\n" +
+	"nextNodeId\x12#\n" +
+	"\rversion_local\x18\x04 \x01(\x04R\fversionLocal\x12P\n" +
+	"\x10replicate_config\x18\x05 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x0freplicateConfig\x12 \n" +
+	"\vinitialized\x18\x06 \x01(\bR\vinitialized\x12A\n" +
+	"\vdelta_floor\x18\a \x01(\v2 .coordd.log.v1.AssignmentVersionR\n" +
+	"deltaFloor*\x9c\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -1166,7 +3115,23 @@ const file_log_proto_rawDesc = "" +
 	"\x10REJECT_NOT_FOUND\x10\x02\x12\x13\n" +
 	"\x0fREJECT_CONFLICT\x10\x03\x12\x10\n" +
 	"\fREJECT_STALE\x10\x04\x12\x14\n" +
-	"\x10REJECT_EXHAUSTED\x10\x05B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
+	"\x10REJECT_EXHAUSTED\x10\x05\x12\x16\n" +
+	"\x12REJECT_NOT_PRIMARY\x10\x06**\n" +
+	"\n" +
+	"AccessMode\x12\r\n" +
+	"\tACCESS_RW\x10\x00\x12\r\n" +
+	"\tACCESS_RO\x10\x01*\x8a\x01\n" +
+	"\rPChannelState\x12\x14\n" +
+	"\x10PCHANNEL_UNKNOWN\x10\x00\x12\x1a\n" +
+	"\x16PCHANNEL_UNINITIALIZED\x10\x01\x12\x16\n" +
+	"\x12PCHANNEL_ASSIGNING\x10\x02\x12\x15\n" +
+	"\x11PCHANNEL_ASSIGNED\x10\x03\x12\x18\n" +
+	"\x14PCHANNEL_UNAVAILABLE\x10\x04*L\n" +
+	"\tNodeState\x12\x10\n" +
+	"\fNODE_UNKNOWN\x10\x00\x12\v\n" +
+	"\aNODE_UP\x10\x01\x12\x11\n" +
+	"\rNODE_DRAINING\x10\x02\x12\r\n" +
+	"\tNODE_DOWN\x10\x03B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
 
 var (
 	file_log_proto_rawDescOnce sync.Once
@@ -1180,44 +3145,98 @@ func file_log_proto_rawDescGZIP() []byte {
 	return file_log_proto_rawDescData
 }
 
-var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_log_proto_goTypes = []any{
-	(RejectCode)(0),           // 0: coordd.log.v1.RejectCode
-	(*Entry)(nil),             // 1: coordd.log.v1.Entry
-	(*Envelope)(nil),          // 2: coordd.log.v1.Envelope
-	(*Rejection)(nil),         // 3: coordd.log.v1.Rejection
-	(*Result)(nil),            // 4: coordd.log.v1.Result
-	(*IDRange)(nil),           // 5: coordd.log.v1.IDRange
-	(*LeaderEstablished)(nil), // 6: coordd.log.v1.LeaderEstablished
-	(*UpsertMember)(nil),      // 7: coordd.log.v1.UpsertMember
-	(*RemoveMember)(nil),      // 8: coordd.log.v1.RemoveMember
-	(*Member)(nil),            // 9: coordd.log.v1.Member
-	(*ExtendTSOWindow)(nil),   // 10: coordd.log.v1.ExtendTSOWindow
-	(*ReserveIDs)(nil),        // 11: coordd.log.v1.ReserveIDs
-	(*SnapshotHeader)(nil),    // 12: coordd.log.v1.SnapshotHeader
-	(*AllocatorState)(nil),    // 13: coordd.log.v1.AllocatorState
-	(*LeadershipState)(nil),   // 14: coordd.log.v1.LeadershipState
-	(*DedupRecord)(nil),       // 15: coordd.log.v1.DedupRecord
-	(*SnapshotRecord)(nil),    // 16: coordd.log.v1.SnapshotRecord
+	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
+	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
+	(PChannelState)(0),                   // 2: coordd.log.v1.PChannelState
+	(NodeState)(0),                       // 3: coordd.log.v1.NodeState
+	(*Entry)(nil),                        // 4: coordd.log.v1.Entry
+	(*Envelope)(nil),                     // 5: coordd.log.v1.Envelope
+	(*Rejection)(nil),                    // 6: coordd.log.v1.Rejection
+	(*Result)(nil),                       // 7: coordd.log.v1.Result
+	(*IDRange)(nil),                      // 8: coordd.log.v1.IDRange
+	(*LeaderEstablished)(nil),            // 9: coordd.log.v1.LeaderEstablished
+	(*UpsertMember)(nil),                 // 10: coordd.log.v1.UpsertMember
+	(*RemoveMember)(nil),                 // 11: coordd.log.v1.RemoveMember
+	(*Member)(nil),                       // 12: coordd.log.v1.Member
+	(*ExtendTSOWindow)(nil),              // 13: coordd.log.v1.ExtendTSOWindow
+	(*ReserveIDs)(nil),                   // 14: coordd.log.v1.ReserveIDs
+	(*SnapshotHeader)(nil),               // 15: coordd.log.v1.SnapshotHeader
+	(*AllocatorState)(nil),               // 16: coordd.log.v1.AllocatorState
+	(*LeadershipState)(nil),              // 17: coordd.log.v1.LeadershipState
+	(*DedupRecord)(nil),                  // 18: coordd.log.v1.DedupRecord
+	(*SnapshotRecord)(nil),               // 19: coordd.log.v1.SnapshotRecord
+	(*InitStreaming)(nil),                // 20: coordd.log.v1.InitStreaming
+	(*AddPChannels)(nil),                 // 21: coordd.log.v1.AddPChannels
+	(*PChannelAssignment)(nil),           // 22: coordd.log.v1.PChannelAssignment
+	(*AssignPChannels)(nil),              // 23: coordd.log.v1.AssignPChannels
+	(*PChannelTerm)(nil),                 // 24: coordd.log.v1.PChannelTerm
+	(*AssignPChannelsDone)(nil),          // 25: coordd.log.v1.AssignPChannelsDone
+	(*MarkPChannelsUnavailable)(nil),     // 26: coordd.log.v1.MarkPChannelsUnavailable
+	(*RecordAssignFailure)(nil),          // 27: coordd.log.v1.RecordAssignFailure
+	(*RegisterStreamingNode)(nil),        // 28: coordd.log.v1.RegisterStreamingNode
+	(*MarkStreamingNodeDown)(nil),        // 29: coordd.log.v1.MarkStreamingNodeDown
+	(*SetStreamingNodeDrain)(nil),        // 30: coordd.log.v1.SetStreamingNodeDrain
+	(*AllocVirtualChannels)(nil),         // 31: coordd.log.v1.AllocVirtualChannels
+	(*DropVirtualChannels)(nil),          // 32: coordd.log.v1.DropVirtualChannels
+	(*ReplicateCluster)(nil),             // 33: coordd.log.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),            // 34: coordd.log.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),       // 35: coordd.log.v1.ReplicateConfiguration
+	(*UpdateReplicateConfiguration)(nil), // 36: coordd.log.v1.UpdateReplicateConfiguration
+	(*AssignResult)(nil),                 // 37: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 38: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 39: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 40: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 41: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 42: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 43: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 44: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 45: coordd.log.v1.ChannelsMeta
 }
 var file_log_proto_depIdxs = []int32{
-	2,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
+	5,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
-	3,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
-	5,  // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	9,  // 4: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	4,  // 5: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	12, // 6: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	9,  // 7: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	13, // 8: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	14, // 9: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	15, // 10: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
+	8,  // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
+	37, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	38, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	39, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	12, // 7: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	7,  // 8: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	15, // 9: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	12, // 10: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	16, // 11: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	17, // 12: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	18, // 13: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	45, // 14: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	42, // 15: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	43, // 16: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	44, // 17: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	1,  // 18: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	22, // 19: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	24, // 20: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	24, // 21: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	24, // 22: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	33, // 23: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	34, // 24: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	35, // 25: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	24, // 26: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	40, // 27: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 28: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 29: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 30: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	41, // 31: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 32: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	40, // 33: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	35, // 34: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	40, // 35: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -1228,6 +3247,9 @@ func file_log_proto_init() {
 	file_log_proto_msgTypes[3].OneofWrappers = []any{
 		(*Result_IdRange)(nil),
 		(*Result_Number)(nil),
+		(*Result_Assign)(nil),
+		(*Result_RegisterNode)(nil),
+		(*Result_Vchannels)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -1235,14 +3257,18 @@ func file_log_proto_init() {
 		(*SnapshotRecord_Allocator)(nil),
 		(*SnapshotRecord_Leadership)(nil),
 		(*SnapshotRecord_Dedup)(nil),
+		(*SnapshotRecord_ChannelsMeta)(nil),
+		(*SnapshotRecord_Pchannel)(nil),
+		(*SnapshotRecord_StreamingNode)(nil),
+		(*SnapshotRecord_Collection)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      4,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

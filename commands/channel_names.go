@@ -1,0 +1,119 @@
+package commands
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Channel naming (spec §1.1):
+//   - PChannel: <prefix>_<index>, e.g. by-dev-rootcoord-dml_0
+//   - VChannel: <pchannel>_<collectionID>v<shard>, e.g. by-dev-rootcoord-dml_0_12345v0
+//   - CChannel: <pchannel>_vcchan
+const (
+	MaxChannelNameBytes = 200
+	MaxPChannelsPerCmd  = 4096
+	MaxVChannelsPerColl = 1024
+	CChannelSuffix      = "_vcchan"
+)
+
+// PChannelName builds <prefix>_<index>.
+func PChannelName(prefix string, index int) string { return prefix + "_" + strconv.Itoa(index) }
+
+// VChannelName builds <pchannel>_<collectionID>v<shard>.
+func VChannelName(pchannel string, collectionID int64, shard int) string {
+	return pchannel + "_" + strconv.FormatInt(collectionID, 10) + "v" + strconv.Itoa(shard)
+}
+
+// CChannelName is the control channel bound to pchannel.
+func CChannelName(pchannel string) string { return pchannel + CChannelSuffix }
+
+// IsCChannel reports whether name is a control channel.
+func IsCChannel(name string) bool { return strings.HasSuffix(name, "vcchan") }
+
+// PChannelOf maps a VChannel or CChannel name to its PChannel: the name up
+// to the last '_'.
+func PChannelOf(vchannel string) string {
+	if i := strings.LastIndexByte(vchannel, '_'); i > 0 {
+		return vchannel[:i]
+	}
+	return vchannel
+}
+
+// ValidatePrefix checks a PChannel name prefix: 1..128 bytes of
+// [A-Za-z0-9_-], not ending in '_'.
+func ValidatePrefix(prefix string) error {
+	if prefix == "" || len(prefix) > 128 {
+		return invalid("pchannel prefix must be 1..128 bytes, got %d", len(prefix))
+	}
+	if prefix[len(prefix)-1] == '_' {
+		return invalid("pchannel prefix %q must not end with '_'", prefix)
+	}
+	for i := 0; i < len(prefix); i++ {
+		if !nameChar(prefix[i]) {
+			return invalid("pchannel prefix %q: character %q not allowed (letters, digits, '_', '-')", prefix, prefix[i])
+		}
+	}
+	return nil
+}
+
+// ValidatePChannelName checks <prefix>_<index> with a decimal index.
+func ValidatePChannelName(name string) error {
+	i := strings.LastIndexByte(name, '_')
+	if i <= 0 || i == len(name)-1 || len(name) > MaxChannelNameBytes {
+		return invalid("pchannel name %q: want <prefix>_<index>", name)
+	}
+	if err := ValidatePrefix(name[:i]); err != nil {
+		return invalid("pchannel name %q: bad prefix", name)
+	}
+	idx := name[i+1:]
+	if len(idx) > 1 && idx[0] == '0' {
+		return invalid("pchannel name %q: index has a leading zero", name)
+	}
+	if _, err := strconv.ParseUint(idx, 10, 31); err != nil {
+		return invalid("pchannel name %q: index %q is not a small non-negative integer", name, idx)
+	}
+	return nil
+}
+
+// ValidateVChannelName checks <pchannel>_<collectionID>v<shard> or a
+// CChannel name.
+func ValidateVChannelName(name string) error {
+	if IsCChannel(name) {
+		if !strings.HasSuffix(name, CChannelSuffix) {
+			return invalid("vchannel name %q: bad control channel name", name)
+		}
+		return ValidatePChannelName(strings.TrimSuffix(name, CChannelSuffix))
+	}
+	if err := ValidatePChannelName(PChannelOf(name)); err != nil {
+		return invalid("vchannel name %q: bad pchannel part", name)
+	}
+	rest := name[len(PChannelOf(name))+1:]
+	coll, shard, ok := strings.Cut(rest, "v")
+	if !ok {
+		return invalid("vchannel name %q: want <pchannel>_<collectionID>v<shard>", name)
+	}
+	if _, err := strconv.ParseInt(coll, 10, 64); err != nil {
+		return invalid("vchannel name %q: bad collection id", name)
+	}
+	if _, err := strconv.ParseUint(shard, 10, 16); err != nil {
+		return invalid("vchannel name %q: bad shard index", name)
+	}
+	return nil
+}
+
+// ValidateClusterID checks a cluster ID: 1..64 bytes of [A-Za-z0-9_-].
+func ValidateClusterID(id string) error {
+	if id == "" || len(id) > 64 {
+		return invalid("cluster id must be 1..64 bytes, got %d", len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if !nameChar(id[i]) {
+			return invalid("cluster id %q: character %q not allowed", id, id[i])
+		}
+	}
+	return nil
+}
+
+func nameChar(ch byte) bool {
+	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
+}

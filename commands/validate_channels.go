@@ -1,0 +1,194 @@
+package commands
+
+import (
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Shape limits for channel commands.
+const (
+	MaxAddressBytes     = 255
+	MaxResourceGroupLen = 64
+	MaxIncarnationBytes = 128
+	MaxReasonBytes      = 1024
+	MaxReplicateCluster = 64
+)
+
+// validateChannelCommand covers the 0x0100 block; ok=false means body is
+// not a channel command.
+func validateChannelCommand(body any) (err error, ok bool) {
+	switch b := body.(type) {
+	case *logpb.InitStreaming:
+		if err := ValidateClusterID(b.ClusterId); err != nil {
+			return err, true
+		}
+		if len(b.Pchannels) == 0 {
+			return invalid("InitStreaming needs at least one pchannel"), true
+		}
+		return validatePChannelList(b.Pchannels), true
+	case *logpb.AddPChannels:
+		if len(b.Pchannels) == 0 {
+			return invalid("AddPChannels needs at least one pchannel"), true
+		}
+		return validatePChannelList(b.Pchannels), true
+	case *logpb.AssignPChannels:
+		if len(b.Assignments) == 0 || len(b.Assignments) > MaxPChannelsPerCmd {
+			return invalid("AssignPChannels needs 1..%d assignments, got %d", MaxPChannelsPerCmd, len(b.Assignments)), true
+		}
+		seen := map[string]bool{}
+		for _, a := range b.Assignments {
+			if err := ValidatePChannelName(a.Pchannel); err != nil {
+				return err, true
+			}
+			if seen[a.Pchannel] {
+				return invalid("pchannel %s assigned twice in one command", a.Pchannel), true
+			}
+			seen[a.Pchannel] = true
+			if a.NodeId == 0 {
+				return invalid("assignment of %s has no node", a.Pchannel), true
+			}
+			if a.ExpectedTerm < 1 {
+				return invalid("assignment of %s: expected term must be >= 1", a.Pchannel), true
+			}
+			if a.Mode != logpb.AccessMode_ACCESS_RW && a.Mode != logpb.AccessMode_ACCESS_RO {
+				return invalid("assignment of %s: unknown access mode %d", a.Pchannel, a.Mode), true
+			}
+		}
+		return nil, true
+	case *logpb.AssignPChannelsDone:
+		return validateTermList(b.Channels), true
+	case *logpb.MarkPChannelsUnavailable:
+		return validateTermList(b.Channels), true
+	case *logpb.RecordAssignFailure:
+		if b.Channel == nil {
+			return invalid("RecordAssignFailure needs a channel"), true
+		}
+		return validateTermList([]*logpb.PChannelTerm{b.Channel}), true
+	case *logpb.RegisterStreamingNode:
+		if err := ValidateAddr("address", b.Address, true); err != nil {
+			return err, true
+		}
+		if len(b.ResourceGroup) > MaxResourceGroupLen {
+			return invalid("resource group is %d bytes (max %d)", len(b.ResourceGroup), MaxResourceGroupLen), true
+		}
+		if b.Incarnation == "" || len(b.Incarnation) > MaxIncarnationBytes {
+			return invalid("incarnation must be 1..%d bytes", MaxIncarnationBytes), true
+		}
+		return nil, true
+	case *logpb.MarkStreamingNodeDown:
+		if b.NodeId == 0 {
+			return invalid("node id must be positive"), true
+		}
+		return checkReason(b.Reason), true
+	case *logpb.SetStreamingNodeDrain:
+		if b.NodeId == 0 {
+			return invalid("node id must be positive"), true
+		}
+		return checkReason(b.Reason), true
+	case *logpb.AllocVirtualChannels:
+		if b.CollectionId <= 0 {
+			return invalid("collection id must be positive, got %d", b.CollectionId), true
+		}
+		if b.Count == 0 || b.Count > MaxVChannelsPerColl {
+			return invalid("vchannel count must be in 1..%d, got %d", MaxVChannelsPerColl, b.Count), true
+		}
+		return nil, true
+	case *logpb.DropVirtualChannels:
+		if b.CollectionId <= 0 {
+			return invalid("collection id must be positive, got %d", b.CollectionId), true
+		}
+		return nil, true
+	case *logpb.UpdateReplicateConfiguration:
+		return ValidateReplicateConfiguration(b.Config), true
+	}
+	return nil, false
+}
+
+func validatePChannelList(names []string) error {
+	if len(names) > MaxPChannelsPerCmd {
+		return invalid("%d pchannels in one command (max %d)", len(names), MaxPChannelsPerCmd)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if err := ValidatePChannelName(n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return invalid("pchannel %s listed twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+func validateTermList(items []*logpb.PChannelTerm) error {
+	if len(items) == 0 || len(items) > MaxPChannelsPerCmd {
+		return invalid("need 1..%d channels, got %d", MaxPChannelsPerCmd, len(items))
+	}
+	for _, it := range items {
+		if err := ValidatePChannelName(it.Pchannel); err != nil {
+			return err
+		}
+		if it.Term < 1 {
+			return invalid("term of %s must be >= 1, got %d", it.Pchannel, it.Term)
+		}
+		if err := checkReason(it.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkReason(r string) error {
+	if len(r) > MaxReasonBytes {
+		return invalid("reason is %d bytes (max %d)", len(r), MaxReasonBytes)
+	}
+	return nil
+}
+
+// ValidateReplicateConfiguration checks a configuration's shape: unique,
+// valid cluster IDs; valid, unique pchannels per cluster; every cluster
+// with the same number of pchannels; topology edges between listed,
+// distinct clusters, each target with at most one source.
+func ValidateReplicateConfiguration(c *logpb.ReplicateConfiguration) error {
+	if c == nil {
+		return invalid("replicate configuration is missing")
+	}
+	if len(c.Clusters) == 0 || len(c.Clusters) > MaxReplicateCluster {
+		return invalid("replicate configuration needs 1..%d clusters, got %d", MaxReplicateCluster, len(c.Clusters))
+	}
+	ids := map[string]bool{}
+	n := -1
+	for _, cl := range c.Clusters {
+		if err := ValidateClusterID(cl.ClusterId); err != nil {
+			return err
+		}
+		if ids[cl.ClusterId] {
+			return invalid("cluster %s listed twice", cl.ClusterId)
+		}
+		ids[cl.ClusterId] = true
+		if len(cl.Pchannels) == 0 {
+			return invalid("cluster %s lists no pchannels", cl.ClusterId)
+		}
+		if err := validatePChannelList(cl.Pchannels); err != nil {
+			return invalid("cluster %s: %v", cl.ClusterId, err)
+		}
+		if n >= 0 && len(cl.Pchannels) != n {
+			return invalid("every cluster must list the same number of pchannels (%s lists %d, others %d)", cl.ClusterId, len(cl.Pchannels), n)
+		}
+		n = len(cl.Pchannels)
+	}
+	targets := map[string]bool{}
+	for _, e := range c.Topology {
+		if !ids[e.SourceClusterId] || !ids[e.TargetClusterId] {
+			return invalid("topology edge %s->%s names an unlisted cluster", e.SourceClusterId, e.TargetClusterId)
+		}
+		if e.SourceClusterId == e.TargetClusterId {
+			return invalid("topology edge %s->%s is a self loop", e.SourceClusterId, e.TargetClusterId)
+		}
+		if targets[e.TargetClusterId] {
+			return invalid("cluster %s has more than one source", e.TargetClusterId)
+		}
+		targets[e.TargetClusterId] = true
+	}
+	return nil
+}

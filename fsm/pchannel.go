@@ -1,0 +1,210 @@
+package fsm
+
+import (
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// applyInitStreaming records the cluster ID, creates the initial PChannels
+// and binds the CChannel to the first of them, once. A repeat with the same
+// cluster ID only adds missing PChannels.
+func applyInitStreaming(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.InitStreaming)
+	if next.ch.meta.Initialized {
+		if next.ch.meta.ClusterId != b.ClusterId {
+			return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming already initialized for cluster %q, not %q",
+				next.ch.meta.ClusterId, b.ClusterId)
+		}
+		return addPChannels(next, b.Pchannels)
+	}
+	if r := addPChannels(next, b.Pchannels); r.Rejection != nil {
+		return r
+	}
+	next.setMeta(func(m *logpb.ChannelsMeta) {
+		m.Initialized = true
+		m.ClusterId = b.ClusterId
+		m.Cchannel = commands.CChannelName(b.Pchannels[0])
+	})
+	return accepted()
+}
+
+// applyAddPChannels creates missing PChannels as UNINITIALIZED at term 1.
+// It is idempotent and does not bump the assignment version: unassigned
+// channels are not an observable change (spec §1.14.12).
+func applyAddPChannels(next *State, c commands.Command) *logpb.Result {
+	if !next.ch.meta.Initialized {
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming is not initialized yet")
+	}
+	return addPChannels(next, c.Body.(*logpb.AddPChannels).Pchannels)
+}
+
+func addPChannels(next *State, names []string) *logpb.Result {
+	added := 0
+	for _, n := range names {
+		if _, exists := next.ch.pchannels.Get(n); !exists {
+			added++
+		}
+	}
+	if next.ch.pchannels.Len()+added > MaxPChannels {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "adding %d pchannels would exceed %d", added, MaxPChannels)
+	}
+	for _, n := range names {
+		if _, exists := next.ch.pchannels.Get(n); exists {
+			continue
+		}
+		next.ch.pchannels = next.ch.pchannels.Set(n, &logpb.PChannelRecord{
+			Name: n, Term: 1, State: logpb.PChannelState_PCHANNEL_UNINITIALIZED,
+		})
+	}
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(added)}}
+}
+
+// applyAssignPChannels is phase one of an assignment (spec §1.3, §1.9): for
+// each channel, check the decision was made on the current term, then bump
+// the term and record the target and the placement to clean up. All or
+// nothing: one bad assignment rejects the command.
+func applyAssignPChannels(next *State, c commands.Command) *logpb.Result {
+	as := c.Body.(*logpb.AssignPChannels).Assignments
+	for _, a := range as {
+		p, ok := next.ch.pchannels.Get(a.Pchannel)
+		if !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "pchannel %s does not exist", a.Pchannel)
+		}
+		if p.Term != a.ExpectedTerm {
+			return reject(logpb.RejectCode_REJECT_STALE, "pchannel %s is at term %d, the assignment expected %d",
+				a.Pchannel, p.Term, a.ExpectedTerm)
+		}
+		n, ok := next.ch.nodes.Get(a.NodeId)
+		if !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "streaming node %d does not exist", a.NodeId)
+		}
+		if n.State != logpb.NodeState_NODE_UP {
+			return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming node %d is %s and cannot take channels", a.NodeId, n.State)
+		}
+	}
+	var assigned []*logpb.PChannelTerm
+	for _, a := range as {
+		p, _ := next.ch.pchannels.Get(a.Pchannel)
+		np, modified := tryAssign(p, a.NodeId, a.Mode)
+		if !modified {
+			continue
+		}
+		if len(assigned) == 0 {
+			next.bumpVersion()
+		}
+		next.putPChannel(np)
+		assigned = append(assigned, &logpb.PChannelTerm{Pchannel: np.Name, Term: np.Term})
+	}
+	return &logpb.Result{Value: &logpb.Result_Assign{Assign: &logpb.AssignResult{Assigned: assigned}}}
+}
+
+// tryAssign is the state machine of spec §1.3 for one channel: it returns
+// the new record and whether anything changed.
+func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*logpb.PChannelRecord, bool) {
+	if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && p.NodeId == node && p.Mode == mode {
+		return p, false
+	}
+	np := clonePChannel(p)
+	if p.State != logpb.PChannelState_PCHANNEL_UNINITIALIZED {
+		np.Histories = upsertHistory(np.Histories, &logpb.PChannelHistory{Term: p.Term, NodeId: p.NodeId, Mode: p.Mode})
+	}
+	np.Term++
+	np.NodeId, np.Mode = node, mode
+	np.State = logpb.PChannelState_PCHANNEL_ASSIGNING
+	return np, true
+}
+
+// upsertHistory keeps at most one entry per (node, mode): a placement
+// already remembered gets the newer term instead of a second entry (§1.5).
+func upsertHistory(hs []*logpb.PChannelHistory, h *logpb.PChannelHistory) []*logpb.PChannelHistory {
+	for i, e := range hs {
+		if e.NodeId == h.NodeId && e.Mode == h.Mode {
+			out := append([]*logpb.PChannelHistory(nil), hs...)
+			out[i] = h
+			return out
+		}
+	}
+	return append(append([]*logpb.PChannelHistory(nil), hs...), h)
+}
+
+// applyAssignPChannelsDone is phase two: the target opened the WAL at the
+// exact term, every history node was cleaned, so the channel is ASSIGNED
+// and its histories are dropped. Stale or repeated reports change nothing.
+func applyAssignPChannelsDone(next *State, c commands.Command) *logpb.Result {
+	items := c.Body.(*logpb.AssignPChannelsDone).Channels
+	if r := requireKnownPChannels(next, items); r != nil {
+		return r
+	}
+	done := 0
+	for _, it := range items {
+		p, _ := next.ch.pchannels.Get(it.Pchannel)
+		if p.State != logpb.PChannelState_PCHANNEL_ASSIGNING || p.Term != it.Term {
+			continue
+		}
+		if done == 0 {
+			next.bumpVersion()
+		}
+		done++
+		np := clonePChannel(p)
+		np.State = logpb.PChannelState_PCHANNEL_ASSIGNED
+		np.Histories = nil
+		np.LastAssignMs = c.ProposedAtUnixMs
+		np.LastError, np.LastErrorMs, np.FailedAttempts = "", 0, 0
+		next.putPChannel(np)
+	}
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(done)}}
+}
+
+// applyMarkPChannelsUnavailable: an ASSIGNED channel whose WAL broke at the
+// reported term becomes UNAVAILABLE; a report about another term is stale
+// and ignored (spec §1.14.4).
+func applyMarkPChannelsUnavailable(next *State, c commands.Command) *logpb.Result {
+	items := c.Body.(*logpb.MarkPChannelsUnavailable).Channels
+	if r := requireKnownPChannels(next, items); r != nil {
+		return r
+	}
+	marked := 0
+	for _, it := range items {
+		p, _ := next.ch.pchannels.Get(it.Pchannel)
+		if p.State != logpb.PChannelState_PCHANNEL_ASSIGNED || p.Term != it.Term {
+			continue
+		}
+		if marked == 0 {
+			next.bumpVersion()
+		}
+		marked++
+		np := clonePChannel(p)
+		np.State = logpb.PChannelState_PCHANNEL_UNAVAILABLE
+		np.LastError, np.LastErrorMs = it.Reason, c.ProposedAtUnixMs
+		next.putPChannel(np)
+	}
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(marked)}}
+}
+
+// applyRecordAssignFailure keeps why the current assignment attempt failed,
+// so a channel stuck in ASSIGNING explains itself. Not an assignment change.
+func applyRecordAssignFailure(next *State, c commands.Command) *logpb.Result {
+	it := c.Body.(*logpb.RecordAssignFailure).Channel
+	p, ok := next.ch.pchannels.Get(it.Pchannel)
+	if !ok {
+		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "pchannel %s does not exist", it.Pchannel)
+	}
+	if p.State != logpb.PChannelState_PCHANNEL_ASSIGNING || p.Term != it.Term {
+		return reject(logpb.RejectCode_REJECT_STALE, "pchannel %s is %s at term %d, not ASSIGNING at %d",
+			it.Pchannel, p.State, p.Term, it.Term)
+	}
+	np := clonePChannel(p)
+	np.LastError, np.LastErrorMs = it.Reason, c.ProposedAtUnixMs
+	np.FailedAttempts++
+	next.ch.pchannels = next.ch.pchannels.Set(np.Name, np) // keeps its version: not observable
+	return accepted()
+}
+
+func requireKnownPChannels(next *State, items []*logpb.PChannelTerm) *logpb.Result {
+	for _, it := range items {
+		if _, ok := next.ch.pchannels.Get(it.Pchannel); !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "pchannel %s does not exist", it.Pchannel)
+		}
+	}
+	return nil
+}

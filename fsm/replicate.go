@@ -1,0 +1,62 @@
+package fsm
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// applyUpdateReplicateConfiguration replaces the replication configuration
+// (spec §1.12). Equal configurations are a no-op. This cluster must be
+// listed, with PChannels that all exist; a cluster present before may only
+// extend its PChannel list by appending. Availability and role are derived
+// from the stored configuration, so they are current on every replica the
+// moment this applies, and again after any restore.
+func applyUpdateReplicateConfiguration(next *State, c commands.Command) *logpb.Result {
+	cfg := c.Body.(*logpb.UpdateReplicateConfiguration).Config
+	old := next.ch.meta.ReplicateConfig
+	if old != nil && proto.Equal(old, cfg) {
+		return accepted()
+	}
+	self := next.ch.meta.ClusterId
+	var own *logpb.ReplicateCluster
+	for _, cl := range cfg.Clusters {
+		if cl.ClusterId == self {
+			own = cl
+		}
+	}
+	if own == nil {
+		return reject(logpb.RejectCode_REJECT_INVALID, "configuration does not list this cluster %q", self)
+	}
+	for _, p := range own.Pchannels {
+		if _, ok := next.ch.pchannels.Get(p); !ok {
+			return reject(logpb.RejectCode_REJECT_INVALID, "configuration lists pchannel %s, which this cluster does not have", p)
+		}
+	}
+	if old != nil {
+		for _, was := range old.Clusters {
+			for _, now := range cfg.Clusters {
+				if now.ClusterId == was.ClusterId && !isPrefix(was.Pchannels, now.Pchannels) {
+					return reject(logpb.RejectCode_REJECT_INVALID,
+						"cluster %s: pchannels may only be extended by appending (had %v, got %v)", was.ClusterId, was.Pchannels, now.Pchannels)
+				}
+			}
+		}
+	}
+	next.setMeta(func(m *logpb.ChannelsMeta) { m.ReplicateConfig = proto.Clone(cfg).(*logpb.ReplicateConfiguration) })
+	next.bumpVersion()
+	return accepted()
+}
+
+func isPrefix(prefix, list []string) bool {
+	if len(prefix) > len(list) {
+		return false
+	}
+	for i := range prefix {
+		if prefix[i] != list[i] {
+			return false
+		}
+	}
+	return true
+}

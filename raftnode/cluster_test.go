@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
@@ -41,6 +41,10 @@ type testCluster struct {
 	cfgs  []raftnode.Config
 	peers []raftnode.Peer
 	setup func(i int, n *raftnode.Node)
+
+	// unknownOutcomes counts proposeRetry attempts that ended with
+	// ErrOutcomeUnknown (the retry then goes through the dedup table).
+	unknownOutcomes atomic.Int64
 
 	mu       sync.Mutex
 	nodes    []*raftnode.Node // nil while stopped
@@ -96,6 +100,8 @@ func newCluster(t *testing.T, n int, opts ...clusterOption) *testCluster {
 		if has, err := c.node(i).HasExistingState(); err != nil || has {
 			t.Fatalf("fresh node %d: HasExistingState = %v, %v; want false", i, has, err)
 		}
+	}
+	for i := 0; i < n; i++ {
 		if err := c.node(i).Bootstrap(c.peers); err != nil {
 			t.Fatalf("bootstrap node %d: %v", i, err)
 		}
@@ -254,6 +260,9 @@ func (c *testCluster) proposeRetry(ctx context.Context, body proto.Message, requ
 				if err == nil {
 					return res, attempt, nil
 				}
+				if errors.Is(err, raftnode.ErrOutcomeUnknown) {
+					c.unknownOutcomes.Add(1)
+				}
 				if !retryable(err) {
 					return nil, attempt, fmt.Errorf("propose %s on n%d: %w", requestID, i, err)
 				}
@@ -386,5 +395,3 @@ func idRange(t *testing.T, res *logpb.Result) (first, count uint64) {
 	}
 	return r.First, r.Count
 }
-
-var _ = commands.ErrInvalid

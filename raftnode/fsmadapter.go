@@ -83,10 +83,15 @@ func (a *fsmAdapter) ApplyBatch(logs []*raft.Log) []interface{} {
 
 // advance records delivery up to index and wakes read waiters.
 func (a *fsmAdapter) advance(index uint64) {
-	if index <= a.delivered.Load() {
-		return
+	for {
+		cur := a.delivered.Load()
+		if index <= cur {
+			return
+		}
+		if a.delivered.CompareAndSwap(cur, index) {
+			break
+		}
 	}
-	a.delivered.Store(index)
 	a.mu.Lock()
 	for ch, want := range a.waiters {
 		if index >= want {

@@ -36,7 +36,7 @@ proto:
 	GOFLAGS= $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I commands/proto --go_out=. --go_opt=module=github.com/coordd/coordd commands/proto/log.proto
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I api/proto --go_out=. --go_opt=module=github.com/coordd/coordd \
-		--go-grpc_out=. --go-grpc_opt=module=github.com/coordd/coordd api/proto/coordd/v1/coordd.proto
+		--go-grpc_out=. --go-grpc_opt=module=github.com/coordd/coordd api/proto/coordd/v1/*.proto
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)

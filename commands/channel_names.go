@@ -92,10 +92,13 @@ func ValidateVChannelName(name string) error {
 	if !ok {
 		return invalid("vchannel name %q: want <pchannel>_<collectionID>v<shard>", name)
 	}
-	if _, err := strconv.ParseInt(coll, 10, 64); err != nil {
+	// Only the canonical spelling VChannelName produces is accepted: a
+	// positive collection ID and a shard index without signs or leading
+	// zeros, so one vchannel has exactly one name.
+	if id, err := strconv.ParseInt(coll, 10, 64); err != nil || id <= 0 || strconv.FormatInt(id, 10) != coll {
 		return invalid("vchannel name %q: bad collection id", name)
 	}
-	if _, err := strconv.ParseUint(shard, 10, 16); err != nil {
+	if sh, err := strconv.ParseUint(shard, 10, 16); err != nil || strconv.FormatUint(sh, 10) != shard {
 		return invalid("vchannel name %q: bad shard index", name)
 	}
 	return nil

@@ -31,6 +31,108 @@ var fixedSamples = map[Type]func() proto.Message{
 	TypeRemoveMember:    func() proto.Message { return &logpb.RemoveMember{Id: "node-3"} },
 	TypeExtendTSOWindow: func() proto.Message { return &logpb.ExtendTSOWindow{LimitPhysicalMs: 1700000003000} },
 	TypeReserveIDs:      func() proto.Message { return &logpb.ReserveIDs{Count: 1000} },
+
+	// 0x0100.. channel management. Every field of every body is set, so the
+	// golden files pin each field number and wire type.
+	TypeInitStreaming: func() proto.Message {
+		return &logpb.InitStreaming{ClusterId: "by-dev", Pchannels: []string{"by-dev-rootcoord-dml_0", "by-dev-rootcoord-dml_1"}}
+	},
+	TypeAddPChannels: func() proto.Message {
+		return &logpb.AddPChannels{Pchannels: []string{"by-dev-rootcoord-dml_2", "by-dev-rootcoord-dml_3"}}
+	},
+	TypeAssignPChannels: func() proto.Message {
+		return &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
+			{Pchannel: "by-dev-rootcoord-dml_0", NodeId: 3, Mode: logpb.AccessMode_ACCESS_RO, ExpectedTerm: 4},
+			{Pchannel: "by-dev-rootcoord-dml_1", NodeId: 5, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: 1},
+		}}
+	},
+	TypeAssignPChannelsDone: func() proto.Message {
+		return &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{
+			{Pchannel: "by-dev-rootcoord-dml_0", Term: 5, Reason: "opened"},
+			{Pchannel: "by-dev-rootcoord-dml_1", Term: 2},
+		}}
+	},
+	TypeMarkPChannelsUnavailable: func() proto.Message {
+		return &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{
+			{Pchannel: "by-dev-rootcoord-dml_0", Term: 5, Reason: "wrong streaming node"},
+		}}
+	},
+	TypeRecordAssignFailure: func() proto.Message {
+		return &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{
+			Pchannel: "by-dev-rootcoord-dml_1", Term: 2, Reason: "deadline exceeded"}}
+	},
+	TypeRegisterStreamingNode: func() proto.Message {
+		return &logpb.RegisterStreamingNode{Address: "10.0.0.7:22222", ResourceGroup: "rg-1", Incarnation: "boot-8f3a", ReplaceNodeId: 2}
+	},
+	TypeMarkStreamingNodeDown: func() proto.Message {
+		return &logpb.MarkStreamingNodeDown{NodeId: 3, Epoch: 41, Reason: "heartbeat ttl expired"}
+	},
+	TypeSetStreamingNodeDrain: func() proto.Message {
+		return &logpb.SetStreamingNodeDrain{NodeId: 3, Draining: true, Reason: "operator"}
+	},
+	TypeAllocVirtualChannels: func() proto.Message {
+		return &logpb.AllocVirtualChannels{CollectionId: 449326211, Count: 2}
+	},
+	TypeDropVirtualChannels: func() proto.Message {
+		return &logpb.DropVirtualChannels{CollectionId: 449326211}
+	},
+	TypeUpdateReplicateConfiguration: func() proto.Message {
+		return &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
+			Clusters: []*logpb.ReplicateCluster{
+				{ClusterId: "by-dev", Pchannels: []string{"by-dev-rootcoord-dml_0", "by-dev-rootcoord-dml_1"}},
+				{ClusterId: "backup", Pchannels: []string{"backup-dml_0", "backup-dml_1"}},
+			},
+			Topology: []*logpb.ReplicateTopology{{SourceClusterId: "by-dev", TargetClusterId: "backup"}},
+		}}
+	},
+}
+
+// TestFixedSamplesSetEveryField: the samples of the channel commands set
+// every field (in at least one element of a repeated message), so their
+// golden files pin the field number and wire type of each one.
+func TestFixedSamplesSetEveryField(t *testing.T) {
+	for _, typ := range registeredTypes() {
+		if typ < TypeInitStreaming {
+			continue // released before this check; their samples are frozen
+		}
+		set := map[string]bool{}
+		var walk func(m protoreflect.Message, path string)
+		walk = func(m protoreflect.Message, path string) {
+			m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+				name := path + "." + string(fd.Name())
+				set[name] = true
+				switch {
+				case fd.IsList() && fd.Kind() == protoreflect.MessageKind:
+					for j := 0; j < v.List().Len(); j++ {
+						walk(v.List().Get(j).Message(), name)
+					}
+				case !fd.IsList() && fd.Kind() == protoreflect.MessageKind:
+					walk(v.Message(), name)
+				}
+				return true
+			})
+		}
+		var schema func(md protoreflect.MessageDescriptor, path string, depth int) []string
+		schema = func(md protoreflect.MessageDescriptor, path string, depth int) []string {
+			var out []string
+			for i := 0; i < md.Fields().Len(); i++ {
+				fd := md.Fields().Get(i)
+				name := path + "." + string(fd.Name())
+				out = append(out, name)
+				if fd.Kind() == protoreflect.MessageKind && depth < 4 {
+					out = append(out, schema(fd.Message(), name, depth+1)...)
+				}
+			}
+			return out
+		}
+		m := fixedSamples[typ]().ProtoReflect()
+		walk(m, typ.String())
+		for _, f := range schema(m.Descriptor(), typ.String(), 0) {
+			if !set[f] {
+				t.Errorf("fixed sample of %s leaves %s unset", typ, f)
+			}
+		}
+	}
 }
 
 // registeredTypes returns the registry's types in ascending order, so test
@@ -215,6 +317,11 @@ func TestTypeString(t *testing.T) {
 	}{
 		{TypeLeaderEstablished, "LeaderEstablished"},
 		{TypeReserveIDs, "ReserveIDs"},
+		{TypeInitStreaming, "InitStreaming"},
+		{TypeUpdateReplicateConfiguration, "UpdateReplicateConfiguration"},
+		{0x0101, "InitStreaming"},
+		{0x010C, "UpdateReplicateConfiguration"},
+		{0x010D, "Type(0x010d)"},
 		{0x0777, "Type(0x0777)"},
 		{Ignorable | 0x0001, "Type(0x8001)"},
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -40,6 +42,44 @@ func FuzzDecode(f *testing.F) {
 	f.Add(rawEnvelope(uint32(TypeReserveIDs), 0, "", []byte{0x08, 0x01}))
 	f.Add(rawEnvelope(uint32(TypeReserveIDs), 2, "", []byte{0x08, 0x01}))
 	f.Add(rawEnvelope(uint32(TypeUpsertMember), 1, "id", []byte{0x0a, 0x03, 0x0a, 0x01, 'a'}))
+	// Channel commands: the 0x0100 block, one batch, and bodies the
+	// validators (not the decoder) must refuse.
+	var channelBatch []Command
+	for _, typ := range registeredTypes() {
+		if typ >= TypeInitStreaming {
+			channelBatch = append(channelBatch, sampleCommand(f, typ))
+		}
+	}
+	if data, err := EncodeEntry(channelBatch); err == nil {
+		f.Add(data)
+	} else {
+		f.Fatal(err)
+	}
+	for _, body := range []proto.Message{
+		&logpb.InitStreaming{ClusterId: "c"},
+		&logpb.AddPChannels{Pchannels: []string{"p_01", "p_1", "p_1"}},
+		&logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: "p_0", NodeId: 1, Mode: 7, ExpectedTerm: -1}}},
+		&logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: "p_0", Term: 0}}},
+		&logpb.MarkPChannelsUnavailable{},
+		&logpb.RecordAssignFailure{},
+		&logpb.RegisterStreamingNode{Address: "h:0", Incarnation: strings.Repeat("i", 129), ReplaceNodeId: 1 << 63},
+		&logpb.MarkStreamingNodeDown{Epoch: 1 << 63},
+		&logpb.SetStreamingNodeDrain{Reason: strings.Repeat("r", 1025)},
+		&logpb.AllocVirtualChannels{CollectionId: -1, Count: 1 << 31},
+		&logpb.DropVirtualChannels{},
+		&logpb.UpdateReplicateConfiguration{},
+		&logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
+			Clusters: []*logpb.ReplicateCluster{{ClusterId: "a"}, {ClusterId: "a", Pchannels: []string{"x"}}},
+			Topology: []*logpb.ReplicateTopology{{SourceClusterId: "a", TargetClusterId: "a"}, {}},
+		}},
+	} {
+		c := MustNew(body)
+		f.Add(rawEnvelope(uint32(c.Type), 1, "chan", mustMarshalTB(f, body)))
+	}
+	f.Add(rawEnvelope(uint32(TypeAssignPChannels), 2, "", nil))                                     // newer version
+	f.Add(rawEnvelope(uint32(TypeInitStreaming), 1, "", []byte{0x12, 0x02, 0xff, 0xfe}))            // pchannel not UTF-8
+	f.Add(rawEnvelope(uint32(TypeRecordAssignFailure), 1, "", []byte{0x0a, 0x05, 0x0a, 0x03, 'p'})) // truncated nested message
+	f.Add(rawEnvelope(0x010D, 1, "", nil))                                                          // next unassigned number in the block
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeEntry(data)
@@ -65,8 +105,11 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("command %d: body %T does not match type %s", i, c.Body, c.Type)
 				}
 			}
-			// Validate must not panic on anything the decoder lets through.
-			_ = Validate(c)
+			// Validate must not panic on anything the decoder lets through,
+			// and its only verdict is ErrInvalid.
+			if err := Validate(c); err != nil && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("command %d: Validate error %v does not wrap ErrInvalid", i, err)
+			}
 		}
 		again, err := EncodeEntry(cmds)
 		if err != nil {
@@ -159,4 +202,13 @@ func FuzzValidate(f *testing.F) {
 			}
 		}
 	})
+}
+
+func mustMarshalTB(tb testing.TB, m proto.Message) []byte {
+	tb.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

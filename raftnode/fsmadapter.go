@@ -29,6 +29,7 @@ type fsmAdapter struct {
 
 	mu      sync.Mutex
 	waiters map[chan struct{}]uint64 // closed once delivered >= value
+	changed chan struct{}            // closed when the next state is published
 
 	observer ApplyObserver
 }
@@ -40,7 +41,7 @@ type ApplyObserver func(index uint64, commands int)
 var _ raft.BatchingFSM = (*fsmAdapter)(nil)
 
 func newFSMAdapter(logger hclog.Logger) *fsmAdapter {
-	a := &fsmAdapter{logger: logger, waiters: make(map[chan struct{}]uint64)}
+	a := &fsmAdapter{logger: logger, waiters: make(map[chan struct{}]uint64), changed: make(chan struct{})}
 	a.state.Store(fsm.New())
 	return a
 }
@@ -74,11 +75,28 @@ func (a *fsmAdapter) ApplyBatch(logs []*raft.Log) []interface{} {
 			a.observer(l.Index, len(results))
 		}
 	}
-	a.state.Store(st)
+	a.publish(st)
 	if last > 0 {
 		a.advance(last)
 	}
 	return out
+}
+
+// publish stores a new state and wakes everyone waiting for a change.
+func (a *fsmAdapter) publish(st *fsm.State) {
+	a.state.Store(st)
+	a.mu.Lock()
+	close(a.changed)
+	a.changed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// changedCh returns a channel closed when the state after the current one
+// is published. Take it before reading the state to never miss a change.
+func (a *fsmAdapter) changedCh() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
 }
 
 // advance records delivery up to index and wakes read waiters.
@@ -134,7 +152,7 @@ func (a *fsmAdapter) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	a.state.Store(st)
+	a.publish(st)
 	a.advance(st.AppliedIndex())
 	return nil
 }

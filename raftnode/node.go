@@ -127,6 +127,11 @@ func (n *Node) RaftAddr() string { return n.cfg.RaftAddr }
 // State returns the latest applied state (a stale read by definition).
 func (n *Node) State() *fsm.State { return n.fsm.State() }
 
+// StateChanged returns a channel that is closed when a newer state than the
+// current one is published. Take it before reading State so no change is
+// missed.
+func (n *Node) StateChanged() <-chan struct{} { return n.fsm.changedCh() }
+
 // SetApplyObserver installs a hook called after every applied command entry.
 // Call it before the node serves traffic.
 func (n *Node) SetApplyObserver(o ApplyObserver) { n.fsm.observer = o }

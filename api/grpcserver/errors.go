@@ -53,11 +53,12 @@ var errorTable = []errorRule{
 // rejectionCodes maps FSM rejections (deterministic, state-dependent
 // refusals) to gRPC codes.
 var rejectionCodes = map[logpb.RejectCode]codes.Code{
-	logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
-	logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
-	logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
-	logpb.RejectCode_REJECT_STALE:     codes.Aborted,
-	logpb.RejectCode_REJECT_EXHAUSTED: codes.ResourceExhausted,
+	logpb.RejectCode_REJECT_INVALID:     codes.InvalidArgument,
+	logpb.RejectCode_REJECT_NOT_FOUND:   codes.NotFound,
+	logpb.RejectCode_REJECT_CONFLICT:    codes.FailedPrecondition,
+	logpb.RejectCode_REJECT_STALE:       codes.Aborted,
+	logpb.RejectCode_REJECT_EXHAUSTED:   codes.ResourceExhausted,
+	logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
 }
 
 // httpStatus maps gRPC codes to HTTP statuses for the JSON gateway.

@@ -159,13 +159,14 @@ func TestToStatusNoLeaderKnown(t *testing.T) {
 
 func TestRejection(t *testing.T) {
 	want := map[logpb.RejectCode]codes.Code{
-		logpb.RejectCode_REJECT_NONE:      codes.Internal, // a rejection must say why
-		logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
-		logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
-		logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
-		logpb.RejectCode_REJECT_STALE:     codes.Aborted,
-		logpb.RejectCode_REJECT_EXHAUSTED: codes.ResourceExhausted,
-		logpb.RejectCode(99):              codes.Internal, // unknown to this binary
+		logpb.RejectCode_REJECT_NONE:        codes.Internal, // a rejection must say why
+		logpb.RejectCode_REJECT_INVALID:     codes.InvalidArgument,
+		logpb.RejectCode_REJECT_NOT_FOUND:   codes.NotFound,
+		logpb.RejectCode_REJECT_CONFLICT:    codes.FailedPrecondition,
+		logpb.RejectCode_REJECT_STALE:       codes.Aborted,
+		logpb.RejectCode_REJECT_EXHAUSTED:   codes.ResourceExhausted,
+		logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
+		logpb.RejectCode(99):                codes.Internal, // unknown to this binary
 	}
 	for n := range logpb.RejectCode_name {
 		if _, ok := want[logpb.RejectCode(n)]; !ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/nodehealth"
+	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -30,29 +34,73 @@ type Self struct {
 type Server struct {
 	coordpb.UnimplementedClusterServer
 	coordpb.UnimplementedAllocatorServer
+	coordpb.UnimplementedChannelsServer
+	coordpb.UnimplementedStreamingNodeRegistryServer
 
-	node   *raftnode.Node
-	self   Self
-	tso    *allocator.TSO
-	ids    *allocator.IDs
-	logger hclog.Logger
-	health *health.Server
+	node       *raftnode.Node
+	self       Self
+	tso        *allocator.TSO
+	ids        *allocator.IDs
+	logger     hclog.Logger
+	grpcHealth *health.Server
+
+	health     NodeHealth
+	rebalancer Rebalancer
+	watchers   atomic.Int64
+	closed     chan struct{}
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // leader gRPC address → connection
 }
 
+// NodeHealth is the leader's view of streaming-node sessions.
+type NodeHealth interface {
+	Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion)
+	LastSeen(node uint64) (time.Duration, bool)
+	TTL() time.Duration
+}
+
+// Rebalancer takes manual rebalance requests.
+type Rebalancer interface{ Trigger() }
+
+type noRebalancer struct{}
+
+func (noRebalancer) Trigger() {}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithNodeHealth sets the streaming-node session tracker (default: an
+// untracked one that never judges nodes).
+func WithNodeHealth(h NodeHealth) Option { return func(s *Server) { s.health = h } }
+
+// WithRebalancer sets where manual rebalance requests go.
+func WithRebalancer(r Rebalancer) Option { return func(s *Server) { s.rebalancer = r } }
+
+// Watchers is the number of open assignment streams on this node.
+func (s *Server) Watchers() int64 { return s.watchers.Load() }
+
 // New wires a server around a node. The allocators' leader routine is
 // registered on the node here.
-func New(node *raftnode.Node, self Self, logger hclog.Logger) *Server {
+func New(node *raftnode.Node, self Self, logger hclog.Logger, opts ...Option) *Server {
 	s := &Server{
-		node:   node,
-		self:   self,
-		tso:    allocator.NewTSO(node, allocator.TSOConfig{}),
-		ids:    allocator.NewIDs(node, 0),
-		logger: logger,
-		health: health.NewServer(),
-		conns:  map[string]*grpc.ClientConn{},
+		node:       node,
+		self:       self,
+		tso:        allocator.NewTSO(node, allocator.TSOConfig{}),
+		ids:        allocator.NewIDs(node, 0),
+		logger:     logger,
+		grpcHealth: health.NewServer(),
+		conns:      map[string]*grpc.ClientConn{},
+		closed:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.health == nil {
+		s.health = nodehealth.New(node, nodehealth.Config{})
+	}
+	if s.rebalancer == nil {
+		s.rebalancer = noRebalancer{}
 	}
 	node.AddLeaderRoutine("tso-window", s.tso.Run)
 	return s
@@ -63,14 +111,21 @@ func New(node *raftnode.Node, self Self, logger hclog.Logger) *Server {
 func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterClusterServer(g, s)
 	coordpb.RegisterAllocatorServer(g, s)
-	healthpb.RegisterHealthServer(g, s.health)
+	coordpb.RegisterChannelsServer(g, s)
+	coordpb.RegisterStreamingNodeRegistryServer(g, s)
+	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 }
 
 // Close releases forwarding connections.
 func (s *Server) Close() {
-	s.health.Shutdown()
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	s.grpcHealth.Shutdown()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for addr, c := range s.conns {

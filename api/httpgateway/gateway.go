@@ -61,7 +61,7 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/timestamp", nr, c)
 	nr, c = rpc(func() *coordpb.AllocIDRequest { return &coordpb.AllocIDRequest{} }, s.AllocID)
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
-	return rs
+	return append(rs, channelRoutes(s)...)
 }
 
 // Gateway is the HTTP handler of one node.

@@ -33,6 +33,7 @@ type serveConfig struct {
 	Join                                      string
 	LogLevel                                  string
 	EnablePprof                               bool
+	Channels                                  channelFlags
 	Raft                                      raftnode.Config
 }
 
@@ -51,6 +52,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
+	c.Channels.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "raft leader lease (<= heartbeat timeout)")
@@ -171,6 +173,9 @@ func (c serveConfig) validate() error {
 	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if err := c.Channels.validate(); err != nil {
+		return err
 	}
 	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {
 		return badConfig("%s", reason(err))

@@ -18,6 +18,8 @@ import (
 	"github.com/coordd/coordd/api/httpgateway"
 	"github.com/coordd/coordd/api/metrics"
 	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/controller/balancer"
+	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -61,8 +63,21 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	node.SetProposeObserver(func(d time.Duration) { reg.ApplyLatency.Observe(d.Seconds()) })
 	node.SetApplyObserver(func(uint64, int) { reg.Applied.Inc() })
 
-	srv := grpcserver.New(node, selfOf(c), logger.Named("api"))
+	tracker := nodehealth.New(node, nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth")})
+	bcfg := c.Channels.balancerConfig()
+	bcfg.Logger = logger.Named("balancer")
+	bal, err := balancer.New(node, tracker, bcfg)
+	if err != nil {
+		return configError{fmt.Errorf("balancer: %w", err)}
+	}
+	defer bal.Close()
+	node.AddLeaderRoutine("node-health", tracker.Run)
+	node.AddLeaderRoutine("balancer", bal.Run)
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal))
 	defer srv.Close()
+	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
+		return err
+	}
 	g := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
 	srv.Register(g)
 	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())

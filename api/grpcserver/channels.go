@@ -1,0 +1,268 @@
+package grpcserver
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// readState returns the state for a read at the requested consistency, or
+// ok=false with resp/err already produced by forwarding.
+func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsistency,
+	call func(ctx context.Context, conn *grpc.ClientConn, o ...grpc.CallOption) (Resp, error)) (st *fsm.State, resp Resp, done bool, err error) {
+	if c == coordpb.ReadConsistency_STALE {
+		return s.node.State(), resp, false, nil
+	}
+	if resp, handled, err := forward(s, ctx, call); handled {
+		return nil, resp, true, err
+	}
+	st, err = s.node.LinearizableRead(ctx)
+	if err != nil {
+		return nil, resp, true, s.toStatus(ctx, err)
+	}
+	return st, resp, false, nil
+}
+
+// commit proposes body on the leader and maps a rejection to a status.
+func (s *Server) commit(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
+	res, err := s.node.Propose(ctx, body, requestID)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if res.Rejection != nil {
+		return nil, rejection(res.Rejection)
+	}
+	return res, nil
+}
+
+func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
+	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListPChannelsResponse, error) {
+		return coordpb.NewChannelsClient(c).ListPChannels(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
+	out := &coordpb.ListPChannelsResponse{Cchannel: st.CChannel(), Version: apiVersion(st.AssignmentVersion())}
+	for _, p := range st.PChannels() {
+		out.Pchannels = append(out.Pchannels, apiPChannel(st, p))
+	}
+	return out, nil
+}
+
+func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
+	body := &logpb.AddPChannels{Pchannels: req.Names}
+	if err := commands.Validate(commands.MustNew(body)); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AddPChannelsResponse, error) {
+		return coordpb.NewChannelsClient(c).AddPChannels(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	res, err := s.commit(ctx, body, "")
+	if err != nil {
+		return nil, err
+	}
+	s.rebalancer.Trigger()
+	return &coordpb.AddPChannelsResponse{Added: uint32(res.GetNumber())}, nil
+}
+
+func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (*coordpb.RebalanceResponse, error) {
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RebalanceResponse, error) {
+		return coordpb.NewChannelsClient(c).Rebalance(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if s.node.EstablishedTerm() == 0 {
+		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	s.rebalancer.Trigger()
+	return &coordpb.RebalanceResponse{}, nil
+}
+
+func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (*coordpb.ListNodesResponse, error) {
+	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListNodesResponse, error) {
+		return coordpb.NewChannelsClient(c).ListNodes(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
+	held := channelsByNode(st)
+	out := &coordpb.ListNodesResponse{}
+	for _, n := range st.StreamingNodes() {
+		if n.State == logpb.NodeState_NODE_DOWN && !req.IncludeDown {
+			continue
+		}
+		out.Nodes = append(out.Nodes, apiNode(n, held[n.Id], s.lastSeenMs(n.Id)))
+	}
+	return out, nil
+}
+
+// lastSeenMs is the heartbeat age on the leader, -1 elsewhere or unknown.
+func (s *Server) lastSeenMs(node uint64) int64 {
+	if s.node.EstablishedTerm() == 0 {
+		return -1
+	}
+	if d, ok := s.health.LastSeen(node); ok {
+		return d.Milliseconds()
+	}
+	return -1
+}
+
+func (s *Server) DrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
+	return s.setDrain(ctx, req, true)
+}
+
+func (s *Server) UndrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
+	return s.setDrain(ctx, req, false)
+}
+
+func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, draining bool) (*coordpb.DrainNodeResponse, error) {
+	reason := req.Reason
+	if reason == "" {
+		reason = "operator request"
+	}
+	body := &logpb.SetStreamingNodeDrain{NodeId: req.NodeId, Draining: draining, Reason: reason}
+	if err := commands.Validate(commands.MustNew(body)); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.DrainNodeResponse, error) {
+		if draining {
+			return coordpb.NewChannelsClient(c).DrainNode(ctx, req, o...)
+		}
+		return coordpb.NewChannelsClient(c).UndrainNode(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.commit(ctx, body, ""); err != nil {
+		return nil, err
+	}
+	st := s.node.State()
+	n, _ := st.StreamingNode(req.NodeId)
+	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
+}
+
+func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
+	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
+	if err := s.validateWithRequestID(body, req.RequestId); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AllocVirtualChannelsResponse, error) {
+		return coordpb.NewChannelsClient(c).AllocVirtualChannels(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	res, err := s.commit(ctx, body, req.RequestId)
+	if err != nil {
+		return nil, err
+	}
+	return &coordpb.AllocVirtualChannelsResponse{Vchannels: res.GetVchannels().GetVchannels()}, nil
+}
+
+func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtualChannelsRequest) (*coordpb.DropVirtualChannelsResponse, error) {
+	body := &logpb.DropVirtualChannels{CollectionId: req.CollectionId}
+	if err := s.validateWithRequestID(body, req.RequestId); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.DropVirtualChannelsResponse, error) {
+		return coordpb.NewChannelsClient(c).DropVirtualChannels(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.commit(ctx, body, req.RequestId); err != nil {
+		return nil, err
+	}
+	return &coordpb.DropVirtualChannelsResponse{}, nil
+}
+
+func (s *Server) validateWithRequestID(body proto.Message, requestID string) error {
+	if len(requestID) > commands.MaxRequestIDBytes {
+		return fmt.Errorf("%w: request_id is %d bytes (max %d)", errInvalid, len(requestID), commands.MaxRequestIDBytes)
+	}
+	return commands.Validate(commands.MustNew(body))
+}
+
+func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtualChannelsRequest) (*coordpb.ListVirtualChannelsResponse, error) {
+	if req.CollectionId < 0 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must not be negative", errInvalid))
+	}
+	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListVirtualChannelsResponse, error) {
+		return coordpb.NewChannelsClient(c).ListVirtualChannels(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
+	out := &coordpb.ListVirtualChannelsResponse{}
+	if req.CollectionId != 0 {
+		c, ok := st.Collection(req.CollectionId)
+		if !ok {
+			return nil, s.toStatus(ctx, fmt.Errorf("%w: collection %d has no vchannels", errNotFound, req.CollectionId))
+		}
+		out.Collections = append(out.Collections, &coordpb.CollectionVChannels{CollectionId: c.CollectionId, Vchannels: c.Vchannels})
+		return out, nil
+	}
+	for _, c := range st.Collections() {
+		out.Collections = append(out.Collections, &coordpb.CollectionVChannels{CollectionId: c.CollectionId, Vchannels: c.Vchannels})
+	}
+	return out, nil
+}
+
+func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.UpdateReplicateConfigurationRequest) (*coordpb.UpdateReplicateConfigurationResponse, error) {
+	body := &logpb.UpdateReplicateConfiguration{Config: logReplicateConfig(req.Config)}
+	if err := commands.Validate(commands.MustNew(body)); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.UpdateReplicateConfigurationResponse, error) {
+		return coordpb.NewChannelsClient(c).UpdateReplicateConfiguration(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.commit(ctx, body, ""); err != nil {
+		return nil, err
+	}
+	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
+}
+
+func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.GetReplicateConfigurationRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
+	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
+		return coordpb.NewChannelsClient(c).GetReplicateConfiguration(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
+	role := "PRIMARY"
+	if !st.IsPrimary() {
+		role = "SECONDARY"
+	}
+	return &coordpb.GetReplicateConfigurationResponse{
+		Config: apiReplicateConfig(st.ReplicateConfiguration()), ClusterId: st.ChannelsMeta().ClusterId, Role: role,
+	}, nil
+}
+
+func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
+	reason := req.Error
+	if len(reason) > commands.MaxReasonBytes {
+		reason = reason[:commands.MaxReasonBytes]
+	}
+	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term, Reason: reason}}}
+	if err := commands.Validate(commands.MustNew(body)); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ReportAssignmentErrorResponse, error) {
+		return coordpb.NewChannelsClient(c).ReportAssignmentError(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	res, err := s.commit(ctx, body, "")
+	if err != nil {
+		return nil, err
+	}
+	return &coordpb.ReportAssignmentErrorResponse{Marked: res.GetNumber() > 0}, nil
+}

@@ -1,0 +1,130 @@
+package grpcserver
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/raftnode"
+)
+
+func (s *Server) notEstablished() error {
+	if s.node.IsLeader() {
+		return raftnode.ErrNotEstablished
+	}
+	return &raftnode.NotLeaderError{}
+}
+
+func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
+	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
+	if err := commands.Validate(commands.MustNew(body)); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RegisterStreamingNodeResponse, error) {
+		return coordpb.NewStreamingNodeRegistryClient(c).RegisterStreamingNode(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if s.node.EstablishedTerm() == 0 {
+		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	// A second process at a live node's address is refused while that
+	// node's session is live; once it has lapsed the newcomer replaces it.
+	for _, n := range s.node.State().StreamingNodes() {
+		if n.Address != req.Address || n.State == logpb.NodeState_NODE_DOWN || n.Incarnation == req.Incarnation {
+			continue
+		}
+		if age, ok := s.health.LastSeen(n.Id); ok && age <= s.health.TTL() {
+			return nil, s.toStatus(ctx, fmt.Errorf("%w: address %s is held by streaming node %d, whose session is live (last heartbeat %v ago)",
+				errPrecondition, req.Address, n.Id, age.Round(1e6)))
+		}
+		body.ReplaceNodeId = n.Id
+	}
+	res, err := s.commit(ctx, body, "")
+	if err != nil {
+		return nil, err
+	}
+	r := res.GetRegisterNode()
+	return &coordpb.RegisterStreamingNodeResponse{NodeId: r.NodeId, Epoch: r.Epoch,
+		RegisteredVersion: &coordpb.Version{Global: r.Version.GetGlobal(), Local: r.Version.GetLocal()}}, nil
+}
+
+// liveSession checks that (node, epoch) is a live registration.
+func (s *Server) liveSession(node, epoch uint64) (*logpb.StreamingNodeRecord, error) {
+	if node == 0 {
+		return nil, fmt.Errorf("%w: node_id must be positive", errInvalid)
+	}
+	n, ok := s.node.State().StreamingNode(node)
+	if !ok || n.State == logpb.NodeState_NODE_DOWN {
+		return nil, fmt.Errorf("%w: streaming node %d is not registered (or its session ended); register again", errNotFound, node)
+	}
+	if n.Epoch != epoch {
+		return nil, fmt.Errorf("%w: streaming node %d has epoch %d, not %d; register again", errNotFound, node, n.Epoch, epoch)
+	}
+	return n, nil
+}
+
+func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (*coordpb.HeartbeatResponse, error) {
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.HeartbeatResponse, error) {
+		return coordpb.NewStreamingNodeRegistryClient(c).Heartbeat(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	term := s.node.EstablishedTerm()
+	if term == 0 {
+		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	n, err := s.liveSession(req.NodeId, req.Epoch)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	s.health.Heartbeat(req.NodeId, req.Epoch, fsm.VersionOf(&logpb.AssignmentVersion{
+		Global: req.SeenVersion.GetGlobal(), Local: req.SeenVersion.GetLocal()}))
+	return &coordpb.HeartbeatResponse{CoordTerm: term, State: nodeStateName(n.State), TtlMs: uint64(s.health.TTL().Milliseconds())}, nil
+}
+
+func (s *Server) RequestDrain(ctx context.Context, req *coordpb.NodeSessionRequest) (*coordpb.NodeSessionResponse, error) {
+	return s.endSession(ctx, req, false)
+}
+
+func (s *Server) Deregister(ctx context.Context, req *coordpb.NodeSessionRequest) (*coordpb.NodeSessionResponse, error) {
+	return s.endSession(ctx, req, true)
+}
+
+// endSession drains (controlled shutdown, step one) or deregisters a node.
+func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest, deregister bool) (*coordpb.NodeSessionResponse, error) {
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.NodeSessionResponse, error) {
+		if deregister {
+			return coordpb.NewStreamingNodeRegistryClient(c).Deregister(ctx, req, o...)
+		}
+		return coordpb.NewStreamingNodeRegistryClient(c).RequestDrain(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if s.node.EstablishedTerm() == 0 {
+		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	n, err := s.liveSession(req.NodeId, req.Epoch)
+	if err != nil {
+		if deregister {
+			return &coordpb.NodeSessionResponse{State: "DOWN"}, nil // already gone: done
+		}
+		return nil, s.toStatus(ctx, err)
+	}
+	if deregister {
+		_, err = s.commit(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"}, "")
+	} else if n.State != logpb.NodeState_NODE_DRAINING {
+		_, err = s.commit(ctx, &logpb.SetStreamingNodeDrain{NodeId: n.Id, Draining: true, Reason: "controlled shutdown"}, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := s.node.State()
+	cur, _ := st.StreamingNode(n.Id)
+	return &coordpb.NodeSessionResponse{State: nodeStateName(cur.State), Pchannels: channelsByNode(st)[n.Id]}, nil
+}

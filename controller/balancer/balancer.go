@@ -1,0 +1,416 @@
+package balancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/balancer/policy"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Leader is what the balancer needs from the raft node.
+type Leader interface {
+	State() *fsm.State
+	StateChanged() <-chan struct{}
+	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	EstablishedTerm() uint64
+}
+
+// Health says which nodes may hold channels.
+type Health interface {
+	Healthy(node uint64) bool
+	Changed() <-chan struct{}
+}
+
+// Config tunes the balancer.
+type Config struct {
+	// Streaming bootstrap: the first leader creates these PChannels.
+	ClusterID      string // default "by-dev"
+	PChannelPrefix string // default "by-dev-rootcoord-dml"
+	PChannels      int    // default 16
+
+	Interval        time.Duration // periodic round, default 1m
+	BackoffInitial  time.Duration // default 10ms
+	BackoffMax      time.Duration // default 5s
+	RPCTimeout      time.Duration // per Assign/Remove call, default 10s
+	MaxParallel     int           // channels applied concurrently, default 64
+	PolicyName      string        // default "vchannelFair"
+	Policy          policy.Config
+	Now             func() time.Time
+	Logger          hclog.Logger
+	StreamingClient StreamingClient // default: gRPC
+}
+
+func (c Config) withDefaults() Config {
+	if c.ClusterID == "" {
+		c.ClusterID = "by-dev"
+	}
+	if c.PChannelPrefix == "" {
+		c.PChannelPrefix = "by-dev-rootcoord-dml"
+	}
+	if c.PChannels == 0 {
+		c.PChannels = 16
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Minute
+	}
+	if c.BackoffInitial <= 0 {
+		c.BackoffInitial = 10 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 5 * time.Second
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = 10 * time.Second
+	}
+	if c.MaxParallel <= 0 {
+		c.MaxParallel = 64
+	}
+	if c.PolicyName == "" {
+		c.PolicyName = "vchannelFair"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.StreamingClient == nil {
+		c.StreamingClient = newGRPCStreamingClient()
+	}
+	return c
+}
+
+// Balancer is the controller. Create it once; Run is its leader routine.
+type Balancer struct {
+	leader Leader
+	health Health
+	cfg    Config
+	policy policy.Policy
+
+	trigger chan struct{}
+
+	mu        sync.Mutex
+	lastError string
+	rounds    uint64
+}
+
+// New validates the configuration and builds a balancer.
+func New(leader Leader, health Health, cfg Config) (*Balancer, error) {
+	cfg = cfg.withDefaults()
+	if err := commands.ValidatePrefix(cfg.PChannelPrefix); err != nil {
+		return nil, fmt.Errorf("pchannel prefix: %w", err)
+	}
+	if err := commands.ValidateClusterID(cfg.ClusterID); err != nil {
+		return nil, fmt.Errorf("cluster id: %w", err)
+	}
+	if cfg.PChannels < 1 || cfg.PChannels > fsm.MaxPChannels {
+		return nil, fmt.Errorf("pchannel count must be in 1..%d, got %d", fsm.MaxPChannels, cfg.PChannels)
+	}
+	p, err := policy.New(cfg.PolicyName, cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("balance policy: %w", err)
+	}
+	return &Balancer{leader: leader, health: health, cfg: cfg, policy: p, trigger: make(chan struct{}, 1)}, nil
+}
+
+// Close releases connections to streaming nodes.
+func (b *Balancer) Close() { b.cfg.StreamingClient.Close() }
+
+// Trigger asks for a round as soon as possible (manual rebalance).
+func (b *Balancer) Trigger() {
+	select {
+	case b.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// LastError is the error of the last failed round ("" after a success).
+func (b *Balancer) LastError() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastError
+}
+
+// Run is the leader routine: bootstrap streaming if needed, then balance
+// on every trigger until ctx ends.
+func (b *Balancer) Run(ctx context.Context, term uint64) {
+	for ctx.Err() == nil {
+		if err := b.ensurePChannels(ctx); err != nil {
+			b.cfg.Logger.Warn("initializing pchannels failed; retrying", "error", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		break
+	}
+	backoff := time.Duration(0)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var lastLayout string
+	for {
+		stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
+		forced := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			forced = true
+		case <-b.trigger:
+			forced = true
+		case <-stateCh:
+		case <-healthCh:
+		}
+		if backoff > 0 && !forced {
+			continue // a failed round waits for its backoff timer
+		}
+		layout, sig := b.layout()
+		if !forced && sig == lastLayout {
+			continue
+		}
+		changed, err := b.round(ctx, layout)
+		b.mu.Lock()
+		b.rounds++
+		if err != nil {
+			b.lastError = err.Error()
+		} else {
+			b.lastError = ""
+		}
+		b.mu.Unlock()
+		switch {
+		case err != nil:
+			backoff = min(max(2*backoff, b.cfg.BackoffInitial), b.cfg.BackoffMax)
+			b.cfg.Logger.Warn("balance round failed", "error", err, "retry_in", backoff)
+			lastLayout = ""
+			resetTimer(timer, backoff)
+		case changed:
+			backoff = 0
+			lastLayout = ""
+			resetTimer(timer, 0) // balance until no change
+		default:
+			backoff = 0
+			lastLayout = sig
+			resetTimer(timer, b.cfg.Interval)
+		}
+	}
+}
+
+// ensurePChannels creates the configured PChannels: InitStreaming once,
+// then AddPChannels for any configured index that is missing.
+func (b *Balancer) ensurePChannels(ctx context.Context) error {
+	st := b.leader.State()
+	var names []string
+	for i := 0; i < b.cfg.PChannels; i++ {
+		n := commands.PChannelName(b.cfg.PChannelPrefix, i)
+		if _, ok := st.PChannel(n); !ok {
+			names = append(names, n)
+		}
+	}
+	var body proto.Message
+	switch {
+	case !st.StreamingInitialized():
+		body = &logpb.InitStreaming{ClusterId: b.cfg.ClusterID, Pchannels: names}
+	case len(names) > 0:
+		body = &logpb.AddPChannels{Pchannels: names}
+	default:
+		return nil
+	}
+	res, err := b.leader.Propose(ctx, body, "")
+	if err != nil {
+		return err
+	}
+	if res.Rejection != nil {
+		return errors.New(res.Rejection.Message)
+	}
+	return nil
+}
+
+// layout builds the policy's view and a signature of everything that
+// should trigger a round when it changes.
+func (b *Balancer) layout() (policy.Layout, string) {
+	st := b.leader.State()
+	var l policy.Layout
+	l.NowMs = b.cfg.Now().UnixMilli()
+	healthy := map[uint64]bool{}
+	for _, n := range st.StreamingNodes() {
+		if n.State == logpb.NodeState_NODE_UP && b.health.Healthy(n.Id) {
+			healthy[n.Id] = true
+			l.Nodes = append(l.Nodes, n.Id)
+		}
+	}
+	colls := map[string][]int64{}
+	for _, c := range st.Collections() {
+		for _, v := range c.Vchannels {
+			p := commands.PChannelOf(v)
+			colls[p] = append(colls[p], c.CollectionId)
+		}
+	}
+	sig := fmt.Sprint(l.Nodes)
+	for _, p := range st.PChannels() {
+		ch := policy.Channel{Name: p.Name, Collections: colls[p.Name], LastAssignMs: p.LastAssignMs}
+		if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && healthy[p.NodeId] {
+			ch.Node = p.NodeId
+		}
+		l.Channels = append(l.Channels, ch)
+		sig += fmt.Sprintf("|%s:%d:%d:%d:%d", p.Name, p.State, p.NodeId, p.Term, len(ch.Collections))
+	}
+	return l, sig
+}
+
+// round runs one balance round; changed reports whether it committed an
+// assignment (another round should follow at once).
+func (b *Balancer) round(ctx context.Context, l policy.Layout) (changed bool, err error) {
+	if len(l.Channels) == 0 {
+		return false, nil
+	}
+	if len(l.Nodes) == 0 {
+		return false, policy.ErrNoNodes
+	}
+	expected, err := b.policy.Balance(l)
+	if err != nil {
+		return false, fmt.Errorf("policy %s: %w", b.policy.Name(), err)
+	}
+	st := b.leader.State()
+	var as []*logpb.PChannelAssignment
+	names := make([]string, 0, len(expected))
+	for name := range expected {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p, ok := st.PChannel(name)
+		if !ok {
+			continue
+		}
+		node := expected[name]
+		if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && p.NodeId == node {
+			continue
+		}
+		as = append(as, &logpb.PChannelAssignment{Pchannel: name, NodeId: node, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p.Term})
+	}
+	if len(as) == 0 {
+		return false, nil
+	}
+	res, err := b.leader.Propose(ctx, &logpb.AssignPChannels{Assignments: as}, "")
+	if err != nil {
+		return false, fmt.Errorf("commit assignment: %w", err)
+	}
+	if res.Rejection != nil {
+		return false, fmt.Errorf("commit assignment: %s", res.Rejection.Message)
+	}
+	assigned := res.GetAssign().GetAssigned()
+	return len(assigned) > 0, b.applyAll(ctx, assigned)
+}
+
+// applyAll runs phase two for every assigned channel, at most MaxParallel
+// at once, and returns the first failure.
+func (b *Balancer) applyAll(ctx context.Context, assigned []*logpb.PChannelTerm) error {
+	sem := make(chan struct{}, b.cfg.MaxParallel)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, a := range assigned {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := b.apply(ctx, a.Pchannel, a.Term); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d channels failed, first: %w", len(errs), len(assigned), errs[0])
+	}
+	return nil
+}
+
+// apply is phase two for one channel at one term.
+func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error {
+	err := b.applyRPCs(ctx, pchannel, term)
+	if err == nil {
+		res, perr := b.leader.Propose(ctx, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, "")
+		if perr != nil {
+			return fmt.Errorf("%s@%d: commit done: %w", pchannel, term, perr)
+		}
+		if res.Rejection != nil {
+			return fmt.Errorf("%s@%d: commit done: %s", pchannel, term, res.Rejection.Message)
+		}
+		return nil
+	}
+	reason := err.Error()
+	if len(reason) > commands.MaxReasonBytes {
+		reason = reason[:commands.MaxReasonBytes]
+	}
+	_, _ = b.leader.Propose(ctx, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
+	return fmt.Errorf("%s@%d: %w", pchannel, term, err)
+}
+
+// applyRPCs removes the channel from every history node, then opens it on
+// the target, all fenced by this leader's raft term.
+func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) error {
+	st := b.leader.State()
+	p, ok := st.PChannel(pchannel)
+	if !ok {
+		return fmt.Errorf("pchannel vanished")
+	}
+	if p.Term != term || p.State != logpb.PChannelState_PCHANNEL_ASSIGNING {
+		return fmt.Errorf("channel moved on to %s at term %d", p.State, p.Term)
+	}
+	coordTerm := b.leader.EstablishedTerm()
+	if coordTerm == 0 {
+		return fmt.Errorf("no longer the leader")
+	}
+	for _, h := range p.Histories {
+		n, ok := st.StreamingNode(h.NodeId)
+		if !ok {
+			continue // evicted long ago: its WAL is fenced by the new term anyway
+		}
+		rctx, cancel := context.WithTimeout(ctx, b.cfg.RPCTimeout)
+		err := b.cfg.StreamingClient.Remove(rctx, n.Address, pchannel, h.Term, coordTerm)
+		cancel()
+		if err != nil && n.State != logpb.NodeState_NODE_DOWN {
+			return fmt.Errorf("remove from node %d (%s) at term %d: %w", n.Id, n.Address, h.Term, err)
+		}
+		// A DOWN node may be gone; the WAL fence (the new term is recorded
+		// before the target accepts appends) keeps it from writing.
+	}
+	target, ok := st.StreamingNode(p.NodeId)
+	if !ok {
+		return fmt.Errorf("target node %d unknown", p.NodeId)
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.RPCTimeout)
+	defer cancel()
+	if err := b.cfg.StreamingClient.Assign(rctx, target.Address, pchannel, term, p.Mode, coordTerm); err != nil {
+		return fmt.Errorf("assign on node %d (%s): %w", target.Id, target.Address, err)
+	}
+	return nil
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,24 @@
+// Package policy owns the channel balance policies of coordd's channel
+// manager: given one balance round's view of the cluster (every PChannel with
+// its VChannels' collections, its current healthy placement and last assign
+// time, the healthy streaming nodes and the leader's clock) a Policy returns
+// the full expected assignment of every PChannel to a node. It implements
+// Milvus's vchannelFair policy (milvus-semantics.md §1.10) and a small
+// registry so the policy is selected by name (§1.15
+// streaming.walBalancer.balancePolicy.name).
+//
+// The package decides placements only. Turning an expected assignment into
+// terms, ASSIGNING/ASSIGNED transitions and RPCs belongs to the caller
+// (§1.8 steps 5–6, §1.9).
+//
+// Determinism rule: a policy is a pure function of its Config and the Layout
+// it is given. It reads no clock (time comes in Layout.NowMs), starts no
+// goroutines, uses no randomness and does no I/O. Inputs are canonicalised
+// first (channels sorted by name, nodes sorted by ID and de-duplicated), every
+// loop that decides anything walks those sorted orders, no decision ever
+// depends on map iteration order, and every tie is broken explicitly (smaller
+// node ID, then smaller channel name, then the first candidate in DFS order).
+// Floating-point products are rounded explicitly so the compiler cannot fuse
+// them into FMA instructions. The same Config and the same Layout, in any
+// order of Channels and Nodes, therefore always produce the same assignment.
+package policy

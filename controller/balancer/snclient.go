@@ -1,0 +1,79 @@
+package balancer
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// StreamingClient makes the WAL lifecycle calls to streaming nodes.
+type StreamingClient interface {
+	Assign(ctx context.Context, addr, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error
+	Remove(ctx context.Context, addr, pchannel string, term int64, coordTerm uint64) error
+	Close()
+}
+
+// grpcStreamingClient keeps one connection per node address.
+type grpcStreamingClient struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newGRPCStreamingClient() *grpcStreamingClient {
+	return &grpcStreamingClient{conns: map[string]*grpc.ClientConn{}}
+}
+
+func (c *grpcStreamingClient) client(addr string) (coordpb.StreamingNodeServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, ok := c.conns[addr]
+	if !ok {
+		var err error
+		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		c.conns[addr] = conn
+	}
+	return coordpb.NewStreamingNodeServiceClient(conn), nil
+}
+
+// ModeName is the API spelling of an access mode.
+func ModeName(m logpb.AccessMode) string {
+	if m == logpb.AccessMode_ACCESS_RO {
+		return "RO"
+	}
+	return "RW"
+}
+
+func (c *grpcStreamingClient) Assign(ctx context.Context, addr, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error {
+	cl, err := c.client(addr)
+	if err != nil {
+		return err
+	}
+	_, err = cl.Assign(ctx, &coordpb.AssignRequest{Pchannel: pchannel, Term: term, AccessMode: ModeName(mode), CoordTerm: coordTerm})
+	return err
+}
+
+func (c *grpcStreamingClient) Remove(ctx context.Context, addr, pchannel string, term int64, coordTerm uint64) error {
+	cl, err := c.client(addr)
+	if err != nil {
+		return err
+	}
+	_, err = cl.Remove(ctx, &coordpb.RemoveRequest{Pchannel: pchannel, Term: term, CoordTerm: coordTerm})
+	return err
+}
+
+func (c *grpcStreamingClient) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, conn := range c.conns {
+		conn.Close()
+		delete(c.conns, a)
+	}
+}

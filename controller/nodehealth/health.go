@@ -1,0 +1,206 @@
+// Package nodehealth tracks streaming-node sessions on the leader.
+//
+// Heartbeats are liveness data that change every second, so they stay in
+// leader memory (DESIGN.md rule 5); only the decision they lead to — a node
+// is down — goes through the log, as MarkStreamingNodeDown with the node's
+// epoch as a guard. A new leader knows nothing about past heartbeats, so it
+// gives every live node a fresh TTL before judging it.
+//
+// A node is healthy (may receive channels) when it is UP in the FSM, has
+// heartbeated within the TTL, and has reported seeing the assignment stream
+// at least up to its own registration.
+package nodehealth
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Leader is what the tracker needs from the raft node.
+type Leader interface {
+	State() *fsm.State
+	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+}
+
+// Config tunes the tracker.
+type Config struct {
+	TTL    time.Duration    // default 10s
+	Now    func() time.Time // default time.Now
+	Logger hclog.Logger
+}
+
+type session struct {
+	epoch    uint64
+	lastSeen time.Time
+	seen     fsm.AssignmentVersion
+}
+
+// Tracker holds heartbeat times for the current leadership term.
+type Tracker struct {
+	leader Leader
+	cfg    Config
+
+	mu       sync.Mutex
+	sessions map[uint64]*session
+	changed  chan struct{} // closed when some node's health may have changed
+}
+
+// New returns a tracker.
+func New(leader Leader, cfg Config) *Tracker {
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Tracker{leader: leader, cfg: cfg, sessions: map[uint64]*session{}, changed: make(chan struct{})}
+}
+
+// TTL is the session timeout.
+func (t *Tracker) TTL() time.Duration { return t.cfg.TTL }
+
+// Changed returns a channel closed when a node's health may have changed.
+func (t *Tracker) Changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.changed
+}
+
+func (t *Tracker) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// Heartbeat records a heartbeat from node at epoch having seen version.
+// The caller has checked that the node is live in the FSM.
+func (t *Tracker) Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sessions[node]
+	was := ok && t.readyLocked(node, s)
+	if !ok || s.epoch != epoch {
+		s = &session{epoch: epoch}
+		t.sessions[node] = s
+	}
+	s.lastSeen = t.cfg.Now()
+	if s.seen.Less(seen) {
+		s.seen = seen
+	}
+	if !was && t.readyLocked(node, s) {
+		t.notifyLocked()
+	}
+}
+
+// readyLocked: the node has seen the stream up to its registration.
+func (t *Tracker) readyLocked(node uint64, s *session) bool {
+	rec, ok := t.leader.State().StreamingNode(node)
+	if !ok {
+		return false
+	}
+	return !s.seen.Less(fsm.VersionOf(rec.RegisteredVersion))
+}
+
+// Healthy reports whether node may hold channels now: UP in the FSM,
+// heartbeating within the TTL, and caught up to its registration.
+func (t *Tracker) Healthy(node uint64) bool {
+	rec, ok := t.leader.State().StreamingNode(node)
+	if !ok || rec.State != logpb.NodeState_NODE_UP {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sessions[node]
+	if !ok || s.epoch != rec.Epoch || t.cfg.Now().Sub(s.lastSeen) > t.cfg.TTL {
+		return false
+	}
+	return t.readyLocked(node, s)
+}
+
+// LastSeen returns how long ago node last heartbeated (ok=false if never
+// in this leadership term).
+func (t *Tracker) LastSeen(node uint64) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sessions[node]
+	if !ok {
+		return 0, false
+	}
+	return t.cfg.Now().Sub(s.lastSeen), true
+}
+
+// reset gives every live node a fresh TTL (called when leadership starts).
+func (t *Tracker) reset() {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sessions = map[uint64]*session{}
+	for _, n := range t.leader.State().StreamingNodes() {
+		if n.State != logpb.NodeState_NODE_DOWN {
+			t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
+		}
+	}
+	t.notifyLocked()
+}
+
+// expired lists live nodes whose session has timed out. A node first seen
+// now (registered during this term) starts its TTL now.
+func (t *Tracker) expired() []*logpb.StreamingNodeRecord {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*logpb.StreamingNodeRecord
+	for _, n := range t.leader.State().StreamingNodes() {
+		if n.State == logpb.NodeState_NODE_DOWN {
+			continue
+		}
+		s, ok := t.sessions[n.Id]
+		if !ok || s.epoch != n.Epoch {
+			t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
+			continue
+		}
+		if now.Sub(s.lastSeen) > t.cfg.TTL {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Run is the leader routine: fresh TTLs now, then propose every node whose
+// session expires as down.
+func (t *Tracker) Run(ctx context.Context, term uint64) {
+	t.reset()
+	tick := time.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, n := range t.expired() {
+			reason := fmt.Sprintf("no heartbeat for more than %v", t.cfg.TTL)
+			res, err := t.leader.Propose(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
+			if err != nil {
+				t.cfg.Logger.Warn("marking node down failed", "node", n.Id, "error", err)
+				continue
+			}
+			if res.Rejection == nil {
+				t.cfg.Logger.Info("streaming node down", "node", n.Id, "address", n.Address, "reason", reason)
+			}
+			t.mu.Lock()
+			t.notifyLocked()
+			t.mu.Unlock()
+		}
+	}
+}

@@ -15,6 +15,7 @@ all: build
 build:
 	$(GO) build $(GOFLAGS_B) -o $(BIN)/coordd ./cmd/coordd
 	$(GO) build $(GOFLAGS_B) -o $(BIN)/coordctl ./cmd/coordctl
+	$(GO) build $(GOFLAGS_B) -o $(BIN)/streamingnode ./cmd/streamingnode
 
 # A local three-node cluster on loopback, data under ./data/dev. Ctrl-C stops it.
 run: build

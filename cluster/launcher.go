@@ -15,48 +15,61 @@ import (
 	"time"
 )
 
-// LauncherConfig describes a local multi-process cluster on one host.
+// LauncherConfig describes a local multi-process cluster on one host:
+// coordd members and, optionally, reference streaming nodes.
 type LauncherConfig struct {
 	Binary   string // path to the coordd binary
-	DataDir  string // parent of the members' data dirs
+	DataDir  string // parent of every process's data dir
 	Nodes    int
-	BasePort int    // member i: gRPC BasePort+i, raft BasePort+100+i, HTTP BasePort+1000+i
+	BasePort int    // member i: gRPC BasePort+i, raft BasePort+100+i, HTTP BasePort+1000+i; streaming node i: BasePort+200+i
 	Host     string // a loopback address, e.g. 127.0.0.1
 	LogOut   io.Writer
 	// ExtraArgs are appended to every member's command line.
 	ExtraArgs []string
+
+	StreamingNodes     int
+	StreamingBinary    string   // path to the streamingnode binary
+	StreamingExtraArgs []string // appended to every streaming node's command line
 }
 
-// LocalMember is one member of a launched cluster.
+// LocalMember is one coordd member of a launched cluster.
 type LocalMember struct {
 	ID, RaftAddr, GRPCAddr, HTTPAddr, DataDir string
 }
 
-// Launcher starts, kills and restarts coordd processes. It is what
+// LocalStreamingNode is one streaming node of a launched cluster.
+type LocalStreamingNode struct {
+	Name, Addr, DataDir string
+}
+
+// ErrNotRunning is returned for operations on a stopped process.
+var ErrNotRunning = errors.New("process is not running")
+
+// Launcher starts, signals and restarts local processes. It is what
 // `coordd dev` runs, and what multi-process tests drive.
 type Launcher struct {
 	cfg     LauncherConfig
 	members []LocalMember
+	sns     []LocalStreamingNode
 
-	mu     sync.Mutex
-	procs  []*proc
-	exited chan error
-	// stopping is set once Stop begins, so deliberate exits are not reported.
-	stopping bool
+	mu       sync.Mutex
+	procs    map[string]*proc // by process name: n1.., sn1..
+	exited   chan error
+	stopping bool // set once Stop begins, so deliberate exits are not reported
 }
 
-// proc is one running member process; done closes when it has exited.
+// proc is one running process; done closes when it has exited.
 type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// NewLauncher plans the members; nothing starts until Start.
+// NewLauncher plans the processes; nothing starts until Start.
 func NewLauncher(cfg LauncherConfig) *Launcher {
 	if cfg.LogOut == nil {
 		cfg.LogOut = io.Discard
 	}
-	l := &Launcher{cfg: cfg, exited: make(chan error, cfg.Nodes), procs: make([]*proc, cfg.Nodes)}
+	l := &Launcher{cfg: cfg, exited: make(chan error, cfg.Nodes+cfg.StreamingNodes), procs: map[string]*proc{}}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		l.members = append(l.members, LocalMember{
@@ -67,11 +80,23 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 			DataDir:  filepath.Join(cfg.DataDir, id),
 		})
 	}
+	for i := 0; i < cfg.StreamingNodes; i++ {
+		name := fmt.Sprintf("sn%d", i+1)
+		l.sns = append(l.sns, LocalStreamingNode{
+			Name: name, Addr: fmt.Sprintf("%s:%d", cfg.Host, cfg.BasePort+200+i), DataDir: filepath.Join(cfg.DataDir, name),
+		})
+	}
 	return l
 }
 
-// Members lists the planned members.
+// Members lists the planned coordd members.
 func (l *Launcher) Members() []LocalMember { return l.members }
+
+// StreamingNodes lists the planned streaming nodes.
+func (l *Launcher) StreamingNodes() []LocalStreamingNode { return l.sns }
+
+// WALDir is the WAL directory shared by every streaming node.
+func (l *Launcher) WALDir() string { return filepath.Join(l.cfg.DataDir, "wal") }
 
 // Endpoints is the comma-separated gRPC address list for clients.
 func (l *Launcher) Endpoints() string {
@@ -82,7 +107,7 @@ func (l *Launcher) Endpoints() string {
 	return strings.Join(eps, ",")
 }
 
-// Exited reports members that exit without being asked to.
+// Exited reports processes that exit without being asked to.
 func (l *Launcher) Exited() <-chan error { return l.exited }
 
 func (l *Launcher) peers() string {
@@ -93,7 +118,8 @@ func (l *Launcher) peers() string {
 	return strings.Join(ps, ",")
 }
 
-// Start launches every member and waits until each reports ready.
+// Start launches every member, waits until each reports ready, then starts
+// the streaming nodes.
 func (l *Launcher) Start(ctx context.Context) error {
 	for i := range l.members {
 		if err := l.StartMember(i); err != nil {
@@ -107,6 +133,12 @@ func (l *Launcher) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	for i := range l.sns {
+		if err := l.StartStreamingNode(i); err != nil {
+			l.Stop()
+			return err
+		}
+	}
 	return nil
 }
 
@@ -114,41 +146,57 @@ func (l *Launcher) Start(ctx context.Context) error {
 // restarts rather than bootstraps).
 func (l *Launcher) StartMember(i int) error {
 	m := l.members[i]
-	if err := os.MkdirAll(m.DataDir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", m.DataDir, err)
-	}
-	logf, err := os.OpenFile(filepath.Join(m.DataDir, "coordd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open member log: %w", err)
-	}
 	args := append([]string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
 		"--peers", l.peers()}, l.cfg.ExtraArgs...)
-	cmd := exec.Command(l.cfg.Binary, args...)
+	return l.start(m.ID, m.DataDir, "coordd.log", l.cfg.Binary, args)
+}
+
+// StartStreamingNode starts streaming node i (again, after a kill).
+func (l *Launcher) StartStreamingNode(i int) error {
+	sn := l.sns[i]
+	if err := os.MkdirAll(l.WALDir(), 0o755); err != nil {
+		return fmt.Errorf("create wal dir: %w", err)
+	}
+	args := append([]string{"--coord", l.Endpoints(), "--addr", sn.Addr, "--wal-dir", l.WALDir(),
+		"--data-dir", sn.DataDir}, l.cfg.StreamingExtraArgs...)
+	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
+}
+
+func (l *Launcher) start(name, dir, logName, binary string, args []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	logPath := filepath.Join(dir, logName)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s log: %w", name, err)
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", m.ID, err)
+		return fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	l.mu.Lock()
-	l.procs[i] = p
+	l.procs[name] = p
 	l.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		close(p.done)
 		logf.Close()
 		l.mu.Lock()
-		deliberate := l.stopping || l.procs[i] != p
+		deliberate := l.stopping || l.procs[name] != p
 		if !deliberate {
-			l.procs[i] = nil
+			delete(l.procs, name)
 		}
 		l.mu.Unlock()
 		if !deliberate {
 			select {
-			case l.exited <- fmt.Errorf("member %s exited: %v (log: %s)", m.ID, err, filepath.Join(m.DataDir, "coordd.log")):
+			case l.exited <- fmt.Errorf("%s exited: %v (log: %s)", name, err, logPath):
 			default:
 			}
 		}
@@ -178,20 +226,53 @@ func (l *Launcher) WaitReady(ctx context.Context, i int, timeout time.Duration) 
 	return fmt.Errorf("member %s not ready within %v (log: %s)", m.ID, timeout, filepath.Join(m.DataDir, "coordd.log"))
 }
 
-// Signal sends sig to member i's process (SIGKILL, SIGSTOP, SIGCONT, ...).
-// After SIGKILL the member counts as stopped until StartMember.
-func (l *Launcher) Signal(i int, sig syscall.Signal) error {
+// Signal sends sig to member i (SIGKILL, SIGSTOP, SIGCONT, ...). After
+// SIGKILL the member counts as stopped until StartMember.
+func (l *Launcher) Signal(i int, sig syscall.Signal) error { return l.signal(l.members[i].ID, sig) }
+
+// Kill SIGKILLs member i and waits for it to die.
+func (l *Launcher) Kill(i int) error { return l.signal(l.members[i].ID, syscall.SIGKILL) }
+
+// SignalStreamingNode sends sig to streaming node i.
+func (l *Launcher) SignalStreamingNode(i int, sig syscall.Signal) error { return l.signal(l.sns[i].Name, sig) }
+
+// KillStreamingNode SIGKILLs streaming node i and waits for it to die.
+func (l *Launcher) KillStreamingNode(i int) error { return l.signal(l.sns[i].Name, syscall.SIGKILL) }
+
+// StopStreamingNode sends SIGTERM (controlled shutdown) and waits up to
+// grace for the process to exit, then SIGKILLs it.
+func (l *Launcher) StopStreamingNode(i int, grace time.Duration) error {
+	name := l.sns[i].Name
 	l.mu.Lock()
-	p := l.procs[i]
+	p := l.procs[name]
+	delete(l.procs, name)
+	l.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w: %s", ErrNotRunning, name)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within %v of SIGTERM", name, grace)
+	}
+}
+
+func (l *Launcher) signal(name string, sig syscall.Signal) error {
+	l.mu.Lock()
+	p := l.procs[name]
 	if sig == syscall.SIGKILL {
-		l.procs[i] = nil
+		delete(l.procs, name)
 	}
 	l.mu.Unlock()
 	if p == nil {
-		return fmt.Errorf("%w: %s", ErrNotRunning, l.members[i].ID)
+		return fmt.Errorf("%w: %s", ErrNotRunning, name)
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("signal %s: %w", l.members[i].ID, err)
+		return fmt.Errorf("signal %s: %w", name, err)
 	}
 	if sig == syscall.SIGKILL {
 		<-p.done
@@ -199,38 +280,35 @@ func (l *Launcher) Signal(i int, sig syscall.Signal) error {
 	return nil
 }
 
-// Kill SIGKILLs member i and waits for it to die.
-func (l *Launcher) Kill(i int) error { return l.Signal(i, syscall.SIGKILL) }
-
-// Stop terminates every member: SIGTERM, then SIGKILL after 5 s.
+// Stop terminates every process: SIGTERM (streaming nodes first, so they
+// can hand their channels back), then SIGKILL after 5 s.
 func (l *Launcher) Stop() {
 	l.mu.Lock()
 	l.stopping = true
-	procs := append([]*proc(nil), l.procs...)
-	for i := range l.procs {
-		l.procs[i] = nil
-	}
+	procs := l.procs
+	l.procs = map[string]*proc{}
 	l.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		if p == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused member cannot exit
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(5 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
+	stop := func(names func(string) bool) {
+		var wg sync.WaitGroup
+		for name, p := range procs {
+			if !names(name) {
+				continue
 			}
-		}()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot exit
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-p.done:
+				case <-time.After(5 * time.Second):
+					_ = p.cmd.Process.Kill()
+					<-p.done
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	stop(func(n string) bool { return strings.HasPrefix(n, "sn") })
+	stop(func(n string) bool { return !strings.HasPrefix(n, "sn") })
 }
-
-// ErrNotRunning is returned for operations on a stopped member.
-var ErrNotRunning = errors.New("member is not running")

@@ -134,6 +134,13 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "snapshot threshold 0", args: with("--snapshot-threshold", "0"), want: "--snapshot-threshold and --trailing-logs must be positive"},
 		{name: "trailing logs 0", args: with("--trailing-logs", "0"), want: "must be positive"},
 		{name: "bad log level", args: with("--log-level", "loud"), want: `--log-level "loud": want trace, debug, info, warn or error`},
+		{name: "bad cluster id", args: with("--cluster-id", "a b"), want: `--cluster-id: cluster id "a b"`},
+		{name: "zero pchannels", args: with("--pchannels", "0"), want: "--pchannels must be in 1..65536, got 0"},
+		{name: "too many pchannels", args: with("--pchannels", "70000"), want: "--pchannels must be in 1..65536"},
+		{name: "bad pchannel prefix", args: with("--pchannel-prefix", "dml_"), want: "--pchannel-prefix: pchannel prefix \"dml_\" must not end with"},
+		{name: "node ttl too short", args: with("--node-ttl", "10ms"), want: "--node-ttl must be at least 100ms"},
+		{name: "balance interval too short", args: with("--balance-interval", "10ms"), want: "--balance-interval must be at least 1s"},
+		{name: "negative min rebalance interval", args: with("--min-rebalance-interval", "-1s"), want: "--min-rebalance-interval must not be negative"},
 		{name: "unexpected argument", args: with("extra"), want: `unexpected argument "extra"`},
 
 		{name: "unknown flag", args: with("--bogus", "1"), usage: true, want: "usage"},
@@ -186,7 +193,9 @@ func TestParseServeFlagsValid(t *testing.T) {
 		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240,
 	}
-	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", Raft: defaults}
+	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", Raft: defaults,
+		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
+			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute}}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
 		f(&c)
@@ -277,13 +286,13 @@ func TestParseDevFlags(t *testing.T) {
 		args []string
 		want devConfig
 	}{
-		{nil, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001}},
-		{[]string{"--nodes", "1"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 7001}},
-		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001}},
-		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024}},
+		{nil, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2}},
+		{[]string{"--nodes", "1"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 7001, StreamingNodes: 2}},
+		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2}},
+		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2}},
 		// The highest port is HTTP base+1000+nodes-1, which may be 65535.
-		{[]string{"--nodes", "1", "--base-port", "64535"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535}},
-		{[]string{"--nodes", "5", "--base-port", "64531"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531}},
+		{[]string{"--nodes", "1", "--base-port", "64535"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535, StreamingNodes: 2}},
+		{[]string{"--nodes", "5", "--base-port", "64531"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531, StreamingNodes: 2}},
 	}
 	for _, tc := range valid {
 		got, err := parseDevFlags(tc.args, io.Discard)

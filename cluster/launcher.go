@@ -26,6 +26,9 @@ type LauncherConfig struct {
 	LogOut   io.Writer
 	// ExtraArgs are appended to every member's command line.
 	ExtraArgs []string
+	// MemberArgs, when set, adds per-member arguments (e.g. --raft-dial
+	// routing each raft link through a fault proxy).
+	MemberArgs func(i int) []string
 
 	StreamingNodes     int
 	StreamingBinary    string   // path to the streamingnode binary
@@ -150,6 +153,9 @@ func (l *Launcher) StartMember(i int) error {
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
 		"--peers", l.peers()}, l.cfg.ExtraArgs...)
+	if l.cfg.MemberArgs != nil {
+		args = append(args, l.cfg.MemberArgs(i)...)
+	}
 	return l.start(m.ID, m.DataDir, "coordd.log", l.cfg.Binary, args)
 }
 
@@ -234,7 +240,9 @@ func (l *Launcher) Signal(i int, sig syscall.Signal) error { return l.signal(l.m
 func (l *Launcher) Kill(i int) error { return l.signal(l.members[i].ID, syscall.SIGKILL) }
 
 // SignalStreamingNode sends sig to streaming node i.
-func (l *Launcher) SignalStreamingNode(i int, sig syscall.Signal) error { return l.signal(l.sns[i].Name, sig) }
+func (l *Launcher) SignalStreamingNode(i int, sig syscall.Signal) error {
+	return l.signal(l.sns[i].Name, sig)
+}
 
 // KillStreamingNode SIGKILLs streaming node i and waits for it to die.
 func (l *Launcher) KillStreamingNode(i int) error { return l.signal(l.sns[i].Name, syscall.SIGKILL) }

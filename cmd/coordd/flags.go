@@ -33,6 +33,7 @@ type serveConfig struct {
 	Join                                      string
 	LogLevel                                  string
 	EnablePprof                               bool
+	RaftDial                                  map[string]string
 	Channels                                  channelFlags
 	Raft                                      raftnode.Config
 }
@@ -51,6 +52,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&peers, "peers", "", "static bootstrap list id=raftaddr,... (identical on every member)")
 	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
+	var raftDial string
+	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	c.Channels.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
@@ -69,8 +72,11 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if err := fillFromEnvAndFile(fs, getenv, configFile); err != nil {
 		return c, err
 	}
-	peersFlag := fs.Lookup("peers").Value.String()
 	var err error
+	if c.RaftDial, err = parseRaftDial(fs.Lookup("raft-dial").Value.String()); err != nil {
+		return c, err
+	}
+	peersFlag := fs.Lookup("peers").Value.String()
 	if c.Peers, err = cluster.ParsePeers(peersFlag); err != nil {
 		return c, badConfig("--peers: %s", reason(err))
 	}
@@ -181,4 +187,29 @@ func (c serveConfig) validate() error {
 		return badConfig("%s", reason(err))
 	}
 	return nil
+}
+
+// parseRaftDial parses --raft-dial id=host:port,...
+func parseRaftDial(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, badConfig("--raft-dial %q: want id=host:port", part)
+		}
+		if err := commands.ValidateMemberID(id); err != nil {
+			return nil, badConfig("--raft-dial %q: %s", part, reason(err))
+		}
+		if err := commands.ValidateAddr("--raft-dial address", addr, true); err != nil {
+			return nil, badConfig("--raft-dial %q: %s", part, reason(err))
+		}
+		if _, dup := out[id]; dup {
+			return nil, badConfig("--raft-dial names %s twice", id)
+		}
+		out[id] = addr
+	}
+	return out, nil
 }

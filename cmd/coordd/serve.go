@@ -48,6 +48,9 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 
 	rc := c.Raft
 	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
+	if len(c.RaftDial) > 0 {
+		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
+	}
 	node, err := raftnode.Open(rc)
 	if err != nil {
 		grpcLis.Close()

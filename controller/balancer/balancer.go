@@ -17,6 +17,9 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
+// downNodeRemoveTimeout bounds the best-effort Remove sent to a DOWN node.
+const downNodeRemoveTimeout = 500 * time.Millisecond
+
 // Leader is what the balancer needs from the raft node.
 type Leader interface {
 	State() *fsm.State
@@ -377,7 +380,13 @@ func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) e
 		if !ok {
 			continue // evicted long ago: its WAL is fenced by the new term anyway
 		}
-		rctx, cancel := context.WithTimeout(ctx, b.cfg.RPCTimeout)
+		timeout := b.cfg.RPCTimeout
+		if n.State == logpb.NodeState_NODE_DOWN {
+			// Best effort: a down node is often gone or paused, and the
+			// fence protects the WAL without it; do not stall the move.
+			timeout = min(timeout, downNodeRemoveTimeout)
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
 		err := b.cfg.StreamingClient.Remove(rctx, n.Address, pchannel, h.Term, coordTerm)
 		cancel()
 		if err != nil && n.State != logpb.NodeState_NODE_DOWN {

@@ -19,6 +19,9 @@
 // depends on map iteration order, and every tie is broken explicitly (smaller
 // node ID, then smaller channel name, then the first candidate in DFS order).
 // Floating-point products are rounded explicitly so the compiler cannot fuse
-// them into FMA instructions. The same Config and the same Layout, in any
+// them into FMA instructions, and candidate scores closer than a relative
+// 1e-12 count as ties, so rounding noise never overrides those tie-breaks;
+// a rebalance is accepted only if the winner, rescored from scratch, beats
+// the current layout by more than the tolerance. The same Config and the same Layout, in any
 // order of Channels and Nodes, therefore always produce the same assignment.
 package policy

@@ -253,6 +253,11 @@ func newRound(cfg Config, l Layout, nodes []uint64) (*round, error) {
 	for i := range r.assign {
 		r.assign[i] = -1
 	}
+	// An empty node costs wP + wV (when the averages are non-zero): the
+	// global score is the sum over every node from the start (§1.10).
+	for n := range r.nodes {
+		r.nodes[n].cost = r.cost(0, 0, 0)
+	}
 	return r, nil
 }
 

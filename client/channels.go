@@ -115,6 +115,29 @@ func (c *Client) ListVirtualChannels(ctx context.Context, consistency coordpb.Re
 	return resp.GetCollections(), err
 }
 
+// GetReplicateConfiguration returns the replication configuration with this
+// cluster's ID and role (PRIMARY or SECONDARY), read through the leader.
+func (c *Client) GetReplicateConfiguration(ctx context.Context) (*coordpb.GetReplicateConfigurationResponse, error) {
+	var resp *coordpb.GetReplicateConfigurationResponse
+	_, err := c.do(ctx, "GetReplicateConfiguration", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
+		resp, err = coordpb.NewChannelsClient(cc).GetReplicateConfiguration(ctx, &coordpb.GetReplicateConfigurationRequest{}, o...)
+		return err
+	})
+	return resp, err
+}
+
+// UpdateReplicateConfiguration replaces the replication configuration.
+// Writing the same configuration again changes nothing, so it is retried
+// like a read.
+func (c *Client) UpdateReplicateConfiguration(ctx context.Context, cfg *coordpb.ReplicateConfiguration) error {
+	req := &coordpb.UpdateReplicateConfigurationRequest{Config: cfg}
+	_, err := c.do(ctx, "UpdateReplicateConfiguration", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {
+		_, err := coordpb.NewChannelsClient(cc).UpdateReplicateConfiguration(ctx, req, o...)
+		return err
+	})
+	return err
+}
+
 // ReportAssignmentError reports pchannel's WAL broken at term.
 func (c *Client) ReportAssignmentError(ctx context.Context, pchannel string, term int64, msg string) (bool, error) {
 	var resp *coordpb.ReportAssignmentErrorResponse

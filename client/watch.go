@@ -215,10 +215,12 @@ func (w *Watcher) WaitNewer(ctx context.Context, v Version) (*AssignmentView, er
 
 // ReportBroken tells coordd the WAL of pchannel failed at term (for
 // example the node said "not the owner"). Reports are deduplicated: only a
-// term higher than any reported before for the channel is sent.
+// term higher than any reported before for the channel is sent. A report
+// whose call failed does not count, so it can be repeated.
 func (w *Watcher) ReportBroken(ctx context.Context, pchannel string, term int64, cause error) (marked bool, err error) {
 	w.mu.Lock()
-	if w.reported[pchannel] >= term {
+	prev, had := w.reported[pchannel]
+	if prev >= term {
 		w.mu.Unlock()
 		return false, nil
 	}
@@ -228,5 +230,17 @@ func (w *Watcher) ReportBroken(ctx context.Context, pchannel string, term int64,
 	if cause != nil {
 		msg = cause.Error()
 	}
-	return w.c.ReportAssignmentError(ctx, pchannel, term, msg)
+	marked, err = w.c.ReportAssignmentError(ctx, pchannel, term, msg)
+	if err != nil {
+		w.mu.Lock()
+		if w.reported[pchannel] == term { // no higher report since
+			if had {
+				w.reported[pchannel] = prev
+			} else {
+				delete(w.reported, pchannel)
+			}
+		}
+		w.mu.Unlock()
+	}
+	return marked, err
 }

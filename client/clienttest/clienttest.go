@@ -1,7 +1,8 @@
 // Package clienttest is an in-process fake of a coordd cluster for tests of
 // the client package and of tools built on it (cmd/coordctl). Each fake node
-// is a real gRPC server on 127.0.0.1:0 serving the Cluster and Allocator
-// services over state shared by all nodes. Tests inject failures with
+// is a real gRPC server on 127.0.0.1:0 serving the Cluster, Allocator,
+// Channels and StreamingNodeRegistry services over state shared by all
+// nodes; WatchAssignments plays per-node scripts (see ScriptWatch). Tests inject failures with
 // per-node hooks and read per-node call counts.
 package clienttest
 
@@ -57,21 +58,25 @@ type Cluster struct {
 	nextID   uint64
 	snapshot []byte
 	forward  bool
+	ch       channels
 }
 
 // Node is one fake coordd node.
 type Node struct {
 	coordpb.UnimplementedClusterServer
 	coordpb.UnimplementedAllocatorServer
+	coordpb.UnimplementedChannelsServer
+	coordpb.UnimplementedStreamingNodeRegistryServer
 
 	ID   string
 	Addr string // gRPC address
 
-	c    *Cluster
-	srv  *grpc.Server
-	mu   sync.Mutex
-	hook Hook
-	hits map[string]int
+	c     *Cluster
+	srv   *grpc.Server
+	mu    sync.Mutex
+	hook  Hook
+	hits  map[string]int
+	watch watchState
 }
 
 // Start starts an n-node fake cluster whose first node leads. Followers
@@ -80,7 +85,7 @@ type Node struct {
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{term: 2, nextTS: FirstTimestamp, nextID: FirstID, forward: true,
-		snapshot: []byte("fake snapshot: 0123456789")}
+		snapshot: []byte("fake snapshot: 0123456789"), ch: newChannels()}
 	for i := 0; i < n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -90,6 +95,8 @@ func Start(t testing.TB, n int) *Cluster {
 		nd.srv = grpc.NewServer(grpc.UnaryInterceptor(nd.unary), grpc.StreamInterceptor(nd.stream))
 		coordpb.RegisterClusterServer(nd.srv, nd)
 		coordpb.RegisterAllocatorServer(nd.srv, nd)
+		coordpb.RegisterChannelsServer(nd.srv, nd)
+		coordpb.RegisterStreamingNodeRegistryServer(nd.srv, nd)
 		go nd.srv.Serve(lis)
 		t.Cleanup(nd.srv.Stop)
 		c.Nodes = append(c.Nodes, nd)
@@ -216,11 +223,13 @@ func (n *Node) before(ctx context.Context, method string, req any) error {
 
 func leaderOnly(method string, req any) bool {
 	switch method {
-	case "Status":
+	case "Status", "WatchAssignments":
 		return false
-	case "Members":
-		r, _ := req.(*coordpb.MembersRequest)
-		return r.GetConsistency() != coordpb.ReadConsistency_STALE
+	case "Members", "ListPChannels", "ListNodes", "ListVirtualChannels":
+		r, _ := req.(interface {
+			GetConsistency() coordpb.ReadConsistency
+		})
+		return r == nil || r.GetConsistency() != coordpb.ReadConsistency_STALE
 	}
 	return true
 }

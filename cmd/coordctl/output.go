@@ -58,6 +58,144 @@ type snapshotJSON struct {
 	LeaderGRPCAddr string `json:"leader_grpc_addr"`
 }
 
+type versionJSON struct {
+	Global uint64 `json:"global"`
+	Local  uint64 `json:"local"`
+}
+
+type pchannelJSON struct {
+	Name                   string `json:"name"`
+	Term                   int64  `json:"term"`
+	State                  string `json:"state"`
+	NodeID                 uint64 `json:"node_id"`
+	NodeAddress            string `json:"node_address"`
+	AccessMode             string `json:"access_mode"`
+	AvailableInReplication bool   `json:"available_in_replication"`
+	VChannelCount          uint32 `json:"vchannel_count"`
+	LastAssignUnixMs       int64  `json:"last_assign_unix_ms"`
+	LastError              string `json:"last_error"`
+	FailedAttempts         uint32 `json:"failed_attempts"`
+}
+
+type pchannelsJSON struct {
+	PChannels []pchannelJSON `json:"pchannels"`
+	CChannel  string         `json:"cchannel"`
+	Version   versionJSON    `json:"version"`
+}
+
+type addedJSON struct {
+	Added    uint32 `json:"added"`
+	Existing uint32 `json:"existing"`
+}
+
+type requestedJSON struct {
+	Requested bool `json:"requested"`
+}
+
+type streamingNodeJSON struct {
+	ID                 uint64   `json:"id"`
+	Address            string   `json:"address"`
+	ResourceGroup      string   `json:"resource_group"`
+	State              string   `json:"state"`
+	Epoch              uint64   `json:"epoch"`
+	PChannels          []string `json:"pchannels"`
+	LastHeartbeatMsAgo int64    `json:"last_heartbeat_ms_ago"`
+	Reason             string   `json:"reason"`
+}
+
+type nodesJSON struct {
+	Nodes []streamingNodeJSON `json:"nodes"`
+}
+
+type drainJSON struct {
+	Node streamingNodeJSON `json:"node"`
+}
+
+type vchannelsJSON struct {
+	VChannels []string `json:"vchannels"`
+}
+
+type collectionJSON struct {
+	CollectionID int64    `json:"collection_id"`
+	VChannels    []string `json:"vchannels"`
+}
+
+type collectionsJSON struct {
+	Collections []collectionJSON `json:"collections"`
+}
+
+type droppedJSON struct {
+	CollectionID int64 `json:"collection_id"`
+	Dropped      bool  `json:"dropped"`
+}
+
+// assignmentJSON is one line of 'assignment watch -o json'.
+type assignmentJSON struct {
+	Version  versionJSON          `json:"version"`
+	CChannel string               `json:"cchannel"`
+	Nodes    int                  `json:"nodes"`
+	Assigned []nodeAssignmentJSON `json:"assigned"`
+}
+
+type nodeAssignmentJSON struct {
+	NodeID   uint64 `json:"node_id"`
+	State    string `json:"state"`
+	Channels int    `json:"channels"`
+}
+
+type replicateClusterJSON struct {
+	ClusterID string   `json:"cluster_id"`
+	PChannels []string `json:"pchannels"`
+}
+
+type replicateEdgeJSON struct {
+	SourceClusterID string `json:"source_cluster_id"`
+	TargetClusterID string `json:"target_cluster_id"`
+}
+
+type replicateConfigJSON struct {
+	Clusters []replicateClusterJSON `json:"clusters"`
+	Topology []replicateEdgeJSON    `json:"topology"`
+}
+
+type replicateGetJSON struct {
+	ClusterID string               `json:"cluster_id"`
+	Role      string               `json:"role"`
+	Config    *replicateConfigJSON `json:"config"`
+}
+
+type replicateSetJSON struct {
+	Updated bool                 `json:"updated"`
+	Config  *replicateConfigJSON `json:"config"`
+}
+
+func toVersionJSON(v *coordpb.Version) versionJSON {
+	return versionJSON{Global: v.GetGlobal(), Local: v.GetLocal()}
+}
+
+func toNodeJSON(n *coordpb.StreamingNode) streamingNodeJSON {
+	return streamingNodeJSON{
+		ID: n.GetId(), Address: n.GetAddress(), ResourceGroup: n.GetResourceGroup(), State: n.GetState(),
+		Epoch: n.GetEpoch(), PChannels: append([]string{}, n.GetPchannels()...),
+		LastHeartbeatMsAgo: n.GetLastHeartbeatMsAgo(), Reason: n.GetReason(),
+	}
+}
+
+// toReplicateJSON is nil for a nil configuration.
+func toReplicateJSON(c *coordpb.ReplicateConfiguration) *replicateConfigJSON {
+	if c == nil {
+		return nil
+	}
+	out := &replicateConfigJSON{Clusters: []replicateClusterJSON{}, Topology: []replicateEdgeJSON{}}
+	for _, cl := range c.GetClusters() {
+		out.Clusters = append(out.Clusters, replicateClusterJSON{ClusterID: cl.GetClusterId(), PChannels: append([]string{}, cl.GetPchannels()...)})
+	}
+	for _, e := range c.GetTopology() {
+		out.Topology = append(out.Topology, replicateEdgeJSON{SourceClusterID: e.GetSourceClusterId(), TargetClusterID: e.GetTargetClusterId()})
+	}
+	return out
+}
+
 func toMembersJSON(ms []*coordpb.Member) []memberJSON {
 	out := make([]memberJSON, 0, len(ms))
 	for _, m := range ms {

@@ -11,7 +11,8 @@ const globalFlagsHelp = `Global flags (accepted before or after any command):
   --endpoints host:port,...  gRPC endpoints, tried in order; env COORDD_ENDPOINTS
                              (default 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003)
   -o, --output table|json    output format (default table)
-  --timeout DURATION         bound on each request, retries included (default 5s)
+  --timeout DURATION         bound on each request, retries included (default 5s;
+                             'assignment watch' streams until --count/--duration)
 `
 
 func mainUsage() string {

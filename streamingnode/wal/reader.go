@@ -46,6 +46,7 @@ type Reader struct {
 	log     *os.File
 	st      scanPos
 	pending []Record
+	err     error // sticky: corruption found after the pending records
 	closed  bool
 }
 
@@ -85,9 +86,14 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			r.pending = r.pending[1:]
 			return rec, nil
 		}
+		if r.err != nil {
+			return Record{}, r.err
+		}
 		progressed, err := r.fill()
 		if err != nil {
-			return Record{}, err
+			// Hand out the good records before the error.
+			r.err = err
+			continue
 		}
 		if progressed {
 			continue

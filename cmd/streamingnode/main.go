@@ -1,0 +1,181 @@
+// Command streamingnode is coordd's reference streaming node: it registers
+// with coordd, hosts the PChannel WALs coordd assigns to it (term-fenced
+// logs in a directory shared by every streaming node) and serves
+// StreamingNodeService.
+//
+//	streamingnode --coord HOST:PORT[,HOST:PORT...] --addr HOST:PORT --wal-dir DIR [flags]
+//
+// Every flag has an environment equivalent: STREAMINGNODE_ plus the flag
+// name in upper snake case (STREAMINGNODE_COORD, STREAMINGNODE_ADDR,
+// STREAMINGNODE_WAL_DIR, STREAMINGNODE_DATA_DIR, ...). A flag on the command
+// line wins over the environment.
+//
+// SIGINT or SIGTERM starts a controlled shutdown (drain, deregister, close);
+// a second signal exits at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/coordd/coordd/streamingnode"
+)
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "streamingnode: %v: shutting down (signal again to exit at once)\n", s)
+		cancel()
+		s = <-sigs
+		fmt.Fprintf(os.Stderr, "streamingnode: %v: exiting now\n", s)
+		os.Exit(1)
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, logLevel, err := parseFlags(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage())
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "streamingnode: %v (see streamingnode -h)\n", err)
+		return 2
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "streamingnode", Level: hclog.LevelFromString(logLevel), Output: stderr})
+	if err := streamingnode.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "streamingnode: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("streamingnode", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(coord, "coord", "", "coordd gRPC endpoints, HOST:PORT[,HOST:PORT...] (required)")
+	fs.StringVar(&cfg.Addr, "addr", "", "listen address HOST:PORT, also the address registered with coordd (required; port 0 picks one)")
+	fs.StringVar(&cfg.WALDir, "wal-dir", "", "WAL directory shared by every streaming node (required)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for this node's own files (optional)")
+	fs.StringVar(&cfg.ResourceGroup, "resource-group", "", "resource group to register in (default: coordd's default)")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away")
+	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	return fs
+}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("streamingnode — coordd's reference streaming node\n\n")
+	b.WriteString("usage: streamingnode --coord HOST:PORT[,...] --addr HOST:PORT --wal-dir DIR [flags]\n\nflags (environment: STREAMINGNODE_<FLAG>, e.g. STREAMINGNODE_WAL_DIR):\n")
+	var cfg streamingnode.Config
+	var coord, level string
+	newFlagSet(&cfg, &coord, &level).VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(&b, "  --%s\n        %s", f.Name, f.Usage)
+		if f.DefValue != "" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
+	return b.String()
+}
+
+func envName(flagName string) string {
+	return "STREAMINGNODE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseFlags reads flags, then the environment for flags not given. Errors
+// are one line.
+func parseFlags(args []string, getenv func(string) string) (streamingnode.Config, string, error) {
+	var cfg streamingnode.Config
+	var coord, logLevel string
+	fs := newFlagSet(&cfg, &coord, &logLevel)
+	if err := fs.Parse(args); err != nil {
+		return cfg, "", err
+	}
+	if fs.NArg() > 0 {
+		return cfg, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || envErr != nil {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return cfg, "", envErr
+	}
+	if coord == "" {
+		return cfg, "", errors.New("--coord is required")
+	}
+	for _, a := range strings.Split(coord, ",") {
+		a = strings.TrimSpace(a)
+		if err := checkAddr("--coord", a, false); err != nil {
+			return cfg, "", err
+		}
+		cfg.Coord = append(cfg.Coord, a)
+	}
+	if cfg.Addr == "" {
+		return cfg, "", errors.New("--addr is required")
+	}
+	if err := checkAddr("--addr", cfg.Addr, true); err != nil {
+		return cfg, "", err
+	}
+	if cfg.WALDir == "" {
+		return cfg, "", errors.New("--wal-dir is required")
+	}
+	if cfg.HeartbeatInterval < 10*time.Millisecond {
+		return cfg, "", fmt.Errorf("--heartbeat-interval must be at least 10ms, got %v", cfg.HeartbeatInterval)
+	}
+	if cfg.DrainTimeout <= 0 {
+		return cfg, "", fmt.Errorf("--drain-timeout must be positive, got %v", cfg.DrainTimeout)
+	}
+	if hclog.LevelFromString(logLevel) == hclog.NoLevel {
+		return cfg, "", fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
+	}
+	return cfg, logLevel, nil
+}
+
+// checkAddr checks HOST:PORT. The listen address is also what other
+// processes dial, so its host must be a real one and its port may be 0.
+func checkAddr(flagName, addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want HOST:PORT", flagName, addr)
+	}
+	if host == "" {
+		return fmt.Errorf("%s %q: host is empty", flagName, addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 || (p == 0 && !listen) {
+		return fmt.Errorf("%s %q: bad port", flagName, addr)
+	}
+	if ip := net.ParseIP(host); listen && ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s %q: the address is registered with coordd, so it must name this host (not %s)", flagName, addr, host)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestBadFlagsExit2WithOneLine(t *testing.T) {
+	base := []string{"--coord", "127.0.0.1:1", "--addr", "127.0.0.1:0", "--wal-dir", t.TempDir()}
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--nope"}, nil, "flag provided but not defined: -nope"},
+		{[]string{"--addr", "127.0.0.1:0", "--wal-dir", "w"}, nil, "--coord is required"},
+		{[]string{"--coord", "127.0.0.1:1", "--wal-dir", "w"}, nil, "--addr is required"},
+		{[]string{"--coord", "127.0.0.1:1", "--addr", "127.0.0.1:0"}, nil, "--wal-dir is required"},
+		{append(base, "--coord", "localhost"), nil, `--coord "localhost": want HOST:PORT`},
+		{append(base, "--coord", "a:1,b:0"), nil, `--coord "b:0": bad port`},
+		{append(base, "--addr", "0.0.0.0:7000"), nil, "must name this host"},
+		{append(base, "--heartbeat-interval", "1ms"), nil, "--heartbeat-interval must be at least 10ms"},
+		{append(base, "--log-level", "loud"), nil, `--log-level "loud"`},
+		{base, map[string]string{"STREAMINGNODE_HEARTBEAT_INTERVAL": "soon"}, `STREAMINGNODE_HEARTBEAT_INTERVAL="soon"`},
+		{append(base, "extra"), nil, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), c.args, env(c.env), &stdout, &stderr)
+		out := stderr.String()
+		if code != 2 || !strings.Contains(out, c.want) || strings.Count(out, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", c.args, code, out, c.want)
+		}
+	}
+}
+
+func TestEnvironmentAndFlags(t *testing.T) {
+	cfg, level, err := parseFlags([]string{"--addr", "127.0.0.1:7001"}, env(map[string]string{
+		"STREAMINGNODE_COORD": "127.0.0.1:1, 127.0.0.1:2", "STREAMINGNODE_ADDR": "127.0.0.1:9",
+		"STREAMINGNODE_WAL_DIR": "/w", "STREAMINGNODE_DATA_DIR": "/d", "STREAMINGNODE_RESOURCE_GROUP": "rg",
+		"STREAMINGNODE_HEARTBEAT_INTERVAL": "250ms", "STREAMINGNODE_LOG_LEVEL": "debug",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Coord, ",") != "127.0.0.1:1,127.0.0.1:2" || cfg.Addr != "127.0.0.1:7001" || cfg.WALDir != "/w" ||
+		cfg.DataDir != "/d" || cfg.ResourceGroup != "rg" || cfg.HeartbeatInterval != 250*time.Millisecond ||
+		cfg.DrainTimeout != 30*time.Second || level != "debug" {
+		t.Fatalf("cfg %+v level %s", cfg, level)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, env(nil), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stdout.String(), "--wal-dir") || !strings.Contains(stdout.String(), "STREAMINGNODE_") {
+		t.Fatalf("usage: %s", stdout.String())
+	}
+}
+
+func TestRunsUntilCancelled(t *testing.T) {
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := lis.Addr().String()
+	lis.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--coord", dead, "--addr", "127.0.0.1:0", "--wal-dir", t.TempDir(), "--log-level", "error"},
+			env(nil), &bytes.Buffer{}, &stderr)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop")
+	}
+}

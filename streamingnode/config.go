@@ -1,0 +1,85 @@
+package streamingnode
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config configures a streaming node.
+type Config struct {
+	// Coord lists coordd gRPC endpoints (host:port). Any member will do:
+	// followers forward to the leader.
+	Coord []string
+	// Addr is the listen address of the StreamingNodeService and the address
+	// registered with coordd. With port 0 (tests) the bound address is
+	// registered instead.
+	Addr string
+	// WALDir is the WAL directory shared by every streaming node process.
+	WALDir string
+	// DataDir (optional) is where the node records its last identity, for
+	// logs only.
+	DataDir string
+	// ResourceGroup is sent with the registration ("" = coordd's default).
+	ResourceGroup string
+	// HeartbeatInterval defaults to 1s.
+	HeartbeatInterval time.Duration
+	// DrainTimeout bounds the wait for coordd to move the node's channels
+	// away during a controlled shutdown (default 30s).
+	DrainTimeout time.Duration
+	// RPCTimeout bounds each call to coordd (default 3s).
+	RPCTimeout time.Duration
+	// TimestampBatch is how many timestamps to take from coordd's TSO at a
+	// time (default 256).
+	TimestampBatch uint32
+	// Logger defaults to a logger on stderr at info level.
+	Logger hclog.Logger
+	// Listener, if set, is used instead of listening on Addr (Addr may then
+	// be empty; the listener's address is registered).
+	Listener net.Listener
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = 3 * time.Second
+	}
+	if c.TimestampBatch == 0 {
+		c.TimestampBatch = 256
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "streamingnode", Level: hclog.Info})
+	}
+}
+
+func (c *Config) validate() error {
+	if len(c.Coord) == 0 {
+		return errors.New("streamingnode: at least one coordd endpoint is required")
+	}
+	for _, a := range c.Coord {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("streamingnode: coordd endpoint %q: %v", a, err)
+		}
+	}
+	if c.Listener == nil {
+		host, _, err := net.SplitHostPort(c.Addr)
+		if err != nil {
+			return fmt.Errorf("streamingnode: address %q: %v", c.Addr, err)
+		}
+		if host == "" {
+			return fmt.Errorf("streamingnode: address %q: the host is registered with coordd and must not be empty", c.Addr)
+		}
+	}
+	if c.WALDir == "" {
+		return errors.New("streamingnode: the WAL directory is required")
+	}
+	return nil
+}

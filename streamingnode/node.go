@@ -1,0 +1,623 @@
+package streamingnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/streamingnode/wal"
+)
+
+// Node is a running streaming node: it serves StreamingNodeService, keeps
+// a session with coordd (register, heartbeat, follow the assignment stream)
+// and holds the WALs coordd assigned to it.
+type Node struct {
+	cfg  Config
+	log  hclog.Logger
+	lis  net.Listener
+	addr string
+	srv  *grpc.Server
+	pool *coordPool
+	tso  *tso
+
+	mu           sync.Mutex
+	nodeID       uint64
+	epoch        uint64
+	incarnation  string
+	seen         *coordpb.Version
+	liveNodes    map[uint64]string // from the assignment stream: node ID -> state (UP, DRAINING)
+	maxCoordTerm uint64
+	slots        map[string]*slot
+	draining     bool // controlled shutdown under way: do not register again
+	registered   chan struct{}
+	regOnce      sync.Once
+
+	sessCtx    context.Context // register + heartbeat loop
+	sessCancel context.CancelFunc
+	sessDone   chan struct{}
+	bgCtx      context.Context // watch loop, Read streams
+	bgCancel   context.CancelFunc
+	killCtx    context.Context // cut a controlled shutdown short
+	killCancel context.CancelFunc
+	wg         sync.WaitGroup
+
+	shutOnce   sync.Once
+	finishOnce sync.Once
+	done       chan struct{}
+}
+
+// slot is one PChannel's WAL on this node. Its mutex serializes lifecycle
+// calls and appends for the PChannel.
+type slot struct {
+	mu   sync.Mutex
+	w    *wal.Writer // nil: not held
+	term int64
+	mode string
+}
+
+// Start listens, starts serving and starts the session with coordd in the
+// background (WaitRegistered waits for it).
+func Start(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.WALDir, 0o755); err != nil {
+		return nil, fmt.Errorf("streamingnode: WAL directory: %w", err)
+	}
+	lis := cfg.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("streamingnode: listen: %w", err)
+		}
+	}
+	addr := cfg.Addr
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" || port == "" {
+		addr = lis.Addr().String()
+	}
+	pool, err := newCoordPool(cfg.Coord)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger, lis: lis, addr: addr, pool: pool,
+		tso:        &tso{pool: pool, batch: cfg.TimestampBatch, timeout: cfg.RPCTimeout},
+		slots:      map[string]*slot{},
+		registered: make(chan struct{}),
+		sessDone:   make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	n.sessCtx, n.sessCancel = context.WithCancel(context.Background())
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	n.killCtx, n.killCancel = context.WithCancel(context.Background())
+	n.srv = grpc.NewServer(grpc.MaxRecvMsgSize(wal.MaxPayloadBytes+1<<20), grpc.WaitForHandlers(true))
+	coordpb.RegisterStreamingNodeServiceServer(n.srv, &service{n: n})
+	n.logPreviousIdentity()
+	n.log.Info("streaming node starting", "addr", addr, "wal_dir", cfg.WALDir, "coord", cfg.Coord)
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		if err := n.srv.Serve(lis); err != nil {
+			n.log.Error("gRPC server stopped", "error", err)
+		}
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.watchLoop(n.bgCtx)
+	}()
+	go func() {
+		defer close(n.sessDone)
+		n.sessionLoop(n.sessCtx)
+	}()
+	return n, nil
+}
+
+// Run starts a node and runs it until ctx ends, then shuts it down in a
+// controlled way (drain, deregister, close).
+func Run(ctx context.Context, cfg Config) error {
+	n, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-n.done:
+	}
+	return n.Shutdown(context.Background())
+}
+
+// Addr is the address the node serves on and registered with coordd.
+func (n *Node) Addr() string { return n.addr }
+
+// Session returns the node's current registration (0, 0 before the first
+// one and while registering again).
+func (n *Node) Session() (nodeID, epoch uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.nodeID, n.epoch
+}
+
+// WaitRegistered waits until the node has registered with coordd once.
+func (n *Node) WaitRegistered(ctx context.Context) error {
+	select {
+	case <-n.registered:
+		return nil
+	case <-n.done:
+		return fmt.Errorf("streamingnode: stopped before registering")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed once the node has stopped.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Status describes the node: its session, the highest coordinator term it
+// has seen, the WALs it holds and the assignment version it has seen.
+func (n *Node) Status() *coordpb.NodeStatusResponse {
+	n.mu.Lock()
+	resp := &coordpb.NodeStatusResponse{NodeId: n.nodeID, Epoch: n.epoch, Address: n.addr,
+		MaxCoordTerm: n.maxCoordTerm}
+	if n.seen != nil {
+		resp.SeenVersion = proto.Clone(n.seen).(*coordpb.Version)
+	}
+	names := make([]string, 0, len(n.slots))
+	for p := range n.slots {
+		names = append(names, p)
+	}
+	slots := make([]*slot, len(names))
+	sort.Strings(names)
+	for i, p := range names {
+		slots[i] = n.slots[p]
+	}
+	n.mu.Unlock()
+	for i, s := range slots {
+		s.mu.Lock()
+		if s.w != nil {
+			resp.Wals = append(resp.Wals, &coordpb.WALStatus{Pchannel: names[i], Term: s.term, AccessMode: s.mode,
+				NextOffset: s.w.NextOffset()})
+		}
+		s.mu.Unlock()
+	}
+	return resp
+}
+
+// Shutdown is the controlled shutdown: ask coordd to drain the node, wait
+// (at most Config.DrainTimeout, or until ctx ends) until it holds no
+// channels, deregister, stop serving and close the WALs. Calling it again
+// waits for the first call.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutOnce.Do(func() {
+		n.mu.Lock()
+		n.draining = true
+		id, epoch := n.nodeID, n.epoch
+		n.mu.Unlock()
+		dctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
+		stop := context.AfterFunc(n.killCtx, cancel)
+		if id != 0 {
+			n.drain(dctx, id, epoch)
+		}
+		n.sessCancel()
+		<-n.sessDone
+		if id, epoch = n.Session(); id != 0 {
+			n.deregister(dctx, id, epoch)
+		}
+		stop()
+		cancel()
+		n.finish(false)
+	})
+	<-n.done
+	return nil
+}
+
+// Kill stops the node at once, without draining or deregistering (as if
+// the process died; coordd notices when heartbeats stop).
+func (n *Node) Kill() {
+	n.killCancel()
+	n.finish(true)
+}
+
+// finish stops every loop and the server and closes the WALs.
+func (n *Node) finish(hard bool) {
+	n.finishOnce.Do(func() {
+		n.sessCancel()
+		n.bgCancel()
+		if hard {
+			n.srv.Stop()
+		} else {
+			stopped := make(chan struct{})
+			go func() { n.srv.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				n.srv.Stop()
+			}
+		}
+		<-n.sessDone
+		n.wg.Wait()
+		n.closeAllWALs("node stopped")
+		n.pool.close()
+		n.log.Info("streaming node stopped")
+		close(n.done)
+	})
+	<-n.done
+}
+
+func (n *Node) drain(ctx context.Context, id, epoch uint64) {
+	n.log.Info("controlled shutdown: asking coordd to drain", "node_id", id)
+	var held []string
+	for {
+		i, conn := n.pool.pick()
+		cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+		resp, err := coordpb.NewStreamingNodeRegistryClient(conn).RequestDrain(cctx, &coordpb.NodeSessionRequest{NodeId: id, Epoch: epoch})
+		cancel()
+		switch {
+		case err == nil && len(resp.Pchannels) == 0:
+			n.log.Info("drained", "node_id", id)
+			return
+		case err == nil:
+			held = resp.Pchannels
+			if !n.otherNodeUp(id) {
+				n.log.Warn("no other streaming node is UP to take the channels; not waiting for the drain", "node_id", id, "pchannels", held)
+				return
+			}
+		case sessionGone(err):
+			n.log.Info("session already ended; skipping drain", "node_id", id, "error", err)
+			return
+		default:
+			n.pool.failed(i)
+			n.log.Debug("RequestDrain failed", "error", err)
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			n.log.Warn("drain did not finish in time; deregistering anyway", "node_id", id, "pchannels", held)
+			return
+		}
+	}
+}
+
+// otherNodeUp reports whether, as far as the assignment stream tells, a
+// node other than id is UP (true when the stream has not said yet).
+func (n *Node) otherNodeUp(id uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.liveNodes == nil {
+		return true
+	}
+	for nid, st := range n.liveNodes {
+		if nid != id && st == "UP" {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) deregister(ctx context.Context, id, epoch uint64) {
+	// Deregistering matters even when the drain budget ran out.
+	if ctx.Err() != nil && n.killCtx.Err() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(n.killCtx, 5*time.Second)
+		defer cancel()
+	}
+	for {
+		i, conn := n.pool.pick()
+		cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+		_, err := coordpb.NewStreamingNodeRegistryClient(conn).Deregister(cctx, &coordpb.NodeSessionRequest{NodeId: id, Epoch: epoch})
+		cancel()
+		if err == nil || sessionGone(err) {
+			n.log.Info("deregistered", "node_id", id)
+			return
+		}
+		n.pool.failed(i)
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			n.log.Warn("could not deregister; coordd will notice the missing heartbeats", "node_id", id, "error", err)
+			return
+		}
+	}
+}
+
+// ---- session: register, heartbeat, register again ----
+
+func newIncarnation() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("%x", time.Now().UnixNano())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (n *Node) sessionLoop(ctx context.Context) {
+	for {
+		if !n.register(ctx) {
+			return
+		}
+		n.heartbeatLoop(ctx)
+		n.mu.Lock()
+		stop := n.draining
+		n.mu.Unlock()
+		if stop || ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// register registers a new session, retrying until it succeeds or ctx
+// ends. Retries reuse the incarnation, so a retried registration that did
+// commit gets the same node ID back.
+func (n *Node) register(ctx context.Context) bool {
+	inc := newIncarnation()
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		i, conn := n.pool.pick()
+		cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+		resp, err := coordpb.NewStreamingNodeRegistryClient(conn).RegisterStreamingNode(cctx, &coordpb.RegisterStreamingNodeRequest{
+			Address: n.addr, ResourceGroup: n.cfg.ResourceGroup, Incarnation: inc})
+		cancel()
+		if err == nil {
+			n.mu.Lock()
+			n.nodeID, n.epoch, n.incarnation = resp.NodeId, resp.Epoch, inc
+			n.mu.Unlock()
+			n.log.Info("registered with coordd", "node_id", resp.NodeId, "epoch", resp.Epoch, "incarnation", inc,
+				"registered_version", fmtVersion(resp.RegisteredVersion), "endpoint", n.pool.addrs[i])
+			n.saveIdentity(resp.NodeId, resp.Epoch, inc)
+			n.regOnce.Do(func() { close(n.registered) })
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if endpointTrouble(err) {
+			n.pool.failed(i)
+		}
+		if attempt <= 3 || attempt%20 == 0 {
+			n.log.Warn("registration failed; retrying", "endpoint", n.pool.addrs[i], "attempt", attempt, "error", err)
+		}
+		if !sleepCtx(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// heartbeatLoop heartbeats until the session ends (coordd no longer knows
+// the node, or says it is DOWN: the WALs are closed and the caller
+// registers again) or ctx ends.
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer t.Stop()
+	failures := 0
+	for {
+		n.mu.Lock()
+		req := &coordpb.HeartbeatRequest{NodeId: n.nodeID, Epoch: n.epoch}
+		if n.seen != nil {
+			req.SeenVersion = proto.Clone(n.seen).(*coordpb.Version)
+		}
+		n.mu.Unlock()
+		i, conn := n.pool.pick()
+		cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+		resp, err := coordpb.NewStreamingNodeRegistryClient(conn).Heartbeat(cctx, req)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil && resp.State != "DOWN":
+			n.seeCoordTerm(resp.CoordTerm)
+			if failures > 0 {
+				n.log.Info("heartbeats answered again", "node_id", req.NodeId, "after_failures", failures)
+			}
+			failures = 0
+		case err == nil || sessionGone(err):
+			if err == nil {
+				err = fmt.Errorf("coordd reports the node DOWN")
+			}
+			n.log.Warn("session lost; closing WALs and registering again", "node_id", req.NodeId, "epoch", req.Epoch, "error", err)
+			n.mu.Lock()
+			n.nodeID, n.epoch = 0, 0
+			n.mu.Unlock()
+			n.closeAllWALs("session lost")
+			return
+		default:
+			failures++
+			n.pool.failed(i)
+			if failures <= 3 || failures%20 == 0 {
+				n.log.Warn("heartbeat failed", "endpoint", n.pool.addrs[i], "failures", failures, "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// seeCoordTerm raises the highest coordinator term seen.
+func (n *Node) seeCoordTerm(t uint64) {
+	n.mu.Lock()
+	if t > n.maxCoordTerm {
+		n.maxCoordTerm = t
+	}
+	n.mu.Unlock()
+}
+
+// ---- assignment stream ----
+
+func versionLess(a, b *coordpb.Version) bool {
+	if a.GetGlobal() != b.GetGlobal() {
+		return a.GetGlobal() < b.GetGlobal()
+	}
+	return a.GetLocal() < b.GetLocal()
+}
+
+func fmtVersion(v *coordpb.Version) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprintf("(%d,%d)", v.Global, v.Local)
+}
+
+// watchLoop follows Channels.WatchAssignments on any coordd member,
+// reconnecting (to the next member, after 50 ms) when the stream breaks. It
+// keeps only versions strictly newer than the one it holds.
+func (n *Node) watchLoop(ctx context.Context) {
+	failures := 0
+	for {
+		i, conn := n.pool.pick()
+		n.mu.Lock()
+		req := &coordpb.WatchAssignmentsRequest{}
+		if n.seen != nil {
+			req.FromVersion = proto.Clone(n.seen).(*coordpb.Version)
+		}
+		n.mu.Unlock()
+		stream, err := coordpb.NewChannelsClient(conn).WatchAssignments(ctx, req)
+		for err == nil {
+			var upd *coordpb.AssignmentUpdate
+			if upd, err = stream.Recv(); err == nil {
+				n.onAssignment(upd)
+				failures = 0
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		if failures <= 3 || failures%100 == 0 {
+			n.log.Debug("assignment stream broke; reconnecting", "endpoint", n.pool.addrs[i], "error", err)
+		}
+		n.pool.failed(i)
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func (n *Node) onAssignment(upd *coordpb.AssignmentUpdate) {
+	if upd.Version == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seen != nil && !versionLess(n.seen, upd.Version) {
+		return
+	}
+	n.seen = proto.Clone(upd.Version).(*coordpb.Version)
+	if upd.Full || n.liveNodes == nil {
+		n.liveNodes = map[uint64]string{}
+	}
+	for _, sn := range upd.Nodes {
+		if sn.State == "DOWN" {
+			delete(n.liveNodes, sn.Id)
+		} else {
+			n.liveNodes[sn.Id] = sn.State
+		}
+	}
+	if n.log.IsDebug() {
+		var mine []string
+		for _, c := range upd.Channels {
+			if c.NodeId == n.nodeID && n.nodeID != 0 {
+				mine = append(mine, fmt.Sprintf("%s@%d:%s", c.Pchannel, c.Term, c.State))
+			}
+		}
+		n.log.Debug("assignment update", "version", fmtVersion(upd.Version), "full", upd.Full, "mine", mine)
+	}
+}
+
+// ---- WALs ----
+
+// slotFor returns pchannel's slot, creating it when create is set.
+func (n *Node) slotFor(pchannel string, create bool) *slot {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.slots[pchannel]
+	if s == nil && create {
+		s = &slot{}
+		n.slots[pchannel] = s
+	}
+	return s
+}
+
+func (n *Node) closeAllWALs(why string) {
+	n.mu.Lock()
+	slots := make(map[string]*slot, len(n.slots))
+	for p, s := range n.slots {
+		slots[p] = s
+	}
+	n.mu.Unlock()
+	for p, s := range slots {
+		s.mu.Lock()
+		if s.w != nil {
+			n.log.Info("closing WAL", "pchannel", p, "term", s.term, "reason", why)
+			s.close()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// close drops the slot's writer. The caller holds s.mu.
+func (s *slot) close() {
+	if s.w != nil {
+		s.w.Close()
+	}
+	s.w, s.term, s.mode = nil, 0, ""
+}
+
+// ---- identity (for logs only) ----
+
+type identity struct {
+	NodeID       uint64 `json:"node_id"`
+	Epoch        uint64 `json:"epoch"`
+	Incarnation  string `json:"incarnation"`
+	Address      string `json:"address"`
+	RegisteredAt string `json:"registered_at"`
+}
+
+func (n *Node) identityPath() string { return filepath.Join(n.cfg.DataDir, "identity.json") }
+
+func (n *Node) logPreviousIdentity() {
+	if n.cfg.DataDir == "" {
+		return
+	}
+	data, err := os.ReadFile(n.identityPath())
+	if err != nil {
+		return
+	}
+	var id identity
+	if json.Unmarshal(data, &id) == nil {
+		n.log.Info("previous run", "node_id", id.NodeID, "epoch", id.Epoch, "incarnation", id.Incarnation,
+			"address", id.Address, "registered_at", id.RegisteredAt)
+	}
+}
+
+func (n *Node) saveIdentity(id, epoch uint64, inc string) {
+	if n.cfg.DataDir == "" {
+		return
+	}
+	data, _ := json.MarshalIndent(identity{NodeID: id, Epoch: epoch, Incarnation: inc, Address: n.addr,
+		RegisteredAt: time.Now().UTC().Format(time.RFC3339Nano)}, "", "  ")
+	tmp := n.identityPath() + ".tmp"
+	err := os.MkdirAll(n.cfg.DataDir, 0o755)
+	if err == nil {
+		err = os.WriteFile(tmp, append(data, '\n'), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, n.identityPath())
+	}
+	if err != nil {
+		n.log.Warn("could not record identity in the data directory", "error", err)
+	}
+}

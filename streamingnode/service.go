@@ -1,0 +1,269 @@
+package streamingnode
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/streamingnode/wal"
+)
+
+// service implements coordpb.StreamingNodeServiceServer.
+type service struct {
+	coordpb.UnimplementedStreamingNodeServiceServer
+	n *Node
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+func precondition(format string, args ...any) error {
+	return status.Errorf(codes.FailedPrecondition, format, args...)
+}
+
+// checkCoordTerm is the coordinator fence: a request from a coordinator
+// term older than one already seen is refused; a newer one raises the mark.
+func (n *Node) checkCoordTerm(t uint64, raise bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t < n.maxCoordTerm {
+		return precondition("stale coordinator term: the request carries coordinator term %d, this node has seen term %d", t, n.maxCoordTerm)
+	}
+	if raise {
+		n.maxCoordTerm = t
+	}
+	return nil
+}
+
+func validPChannel(p string) error {
+	if err := commands.ValidatePChannelName(p); err != nil {
+		return invalid("%s", reason(err))
+	}
+	return wal.ValidatePChannel(p)
+}
+
+func reason(err error) string {
+	msg := err.Error()
+	if p := commands.ErrInvalid.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
+		return msg[len(p):]
+	}
+	return msg
+}
+
+func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coordpb.AssignResponse, error) {
+	n := s.n
+	if err := validPChannel(req.Pchannel); err != nil {
+		return nil, err
+	}
+	if req.Term < 1 {
+		return nil, invalid("term must be positive, got %d", req.Term)
+	}
+	mode := req.AccessMode
+	switch mode {
+	case "":
+		mode = "RW"
+	case "RW", "RO":
+	default:
+		return nil, invalid("access_mode %q: want RW or RO", req.AccessMode)
+	}
+	if err := n.checkCoordTerm(req.CoordTerm, true); err != nil {
+		return nil, err
+	}
+	sl := n.slotFor(req.Pchannel, true)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	// A newer coordinator may have spoken while this call waited for the
+	// slot.
+	if err := n.checkCoordTerm(req.CoordTerm, false); err != nil {
+		return nil, err
+	}
+	if sl.w != nil {
+		switch {
+		case req.Term < sl.term:
+			return nil, precondition("stale pchannel term: pchannel %s is held here at term %d, the request carries term %d",
+				req.Pchannel, sl.term, req.Term)
+		case req.Term == sl.term:
+			sl.mode = mode
+			return &coordpb.AssignResponse{}, nil
+		}
+		n.log.Info("closing WAL for a newer term", "pchannel", req.Pchannel, "term", sl.term, "new_term", req.Term)
+		sl.close()
+	}
+	w, err := wal.Open(n.cfg.WALDir, req.Pchannel, req.Term)
+	if err != nil {
+		return nil, walStatus(err)
+	}
+	sl.w, sl.term, sl.mode = w, req.Term, mode
+	n.log.Info("WAL opened", "pchannel", req.Pchannel, "term", req.Term, "mode", mode, "next_offset", w.NextOffset(),
+		"coord_term", req.CoordTerm)
+	return &coordpb.AssignResponse{}, nil
+}
+
+func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coordpb.RemoveResponse, error) {
+	n := s.n
+	if err := validPChannel(req.Pchannel); err != nil {
+		return nil, err
+	}
+	if err := n.checkCoordTerm(req.CoordTerm, true); err != nil {
+		return nil, err
+	}
+	sl := n.slotFor(req.Pchannel, false)
+	if sl == nil {
+		return &coordpb.RemoveResponse{}, nil
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if err := n.checkCoordTerm(req.CoordTerm, false); err != nil {
+		return nil, err
+	}
+	switch {
+	case sl.w == nil:
+	case sl.term <= req.Term:
+		n.log.Info("WAL removed", "pchannel", req.Pchannel, "term", sl.term, "coord_term", req.CoordTerm)
+		sl.close()
+	default:
+		// Held at a newer term than the one being removed: nothing to do
+		// (Milvus answers "skipped operation", which counts as success).
+		n.log.Debug("remove of an older term skipped", "pchannel", req.Pchannel, "term", req.Term, "held_term", sl.term)
+	}
+	return &coordpb.RemoveResponse{}, nil
+}
+
+// walStatus maps WAL errors to gRPC status.
+func walStatus(err error) error {
+	switch {
+	case errors.Is(err, wal.ErrFenced):
+		return precondition("%v", err)
+	case errors.Is(err, wal.ErrInvalid):
+		return invalid("%v", err)
+	case errors.Is(err, wal.ErrCorrupt):
+		return status.Errorf(codes.DataLoss, "%v", err)
+	}
+	return status.Errorf(codes.Internal, "%v", err)
+}
+
+func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
+	n := s.n
+	if err := commands.ValidateVChannelName(req.Vchannel); err != nil {
+		return nil, invalid("%s", reason(err))
+	}
+	if len(req.Payload) > wal.MaxPayloadBytes {
+		return nil, invalid("payload is %d bytes (max %d)", len(req.Payload), wal.MaxPayloadBytes)
+	}
+	p := commands.PChannelOf(req.Vchannel)
+	sl := n.slotFor(p, false)
+	if sl == nil {
+		return nil, n.notOwner(p)
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	switch {
+	case sl.w == nil:
+		return nil, n.notOwner(p)
+	case req.Term != 0 && req.Term != sl.term:
+		return nil, precondition("wrong term: pchannel %s is held here at term %d, the request names term %d", p, sl.term, req.Term)
+	case sl.mode == "RO":
+		return nil, precondition("read-only: pchannel %s is held here in RO mode at term %d", p, sl.term)
+	}
+	for attempt := 0; ; attempt++ {
+		ts, err := n.tso.Next(ctx)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "%v", err)
+		}
+		res, err := sl.w.Append(req.Vchannel, req.Payload, req.BroadcastId, ts)
+		var te *wal.TimestampError
+		switch {
+		case err == nil:
+			return &coordpb.AppendResponse{Id: &coordpb.MessageID{Term: res.ID.Term, Offset: res.ID.Offset},
+				Timestamp: res.Timestamp, Duplicate: res.Duplicate}, nil
+		case errors.As(err, &te) && attempt < 3:
+			// Another writer (an earlier owner) used later timestamps than our
+			// batch: take a fresh batch, which is above everything issued.
+			n.tso.Discard()
+			continue
+		case errors.Is(err, wal.ErrFenced):
+			n.log.Warn("WAL fenced by a newer term; dropping it", "pchannel", p, "term", sl.term, "error", err)
+			sl.close()
+			return nil, precondition("%v", err)
+		case errors.Is(err, wal.ErrInvalid):
+			return nil, invalid("%v", err)
+		default:
+			term := sl.term
+			n.log.Error("WAL append failed; dropping the WAL and reporting it", "pchannel", p, "term", term, "error", err)
+			sl.close()
+			go n.reportBroken(p, term, err)
+			return nil, status.Errorf(codes.Unavailable, "wal failure on pchannel %s (the append may or may not be in the log): %v", p, err)
+		}
+	}
+}
+
+func (n *Node) notOwner(p string) error {
+	id, _ := n.Session()
+	return precondition("not the owner: streaming node %d (%s) does not hold pchannel %s", id, n.addr, p)
+}
+
+// reportBroken tells coordd the WAL of pchannel is unusable at term, so the
+// channel is reassigned.
+func (n *Node) reportBroken(p string, term int64, cause error) {
+	ctx, cancel := context.WithTimeout(n.bgCtx, 4*n.cfg.RPCTimeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		i, conn := n.pool.pick()
+		cctx, ccancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+		_, err := coordpb.NewChannelsClient(conn).ReportAssignmentError(cctx, &coordpb.ReportAssignmentErrorRequest{
+			Pchannel: p, Term: term, Error: cause.Error()})
+		ccancel()
+		if err == nil || !endpointTrouble(err) {
+			return
+		}
+		n.pool.failed(i)
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+}
+
+func (s *service) Read(req *coordpb.ReadRequest, stream grpc.ServerStreamingServer[coordpb.WALMessage]) error {
+	n := s.n
+	if err := commands.ValidateVChannelName(req.Vchannel); err != nil {
+		return invalid("%s", reason(err))
+	}
+	p := commands.PChannelOf(req.Vchannel)
+	r, err := wal.NewReader(n.cfg.WALDir, p, wal.ReaderOptions{VChannel: req.Vchannel, From: req.FromOffset, Follow: req.Follow})
+	if err != nil {
+		return walStatus(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := context.AfterFunc(n.bgCtx, cancel)
+	defer stop()
+	for {
+		rec, err := r.Next(ctx)
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil && ctx.Err() != nil:
+			if n.bgCtx.Err() != nil {
+				return status.Error(codes.Unavailable, "streaming node shutting down")
+			}
+			return status.FromContextError(ctx.Err()).Err()
+		case err != nil:
+			return walStatus(err)
+		}
+		if err := stream.Send(&coordpb.WALMessage{Id: &coordpb.MessageID{Term: rec.ID.Term, Offset: rec.ID.Offset},
+			Timestamp: rec.Timestamp, Vchannel: rec.VChannel, Payload: rec.Payload, BroadcastId: rec.BroadcastID}); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *service) Status(context.Context, *coordpb.NodeStatusRequest) (*coordpb.NodeStatusResponse, error) {
+	return s.n.Status(), nil
+}

@@ -22,8 +22,9 @@ import (
 	"github.com/coordd/coordd/cluster"
 )
 
-// coorddBinary is built once per test binary by TestMain.
-var coorddBinary string
+// coorddBinary and streamingBinary are built once per test binary by
+// TestMain.
+var coorddBinary, streamingBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "coordd-mp-")
@@ -32,11 +33,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	coorddBinary = filepath.Join(dir, "coordd")
-	build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", coorddBinary, "github.com/coordd/coordd/cmd/coordd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build coordd:", err)
-		os.Exit(1)
+	streamingBinary = filepath.Join(dir, "streamingnode")
+	for bin, pkg := range map[string]string{coorddBinary: "./cmd/coordd", streamingBinary: "./cmd/streamingnode"} {
+		build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "github.com/coordd/coordd/"+pkg[2:])
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -49,7 +53,7 @@ func freeBasePort(t *testing.T, nodes int) int {
 	for base := 20000 + os.Getpid()%400*50; base < 60000; base += 37 {
 		ok := true
 		for i := 0; i < nodes && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i, base + 1000 + i} {
+			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 1000 + i} {
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false
@@ -70,10 +74,16 @@ func freeBasePort(t *testing.T, nodes int) int {
 // keeping member logs on failure.
 func startCluster(t *testing.T) *cluster.Launcher {
 	t.Helper()
-	dir := t.TempDir()
-	l := cluster.NewLauncher(cluster.LauncherConfig{
-		Binary: coorddBinary, DataDir: dir, Nodes: 3, BasePort: freeBasePort(t, 3), Host: "127.0.0.1",
-	})
+	return startClusterWith(t, cluster.LauncherConfig{})
+}
+
+// startClusterWith launches three members (and cfg.StreamingNodes
+// streaming nodes) with cfg's extra arguments.
+func startClusterWith(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launcher {
+	t.Helper()
+	cfg.Binary, cfg.StreamingBinary = coorddBinary, streamingBinary
+	cfg.DataDir, cfg.Nodes, cfg.BasePort, cfg.Host = t.TempDir(), 3, freeBasePort(t, 3), "127.0.0.1"
+	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := l.Start(ctx); err != nil {
@@ -85,6 +95,11 @@ func startCluster(t *testing.T) *cluster.Launcher {
 			for _, m := range l.Members() {
 				if b, err := os.ReadFile(filepath.Join(m.DataDir, "coordd.log")); err == nil {
 					t.Logf("--- log of %s (tail) ---\n%s", m.ID, tail(string(b), 40))
+				}
+			}
+			for _, sn := range l.StreamingNodes() {
+				if b, err := os.ReadFile(filepath.Join(sn.DataDir, "streamingnode.log")); err == nil {
+					t.Logf("--- log of %s (tail) ---\n%s", sn.Name, tail(string(b), 30))
 				}
 			}
 		}

@@ -1,6 +1,9 @@
 package commands
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -191,4 +194,19 @@ func ValidateReplicateConfiguration(c *logpb.ReplicateConfiguration) error {
 		targets[e.TargetClusterId] = true
 	}
 	return nil
+}
+
+// TruncateReason makes s a valid UTF-8 reason of at most MaxReasonBytes,
+// cut on a character boundary (a proto3 string must be valid UTF-8, or the
+// command carrying it cannot be encoded).
+func TruncateReason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxReasonBytes {
+		return s
+	}
+	cut := MaxReasonBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

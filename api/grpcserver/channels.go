@@ -247,11 +247,8 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 }
 
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
-	reason := req.Error
-	if len(reason) > commands.MaxReasonBytes {
-		reason = reason[:commands.MaxReasonBytes]
-	}
-	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term, Reason: reason}}}
+	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
+		Reason: commands.TruncateReason(req.Error)}}}
 	if err := commands.Validate(commands.MustNew(body)); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

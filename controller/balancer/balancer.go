@@ -78,6 +78,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxParallel <= 0 {
 		c.MaxParallel = 64
 	}
+	if c.Policy == (policy.Config{}) {
+		c.Policy = policy.DefaultConfig()
+	}
 	if c.PolicyName == "" {
 		c.PolicyName = "vchannelFair"
 	}
@@ -159,8 +162,8 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var lastLayout string
+	stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
 	for {
-		stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
 		forced := false
 		select {
 		case <-ctx.Done():
@@ -172,14 +175,18 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		case <-stateCh:
 		case <-healthCh:
 		}
+		// Take the notifications before reading the state and health, so
+		// a change landing during this round wakes the next select.
+		stateCh, healthCh = b.leader.StateChanged(), b.health.Changed()
 		if backoff > 0 && !forced {
 			continue // a failed round waits for its backoff timer
 		}
-		layout, sig := b.layout()
+		st := b.leader.State()
+		layout, sig := b.layout(st)
 		if !forced && sig == lastLayout {
 			continue
 		}
-		changed, err := b.round(ctx, layout)
+		changed, err := b.round(ctx, st, layout)
 		b.mu.Lock()
 		b.rounds++
 		if err != nil {
@@ -217,29 +224,30 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 			names = append(names, n)
 		}
 	}
-	var body proto.Message
-	switch {
-	case !st.StreamingInitialized():
-		body = &logpb.InitStreaming{ClusterId: b.cfg.ClusterID, Pchannels: names}
-	case len(names) > 0:
-		body = &logpb.AddPChannels{Pchannels: names}
-	default:
-		return nil
-	}
-	res, err := b.leader.Propose(ctx, body, "")
-	if err != nil {
-		return err
-	}
-	if res.Rejection != nil {
-		return errors.New(res.Rejection.Message)
+	initialized := st.StreamingInitialized()
+	// One command carries at most MaxPChannelsPerCmd names.
+	for len(names) > 0 {
+		chunk := names[:min(len(names), commands.MaxPChannelsPerCmd)]
+		names = names[len(chunk):]
+		var body proto.Message = &logpb.AddPChannels{Pchannels: chunk}
+		if !initialized {
+			body = &logpb.InitStreaming{ClusterId: b.cfg.ClusterID, Pchannels: chunk}
+		}
+		res, err := b.leader.Propose(ctx, body, "")
+		if err != nil {
+			return err
+		}
+		if res.Rejection != nil {
+			return errors.New(res.Rejection.Message)
+		}
+		initialized = true
 	}
 	return nil
 }
 
-// layout builds the policy's view and a signature of everything that
+// layout builds the policy's view of st and a signature of everything that
 // should trigger a round when it changes.
-func (b *Balancer) layout() (policy.Layout, string) {
-	st := b.leader.State()
+func (b *Balancer) layout(st *fsm.State) (policy.Layout, string) {
 	var l policy.Layout
 	l.NowMs = b.cfg.Now().UnixMilli()
 	healthy := map[uint64]bool{}
@@ -268,9 +276,11 @@ func (b *Balancer) layout() (policy.Layout, string) {
 	return l, sig
 }
 
-// round runs one balance round; changed reports whether it committed an
-// assignment (another round should follow at once).
-func (b *Balancer) round(ctx context.Context, l policy.Layout) (changed bool, err error) {
+// round runs one balance round on layout l, built from st; changed reports
+// whether it committed an assignment (another round should follow at once).
+// The expected terms come from st, the state the decision was based on, so
+// the FSM rejects the commit if any of those channels moved on meanwhile.
+func (b *Balancer) round(ctx context.Context, st *fsm.State, l policy.Layout) (changed bool, err error) {
 	if len(l.Channels) == 0 {
 		return false, nil
 	}
@@ -281,7 +291,6 @@ func (b *Balancer) round(ctx context.Context, l policy.Layout) (changed bool, er
 	if err != nil {
 		return false, fmt.Errorf("policy %s: %w", b.policy.Name(), err)
 	}
-	st := b.leader.State()
 	var as []*logpb.PChannelAssignment
 	names := make([]string, 0, len(expected))
 	for name := range expected {
@@ -301,6 +310,11 @@ func (b *Balancer) round(ctx context.Context, l policy.Layout) (changed bool, er
 	}
 	if len(as) == 0 {
 		return false, nil
+	}
+	// One command carries at most MaxPChannelsPerCmd assignments; the rest
+	// follow in the next round, which runs at once after a change.
+	if len(as) > commands.MaxPChannelsPerCmd {
+		as = as[:commands.MaxPChannelsPerCmd]
 	}
 	res, err := b.leader.Propose(ctx, &logpb.AssignPChannels{Assignments: as}, "")
 	if err != nil {
@@ -352,10 +366,7 @@ func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error
 		}
 		return nil
 	}
-	reason := err.Error()
-	if len(reason) > commands.MaxReasonBytes {
-		reason = reason[:commands.MaxReasonBytes]
-	}
+	reason := commands.TruncateReason(err.Error())
 	_, _ = b.leader.Propose(ctx, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
 	return fmt.Errorf("%s@%d: %w", pchannel, term, err)
 }

@@ -87,13 +87,16 @@ func (t *Tracker) notifyLocked() {
 func (t *Tracker) Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.cfg.Now()
 	s, ok := t.sessions[node]
-	was := ok && t.readyLocked(node, s)
+	// was: healthy as far as the session goes (a lapsed session revived by
+	// this heartbeat is a health change too).
+	was := ok && s.epoch == epoch && now.Sub(s.lastSeen) <= t.cfg.TTL && t.readyLocked(node, s)
 	if !ok || s.epoch != epoch {
 		s = &session{epoch: epoch}
 		t.sessions[node] = s
 	}
-	s.lastSeen = t.cfg.Now()
+	s.lastSeen = now
 	if s.seen.Less(seen) {
 		s.seen = seen
 	}
@@ -140,6 +143,10 @@ func (t *Tracker) LastSeen(node uint64) (time.Duration, bool) {
 }
 
 // reset gives every live node a fresh TTL (called when leadership starts).
+// A node live before this term was admitted by an earlier leader, so it
+// counts as caught up to its registration: otherwise every node would be
+// unhealthy until its first heartbeat to this leader, and the first one to
+// heartbeat would be handed every other node's channels.
 func (t *Tracker) reset() {
 	now := t.cfg.Now()
 	t.mu.Lock()
@@ -147,7 +154,7 @@ func (t *Tracker) reset() {
 	t.sessions = map[uint64]*session{}
 	for _, n := range t.leader.State().StreamingNodes() {
 		if n.State != logpb.NodeState_NODE_DOWN {
-			t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
+			t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now, seen: fsm.VersionOf(n.RegisteredVersion)}
 		}
 	}
 	t.notifyLocked()

@@ -1,0 +1,469 @@
+package balancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/balancer/policy"
+	"github.com/coordd/coordd/fsm"
+)
+
+// ---- fake clock -------------------------------------------------------------
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// ---- fake leader: a real FSM state behind a Propose that applies at once ----
+
+var errNotLeader = errors.New("fake: not the leader")
+
+type fakeLeader struct {
+	clock *fakeClock
+
+	// established is what EstablishedTerm returns (0 = not leader).
+	established atomic.Uint64
+
+	mu       sync.Mutex
+	st       *fsm.State
+	index    uint64
+	changed  chan struct{}
+	raftTerm uint64          // stamped as LeaderTerm on every command
+	applied  []proto.Message // bodies applied, in order
+	// beforeApply, if set, runs once (then is cleared) before the next
+	// proposal of a matching body is applied; it may itself Propose.
+	beforeApply func(body proto.Message) bool
+	// refuse makes Propose fail like a node that lost leadership.
+	refuse bool
+}
+
+// newFakeLeader returns a leader whose FSM has a leader established at term.
+func newFakeLeader(t *testing.T, clock *fakeClock, term uint64) *fakeLeader {
+	t.Helper()
+	l := &fakeLeader{clock: clock, st: fsm.New(), changed: make(chan struct{}), raftTerm: term}
+	l.established.Store(term)
+	l.mustPropose(t, &logpb.LeaderEstablished{Term: term, LeaderId: "coord-1"})
+	return l
+}
+
+func (l *fakeLeader) State() *fsm.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
+}
+
+func (l *fakeLeader) StateChanged() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+func (l *fakeLeader) EstablishedTerm() uint64 { return l.established.Load() }
+
+func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
+	c, err := commands.New(body)
+	if err != nil {
+		return nil, err
+	}
+	c.RequestID = requestID
+	if err := commands.Validate(c); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if l.refuse {
+		l.mu.Unlock()
+		return nil, errNotLeader
+	}
+	hook := l.beforeApply
+	if hook != nil {
+		l.beforeApply = nil
+	}
+	l.mu.Unlock()
+	if hook != nil && !hook(body) {
+		l.mu.Lock()
+		l.beforeApply = hook // not its body: keep waiting
+		l.mu.Unlock()
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
+	c.LeaderTerm = l.raftTerm
+	next, results, err := l.st.ApplyCommands(l.index+1, c)
+	if err != nil {
+		return nil, err
+	}
+	l.index++
+	l.st = next
+	l.applied = append(l.applied, proto.Clone(body))
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return results[0], nil
+}
+
+// mustPropose proposes body and fails the test on an error or a rejection.
+func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
+	t.Helper()
+	res, err := l.Propose(context.Background(), body, "")
+	if err != nil {
+		t.Fatalf("propose %T: %v", body, err)
+	}
+	if res.Rejection != nil {
+		t.Fatalf("propose %T rejected: %v", body, res.Rejection)
+	}
+	return res
+}
+
+// appliedOf returns the applied bodies of type T, in order.
+func appliedOf[T proto.Message](l *fakeLeader) []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []T
+	for _, b := range l.applied {
+		if v, ok := b.(T); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (l *fakeLeader) appliedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.applied)
+}
+
+func (l *fakeLeader) setBeforeApply(f func(body proto.Message) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.beforeApply = f
+}
+
+func (l *fakeLeader) setRaftTerm(term uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.raftTerm = term
+}
+
+// ---- fake health -------------------------------------------------------------
+
+type fakeHealth struct {
+	mu      sync.Mutex
+	healthy map[uint64]bool
+	changed chan struct{}
+	// onHealthy, if set, runs once (then is cleared) at the next Healthy
+	// call, after the answer was read and without the lock: a hook to
+	// change things while a layout is being built.
+	onHealthy func()
+}
+
+func newFakeHealth() *fakeHealth {
+	return &fakeHealth{healthy: map[uint64]bool{}, changed: make(chan struct{})}
+}
+
+func (h *fakeHealth) Healthy(node uint64) bool {
+	h.mu.Lock()
+	healthy := h.healthy[node]
+	hook := h.onHealthy
+	h.onHealthy = nil
+	h.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return healthy
+}
+
+func (h *fakeHealth) setOnHealthy(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onHealthy = f
+}
+
+func (h *fakeHealth) Changed() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+func (h *fakeHealth) Set(node uint64, healthy bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.healthy[node] = healthy
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// ---- fake streaming client -----------------------------------------------------
+
+type rpcCall struct {
+	Op        string // "assign" or "remove"
+	Addr      string
+	PChannel  string
+	Term      int64
+	Mode      logpb.AccessMode
+	CoordTerm uint64
+}
+
+func (c rpcCall) String() string {
+	return fmt.Sprintf("%s(%s, %s@%d, coord %d)", c.Op, c.Addr, c.PChannel, c.Term, c.CoordTerm)
+}
+
+type fakeClient struct {
+	mu    sync.Mutex
+	calls []rpcCall
+	// onCall, if set, runs for every call (after it is recorded) and its
+	// result is the call's result.
+	onCall func(rpcCall) error
+	closed bool
+}
+
+func (c *fakeClient) do(call rpcCall) error {
+	c.mu.Lock()
+	c.calls = append(c.calls, call)
+	f := c.onCall
+	c.mu.Unlock()
+	if f != nil {
+		return f(call)
+	}
+	return nil
+}
+
+func (c *fakeClient) Assign(ctx context.Context, addr, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error {
+	return c.do(rpcCall{Op: "assign", Addr: addr, PChannel: pchannel, Term: term, Mode: mode, CoordTerm: coordTerm})
+}
+
+func (c *fakeClient) Remove(ctx context.Context, addr, pchannel string, term int64, coordTerm uint64) error {
+	return c.do(rpcCall{Op: "remove", Addr: addr, PChannel: pchannel, Term: term, CoordTerm: coordTerm})
+}
+
+func (c *fakeClient) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+}
+
+func (c *fakeClient) setOnCall(f func(rpcCall) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onCall = f
+}
+
+// Calls returns the calls so far, in order.
+func (c *fakeClient) Calls() []rpcCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]rpcCall(nil), c.calls...)
+}
+
+// Reset forgets the recorded calls.
+func (c *fakeClient) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = nil
+}
+
+// callsFor filters calls of one pchannel (their order is meaningful: one
+// goroutine applies a channel).
+func callsFor(calls []rpcCall, pchannel string) []rpcCall {
+	var out []rpcCall
+	for _, c := range calls {
+		if c.PChannel == pchannel {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ---- harness ---------------------------------------------------------------------
+
+const (
+	testPrefix    = "test-dml"
+	testClusterID = "test-cluster"
+	testTerm      = 7
+)
+
+type harness struct {
+	t      *testing.T
+	clock  *fakeClock
+	leader *fakeLeader
+	health *fakeHealth
+	client *fakeClient
+	b      *Balancer
+	cfg    Config
+}
+
+func newHarness(t *testing.T, mutate func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: newFakeClock(), health: newFakeHealth(), client: &fakeClient{}}
+	h.leader = newFakeLeader(t, h.clock, testTerm)
+	h.cfg = Config{
+		ClusterID:       testClusterID,
+		PChannelPrefix:  testPrefix,
+		PChannels:       16,
+		Interval:        time.Hour, // rounds in Run tests come from triggers
+		BackoffInitial:  5 * time.Millisecond,
+		BackoffMax:      20 * time.Millisecond,
+		RPCTimeout:      time.Second,
+		Policy:          policy.DefaultConfig(),
+		Now:             h.clock.Now,
+		StreamingClient: h.client,
+	}
+	if mutate != nil {
+		mutate(&h.cfg)
+	}
+	b, err := New(h.leader, h.health, h.cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h.b = b
+	return h
+}
+
+// addNode registers a streaming node and marks it healthy.
+func (h *harness) addNode(addr string) uint64 {
+	h.t.Helper()
+	res := h.leader.mustPropose(h.t, &logpb.RegisterStreamingNode{Address: addr, Incarnation: "inc-" + addr})
+	id := res.GetRegisterNode().GetNodeId()
+	h.health.Set(id, true)
+	return id
+}
+
+func (h *harness) node(id uint64) *logpb.StreamingNodeRecord {
+	h.t.Helper()
+	n, ok := h.leader.State().StreamingNode(id)
+	if !ok {
+		h.t.Fatalf("node %d not in the FSM", id)
+	}
+	return n
+}
+
+func (h *harness) pchannel(name string) *logpb.PChannelRecord {
+	h.t.Helper()
+	p, ok := h.leader.State().PChannel(name)
+	if !ok {
+		h.t.Fatalf("pchannel %s not in the FSM", name)
+	}
+	return p
+}
+
+func (h *harness) bootstrap() {
+	h.t.Helper()
+	if err := h.b.ensurePChannels(context.Background()); err != nil {
+		h.t.Fatalf("ensurePChannels: %v", err)
+	}
+}
+
+// round runs one round on a fresh snapshot, as Run does.
+func (h *harness) round() (bool, error) {
+	st := h.leader.State()
+	l, _ := h.b.layout(st)
+	return h.b.round(context.Background(), st, l)
+}
+
+// settle runs rounds until one changes nothing; every round must succeed.
+func (h *harness) settle() {
+	h.t.Helper()
+	for i := 0; i < 20; i++ {
+		changed, err := h.round()
+		if err != nil {
+			h.t.Fatalf("round %d: %v", i, err)
+		}
+		if !changed {
+			return
+		}
+	}
+	h.t.Fatalf("rounds did not settle")
+}
+
+// placement maps node ID to its ASSIGNED channels' count and fails the test
+// if any channel is not ASSIGNED or holds histories.
+func (h *harness) placement() map[uint64]int {
+	h.t.Helper()
+	out := map[uint64]int{}
+	for _, p := range h.leader.State().PChannels() {
+		if p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
+			h.t.Fatalf("%s is %s at term %d (last error %q), want ASSIGNED", p.Name, p.State, p.Term, p.LastError)
+		}
+		if len(p.Histories) != 0 {
+			h.t.Fatalf("%s is ASSIGNED with histories %v", p.Name, p.Histories)
+		}
+		out[p.NodeId]++
+	}
+	return out
+}
+
+// channelsOn lists the channels whose current node is id.
+func (h *harness) channelsOn(id uint64) []string {
+	var out []string
+	for _, p := range h.leader.State().PChannels() {
+		if p.NodeId == id {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// runBalancer starts Run and returns a stop function that waits for it.
+func (h *harness) runBalancer() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	b := h.b
+	go func() {
+		defer close(done)
+		b.Run(ctx, testTerm)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				h.t.Errorf("Run did not return after cancel")
+			}
+		})
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// eventually polls cond every 2ms for at most 5s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

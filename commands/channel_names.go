@@ -30,13 +30,19 @@ func CChannelName(pchannel string) string { return pchannel + CChannelSuffix }
 // IsCChannel reports whether name is a control channel.
 func IsCChannel(name string) bool { return strings.HasSuffix(name, "vcchan") }
 
-// PChannelOf maps a VChannel or CChannel name to its PChannel: the name up
-// to the last '_'.
-func PChannelOf(vchannel string) string {
-	if i := strings.LastIndexByte(vchannel, '_'); i > 0 {
-		return vchannel[:i]
+// PChannelOf maps a channel name to its PChannel: a VChannel or CChannel
+// maps to the name up to its last '_'; a PChannel name (whose last segment
+// is a decimal index) maps to itself, so cluster-level messages can target
+// PChannels directly.
+func PChannelOf(name string) string {
+	i := strings.LastIndexByte(name, '_')
+	if i <= 0 {
+		return name
 	}
-	return vchannel
+	if last := name[i+1:]; last != "" && strings.Trim(last, "0123456789") == "" {
+		return name
+	}
+	return name[:i]
 }
 
 // ValidatePrefix checks a PChannel name prefix: 1..128 bytes of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/coordd/coordd/commands/logpb"
 )
@@ -332,4 +333,52 @@ func TestValidateUpdateReplicateConfiguration(t *testing.T) {
 			t.Errorf("%s: ValidateReplicateConfiguration = %v", tt.name, err)
 		}
 	}
+}
+
+func TestTruncateReason(t *testing.T) {
+	euro := "€" // 3 bytes
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", ""},
+		{"short", "deadline exceeded", "deadline exceeded"},
+		{"exactly the limit", strings.Repeat("r", MaxReasonBytes), strings.Repeat("r", MaxReasonBytes)},
+		{"one over", strings.Repeat("r", MaxReasonBytes+1), strings.Repeat("r", MaxReasonBytes)},
+		{"rune across the limit", strings.Repeat("r", MaxReasonBytes-1) + euro, strings.Repeat("r", MaxReasonBytes-1)},
+		{"rune ending at the limit", strings.Repeat("r", MaxReasonBytes-3) + euro + "x", strings.Repeat("r", MaxReasonBytes-3) + euro},
+		{"invalid UTF-8 replaced", "bad\xffbyte", "bad\uFFFDbyte"},
+	}
+	for _, tt := range tests {
+		if got := TruncateReason(tt.in); got != tt.want {
+			t.Errorf("%s: TruncateReason = %q (%d bytes), want %q (%d bytes)", tt.name, got, len(got), tt.want, len(tt.want))
+		}
+	}
+}
+
+// FuzzTruncateReason: the result is always a reason every channel command
+// accepts and that encodes (valid UTF-8), and it is a prefix of the
+// sanitised input.
+func FuzzTruncateReason(f *testing.F) {
+	f.Add("")
+	f.Add(strings.Repeat("€", 400))
+	f.Add(strings.Repeat("\xff", 2000))
+	f.Fuzz(func(t *testing.T, s string) {
+		r := TruncateReason(s)
+		if len(r) > MaxReasonBytes || !utf8.ValidString(r) {
+			t.Fatalf("TruncateReason gave %d bytes, valid UTF-8 %v", len(r), utf8.ValidString(r))
+		}
+		if !strings.HasPrefix(strings.ToValidUTF8(s, "\uFFFD"), r) {
+			t.Fatal("result is not a prefix of the sanitised input")
+		}
+		if TruncateReason(r) != r {
+			t.Fatal("TruncateReason is not idempotent")
+		}
+		c := MustNew(&logpb.MarkStreamingNodeDown{NodeId: 1, Reason: r})
+		if err := Validate(c); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		if _, err := EncodeEntry([]Command{c}); err != nil {
+			t.Fatalf("EncodeEntry: %v", err)
+		}
+	})
 }

@@ -106,7 +106,9 @@ func (s *State) StreamingNodes() []*logpb.StreamingNodeRecord {
 }
 
 // StreamingNode looks up one node.
-func (s *State) StreamingNode(id uint64) (*logpb.StreamingNodeRecord, bool) { return s.ch.nodes.Get(id) }
+func (s *State) StreamingNode(id uint64) (*logpb.StreamingNodeRecord, bool) {
+	return s.ch.nodes.Get(id)
+}
 
 // VChannelCount is the number of VChannels placed on a PChannel.
 func (s *State) VChannelCount(pchannel string) int {
@@ -125,11 +127,15 @@ func (s *State) Collections() []*logpb.CollectionVChannels {
 }
 
 // Collection looks up one collection's VChannels.
-func (s *State) Collection(id int64) (*logpb.CollectionVChannels, bool) { return s.ch.collections.Get(id) }
+func (s *State) Collection(id int64) (*logpb.CollectionVChannels, bool) {
+	return s.ch.collections.Get(id)
+}
 
 // ReplicateConfiguration returns the current replication configuration
 // (nil when none).
-func (s *State) ReplicateConfiguration() *logpb.ReplicateConfiguration { return s.ch.meta.ReplicateConfig }
+func (s *State) ReplicateConfiguration() *logpb.ReplicateConfiguration {
+	return s.ch.meta.ReplicateConfig
+}
 
 // AvailableInReplication: true with no replication configuration or when
 // this cluster is not part of it; otherwise true iff the configuration

@@ -11,6 +11,9 @@ import (
 // one state.
 func (s *State) checkChannelInvariants() error {
 	m := s.ch.meta
+	if m.NextNodeId == 0 {
+		return fmt.Errorf("next streaming node id is 0 (ids start at 1)")
+	}
 	if m.Initialized {
 		if _, ok := s.ch.pchannels.Get(commands.PChannelOf(m.Cchannel)); !ok {
 			return fmt.Errorf("cchannel %s is bound to a missing pchannel", m.Cchannel)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -22,6 +23,22 @@ func populated(t *testing.T) *State {
 		extendTSO(777, withRequestID("tso-1")),
 		reserveIDs(42, withRequestID("ids-1")),
 		reserveIDs(0, withRequestID("bad-1")),
+		// Channel records of every kind: nodes in every state, pchannels in
+		// every state with histories, collections, a replication config.
+		register(addr1, "i1"),
+		register(addr2, "i2", withRequestID("reg-2")),
+		register(addr3, "i3"),
+		initStreaming(clusterID, p0, p1, p2, p3),
+		assign(asg(p0, 1, 1), asg(p1, 2, 1), asgMode(p2, 3, ro, 1)),
+		done(pt(p0, 2), pt(p1, 2)),
+		unavailable(ptr(p1, 2, "broken")),
+		assign(asg(p2, 1, 2)),
+		assignFailed(p2, 3, "deadline exceeded"),
+		allocV(449326211, 2),
+		allocV(7, 1),
+		replicate([]*logpb.ReplicateCluster{rcluster(clusterID, p0, p1, p2), rcluster("dr", "d_0", "d_1", "d_2")}, edge(clusterID, "dr")),
+		drain(2, true, "upgrade"),
+		markDown(3, 0, "ttl"),
 	)
 }
 
@@ -53,6 +70,17 @@ func TestSnapshotRoundTrip(t *testing.T) {
 				r.TSOLimitPhysicalMs() != s.TSOLimitPhysicalMs() || r.EstablishedTerm() != s.EstablishedTerm() ||
 				gotID != wantID || gotAt != wantAt || r.DedupLen() != s.DedupLen() {
 				t.Fatal("restored accessors differ from the original")
+			}
+			if !sameChannelView(r, s) {
+				t.Fatal("restored channel view differs from the original")
+			}
+			for _, p := range pchannelNames(s) {
+				if r.VChannelCount(p) != s.VChannelCount(p) || r.AvailableInReplication(p) != s.AvailableInReplication(p) {
+					t.Fatalf("%s: restored count/availability differ", p)
+				}
+			}
+			if r.IsPrimary() != s.IsPrimary() || r.CChannel() != s.CChannel() || r.DeltaFloor() != s.DeltaFloor() {
+				t.Fatal("restored role, cchannel or delta floor differ")
 			}
 			gm, wm := r.Members(), s.Members()
 			if len(gm) != len(wm) {
@@ -91,6 +119,29 @@ func dedupRecord(id string) *logpb.SnapshotRecord {
 	return &logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Dedup{Dedup: &logpb.DedupRecord{RequestId: id, Index: 1}}}
 }
 
+func metaRecord(m *logpb.ChannelsMeta) *logpb.SnapshotRecord {
+	return &logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_ChannelsMeta{ChannelsMeta: m}}
+}
+
+// nodesMeta is a channels meta record whose next node id is next.
+func nodesMeta(next uint64) *logpb.SnapshotRecord {
+	return metaRecord(&logpb.ChannelsMeta{NextNodeId: next})
+}
+
+func pchRecord(p *logpb.PChannelRecord) *logpb.SnapshotRecord {
+	return &logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Pchannel{Pchannel: p}}
+}
+
+func nodeRecord(id uint64, addr string, state logpb.NodeState) *logpb.SnapshotRecord {
+	return &logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_StreamingNode{StreamingNode: &logpb.StreamingNodeRecord{
+		Id: id, Address: addr, Incarnation: "i", State: state}}}
+}
+
+func collRecord(id int64, vchannels ...string) *logpb.SnapshotRecord {
+	return &logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Collection{Collection: &logpb.CollectionVChannels{
+		CollectionId: id, Vchannels: vchannels}}}
+}
+
 // stream assembles a snapshot from the magic and records.
 func stream(t *testing.T, recs ...*logpb.SnapshotRecord) []byte {
 	out := []byte(snapshotMagic)
@@ -124,6 +175,23 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"negative tso", stream(t, header(1, 1, 1), allocator(-1, 1)), "negative"},
 		{"duplicate request id", stream(t, header(1, 1, 2), dedupRecord("x"), dedupRecord("x")), "request-id table"},
 		{"oversized record", append([]byte(snapshotMagic), 0xff, 0xff, 0xff, 0xff, 0x0f), "read header"},
+		// Channel records that break an invariant.
+		{"assigned with histories", stream(t, header(1, 1, 2), nodesMeta(3), pchRecord(&logpb.PChannelRecord{
+			Name: p0, Term: 3, NodeId: 1, State: stAssigned, Histories: []*logpb.PChannelHistory{hist(2, 2, rw)}})), "ASSIGNED with 1 histories"},
+		{"history term not below the current term", stream(t, header(1, 1, 2), nodesMeta(3), pchRecord(&logpb.PChannelRecord{
+			Name: p0, Term: 3, NodeId: 1, State: stAssigning, Histories: []*logpb.PChannelHistory{hist(3, 2, rw)}})), "not below current term"},
+		{"two histories for one placement", stream(t, header(1, 1, 2), nodesMeta(3), pchRecord(&logpb.PChannelRecord{
+			Name: p0, Term: 4, NodeId: 1, State: stAssigning, Histories: []*logpb.PChannelHistory{hist(2, 2, rw), hist(3, 2, rw)}})), "two histories"},
+		{"pchannel term 0", stream(t, header(1, 1, 1), pchRecord(&logpb.PChannelRecord{Name: p0, State: stUninit})), "term 0"},
+		{"assigning without a node", stream(t, header(1, 1, 1), pchRecord(&logpb.PChannelRecord{Name: p0, Term: 2, State: stAssigning})), "without a node"},
+		{"cchannel on a missing pchannel", stream(t, header(1, 1, 2), metaRecord(&logpb.ChannelsMeta{
+			Initialized: true, ClusterId: clusterID, Cchannel: commands.CChannelName(p1), NextNodeId: 1}),
+			pchRecord(&logpb.PChannelRecord{Name: p0, Term: 1, State: stUninit})), "bound to a missing pchannel"},
+		{"next node id 0", stream(t, header(1, 1, 1), nodesMeta(0)), "next streaming node id is 0"},
+		{"node id not below next node id", stream(t, header(1, 1, 2), nodesMeta(2), nodeRecord(2, addr1, nodeUp)), "streaming node record 2"},
+		{"node id 0", stream(t, header(1, 1, 2), nodesMeta(2), nodeRecord(0, addr1, nodeUp)), "streaming node record 0"},
+		{"two live nodes at one address", stream(t, header(1, 1, 3), nodesMeta(3), nodeRecord(1, addr1, nodeUp), nodeRecord(2, addr1, nodeDraining)), "both live at"},
+		{"two vchannels of a collection on one pchannel", stream(t, header(1, 1, 1), collRecord(5, commands.VChannelName(p0, 5, 0), commands.VChannelName(p0, 5, 1))), "two vchannels on pchannel"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

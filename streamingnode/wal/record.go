@@ -1,6 +1,8 @@
 package wal
 
 import (
+	"github.com/coordd/coordd/commands"
+
 	"bufio"
 	"encoding/binary"
 	"errors"
@@ -117,14 +119,8 @@ func ValidatePChannel(name string) error {
 	return nil
 }
 
-// PChannelOf maps a VChannel or CChannel name to its PChannel: the name up
-// to the last '_' (the same rule as commands.PChannelOf).
-func PChannelOf(vchannel string) string {
-	if i := strings.LastIndexByte(vchannel, '_'); i > 0 {
-		return vchannel[:i]
-	}
-	return vchannel
-}
+// PChannelOf maps a channel name to its PChannel (commands.PChannelOf).
+func PChannelOf(vchannel string) string { return commands.PChannelOf(vchannel) }
 
 // encodeRecord appends the on-disk form of r to buf.
 func encodeRecord(buf []byte, r *Record) []byte {

@@ -90,10 +90,11 @@ func ValidateVChannelName(name string) error {
 		}
 		return ValidatePChannelName(strings.TrimSuffix(name, CChannelSuffix))
 	}
-	if err := ValidatePChannelName(PChannelOf(name)); err != nil {
+	i := strings.LastIndexByte(name, '_')
+	if err := ValidatePChannelName(name[:max(i, 0)]); i <= 0 || err != nil {
 		return invalid("vchannel name %q: bad pchannel part", name)
 	}
-	rest := name[len(PChannelOf(name))+1:]
+	rest := name[i+1:]
 	coll, shard, ok := strings.Cut(rest, "v")
 	if !ok {
 		return invalid("vchannel name %q: want <pchannel>_<collectionID>v<shard>", name)

@@ -35,6 +35,12 @@ const (
 	TypeAllocVirtualChannels         Type = 0x010A
 	TypeDropVirtualChannels          Type = 0x010B
 	TypeUpdateReplicateConfiguration Type = 0x010C
+
+	TypeCreateBroadcast          Type = 0x0201
+	TypeAckBroadcast             Type = 0x0202
+	TypeCompleteBroadcast        Type = 0x0203
+	TypeAbandonBroadcast         Type = 0x0204
+	TypePruneBroadcastTombstones Type = 0x0205
 )
 
 // spec describes how one command type is encoded.
@@ -65,6 +71,12 @@ var registry = map[Type]spec{
 	TypeAllocVirtualChannels:         {"AllocVirtualChannels", 1, func() proto.Message { return &logpb.AllocVirtualChannels{} }},
 	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
+
+	TypeCreateBroadcast:          {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
+	TypeAckBroadcast:             {"AckBroadcast", 1, func() proto.Message { return &logpb.AckBroadcast{} }},
+	TypeCompleteBroadcast:        {"CompleteBroadcast", 1, func() proto.Message { return &logpb.CompleteBroadcast{} }},
+	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
+	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},
 }
 
 // String names the type for logs and errors.

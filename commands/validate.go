@@ -54,6 +54,9 @@ func Validate(c Command) error {
 	if err, ok := validateChannelCommand(c.Body); ok {
 		return err
 	}
+	if err, ok := validateBroadcastCommand(c.Body); ok {
+		return err
+	}
 	return invalid("no validator for %s", c.Type)
 }
 

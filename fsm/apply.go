@@ -32,6 +32,12 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeAllocVirtualChannels:         applyAllocVirtualChannels,
 	commands.TypeDropVirtualChannels:          applyDropVirtualChannels,
 	commands.TypeUpdateReplicateConfiguration: applyUpdateReplicateConfiguration,
+
+	commands.TypeCreateBroadcast:          applyCreateBroadcast,
+	commands.TypeAckBroadcast:             applyAckBroadcast,
+	commands.TypeCompleteBroadcast:        applyCompleteBroadcast,
+	commands.TypeAbandonBroadcast:         applyAbandonBroadcast,
+	commands.TypePruneBroadcastTombstones: applyPruneBroadcastTombstones,
 }
 
 // Apply applies the log entry at index and returns the new state and one

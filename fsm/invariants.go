@@ -21,7 +21,10 @@ func (s *State) CheckInvariants() error {
 			return fmt.Errorf("member record under key %q has id %q", id, m.GetId())
 		}
 	}
-	return s.checkChannelInvariants()
+	if err := s.checkChannelInvariants(); err != nil {
+		return err
+	}
+	return s.checkBroadcastInvariants()
 }
 
 // Successor checks the invariants that relate a state to the state it was

@@ -14,7 +14,12 @@ import (
 // from the stored configuration, so they are current on every replica the
 // moment this applies, and again after any restore.
 func applyUpdateReplicateConfiguration(next *State, c commands.Command) *logpb.Result {
-	cfg := c.Body.(*logpb.UpdateReplicateConfiguration).Config
+	return updateReplicateConfiguration(next, c.Body.(*logpb.UpdateReplicateConfiguration).Config)
+}
+
+// updateReplicateConfiguration is shared with the AlterReplicateConfig
+// broadcast callback.
+func updateReplicateConfiguration(next *State, cfg *logpb.ReplicateConfiguration) *logpb.Result {
 	old := next.ch.meta.ReplicateConfig
 	if old != nil && proto.Equal(old, cfg) {
 		return accepted()

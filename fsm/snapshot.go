@@ -36,8 +36,8 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
 		return fmt.Errorf("write snapshot magic: %w", err)
 	}
-	count := uint64(3 + s.cluster.members.Len() + s.dedup.byID.Len() +
-		s.ch.pchannels.Len() + s.ch.nodes.Len() + s.ch.collections.Len())
+	count := uint64(4 + s.cluster.members.Len() + s.dedup.byID.Len() +
+		s.ch.pchannels.Len() + s.ch.nodes.Len() + s.ch.collections.Len() + s.bc.tasks.Len())
 	write := func(r *logpb.SnapshotRecord) error {
 		if _, err := delimWriter.MarshalTo(bw, r); err != nil {
 			return fmt.Errorf("write snapshot record: %w", err)
@@ -52,6 +52,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		{Record: &logpb.SnapshotRecord_Allocator{Allocator: &logpb.AllocatorState{
 			TsoLimitPhysicalMs: s.alloc.tsoLimitPhysicalMs, NextId: s.alloc.nextID}}},
 		{Record: &logpb.SnapshotRecord_ChannelsMeta{ChannelsMeta: s.ch.meta}},
+		{Record: &logpb.SnapshotRecord_BroadcastMeta{BroadcastMeta: s.bc.meta}},
 	}
 	for _, r := range records {
 		if err := write(r); err != nil {
@@ -79,6 +80,12 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	for it := s.ch.collections.Iterator(); !it.Done(); {
 		_, c, _ := it.Next()
 		if err := write(&logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Collection{Collection: c}}); err != nil {
+			return err
+		}
+	}
+	for it := s.bc.tasks.Iterator(); !it.Done(); {
+		_, t, _ := it.Next()
+		if err := write(&logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_BroadcastTask{BroadcastTask: t}}); err != nil {
 			return err
 		}
 	}
@@ -150,6 +157,10 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				p := commands.PChannelOf(vc)
 				s.ch.vcount = s.ch.vcount.Set(p, s.VChannelCount(p)+1)
 			}
+		case *logpb.SnapshotRecord_BroadcastMeta:
+			s.bc.meta = v.BroadcastMeta
+		case *logpb.SnapshotRecord_BroadcastTask:
+			s.bc.put(v.BroadcastTask)
 		case *logpb.SnapshotRecord_Dedup:
 			d := v.Dedup
 			s.dedup = s.dedup.record(d.RequestId, d.Index, commands.Type(d.Type), d.Result)

@@ -15,6 +15,7 @@ type State struct {
 	leader  leadershipState
 	dedup   dedupTable
 	ch      channelsState
+	bc      broadcastState
 }
 
 // clusterState holds the client-facing addresses of raft members. Membership
@@ -45,6 +46,7 @@ func New() *State {
 		alloc:   allocState{nextID: 1},
 		dedup:   newDedupTable(),
 		ch:      newChannelsState(),
+		bc:      newBroadcastState(),
 	}
 }
 

@@ -14,6 +14,13 @@ import (
 // A repeat for the same collection and count returns the first placement.
 func applyAllocVirtualChannels(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.AllocVirtualChannels)
+	return allocVirtualChannels(next, b.CollectionId, b.Count)
+}
+
+// allocVirtualChannels is the allocation itself, shared with the
+// CreateCollection broadcast callback.
+func allocVirtualChannels(next *State, collectionID int64, count uint32) *logpb.Result {
+	b := &logpb.AllocVirtualChannels{CollectionId: collectionID, Count: count}
 	if !next.IsPrimary() {
 		return reject(logpb.RejectCode_REJECT_NOT_PRIMARY, "this cluster is a replication secondary; vchannels are allocated on the primary")
 	}
@@ -61,9 +68,18 @@ func applyAllocVirtualChannels(next *State, c commands.Command) *logpb.Result {
 // applyDropVirtualChannels forgets a collection's VChannels.
 func applyDropVirtualChannels(next *State, c commands.Command) *logpb.Result {
 	id := c.Body.(*logpb.DropVirtualChannels).CollectionId
+	if _, ok := next.ch.collections.Get(id); !ok {
+		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "collection %d has no vchannels", id)
+	}
+	return dropVirtualChannels(next, id)
+}
+
+// dropVirtualChannels forgets a collection's VChannels if it has any
+// (shared with the DropCollection broadcast callback, which is idempotent).
+func dropVirtualChannels(next *State, id int64) *logpb.Result {
 	coll, ok := next.ch.collections.Get(id)
 	if !ok {
-		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "collection %d has no vchannels", id)
+		return accepted()
 	}
 	for _, v := range coll.Vchannels {
 		p := commands.PChannelOf(v)

@@ -287,7 +287,10 @@ type AppendRequest struct {
 	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// broadcast_id, when set, makes the append idempotent per
 	// (broadcast_id, vchannel).
-	BroadcastId   uint64 `protobuf:"varint,4,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	BroadcastId uint64 `protobuf:"varint,4,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	// ack_sync_up: after persisting, the node acks the broadcast message to
+	// the coordinator itself (Broadcaster.Ack), retrying until it succeeds.
+	AckSyncUp     bool `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +351,13 @@ func (x *AppendRequest) GetBroadcastId() uint64 {
 		return x.BroadcastId
 	}
 	return 0
+}
+
+func (x *AppendRequest) GetAckSyncUp() bool {
+	if x != nil {
+		return x.AckSyncUp
+	}
+	return false
 }
 
 type AppendResponse struct {
@@ -757,12 +767,13 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\x0eRemoveResponse\"7\n" +
 	"\tMessageID\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"|\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\x9c\x01\n" +
 	"\rAppendRequest\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12!\n" +
-	"\fbroadcast_id\x18\x04 \x01(\x04R\vbroadcastId\"r\n" +
+	"\fbroadcast_id\x18\x04 \x01(\x04R\vbroadcastId\x12\x1e\n" +
+	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\"r\n" +
 	"\x0eAppendResponse\x12$\n" +
 	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1c\n" +

@@ -240,6 +240,119 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_log_proto_rawDescGZIP(), []int{3}
 }
 
+type ResourceDomain int32
+
+const (
+	ResourceDomain_RK_UNKNOWN         ResourceDomain = 0
+	ResourceDomain_RK_IMPORT_JOB_ID   ResourceDomain = 1
+	ResourceDomain_RK_COLLECTION_NAME ResourceDomain = 2
+	ResourceDomain_RK_DB_NAME         ResourceDomain = 3
+	ResourceDomain_RK_PRIVILEGE       ResourceDomain = 4
+	ResourceDomain_RK_SNAPSHOT_NAME   ResourceDomain = 5
+	ResourceDomain_RK_CLUSTER         ResourceDomain = 127
+)
+
+// Enum value maps for ResourceDomain.
+var (
+	ResourceDomain_name = map[int32]string{
+		0:   "RK_UNKNOWN",
+		1:   "RK_IMPORT_JOB_ID",
+		2:   "RK_COLLECTION_NAME",
+		3:   "RK_DB_NAME",
+		4:   "RK_PRIVILEGE",
+		5:   "RK_SNAPSHOT_NAME",
+		127: "RK_CLUSTER",
+	}
+	ResourceDomain_value = map[string]int32{
+		"RK_UNKNOWN":         0,
+		"RK_IMPORT_JOB_ID":   1,
+		"RK_COLLECTION_NAME": 2,
+		"RK_DB_NAME":         3,
+		"RK_PRIVILEGE":       4,
+		"RK_SNAPSHOT_NAME":   5,
+		"RK_CLUSTER":         127,
+	}
+)
+
+func (x ResourceDomain) Enum() *ResourceDomain {
+	p := new(ResourceDomain)
+	*p = x
+	return p
+}
+
+func (x ResourceDomain) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResourceDomain) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[4].Descriptor()
+}
+
+func (ResourceDomain) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[4]
+}
+
+func (x ResourceDomain) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResourceDomain.Descriptor instead.
+func (ResourceDomain) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{4}
+}
+
+type BroadcastState int32
+
+const (
+	BroadcastState_BROADCAST_UNKNOWN    BroadcastState = 0
+	BroadcastState_BROADCAST_PENDING    BroadcastState = 1
+	BroadcastState_BROADCAST_REPLICATED BroadcastState = 4
+	BroadcastState_BROADCAST_TOMBSTONE  BroadcastState = 5
+)
+
+// Enum value maps for BroadcastState.
+var (
+	BroadcastState_name = map[int32]string{
+		0: "BROADCAST_UNKNOWN",
+		1: "BROADCAST_PENDING",
+		4: "BROADCAST_REPLICATED",
+		5: "BROADCAST_TOMBSTONE",
+	}
+	BroadcastState_value = map[string]int32{
+		"BROADCAST_UNKNOWN":    0,
+		"BROADCAST_PENDING":    1,
+		"BROADCAST_REPLICATED": 4,
+		"BROADCAST_TOMBSTONE":  5,
+	}
+)
+
+func (x BroadcastState) Enum() *BroadcastState {
+	p := new(BroadcastState)
+	*p = x
+	return p
+}
+
+func (x BroadcastState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BroadcastState) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[5].Descriptor()
+}
+
+func (BroadcastState) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[5]
+}
+
+func (x BroadcastState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BroadcastState.Descriptor instead.
+func (BroadcastState) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{5}
+}
+
 // Entry is the payload of one raft log entry: one or more commands applied in
 // order, atomically with respect to readers (one entry, one published state).
 type Entry struct {
@@ -441,6 +554,8 @@ type Result struct {
 	//	*Result_Assign
 	//	*Result_RegisterNode
 	//	*Result_Vchannels
+	//	*Result_Broadcast
+	//	*Result_Completion
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -535,6 +650,24 @@ func (x *Result) GetVchannels() *VChannelList {
 	return nil
 }
 
+func (x *Result) GetBroadcast() *BroadcastCreated {
+	if x != nil {
+		if x, ok := x.Value.(*Result_Broadcast); ok {
+			return x.Broadcast
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetCompletion() *BroadcastCompletion {
+	if x != nil {
+		if x, ok := x.Value.(*Result_Completion); ok {
+			return x.Completion
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -559,6 +692,14 @@ type Result_Vchannels struct {
 	Vchannels *VChannelList `protobuf:"bytes,6,opt,name=vchannels,proto3,oneof"`
 }
 
+type Result_Broadcast struct {
+	Broadcast *BroadcastCreated `protobuf:"bytes,7,opt,name=broadcast,proto3,oneof"`
+}
+
+type Result_Completion struct {
+	Completion *BroadcastCompletion `protobuf:"bytes,8,opt,name=completion,proto3,oneof"`
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
@@ -568,6 +709,10 @@ func (*Result_Assign) isResult_Value() {}
 func (*Result_RegisterNode) isResult_Value() {}
 
 func (*Result_Vchannels) isResult_Value() {}
+
+func (*Result_Broadcast) isResult_Value() {}
+
+func (*Result_Completion) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1176,6 +1321,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Pchannel
 	//	*SnapshotRecord_StreamingNode
 	//	*SnapshotRecord_Collection
+	//	*SnapshotRecord_BroadcastTask
+	//	*SnapshotRecord_BroadcastMeta
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1299,6 +1446,24 @@ func (x *SnapshotRecord) GetCollection() *CollectionVChannels {
 	return nil
 }
 
+func (x *SnapshotRecord) GetBroadcastTask() *BroadcastTask {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_BroadcastTask); ok {
+			return x.BroadcastTask
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetBroadcastMeta() *BroadcastMeta {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_BroadcastMeta); ok {
+			return x.BroadcastMeta
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1339,6 +1504,14 @@ type SnapshotRecord_Collection struct {
 	Collection *CollectionVChannels `protobuf:"bytes,9,opt,name=collection,proto3,oneof"`
 }
 
+type SnapshotRecord_BroadcastTask struct {
+	BroadcastTask *BroadcastTask `protobuf:"bytes,10,opt,name=broadcast_task,json=broadcastTask,proto3,oneof"`
+}
+
+type SnapshotRecord_BroadcastMeta struct {
+	BroadcastMeta *BroadcastMeta `protobuf:"bytes,11,opt,name=broadcast_meta,json=broadcastMeta,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
@@ -1356,6 +1529,10 @@ func (*SnapshotRecord_Pchannel) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_StreamingNode) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Collection) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_BroadcastTask) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_BroadcastMeta) isSnapshotRecord_Record() {}
 
 // InitStreaming is proposed once, by the first established leader, from its
 // flags: it records the cluster ID and creates the initial PChannels; the
@@ -2919,6 +3096,958 @@ func (x *ChannelsMeta) GetDeltaFloor() *AssignmentVersion {
 	return nil
 }
 
+type ResourceKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Domain        ResourceDomain         `protobuf:"varint,1,opt,name=domain,proto3,enum=coordd.log.v1.ResourceDomain" json:"domain,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Shared        bool                   `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceKey) Reset() {
+	*x = ResourceKey{}
+	mi := &file_log_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceKey) ProtoMessage() {}
+
+func (x *ResourceKey) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceKey.ProtoReflect.Descriptor instead.
+func (*ResourceKey) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ResourceKey) GetDomain() ResourceDomain {
+	if x != nil {
+		return x.Domain
+	}
+	return ResourceDomain_RK_UNKNOWN
+}
+
+func (x *ResourceKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ResourceKey) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+// VChannelCheckpoint is where a broadcast message landed in one VChannel's
+// WAL: the message ID (term, offset) and its time tick.
+type VChannelCheckpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vchannel      string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	TimeTick      uint64                 `protobuf:"varint,4,opt,name=time_tick,json=timeTick,proto3" json:"time_tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VChannelCheckpoint) Reset() {
+	*x = VChannelCheckpoint{}
+	mi := &file_log_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VChannelCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VChannelCheckpoint) ProtoMessage() {}
+
+func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VChannelCheckpoint.ProtoReflect.Descriptor instead.
+func (*VChannelCheckpoint) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *VChannelCheckpoint) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *VChannelCheckpoint) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *VChannelCheckpoint) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *VChannelCheckpoint) GetTimeTick() uint64 {
+	if x != nil {
+		return x.TimeTick
+	}
+	return 0
+}
+
+// CreateBroadcast commits a PENDING task before any append. The FSM assigns
+// the broadcast ID from the global ID space. With an idempotency key, a task
+// already known in the same scope (message type, scoped key) is returned
+// instead of creating one.
+type CreateBroadcast struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MessageType  string                 `protobuf:"bytes,1,opt,name=message_type,json=messageType,proto3" json:"message_type,omitempty"`
+	Payload      []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	ResourceKeys []*ResourceKey         `protobuf:"bytes,3,rep,name=resource_keys,json=resourceKeys,proto3" json:"resource_keys,omitempty"`
+	Vchannels    []string               `protobuf:"bytes,4,rep,name=vchannels,proto3" json:"vchannels,omitempty"`
+	AckSyncUp    bool                   `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
+	// idempotency_key is a scoped key built by commands.ClusterScopedKey,
+	// DatabaseScopedKey or CollectionScopedKey.
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateBroadcast) Reset() {
+	*x = CreateBroadcast{}
+	mi := &file_log_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBroadcast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBroadcast) ProtoMessage() {}
+
+func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBroadcast.ProtoReflect.Descriptor instead.
+func (*CreateBroadcast) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CreateBroadcast) GetMessageType() string {
+	if x != nil {
+		return x.MessageType
+	}
+	return ""
+}
+
+func (x *CreateBroadcast) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *CreateBroadcast) GetResourceKeys() []*ResourceKey {
+	if x != nil {
+		return x.ResourceKeys
+	}
+	return nil
+}
+
+func (x *CreateBroadcast) GetVchannels() []string {
+	if x != nil {
+		return x.Vchannels
+	}
+	return nil
+}
+
+func (x *CreateBroadcast) GetAckSyncUp() bool {
+	if x != nil {
+		return x.AckSyncUp
+	}
+	return false
+}
+
+func (x *CreateBroadcast) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// AckBroadcast records VChannel checkpoints; the first checkpoint per
+// VChannel wins, later ones and acks for unknown or finished tasks are
+// no-ops.
+type AckBroadcast struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	Checkpoints   []*VChannelCheckpoint  `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckBroadcast) Reset() {
+	*x = AckBroadcast{}
+	mi := &file_log_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckBroadcast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckBroadcast) ProtoMessage() {}
+
+func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckBroadcast.ProtoReflect.Descriptor instead.
+func (*AckBroadcast) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *AckBroadcast) GetBroadcastId() uint64 {
+	if x != nil {
+		return x.BroadcastId
+	}
+	return 0
+}
+
+func (x *AckBroadcast) GetCheckpoints() []*VChannelCheckpoint {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+// CompleteBroadcast runs the task's ack callback (if its message type has
+// one) and moves it to TOMBSTONE, atomically. A callback that rejects leaves
+// the task PENDING with the error and attempt count recorded.
+type CompleteBroadcast struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBroadcast) Reset() {
+	*x = CompleteBroadcast{}
+	mi := &file_log_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBroadcast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBroadcast) ProtoMessage() {}
+
+func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBroadcast.ProtoReflect.Descriptor instead.
+func (*CompleteBroadcast) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CompleteBroadcast) GetBroadcastId() uint64 {
+	if x != nil {
+		return x.BroadcastId
+	}
+	return 0
+}
+
+// AbandonBroadcast is an operator's decision to give up on a task whose
+// callback keeps failing: it becomes a TOMBSTONE (releasing its keys) with
+// the reason recorded; its callback never runs.
+type AbandonBroadcast struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbandonBroadcast) Reset() {
+	*x = AbandonBroadcast{}
+	mi := &file_log_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbandonBroadcast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbandonBroadcast) ProtoMessage() {}
+
+func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbandonBroadcast.ProtoReflect.Descriptor instead.
+func (*AbandonBroadcast) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *AbandonBroadcast) GetBroadcastId() uint64 {
+	if x != nil {
+		return x.BroadcastId
+	}
+	return 0
+}
+
+func (x *AbandonBroadcast) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// PruneBroadcastTombstones drops the oldest tombstones while there are more
+// than max_count, or while the oldest was tombstoned at or before
+// ProposedAtUnixMs - max_lifetime_ms (replicated time).
+type PruneBroadcastTombstones struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxCount      uint32                 `protobuf:"varint,1,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	MaxLifetimeMs int64                  `protobuf:"varint,2,opt,name=max_lifetime_ms,json=maxLifetimeMs,proto3" json:"max_lifetime_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PruneBroadcastTombstones) Reset() {
+	*x = PruneBroadcastTombstones{}
+	mi := &file_log_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PruneBroadcastTombstones) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PruneBroadcastTombstones) ProtoMessage() {}
+
+func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PruneBroadcastTombstones.ProtoReflect.Descriptor instead.
+func (*PruneBroadcastTombstones) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PruneBroadcastTombstones) GetMaxCount() uint32 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+func (x *PruneBroadcastTombstones) GetMaxLifetimeMs() int64 {
+	if x != nil {
+		return x.MaxLifetimeMs
+	}
+	return 0
+}
+
+// Payloads of the message types whose callbacks coordd runs itself.
+type CreateCollectionPayload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	Shards        uint32                 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCollectionPayload) Reset() {
+	*x = CreateCollectionPayload{}
+	mi := &file_log_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCollectionPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCollectionPayload) ProtoMessage() {}
+
+func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
+func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *CreateCollectionPayload) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *CreateCollectionPayload) GetShards() uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+type DropCollectionPayload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropCollectionPayload) Reset() {
+	*x = DropCollectionPayload{}
+	mi := &file_log_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropCollectionPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropCollectionPayload) ProtoMessage() {}
+
+func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
+func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DropCollectionPayload) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+type FlushAllPayload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushAllPayload) Reset() {
+	*x = FlushAllPayload{}
+	mi := &file_log_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushAllPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushAllPayload) ProtoMessage() {}
+
+func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushAllPayload.ProtoReflect.Descriptor instead.
+func (*FlushAllPayload) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{51}
+}
+
+type BroadcastCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	Duplicated    bool                   `protobuf:"varint,2,opt,name=duplicated,proto3" json:"duplicated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BroadcastCreated) Reset() {
+	*x = BroadcastCreated{}
+	mi := &file_log_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastCreated) ProtoMessage() {}
+
+func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastCreated.ProtoReflect.Descriptor instead.
+func (*BroadcastCreated) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *BroadcastCreated) GetBroadcastId() uint64 {
+	if x != nil {
+		return x.BroadcastId
+	}
+	return 0
+}
+
+func (x *BroadcastCreated) GetDuplicated() bool {
+	if x != nil {
+		return x.Duplicated
+	}
+	return false
+}
+
+// BroadcastCompletion is CompleteBroadcast's result: either the callback
+// ran and the task is a TOMBSTONE, or the callback refused (recorded on the
+// task) and it stays PENDING.
+type BroadcastCompletion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tombstoned    bool                   `protobuf:"varint,1,opt,name=tombstoned,proto3" json:"tombstoned,omitempty"`
+	CallbackError string                 `protobuf:"bytes,2,opt,name=callback_error,json=callbackError,proto3" json:"callback_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BroadcastCompletion) Reset() {
+	*x = BroadcastCompletion{}
+	mi := &file_log_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastCompletion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastCompletion) ProtoMessage() {}
+
+func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastCompletion.ProtoReflect.Descriptor instead.
+func (*BroadcastCompletion) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *BroadcastCompletion) GetTombstoned() bool {
+	if x != nil {
+		return x.Tombstoned
+	}
+	return false
+}
+
+func (x *BroadcastCompletion) GetCallbackError() string {
+	if x != nil {
+		return x.CallbackError
+	}
+	return ""
+}
+
+type BroadcastTask struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	MessageType    string                 `protobuf:"bytes,2,opt,name=message_type,json=messageType,proto3" json:"message_type,omitempty"`
+	Payload        []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	ResourceKeys   []*ResourceKey         `protobuf:"bytes,4,rep,name=resource_keys,json=resourceKeys,proto3" json:"resource_keys,omitempty"`
+	Vchannels      []string               `protobuf:"bytes,5,rep,name=vchannels,proto3" json:"vchannels,omitempty"`
+	AckSyncUp      bool                   `protobuf:"varint,6,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
+	IdempotencyKey string                 `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	State          BroadcastState         `protobuf:"varint,8,opt,name=state,proto3,enum=coordd.log.v1.BroadcastState" json:"state,omitempty"`
+	// acked: checkpoints of the VChannels acknowledged so far (sorted by name).
+	Acked            []*VChannelCheckpoint `protobuf:"bytes,9,rep,name=acked,proto3" json:"acked,omitempty"`
+	CreatedMs        int64                 `protobuf:"varint,10,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	TombstonedMs     int64                 `protobuf:"varint,11,opt,name=tombstoned_ms,json=tombstonedMs,proto3" json:"tombstoned_ms,omitempty"`
+	CallbackAttempts uint32                `protobuf:"varint,12,opt,name=callback_attempts,json=callbackAttempts,proto3" json:"callback_attempts,omitempty"`
+	LastError        string                `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorMs      int64                 `protobuf:"varint,14,opt,name=last_error_ms,json=lastErrorMs,proto3" json:"last_error_ms,omitempty"`
+	AbandonedReason  string                `protobuf:"bytes,15,opt,name=abandoned_reason,json=abandonedReason,proto3" json:"abandoned_reason,omitempty"`
+	// tombstone_seq orders tombstones for pruning.
+	TombstoneSeq  uint64 `protobuf:"varint,16,opt,name=tombstone_seq,json=tombstoneSeq,proto3" json:"tombstone_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BroadcastTask) Reset() {
+	*x = BroadcastTask{}
+	mi := &file_log_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastTask) ProtoMessage() {}
+
+func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastTask.ProtoReflect.Descriptor instead.
+func (*BroadcastTask) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *BroadcastTask) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BroadcastTask) GetMessageType() string {
+	if x != nil {
+		return x.MessageType
+	}
+	return ""
+}
+
+func (x *BroadcastTask) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *BroadcastTask) GetResourceKeys() []*ResourceKey {
+	if x != nil {
+		return x.ResourceKeys
+	}
+	return nil
+}
+
+func (x *BroadcastTask) GetVchannels() []string {
+	if x != nil {
+		return x.Vchannels
+	}
+	return nil
+}
+
+func (x *BroadcastTask) GetAckSyncUp() bool {
+	if x != nil {
+		return x.AckSyncUp
+	}
+	return false
+}
+
+func (x *BroadcastTask) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *BroadcastTask) GetState() BroadcastState {
+	if x != nil {
+		return x.State
+	}
+	return BroadcastState_BROADCAST_UNKNOWN
+}
+
+func (x *BroadcastTask) GetAcked() []*VChannelCheckpoint {
+	if x != nil {
+		return x.Acked
+	}
+	return nil
+}
+
+func (x *BroadcastTask) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *BroadcastTask) GetTombstonedMs() int64 {
+	if x != nil {
+		return x.TombstonedMs
+	}
+	return 0
+}
+
+func (x *BroadcastTask) GetCallbackAttempts() uint32 {
+	if x != nil {
+		return x.CallbackAttempts
+	}
+	return 0
+}
+
+func (x *BroadcastTask) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *BroadcastTask) GetLastErrorMs() int64 {
+	if x != nil {
+		return x.LastErrorMs
+	}
+	return 0
+}
+
+func (x *BroadcastTask) GetAbandonedReason() string {
+	if x != nil {
+		return x.AbandonedReason
+	}
+	return ""
+}
+
+func (x *BroadcastTask) GetTombstoneSeq() uint64 {
+	if x != nil {
+		return x.TombstoneSeq
+	}
+	return 0
+}
+
+type PChannelTimeTick struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	TimeTick      uint64                 `protobuf:"varint,2,opt,name=time_tick,json=timeTick,proto3" json:"time_tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PChannelTimeTick) Reset() {
+	*x = PChannelTimeTick{}
+	mi := &file_log_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PChannelTimeTick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PChannelTimeTick) ProtoMessage() {}
+
+func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PChannelTimeTick.ProtoReflect.Descriptor instead.
+func (*PChannelTimeTick) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *PChannelTimeTick) GetPchannel() string {
+	if x != nil {
+		return x.Pchannel
+	}
+	return ""
+}
+
+func (x *PChannelTimeTick) GetTimeTick() uint64 {
+	if x != nil {
+		return x.TimeTick
+	}
+	return 0
+}
+
+// BroadcastMeta is the broadcaster's singleton record.
+type BroadcastMeta struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	NextTombstoneSeq uint64                 `protobuf:"varint,1,opt,name=next_tombstone_seq,json=nextTombstoneSeq,proto3" json:"next_tombstone_seq,omitempty"`
+	// flush_all: per-PChannel time ticks of the last completed FlushAll.
+	FlushAllBroadcastId uint64              `protobuf:"varint,2,opt,name=flush_all_broadcast_id,json=flushAllBroadcastId,proto3" json:"flush_all_broadcast_id,omitempty"`
+	FlushAll            []*PChannelTimeTick `protobuf:"bytes,3,rep,name=flush_all,json=flushAll,proto3" json:"flush_all,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *BroadcastMeta) Reset() {
+	*x = BroadcastMeta{}
+	mi := &file_log_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastMeta) ProtoMessage() {}
+
+func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastMeta.ProtoReflect.Descriptor instead.
+func (*BroadcastMeta) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *BroadcastMeta) GetNextTombstoneSeq() uint64 {
+	if x != nil {
+		return x.NextTombstoneSeq
+	}
+	return 0
+}
+
+func (x *BroadcastMeta) GetFlushAllBroadcastId() uint64 {
+	if x != nil {
+		return x.FlushAllBroadcastId
+	}
+	return 0
+}
+
+func (x *BroadcastMeta) GetFlushAll() []*PChannelTimeTick {
+	if x != nil {
+		return x.FlushAll
+	}
+	return nil
+}
+
 var File_log_proto protoreflect.FileDescriptor
 
 const file_log_proto_rawDesc = "" +
@@ -2937,14 +4066,18 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xd6\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xdd\x03\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
 	"\x06number\x18\x03 \x01(\x04H\x00R\x06number\x125\n" +
 	"\x06assign\x18\x04 \x01(\v2\x1b.coordd.log.v1.AssignResultH\x00R\x06assign\x12H\n" +
 	"\rregister_node\x18\x05 \x01(\v2!.coordd.log.v1.RegisterNodeResultH\x00R\fregisterNode\x12;\n" +
-	"\tvchannels\x18\x06 \x01(\v2\x1b.coordd.log.v1.VChannelListH\x00R\tvchannelsB\a\n" +
+	"\tvchannels\x18\x06 \x01(\v2\x1b.coordd.log.v1.VChannelListH\x00R\tvchannels\x12?\n" +
+	"\tbroadcast\x18\a \x01(\v2\x1f.coordd.log.v1.BroadcastCreatedH\x00R\tbroadcast\x12D\n" +
+	"\n" +
+	"completion\x18\b \x01(\v2\".coordd.log.v1.BroadcastCompletionH\x00R\n" +
+	"completionB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -2982,7 +4115,7 @@ const file_log_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
-	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xcd\x04\n" +
+	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xdb\x05\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -2996,7 +4129,10 @@ const file_log_proto_rawDesc = "" +
 	"\x0estreaming_node\x18\b \x01(\v2\".coordd.log.v1.StreamingNodeRecordH\x00R\rstreamingNode\x12D\n" +
 	"\n" +
 	"collection\x18\t \x01(\v2\".coordd.log.v1.CollectionVChannelsH\x00R\n" +
-	"collectionB\b\n" +
+	"collection\x12E\n" +
+	"\x0ebroadcast_task\x18\n" +
+	" \x01(\v2\x1c.coordd.log.v1.BroadcastTaskH\x00R\rbroadcastTask\x12E\n" +
+	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMetaB\b\n" +
 	"\x06record\"L\n" +
 	"\rInitStreaming\x12\x1d\n" +
 	"\n" +
@@ -3107,7 +4243,77 @@ const file_log_proto_rawDesc = "" +
 	"\x10replicate_config\x18\x05 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x0freplicateConfig\x12 \n" +
 	"\vinitialized\x18\x06 \x01(\bR\vinitialized\x12A\n" +
 	"\vdelta_floor\x18\a \x01(\v2 .coordd.log.v1.AssignmentVersionR\n" +
-	"deltaFloor*\x9c\x01\n" +
+	"deltaFloor\"n\n" +
+	"\vResourceKey\x125\n" +
+	"\x06domain\x18\x01 \x01(\x0e2\x1d.coordd.log.v1.ResourceDomainR\x06domain\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06shared\x18\x03 \x01(\bR\x06shared\"y\n" +
+	"\x12VChannelCheckpoint\x12\x1a\n" +
+	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x1b\n" +
+	"\ttime_tick\x18\x04 \x01(\x04R\btimeTick\"\xf6\x01\n" +
+	"\x0fCreateBroadcast\x12!\n" +
+	"\fmessage_type\x18\x01 \x01(\tR\vmessageType\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12?\n" +
+	"\rresource_keys\x18\x03 \x03(\v2\x1a.coordd.log.v1.ResourceKeyR\fresourceKeys\x12\x1c\n" +
+	"\tvchannels\x18\x04 \x03(\tR\tvchannels\x12\x1e\n" +
+	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"v\n" +
+	"\fAckBroadcast\x12!\n" +
+	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12C\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\"6\n" +
+	"\x11CompleteBroadcast\x12!\n" +
+	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\"M\n" +
+	"\x10AbandonBroadcast\x12!\n" +
+	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"_\n" +
+	"\x18PruneBroadcastTombstones\x12\x1b\n" +
+	"\tmax_count\x18\x01 \x01(\rR\bmaxCount\x12&\n" +
+	"\x0fmax_lifetime_ms\x18\x02 \x01(\x03R\rmaxLifetimeMs\"V\n" +
+	"\x17CreateCollectionPayload\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12\x16\n" +
+	"\x06shards\x18\x02 \x01(\rR\x06shards\"<\n" +
+	"\x15DropCollectionPayload\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\"\x11\n" +
+	"\x0fFlushAllPayload\"U\n" +
+	"\x10BroadcastCreated\x12!\n" +
+	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12\x1e\n" +
+	"\n" +
+	"duplicated\x18\x02 \x01(\bR\n" +
+	"duplicated\"\\\n" +
+	"\x13BroadcastCompletion\x12\x1e\n" +
+	"\n" +
+	"tombstoned\x18\x01 \x01(\bR\n" +
+	"tombstoned\x12%\n" +
+	"\x0ecallback_error\x18\x02 \x01(\tR\rcallbackError\"\xf6\x04\n" +
+	"\rBroadcastTask\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12!\n" +
+	"\fmessage_type\x18\x02 \x01(\tR\vmessageType\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12?\n" +
+	"\rresource_keys\x18\x04 \x03(\v2\x1a.coordd.log.v1.ResourceKeyR\fresourceKeys\x12\x1c\n" +
+	"\tvchannels\x18\x05 \x03(\tR\tvchannels\x12\x1e\n" +
+	"\vack_sync_up\x18\x06 \x01(\bR\tackSyncUp\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x123\n" +
+	"\x05state\x18\b \x01(\x0e2\x1d.coordd.log.v1.BroadcastStateR\x05state\x127\n" +
+	"\x05acked\x18\t \x03(\v2!.coordd.log.v1.VChannelCheckpointR\x05acked\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\n" +
+	" \x01(\x03R\tcreatedMs\x12#\n" +
+	"\rtombstoned_ms\x18\v \x01(\x03R\ftombstonedMs\x12+\n" +
+	"\x11callback_attempts\x18\f \x01(\rR\x10callbackAttempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x12\"\n" +
+	"\rlast_error_ms\x18\x0e \x01(\x03R\vlastErrorMs\x12)\n" +
+	"\x10abandoned_reason\x18\x0f \x01(\tR\x0fabandonedReason\x12#\n" +
+	"\rtombstone_seq\x18\x10 \x01(\x04R\ftombstoneSeq\"K\n" +
+	"\x10PChannelTimeTick\x12\x1a\n" +
+	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x1b\n" +
+	"\ttime_tick\x18\x02 \x01(\x04R\btimeTick\"\xb0\x01\n" +
+	"\rBroadcastMeta\x12,\n" +
+	"\x12next_tombstone_seq\x18\x01 \x01(\x04R\x10nextTombstoneSeq\x123\n" +
+	"\x16flush_all_broadcast_id\x18\x02 \x01(\x04R\x13flushAllBroadcastId\x12<\n" +
+	"\tflush_all\x18\x03 \x03(\v2\x1f.coordd.log.v1.PChannelTimeTickR\bflushAll*\x9c\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -3131,7 +4337,23 @@ const file_log_proto_rawDesc = "" +
 	"\fNODE_UNKNOWN\x10\x00\x12\v\n" +
 	"\aNODE_UP\x10\x01\x12\x11\n" +
 	"\rNODE_DRAINING\x10\x02\x12\r\n" +
-	"\tNODE_DOWN\x10\x03B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
+	"\tNODE_DOWN\x10\x03*\x96\x01\n" +
+	"\x0eResourceDomain\x12\x0e\n" +
+	"\n" +
+	"RK_UNKNOWN\x10\x00\x12\x14\n" +
+	"\x10RK_IMPORT_JOB_ID\x10\x01\x12\x16\n" +
+	"\x12RK_COLLECTION_NAME\x10\x02\x12\x0e\n" +
+	"\n" +
+	"RK_DB_NAME\x10\x03\x12\x10\n" +
+	"\fRK_PRIVILEGE\x10\x04\x12\x14\n" +
+	"\x10RK_SNAPSHOT_NAME\x10\x05\x12\x0e\n" +
+	"\n" +
+	"RK_CLUSTER\x10\x7f*q\n" +
+	"\x0eBroadcastState\x12\x15\n" +
+	"\x11BROADCAST_UNKNOWN\x10\x00\x12\x15\n" +
+	"\x11BROADCAST_PENDING\x10\x01\x12\x18\n" +
+	"\x14BROADCAST_REPLICATED\x10\x04\x12\x17\n" +
+	"\x13BROADCAST_TOMBSTONE\x10\x05B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
 
 var (
 	file_log_proto_rawDescOnce sync.Once
@@ -3145,98 +4367,126 @@ func file_log_proto_rawDescGZIP() []byte {
 	return file_log_proto_rawDescData
 }
 
-var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
 	(PChannelState)(0),                   // 2: coordd.log.v1.PChannelState
 	(NodeState)(0),                       // 3: coordd.log.v1.NodeState
-	(*Entry)(nil),                        // 4: coordd.log.v1.Entry
-	(*Envelope)(nil),                     // 5: coordd.log.v1.Envelope
-	(*Rejection)(nil),                    // 6: coordd.log.v1.Rejection
-	(*Result)(nil),                       // 7: coordd.log.v1.Result
-	(*IDRange)(nil),                      // 8: coordd.log.v1.IDRange
-	(*LeaderEstablished)(nil),            // 9: coordd.log.v1.LeaderEstablished
-	(*UpsertMember)(nil),                 // 10: coordd.log.v1.UpsertMember
-	(*RemoveMember)(nil),                 // 11: coordd.log.v1.RemoveMember
-	(*Member)(nil),                       // 12: coordd.log.v1.Member
-	(*ExtendTSOWindow)(nil),              // 13: coordd.log.v1.ExtendTSOWindow
-	(*ReserveIDs)(nil),                   // 14: coordd.log.v1.ReserveIDs
-	(*SnapshotHeader)(nil),               // 15: coordd.log.v1.SnapshotHeader
-	(*AllocatorState)(nil),               // 16: coordd.log.v1.AllocatorState
-	(*LeadershipState)(nil),              // 17: coordd.log.v1.LeadershipState
-	(*DedupRecord)(nil),                  // 18: coordd.log.v1.DedupRecord
-	(*SnapshotRecord)(nil),               // 19: coordd.log.v1.SnapshotRecord
-	(*InitStreaming)(nil),                // 20: coordd.log.v1.InitStreaming
-	(*AddPChannels)(nil),                 // 21: coordd.log.v1.AddPChannels
-	(*PChannelAssignment)(nil),           // 22: coordd.log.v1.PChannelAssignment
-	(*AssignPChannels)(nil),              // 23: coordd.log.v1.AssignPChannels
-	(*PChannelTerm)(nil),                 // 24: coordd.log.v1.PChannelTerm
-	(*AssignPChannelsDone)(nil),          // 25: coordd.log.v1.AssignPChannelsDone
-	(*MarkPChannelsUnavailable)(nil),     // 26: coordd.log.v1.MarkPChannelsUnavailable
-	(*RecordAssignFailure)(nil),          // 27: coordd.log.v1.RecordAssignFailure
-	(*RegisterStreamingNode)(nil),        // 28: coordd.log.v1.RegisterStreamingNode
-	(*MarkStreamingNodeDown)(nil),        // 29: coordd.log.v1.MarkStreamingNodeDown
-	(*SetStreamingNodeDrain)(nil),        // 30: coordd.log.v1.SetStreamingNodeDrain
-	(*AllocVirtualChannels)(nil),         // 31: coordd.log.v1.AllocVirtualChannels
-	(*DropVirtualChannels)(nil),          // 32: coordd.log.v1.DropVirtualChannels
-	(*ReplicateCluster)(nil),             // 33: coordd.log.v1.ReplicateCluster
-	(*ReplicateTopology)(nil),            // 34: coordd.log.v1.ReplicateTopology
-	(*ReplicateConfiguration)(nil),       // 35: coordd.log.v1.ReplicateConfiguration
-	(*UpdateReplicateConfiguration)(nil), // 36: coordd.log.v1.UpdateReplicateConfiguration
-	(*AssignResult)(nil),                 // 37: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 38: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 39: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 40: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 41: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 42: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 43: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 44: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 45: coordd.log.v1.ChannelsMeta
+	(ResourceDomain)(0),                  // 4: coordd.log.v1.ResourceDomain
+	(BroadcastState)(0),                  // 5: coordd.log.v1.BroadcastState
+	(*Entry)(nil),                        // 6: coordd.log.v1.Entry
+	(*Envelope)(nil),                     // 7: coordd.log.v1.Envelope
+	(*Rejection)(nil),                    // 8: coordd.log.v1.Rejection
+	(*Result)(nil),                       // 9: coordd.log.v1.Result
+	(*IDRange)(nil),                      // 10: coordd.log.v1.IDRange
+	(*LeaderEstablished)(nil),            // 11: coordd.log.v1.LeaderEstablished
+	(*UpsertMember)(nil),                 // 12: coordd.log.v1.UpsertMember
+	(*RemoveMember)(nil),                 // 13: coordd.log.v1.RemoveMember
+	(*Member)(nil),                       // 14: coordd.log.v1.Member
+	(*ExtendTSOWindow)(nil),              // 15: coordd.log.v1.ExtendTSOWindow
+	(*ReserveIDs)(nil),                   // 16: coordd.log.v1.ReserveIDs
+	(*SnapshotHeader)(nil),               // 17: coordd.log.v1.SnapshotHeader
+	(*AllocatorState)(nil),               // 18: coordd.log.v1.AllocatorState
+	(*LeadershipState)(nil),              // 19: coordd.log.v1.LeadershipState
+	(*DedupRecord)(nil),                  // 20: coordd.log.v1.DedupRecord
+	(*SnapshotRecord)(nil),               // 21: coordd.log.v1.SnapshotRecord
+	(*InitStreaming)(nil),                // 22: coordd.log.v1.InitStreaming
+	(*AddPChannels)(nil),                 // 23: coordd.log.v1.AddPChannels
+	(*PChannelAssignment)(nil),           // 24: coordd.log.v1.PChannelAssignment
+	(*AssignPChannels)(nil),              // 25: coordd.log.v1.AssignPChannels
+	(*PChannelTerm)(nil),                 // 26: coordd.log.v1.PChannelTerm
+	(*AssignPChannelsDone)(nil),          // 27: coordd.log.v1.AssignPChannelsDone
+	(*MarkPChannelsUnavailable)(nil),     // 28: coordd.log.v1.MarkPChannelsUnavailable
+	(*RecordAssignFailure)(nil),          // 29: coordd.log.v1.RecordAssignFailure
+	(*RegisterStreamingNode)(nil),        // 30: coordd.log.v1.RegisterStreamingNode
+	(*MarkStreamingNodeDown)(nil),        // 31: coordd.log.v1.MarkStreamingNodeDown
+	(*SetStreamingNodeDrain)(nil),        // 32: coordd.log.v1.SetStreamingNodeDrain
+	(*AllocVirtualChannels)(nil),         // 33: coordd.log.v1.AllocVirtualChannels
+	(*DropVirtualChannels)(nil),          // 34: coordd.log.v1.DropVirtualChannels
+	(*ReplicateCluster)(nil),             // 35: coordd.log.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),            // 36: coordd.log.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),       // 37: coordd.log.v1.ReplicateConfiguration
+	(*UpdateReplicateConfiguration)(nil), // 38: coordd.log.v1.UpdateReplicateConfiguration
+	(*AssignResult)(nil),                 // 39: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 40: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 41: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 42: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 43: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 44: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 45: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 46: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 47: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 48: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 49: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 50: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 51: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 52: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 53: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 54: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 55: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 56: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 57: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 58: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 59: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 60: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 61: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 62: coordd.log.v1.BroadcastMeta
 }
 var file_log_proto_depIdxs = []int32{
-	5,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
+	7,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
-	6,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
-	8,  // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	37, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	38, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	39, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	12, // 7: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	7,  // 8: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	15, // 9: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	12, // 10: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	16, // 11: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	17, // 12: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	18, // 13: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	45, // 14: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	42, // 15: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	43, // 16: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	44, // 17: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	1,  // 18: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	22, // 19: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	24, // 20: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	24, // 21: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	24, // 22: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	33, // 23: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	34, // 24: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	35, // 25: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	24, // 26: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	40, // 27: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 28: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 29: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 30: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	41, // 31: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 32: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	40, // 33: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	35, // 34: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	40, // 35: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	8,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
+	10, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
+	39, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	40, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	41, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	58, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	59, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	14, // 9: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	9,  // 10: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	17, // 11: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	14, // 12: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	18, // 13: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	19, // 14: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	20, // 15: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	47, // 16: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	44, // 17: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	45, // 18: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	46, // 19: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	60, // 20: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	62, // 21: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	1,  // 22: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	24, // 23: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	26, // 24: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	26, // 25: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	26, // 26: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	35, // 27: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	36, // 28: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	37, // 29: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	26, // 30: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	42, // 31: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 32: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 33: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 34: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	43, // 35: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 36: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	42, // 37: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	37, // 38: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	42, // 39: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 40: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	48, // 41: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	49, // 42: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	48, // 43: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 44: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	49, // 45: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	61, // 46: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -3250,6 +4500,8 @@ func file_log_proto_init() {
 		(*Result_Assign)(nil),
 		(*Result_RegisterNode)(nil),
 		(*Result_Vchannels)(nil),
+		(*Result_Broadcast)(nil),
+		(*Result_Completion)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -3261,14 +4513,16 @@ func file_log_proto_init() {
 		(*SnapshotRecord_Pchannel)(nil),
 		(*SnapshotRecord_StreamingNode)(nil),
 		(*SnapshotRecord_Collection)(nil),
+		(*SnapshotRecord_BroadcastTask)(nil),
+		(*SnapshotRecord_BroadcastMeta)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   42,
+			NumEnums:      6,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

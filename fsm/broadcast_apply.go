@@ -1,0 +1,185 @@
+package fsm
+
+import (
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// applyCreateBroadcast commits a PENDING task (spec §2.5–2.7) before any
+// append. Guards: the cluster is primary; the CChannel is a target; every
+// target's PChannel exists; a built-in message type carries a payload its
+// callback can read. An idempotency key already known in its scope
+// (message type, scoped key) returns that task instead (spec §2.14).
+func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.CreateBroadcast)
+	if b.IdempotencyKey != "" {
+		if id, ok := next.bc.idem.Get(idemScope(b.MessageType, b.IdempotencyKey)); ok {
+			return &logpb.Result{Value: &logpb.Result_Broadcast{Broadcast: &logpb.BroadcastCreated{BroadcastId: id, Duplicated: true}}}
+		}
+	}
+	if !next.IsPrimary() {
+		return reject(logpb.RejectCode_REJECT_NOT_PRIMARY, "cluster is not primary, cannot do any DDL/DCL")
+	}
+	if r := checkBroadcastTargets(next, b.Vchannels); r != nil {
+		return r
+	}
+	if err := checkBuiltinPayload(b.MessageType, b.Payload); err != "" {
+		return reject(logpb.RejectCode_REJECT_INVALID, "%s payload: %s", b.MessageType, err)
+	}
+	if next.bc.pending >= MaxPendingBroadcasts {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d broadcasts pending (max %d)", next.bc.pending, MaxPendingBroadcasts)
+	}
+	id := next.alloc.nextID
+	next.alloc.nextID++
+	targets := append([]string(nil), b.Vchannels...)
+	sort.Strings(targets)
+	next.bc.put(&logpb.BroadcastTask{
+		Id: id, MessageType: b.MessageType, Payload: b.Payload, ResourceKeys: commands.NormalizeResourceKeys(b.ResourceKeys),
+		Vchannels: targets, AckSyncUp: b.AckSyncUp, IdempotencyKey: b.IdempotencyKey,
+		State: logpb.BroadcastState_BROADCAST_PENDING, CreatedMs: c.ProposedAtUnixMs,
+	})
+	return &logpb.Result{Value: &logpb.Result_Broadcast{Broadcast: &logpb.BroadcastCreated{BroadcastId: id}}}
+}
+
+func checkBroadcastTargets(next *State, targets []string) *logpb.Result {
+	cch := next.CChannel()
+	if cch == "" {
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming is not initialized: there is no control channel yet")
+	}
+	hasCChannel := false
+	for _, v := range targets {
+		if v == cch {
+			hasCChannel = true
+		}
+		if _, ok := next.ch.pchannels.Get(commands.PChannelOf(v)); !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "target %s: pchannel %s does not exist", v, commands.PChannelOf(v))
+		}
+	}
+	if !hasCChannel {
+		return reject(logpb.RejectCode_REJECT_INVALID, "the control channel %s must be a target of every broadcast", cch)
+	}
+	return nil
+}
+
+// applyAckBroadcast records checkpoints; the first per VChannel wins.
+// Unknown or finished tasks, and VChannels that are not targets, are
+// no-ops: late acks are normal (spec §2.15.6–7).
+func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.AckBroadcast)
+	t, ok := next.bc.tasks.Get(b.BroadcastId)
+	if !ok || t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		return &logpb.Result{Value: &logpb.Result_Number{Number: 0}}
+	}
+	nt := proto.Clone(t).(*logpb.BroadcastTask)
+	added := 0
+	for _, cp := range b.Checkpoints {
+		if !isTarget(nt, cp.Vchannel) {
+			continue
+		}
+		if _, done := Acked(nt, cp.Vchannel); done {
+			continue
+		}
+		nt.Acked = append(nt.Acked, proto.Clone(cp).(*logpb.VChannelCheckpoint))
+		added++
+	}
+	if added == 0 {
+		return &logpb.Result{Value: &logpb.Result_Number{Number: 0}}
+	}
+	sort.Slice(nt.Acked, func(i, j int) bool { return nt.Acked[i].Vchannel < nt.Acked[j].Vchannel })
+	next.bc.put(nt)
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(added)}}
+}
+
+func isTarget(t *logpb.BroadcastTask, v string) bool {
+	i := sort.SearchStrings(t.Vchannels, v)
+	return i < len(t.Vchannels) && t.Vchannels[i] == v
+}
+
+// applyCompleteBroadcast runs the ack callback and tombstones the task in
+// one step, only once every target is acked (spec §2.15.4). A callback
+// that refuses leaves the task PENDING with the error and attempt count
+// recorded, so a stuck task explains itself.
+func applyCompleteBroadcast(next *State, c commands.Command) *logpb.Result {
+	id := c.Body.(*logpb.CompleteBroadcast).BroadcastId
+	t, ok := next.bc.tasks.Get(id)
+	if !ok {
+		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "broadcast %d does not exist", id)
+	}
+	if t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		return completion(true, "")
+	}
+	if !AllAcked(t) {
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "broadcast %d: %d of %d targets acked", id, len(t.Acked), len(t.Vchannels))
+	}
+	if cb, ok := broadcastCallbacks[t.MessageType]; ok {
+		// The callback works on a scratch copy so a refusal changes nothing
+		// but the failure record.
+		scratch := *next
+		if r := cb(&scratch, t); r != nil && r.Rejection != nil {
+			nt := proto.Clone(t).(*logpb.BroadcastTask)
+			nt.CallbackAttempts++
+			nt.LastError, nt.LastErrorMs = r.Rejection.Message, c.ProposedAtUnixMs
+			next.bc.put(nt)
+			return completion(false, r.Rejection.Message)
+		}
+		*next = scratch
+	}
+	t, _ = next.bc.tasks.Get(id) // the callback may not touch tasks, but read afresh anyway
+	tombstone(next, t, c.ProposedAtUnixMs, "")
+	return completion(true, "")
+}
+
+func completion(tombstoned bool, callbackErr string) *logpb.Result {
+	return &logpb.Result{Value: &logpb.Result_Completion{Completion: &logpb.BroadcastCompletion{Tombstoned: tombstoned, CallbackError: callbackErr}}}
+}
+
+func tombstone(next *State, t *logpb.BroadcastTask, nowMs int64, abandonReason string) {
+	nt := proto.Clone(t).(*logpb.BroadcastTask)
+	nt.State = logpb.BroadcastState_BROADCAST_TOMBSTONE
+	nt.TombstonedMs = nowMs
+	nt.AbandonedReason = abandonReason
+	nt.TombstoneSeq = next.bc.meta.NextTombstoneSeq
+	m := proto.Clone(next.bc.meta).(*logpb.BroadcastMeta)
+	m.NextTombstoneSeq++
+	next.bc.meta = m
+	next.bc.put(nt)
+}
+
+// applyAbandonBroadcast: an operator gives up on a pending task; it becomes
+// a TOMBSTONE without its callback and with the reason recorded.
+func applyAbandonBroadcast(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.AbandonBroadcast)
+	t, ok := next.bc.tasks.Get(b.BroadcastId)
+	if !ok {
+		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "broadcast %d does not exist", b.BroadcastId)
+	}
+	if t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "broadcast %d is already finished", b.BroadcastId)
+	}
+	tombstone(next, t, c.ProposedAtUnixMs, b.Reason)
+	return accepted()
+}
+
+// applyPruneBroadcastTombstones drops tombstones from the oldest while
+// there are more than max_count or the oldest is past max_lifetime_ms in
+// replicated time (spec §2.11). Dropping ends the idempotency window.
+func applyPruneBroadcastTombstones(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.PruneBroadcastTombstones)
+	cutoff := c.ProposedAtUnixMs - b.MaxLifetimeMs
+	dropped := 0
+	for next.bc.tombstones.Len() > 0 {
+		it := next.bc.tombstones.Iterator()
+		_, id, _ := it.Next()
+		t, _ := next.bc.tasks.Get(id)
+		if next.bc.tombstones.Len() <= int(b.MaxCount) && t.TombstonedMs > cutoff {
+			break
+		}
+		next.bc.drop(t)
+		dropped++
+	}
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(dropped)}}
+}

@@ -1,0 +1,101 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// broadcastCallback applies a broadcast's effect on coordd's own state once
+// every target has acked. It returns a rejection to refuse (the task stays
+// pending and is retried), or nil/success. Callbacks must be idempotent.
+type broadcastCallback func(next *State, t *logpb.BroadcastTask) *logpb.Result
+
+// broadcastCallbacks maps message types to their callbacks. A later
+// subsystem adds its own line here; message types without one are recorded
+// and acked with no callback.
+var broadcastCallbacks = map[string]broadcastCallback{
+	commands.MsgCreateCollection:     createCollectionCallback,
+	commands.MsgDropCollection:       dropCollectionCallback,
+	commands.MsgAlterReplicateConfig: alterReplicateConfigCallback,
+	commands.MsgFlushAll:             flushAllCallback,
+}
+
+// checkBuiltinPayload returns why a built-in type's payload is unusable
+// ("" when fine, or for types without a callback).
+func checkBuiltinPayload(messageType string, payload []byte) string {
+	switch messageType {
+	case commands.MsgCreateCollection:
+		var p logpb.CreateCollectionPayload
+		if err := proto.Unmarshal(payload, &p); err != nil {
+			return err.Error()
+		}
+		if p.CollectionId <= 0 || p.Shards == 0 || p.Shards > commands.MaxVChannelsPerColl {
+			return fmt.Sprintf("needs a positive collection id and 1..%d shards", commands.MaxVChannelsPerColl)
+		}
+	case commands.MsgDropCollection:
+		var p logpb.DropCollectionPayload
+		if err := proto.Unmarshal(payload, &p); err != nil {
+			return err.Error()
+		}
+		if p.CollectionId <= 0 {
+			return "needs a positive collection id"
+		}
+	case commands.MsgAlterReplicateConfig:
+		var p logpb.ReplicateConfiguration
+		if err := proto.Unmarshal(payload, &p); err != nil {
+			return err.Error()
+		}
+		if err := commands.ValidateReplicateConfiguration(&p); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// createCollectionCallback allocates the collection's VChannels unless it
+// already has them (the broadcaster may have allocated them to know the
+// broadcast's targets).
+func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+	var p logpb.CreateCollectionPayload
+	_ = proto.Unmarshal(t.Payload, &p) // checked at creation
+	return allocVirtualChannels(next, p.CollectionId, p.Shards)
+}
+
+// dropCollectionCallback drops the collection's VChannels (a no-op if it
+// has none).
+func dropCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+	var p logpb.DropCollectionPayload
+	_ = proto.Unmarshal(t.Payload, &p)
+	return dropVirtualChannels(next, p.CollectionId)
+}
+
+// alterReplicateConfigCallback installs the broadcast configuration.
+func alterReplicateConfigCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+	var cfg logpb.ReplicateConfiguration
+	_ = proto.Unmarshal(t.Payload, &cfg)
+	return updateReplicateConfiguration(next, &cfg)
+}
+
+// flushAllCallback records, per PChannel, the time tick at which the
+// FlushAll message landed, for a later flush-state query.
+func flushAllCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+	per := map[string]uint64{}
+	for _, cp := range t.Acked {
+		p := commands.PChannelOf(cp.Vchannel)
+		per[p] = max(per[p], cp.TimeTick)
+	}
+	ticks := make([]*logpb.PChannelTimeTick, 0, len(per))
+	for p, tt := range per {
+		ticks = append(ticks, &logpb.PChannelTimeTick{Pchannel: p, TimeTick: tt})
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Pchannel < ticks[j].Pchannel })
+	m := proto.Clone(next.bc.meta).(*logpb.BroadcastMeta)
+	m.FlushAllBroadcastId, m.FlushAll = t.Id, ticks
+	next.bc.meta = m
+	return accepted()
+}

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
@@ -24,7 +26,26 @@ func updateReplicateConfiguration(next *State, cfg *logpb.ReplicateConfiguration
 	if old != nil && proto.Equal(old, cfg) {
 		return accepted()
 	}
-	self := next.ch.meta.ClusterId
+	if msg := next.replicateConfigProblem(cfg); msg != "" {
+		return reject(logpb.RejectCode_REJECT_INVALID, "%s", msg)
+	}
+	next.setMeta(func(m *logpb.ChannelsMeta) { m.ReplicateConfig = proto.Clone(cfg).(*logpb.ReplicateConfiguration) })
+	next.bumpVersion()
+	return accepted()
+}
+
+// CheckReplicateConfiguration says whether cfg could be installed on this
+// state (nil) or why not; the API asks before broadcasting it, so a
+// configuration the callback would refuse never holds the Cluster key.
+func (s *State) CheckReplicateConfiguration(cfg *logpb.ReplicateConfiguration) error {
+	if msg := s.replicateConfigProblem(cfg); msg != "" {
+		return fmt.Errorf("%s", msg)
+	}
+	return nil
+}
+
+func (s *State) replicateConfigProblem(cfg *logpb.ReplicateConfiguration) string {
+	self := s.ch.meta.ClusterId
 	var own *logpb.ReplicateCluster
 	for _, cl := range cfg.Clusters {
 		if cl.ClusterId == self {
@@ -32,26 +53,23 @@ func updateReplicateConfiguration(next *State, cfg *logpb.ReplicateConfiguration
 		}
 	}
 	if own == nil {
-		return reject(logpb.RejectCode_REJECT_INVALID, "configuration does not list this cluster %q", self)
+		return fmt.Sprintf("configuration does not list this cluster %q", self)
 	}
 	for _, p := range own.Pchannels {
-		if _, ok := next.ch.pchannels.Get(p); !ok {
-			return reject(logpb.RejectCode_REJECT_INVALID, "configuration lists pchannel %s, which this cluster does not have", p)
+		if _, ok := s.ch.pchannels.Get(p); !ok {
+			return fmt.Sprintf("configuration lists pchannel %s, which this cluster does not have", p)
 		}
 	}
-	if old != nil {
+	if old := s.ch.meta.ReplicateConfig; old != nil {
 		for _, was := range old.Clusters {
 			for _, now := range cfg.Clusters {
 				if now.ClusterId == was.ClusterId && !isPrefix(was.Pchannels, now.Pchannels) {
-					return reject(logpb.RejectCode_REJECT_INVALID,
-						"cluster %s: pchannels may only be extended by appending (had %v, got %v)", was.ClusterId, was.Pchannels, now.Pchannels)
+					return fmt.Sprintf("cluster %s: pchannels may only be extended by appending (had %v, got %v)", was.ClusterId, was.Pchannels, now.Pchannels)
 				}
 			}
 		}
 	}
-	next.setMeta(func(m *logpb.ChannelsMeta) { m.ReplicateConfig = proto.Clone(cfg).(*logpb.ReplicateConfiguration) })
-	next.bumpVersion()
-	return accepted()
+	return ""
 }
 
 func isPrefix(prefix, list []string) bool {

@@ -152,7 +152,7 @@ func walStatus(err error) error {
 
 func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
 	n := s.n
-	if err := commands.ValidateVChannelName(req.Vchannel); err != nil {
+	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
 		return nil, invalid("%s", reason(err))
 	}
 	if len(req.Payload) > wal.MaxPayloadBytes {
@@ -182,6 +182,12 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 		var te *wal.TimestampError
 		switch {
 		case err == nil:
+			if req.AckSyncUp && req.BroadcastId != 0 {
+				// The message is persisted (fsync'd): ack it to the
+				// coordinator, which waits for node acks on such tasks.
+				go n.ackBroadcast(req.BroadcastId, &coordpb.Checkpoint{Vchannel: req.Vchannel,
+					Term: res.ID.Term, Offset: res.ID.Offset, TimeTick: res.Timestamp})
+			}
 			return &coordpb.AppendResponse{Id: &coordpb.MessageID{Term: res.ID.Term, Offset: res.ID.Offset},
 				Timestamp: res.Timestamp, Duplicate: res.Duplicate}, nil
 		case errors.As(err, &te) && attempt < 3:
@@ -210,6 +216,25 @@ func (n *Node) notOwner(p string) error {
 	return precondition("not the owner: streaming node %d (%s) does not hold pchannel %s", id, n.addr, p)
 }
 
+// ackBroadcast acks a persisted broadcast message to coordd, retrying
+// across endpoints until it is recorded or the node stops (the coordinator
+// treats repeats as no-ops, so retrying is always safe).
+func (n *Node) ackBroadcast(id uint64, cp *coordpb.Checkpoint) {
+	for attempt := 0; n.bgCtx.Err() == nil; attempt++ {
+		i, conn := n.pool.pick()
+		cctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.RPCTimeout)
+		_, err := coordpb.NewBroadcasterClient(conn).Ack(cctx, &coordpb.AckRequest{BroadcastId: id, Checkpoints: []*coordpb.Checkpoint{cp}})
+		cancel()
+		if err == nil {
+			return
+		}
+		if endpointTrouble(err) {
+			n.pool.failed(i)
+		}
+		sleepCtx(n.bgCtx, min(time.Duration(attempt+1)*50*time.Millisecond, 2*time.Second))
+	}
+}
+
 // reportBroken tells coordd the WAL of pchannel is unusable at term, so the
 // channel is reassigned.
 func (n *Node) reportBroken(p string, term int64, cause error) {
@@ -231,7 +256,7 @@ func (n *Node) reportBroken(p string, term int64, cause error) {
 
 func (s *service) Read(req *coordpb.ReadRequest, stream grpc.ServerStreamingServer[coordpb.WALMessage]) error {
 	n := s.n
-	if err := commands.ValidateVChannelName(req.Vchannel); err != nil {
+	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
 		return invalid("%s", reason(err))
 	}
 	p := commands.PChannelOf(req.Vchannel)

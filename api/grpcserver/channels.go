@@ -5,11 +5,14 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -224,10 +227,57 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, body, ""); err != nil {
+	if err := s.updateReplicateConfiguration(ctx, body.Config); err != nil {
 		return nil, err
 	}
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
+}
+
+// updateReplicateConfiguration (spec §1.12): an equal configuration is done
+// already; a secondary waits (bounded by ctx) for the configuration to
+// arrive by replication; a primary broadcasts AlterReplicateConfig under the
+// exclusive Cluster key to every PChannel, and the broadcast's callback
+// installs it once every PChannel has acked.
+func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
+	for {
+		changed := s.node.StateChanged()
+		st := s.node.State()
+		if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
+			return nil
+		}
+		if st.IsPrimary() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return s.toStatus(ctx, fmt.Errorf("this cluster is a secondary; waiting for the configuration to replicate: %w", ctx.Err()))
+		case <-changed:
+		}
+	}
+	if err := s.node.State().CheckReplicateConfiguration(cfg); err != nil {
+		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
+	}
+	if s.broadcasts == nil {
+		_, err := s.commit(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}, "")
+		return err
+	}
+	payload, err := proto.Marshal(cfg)
+	if err != nil {
+		return s.toStatus(ctx, err)
+	}
+	_, err = s.broadcasts.Broadcast(ctx, broadcaster.Request{
+		MessageType:  commands.MsgAlterReplicateConfig,
+		Payload:      payload,
+		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
+		VChannels:    clusterTargets(s.node.State()),
+	})
+	if err != nil {
+		return s.broadcastStatus(ctx, err)
+	}
+	if t := s.node.State().ReplicateConfiguration(); t == nil || !proto.Equal(t, cfg) {
+		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")
+	}
+	return nil
 }
 
 func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.GetReplicateConfigurationRequest) (*coordpb.GetReplicateConfigurationResponse, error) {

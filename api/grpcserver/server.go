@@ -36,6 +36,7 @@ type Server struct {
 	coordpb.UnimplementedAllocatorServer
 	coordpb.UnimplementedChannelsServer
 	coordpb.UnimplementedStreamingNodeRegistryServer
+	coordpb.UnimplementedBroadcasterServer
 
 	node       *raftnode.Node
 	self       Self
@@ -46,6 +47,7 @@ type Server struct {
 
 	health     NodeHealth
 	rebalancer Rebalancer
+	broadcasts Broadcasts
 	watchers   atomic.Int64
 	closed     chan struct{}
 
@@ -113,6 +115,7 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterAllocatorServer(g, s)
 	coordpb.RegisterChannelsServer(g, s)
 	coordpb.RegisterStreamingNodeRegistryServer(g, s)
+	coordpb.RegisterBroadcasterServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

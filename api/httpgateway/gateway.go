@@ -61,7 +61,8 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/timestamp", nr, c)
 	nr, c = rpc(func() *coordpb.AllocIDRequest { return &coordpb.AllocIDRequest{} }, s.AllocID)
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
-	return append(rs, channelRoutes(s)...)
+	rs = append(rs, channelRoutes(s)...)
+	return append(rs, broadcastRoutes(s)...)
 }
 
 // Gateway is the HTTP handler of one node.

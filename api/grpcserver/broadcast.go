@@ -1,0 +1,311 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Broadcasts is the leader's broadcaster as the API uses it.
+type Broadcasts interface {
+	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
+	Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error
+	Retry(id uint64) error
+	Abandon(ctx context.Context, id uint64, reason string) error
+}
+
+// WithBroadcaster sets the broadcaster (default: none; Broadcast answers
+// Unavailable).
+func WithBroadcaster(b Broadcasts) Option { return func(s *Server) { s.broadcasts = b } }
+
+var domainsByName = map[string]logpb.ResourceDomain{
+	"CLUSTER": logpb.ResourceDomain_RK_CLUSTER, "DB_NAME": logpb.ResourceDomain_RK_DB_NAME,
+	"COLLECTION_NAME": logpb.ResourceDomain_RK_COLLECTION_NAME, "PRIVILEGE": logpb.ResourceDomain_RK_PRIVILEGE,
+	"SNAPSHOT_NAME": logpb.ResourceDomain_RK_SNAPSHOT_NAME, "IMPORT_JOB_ID": logpb.ResourceDomain_RK_IMPORT_JOB_ID,
+}
+
+func domainName(d logpb.ResourceDomain) string {
+	for n, v := range domainsByName {
+		if v == d {
+			return n
+		}
+	}
+	return d.String()
+}
+
+// broadcastRequest validates an API request and converts it.
+func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error) {
+	out := broadcaster.Request{MessageType: req.MessageType, Payload: req.Payload, VChannels: req.Vchannels, AckSyncUp: req.AckSyncUp}
+	for _, k := range req.ResourceKeys {
+		d, ok := domainsByName[strings.ToUpper(k.Domain)]
+		if !ok {
+			return out, fmt.Errorf("%w: unknown resource key domain %q", errInvalid, k.Domain)
+		}
+		out.ResourceKeys = append(out.ResourceKeys, &logpb.ResourceKey{Domain: d, Key: k.Key, Shared: k.Shared})
+	}
+	if ik := req.IdempotencyKey; ik != nil {
+		var key string
+		var err error
+		switch strings.ToUpper(ik.Scope) {
+		case "CLUSTER":
+			key, err = commands.ClusterScopedKey(ik.Key)
+		case "DATABASE":
+			key, err = commands.DatabaseScopedKey(ik.ScopeId, ik.Key)
+		case "COLLECTION":
+			key, err = commands.CollectionScopedKey(ik.ScopeId, ik.Key)
+		default:
+			err = fmt.Errorf("%w: idempotency scope must be CLUSTER, DATABASE or COLLECTION, got %q", errInvalid, ik.Scope)
+		}
+		if err != nil {
+			return out, err
+		}
+		out.IdempotencyKey = key
+	}
+	// Shape-check everything the FSM will check, with a placeholder target
+	// list when coordd is to choose the targets.
+	probe := &logpb.CreateBroadcast{MessageType: out.MessageType, Payload: out.Payload, ResourceKeys: out.ResourceKeys,
+		Vchannels: out.VChannels, IdempotencyKey: out.IdempotencyKey}
+	if len(probe.Vchannels) == 0 {
+		probe.Vchannels = []string{"probe_0"}
+	}
+	if err := commands.Validate(commands.MustNew(probe)); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func (s *Server) Broadcast(ctx context.Context, req *coordpb.BroadcastRequest) (*coordpb.BroadcastResponse, error) {
+	br, err := broadcastRequest(req)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.BroadcastResponse, error) {
+		return coordpb.NewBroadcasterClient(c).Broadcast(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if s.broadcasts == nil {
+		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
+	}
+	if len(br.VChannels) == 0 {
+		if br.VChannels, err = s.defaultTargets(ctx, br); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.broadcasts.Broadcast(ctx, br)
+	if err != nil {
+		return nil, s.broadcastStatus(ctx, err)
+	}
+	out := &coordpb.BroadcastResponse{BroadcastId: res.BroadcastID, Duplicated: res.Duplicated, LockWaitMs: res.LockWait.Milliseconds()}
+	for _, cp := range res.Checkpoints {
+		out.AppendResults = append(out.AppendResults, apiCheckpoint(cp))
+	}
+	return out, nil
+}
+
+// defaultTargets chooses targets when the caller gives none: a
+// CreateCollection targets the collection's VChannels (allocated first, a
+// committed and idempotent step); anything else targets every PChannel,
+// with the CChannel in place of its own PChannel (a cluster-level message).
+func (s *Server) defaultTargets(ctx context.Context, br broadcaster.Request) ([]string, error) {
+	st := s.node.State()
+	if br.MessageType == commands.MsgCreateCollection {
+		var p logpb.CreateCollectionPayload
+		if err := proto.Unmarshal(br.Payload, &p); err != nil {
+			return nil, s.toStatus(ctx, fmt.Errorf("%w: CreateCollection payload: %v", errInvalid, err))
+		}
+		res, err := s.commit(ctx, &logpb.AllocVirtualChannels{CollectionId: p.CollectionId, Count: p.Shards}, "")
+		if err != nil {
+			return nil, err
+		}
+		return res.GetVchannels().GetVchannels(), nil
+	}
+	return clusterTargets(st), nil
+}
+
+// clusterTargets is every PChannel with the CChannel substituted for its
+// own PChannel.
+func clusterTargets(st *fsm.State) []string {
+	cch := st.CChannel()
+	out := []string{}
+	if cch != "" {
+		out = append(out, cch)
+	}
+	for _, p := range st.PChannels() {
+		if p.Name != commands.PChannelOf(cch) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+func (s *Server) broadcastStatus(ctx context.Context, err error) error {
+	var lt *broadcaster.LockTimeoutError
+	switch {
+	case errors.Is(err, broadcaster.ErrNotPrimary):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, broadcaster.ErrNotLeader):
+		return s.toStatus(ctx, fmt.Errorf("%v: %w", err, s.notEstablished()))
+	case errors.As(err, &lt):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, broadcaster.ErrAbandoned):
+		return status.Error(codes.Aborted, err.Error())
+	}
+	return s.toStatus(ctx, err)
+}
+
+func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
+	return &coordpb.Checkpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick}
+}
+
+func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.AckResponse, error) {
+	var cps []*logpb.VChannelCheckpoint
+	for _, cp := range req.Checkpoints {
+		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
+	}
+	if err := commands.Validate(commands.MustNew(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps})); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AckResponse, error) {
+		return coordpb.NewBroadcasterClient(c).Ack(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if s.broadcasts == nil {
+		if _, err := s.commit(ctx, &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, ""); err != nil {
+			return nil, err
+		}
+		return &coordpb.AckResponse{}, nil
+	}
+	if err := s.broadcasts.Ack(ctx, req.BroadcastId, cps); err != nil {
+		return nil, s.broadcastStatus(ctx, err)
+	}
+	return &coordpb.AckResponse{}, nil
+}
+
+func apiBroadcastInfo(t *logpb.BroadcastTask) *coordpb.BroadcastInfo {
+	out := &coordpb.BroadcastInfo{
+		BroadcastId: t.Id, MessageType: t.MessageType, State: strings.TrimPrefix(t.State.String(), "BROADCAST_"),
+		Vchannels: t.Vchannels, AckSyncUp: t.AckSyncUp, IdempotencyKey: t.IdempotencyKey, CreatedUnixMs: t.CreatedMs,
+		TombstonedUnixMs: t.TombstonedMs, CallbackAttempts: t.CallbackAttempts, LastError: t.LastError,
+		AbandonedReason: t.AbandonedReason, PayloadBytes: uint32(len(t.Payload)),
+	}
+	for _, k := range t.ResourceKeys {
+		out.ResourceKeys = append(out.ResourceKeys, &coordpb.ResourceKey{Domain: domainName(k.Domain), Key: k.Key, Shared: k.Shared})
+	}
+	for _, cp := range t.Acked {
+		out.Acked = append(out.Acked, apiCheckpoint(cp))
+	}
+	return out
+}
+
+func (s *Server) GetBroadcast(ctx context.Context, req *coordpb.GetBroadcastRequest) (*coordpb.BroadcastInfo, error) {
+	if req.BroadcastId == 0 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
+	}
+	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.BroadcastInfo, error) {
+		return coordpb.NewBroadcasterClient(c).GetBroadcast(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
+	t, ok := st.BroadcastTask(req.BroadcastId)
+	if !ok {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast %d is unknown (never created, or its tombstone was pruned)", errNotFound, req.BroadcastId))
+	}
+	return apiBroadcastInfo(t), nil
+}
+
+func (s *Server) ListBroadcasts(ctx context.Context, req *coordpb.ListBroadcastsRequest) (*coordpb.ListBroadcastsResponse, error) {
+	if req.Limit > 10000 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: limit must be at most 10000", errInvalid))
+	}
+	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListBroadcastsResponse, error) {
+		return coordpb.NewBroadcasterClient(c).ListBroadcasts(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
+	tasks := st.BroadcastTasks()
+	if req.PendingOnly {
+		tasks = st.PendingBroadcasts()
+	}
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = 1000
+	}
+	if len(tasks) > limit {
+		tasks = tasks[len(tasks)-limit:] // the newest
+	}
+	out := &coordpb.ListBroadcastsResponse{}
+	for _, t := range tasks {
+		out.Broadcasts = append(out.Broadcasts, apiBroadcastInfo(t))
+	}
+	return out, nil
+}
+
+func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcastRequest) (*coordpb.RetryBroadcastResponse, error) {
+	if req.BroadcastId == 0 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RetryBroadcastResponse, error) {
+		return coordpb.NewBroadcasterClient(c).RetryBroadcast(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if err := s.checkPendingBroadcast(req.BroadcastId); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if s.broadcasts == nil {
+		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
+	}
+	if err := s.broadcasts.Retry(req.BroadcastId); err != nil {
+		return nil, s.broadcastStatus(ctx, err)
+	}
+	return &coordpb.RetryBroadcastResponse{}, nil
+}
+
+func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroadcastRequest) (*coordpb.AbandonBroadcastResponse, error) {
+	body := &logpb.AbandonBroadcast{BroadcastId: req.BroadcastId, Reason: req.Reason}
+	if err := commands.Validate(commands.MustNew(body)); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AbandonBroadcastResponse, error) {
+		return coordpb.NewBroadcasterClient(c).AbandonBroadcast(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if err := s.checkPendingBroadcast(req.BroadcastId); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if s.broadcasts == nil {
+		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
+	}
+	if err := s.broadcasts.Abandon(ctx, req.BroadcastId, req.Reason); err != nil {
+		return nil, s.broadcastStatus(ctx, err)
+	}
+	return &coordpb.AbandonBroadcastResponse{}, nil
+}
+
+func (s *Server) checkPendingBroadcast(id uint64) error {
+	t, ok := s.node.State().BroadcastTask(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: broadcast %d is unknown", errNotFound, id)
+	case t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE:
+		return fmt.Errorf("%w: broadcast %d is already finished", errPrecondition, id)
+	}
+	return nil
+}

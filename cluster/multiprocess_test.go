@@ -203,7 +203,25 @@ type op struct {
 // restarted and catches up. Every allocation must be unique and strictly
 // greater than everything completed before it was invoked.
 func TestKillLeaderAllocationsStayMonotonic(t *testing.T) {
-	l := startCluster(t)
+	checkAllocations(t, killLeaderUnderAllocations(t, startCluster(t)))
+}
+
+// TestBrokenIDAllocatorIsCaught is a test of the test: with the ID
+// allocator deliberately broken (no committed reservation), the same
+// scenario must produce a violation the checker reports.
+func TestBrokenIDAllocatorIsCaught(t *testing.T) {
+	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: []string{"--test-only-unsafe-id-reuse"}})
+	err := allocationViolation(killLeaderUnderAllocations(t, l))
+	if err == nil {
+		t.Fatal("the checker found no violation in a build that reuses IDs after failover")
+	}
+	t.Logf("caught, as it should be: %v", err)
+}
+
+// killLeaderUnderAllocations runs allocations throughout a leader SIGKILL,
+// a write on the new leader and the killed member's restart, and returns
+// every completed allocation.
+func killLeaderUnderAllocations(t *testing.T, l *cluster.Launcher) []op {
 	c := dialAll(t, l)
 
 	var mu sync.Mutex
@@ -307,15 +325,21 @@ func TestKillLeaderAllocationsStayMonotonic(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-
-	checkAllocations(t, ops)
+	return ops
 }
 
-// checkAllocations: per kind, values are unique, and an allocation that
-// began after another completed is strictly greater than all of it.
+// checkAllocations fails the test on any allocation violation.
 func checkAllocations(t *testing.T, ops []op) {
 	t.Helper()
-	counts := map[string]int{}
+	if err := allocationViolation(ops); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checked %d allocations", len(ops))
+}
+
+// allocationViolation: per kind, values are unique, and an allocation that
+// began after another completed is strictly greater than all of it.
+func allocationViolation(ops []op) error {
 	for _, kind := range []string{"ts", "id"} {
 		var ks []op
 		for _, o := range ops {
@@ -323,18 +347,15 @@ func checkAllocations(t *testing.T, ops []op) {
 				ks = append(ks, o)
 			}
 		}
-		counts[kind] = len(ks)
 		if len(ks) < 20 {
-			t.Fatalf("only %d %s allocations completed; the test exercised nothing", len(ks), kind)
+			return fmt.Errorf("only %d %s allocations completed; the test exercised nothing", len(ks), kind)
 		}
 		sort.Slice(ks, func(i, j int) bool { return ks[i].first < ks[j].first })
 		for i := 1; i < len(ks); i++ {
 			if ks[i].first <= ks[i-1].last {
-				t.Fatalf("%s ranges overlap: [%d,%d] and [%d,%d]", kind, ks[i-1].first, ks[i-1].last, ks[i].first, ks[i].last)
+				return fmt.Errorf("%s ranges overlap: [%d,%d] and [%d,%d]", kind, ks[i-1].first, ks[i-1].last, ks[i].first, ks[i].last)
 			}
 		}
-		// Real-time order: sort by completion; track the max value completed
-		// before each invocation.
 		byDone := append([]op(nil), ks...)
 		sort.Slice(byDone, func(i, j int) bool { return byDone[i].done.Before(byDone[j].done) })
 		for _, o := range ks {
@@ -343,11 +364,11 @@ func checkAllocations(t *testing.T, ops []op) {
 					break
 				}
 				if o.first <= p.last {
-					t.Fatalf("%s allocation [%d,%d] invoked at %v is not above [%d,%d] completed at %v",
+					return fmt.Errorf("%s allocation [%d,%d] invoked at %v is not above [%d,%d] completed at %v",
 						kind, o.first, o.last, o.invoke, p.first, p.last, p.done)
 				}
 			}
 		}
 	}
-	t.Logf("checked %d timestamp and %d id allocations", counts["ts"], counts["id"])
+	return nil
 }

@@ -76,6 +76,10 @@ type Option func(*Server)
 // untracked one that never judges nodes).
 func WithNodeHealth(h NodeHealth) Option { return func(s *Server) { s.health = h } }
 
+// WithUnsafeIDReuse breaks the ID allocator on purpose (see
+// allocator.IDs.UnsafeSkipReservation); test-only.
+func WithUnsafeIDReuse() Option { return func(s *Server) { s.ids.UnsafeSkipReservation() } }
+
 // WithRebalancer sets where manual rebalance requests go.
 func WithRebalancer(r Rebalancer) Option { return func(s *Server) { s.rebalancer = r } }
 

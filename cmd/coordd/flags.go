@@ -34,6 +34,7 @@ type serveConfig struct {
 	LogLevel                                  string
 	EnablePprof                               bool
 	RaftDial                                  map[string]string
+	TestOnlyUnsafeIDReuse                     bool
 	Channels                                  channelFlags
 	Raft                                      raftnode.Config
 }
@@ -52,6 +53,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&peers, "peers", "", "static bootstrap list id=raftaddr,... (identical on every member)")
 	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.BoolVar(&c.TestOnlyUnsafeIDReuse, "test-only-unsafe-id-reuse", false,
+		"TEST ONLY: break the ID allocator (no committed reservation) so the Jepsen-style checkers can be shown to catch it")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")

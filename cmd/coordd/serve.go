@@ -76,7 +76,12 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bal.Close()
 	node.AddLeaderRoutine("node-health", tracker.Run)
 	node.AddLeaderRoutine("balancer", bal.Run)
-	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal))
+	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal)}
+	if c.TestOnlyUnsafeIDReuse {
+		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
+		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())
+	}
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), srvOpts...)
 	defer srv.Close()
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err

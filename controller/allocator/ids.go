@@ -18,6 +18,12 @@ type IDs struct {
 	leader Leader
 	batch  uint64
 
+	// unsafeNoReservation breaks the allocator on purpose (test-only):
+	// IDs are handed out from the FSM's next ID without committing a
+	// reservation, so a new leader repeats IDs. The Jepsen-style tests run
+	// a build with it to prove their checkers catch the violation.
+	unsafeNoReservation bool
+
 	mu   sync.Mutex
 	term uint64
 	next uint64 // next unused ID of the reserved range
@@ -31,6 +37,10 @@ func NewIDs(leader Leader, batch uint64) *IDs {
 	}
 	return &IDs{leader: leader, batch: batch}
 }
+
+// UnsafeSkipReservation turns on the deliberate bug described on the
+// field. Never use it outside tests of the test harness.
+func (a *IDs) UnsafeSkipReservation() { a.unsafeNoReservation = true }
 
 // Alloc returns the first of count consecutive IDs.
 func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
@@ -61,6 +71,11 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		// A range reserved in an earlier term may have been partly served
 		// by this node already; never reuse it.
 		a.term, a.next, a.end = term, 0, 0
+	}
+	if a.unsafeNoReservation && a.end == 0 {
+		// The deliberate bug: a window nobody committed.
+		next := a.leader.State().NextID()
+		a.next, a.end = next, next+1<<40
 	}
 	if a.end-a.next < count {
 		res, err := a.leader.Propose(ctx, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")

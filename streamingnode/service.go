@@ -158,6 +158,12 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	if len(req.Payload) > wal.MaxPayloadBytes {
 		return nil, invalid("payload is %d bytes (max %d)", len(req.Payload), wal.MaxPayloadBytes)
 	}
+	if req.CoordTerm != 0 {
+		// A coordinator's broadcast append is fenced like Assign/Remove.
+		if err := n.checkCoordTerm(req.CoordTerm, false); err != nil {
+			return nil, err
+		}
+	}
 	p := commands.PChannelOf(req.Vchannel)
 	sl := n.slotFor(p, false)
 	if sl == nil {

@@ -290,7 +290,10 @@ type AppendRequest struct {
 	BroadcastId uint64 `protobuf:"varint,4,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
 	// ack_sync_up: after persisting, the node acks the broadcast message to
 	// the coordinator itself (Broadcaster.Ack), retrying until it succeeds.
-	AckSyncUp     bool `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
+	AckSyncUp bool `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
+	// coord_term: set by the coordinator's broadcaster (0 for other
+	// clients); an append from an older coordinator term is refused.
+	CoordTerm     uint64 `protobuf:"varint,6,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -358,6 +361,13 @@ func (x *AppendRequest) GetAckSyncUp() bool {
 		return x.AckSyncUp
 	}
 	return false
+}
+
+func (x *AppendRequest) GetCoordTerm() uint64 {
+	if x != nil {
+		return x.CoordTerm
+	}
+	return 0
 }
 
 type AppendResponse struct {
@@ -767,13 +777,15 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\x0eRemoveResponse\"7\n" +
 	"\tMessageID\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\x9c\x01\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xbb\x01\n" +
 	"\rAppendRequest\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12!\n" +
 	"\fbroadcast_id\x18\x04 \x01(\x04R\vbroadcastId\x12\x1e\n" +
-	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\"r\n" +
+	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12\x1d\n" +
+	"\n" +
+	"coord_term\x18\x06 \x01(\x04R\tcoordTerm\"r\n" +
 	"\x0eAppendResponse\x12$\n" +
 	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1c\n" +

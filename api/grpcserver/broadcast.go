@@ -153,7 +153,14 @@ func clusterTargets(st *fsm.State) []string {
 
 func (s *Server) broadcastStatus(ctx context.Context, err error) error {
 	var lt *broadcaster.LockTimeoutError
+	var rej *broadcaster.RejectedError
 	switch {
+	case errors.As(err, &rej):
+		return rejection(rej.Rejection())
+	case errors.Is(err, broadcaster.ErrTaskNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, broadcaster.ErrTaskFinished):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broadcaster.ErrNotPrimary):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, broadcaster.ErrNotLeader):

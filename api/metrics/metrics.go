@@ -86,6 +86,9 @@ func New(node *raftnode.Node) (*Registry, error) {
 	return r, nil
 }
 
+// Registerer lets other packages add their collectors.
+func (r *Registry) Registerer() prometheus.Registerer { return r.reg }
+
 // Handler serves the registry in the Prometheus text format.
 func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})

@@ -1,7 +1,8 @@
 // Command coordctl is the operator CLI of coordd: cluster status and
-// membership, snapshots, allocator calls and channel management (pchannels,
-// streaming nodes, vchannels, the assignment stream, replication) over the
-// gRPC API, through the client package (leader following, retries).
+// membership, snapshots, allocator calls, channel management (pchannels,
+// streaming nodes, vchannels, the assignment stream, replication) and
+// broadcasts (send, inspect, retry, abandon) over the gRPC API, through the
+// client package (leader following, retries).
 //
 // Usage: coordctl [global flags] GROUP COMMAND [flags] [args]
 //

@@ -90,7 +90,7 @@ type group struct {
 	cmds    []*command
 }
 
-var groups = []*group{clusterGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup}
+var groups = []*group{clusterGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup, broadcastGroup}
 
 // invocation is a parsed command line.
 type invocation struct {

@@ -36,6 +36,7 @@ type serveConfig struct {
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
 	Channels                                  channelFlags
+	Broadcast                                 broadcastFlags
 	Raft                                      raftnode.Config
 }
 
@@ -59,6 +60,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	c.Channels.register(fs)
+	c.Broadcast.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "raft leader lease (<= heartbeat timeout)")
@@ -184,6 +186,9 @@ func (c serveConfig) validate() error {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
 	if err := c.Channels.validate(); err != nil {
+		return err
+	}
+	if err := c.Broadcast.validate(); err != nil {
 		return err
 	}
 	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {

@@ -141,6 +141,9 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "node ttl too short", args: with("--node-ttl", "10ms"), want: "--node-ttl must be at least 100ms"},
 		{name: "balance interval too short", args: with("--balance-interval", "10ms"), want: "--balance-interval must be at least 1s"},
 		{name: "negative min rebalance interval", args: with("--min-rebalance-interval", "-1s"), want: "--min-rebalance-interval must not be negative"},
+		{name: "zero tombstone count", args: with("--broadcast-tombstone-max-count", "0"), want: "--broadcast-tombstone-max-count must be in 1.."},
+		{name: "tombstone lifetime too short", args: with("--broadcast-tombstone-max-lifetime", "10ms"), want: "--broadcast-tombstone-max-lifetime must be at least 1s"},
+		{name: "tombstone check too often", args: with("--broadcast-tombstone-check-interval", "1ms"), want: "--broadcast-tombstone-check-interval must be at least 100ms"},
 		{name: "unexpected argument", args: with("extra"), want: `unexpected argument "extra"`},
 
 		{name: "unknown flag", args: with("--bogus", "1"), usage: true, want: "usage"},
@@ -195,7 +198,8 @@ func TestParseServeFlagsValid(t *testing.T) {
 	}
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
-			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute}}
+			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute},
+		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute}}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
 		f(&c)

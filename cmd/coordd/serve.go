@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/api/metrics"
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/controller/balancer"
+	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -76,7 +77,21 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bal.Close()
 	node.AddLeaderRoutine("node-health", tracker.Run)
 	node.AddLeaderRoutine("balancer", bal.Run)
-	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal)}
+	bm, err := broadcaster.NewMetrics(reg.Registerer())
+	if err != nil {
+		return err
+	}
+	bcast, err := broadcaster.New(node, broadcaster.NewGRPCAppender(), broadcaster.Config{
+		Logger: logger.Named("broadcaster"), Metrics: bm,
+		TombstoneMaxCount: c.Broadcast.TombstoneMaxCount, TombstoneMaxLifetime: c.Broadcast.TombstoneMaxLifetime,
+		TombstoneCheckInterval: c.Broadcast.TombstoneCheckInterval,
+	})
+	if err != nil {
+		return configError{fmt.Errorf("broadcaster: %w", err)}
+	}
+	defer bcast.Close()
+	node.AddLeaderRoutine("broadcaster", bcast.Run)
+	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast)}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())

@@ -18,6 +18,11 @@ type Request struct {
 	// IdempotencyKey is a scoped key (commands.ClusterScopedKey and
 	// friends) or "".
 	IdempotencyKey string
+	// RequestID, optional, is the request ID of the CreateBroadcast
+	// command (a retried call with the same ID gets the same task). When
+	// empty the manager makes one, so its own retries after an unknown
+	// outcome are safe.
+	RequestID string
 }
 
 // Result is what a completed (tombstoned) broadcast returns.
@@ -38,7 +43,38 @@ var (
 	ErrNotLeader = errors.New("broadcaster: this node is not the established leader")
 	// ErrAbandoned: the task was abandoned by an operator.
 	ErrAbandoned = errors.New("broadcast abandoned")
+	// ErrTaskNotFound: no such broadcast task (never created, or its
+	// tombstone was pruned).
+	ErrTaskNotFound = errors.New("broadcast task not found")
+	// ErrTaskFinished: the task is already a TOMBSTONE.
+	ErrTaskFinished = errors.New("broadcast task already finished")
+
+	// errLocksClosed: the lock table of an ended leadership.
+	errLocksClosed = errors.New("broadcaster: lock table closed")
 )
+
+// RejectedError is a refusal by the state machine; it keeps the FSM's code
+// and message. A NOT_PRIMARY refusal matches ErrNotPrimary.
+type RejectedError struct {
+	Code    logpb.RejectCode
+	Message string
+}
+
+func (e *RejectedError) Error() string { return e.Message }
+
+// Is makes errors.Is(err, ErrNotPrimary) hold for a NOT_PRIMARY refusal.
+func (e *RejectedError) Is(target error) bool {
+	return target == ErrNotPrimary && e.Code == logpb.RejectCode_REJECT_NOT_PRIMARY
+}
+
+// Rejection returns the FSM rejection.
+func (e *RejectedError) Rejection() *logpb.Rejection {
+	return &logpb.Rejection{Code: e.Code, Message: e.Message}
+}
+
+func rejectionError(r *logpb.Rejection) error {
+	return &RejectedError{Code: r.Code, Message: r.Message}
+}
 
 // LockTimeoutError says which key a broadcast waited for, and how long,
 // when its deadline ran out before the locks were granted.

@@ -1,0 +1,117 @@
+package broadcaster
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Appender appends one broadcast message to the owner of a VChannel's
+// PChannel. The node dedups by (broadcastID, vchannel): a retried append
+// returns the original position. The checkpoint carries the message ID's
+// term and offset and the message timestamp as its time tick.
+type Appender interface {
+	Append(ctx context.Context, nodeAddr, vchannel string, pchannelTerm int64, payload []byte,
+		broadcastID uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error)
+}
+
+// MDCoordTerm is the gRPC metadata key carrying the coordinator's raft term
+// on Append (AppendRequest has no field for it yet).
+const MDCoordTerm = "coordd-coord-term"
+
+// GRPCAppender is the Appender over coordpb.StreamingNodeService, with one
+// connection per node address.
+type GRPCAppender struct {
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewGRPCAppender returns an appender that dials nodes lazily.
+func NewGRPCAppender() *GRPCAppender { return &GRPCAppender{conns: map[string]*grpc.ClientConn{}} }
+
+var errAppenderClosed = errors.New("broadcaster: appender closed")
+
+func (a *GRPCAppender) client(addr string) (coordpb.StreamingNodeServiceClient, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, errAppenderClosed
+	}
+	conn, ok := a.conns[addr]
+	if !ok {
+		var err error
+		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		a.conns[addr] = conn
+	}
+	return coordpb.NewStreamingNodeServiceClient(conn), nil
+}
+
+// Append implements Appender.
+func (a *GRPCAppender) Append(ctx context.Context, nodeAddr, vchannel string, pchannelTerm int64, payload []byte,
+	broadcastID uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error) {
+	cl, err := a.client(nodeAddr)
+	if err != nil {
+		return nil, err
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, MDCoordTerm, strconv.FormatUint(coordTerm, 10))
+	resp, err := cl.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: pchannelTerm, Payload: payload,
+		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetId() == nil || resp.Id.Term < 1 || resp.Timestamp == 0 {
+		return nil, status.Errorf(codes.Internal, "append to %s on %s: response without a message id or timestamp", vchannel, nodeAddr)
+	}
+	return &logpb.VChannelCheckpoint{Vchannel: vchannel, Term: resp.Id.Term, Offset: resp.Id.Offset, TimeTick: resp.Timestamp}, nil
+}
+
+// Close drops every connection; later appends fail.
+func (a *GRPCAppender) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	for addr, c := range a.conns {
+		c.Close()
+		delete(a.conns, addr)
+	}
+}
+
+// unrecoverableCode says whether an append error can never succeed by
+// retrying (the same request would be refused again), and its label.
+func unrecoverableCode(err error) (string, bool) {
+	s, ok := status.FromError(err)
+	if !ok {
+		return "", false
+	}
+	switch s.Code() {
+	case codes.InvalidArgument, codes.OutOfRange, codes.Unimplemented, codes.PermissionDenied,
+		codes.Unauthenticated, codes.DataLoss:
+		return s.Code().String(), true
+	}
+	return "", false
+}
+
+// ownershipError says whether an append failed because the channel is not
+// where the FSM says at that term (likely to change with the assignment).
+func ownershipError(err error) bool {
+	var nf *notAssignedError
+	if errors.As(err, &nf) {
+		return true
+	}
+	s, ok := status.FromError(err)
+	return ok && (s.Code() == codes.FailedPrecondition || s.Code() == codes.Unavailable)
+}

@@ -1,0 +1,410 @@
+package broadcaster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Leader is what the broadcaster needs from the raft node.
+type Leader interface {
+	State() *fsm.State
+	StateChanged() <-chan struct{}
+	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	EstablishedTerm() uint64
+}
+
+// Config tunes the manager. Zero values take the defaults.
+type Config struct {
+	Workers                int           // tasks executed at once, default 16
+	BackoffInitial         time.Duration // append/callback retry, default 10ms
+	BackoffMax             time.Duration // default 10s
+	TombstoneMaxCount      int           // default 8192
+	TombstoneMaxLifetime   time.Duration // default 24h
+	TombstoneCheckInterval time.Duration // default 5m
+	// AppendTimeout bounds one Append call, default 10s.
+	AppendTimeout time.Duration
+	// AppendParallelism bounds the concurrent appends of one task, default 32.
+	AppendParallelism int
+	// AckSyncUpResend: an ack_sync_up task whose appended targets have not
+	// all been acked after this long re-appends them (the node dedups and
+	// acks again), default 30s.
+	AckSyncUpResend time.Duration
+	Logger          hclog.Logger
+	Now             func() time.Time
+	Metrics         *Metrics // optional
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = 16
+	}
+	if c.BackoffInitial <= 0 {
+		c.BackoffInitial = 10 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 10 * time.Second
+	}
+	if c.TombstoneMaxCount <= 0 {
+		c.TombstoneMaxCount = 8192
+	}
+	if c.TombstoneMaxLifetime <= 0 {
+		c.TombstoneMaxLifetime = 24 * time.Hour
+	}
+	if c.TombstoneCheckInterval <= 0 {
+		c.TombstoneCheckInterval = 5 * time.Minute
+	}
+	if c.AppendTimeout <= 0 {
+		c.AppendTimeout = 10 * time.Second
+	}
+	if c.AppendParallelism <= 0 {
+		c.AppendParallelism = 32
+	}
+	if c.AckSyncUpResend <= 0 {
+		c.AckSyncUpResend = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Manager is the broadcaster's leader side (spec §2): the resource-key lock
+// table, the append scheduler, the ack-callback driver and tombstone GC.
+// Everything it keeps is leader memory rebuilt from the FSM by Run; the
+// FSM holds the tasks and runs every guard.
+type Manager struct {
+	leader Leader
+	app    Appender
+	cfg    Config
+	log    hclog.Logger
+
+	mu      sync.Mutex
+	cur     *termState    // the ready leadership, nil otherwise
+	ready   chan struct{} // closed and replaced whenever cur changes
+	closed  bool
+	closeCh chan struct{}
+	runs    sync.WaitGroup
+}
+
+// New builds a manager. Run is its leader routine.
+func New(leader Leader, appender Appender, cfg Config) (*Manager, error) {
+	if leader == nil {
+		return nil, errors.New("broadcaster: a leader is required")
+	}
+	if appender == nil {
+		return nil, errors.New("broadcaster: an appender is required")
+	}
+	cfg = cfg.withDefaults()
+	if cfg.TombstoneMaxCount > math.MaxUint32 {
+		return nil, fmt.Errorf("broadcaster: tombstone max count %d is too large", cfg.TombstoneMaxCount)
+	}
+	if cfg.BackoffMax < cfg.BackoffInitial {
+		return nil, fmt.Errorf("broadcaster: backoff max %v is below backoff initial %v", cfg.BackoffMax, cfg.BackoffInitial)
+	}
+	cfg.Metrics.SetStateSource(leader.State)
+	return &Manager{leader: leader, app: appender, cfg: cfg, log: cfg.Logger,
+		ready: make(chan struct{}), closeCh: make(chan struct{})}, nil
+}
+
+// Close stops the current leadership's work, waits for Run to return and
+// closes the appender if it can be closed. Broadcast calls waiting for a
+// task keep watching the FSM until their context ends.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if !m.closed {
+		m.closed = true
+		close(m.closeCh)
+	}
+	cur := m.cur
+	m.mu.Unlock()
+	if cur != nil {
+		cur.cancel()
+	}
+	m.runs.Wait()
+	if c, ok := m.app.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
+
+// Run is the leader routine for one established term: it re-locks every
+// PENDING task of the FSM before admitting any new Broadcast, schedules
+// them, and runs the tombstone GC until ctx ends; then it stops its workers
+// and drops all leader memory.
+func (m *Manager) Run(ctx context.Context, term uint64) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.runs.Add(1)
+	m.mu.Unlock()
+	defer m.runs.Done()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ts := newTermState(m, runCtx, cancel, term)
+	recovered := ts.rebuild()
+	ts.start()
+	for _, t := range recovered {
+		ts.enqueue(t)
+	}
+	if !m.publish(ts) {
+		ts.stop()
+		return
+	}
+	m.log.Info("broadcaster running", "term", term, "recovered_tasks", len(recovered))
+	ts.loop(m.closeCh)
+	m.unpublish(ts)
+	ts.stop()
+	m.log.Info("broadcaster stopped", "term", term)
+}
+
+func (m *Manager) publish(ts *termState) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.cur = ts
+	close(m.ready)
+	m.ready = make(chan struct{})
+	return true
+}
+
+func (m *Manager) unpublish(ts *termState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur == ts {
+		m.cur = nil
+		close(m.ready)
+		m.ready = make(chan struct{})
+	}
+}
+
+func (m *Manager) current() *termState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cur
+}
+
+// await returns the ready leadership of the current established term,
+// waiting (ctx-bounded) while Run rebuilds it.
+func (m *Manager) await(ctx context.Context) (*termState, error) {
+	poll := time.NewTimer(time.Hour)
+	defer poll.Stop()
+	for {
+		term := m.leader.EstablishedTerm()
+		if term == 0 {
+			return nil, ErrNotLeader
+		}
+		m.mu.Lock()
+		cur, ready, closed := m.cur, m.ready, m.closed
+		m.mu.Unlock()
+		if closed {
+			return nil, ErrNotLeader
+		}
+		if cur != nil && cur.term == term && cur.ctx.Err() == nil {
+			return cur, nil
+		}
+		poll.Reset(10 * time.Millisecond) // EstablishedTerm changes without a signal
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("broadcaster is recovering the tasks of term %d: %w", term, ctx.Err())
+		case <-ready:
+		case <-poll.C:
+		}
+	}
+}
+
+// Broadcast commits a task for req, has it appended to every target (the
+// CChannel is added when missing) and waits until its callback has run and
+// it is a TOMBSTONE. A ctx end returns ctx's error; the task goes on. With
+// an idempotency key already known in its scope, no task is created: the
+// call waits for the original and returns it with Duplicated set.
+func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
+	start := time.Now()
+	if m.leader.EstablishedTerm() == 0 {
+		return Result{}, ErrNotLeader
+	}
+	st := m.leader.State()
+	if req.IdempotencyKey != "" {
+		if t, ok := st.BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey); ok {
+			return m.waitDone(ctx, req.MessageType, t.Id, true, 0, start)
+		}
+	}
+	if !st.IsPrimary() {
+		return Result{}, ErrNotPrimary
+	}
+	cch := st.CChannel()
+	if cch == "" {
+		return Result{}, &RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
+			Message: "streaming is not initialized: there is no control channel yet"}
+	}
+	targets := append([]string(nil), req.VChannels...)
+	if !contains(targets, cch) {
+		targets = append(targets, cch)
+	}
+	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
+		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
+	// Fail fast on a request the FSM would refuse anyway, before locking.
+	c, err := commands.New(body)
+	if err == nil {
+		err = commands.Validate(c)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	ts, err := m.await(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	keys := commands.NormalizeResourceKeys(req.ResourceKeys)
+	guard, wait, err := ts.locks.lock(ctx, keys, func(k *logpb.ResourceKey, d time.Duration) {
+		m.cfg.Metrics.observeLock(k, d.Seconds())
+	})
+	if err != nil {
+		return Result{LockWait: wait}, err
+	}
+	id, dup, err := ts.create(ctx, body, guard, req.RequestID)
+	if err != nil {
+		return Result{BroadcastID: id, LockWait: wait}, err
+	}
+	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// waitDone waits until task id is a TOMBSTONE in the FSM and builds the
+// result from its persisted checkpoints.
+func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup bool, wait time.Duration, start time.Time) (Result, error) {
+	res := Result{BroadcastID: id, Duplicated: dup, LockWait: wait}
+	for {
+		changed := m.leader.StateChanged()
+		t, ok := m.leader.State().BroadcastTask(id)
+		if !ok {
+			return res, fmt.Errorf("broadcast %d: %w (its tombstone was pruned)", id, ErrTaskNotFound)
+		}
+		if t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+			res.Checkpoints = make([]*logpb.VChannelCheckpoint, len(t.Acked))
+			for i, cp := range t.Acked {
+				res.Checkpoints[i] = proto.Clone(cp).(*logpb.VChannelCheckpoint)
+			}
+			if t.AbandonedReason != "" {
+				return res, fmt.Errorf("%w: broadcast %d: %s", ErrAbandoned, id, t.AbandonedReason)
+			}
+			if !dup {
+				m.cfg.Metrics.observeBroadcast(msgType, time.Since(start).Seconds())
+			}
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Ack records checkpoints of an ack_sync_up task (from the streaming node
+// that persisted the message). Idempotent: unknown or finished tasks and
+// already-acked VChannels are no-ops.
+func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
+	if m.leader.EstablishedTerm() == 0 {
+		return ErrNotLeader
+	}
+	res, err := m.leader.Propose(ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	if err != nil {
+		return err
+	}
+	if res.Rejection != nil {
+		return rejectionError(res.Rejection)
+	}
+	if ts := m.current(); ts != nil {
+		ts.nudge(id)
+	}
+	return nil
+}
+
+// Retry wakes a pending task now: its backoff is reset and, for an
+// ack_sync_up task, unacked targets are appended again.
+func (m *Manager) Retry(id uint64) error {
+	ts := m.current()
+	if ts == nil || m.leader.EstablishedTerm() != ts.term {
+		return ErrNotLeader
+	}
+	return ts.retry(id)
+}
+
+// Abandon gives up on a pending task (an operator's decision, typically for
+// a callback that keeps failing): the FSM tombstones it without running its
+// callback and records reason; its locks are released and its Broadcast
+// callers return ErrAbandoned.
+func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
+	if m.leader.EstablishedTerm() == 0 {
+		return ErrNotLeader
+	}
+	res, err := m.leader.Propose(ctx, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
+	if err != nil {
+		return err
+	}
+	if res.Rejection != nil {
+		return rejectionError(res.Rejection)
+	}
+	m.log.Warn("broadcast abandoned", "id", id, "reason", reason)
+	if ts := m.current(); ts != nil {
+		ts.finishExternal(id)
+	}
+	return nil
+}
+
+// newRequestID makes the request ID of a CreateBroadcast, so a retry after
+// an unknown outcome cannot create a second task.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "broadcast-create-" + hex.EncodeToString(b[:])
+}
+
+// proposeRetrying proposes body with requestID and, while the outcome is
+// unknown and ctx lives, proposes it again (the FSM returns the first
+// result for a repeated request ID).
+func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
+	backoff := m.cfg.BackoffInitial
+	for {
+		res, err := m.leader.Propose(ctx, body, requestID)
+		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
+			return res, err
+		}
+		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, m.cfg.BackoffMax)
+	}
+}

@@ -1,0 +1,909 @@
+package broadcaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/raftnode"
+)
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBroadcastFastAck: the whole flow with FastAck. The task is committed
+// before any append (the fake appender checks on every call), every target
+// and the CChannel get the message once, the result carries the persisted
+// checkpoints, the task is a TOMBSTONE and the locks are gone.
+func TestBroadcastFastAck(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	v1, v2 := h.vch(1, 100), h.vch(2, 100)
+	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{
+		MessageType: "CreatePartition", Payload: []byte("p1"),
+		ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", "c", false)},
+		VChannels:    []string{v1, v2},
+	})
+	if err != nil {
+		t.Fatalf("Broadcast: %v", err)
+	}
+	if res.BroadcastID == 0 || res.Duplicated {
+		t.Fatalf("result %+v", res)
+	}
+	bt := h.leader.task(t, res.BroadcastID)
+	if bt.State != logpb.BroadcastState_BROADCAST_TOMBSTONE || bt.AbandonedReason != "" {
+		t.Fatalf("task %v", bt)
+	}
+	want := []string{v1, v2, h.cch}
+	sort.Strings(want)
+	if len(res.Checkpoints) != 3 {
+		t.Fatalf("checkpoints %v, want 3", res.Checkpoints)
+	}
+	for i, cp := range res.Checkpoints {
+		if cp.Vchannel != want[i] {
+			t.Fatalf("checkpoint %d is %s, want %s", i, cp.Vchannel, want[i])
+		}
+		if !proto.Equal(cp, bt.Acked[i]) {
+			t.Fatalf("returned %v, persisted %v", cp, bt.Acked[i])
+		}
+		wcp, ok := h.app.walEntry(cp.Vchannel, res.BroadcastID)
+		if !ok || !proto.Equal(wcp, cp) {
+			t.Fatalf("%s: WAL has %v, checkpoint %v", cp.Vchannel, wcp, cp)
+		}
+		if ids := h.app.walIDs(cp.Vchannel); len(ids) != 1 {
+			t.Fatalf("%s WAL %v, want the message once", cp.Vchannel, ids)
+		}
+	}
+	// FastAck: one AckBroadcast with every checkpoint, then one completion.
+	acks := appliedOf[*logpb.AckBroadcast](h.leader)
+	if len(acks) != 1 || len(acks[0].Checkpoints) != 3 {
+		t.Fatalf("acks %v, want one batch of 3", acks)
+	}
+	if n := len(appliedOf[*logpb.CompleteBroadcast](h.leader)); n != 1 {
+		t.Fatalf("%d completions, want 1", n)
+	}
+	for _, c := range h.app.Calls() {
+		if c.AckSyncUp || c.CoordTerm != testTerm || c.ID != res.BroadcastID || c.Addr != testNodeAddr {
+			t.Fatalf("append call %+v", c)
+		}
+	}
+	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+}
+
+// TestBroadcastAckSyncUp: with ack_sync_up the manager appends but does not
+// ack; the task completes only once the nodes' acks are committed.
+func TestBroadcastAckSyncUp(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	v1 := h.vch(1, 100)
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{
+		MessageType: "TruncateCollection", ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)},
+		VChannels: []string{v1}, AckSyncUp: true,
+	})
+	eventually(t, "both appends", func() bool { return len(h.app.Calls()) == 2 })
+	var id uint64
+	for _, c := range h.app.Calls() {
+		if !c.AckSyncUp {
+			t.Fatalf("append without ack_sync_up: %+v", c)
+		}
+		id = c.ID
+	}
+	never(t, "completed without node acks", 50*time.Millisecond, func() bool {
+		select {
+		case r := <-ch:
+			t.Errorf("returned %+v", r)
+			return true
+		default:
+			return false
+		}
+	})
+	if n := len(appliedOf[*logpb.AckBroadcast](h.leader)); n != 0 {
+		t.Fatalf("the manager acked an ack_sync_up task itself (%d acks)", n)
+	}
+	if n := len(h.app.Calls()); n != 2 {
+		t.Fatalf("%d appends while waiting for acks, want 2 (no re-append)", n)
+	}
+	// The node acks v1 first: still waiting for the CChannel.
+	cp1, _ := h.app.walEntry(v1, id)
+	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	// A repeated ack is a no-op.
+	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+		t.Fatalf("repeated Ack: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if bt := h.leader.task(t, id); bt.State != logpb.BroadcastState_BROADCAST_PENDING {
+		t.Fatalf("task %s with one of two acks", bt.State)
+	}
+	cp2, _ := h.app.walEntry(h.cch, id)
+	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp2}); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	r := wait(t, ch)
+	if r.err != nil || r.res.BroadcastID != id || len(r.res.Checkpoints) != 2 {
+		t.Fatalf("Broadcast = %+v, %v", r.res, r.err)
+	}
+	// Late ack after the tombstone: a no-op, no error.
+	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+		t.Fatalf("late Ack: %v", err)
+	}
+	// Unknown task: a no-op.
+	if err := h.m.Ack(context.Background(), 999999, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+		t.Fatalf("Ack of an unknown task: %v", err)
+	}
+}
+
+// TestAckSyncUpResend: unacked appended targets are appended again after
+// AckSyncUpResend (the node dedups and acks again).
+func TestAckSyncUpResend(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.AckSyncUpResend = 30 * time.Millisecond })
+	h.run(h.m, testTerm)
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Truncate", AckSyncUp: true})
+	eventually(t, "re-append", func() bool { return len(h.app.Calls()) >= 2 })
+	c := h.app.Calls()[0]
+	if ids := h.app.walIDs(h.cch); len(ids) != 1 {
+		t.Fatalf("WAL %v: a resend must not write twice", ids)
+	}
+	cp, _ := h.app.walEntry(h.cch, c.ID)
+	if err := h.m.Ack(context.Background(), c.ID, []*logpb.VChannelCheckpoint{cp}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, ch); r.err != nil {
+		t.Fatalf("Broadcast: %v", r.err)
+	}
+}
+
+// TestConflictingOrder: concurrent broadcasts on one exclusive key land in
+// broadcast-ID order in every shared VChannel and are tombstoned in that
+// order; a non-conflicting stream interleaves freely.
+func TestConflictingOrder(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	shared1, shared2 := h.vch(1, 100), h.vch(2, 100)
+	var jitter atomic.Int64
+	h.app.setOnAppend(func(c appendCall) error {
+		time.Sleep(time.Duration(jitter.Add(7)%3) * time.Millisecond)
+		return nil
+	})
+	const n = 12
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conflicting []uint64
+	for i := 0; i < n; i++ {
+		wg.Add(2)
+		go func(i int) {
+			defer wg.Done()
+			targets := []string{shared1}
+			if i%2 == 0 {
+				targets = append(targets, shared2)
+			}
+			res, err := h.m.Broadcast(ctxTimeout(t, 20*time.Second), Request{
+				MessageType:  "AlterCollection",
+				ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", "c", false)},
+				VChannels:    targets,
+			})
+			if err != nil {
+				t.Errorf("Broadcast %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			conflicting = append(conflicting, res.BroadcastID)
+			mu.Unlock()
+		}(i)
+		go func(i int) { // a different collection: no conflict
+			defer wg.Done()
+			_, err := h.m.Broadcast(ctxTimeout(t, 20*time.Second), Request{
+				MessageType:  "AlterCollection",
+				ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", fmt.Sprintf("other%d", i), false)},
+				VChannels:    []string{shared1},
+			})
+			if err != nil {
+				t.Errorf("Broadcast other %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	isConflicting := map[uint64]bool{}
+	for _, id := range conflicting {
+		isConflicting[id] = true
+	}
+	for _, v := range []string{shared1, shared2, h.cch} {
+		var seq []uint64
+		for _, id := range h.app.walIDs(v) {
+			if isConflicting[id] {
+				seq = append(seq, id)
+			}
+		}
+		if !sort.SliceIsSorted(seq, func(i, j int) bool { return seq[i] < seq[j] }) {
+			t.Fatalf("%s: conflicting broadcasts in WAL order %v, not in ID order", v, seq)
+		}
+	}
+	// Callback (tombstone) order agrees with ID order.
+	type ts struct{ id, seq uint64 }
+	var tss []ts
+	for _, id := range conflicting {
+		bt := h.leader.task(t, id)
+		tss = append(tss, ts{id, bt.TombstoneSeq})
+	}
+	sort.Slice(tss, func(i, j int) bool { return tss[i].id < tss[j].id })
+	for i := 1; i < len(tss); i++ {
+		if tss[i].seq <= tss[i-1].seq {
+			t.Fatalf("broadcast %d tombstoned (seq %d) before %d (seq %d)", tss[i].id, tss[i].seq, tss[i-1].id, tss[i-1].seq)
+		}
+	}
+	// Every conflicting message was appended exactly once per target.
+	for _, v := range []string{shared1, h.cch} {
+		seen := map[uint64]int{}
+		for _, id := range h.app.walIDs(v) {
+			seen[id]++
+		}
+		for _, id := range conflicting {
+			if seen[id] != 1 {
+				t.Fatalf("%s has broadcast %d %d times", v, id, seen[id])
+			}
+		}
+	}
+}
+
+// TestNonConflictingParallel: two broadcasts on different keys are appended
+// at the same time (each append waits until both have started).
+func TestNonConflictingParallel(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	started := make(chan uint64, 16)
+	var both sync.WaitGroup
+	both.Add(2)
+	var seen sync.Map
+	h.app.setOnAppend(func(c appendCall) error {
+		if _, loaded := seen.LoadOrStore(c.ID, true); !loaded {
+			started <- c.ID
+			both.Done()
+		}
+		done := make(chan struct{})
+		go func() { both.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-time.After(3 * time.Second):
+			return errors.New("the other broadcast never started appending")
+		}
+	})
+	a := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "A",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "a", false)}, VChannels: []string{h.vch(1, 1)}})
+	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "B",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "b", false)}, VChannels: []string{h.vch(1, 2)}})
+	ra, rb := wait(t, a), wait(t, b)
+	if ra.err != nil || rb.err != nil {
+		t.Fatalf("a: %v, b: %v", ra.err, rb.err)
+	}
+	// Each append waited for the other's, so nothing failed and retried.
+	if n := len(h.app.Calls()); n != 4 {
+		t.Fatalf("%d appends, want 4 (no retries)", n)
+	}
+}
+
+// TestLockTimeoutCreatesNoTask: a broadcast blocked on a held key returns a
+// LockTimeoutError naming the key and the wait, and creates nothing.
+func TestLockTimeoutCreatesNoTask(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	release := make(chan struct{})
+	h.app.setOnAppend(func(c appendCall) error { <-release; return nil })
+	first := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropCollection_",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db1", "c1", false)}})
+	eventually(t, "first appending", func() bool { return len(h.app.Calls()) > 0 })
+	before := len(h.leader.State().BroadcastTasks())
+
+	start := time.Now()
+	res, err := h.m.Broadcast(ctxTimeout(t, 60*time.Millisecond), Request{MessageType: "CreateIndex",
+		ResourceKeys: []*logpb.ResourceKey{dbKey("db1"), collKey("db1", "c1", false)}})
+	var lte *LockTimeoutError
+	if !errors.As(err, &lte) {
+		t.Fatalf("err = %v, want *LockTimeoutError", err)
+	}
+	if lte.Key != "CollectionName:db1:c1@X" || lte.Waited < 50*time.Millisecond || lte.Waited > time.Since(start) {
+		t.Fatalf("LockTimeoutError %+v", lte)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || res.LockWait != lte.Waited || res.BroadcastID != 0 {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	if after := len(h.leader.State().BroadcastTasks()); after != before {
+		t.Fatalf("%d tasks after a lock timeout, want %d", after, before)
+	}
+	// Nothing of the failed call is held: DBName and Cluster keep only the
+	// first broadcast's shared holds (none for DBName).
+	if s, x, w := locksOf(h.m).holders(dbKey("db1")); s != 0 || x || w != 0 {
+		t.Fatalf("db key: shared %d exclusive %v waiting %d", s, x, w)
+	}
+	close(release)
+	if r := wait(t, first); r.err != nil {
+		t.Fatalf("first: %v", r.err)
+	}
+	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+}
+
+// TestIdempotencySequential: the same scope twice gives one task; the second
+// call is Duplicated with the same ID and checkpoints, and takes no lock.
+func TestIdempotencySequential(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	key, _ := commands.CollectionScopedKey(42, "import-1")
+	req := Request{MessageType: "Import", ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)},
+		VChannels: []string{h.vch(1, 42)}, IdempotencyKey: key}
+	r1, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
+	if err != nil || r1.Duplicated {
+		t.Fatalf("first: %+v, %v", r1, err)
+	}
+	// Hold the collection key: a duplicate must not wait for it.
+	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys(req.ResourceKeys))
+	r2, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
+	g.release()
+	if err != nil || !r2.Duplicated || r2.BroadcastID != r1.BroadcastID || r2.LockWait != 0 {
+		t.Fatalf("second: %+v, %v", r2, err)
+	}
+	if len(r2.Checkpoints) != len(r1.Checkpoints) {
+		t.Fatalf("checkpoints differ: %v vs %v", r2.Checkpoints, r1.Checkpoints)
+	}
+	for i := range r1.Checkpoints {
+		if !proto.Equal(r1.Checkpoints[i], r2.Checkpoints[i]) {
+			t.Fatalf("checkpoints differ: %v vs %v", r2.Checkpoints, r1.Checkpoints)
+		}
+	}
+	if n := len(appliedOf[*logpb.CreateBroadcast](h.leader)); n != 1 {
+		t.Fatalf("%d CreateBroadcast commands, want 1", n)
+	}
+	// Another message type is another scope.
+	req.MessageType = "Import2"
+	r3, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
+	if err != nil || r3.Duplicated || r3.BroadcastID == r1.BroadcastID {
+		t.Fatalf("other scope: %+v, %v", r3, err)
+	}
+}
+
+// TestIdempotencyConcurrent: concurrent calls in one scope, with shared
+// keys only (so they pass the locks together) and with exclusive keys,
+// produce exactly one task; every other call is Duplicated with its ID.
+func TestIdempotencyConcurrent(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.run(h.m, testTerm)
+			gate := make(chan struct{})
+			h.app.setOnAppend(func(appendCall) error { <-gate; return nil })
+			key, _ := commands.ClusterScopedKey("flush-all-1")
+			const n = 8
+			results := make(chan asyncResult, n)
+			for i := 0; i < n; i++ {
+				go func() {
+					results <- <-broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Flush",
+						ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", shared)}, IdempotencyKey: key})
+				}()
+			}
+			eventually(t, "one task appending", func() bool { return len(h.app.Calls()) > 0 })
+			time.Sleep(20 * time.Millisecond)
+			close(gate)
+			var id uint64
+			dups := 0
+			for i := 0; i < n; i++ {
+				r := wait(t, results)
+				if r.err != nil {
+					t.Fatalf("call %d: %v", i, r.err)
+				}
+				if id == 0 {
+					id = r.res.BroadcastID
+				}
+				if r.res.BroadcastID != id {
+					t.Fatalf("IDs %d and %d in one scope", id, r.res.BroadcastID)
+				}
+				if r.res.Duplicated {
+					dups++
+				}
+			}
+			if dups != n-1 {
+				t.Fatalf("%d duplicated results, want %d", dups, n-1)
+			}
+			if got := len(h.leader.State().BroadcastTasks()); got != 1 {
+				t.Fatalf("%d tasks, want 1", got)
+			}
+			eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+		})
+	}
+}
+
+// TestLeadershipChange: tasks PENDING in the FSM when a leadership ends are
+// re-locked and completed by the next Run; a new broadcast conflicting with
+// them waits until they are tombstoned.
+func TestLeadershipChange(t *testing.T) {
+	h := newHarness(t, nil)
+	stop1 := h.run(h.m, testTerm)
+	// Appends fail in the first leadership: tasks stay PENDING.
+	h.app.setOnAppend(func(appendCall) error { return status.Error(codes.Unavailable, "node down") })
+	var ids []uint64
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := broadcastAsync(ctx, h.m, Request{MessageType: "AlterCollection",
+			ResourceKeys: []*logpb.ResourceKey{collKey("db", fmt.Sprintf("c%d", i), false)},
+			VChannels:    []string{h.vch(i, 100)}})
+		eventually(t, "task created", func() bool { return len(h.leader.State().PendingBroadcasts()) == i+1 })
+		cancel()
+		if r := wait(t, ch); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled wait: %v", r.err)
+		}
+	}
+	for _, bt := range h.leader.State().PendingBroadcasts() {
+		ids = append(ids, bt.Id)
+	}
+	stop1()
+	if locksOf(h.m) != nil {
+		t.Fatalf("leader memory kept after Run returned")
+	}
+	if _, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"}); err == nil {
+		t.Fatalf("Broadcast without a running leadership succeeded")
+	}
+
+	// Leadership moves: a new manager at term 8.
+	const term2 = testTerm + 1
+	h.leader.establish(t, term2)
+	gate := make(chan struct{})
+	h.app.setOnAppend(func(c appendCall) error {
+		if c.CoordTerm != term2 {
+			return fmt.Errorf("append with coord term %d", c.CoordTerm)
+		}
+		<-gate
+		return nil
+	})
+	m2 := h.newManager()
+	// A broadcast arriving before the rebuild waits for it.
+	conflict := broadcastAsync(ctxTimeout(t, 10*time.Second), m2, Request{MessageType: "DropCollection_",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c1", false)}, VChannels: []string{h.vch(1, 100)}})
+	time.Sleep(20 * time.Millisecond)
+	if n := len(h.leader.State().PendingBroadcasts()); n != 3 {
+		t.Fatalf("%d pending tasks before the rebuild, want 3", n)
+	}
+	h.run(m2, term2)
+	eventually(t, "recovered tasks appending", func() bool { return len(h.app.Calls()) > 0 })
+	// The new broadcast waits on c1 behind the recovered task.
+	eventually(t, "conflicting broadcast waiting", func() bool {
+		lt := locksOf(m2)
+		if lt == nil {
+			return false
+		}
+		_, x, w := lt.holders(collKey("db", "c1", false))
+		return x && w == 1
+	})
+	if n := len(h.leader.State().PendingBroadcasts()); n != 3 {
+		t.Fatalf("%d pending tasks while the conflicting one waits, want 3", n)
+	}
+	close(gate)
+	r := wait(t, conflict)
+	if r.err != nil {
+		t.Fatalf("conflicting broadcast: %v", r.err)
+	}
+	c1 := h.leader.task(t, ids[1])
+	if c1.State != logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		t.Fatalf("the conflicting broadcast finished before recovered task %d (%s)", c1.Id, c1.State)
+	}
+	eventually(t, "every recovered task tombstoned", func() bool { return len(h.leader.State().PendingBroadcasts()) == 0 })
+	newT := h.leader.task(t, r.res.BroadcastID)
+	if newT.Id <= c1.Id || newT.TombstoneSeq <= c1.TombstoneSeq {
+		t.Fatalf("new task %d (seq %d) vs recovered %d (seq %d)", newT.Id, newT.TombstoneSeq, c1.Id, c1.TombstoneSeq)
+	}
+	if got := h.app.walIDs(h.vch(1, 100)); len(got) != 2 || got[0] != c1.Id || got[1] != newT.Id {
+		t.Fatalf("WAL of the shared vchannel %v, want [%d %d]", got, c1.Id, newT.Id)
+	}
+}
+
+// TestBroadcastWaitsForRebuild: a Broadcast before Run has rebuilt the
+// current term waits; without leadership it fails with ErrNotLeader.
+func TestBroadcastWaitsForRebuild(t *testing.T) {
+	h := newHarness(t, nil)
+	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("before Run: %v", err)
+	}
+	ch := broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "X"})
+	time.Sleep(10 * time.Millisecond)
+	h.run(h.m, testTerm)
+	if r := wait(t, ch); r.err != nil {
+		t.Fatalf("after Run: %v", r.err)
+	}
+	h.leader.established.Store(0)
+	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("not leader: %v", err)
+	}
+	if err := h.m.Ack(context.Background(), 1, nil); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Ack not leader: %v", err)
+	}
+	if err := h.m.Abandon(context.Background(), 1, "x"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Abandon not leader: %v", err)
+	}
+	if err := h.m.Retry(1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Retry not leader: %v", err)
+	}
+}
+
+// TestCallbackRefusalAndAbandon: a CreateCollection whose callback keeps
+// refusing stays PENDING with its error and growing attempts, blocks a
+// conflicting broadcast, and is unblocked by Abandon.
+func TestCallbackRefusalAndAbandon(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	// Collection 100 exists with 2 shards; a CreateCollection with 3 refuses.
+	h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 100, Count: 2})
+	payload := mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 100, Shards: 3})
+	stuck := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: commands.MsgCreateCollection,
+		Payload: payload, ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", "c", false)}})
+	var id uint64
+	eventually(t, "callback attempts", func() bool {
+		for _, bt := range h.leader.State().PendingBroadcasts() {
+			id = bt.Id
+			return bt.CallbackAttempts >= 3 && bt.LastError != ""
+		}
+		return false
+	})
+	bt := h.leader.task(t, id)
+	if bt.State != logpb.BroadcastState_BROADCAST_PENDING || len(bt.Acked) != len(bt.Vchannels) {
+		t.Fatalf("stuck task %v", bt)
+	}
+	t.Logf("last error after %d attempts: %s", bt.CallbackAttempts, bt.LastError)
+	// A conflicting broadcast waits behind it.
+	next := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropCollection_",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
+	eventually(t, "conflicting broadcast waiting", func() bool {
+		_, _, w := locksOf(h.m).holders(collKey("db", "c", false))
+		return w == 1
+	})
+	// Retry works on the stuck task (it refuses again).
+	before := h.leader.task(t, id).CallbackAttempts
+	if err := h.m.Retry(id); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	eventually(t, "retried", func() bool { return h.leader.task(t, id).CallbackAttempts > before })
+
+	if err := h.m.Abandon(context.Background(), id, "operator: shard count mismatch"); err != nil {
+		t.Fatalf("Abandon: %v", err)
+	}
+	r := wait(t, stuck)
+	if !errors.Is(r.err, ErrAbandoned) || r.res.BroadcastID != id {
+		t.Fatalf("stuck broadcast returned %+v, %v; want ErrAbandoned", r.res, r.err)
+	}
+	if r := wait(t, next); r.err != nil {
+		t.Fatalf("conflicting broadcast after abandon: %v", r.err)
+	}
+	bt = h.leader.task(t, id)
+	if bt.State != logpb.BroadcastState_BROADCAST_TOMBSTONE || bt.AbandonedReason == "" {
+		t.Fatalf("abandoned task %v", bt)
+	}
+	if c, _ := h.leader.State().Collection(100); len(c.Vchannels) != 2 {
+		t.Fatalf("the refused callback changed the collection: %v", c)
+	}
+	// Abandoning or retrying a finished task is an error.
+	if err := h.m.Abandon(context.Background(), id, "again"); err == nil {
+		t.Fatalf("abandoning a finished task succeeded")
+	}
+	if err := h.m.Retry(id); !errors.Is(err, ErrTaskFinished) {
+		t.Fatalf("Retry finished: %v", err)
+	}
+	if err := h.m.Retry(123456); !errors.Is(err, ErrTaskNotFound) {
+		t.Fatalf("Retry unknown: %v", err)
+	}
+	var rej *RejectedError
+	if err := h.m.Abandon(context.Background(), 123456, "x"); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_NOT_FOUND {
+		t.Fatalf("Abandon unknown: %v", err)
+	}
+	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+}
+
+// TestRetryResetsBackoff: a task backing off on append failures runs at
+// once on Retry.
+func TestRetryResetsBackoff(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.BackoffInitial, c.BackoffMax = time.Hour, time.Hour })
+	h.run(h.m, testTerm)
+	var fail atomic.Bool
+	fail.Store(true)
+	h.app.setOnAppend(func(appendCall) error {
+		if fail.Load() {
+			return status.Error(codes.Unavailable, "down")
+		}
+		return nil
+	})
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X"})
+	eventually(t, "first attempt", func() bool { return len(h.app.Calls()) == 1 })
+	id := h.app.Calls()[0].ID
+	never(t, "retried before the backoff", 30*time.Millisecond, func() bool { return len(h.app.Calls()) > 1 })
+	fail.Store(false)
+	if err := h.m.Retry(id); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	if r := wait(t, ch); r.err != nil {
+		t.Fatalf("Broadcast: %v", r.err)
+	}
+}
+
+// TestChannelNotAssigned: a target whose PChannel is not ASSIGNED is a
+// retryable failure; the task proceeds once the channel is assigned (the
+// assignment change wakes it even with a long backoff).
+func TestChannelNotAssigned(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.BackoffInitial, c.BackoffMax = time.Hour, time.Hour })
+	h.run(h.m, testTerm)
+	h.unassign(h.pch[2])
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X", VChannels: []string{h.vch(2, 5)}})
+	eventually(t, "cchannel appended", func() bool { return len(h.app.Calls()) == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if len(appliedOf[*logpb.AckBroadcast](h.leader)) != 1 {
+		t.Fatalf("the successful append was not acked")
+	}
+	h.assign(h.pch[2])
+	if r := wait(t, ch); r.err != nil {
+		t.Fatalf("Broadcast: %v", r.err)
+	}
+	// The cchannel was appended once: acked targets are not appended again.
+	if n := len(h.app.walIDs(h.cch)); n != 1 {
+		t.Fatalf("cchannel WAL has %d entries", n)
+	}
+}
+
+// TestCtxEndTaskContinues: a caller's deadline ends only its wait.
+func TestCtxEndTaskContinues(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	gate := make(chan struct{})
+	h.app.setOnAppend(func(appendCall) error { <-gate; return nil })
+	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	close(gate)
+	eventually(t, "task tombstoned", func() bool {
+		ts := h.leader.State().BroadcastTasks()
+		return len(ts) == 1 && ts[0].State == logpb.BroadcastState_BROADCAST_TOMBSTONE
+	})
+}
+
+// TestNotPrimary: on a secondary, Broadcast fails with ErrNotPrimary before
+// locking anything, and creates nothing.
+func TestNotPrimary(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	h.leader.mustPropose(t, &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
+		Clusters: []*logpb.ReplicateCluster{
+			{ClusterId: "dr", Pchannels: []string{"dr_0", "dr_1", "dr_2", "dr_3"}},
+			{ClusterId: testClusterID, Pchannels: h.pch},
+		},
+		Topology: []*logpb.ReplicateTopology{{SourceClusterId: "dr", TargetClusterId: testClusterID}},
+	}})
+	// Hold the key: a call that locked would block and time out instead.
+	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{clusterKey(false)}))
+	defer g.release()
+	_, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
+	if !errors.Is(err, ErrNotPrimary) {
+		t.Fatalf("err = %v, want ErrNotPrimary", err)
+	}
+	if _, _, w := locksOf(h.m).holders(clusterKey(true)); w != 0 {
+		t.Fatalf("the refused call is waiting for a lock")
+	}
+	if s, x, _ := locksOf(h.m).holders(collKey("db", "c", false)); s != 0 || x {
+		t.Fatalf("the refused call holds a lock")
+	}
+	if n := len(h.leader.State().BroadcastTasks()); n != 0 {
+		t.Fatalf("%d tasks on a secondary", n)
+	}
+}
+
+// TestRejectionKeepsFSMMessage: an FSM refusal after locking (here
+// NOT_PRIMARY, the role changed after the pre-check) maps to an error that
+// keeps the FSM message, matches ErrNotPrimary and releases the locks.
+func TestRejectionKeepsFSMMessage(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	// Invalid requests fail before locking.
+	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{clusterKey(false)}))
+	_, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "bad type!"})
+	if !errors.Is(err, commands.ErrInvalid) {
+		t.Fatalf("invalid message type: %v", err)
+	}
+	g.release()
+	var once sync.Once
+	h.leader.setHook(func(body proto.Message) error {
+		if _, ok := body.(*logpb.CreateBroadcast); ok {
+			once.Do(func() {
+				h.leader.setHook(nil)
+				h.leader.mustPropose(t, &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
+					Clusters: []*logpb.ReplicateCluster{
+						{ClusterId: "dr", Pchannels: []string{"dr_0", "dr_1", "dr_2", "dr_3"}},
+						{ClusterId: testClusterID, Pchannels: h.pch},
+					},
+					Topology: []*logpb.ReplicateTopology{{SourceClusterId: "dr", TargetClusterId: testClusterID}},
+				}})
+			})
+		}
+		return nil
+	})
+	_, err = h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
+	var rej *RejectedError
+	if !errors.Is(err, ErrNotPrimary) || !errors.As(err, &rej) || rej.Message == "" {
+		t.Fatalf("err = %v, want a RejectedError matching ErrNotPrimary", err)
+	}
+	if locksOf(h.m).size() != 0 {
+		t.Fatalf("locks held after a refusal")
+	}
+}
+
+// TestTombstoneGC: the GC proposes pruning past the count, and past the
+// age in replicated time.
+func TestTombstoneGC(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.TombstoneMaxCount = 2
+		c.TombstoneMaxLifetime = time.Hour
+		c.TombstoneCheckInterval = 5 * time.Millisecond
+	})
+	h.run(h.m, testTerm)
+	for i := 0; i < 5; i++ {
+		if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "X"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "pruned to the count", func() bool { return h.leader.State().TombstoneCount() <= 2 })
+	prunes := appliedOf[*logpb.PruneBroadcastTombstones](h.leader)
+	if len(prunes) == 0 || prunes[0].MaxCount != 2 || prunes[0].MaxLifetimeMs != time.Hour.Milliseconds() {
+		t.Fatalf("prunes %v", prunes)
+	}
+	// The survivors are the newest.
+	ts := h.leader.State().BroadcastTasks()
+	if len(ts) != 2 {
+		t.Fatalf("%d tasks left", len(ts))
+	}
+	n := len(appliedOf[*logpb.PruneBroadcastTombstones](h.leader))
+	never(t, "pruning with nothing to prune", 30*time.Millisecond, func() bool {
+		return len(appliedOf[*logpb.PruneBroadcastTombstones](h.leader)) > n
+	})
+	h.clock.Advance(2 * time.Hour)
+	eventually(t, "pruned by age", func() bool { return h.leader.State().TombstoneCount() == 0 })
+}
+
+// TestMetrics: the series are registered and move.
+func TestMetricsRecorded(t *testing.T) {
+	reg := newRegistry()
+	met, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.Metrics = met })
+	h.run(h.m, testTerm)
+	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "X",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 7, Count: 1})
+	ch := broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: commands.MsgCreateCollection,
+		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 7, Shards: 2})})
+	eventually(t, "callback failures counted", func() bool {
+		return counterValue(t, reg, "coordd_broadcaster_callback_failures_total", map[string]string{"message_type": commands.MsgCreateCollection}) >= 2
+	})
+	h.app.setOnAppend(func(appendCall) error { return status.Error(codes.InvalidArgument, "payload too big") })
+	_ = broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "Y",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "y", false)}})
+	eventually(t, "unrecoverable appends counted", func() bool {
+		return counterValue(t, reg, "coordd_broadcaster_append_unrecoverable_total",
+			map[string]string{"message_type": "Y", "code": "InvalidArgument"}) >= 1
+	})
+	checks := []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{"coordd_broadcaster_task_total", map[string]string{"message_type": "X", "state": "tombstone"}, 1},
+		{"coordd_broadcaster_task_total", map[string]string{"message_type": commands.MsgCreateCollection, "state": "pending"}, 1},
+		{"coordd_broadcaster_task_execution_duration_seconds", map[string]string{"message_type": "X"}, 1},
+		{"coordd_broadcaster_task_broadcast_duration_seconds", map[string]string{"message_type": "X"}, 1},
+		{"coordd_broadcaster_task_ack_callback_duration_seconds", map[string]string{"message_type": "X"}, 1},
+		{"coordd_broadcaster_task_acquire_lock_duration_seconds", map[string]string{"rk_lock": "CollectionName@X"}, 1},
+		{"coordd_broadcaster_task_acquire_lock_duration_seconds", map[string]string{"rk_lock": "Cluster@R"}, 1},
+	}
+	for _, c := range checks {
+		if got := counterValue(t, reg, c.name, c.labels); got < c.min {
+			t.Errorf("%s%v = %v, want >= %v", c.name, c.labels, got, c.min)
+		}
+	}
+	for _, bt := range h.leader.State().PendingBroadcasts() {
+		if err := h.m.Abandon(context.Background(), bt.Id, "test over"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := wait(t, ch); !errors.Is(r.err, ErrAbandoned) {
+		t.Fatalf("abandoned broadcast: %v", r.err)
+	}
+}
+
+// TestCreateOutcomeUnknown: when the CreateBroadcast answer is lost, the
+// manager proposes it again with the same request ID; the FSM answers the
+// first result, so there is still one task, locked and completed.
+func TestCreateOutcomeUnknown(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	var once sync.Once
+	h.leader.setAfterApply(func(body proto.Message) error {
+		var err error
+		if _, ok := body.(*logpb.CreateBroadcast); ok {
+			once.Do(func() { err = fmt.Errorf("%w: leadership lost while committing", raftnode.ErrOutcomeUnknown) })
+		}
+		return err
+	})
+	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "X",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
+	if err != nil || res.Duplicated {
+		t.Fatalf("Broadcast: %+v, %v", res, err)
+	}
+	if n := len(appliedOf[*logpb.CreateBroadcast](h.leader)); n != 2 {
+		t.Fatalf("%d CreateBroadcast proposals, want 2 (one retry)", n)
+	}
+	if n := len(h.leader.State().BroadcastTasks()); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
+	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+}
+
+// TestClose: Close ends Run, drops leader memory, closes a closable
+// appender, and a later Run returns at once.
+func TestClose(t *testing.T) {
+	h := newHarness(t, nil)
+	app := &closingAppender{Appender: h.app}
+	m, err := New(h.leader, app, h.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, testTerm) }()
+	eventually(t, "running", func() bool { return m.current() != nil })
+	m.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Run did not return after Close")
+	}
+	if m.current() != nil || !app.closed.Load() {
+		t.Fatalf("current %v, appender closed %v", m.current(), app.closed.Load())
+	}
+	m.Run(ctx, testTerm) // returns at once
+	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Broadcast after Close: %v", err)
+	}
+	if _, err := New(nil, app, Config{}); err == nil {
+		t.Fatalf("New without a leader succeeded")
+	}
+	if _, err := New(h.leader, nil, Config{}); err == nil {
+		t.Fatalf("New without an appender succeeded")
+	}
+}
+
+type closingAppender struct {
+	Appender
+	closed atomic.Bool
+}
+
+func (a *closingAppender) Close() { a.closed.Store(true) }

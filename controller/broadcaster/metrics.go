@@ -1,0 +1,142 @@
+package broadcaster
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Metrics are the broadcaster's Prometheus series (spec §2.17). A nil
+// *Metrics records nothing.
+type Metrics struct {
+	ExecutionDuration   *prometheus.HistogramVec // message_type
+	BroadcastDuration   *prometheus.HistogramVec // message_type
+	AcquireLockDuration *prometheus.HistogramVec // rk_lock
+	AckCallbackDuration *prometheus.HistogramVec // message_type
+	CallbackFailures    *prometheus.CounterVec   // message_type
+	AppendUnrecoverable *prometheus.CounterVec   // message_type, code
+
+	state atomic.Pointer[func() *fsm.State]
+	tasks *prometheus.Desc
+}
+
+// NewMetrics creates the series and registers them on reg (when not nil).
+// coordd_broadcaster_task_total is computed at scrape time from the FSM
+// given by SetStateSource (New sets it to the leader's state).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	buckets := prometheus.ExponentialBucketsRange(0.001, 5, 10)
+	h := func(name, help, label string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "coordd_broadcaster_" + name, Help: help, Buckets: buckets}, []string{label})
+	}
+	m := &Metrics{
+		ExecutionDuration: h("task_execution_duration_seconds",
+			"Time from a task's admission (or recovery) in this leadership until every target is acked.", "message_type"),
+		BroadcastDuration: h("task_broadcast_duration_seconds",
+			"Time of a Broadcast call from arrival until its task is tombstoned.", "message_type"),
+		AcquireLockDuration: h("task_acquire_lock_duration_seconds",
+			"Time a broadcast waited for one resource key.", "rk_lock"),
+		AckCallbackDuration: h("task_ack_callback_duration_seconds",
+			"Time of a successful CompleteBroadcast (ack callback and tombstone in one command).", "message_type"),
+		CallbackFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordd_broadcaster_callback_failures_total",
+			Help: "Ack callbacks refused by the state machine (the task stays pending and is retried)."}, []string{"message_type"}),
+		AppendUnrecoverable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordd_broadcaster_append_unrecoverable_total",
+			Help: "Appends refused with an error that retrying cannot fix; a non-zero rate is a task that will never complete unless abandoned."},
+			[]string{"message_type", "code"}),
+		tasks: prometheus.NewDesc("coordd_broadcaster_task_total",
+			"Broadcast tasks in the state machine by message type and state.", []string{"message_type", "state"}, nil),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.ExecutionDuration, m.BroadcastDuration, m.AcquireLockDuration,
+			m.AckCallbackDuration, m.CallbackFailures, m.AppendUnrecoverable, taskCollector{m}} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// SetStateSource sets where coordd_broadcaster_task_total reads tasks.
+func (m *Metrics) SetStateSource(f func() *fsm.State) {
+	if m != nil && f != nil {
+		m.state.Store(&f)
+	}
+}
+
+// StateName is the label spelling of a task state.
+func StateName(s logpb.BroadcastState) string {
+	switch s {
+	case logpb.BroadcastState_BROADCAST_PENDING:
+		return "pending"
+	case logpb.BroadcastState_BROADCAST_REPLICATED:
+		return "replicated"
+	case logpb.BroadcastState_BROADCAST_TOMBSTONE:
+		return "tombstone"
+	}
+	return "unknown"
+}
+
+type taskCollector struct{ m *Metrics }
+
+func (c taskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.tasks }
+
+func (c taskCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.m.state.Load()
+	if f == nil {
+		return
+	}
+	st := (*f)()
+	if st == nil {
+		return
+	}
+	type key struct{ t, s string }
+	counts := map[key]int{}
+	for _, t := range st.BroadcastTasks() {
+		counts[key{t.MessageType, StateName(t.State)}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.m.tasks, prometheus.GaugeValue, float64(n), k.t, k.s)
+	}
+}
+
+func (m *Metrics) observeLock(k *logpb.ResourceKey, seconds float64) {
+	if m != nil {
+		m.AcquireLockDuration.WithLabelValues(lockLabel(k)).Observe(seconds)
+	}
+}
+
+func (m *Metrics) observeExecution(msgType string, seconds float64) {
+	if m != nil {
+		m.ExecutionDuration.WithLabelValues(msgType).Observe(seconds)
+	}
+}
+
+func (m *Metrics) observeBroadcast(msgType string, seconds float64) {
+	if m != nil {
+		m.BroadcastDuration.WithLabelValues(msgType).Observe(seconds)
+	}
+}
+
+func (m *Metrics) observeCallback(msgType string, seconds float64) {
+	if m != nil {
+		m.AckCallbackDuration.WithLabelValues(msgType).Observe(seconds)
+	}
+}
+
+func (m *Metrics) callbackFailed(msgType string) {
+	if m != nil {
+		m.CallbackFailures.WithLabelValues(msgType).Inc()
+	}
+}
+
+func (m *Metrics) appendUnrecoverable(msgType, code string) {
+	if m != nil {
+		m.AppendUnrecoverable.WithLabelValues(msgType, code).Inc()
+	}
+}

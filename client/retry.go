@@ -113,6 +113,12 @@ const (
 	mutation
 	// mutationOnce calls are never retried after an unknown outcome.
 	mutationOnce
+	// longMutation calls wait on server-side work (a broadcast waits for
+	// every ack and its callback), so one attempt may use the whole call
+	// deadline instead of AttemptTimeout; otherwise they are mutations.
+	longMutation
+	// longRetrySafe is retrySafe without the AttemptTimeout bound.
+	longRetrySafe
 )
 
 // rpcFunc makes one attempt on cc. It must pass opts to the RPC.
@@ -164,7 +170,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 
 		e.Attempts++
 		e.Endpoint = addr
-		md, err := c.attempt(ctx, addr, fn)
+		md, err := c.attempt(ctx, addr, fn, kind != longMutation && kind != longRetrySafe)
 		if err == nil {
 			c.setPreferred(addr)
 			return addr, nil
@@ -186,7 +192,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 		}
 		if unknownOutcome {
 			e.OutcomeUnknown = true
-			if kind != retrySafe {
+			if kind != retrySafe && kind != longRetrySafe {
 				unknown++
 				if unknown > maxUnknown {
 					e.Stopped = errRetryBudget
@@ -206,12 +212,12 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 
 // attempt makes one call on addr and returns the response metadata
 // (header and trailer merged).
-func (c *Client) attempt(ctx context.Context, addr string, fn rpcFunc) (metadata.MD, error) {
+func (c *Client) attempt(ctx context.Context, addr string, fn rpcFunc, bounded bool) (metadata.MD, error) {
 	cc, err := c.conn(addr)
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.AttemptTimeout > 0 {
+	if bounded && c.cfg.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()

@@ -60,6 +60,9 @@ func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error
 		var err error
 		switch strings.ToUpper(ik.Scope) {
 		case "CLUSTER":
+			if ik.ScopeId != 0 {
+				return out, fmt.Errorf("%w: a CLUSTER idempotency scope takes no scope_id, got %d", errInvalid, ik.ScopeId)
+			}
 			key, err = commands.ClusterScopedKey(ik.Key)
 		case "DATABASE":
 			key, err = commands.DatabaseScopedKey(ik.ScopeId, ik.Key)

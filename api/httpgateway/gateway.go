@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
@@ -131,12 +133,13 @@ func decodeRequest(r *http.Request, req proto.Message) error {
 		if len(q) == 0 {
 			return nil
 		}
-		obj := map[string]string{}
+		obj := map[string]any{}
+		fields := req.ProtoReflect().Descriptor().Fields()
 		for k, v := range q {
 			if len(v) != 1 {
 				return fmt.Errorf("query parameter %q given %d times", k, len(v))
 			}
-			obj[k] = v[0]
+			obj[k] = queryValue(fields.ByName(protoreflect.Name(k)), v[0])
 		}
 		data, _ := json.Marshal(obj)
 		if err := unmarshal.Unmarshal(data, req); err != nil {
@@ -158,6 +161,28 @@ func decodeRequest(r *http.Request, req proto.Message) error {
 		return fmt.Errorf("bad JSON body: %v", err)
 	}
 	return nil
+}
+
+// queryValue gives a query parameter the JSON type its field expects
+// (booleans and numbers unquoted); anything unparsable stays a string so
+// the proto decoder reports it.
+func queryValue(fd protoreflect.FieldDescriptor, v string) any {
+	if fd == nil {
+		return v
+	}
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Uint32Kind, protoreflect.Uint64Kind,
+		protoreflect.Sint32Kind, protoreflect.Sint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind,
+		protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			return json.Number(v)
+		}
+	}
+	return v
 }
 
 // errorBody is the JSON shape of every gateway error.

@@ -1,9 +1,10 @@
 // Package clienttest is an in-process fake of a coordd cluster for tests of
 // the client package and of tools built on it (cmd/coordctl). Each fake node
 // is a real gRPC server on 127.0.0.1:0 serving the Cluster, Allocator,
-// Channels and StreamingNodeRegistry services over state shared by all
-// nodes; WatchAssignments plays per-node scripts (see ScriptWatch). Tests inject failures with
-// per-node hooks and read per-node call counts.
+// Channels, StreamingNodeRegistry and Broadcaster services over state shared
+// by all nodes; WatchAssignments plays per-node scripts (see ScriptWatch) and
+// Broadcast plays cluster-wide ones (see ScriptBroadcast). Tests inject
+// failures with per-node hooks and read per-node call counts.
 package clienttest
 
 import (
@@ -59,6 +60,7 @@ type Cluster struct {
 	snapshot []byte
 	forward  bool
 	ch       channels
+	bc       broadcasts
 }
 
 // Node is one fake coordd node.
@@ -67,6 +69,7 @@ type Node struct {
 	coordpb.UnimplementedAllocatorServer
 	coordpb.UnimplementedChannelsServer
 	coordpb.UnimplementedStreamingNodeRegistryServer
+	coordpb.UnimplementedBroadcasterServer
 
 	ID   string
 	Addr string // gRPC address
@@ -85,7 +88,7 @@ type Node struct {
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{term: 2, nextTS: FirstTimestamp, nextID: FirstID, forward: true,
-		snapshot: []byte("fake snapshot: 0123456789"), ch: newChannels()}
+		snapshot: []byte("fake snapshot: 0123456789"), ch: newChannels(), bc: newBroadcasts()}
 	for i := 0; i < n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -97,6 +100,7 @@ func Start(t testing.TB, n int) *Cluster {
 		coordpb.RegisterAllocatorServer(nd.srv, nd)
 		coordpb.RegisterChannelsServer(nd.srv, nd)
 		coordpb.RegisterStreamingNodeRegistryServer(nd.srv, nd)
+		coordpb.RegisterBroadcasterServer(nd.srv, nd)
 		go nd.srv.Serve(lis)
 		t.Cleanup(nd.srv.Stop)
 		c.Nodes = append(c.Nodes, nd)
@@ -225,7 +229,7 @@ func leaderOnly(method string, req any) bool {
 	switch method {
 	case "Status", "WatchAssignments":
 		return false
-	case "Members", "ListPChannels", "ListNodes", "ListVirtualChannels":
+	case "Members", "ListPChannels", "ListNodes", "ListVirtualChannels", "GetBroadcast", "ListBroadcasts":
 		r, _ := req.(interface {
 			GetConsistency() coordpb.ReadConsistency
 		})

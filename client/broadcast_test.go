@@ -1,0 +1,239 @@
+package client_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/client/clienttest"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+func broadcastCluster(t *testing.T) (*clienttest.Cluster, *client.Client) {
+	t.Helper()
+	fc := clienttest.Start(t, 1)
+	fc.SetChannelState(clienttest.SampleChannelState())
+	return fc, newClient(t, client.Config{Endpoints: fc.Endpoints()})
+}
+
+func TestBroadcastPayloads(t *testing.T) {
+	var cp logpb.CreateCollectionPayload
+	if err := proto.Unmarshal(client.CreateCollectionPayload(42, 3), &cp); err != nil || cp.CollectionId != 42 || cp.Shards != 3 {
+		t.Fatalf("CreateCollectionPayload decodes to %v (%v)", &cp, err)
+	}
+	var dp logpb.DropCollectionPayload
+	if err := proto.Unmarshal(client.DropCollectionPayload(42), &dp); err != nil || dp.CollectionId != 42 {
+		t.Fatalf("DropCollectionPayload decodes to %v (%v)", &dp, err)
+	}
+}
+
+func TestBroadcastSendsSpec(t *testing.T) {
+	fc, c := broadcastCluster(t)
+	ctx := context.Background()
+	keys := []*coordpb.ResourceKey{{Domain: "collection_name", Key: "db1:c1"}, {Domain: "DB_NAME", Key: "db1", Shared: true}}
+	resp, err := c.Broadcast(ctx, client.BroadcastSpec{
+		MessageType: commands.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2), ResourceKeys: keys,
+		AckSyncUp: true, Idempotency: &client.IdempotencyKey{Scope: "collection", ScopeID: 42, Key: "create"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := fc.BroadcastRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d Broadcast requests, want 1", len(reqs))
+	}
+	want := &coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
+		ResourceKeys: keys, AckSyncUp: true, IdempotencyKey: &coordpb.IdempotencyKey{Scope: "COLLECTION", ScopeId: 42, Key: "create"}}
+	if !proto.Equal(reqs[0], want) {
+		t.Fatalf("request %v\nwant    %v", reqs[0], want)
+	}
+	// The fake allocated the collection's two vchannels and added the CChannel.
+	if resp.BroadcastId == 0 || resp.Duplicated || len(resp.AppendResults) != 3 {
+		t.Fatalf("response %v", resp)
+	}
+	// Same idempotency key: the same task, duplicated.
+	again, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: commands.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
+		Idempotency: &client.IdempotencyKey{Scope: client.ScopeCollection, ScopeID: 42, Key: "create"}})
+	if err != nil || again.BroadcastId != resp.BroadcastId || !again.Duplicated {
+		t.Fatalf("repeat = %v, %v; want broadcast %d duplicated", again, err, resp.BroadcastId)
+	}
+}
+
+// TestBroadcastBadSpec: a spec the server would refuse is refused locally,
+// as InvalidArgument, with nothing sent.
+func TestBroadcastBadSpec(t *testing.T) {
+	fc, c := broadcastCluster(t)
+	ctx := context.Background()
+	tooMany := make([]*coordpb.ResourceKey, commands.MaxResourceKeys+1)
+	for i := range tooMany {
+		tooMany[i] = &coordpb.ResourceKey{Domain: "DB_NAME", Key: strings.Repeat("d", i+1)}
+	}
+	for _, tc := range []struct {
+		name string
+		spec client.BroadcastSpec
+		want string
+	}{
+		{"empty type", client.BroadcastSpec{}, "message type"},
+		{"bad type", client.BroadcastSpec{MessageType: "Create-Collection"}, "not allowed"},
+		{"unknown domain", client.BroadcastSpec{MessageType: "X", ResourceKeys: []*coordpb.ResourceKey{{Domain: "TABLE", Key: "t"}}}, `unknown resource key domain "TABLE"`},
+		{"cluster key with text", client.BroadcastSpec{MessageType: "X", ResourceKeys: []*coordpb.ResourceKey{{Domain: "CLUSTER", Key: "c"}}}, "takes no key"},
+		{"db key without text", client.BroadcastSpec{MessageType: "X", ResourceKeys: []*coordpb.ResourceKey{{Domain: "DB_NAME"}}}, "needs a key"},
+		{"too many keys", client.BroadcastSpec{MessageType: "X", ResourceKeys: tooMany}, "65 resource keys"},
+		{"bad target", client.BroadcastSpec{MessageType: "X", VChannels: []string{"nope"}}, "nope"},
+		{"twice", client.BroadcastSpec{MessageType: "X", VChannels: []string{"dml_0", "dml_0"}}, "listed twice"},
+		{"bad scope", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "TENANT", Key: "k"}}, "idempotency scope"},
+		{"cluster scope id", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "CLUSTER", ScopeID: 3, Key: "k"}}, "scope id 0"},
+		{"database scope id 0", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "DATABASE", Key: "k"}}, "database id must be positive"},
+		{"empty key", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "CLUSTER"}}, "idempotency key must be 1..256"},
+		{"unprintable key", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "CLUSTER", Key: "a\tb"}}, "printable"},
+		{"payload too large", client.BroadcastSpec{MessageType: "X", Payload: make([]byte, commands.MaxBroadcastPayload+1)}, "payload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Broadcast(ctx, tc.spec)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v; want InvalidArgument mentioning %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "invalid argument: ") {
+				t.Errorf("err %q repeats the code", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"ack id 0", func() error { return c.Ack(ctx, 0, []*coordpb.Checkpoint{{Vchannel: "dml_0", Term: 1, TimeTick: 1}}) }},
+		{"ack no checkpoints", func() error { return c.Ack(ctx, 1, nil) }},
+		{"ack term 0", func() error { return c.Ack(ctx, 1, []*coordpb.Checkpoint{{Vchannel: "dml_0", TimeTick: 1}}) }},
+		{"get 0", func() error { _, err := c.GetBroadcast(ctx, 0); return err }},
+		{"list limit", func() error { _, err := c.ListBroadcasts(ctx, false, client.MaxListBroadcasts+1); return err }},
+		{"retry 0", func() error { return c.RetryBroadcast(ctx, 0) }},
+		{"abandon 0", func() error { return c.AbandonBroadcast(ctx, 0, "r") }},
+		{"abandon no reason", func() error { return c.AbandonBroadcast(ctx, 5, "") }},
+		{"abandon long reason", func() error { return c.AbandonBroadcast(ctx, 5, strings.Repeat("r", commands.MaxReasonBytes+1)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("err = %v; want InvalidArgument", err)
+			}
+		})
+	}
+	n := fc.Nodes[0]
+	for _, m := range []string{"Broadcast", "Ack", "GetBroadcast", "ListBroadcasts", "RetryBroadcast", "AbandonBroadcast"} {
+		if n.Calls(m) != 0 {
+			t.Errorf("%s reached the server %d times", m, n.Calls(m))
+		}
+	}
+}
+
+// TestBroadcastRetries: with an idempotency key a broadcast is retried
+// through unknown outcomes (a retry finds the same task); without one at
+// most OutcomeUnknownRetries times.
+func TestBroadcastRetries(t *testing.T) {
+	ctx := context.Background()
+	t.Run("idempotent", func(t *testing.T) {
+		fc, c := broadcastCluster(t)
+		// Each of the first three attempts creates (or finds) the task and
+		// then loses the answer.
+		fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true},
+			clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true}, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
+		resp, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: commands.MsgFlushAll,
+			Idempotency: &client.IdempotencyKey{Scope: "CLUSTER", Key: "flush-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fc.Nodes[0].Calls("Broadcast"); got != 4 {
+			t.Fatalf("Broadcast reached the server %d times, want 4", got)
+		}
+		if !resp.Duplicated || len(fc.Broadcasts()) != 1 || fc.Broadcasts()[0].BroadcastId != resp.BroadcastId {
+			t.Fatalf("response %v; tasks %v; want the one task, duplicated", resp, fc.Broadcasts())
+		}
+	})
+	t.Run("not idempotent", func(t *testing.T) {
+		fc, c := broadcastCluster(t)
+		fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true},
+			clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true}, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
+		_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: commands.MsgFlushAll})
+		if !client.IsOutcomeUnknown(err) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v; want an unknown outcome", err)
+		}
+		// DefaultOutcomeUnknownRetries = 1: two attempts, two tasks.
+		if got := fc.Nodes[0].Calls("Broadcast"); got != 1+client.DefaultOutcomeUnknownRetries {
+			t.Fatalf("Broadcast reached the server %d times, want %d", got, 1+client.DefaultOutcomeUnknownRetries)
+		}
+		if n := len(fc.Broadcasts()); n != 2 {
+			t.Fatalf("%d tasks, want 2", n)
+		}
+	})
+	t.Run("definitive", func(t *testing.T) {
+		fc, c := broadcastCluster(t)
+		fc.ScriptBroadcast(clienttest.BroadcastScript{Err: status.Error(codes.FailedPrecondition, "cluster is not primary, cannot do any DDL/DCL")})
+		_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "CLUSTER", Key: "k"}})
+		if status.Code(err) != codes.FailedPrecondition || fc.Nodes[0].Calls("Broadcast") != 1 {
+			t.Fatalf("err = %v after %d calls; want FailedPrecondition after 1", err, fc.Nodes[0].Calls("Broadcast"))
+		}
+	})
+}
+
+func TestBroadcastTaskCalls(t *testing.T) {
+	fc, c := broadcastCluster(t)
+	fc.SetBroadcasts(clienttest.SampleBroadcasts()...)
+	ctx := context.Background()
+
+	info, err := c.GetBroadcast(ctx, 8)
+	if err != nil || info.State != "PENDING" || info.CallbackAttempts != 2 {
+		t.Fatalf("GetBroadcast(8) = %v, %v", info, err)
+	}
+	if _, err := c.GetBroadcast(ctx, 99); status.Code(err) != codes.NotFound {
+		t.Fatalf("GetBroadcast(99): %v; want NotFound", err)
+	}
+	all, err := c.ListBroadcasts(ctx, false, 0)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("ListBroadcasts = %d tasks, %v", len(all), err)
+	}
+	pending, err := c.ListBroadcasts(ctx, true, 0)
+	if err != nil || len(pending) != 1 || pending[0].BroadcastId != 8 {
+		t.Fatalf("ListBroadcasts(pending) = %v, %v", pending, err)
+	}
+	newest, err := c.ListBroadcasts(ctx, false, 2)
+	if err != nil || len(newest) != 2 || newest[0].BroadcastId != 8 || newest[1].BroadcastId != 9 {
+		t.Fatalf("ListBroadcasts(limit 2) = %v, %v", newest, err)
+	}
+
+	cp := []*coordpb.Checkpoint{{Vchannel: "by-dev-rootcoord-dml_1_43v0", Term: 2, Offset: 5, TimeTick: 77}}
+	if err := c.Ack(ctx, 8, cp); err != nil {
+		t.Fatal(err)
+	}
+	if acks := fc.Acks(); len(acks) != 1 || !proto.Equal(acks[0], &coordpb.AckRequest{BroadcastId: 8, Checkpoints: cp}) {
+		t.Fatalf("acks %v", acks)
+	}
+	if err := c.RetryBroadcast(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RetryBroadcast(ctx, 7); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("RetryBroadcast(finished): %v", err)
+	}
+	if err := c.RetryBroadcast(ctx, 99); status.Code(err) != codes.NotFound {
+		t.Fatalf("RetryBroadcast(unknown): %v", err)
+	}
+	if got := fc.Retries(); !slices.Equal(got, []uint64{8}) {
+		t.Fatalf("retries %v", got)
+	}
+	if err := c.AbandonBroadcast(ctx, 8, "operator gave up"); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := c.GetBroadcast(ctx, 8); info.State != "TOMBSTONE" || info.AbandonedReason != "operator gave up" {
+		t.Fatalf("after abandon: %v", info)
+	}
+	if err := c.AbandonBroadcast(ctx, 8, "again"); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("second abandon: %v", err)
+	}
+}

@@ -44,6 +44,8 @@ type result struct {
 	MinPerNode  int   `json:"min_per_node,omitempty"`
 	Watchers    int   `json:"watchers,omitempty"`
 	AllAssigned bool  `json:"all_assigned,omitempty"`
+	// broadcast
+	Cells []broadcastCell `json:"cells,omitempty"`
 }
 
 type options struct {
@@ -58,7 +60,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, failover, sn-failover, balance or watchers")
+	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, failover, sn-failover, balance, watchers or broadcast")
 	flag.IntVar(&o.clients, "clients", 64, "concurrent clients (load workloads)")
 	flag.IntVar(&o.conns, "conns", 8, "gRPC connections shared by the clients")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time per load workload")
@@ -104,6 +106,9 @@ func run(o options) error {
 			"--min-rebalance-interval", "0s", "--balance-interval", "1s")
 	case "balance":
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", fmt.Sprint(o.pchannels))
+	case "broadcast":
+		cfg.StreamingNodes = 2
+		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", "256")
 	}
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -125,6 +130,10 @@ func run(o options) error {
 		res, err = balanceFromScratch(l, cfg, o.snodes, o.pchannels)
 	case "watchers":
 		res, err = watchers(l, o.watchers, o.trials)
+	case "broadcast":
+		var cells []broadcastCell
+		res, cells, err = broadcasts(l, o.clients)
+		res.Cells = cells
 	default:
 		return fmt.Errorf("unknown workload %q", o.workload)
 	}

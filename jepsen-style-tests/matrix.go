@@ -1,0 +1,76 @@
+package jepsen
+
+import (
+	"time"
+
+	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
+	"github.com/coordd/coordd/jepsen-style-tests/scenario"
+	"github.com/coordd/coordd/jepsen-style-tests/workload"
+)
+
+// Process faults without the membership change (which gets its own
+// scenario, with tiny snapshots so the re-added member catches up by
+// snapshot install).
+var processFaults = []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.Transfer, nemesis.RestartAll}
+
+var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
+
+// Smoke is the matrix `go test` runs: four short scenarios, every fault
+// kind at least once, about two minutes together on two cores.
+func Smoke() []scenario.Scenario {
+	d := 20 * time.Second
+	return []scenario.Scenario{
+		{Name: "smoke-net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
+		{Name: "smoke-proc-3", Nodes: 3, Faults: processFaults, Duration: d},
+		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
+		{Name: "smoke-mixed-5", Nodes: 5, Faults: nemesis.AllKinds, Duration: d},
+		brokenClient(),
+	}
+}
+
+// brokenClient is a test of the tests through the whole pipeline (real
+// cluster, history, checkers, report): one client records stale timestamps,
+// as a deposed leader serving from an old window would, and the run passes
+// only if the checkers catch it.
+func brokenClient() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-client-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader},
+		Duration: 4 * time.Second, Recovery: time.Second, ExpectViolation: true,
+		Workloads: func(nodes int) []workload.Workload {
+			return []workload.Workload{&workload.Alloc{NClients: 2 * nodes, InjectStale: 50}}
+		},
+	}
+}
+
+// Full is the matrix JEPSEN_FULL=1 runs: several minutes per scenario.
+func Full() []scenario.Scenario {
+	d := 3 * time.Minute
+	return []scenario.Scenario{
+		{Name: "net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
+		{Name: "net-5", Nodes: 5, Faults: nemesis.NetworkKinds, Duration: d},
+		{Name: "proc-3", Nodes: 3, Faults: processFaults, Duration: d},
+		{Name: "proc-5", Nodes: 5, Faults: processFaults, Duration: d},
+		{Name: "member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
+		{Name: "member-snap-5", Nodes: 5, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
+		{Name: "mixed-3-snap", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, ExtraArgs: scenario.TinySnapshots},
+		{Name: "mixed-5", Nodes: 5, Faults: nemesis.AllKinds, Duration: d},
+		// Long partitions: members fall far behind and need snapshots.
+		{Name: "long-partitions-3-snap", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay},
+			Duration: d, HoldMin: 5 * time.Second, HoldMax: 15 * time.Second, ExtraArgs: scenario.TinySnapshots},
+	}
+}
+
+// Find looks a scenario up by name in both matrices.
+func Find(name string) (scenario.Scenario, bool, bool) {
+	for _, s := range Smoke() {
+		if s.Name == name {
+			return s, false, true
+		}
+	}
+	for _, s := range Full() {
+		if s.Name == name {
+			return s, true, true
+		}
+	}
+	return scenario.Scenario{}, false, false
+}

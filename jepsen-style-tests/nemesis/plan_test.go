@@ -1,0 +1,46 @@
+package nemesis
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestPlanIsReproducibleAndBounded(t *testing.T) {
+	cfg := Config{Seed: 42, Kinds: AllKinds, Duration: time.Minute, MaxFaults: 1000,
+		QuietMin: 500 * time.Millisecond, QuietMax: 1500 * time.Millisecond,
+		HoldMin: time.Second, HoldMax: 3 * time.Second, ElectionTimeout: 400 * time.Millisecond}
+	a, b := Plan(cfg, 5), Plan(cfg, 5)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different plans")
+	}
+	cfg.Seed = 43
+	if reflect.DeepEqual(a, Plan(cfg, 5)) {
+		t.Fatal("different seeds, same plan")
+	}
+	// Every kind appears before any repeats.
+	seen := map[Kind]bool{}
+	for _, s := range a[:len(AllKinds)] {
+		if seen[s.Kind] {
+			t.Fatalf("%s repeated before every kind ran", s.Kind)
+		}
+		seen[s.Kind] = true
+	}
+	var total time.Duration
+	for _, s := range a {
+		total += s.Quiet + s.Hold
+		if s.Kind == PauseNode && s.Hold < 3*cfg.ElectionTimeout {
+			t.Fatalf("pause of %v is not longer than the election timeout", s.Hold)
+		}
+		if s.Count < 1 || s.Count > 2 {
+			t.Fatalf("count %d on 5 nodes", s.Count)
+		}
+	}
+	if total < cfg.Duration || total > cfg.Duration+cfg.QuietMax+cfg.HoldMax {
+		t.Fatalf("plan covers %v for a %v duration", total, cfg.Duration)
+	}
+	cfg.MaxFaults = 3
+	if n := len(Plan(cfg, 3)); n != 3 {
+		t.Fatalf("MaxFaults 3 gave %d steps", n)
+	}
+}

@@ -1,0 +1,303 @@
+// Package scenario runs one Jepsen-style scenario end to end: start a
+// cluster with a proxy on every raft link, run the workloads while the
+// nemesis follows its seeded schedule, heal, keep the load on for a while
+// to see the cluster recover, stop the load, check the history and the
+// replicas, and write the report.
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/jepsen-style-tests/checker"
+	"github.com/coordd/coordd/jepsen-style-tests/harness"
+	"github.com/coordd/coordd/jepsen-style-tests/history"
+	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
+	"github.com/coordd/coordd/jepsen-style-tests/report"
+	"github.com/coordd/coordd/jepsen-style-tests/workload"
+)
+
+// Scenario is one cell of the test matrix.
+type Scenario struct {
+	Name  string
+	Nodes int
+	// Faults the nemesis draws from.
+	Faults []nemesis.Kind
+	// Duration of the fault phase (the load runs through it).
+	Duration time.Duration
+	// Recovery is how long the load keeps running after the heal.
+	Recovery time.Duration
+	// Fault pacing; zero means defaults (quiet 0.5-1.5 s, hold 1-3 s).
+	QuietMin, QuietMax, HoldMin, HoldMax time.Duration
+	MaxFaults                            int
+	// ExtraArgs for every coordd (e.g. tiny snapshot thresholds).
+	ExtraArgs []string
+	// Workloads builds the workloads (fresh per run).
+	Workloads func(nodes int) []workload.Workload
+	// ExpectViolation marks a test of the tests: the run injects a bug and
+	// passes only if the checkers find a violation.
+	ExpectViolation bool
+}
+
+// Allocators is the allocator workload, two clients per member.
+func Allocators(nodes int) []workload.Workload {
+	return []workload.Workload{&workload.Alloc{NClients: 2 * nodes}}
+}
+
+// TinySnapshots makes raft snapshot and truncate its log all the time, so
+// restarted and lagging members catch up by snapshot install.
+// The allocators write only a few entries a second (window extensions and
+// ID range reservations), so the thresholds are tiny.
+var TinySnapshots = []string{"--snapshot-threshold", "4", "--trailing-logs", "2", "--snapshot-interval", "50ms"}
+
+func (s *Scenario) defaults() {
+	if s.Nodes == 0 {
+		s.Nodes = 3
+	}
+	if s.Recovery == 0 {
+		s.Recovery = 3 * time.Second
+	}
+	if s.QuietMin == 0 {
+		s.QuietMin, s.QuietMax = 500*time.Millisecond, 1500*time.Millisecond
+	}
+	if s.HoldMin == 0 {
+		s.HoldMin, s.HoldMax = time.Second, 3*time.Second
+	}
+	if s.MaxFaults == 0 {
+		s.MaxFaults = 1000
+	}
+	if s.Workloads == nil {
+		s.Workloads = Allocators
+	}
+}
+
+// Repro is the command that replays a run.
+func Repro(name string, seed uint64, full bool) string {
+	env := ""
+	if full {
+		env = "JEPSEN_FULL=1 "
+	}
+	return fmt.Sprintf("%sJEPSEN_SCENARIO=%s JEPSEN_SEED=%d go test -tags hashicorpmetrics -count=1 -timeout 60m -run 'TestJepsen' -v ./jepsen-style-tests/", env, name, seed)
+}
+
+// Run runs sc with seed and fails t on any violation. It returns the
+// summary (also written to the report directory).
+func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
+	sc.defaults()
+	if _, err := harness.Build(); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	start := time.Now()
+	t0 := start
+	dir, persistent := reportDir(t, sc.Name, seed, start)
+	sum := report.Summary{
+		Scenario: sc.Name, Seed: seed, Nodes: sc.Nodes, Started: start,
+		Repro: Repro(sc.Name, seed, full), ExpectViolation: sc.ExpectViolation,
+	}
+	for _, k := range sc.Faults {
+		sum.Faults = append(sum.Faults, string(k))
+	}
+	t.Logf("scenario %s seed %d: %d nodes, faults %v, %v; report %s", sc.Name, seed, sc.Nodes, sc.Faults, sc.Duration, dir)
+	t.Logf("repro: %s", sum.Repro)
+	failed := false
+	defer func() {
+		if failed || t.Failed() {
+			t.Logf("FAILED: scenario %s seed %d; report in %s; repro: %s", sc.Name, seed, dir, sum.Repro)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration+5*time.Minute)
+	defer cancel()
+	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: seed, ExtraArgs: sc.ExtraArgs, Dir: filepath.Join(t.TempDir(), "data")}, t0)
+	if err != nil {
+		t.Fatalf("start cluster (seed %d): %v", seed, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("JEPSEN_KEEP_LOGS") == "1" {
+			_ = cl.CopyLogs(dir)
+		}
+		if t.Failed() {
+			for _, m := range cl.Members() {
+				if b, err := os.ReadFile(m.LogPath); err == nil {
+					t.Logf("--- tail of %s ---\n%s", m.ID, tail(string(b), 25))
+				}
+			}
+		}
+		if !persistent && (t.Failed() || failed) {
+			keep := filepath.Join(os.TempDir(), "coordd-jepsen-reports", filepath.Base(dir))
+			if err := os.MkdirAll(filepath.Dir(keep), 0o755); err == nil {
+				if err := os.CopyFS(keep, os.DirFS(dir)); err == nil {
+					t.Logf("report kept in %s", keep)
+				}
+			}
+		}
+	})
+	cl.Logf("cluster of %d ready", sc.Nodes)
+	admin, err := client.New(ctx, client.Config{Endpoints: cl.Endpoints(0), RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	rec := history.NewRecorder(t0)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	wls := sc.Workloads(sc.Nodes)
+	var wg sync.WaitGroup
+	base := 0
+	for k, w := range wls {
+		sum.Workloads = append(sum.Workloads, w.Name())
+		env := workload.Env{Endpoints: cl.Endpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base}
+		base += w.Clients()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(loadCtx, env); err != nil {
+				t.Errorf("workload %s: %v", w.Name(), err)
+			}
+		}()
+	}
+	loadStart := time.Now()
+
+	nem := nemesis.New(cl, nemesis.Config{
+		Seed: seed, Kinds: sc.Faults, Duration: sc.Duration, MaxFaults: sc.MaxFaults,
+		QuietMin: sc.QuietMin, QuietMax: sc.QuietMax, HoldMin: sc.HoldMin, HoldMax: sc.HoldMax,
+		ElectionTimeout: 250 * time.Millisecond,
+	}, admin)
+	healErr := nem.Run(ctx)
+	healedAt := cl.Now()
+	cl.Logf("nemesis done: %d faults; healed (err=%v); recovery load for %v", nem.Injected(), healErr, sc.Recovery)
+	time.Sleep(sc.Recovery)
+	stopLoad()
+	wg.Wait()
+	sum.LoadTime = time.Since(loadStart)
+	ops := rec.Close()
+	sum.Ops = history.Count(ops)
+	timeline := nem.Timeline()
+	sum.Injected = len(timeline)
+	sum.ByKind, sum.FaultErrors = report.FaultCounts(timeline)
+
+	// Checks.
+	var notes []checker.Annotation
+	for _, w := range timeline {
+		notes = append(notes, checker.Annotation{Start: w.Start, End: w.End, Tag: "nemesis",
+			Text: fmt.Sprintf("#%d %s %s", w.Seq, w.Kind, w.Targets)})
+	}
+	for _, w := range wls {
+		sum.Results = append(sum.Results, w.Check(ops, dir, notes)...)
+	}
+	sum.Results = append(sum.Results, recovered(ops, healedAt, healErr))
+	rr, snaps := cl.CheckReplicas(ctx, 60*time.Second)
+	if rr.Verdict == checker.Invalid && snaps != nil {
+		for id, b := range snaps {
+			_ = os.WriteFile(filepath.Join(dir, "snapshot-"+id+".bin"), b, 0o644)
+		}
+	}
+	sum.Results = append(sum.Results, rr)
+	crash := checker.Result{Checker: "no-crashes", Verdict: checker.Valid}
+	for _, e := range cl.Exits() {
+		crash.Verdict = checker.Invalid
+		crash.Violations++
+		msg := fmt.Sprintf("%s exited unexpectedly at %.3fs: %s", e.Member, float64(e.At)/1e9, e.Err)
+		crash.Details = append(crash.Details, msg)
+		sum.Crashes = append(sum.Crashes, msg)
+	}
+	for _, p := range cl.LogProblems() {
+		crash.Verdict = checker.Invalid
+		crash.Violations++
+		if len(crash.Details) < 20 {
+			crash.Details = append(crash.Details, p)
+		}
+		sum.Crashes = append(sum.Crashes, p)
+	}
+	crash.Summary = fmt.Sprintf("%d unexpected exits or panics", crash.Violations)
+	sum.Results = append(sum.Results, crash)
+	sum.Verdict = checker.Overall(sum.Results)
+	sum.Coverage = cl.LogCounts()
+	sum.Wall = time.Since(start)
+
+	if err := report.Write(dir, sum, ops, report.Timeline{Plan: nem.Plan(), Windows: timeline}); err != nil {
+		t.Errorf("write report: %v", err)
+	}
+	for _, r := range sum.Results {
+		if r.Verdict != checker.Valid {
+			t.Logf("%v", r)
+		}
+	}
+	t.Log(report.VerdictLine(sum, dir))
+	switch {
+	case sc.ExpectViolation && sum.Verdict == checker.Invalid:
+		t.Logf("scenario %s: the injected bug was caught, as it must be", sc.Name)
+	case sc.ExpectViolation:
+		failed = true
+		t.Errorf("scenario %s seed %d: the injected bug was NOT caught (verdict %s)", sc.Name, seed, sum.Verdict)
+	case sum.Verdict == checker.Invalid:
+		failed = true
+		t.Errorf("scenario %s seed %d: violations found (see above; report %s)", sc.Name, seed, dir)
+	}
+	return sum
+}
+
+// recovered checks liveness after the heal: the cluster must serve every
+// operation kind of the history again once every fault is gone.
+func recovered(ops []history.Op, healedAt int64, healErr error) checker.Result {
+	r := checker.Result{Checker: "recovers-after-heal", Verdict: checker.Valid}
+	if healErr != nil {
+		r.Verdict, r.Violations = checker.Invalid, 1
+		r.Details = append(r.Details, "heal failed: "+healErr.Error())
+	}
+	kinds := map[string]int{}
+	for _, o := range ops {
+		if _, ok := kinds[o.F]; !ok {
+			kinds[o.F] = 0
+		}
+		if o.Type == history.Ok && o.Invoke >= healedAt {
+			kinds[o.F]++
+		}
+	}
+	var parts []string
+	for f, n := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %d ok", f, n))
+		if n == 0 {
+			r.Verdict = checker.Invalid
+			r.Violations++
+			r.Details = append(r.Details, fmt.Sprintf("no %s succeeded after the heal at %.3fs", f, float64(healedAt)/1e9))
+		}
+	}
+	r.Summary = "after heal: " + strings.Join(parts, ", ")
+	return r
+}
+
+// reportDir is JEPSEN_REPORT_DIR/<scenario>-seed<seed>-<time> if the
+// variable is set (persistent), else a test temp dir.
+func reportDir(t *testing.T, name string, seed uint64, start time.Time) (string, bool) {
+	base := os.Getenv("JEPSEN_REPORT_DIR")
+	leaf := fmt.Sprintf("%s-seed%d-%s", name, seed, start.Format("20060102-150405"))
+	if base == "" {
+		dir := filepath.Join(t.TempDir(), leaf)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir, false
+	}
+	dir := filepath.Join(base, leaf)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, true
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -85,6 +85,36 @@ var fixedSamples = map[Type]func() proto.Message{
 			Topology: []*logpb.ReplicateTopology{{SourceClusterId: "by-dev", TargetClusterId: "backup"}},
 		}}
 	},
+
+	// 0x0200.. broadcaster. Every field set, as for the channel block.
+	TypeCreateBroadcast: func() proto.Message {
+		return &logpb.CreateBroadcast{
+			MessageType: MsgCreateCollection,
+			// CreateCollectionPayload{collection_id: 449326211, shards: 2},
+			// spelled out so the golden file does not depend on a marshaller.
+			Payload: []byte{0x08, 0x83, 0xd9, 0xa0, 0xd6, 0x01, 0x10, 0x02},
+			ResourceKeys: []*logpb.ResourceKey{
+				{Domain: logpb.ResourceDomain_RK_DB_NAME, Key: "default", Shared: true},
+				{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: "default:books"},
+			},
+			Vchannels:      []string{"by-dev-rootcoord-dml_0_vcchan", "by-dev-rootcoord-dml_1_449326211v0", "by-dev-rootcoord-dml_2_449326211v1"},
+			AckSyncUp:      true,
+			IdempotencyKey: "db/1/12:create-books",
+		}
+	},
+	TypeAckBroadcast: func() proto.Message {
+		return &logpb.AckBroadcast{BroadcastId: 449326300, Checkpoints: []*logpb.VChannelCheckpoint{
+			{Vchannel: "by-dev-rootcoord-dml_0_vcchan", Term: 3, Offset: 1042, TimeTick: 449326301000000},
+			{Vchannel: "by-dev-rootcoord-dml_1_449326211v0", Term: 1, Offset: 7, TimeTick: 449326301000001},
+		}}
+	},
+	TypeCompleteBroadcast: func() proto.Message { return &logpb.CompleteBroadcast{BroadcastId: 449326300} },
+	TypeAbandonBroadcast: func() proto.Message {
+		return &logpb.AbandonBroadcast{BroadcastId: 449326300, Reason: "callback keeps failing: collection exists"}
+	},
+	TypePruneBroadcastTombstones: func() proto.Message {
+		return &logpb.PruneBroadcastTombstones{MaxCount: 8192, MaxLifetimeMs: 86400000}
+	},
 }
 
 // TestFixedSamplesSetEveryField: the samples of the channel commands set
@@ -322,6 +352,9 @@ func TestTypeString(t *testing.T) {
 		{0x0101, "InitStreaming"},
 		{0x010C, "UpdateReplicateConfiguration"},
 		{0x010D, "Type(0x010d)"},
+		{TypeCreateBroadcast, "CreateBroadcast"},
+		{0x0205, "PruneBroadcastTombstones"},
+		{0x0206, "Type(0x0206)"},
 		{0x0777, "Type(0x0777)"},
 		{Ignorable | 0x0001, "Type(0x8001)"},
 	}

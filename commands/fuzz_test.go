@@ -81,6 +81,43 @@ func FuzzDecode(f *testing.F) {
 	f.Add(rawEnvelope(uint32(TypeRecordAssignFailure), 1, "", []byte{0x0a, 0x05, 0x0a, 0x03, 'p'})) // truncated nested message
 	f.Add(rawEnvelope(0x010D, 1, "", nil))                                                          // next unassigned number in the block
 
+	// Broadcaster commands: the 0x0200 block as one batch, and bodies the
+	// validators (not the decoder) must refuse.
+	var broadcastBatch []Command
+	for _, typ := range registeredTypes() {
+		if typ >= TypeCreateBroadcast {
+			broadcastBatch = append(broadcastBatch, sampleCommand(f, typ))
+		}
+	}
+	if data, err := EncodeEntry(broadcastBatch); err == nil {
+		f.Add(data)
+	} else {
+		f.Fatal(err)
+	}
+	for _, body := range []proto.Message{
+		&logpb.CreateBroadcast{},
+		&logpb.CreateBroadcast{MessageType: "a-b", Vchannels: []string{"p_0_vcchan"}},
+		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0_vcchan", "p_0_vcchan"},
+			ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER, Key: "x"}, {Domain: 9}}},
+		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0"}, IdempotencyKey: "db/01/1:a"},
+		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0"}, IdempotencyKey: "cluster/0/2:a"},
+		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0"}, IdempotencyKey: "raw"},
+		&logpb.CreateBroadcast{MessageType: MsgCreateCollection, Vchannels: []string{"p_0_vcchan"}, Payload: []byte{0xff}},
+		&logpb.AckBroadcast{BroadcastId: 1, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: "p_0", Term: 0}}},
+		&logpb.AckBroadcast{Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: "p_01", Term: -1, TimeTick: 1}}},
+		&logpb.CompleteBroadcast{},
+		&logpb.AbandonBroadcast{BroadcastId: 1},
+		&logpb.AbandonBroadcast{BroadcastId: 1, Reason: strings.Repeat("r", 1025)},
+		&logpb.PruneBroadcastTombstones{MaxCount: 1, MaxLifetimeMs: -1},
+	} {
+		c := MustNew(body)
+		f.Add(rawEnvelope(uint32(c.Type), 1, "bc", mustMarshalTB(f, body)))
+	}
+	f.Add(rawEnvelope(uint32(TypeCreateBroadcast), 2, "", nil))                                        // newer version
+	f.Add(rawEnvelope(uint32(TypeCreateBroadcast), 1, "", []byte{0x0a, 0x02, 0xff, 0xfe}))             // message type not UTF-8
+	f.Add(rawEnvelope(uint32(TypeAckBroadcast), 1, "", []byte{0x12, 0x06, 0x0a, 0x04, 'p', '_', '0'})) // truncated checkpoint
+	f.Add(rawEnvelope(0x0206, 1, "", nil))                                                             // next unassigned number in the block
+
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeEntry(data)
 		if err != nil {

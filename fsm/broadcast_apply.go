@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,9 @@ func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	}
 	if next.bc.pending >= MaxPendingBroadcasts {
 		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d broadcasts pending (max %d)", next.bc.pending, MaxPendingBroadcasts)
+	}
+	if next.alloc.nextID == math.MaxUint64 {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "id space exhausted: next %d", next.alloc.nextID)
 	}
 	id := next.alloc.nextID
 	next.alloc.nextID++
@@ -170,6 +174,9 @@ func applyAbandonBroadcast(next *State, c commands.Command) *logpb.Result {
 func applyPruneBroadcastTombstones(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.PruneBroadcastTombstones)
 	cutoff := c.ProposedAtUnixMs - b.MaxLifetimeMs
+	if cutoff > c.ProposedAtUnixMs { // wrapped around (lifetime > 0)
+		cutoff = math.MinInt64
+	}
 	dropped := 0
 	for next.bc.tombstones.Len() > 0 {
 		it := next.bc.tombstones.Iterator()

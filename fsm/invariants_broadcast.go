@@ -24,11 +24,19 @@ func (s *State) checkBroadcastInvariants() error {
 			}
 			seen[cp.Vchannel] = true
 		}
+		if t.IdempotencyKey != "" {
+			if holder, ok := s.bc.idem.Get(idemScope(t.MessageType, t.IdempotencyKey)); !ok || holder != id {
+				return fmt.Errorf("broadcast %d: its idempotency scope is held by %d", id, holder)
+			}
+		}
 		switch t.State {
 		case logpb.BroadcastState_BROADCAST_TOMBSTONE:
 			tombstones++
 			if got, ok := s.bc.tombstones.Get(t.TombstoneSeq); !ok || got != id {
 				return fmt.Errorf("tombstone %d is not indexed at seq %d", id, t.TombstoneSeq)
+			}
+			if t.TombstoneSeq == 0 || t.TombstoneSeq >= s.bc.meta.NextTombstoneSeq {
+				return fmt.Errorf("tombstone sequence %d of broadcast %d is not in 1..%d", t.TombstoneSeq, id, s.bc.meta.NextTombstoneSeq-1)
 			}
 			if t.AbandonedReason == "" && !AllAcked(t) {
 				return fmt.Errorf("broadcast %d was completed with %d of %d targets acked", id, len(t.Acked), len(t.Vchannels))

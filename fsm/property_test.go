@@ -29,7 +29,7 @@ func genCommand(t *rapid.T, label string, s *State) commands.Command {
 	memberID := func(name string) string { return rapid.SampledFrom(poolMemberIDs).Draw(t, label+name) }
 	addr := func(name string) string { return rapid.SampledFrom(poolAddrs).Draw(t, label+name) }
 	var c commands.Command
-	switch kind := rapid.IntRange(0, 15).Draw(t, label+".kind"); kind {
+	switch kind := rapid.IntRange(0, 21).Draw(t, label+".kind"); kind {
 	case 0:
 		c = leaderEstablished(rapid.Uint64Range(0, 8).Draw(t, label+".term"), memberID(".leader"))
 	case 1:
@@ -52,8 +52,12 @@ func genCommand(t *rapid.T, label string, s *State) commands.Command {
 		// A skippable command from a newer binary.
 		c = commands.Command{Type: commands.Ignorable | commands.Type(rapid.Uint32Range(0x0700, 0x0702).Draw(t, label+".type")), Version: 1}
 	default:
-		// Channel commands are most of the log.
-		c = genChannelCommand(t, label, s)
+		// Channel and broadcast commands are most of the log.
+		if kind >= 16 {
+			c = genBroadcastCommand(t, label, s)
+		} else {
+			c = genChannelCommand(t, label, s)
+		}
 		// Rarely with a request ID: a repeated ID returns the first result
 		// without applying, which would starve the channel state.
 		if rapid.IntRange(0, 4).Draw(t, label+".hasRequestID") == 0 {
@@ -320,7 +324,8 @@ func replay(t *rapid.T, s *State, entries []entry) (*State, []*logpb.Result) {
 // stepCheck is an extra check of one applied entry.
 type stepCheck func(t *rapid.T, prev, next *State, cmds []commands.Command, results []*logpb.Result)
 
-// replayWith is replay with an extra check after every entry.
+// replayWith is replay with an extra check after every entry. The
+// broadcaster's step properties (checkBroadcastStep) are checked always.
 func replayWith(t *rapid.T, s *State, entries []entry, check stepCheck) (*State, []*logpb.Result) {
 	var all []*logpb.Result
 	for _, e := range entries {
@@ -346,11 +351,12 @@ func replayWith(t *rapid.T, s *State, entries []entry, check stepCheck) (*State,
 				t.Fatalf("index %d command %d: nil result", e.index, i)
 			}
 		}
+		cmds, err := commands.DecodeEntry(e.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBroadcastStep(t, s, next, cmds, results)
 		if check != nil {
-			cmds, err := commands.DecodeEntry(e.data)
-			if err != nil {
-				t.Fatal(err)
-			}
 			check(t, s, next, cmds, results)
 		}
 		all = append(all, results...)

@@ -23,6 +23,7 @@ run() { local name=$1; shift; bin/coordbench "$@" | tee "$out/$name.json"; }
 run commit -workload commit -clients "$CLIENTS" -duration "$DURATION"
 run alloc-ts -workload alloc-ts -clients "$CLIENTS" -duration "$DURATION"
 run alloc-id -workload alloc-id -clients "$CLIENTS" -duration "$DURATION"
+run status -workload status -clients "$CLIENTS" -duration "$DURATION"
 run failover -workload failover -trials "$TRIALS"
 run sn-failover -workload sn-failover -trials "$TRIALS" -node-ttl 3s
 run balance -workload balance -pchannels 256 -streaming-nodes 8
@@ -34,7 +35,7 @@ python3 - "$out" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 r = {n: json.load(open(os.path.join(d, n + ".json"))) for n in
-     ["commit", "alloc-ts", "alloc-id", "failover", "sn-failover", "balance", "watchers", "broadcast", "etcd"]}
+     ["commit", "alloc-ts", "alloc-id", "status", "failover", "sn-failover", "balance", "watchers", "broadcast", "etcd"]}
 c, e = r["commit"], r["etcd"]
 print()
 print("| figure | value | ratio / goal |")
@@ -44,6 +45,8 @@ print(f"| etcd 3.6.16 put, {e['clients']} clients | {e['ops_per_sec']:.0f} ops/s
 for k in ["alloc-ts", "alloc-id"]:
     a = r[k]
     print(f"| {k}, {a['clients']} clients | {a['ops_per_sec']:.0f} ops/s, p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.1f} ms | {a['ops_per_sec']/c['ops_per_sec']:.1f}x coordd commit |")
+st = r["status"]
+print(f"| Status RPC (no raft work: the RPC layer's ceiling here), {st['clients']} clients | {st['ops_per_sec']:.0f} ops/s, p50 {st['p50_ms']:.2f} ms, p99 {st['p99_ms']:.1f} ms | {st['ops_per_sec']/c['ops_per_sec']:.1f}x coordd commit |")
 f = r["failover"]
 print(f"| leader SIGKILL -> first committed write ({f['trials']} trials) | median {f['median_ms']:.0f} ms, max {f['max_ms']:.0f} ms | goal < 1500 ms |")
 s = r["sn-failover"]

@@ -24,6 +24,14 @@ func op(workload string, conn *grpc.ClientConn, self cluster.LocalMember) func(c
 			_, err := c.AllocTimestamp(ctx, &coordpb.AllocTimestampRequest{Count: 1})
 			return err
 		}
+	case "status":
+		// A local read with no raft work: the ceiling of the RPC layer on
+		// this machine, to put the allocator figures in context.
+		c := coordpb.NewClusterClient(conn)
+		return func(ctx context.Context) error {
+			_, err := c.Status(ctx, &coordpb.StatusRequest{})
+			return err
+		}
 	case "alloc-id":
 		c := coordpb.NewAllocatorClient(conn)
 		return func(ctx context.Context) error {

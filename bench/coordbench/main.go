@@ -60,7 +60,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, failover, sn-failover, balance, watchers or broadcast")
+	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, status, failover, sn-failover, balance, watchers or broadcast")
 	flag.IntVar(&o.clients, "clients", 64, "concurrent clients (load workloads)")
 	flag.IntVar(&o.conns, "conns", 8, "gRPC connections shared by the clients")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time per load workload")
@@ -120,7 +120,7 @@ func run(o options) error {
 
 	var res result
 	switch o.workload {
-	case "commit", "alloc-ts", "alloc-id":
+	case "commit", "alloc-ts", "alloc-id", "status":
 		res, err = load(l, o.workload, o.clients, o.conns, o.duration, o.maxOps)
 	case "failover":
 		res, err = failover(l, o.trials)

@@ -16,15 +16,36 @@ var processFaults = []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.
 var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
-// kind at least once, about two minutes together on two cores.
+// kind at least once, the two broken-build checks and the channel
+// workload, about 2.5 minutes together on two cores.
 func Smoke() []scenario.Scenario {
-	d := 20 * time.Second
+	d := 16 * time.Second
 	return []scenario.Scenario{
 		{Name: "smoke-net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "smoke-proc-3", Nodes: 3, Faults: processFaults, Duration: d},
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "smoke-mixed-5", Nodes: 5, Faults: nemesis.AllKinds, Duration: d},
 		brokenClient(),
+		brokenServer(),
+		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
+			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
+			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+	}
+}
+
+// brokenServer is a test of the tests against a deliberately broken
+// server: coordd --test-only-unsafe-id-reuse hands out IDs without a
+// committed reservation, so IDs repeat after a leader change. Every fault
+// kills the leader; the run passes only if the checkers catch the reuse.
+func brokenServer() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-server-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillLeader},
+		Duration: 6 * time.Second, Recovery: time.Second, ExpectViolation: true,
+		QuietMin: 500 * time.Millisecond, QuietMax: time.Second, HoldMin: 500 * time.Millisecond, HoldMax: time.Second,
+		ExtraArgs: []string{"--test-only-unsafe-id-reuse"},
+		// ExpectChecker: the violation must come from the ID uniqueness
+		// checker, not from something incidental.
+		ExpectChecker: "alloc-unique",
 	}
 }
 
@@ -57,6 +78,10 @@ func Full() []scenario.Scenario {
 		// Long partitions: members fall far behind and need snapshots.
 		{Name: "long-partitions-3-snap", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay},
 			Duration: d, HoldMin: 5 * time.Second, HoldMax: 15 * time.Second, ExtraArgs: scenario.TinySnapshots},
+		// Channel assignment and WAL appends under streaming-node kills and
+		// pauses past the TTL, with every coordd fault kind.
+		{Name: "channels-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
+			ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
 	}
 }
 

@@ -39,6 +39,10 @@ const (
 	Transfer   Kind = "transfer-leader" // leadership transfer through the API
 	RemoveAdd  Kind = "remove-readd"    // remove a follower from the configuration, then add it back
 	RestartAll Kind = "restart-all"     // SIGKILL every member at once, restart them all
+	// KillLeader always SIGKILLs the leader (not in AllKinds: KillNode
+	// already hits the leader half the time). Used where every fault must
+	// change the leader, e.g. the broken-server scenario.
+	KillLeader Kind = "kill-leader"
 )
 
 // AllKinds lists every fault kind.
@@ -145,6 +149,8 @@ func Plan(cfg Config, n int) []Step {
 			}
 		case Transfer:
 			s.Hold = 0
+		case KillLeader:
+			s.TargetLeader, s.Count = true, 1
 		}
 		steps = append(steps, s)
 		total += s.Quiet + s.Hold
@@ -432,7 +438,7 @@ func (n *Nemesis) inject(ctx context.Context, seq int, s Step, hold time.Duratio
 		sleep(ctx, hold)
 		n.c.HealNetwork()
 
-	case KillNode, PauseNode:
+	case KillNode, KillLeader, PauseNode:
 		victims := n.victims(ctx, s)
 		if len(victims) == 0 {
 			err = errors.New("no victim")
@@ -440,7 +446,7 @@ func (n *Nemesis) inject(ctx context.Context, seq int, s Step, hold time.Duratio
 		}
 		w.Targets = n.ids(victims)
 		w.Start = n.c.Now()
-		if s.Kind == KillNode {
+		if s.Kind == KillNode || s.Kind == KillLeader {
 			for _, v := range victims {
 				if e := n.c.Kill(v); e != nil {
 					err = errors.Join(err, e)

@@ -7,9 +7,12 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +47,25 @@ type Scenario struct {
 	// ExpectViolation marks a test of the tests: the run injects a bug and
 	// passes only if the checkers find a violation.
 	ExpectViolation bool
+	// ExpectChecker, with ExpectViolation, names the checker that must
+	// report the violation (others may too).
+	ExpectChecker string
+	// StreamingNodes starts this many streaming nodes (shared WAL dir)
+	// once the cluster is ready; StreamingFaults adds their nemesis
+	// (SIGKILL + restart, SIGSTOP past the node TTL + SIGCONT).
+	StreamingNodes  int
+	StreamingFaults bool
+}
+
+// ChannelArgs make channel management fast enough for a short run: node
+// TTL 2 s, balance rounds every second, no minimum rebalance interval.
+var ChannelArgs = []string{"--pchannels", "4", "--node-ttl", "2s", "--balance-interval", "1s", "--min-rebalance-interval", "0s"}
+
+// ChannelWorkloads is the channel workload, the broadcast workload and
+// the allocators.
+func ChannelWorkloads(nodes int) []workload.Workload {
+	return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 3}, &workload.Broadcast{NClients: 3, PChannels: 3},
+		&workload.Alloc{NClients: nodes}}
 }
 
 // Allocators is the allocator workload, two clients per member.
@@ -140,6 +162,21 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}
 	})
 	cl.Logf("cluster of %d ready", sc.Nodes)
+	var sns *harness.StreamingNodes
+	walDir := ""
+	if sc.StreamingNodes > 0 {
+		sns, err = harness.StartStreamingNodes(t, cl, sc.StreamingNodes, filepath.Join(t.TempDir(), "sn"))
+		if err != nil {
+			t.Fatalf("start streaming nodes (seed %d): %v", seed, err)
+		}
+		walDir = sns.WALDir
+		t.Cleanup(func() {
+			if t.Failed() || os.Getenv("JEPSEN_KEEP_LOGS") == "1" {
+				sns.CopyLogs(dir)
+			}
+		})
+		cl.Logf("%d streaming nodes started (WAL %s)", sc.StreamingNodes, walDir)
+	}
 	admin, err := client.New(ctx, client.Config{Endpoints: cl.Endpoints(0), RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +191,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	base := 0
 	for k, w := range wls {
 		sum.Workloads = append(sum.Workloads, w.Name())
-		env := workload.Env{Endpoints: cl.Endpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base}
+		env := workload.Env{Endpoints: cl.Endpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base, WALDir: walDir}
 		base += w.Clients()
 		wg.Add(1)
 		go func() {
@@ -171,7 +208,19 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		QuietMin: sc.QuietMin, QuietMax: sc.QuietMax, HoldMin: sc.HoldMin, HoldMax: sc.HoldMax,
 		ElectionTimeout: 250 * time.Millisecond,
 	}, admin)
+	snDone := make(chan []nemesis.Window, 1)
+	if sns != nil && sc.StreamingFaults {
+		go func() { snDone <- streamingNemesis(ctx, cl, sns, seed, sc.Duration) }()
+	} else {
+		snDone <- nil
+	}
 	healErr := nem.Run(ctx)
+	snWindows := <-snDone
+	if sns != nil {
+		if err := sns.Heal(); err != nil {
+			healErr = errors.Join(healErr, err)
+		}
+	}
 	healedAt := cl.Now()
 	cl.Logf("nemesis done: %d faults; healed (err=%v); recovery load for %v", nem.Injected(), healErr, sc.Recovery)
 	time.Sleep(sc.Recovery)
@@ -180,7 +229,8 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	sum.LoadTime = time.Since(loadStart)
 	ops := rec.Close()
 	sum.Ops = history.Count(ops)
-	timeline := nem.Timeline()
+	timeline := append(nem.Timeline(), snWindows...)
+	sort.Slice(timeline, func(i, j int) bool { return timeline[i].Start < timeline[j].Start })
 	sum.Injected = len(timeline)
 	sum.ByKind, sum.FaultErrors = report.FaultCounts(timeline)
 
@@ -217,6 +267,23 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}
 		sum.Crashes = append(sum.Crashes, p)
 	}
+	if sns != nil {
+		for _, e := range sns.Exits() {
+			crash.Verdict = checker.Invalid
+			crash.Violations++
+			msg := fmt.Sprintf("%s exited unexpectedly at %.3fs: %s", e.Member, float64(e.At)/1e9, e.Err)
+			crash.Details = append(crash.Details, msg)
+			sum.Crashes = append(sum.Crashes, msg)
+		}
+		for _, p := range sns.LogProblems() {
+			crash.Verdict = checker.Invalid
+			crash.Violations++
+			if len(crash.Details) < 20 {
+				crash.Details = append(crash.Details, p)
+			}
+			sum.Crashes = append(sum.Crashes, p)
+		}
+	}
 	crash.Summary = fmt.Sprintf("%d unexpected exits or panics", crash.Violations)
 	sum.Results = append(sum.Results, crash)
 	sum.Verdict = checker.Overall(sum.Results)
@@ -232,12 +299,21 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}
 	}
 	t.Log(report.VerdictLine(sum, dir))
+	caught := sum.Verdict == checker.Invalid
+	if sc.ExpectChecker != "" {
+		caught = false
+		for _, r := range sum.Results {
+			if r.Checker == sc.ExpectChecker && r.Verdict == checker.Invalid {
+				caught = true
+			}
+		}
+	}
 	switch {
-	case sc.ExpectViolation && sum.Verdict == checker.Invalid:
+	case sc.ExpectViolation && caught:
 		t.Logf("scenario %s: the injected bug was caught, as it must be", sc.Name)
 	case sc.ExpectViolation:
 		failed = true
-		t.Errorf("scenario %s seed %d: the injected bug was NOT caught (verdict %s)", sc.Name, seed, sum.Verdict)
+		t.Errorf("scenario %s seed %d: the injected bug was NOT caught (verdict %s, expected checker %q)", sc.Name, seed, sum.Verdict, sc.ExpectChecker)
 	case sum.Verdict == checker.Invalid:
 		failed = true
 		t.Errorf("scenario %s seed %d: violations found (see above; report %s)", sc.Name, seed, dir)
@@ -300,4 +376,50 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// streamingNemesis SIGKILLs (and restarts) or SIGSTOPs (past the 2 s node
+// TTL, then SIGCONTs) a random streaming node, one fault at a time, for d.
+// Decisions come from seed; the windows join the timeline.
+func streamingNemesis(ctx context.Context, cl *harness.Cluster, sns *harness.StreamingNodes, seed uint64, d time.Duration) []nemesis.Window {
+	rng := rand.New(rand.NewPCG(seed, 0x736e))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	deadline := time.Now().Add(d)
+	var out []nemesis.Window
+	for seq := 1000; ; seq++ {
+		quiet := between(time.Second, 2500*time.Millisecond)
+		kill := rng.IntN(2) == 0
+		i := rng.IntN(sns.N())
+		hold := between(500*time.Millisecond, 2*time.Second)
+		if !kill {
+			hold = between(3*time.Second, 4*time.Second) // past the 2 s TTL
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(quiet):
+		}
+		if time.Now().After(deadline) {
+			return out
+		}
+		w := nemesis.Window{Seq: seq, Targets: sns.ID(i), Start: cl.Now()}
+		var err error
+		if kill {
+			w.Kind, w.Detail = "sn-kill", fmt.Sprintf("SIGKILL, restart after %v", hold.Round(time.Millisecond))
+			err = sns.Kill(i)
+			time.Sleep(hold)
+			err = errors.Join(err, sns.Start(i))
+		} else {
+			w.Kind, w.Detail = "sn-pause", fmt.Sprintf("SIGSTOP for %v (node TTL 2s)", hold.Round(time.Millisecond))
+			err = sns.Pause(i)
+			time.Sleep(hold)
+			err = errors.Join(err, sns.Resume(i))
+		}
+		w.End = cl.Now()
+		if err != nil {
+			w.Error = err.Error()
+		}
+		cl.Logf("streaming nemesis: %s %s (%s) err=%v", w.Kind, w.Targets, w.Detail, err)
+		out = append(out, w)
+	}
 }

@@ -28,6 +28,9 @@ type Env struct {
 	// ClientBase numbers this workload's clients (history client IDs are
 	// ClientBase, ClientBase+1, ...), so workloads never share IDs.
 	ClientBase int
+	// WALDir is the streaming nodes' shared WAL directory ("" without
+	// streaming nodes).
+	WALDir string
 }
 
 // Workload is one kind of client traffic plus its checkers.

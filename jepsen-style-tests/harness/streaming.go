@@ -1,0 +1,260 @@
+package harness
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	snOnce  sync.Once
+	snBin   string
+	snBuild error
+)
+
+// BuildStreamingNode compiles cmd/streamingnode once per test process
+// (into the same temporary directory as coordd when there is one).
+func BuildStreamingNode() (string, error) {
+	snOnce.Do(func() {
+		dir := buildDir
+		if dir == "" {
+			var err error
+			if dir, err = os.MkdirTemp("", "coordd-jepsen-sn-"); err != nil {
+				snBuild = err
+				return
+			}
+			buildDir = dir
+		}
+		out := filepath.Join(dir, "streamingnode")
+		args := []string{"build", "-tags", "hashicorpmetrics"}
+		if os.Getenv("JEPSEN_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		args = append(args, "-o", out, "github.com/coordd/coordd/cmd/streamingnode")
+		if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			snBuild = fmt.Errorf("go %v: %v\n%s", args, err, b)
+			return
+		}
+		snBin = out
+	})
+	return snBin, snBuild
+}
+
+// StreamingNodes are streaming node processes sharing one WAL directory,
+// registered with a Cluster's members. Each keeps its address (a fixed
+// loopback port) across restarts.
+type StreamingNodes struct {
+	t      testing.TB
+	t0     time.Time
+	bin    string
+	coord  string
+	WALDir string
+	addrs  []string
+	dirs   []string
+	logs   []string
+
+	mu    sync.Mutex
+	state []ProcState
+	procs []*proc
+	exits []Exit
+}
+
+// StartStreamingNodes launches n streaming nodes against c (WAL dir and
+// data dirs under dir) and registers teardown with t.Cleanup.
+func StartStreamingNodes(t testing.TB, c *Cluster, n int, dir string) (*StreamingNodes, error) {
+	bin, err := BuildStreamingNode()
+	if err != nil {
+		return nil, err
+	}
+	s := &StreamingNodes{t: t, t0: c.t0, bin: bin, coord: strings.Join(c.Endpoints(0), ","),
+		WALDir: filepath.Join(dir, "wal"), state: make([]ProcState, n), procs: make([]*proc, n)}
+	if err := os.MkdirAll(s.WALDir, 0o755); err != nil {
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		s.addrs = append(s.addrs, l.Addr().String())
+		l.Close()
+		d := filepath.Join(dir, fmt.Sprintf("sn%d", i+1))
+		s.dirs = append(s.dirs, d)
+		s.logs = append(s.logs, filepath.Join(dir, fmt.Sprintf("sn%d.log", i+1)))
+	}
+	t.Cleanup(s.Close)
+	for i := 0; i < n; i++ {
+		if err := s.Start(i); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// N is the number of streaming nodes.
+func (s *StreamingNodes) N() int { return len(s.addrs) }
+
+// ID names streaming node i ("sn1", ...).
+func (s *StreamingNodes) ID(i int) string { return fmt.Sprintf("sn%d", i+1) }
+
+// Addr is streaming node i's gRPC address.
+func (s *StreamingNodes) Addr(i int) string { return s.addrs[i] }
+
+// State is what the harness did last to streaming node i.
+func (s *StreamingNodes) State(i int) ProcState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state[i]
+}
+
+// Start starts streaming node i (again).
+func (s *StreamingNodes) Start(i int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state[i] != Stopped {
+		return fmt.Errorf("start %s: already %s", s.ID(i), s.state[i])
+	}
+	if err := os.MkdirAll(s.dirs[i], 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(s.logs[i], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "=== harness: starting %s at %.3fs\n", s.ID(i), time.Since(s.t0).Seconds())
+	cmd := exec.Command(s.bin, "--coord", s.coord, "--addr", s.addrs[i], "--wal-dir", s.WALDir,
+		"--data-dir", s.dirs[i], "--heartbeat-interval", "250ms", "--drain-timeout", "2s")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", s.ID(i), err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf}
+	s.procs[i], s.state[i] = p, Running
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		expected := s.procs[i] != p
+		if !expected {
+			s.procs[i], s.state[i] = nil, Stopped
+			s.exits = append(s.exits, Exit{Member: s.ID(i), At: int64(time.Since(s.t0)), Err: fmt.Sprint(err)})
+		}
+		s.mu.Unlock()
+		logf.Close()
+		close(p.done)
+		if !expected {
+			s.t.Logf("UNEXPECTED EXIT of %s at %.3fs: %v (log %s)", s.ID(i), time.Since(s.t0).Seconds(), err, s.logs[i])
+		}
+	}()
+	return nil
+}
+
+func (s *StreamingNodes) take(i int) *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[i]
+	s.procs[i], s.state[i] = nil, Stopped
+	return p
+}
+
+// Kill SIGKILLs streaming node i and waits for it to die.
+func (s *StreamingNodes) Kill(i int) error {
+	p := s.take(i)
+	if p == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s did not die within 10s of SIGKILL", s.ID(i))
+	}
+}
+
+// Pause SIGSTOPs streaming node i; Resume SIGCONTs it.
+func (s *StreamingNodes) Pause(i int) error  { return s.signal(i, syscall.SIGSTOP, Running, Paused) }
+func (s *StreamingNodes) Resume(i int) error { return s.signal(i, syscall.SIGCONT, Paused, Running) }
+
+func (s *StreamingNodes) signal(i int, sig syscall.Signal, from, to ProcState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state[i] != from || s.procs[i] == nil {
+		return fmt.Errorf("%v to %s: it is %s", sig, s.ID(i), s.state[i])
+	}
+	if err := s.procs[i].cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	s.state[i] = to
+	return nil
+}
+
+// Heal resumes paused nodes and restarts stopped ones.
+func (s *StreamingNodes) Heal() error {
+	var errs []error
+	for i := range s.addrs {
+		switch s.State(i) {
+		case Paused:
+			errs = append(errs, s.Resume(i))
+		case Stopped:
+			errs = append(errs, s.Start(i))
+		}
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Exits lists the exits the harness did not cause.
+func (s *StreamingNodes) Exits() []Exit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Exit(nil), s.exits...)
+}
+
+// LogProblems scans the streaming node logs for panics and races.
+func (s *StreamingNodes) LogProblems() []string {
+	var out []string
+	for i, path := range s.logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			for _, pat := range []string{"panic:", "fatal error:", "WARNING: DATA RACE"} {
+				if strings.Contains(line, pat) {
+					out = append(out, fmt.Sprintf("%s:%d: %s", s.ID(i), n+1, strings.TrimSpace(line)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CopyLogs copies the streaming node logs into dir.
+func (s *StreamingNodes) CopyLogs(dir string) {
+	for i, path := range s.logs {
+		if b, err := os.ReadFile(path); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, s.ID(i)+".log"), b, 0o644)
+		}
+	}
+}
+
+// Close kills every streaming node. Safe to call twice.
+func (s *StreamingNodes) Close() {
+	for i := range s.addrs {
+		_ = s.Kill(i)
+	}
+}

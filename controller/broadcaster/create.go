@@ -1,0 +1,77 @@
+package broadcaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// ---- creating ---------------------------------------------------------------------
+
+// create commits the task under guard and hands both to the scheduler. The
+// proposal runs on the leadership's context, not the caller's: when the
+// caller gives up, the outcome is still learnt and the guard either goes to
+// the task or is released, so no committed task is ever left unlocked.
+func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, guard *lockGuard, requestID string) (uint64, bool, error) {
+	type out struct {
+		id  uint64
+		dup bool
+		err error
+	}
+	if requestID == "" {
+		requestID = newRequestID()
+	}
+	ch := make(chan out, 1)
+	ts.mu.Lock()
+	if ts.stopped {
+		ts.mu.Unlock()
+		guard.release()
+		return 0, false, ErrNotLeader
+	}
+	ts.wg.Add(1) // never concurrent with stop's Wait: stop sets stopped first
+	ts.mu.Unlock()
+	go func() {
+		defer ts.wg.Done()
+		if err := ctx.Err(); err != nil {
+			guard.release()
+			ch <- out{err: err}
+			return
+		}
+		res, err := ts.m.proposeRetrying(ts.ctx, body, requestID)
+		switch {
+		case err != nil:
+			guard.release()
+			if ts.ctx.Err() != nil && !errors.Is(err, ErrNotLeader) {
+				err = fmt.Errorf("%w (leadership ended while creating the task: %v)", ErrNotLeader, err)
+			}
+			ch <- out{err: err}
+		case res.Rejection != nil:
+			guard.release()
+			ch <- out{err: rejectionError(res.Rejection)}
+		default:
+			c := res.GetBroadcast()
+			if c == nil {
+				guard.release()
+				ch <- out{err: fmt.Errorf("broadcaster: unexpected CreateBroadcast result %v", res)}
+				return
+			}
+			dup := c.Duplicated
+			if dup {
+				guard.release()
+			} else if bt, ok := ts.m.leader.State().BroadcastTask(c.BroadcastId); !ok {
+				guard.release() // pruned already (a very late repeat of a request ID)
+			} else if !ts.adopt(bt, guard) {
+				dup = true
+			}
+			ch <- out{id: c.BroadcastId, dup: dup}
+		}
+	}()
+	select {
+	case o := <-ch:
+		return o.id, o.dup, o.err
+	case <-ctx.Done():
+		return 0, false, ctx.Err()
+	}
+}

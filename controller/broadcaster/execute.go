@@ -1,0 +1,239 @@
+package broadcaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// ---- executing ---------------------------------------------------------------------
+
+var errTaskFinishedHere = errors.New("task finished (abandoned) meanwhile")
+
+// finished reports whether task id was finished outside its step.
+func (ts *termState) finished(id uint64) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.tasks[id]
+	return t == nil || t.finished
+}
+
+// notAssignedError: the FSM does not name a writable owner for a channel.
+type notAssignedError struct{ msg string }
+
+func (e *notAssignedError) Error() string { return e.msg }
+
+// step runs one attempt of a task: append to the targets not yet acked
+// (FastAck their checkpoints), then complete it once every target is acked.
+func (ts *termState) step(t *task) outcome {
+	log := ts.m.log.With("id", t.id, "message_type", t.msgType)
+	st := ts.m.leader.State()
+	bt, ok := st.BroadcastTask(t.id)
+	if !ok || bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		return outDone
+	}
+	ts.mu.Lock()
+	t.assignSeen = st.AssignmentVersion()
+	ts.mu.Unlock()
+	if !fsm.AllAcked(bt) {
+		if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
+			return ts.idle(t, bt) // replicated messages are acked by the nodes
+		}
+		targets := ts.toAppend(t, bt)
+		if len(targets) > 0 {
+			cps, err := ts.appendAll(st, bt, targets)
+			if len(cps) > 0 {
+				if bt.AckSyncUp {
+					ts.mu.Lock()
+					if t.appended == nil {
+						t.appended = map[string]bool{}
+					}
+					for _, cp := range cps {
+						t.appended[cp.Vchannel] = true
+					}
+					ts.mu.Unlock()
+				} else if aerr := ts.ack(bt.Id, cps); aerr != nil {
+					if ts.ctx.Err() == nil {
+						log.Warn("recording broadcast acks failed", "error", aerr)
+					}
+					return outBackoff
+				}
+			}
+			if err != nil {
+				if ts.ctx.Err() == nil {
+					log.Warn("broadcast append failed; retrying", "error", err)
+				}
+				return outBackoff
+			}
+		}
+		bt, ok = ts.m.leader.State().BroadcastTask(t.id)
+		if !ok || bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+			return outDone
+		}
+		if !fsm.AllAcked(bt) {
+			if bt.AckSyncUp {
+				return ts.idle(t, bt)
+			}
+			log.Warn("broadcast targets appended but not all acked", "acked", len(bt.Acked), "targets", len(bt.Vchannels))
+			return outBackoff
+		}
+	}
+	if !t.executed {
+		t.executed = true
+		ts.m.cfg.Metrics.observeExecution(t.msgType, time.Since(t.admitted).Seconds())
+	}
+	start := time.Now()
+	res, err := ts.m.leader.Propose(ts.ctx, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
+	if err != nil {
+		if ts.ctx.Err() == nil {
+			log.Warn("completing broadcast failed", "error", err)
+		}
+		return outBackoff
+	}
+	if r := res.Rejection; r != nil {
+		if r.Code == logpb.RejectCode_REJECT_NOT_FOUND {
+			return outDone
+		}
+		log.Warn("completing broadcast refused", "error", r.Message)
+		return outBackoff
+	}
+	c := res.GetCompletion()
+	if c.GetTombstoned() {
+		ts.m.cfg.Metrics.observeCallback(t.msgType, time.Since(start).Seconds())
+		return outDone
+	}
+	ts.m.cfg.Metrics.callbackFailed(t.msgType)
+	log.Warn("broadcast ack callback refused; retrying", "error", c.GetCallbackError())
+	return outBackoff
+}
+
+// idle parks a task until its remaining acks arrive.
+func (ts *termState) idle(t *task, bt *logpb.BroadcastTask) outcome {
+	ts.mu.Lock()
+	t.ackedSeen = len(bt.Acked)
+	ts.mu.Unlock()
+	return outIdle
+}
+
+// toAppend lists the targets still to append: every unacked target, minus
+// (for ack_sync_up tasks) the ones already appended in this leadership.
+func (ts *termState) toAppend(t *task, bt *logpb.BroadcastTask) []string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var out []string
+	for _, v := range bt.Vchannels {
+		if _, ok := fsm.Acked(bt, v); ok {
+			continue
+		}
+		if bt.AckSyncUp && t.appended[v] {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// appendAll appends bt's message to each target in parallel (bounded) and
+// returns the checkpoints of those that succeeded and the first error.
+func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets []string) ([]*logpb.VChannelCheckpoint, error) {
+	cfg := ts.m.cfg
+	var (
+		mu       sync.Mutex
+		cps      []*logpb.VChannelCheckpoint
+		firstErr error
+		failed   int
+		onAssign bool
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, cfg.AppendParallelism)
+	for _, v := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(v string) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var cp *logpb.VChannelCheckpoint
+			var err error
+			if ts.finished(bt.Id) {
+				err = errTaskFinishedHere
+			} else {
+				cp, err = ts.appendOne(st, bt, v)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+				if ownershipError(err) {
+					onAssign = true
+				}
+				return
+			}
+			cps = append(cps, cp)
+		}(v)
+	}
+	wg.Wait()
+	if onAssign {
+		ts.mu.Lock()
+		if t := ts.tasks[bt.Id]; t != nil {
+			t.onAssign = true
+		}
+		ts.mu.Unlock()
+	}
+	if firstErr != nil {
+		return cps, fmt.Errorf("%d of %d appends failed, first: %w", failed, len(targets), firstErr)
+	}
+	return cps, nil
+}
+
+func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string) (*logpb.VChannelCheckpoint, error) {
+	pname := commands.PChannelOf(v)
+	p, ok := st.PChannel(pname)
+	if !ok {
+		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s does not exist", v, pname)}
+	}
+	if p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
+		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s is %s at term %d", v, pname, p.State, p.Term)}
+	}
+	if p.Mode != logpb.AccessMode_ACCESS_RW {
+		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s is read-only at term %d", v, pname, p.Term)}
+	}
+	n, ok := st.StreamingNode(p.NodeId)
+	if !ok {
+		return nil, &notAssignedError{fmt.Sprintf("%s: node %d of pchannel %s is unknown", v, p.NodeId, pname)}
+	}
+	ctx, cancel := context.WithTimeout(ts.ctx, ts.m.cfg.AppendTimeout)
+	defer cancel()
+	cp, err := ts.m.app.Append(ctx, n.Address, v, p.Term, bt.Payload, bt.Id, bt.AckSyncUp, ts.term)
+	if err != nil {
+		if code, ok := unrecoverableCode(err); ok {
+			ts.m.cfg.Metrics.appendUnrecoverable(bt.MessageType, code)
+		}
+		return nil, fmt.Errorf("append to %s on node %d (%s) at term %d: %w", v, p.NodeId, n.Address, p.Term, err)
+	}
+	if cp == nil || cp.Term < 1 || cp.TimeTick == 0 {
+		return nil, fmt.Errorf("append to %s on node %d: no usable checkpoint in the answer", v, p.NodeId)
+	}
+	cp.Vchannel = v
+	return cp, nil
+}
+
+// ack commits FastAck checkpoints in one command.
+func (ts *termState) ack(id uint64, cps []*logpb.VChannelCheckpoint) error {
+	res, err := ts.m.leader.Propose(ts.ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	if err != nil {
+		return err
+	}
+	if res.Rejection != nil {
+		return rejectionError(res.Rejection)
+	}
+	return nil
+}

@@ -24,13 +24,19 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "smoke-proc-3", Nodes: 3, Faults: processFaults, Duration: d},
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
-		{Name: "smoke-mixed-5", Nodes: 5, Faults: nemesis.AllKinds, Duration: d},
+		// Client links too: client-cut first, so the short run always has one.
+		{Name: "smoke-mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), FirstFaults: nemesis.ClientKinds, Duration: d},
 		brokenClient(),
 		brokenServer(),
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
 	}
+}
+
+// withClientCut is kinds plus the client-link faults.
+func withClientCut(kinds []nemesis.Kind) []nemesis.Kind {
+	return append(append([]nemesis.Kind(nil), kinds...), nemesis.ClientKinds...)
 }
 
 // brokenServer is a test of the tests against a deliberately broken
@@ -74,7 +80,7 @@ func Full() []scenario.Scenario {
 		{Name: "member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "member-snap-5", Nodes: 5, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "mixed-3-snap", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, ExtraArgs: scenario.TinySnapshots},
-		{Name: "mixed-5", Nodes: 5, Faults: nemesis.AllKinds, Duration: d},
+		{Name: "mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), Duration: d},
 		// Long partitions: members fall far behind and need snapshots.
 		{Name: "long-partitions-3-snap", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay},
 			Duration: d, HoldMin: 5 * time.Second, HoldMax: 15 * time.Second, ExtraArgs: scenario.TinySnapshots},

@@ -195,11 +195,47 @@ func forward[Resp any](s *Server, ctx context.Context, call func(ctx context.Con
 	if !ok {
 		return resp, false, nil
 	}
-	out := metadata.AppendToOutgoingContext(ctx, MDForwarded, s.self.ID)
+	target, _ := s.node.Leader()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	moved := make(chan struct{})
+	go s.cancelOnLeaderChange(fctx, target, cancel, moved)
+	out := metadata.AppendToOutgoingContext(fctx, MDForwarded, s.self.ID)
 	var trailer metadata.MD
 	resp, err = call(out, conn, grpc.Trailer(&trailer))
 	if len(trailer) > 0 {
 		_ = grpc.SetTrailer(ctx, trailer)
 	}
+	select {
+	case <-moved:
+		if err != nil && ctx.Err() == nil {
+			// The leader we forwarded to was replaced while the call was in
+			// flight (it may be paused or partitioned): the write may or may
+			// not have happened; the caller retries against the new leader.
+			err = s.toStatus(ctx, fmt.Errorf("leader %s was replaced during a forwarded call: %w: %v",
+				target, raftnode.ErrOutcomeUnknown, err))
+		}
+	default:
+	}
 	return resp, true, err
+}
+
+// cancelOnLeaderChange cancels a forwarded call once this node learns of a
+// leader other than target, so a call stuck on a deposed (paused,
+// partitioned) leader does not hold the caller for its whole deadline.
+func (s *Server) cancelOnLeaderChange(ctx context.Context, target string, cancel context.CancelFunc, moved chan<- struct{}) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if id, _ := s.node.Leader(); id != "" && id != target {
+				close(moved)
+				cancel()
+				return
+			}
+		}
+	}
 }

@@ -1,7 +1,8 @@
 // Package harness runs a real coordd cluster for Jepsen-style tests: N
 // coordd processes on loopback, each on its own 127.x.y.z address, with
 // every directed raft link (i dials j) going through a fault proxy in the
-// test process (coordd --raft-dial), fresh data dirs, and teardown of every
+// test process (coordd --raft-dial), one more fault proxy in front of each
+// member's gRPC address for client traffic, fresh data dirs, and teardown of every
 // process by PID when the test ends, whether it passed or not.
 package harness
 
@@ -87,6 +88,7 @@ type Cluster struct {
 	t0      time.Time
 	members []Member
 	links   [][]*proxy.Proxy // links[i][j]: i dials j
+	clients []*proxy.Proxy   // clients[i]: workload clients -> member i's gRPC address
 	http    *http.Client
 
 	mu    sync.Mutex
@@ -150,6 +152,13 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 			}
 			c.links[i][j] = p
 		}
+	}
+	for i, m := range c.members {
+		p, err := proxy.New("clients->"+m.ID, net.JoinHostPort(m.Host, "0"), m.GRPCAddr, cfg.Seed+uint64(7919*(i+1)))
+		if err != nil {
+			return nil, err
+		}
+		c.clients = append(c.clients, p)
 	}
 	for i := range c.members {
 		if err := c.Start(i); err != nil {
@@ -225,7 +234,29 @@ func (c *Cluster) Links() []*proxy.Proxy {
 	return out
 }
 
-// Endpoints lists the members' gRPC addresses, starting at member first.
+// ClientLink is the proxy in front of member i's gRPC address that the
+// workload clients dial (see ClientEndpoints).
+func (c *Cluster) ClientLink(i int) *proxy.Proxy { return c.clients[i] }
+
+// ClientLinks lists the client-link proxies, in member order.
+func (c *Cluster) ClientLinks() []*proxy.Proxy { return append([]*proxy.Proxy(nil), c.clients...) }
+
+// ClientEndpoints lists the addresses of the members' client-link proxies,
+// starting at member first: what workload clients dial, so the nemesis can
+// cut them (client-cut). Leader hints still name the direct gRPC
+// addresses (coordd advertises its --grpc-addr), so a client that follows
+// a hint talks to that member directly until the address fails.
+func (c *Cluster) ClientEndpoints(first int) []string {
+	var eps []string
+	for k := 0; k < len(c.clients); k++ {
+		eps = append(eps, c.clients[(first+k)%len(c.clients)].Addr())
+	}
+	return eps
+}
+
+// Endpoints lists the members' gRPC addresses, starting at member first:
+// direct, bypassing the client-link proxies (the nemesis' admin client and
+// the streaming nodes use these).
 func (c *Cluster) Endpoints(first int) []string {
 	var eps []string
 	for k := 0; k < len(c.members); k++ {
@@ -404,11 +435,17 @@ func (c *Cluster) Close() {
 	for _, p := range c.Links() {
 		p.Close()
 	}
+	for _, p := range c.clients {
+		p.Close()
+	}
 }
 
-// HealNetwork sets every link to pass.
+// HealNetwork sets every raft link and every client link to pass.
 func (c *Cluster) HealNetwork() {
 	for _, p := range c.Links() {
+		p.Pass()
+	}
+	for _, p := range c.clients {
 		p.Pass()
 	}
 }

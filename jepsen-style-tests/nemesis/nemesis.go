@@ -299,6 +299,32 @@ func (n *Nemesis) inject(ctx context.Context, seq int, s Step, hold time.Duratio
 		sleep(ctx, hold)
 		n.c.HealNetwork()
 
+	case ClientCut:
+		// The leader's client link, or those of a random minority
+		// (s.Count members: 1, or 2 of 5). Raft links are untouched.
+		var victims []int
+		if s.TargetLeader {
+			if l := n.leader(ctx); l >= 0 {
+				victims = []int{l}
+				w.Detail = "leader, "
+			}
+		}
+		if len(victims) == 0 {
+			victims = append(victims, s.Perm[:min(max(1, s.Count), (n.c.N()-1)/2, len(s.Perm))]...)
+			w.Detail = "minority, "
+		}
+		w.Targets, w.Detail = n.ids(victims), w.Detail+"client links "+cutMode(s.Reset)
+		w.Start = n.c.Now()
+		for _, v := range victims {
+			if s.Reset {
+				n.c.ClientLink(v).Reset()
+			} else {
+				n.c.ClientLink(v).Blackhole()
+			}
+		}
+		sleep(ctx, hold)
+		n.c.HealNetwork()
+
 	case KillNode, KillLeader, PauseNode:
 		victims := n.victims(ctx, s)
 		if len(victims) == 0 {
@@ -475,7 +501,7 @@ func (n *Nemesis) readd(ctx context.Context, v int) error {
 	return nil
 }
 
-// Heal undoes everything: every link passes, paused members resume,
+// Heal undoes everything: every raft and client link passes, paused members resume,
 // stopped members restart, removed members are re-added, and every member
 // is ready. It is bounded in time.
 func (n *Nemesis) Heal(ctx context.Context) error {

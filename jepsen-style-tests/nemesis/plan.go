@@ -29,7 +29,16 @@ const (
 	// already hits the leader half the time). Used where every fault must
 	// change the leader, e.g. the broken-server scenario.
 	KillLeader Kind = "kill-leader"
+	// ClientCut blackholes (or resets) the client proxies in front of a
+	// random minority's gRPC addresses, or of the leader's, so workload
+	// clients lose those members while raft stays intact. Not in AllKinds,
+	// so the scenarios drawing from AllKinds keep their schedules; the
+	// matrices add it where wanted.
+	ClientCut Kind = "client-cut"
 )
+
+// ClientKinds are the faults on client links (the gRPC path).
+var ClientKinds = []Kind{ClientCut}
 
 // AllKinds lists every fault kind.
 var AllKinds = []Kind{IsolateLeader, SplitMajority, OneWay, Flapping, DelayLinks,
@@ -47,6 +56,10 @@ type Cluster interface {
 	ID(i int) string
 	Spec(i int) client.MemberSpec
 	Link(from, to int) *proxy.Proxy
+	// ClientLink is the proxy in front of member i's gRPC address that
+	// workload clients dial.
+	ClientLink(i int) *proxy.Proxy
+	// HealNetwork sets every raft link and every client link to pass.
 	HealNetwork()
 	Leader(ctx context.Context) (int, error)
 	Kill(i int) error
@@ -63,6 +76,9 @@ type Cluster interface {
 type Config struct {
 	Seed  uint64
 	Kinds []Kind
+	// First are scheduled before anything drawn from Kinds, in this order
+	// (so a short run is sure to include them).
+	First []Kind
 	// Duration bounds the fault phase; MaxFaults bounds its count.
 	Duration  time.Duration
 	MaxFaults int
@@ -82,13 +98,13 @@ type Step struct {
 	// Role parameters, resolved at run time.
 	TargetLeader bool          `json:"target_leader,omitempty"` // kill/pause/split: hit the leader
 	Follower     int           `json:"follower,omitempty"`      // which follower (index among followers)
-	Count        int           `json:"count,omitempty"`         // members hit (kill/pause on 5 nodes)
+	Count        int           `json:"count,omitempty"`         // members hit (kill/pause/client-cut on 5 nodes)
 	Reset        bool          `json:"reset,omitempty"`         // network cut as Reset instead of Blackhole
 	Variant      int           `json:"variant,omitempty"`       // one-way: 0 leader's outbound, 1 inbound, 2 leader to one follower
 	Delay        time.Duration `json:"delay,omitempty"`
 	Jitter       time.Duration `json:"jitter,omitempty"`
 	Period       time.Duration `json:"period,omitempty"` // flapping toggle period
-	Perm         []int         `json:"perm,omitempty"`   // member permutation for splits
+	Perm         []int         `json:"perm,omitempty"`   // member permutation for splits and client cuts
 	SubSeed      uint64        `json:"sub_seed,omitempty"`
 }
 
@@ -103,7 +119,7 @@ func Plan(cfg Config, n int) []Step {
 	}
 	var steps []Step
 	var total time.Duration
-	var bag []Kind // every kind once, in random order, before any repeats
+	bag := append([]Kind(nil), cfg.First...) // then every kind once, in random order, before any repeats
 	for len(steps) < cfg.MaxFaults {
 		if len(bag) == 0 {
 			bag = append(bag, cfg.Kinds...)

@@ -21,7 +21,7 @@ import (
 // orange, process faults blue, leadership and membership changes green.
 func faultClass(k nemesis.Kind) (string, color.NRGBA) {
 	switch k {
-	case nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay, nemesis.Flapping, nemesis.DelayLinks:
+	case nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay, nemesis.Flapping, nemesis.DelayLinks, nemesis.ClientCut:
 		return "network fault", color.NRGBA{R: 255, G: 160, B: 60, A: 70}
 	case nemesis.Transfer, nemesis.RemoveAdd:
 		return "leadership/membership", color.NRGBA{R: 80, G: 190, B: 80, A: 70}

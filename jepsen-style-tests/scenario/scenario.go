@@ -33,6 +33,9 @@ type Scenario struct {
 	Nodes int
 	// Faults the nemesis draws from.
 	Faults []nemesis.Kind
+	// FirstFaults are scheduled before those drawn from Faults (so a short
+	// run is sure to include them).
+	FirstFaults []nemesis.Kind
 	// Duration of the fault phase (the load runs through it).
 	Duration time.Duration
 	// Recovery is how long the load keeps running after the heal.
@@ -191,7 +194,9 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	base := 0
 	for k, w := range wls {
 		sum.Workloads = append(sum.Workloads, w.Name())
-		env := workload.Env{Endpoints: cl.Endpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base, WALDir: walDir}
+		// Workload clients dial the client-link proxies (client-cut);
+		// the admin client above and the HTTP checks go direct.
+		env := workload.Env{Endpoints: cl.ClientEndpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base, WALDir: walDir}
 		base += w.Clients()
 		wg.Add(1)
 		go func() {
@@ -204,7 +209,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	loadStart := time.Now()
 
 	nem := nemesis.New(cl, nemesis.Config{
-		Seed: seed, Kinds: sc.Faults, Duration: sc.Duration, MaxFaults: sc.MaxFaults,
+		Seed: seed, Kinds: sc.Faults, First: sc.FirstFaults, Duration: sc.Duration, MaxFaults: sc.MaxFaults,
 		QuietMin: sc.QuietMin, QuietMax: sc.QuietMax, HoldMin: sc.HoldMin, HoldMax: sc.HoldMax,
 		ElectionTimeout: 250 * time.Millisecond,
 	}, admin)

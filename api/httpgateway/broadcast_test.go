@@ -327,10 +327,7 @@ func TestBroadcastListJSON(t *testing.T) {
 		return out
 	}
 	t.Run("pending_only", func(t *testing.T) {
-		// The gateway turns every query parameter into a JSON string, which
-		// protojson refuses for a bool field (the same breaks the README's
-		// GET /v1/nodes?include_down=true). This subtest runs once that is
-		// fixed.
+		// Query parameters take their field's JSON type (a bool here).
 		if code, data := g.do(t, http.MethodGet, "/v1/broadcasts?pending_only=true", ""); code == http.StatusBadRequest &&
 			bytes.Contains(data, []byte("invalid value for bool field")) {
 			t.Fatalf("bool query parameters must be accepted: %s", data)

@@ -237,6 +237,7 @@ func bindVAlloc(fs *flag.FlagSet) func([]string) (action, error) {
 		}
 		n, err := strconv.ParseUint(args[1], 10, 32)
 		if err != nil || n == 0 || n > commands.MaxVChannelsPerColl {
+			//lint:ignore ST1005 N is the argument's name in the usage text
 			return action{}, fmt.Errorf("N must be an integer in 1..%d, got %q", commands.MaxVChannelsPerColl, args[1])
 		}
 		if err := checkRequestID(*requestID); err != nil {

@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -57,13 +59,36 @@ func checkBuiltinPayload(messageType string, payload []byte) string {
 	return ""
 }
 
-// createCollectionCallback allocates the collection's VChannels unless it
-// already has them (the broadcaster may have allocated them to know the
-// broadcast's targets).
+// createCollectionCallback records the collection on exactly the
+// VChannels its message went to (the task's targets without the
+// CChannel). Creation checked them; a collection allocated meanwhile on
+// other VChannels (AllocVirtualChannels does not take resource keys) is a
+// conflict the task reports until an operator abandons it.
 func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
 	var p logpb.CreateCollectionPayload
 	_ = proto.Unmarshal(t.Payload, &p) // checked at creation
-	return allocVirtualChannels(next, p.CollectionId, p.Shards)
+	vchs := collectionVChannels(next, t.Vchannels)
+	if existing, ok := next.ch.collections.Get(p.CollectionId); ok {
+		if sameSet(existing.Vchannels, vchs) {
+			return accepted()
+		}
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "collection %d has vchannels %v, but its CreateCollection went to %v",
+			p.CollectionId, existing.Vchannels, vchs)
+	}
+	if next.ch.collections.Len() >= MaxCollections {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d collections already have vchannels (max %d)", next.ch.collections.Len(), MaxCollections)
+	}
+	names := append([]string(nil), vchs...)
+	sort.Slice(names, func(i, j int) bool { return shardOf(names[i]) < shardOf(names[j]) })
+	recordCollection(next, p.CollectionId, names)
+	return accepted()
+}
+
+// shardOf is the shard index at the end of a VChannel name ("…v<i>").
+func shardOf(v string) int {
+	i := strings.LastIndexByte(v, 'v')
+	n, _ := strconv.Atoi(v[i+1:])
+	return n
 }
 
 // dropCollectionCallback drops the collection's VChannels (a no-op if it

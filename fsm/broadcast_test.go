@@ -876,7 +876,7 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(6, commands.VChannelName(p0, 6, 0))),
 		},
 		{
-			name:  "AlterReplicateConfig installs the configuration",
+			name: "AlterReplicateConfig installs the configuration",
 			setup: base(createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
 				ackAll(1, cch, p1, p2, p3)),
 			cmd:   completeB(1),

@@ -184,7 +184,8 @@ func validateResourceKeys(keys []*logpb.ResourceKey) error {
 
 // ValidateBroadcastRequest checks a CreateBroadcast as a CreateBroadcast
 // command is checked, except that it may have no targets yet (the
-// broadcaster chooses them).
+// broadcaster chooses them), and that a built-in type's payload must be
+// readable by its callback.
 func ValidateBroadcastRequest(b *logpb.CreateBroadcast) error {
 	if err := ValidateMessageType(b.MessageType); err != nil {
 		return err
@@ -213,7 +214,7 @@ func ValidateBroadcastRequest(b *logpb.CreateBroadcast) error {
 			return err
 		}
 	}
-	return nil
+	return ValidateBuiltinPayload(b.MessageType, b.Payload)
 }
 
 func validateBroadcastCommand(body any) (err error, ok bool) {

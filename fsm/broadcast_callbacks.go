@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,31 +29,8 @@ var broadcastCallbacks = map[string]broadcastCallback{
 // checkBuiltinPayload returns why a built-in type's payload is unusable
 // ("" when fine, or for types without a callback).
 func checkBuiltinPayload(messageType string, payload []byte) string {
-	switch messageType {
-	case commands.MsgCreateCollection:
-		var p logpb.CreateCollectionPayload
-		if err := proto.Unmarshal(payload, &p); err != nil {
-			return err.Error()
-		}
-		if p.CollectionId <= 0 || p.Shards == 0 || p.Shards > commands.MaxVChannelsPerColl {
-			return fmt.Sprintf("needs a positive collection id and 1..%d shards", commands.MaxVChannelsPerColl)
-		}
-	case commands.MsgDropCollection:
-		var p logpb.DropCollectionPayload
-		if err := proto.Unmarshal(payload, &p); err != nil {
-			return err.Error()
-		}
-		if p.CollectionId <= 0 {
-			return "needs a positive collection id"
-		}
-	case commands.MsgAlterReplicateConfig:
-		var p logpb.ReplicateConfiguration
-		if err := proto.Unmarshal(payload, &p); err != nil {
-			return err.Error()
-		}
-		if err := commands.ValidateReplicateConfiguration(&p); err != nil {
-			return err.Error()
-		}
+	if err := commands.ValidateBuiltinPayload(messageType, payload); err != nil {
+		return strings.TrimPrefix(err.Error(), commands.ErrInvalid.Error()+": ")
 	}
 	return ""
 }

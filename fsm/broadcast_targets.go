@@ -91,8 +91,8 @@ func (s *State) CheckBroadcastCreation(b *logpb.CreateBroadcast) *logpb.Rejectio
 	if r := checkBroadcastTargets(s, b.Vchannels); r != nil {
 		return r.Rejection
 	}
-	if err := checkBuiltinPayload(b.MessageType, b.Payload); err != "" {
-		return &logpb.Rejection{Code: logpb.RejectCode_REJECT_INVALID, Message: fmt.Sprintf("%s payload: %s", b.MessageType, err)}
+	if msg := checkBuiltinPayload(b.MessageType, b.Payload); msg != "" {
+		return &logpb.Rejection{Code: logpb.RejectCode_REJECT_INVALID, Message: msg}
 	}
 	return checkBuiltinCreation(s, b)
 }

@@ -314,14 +314,14 @@ func TestApplyCreateBroadcast(t *testing.T) {
 			setup:   base(),
 			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, commands.MaxVChannelsPerColl+1))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
-			wantMsg: "1..1024 shards",
+			wantMsg: "shard count must be in 1..1024, got 1025",
 		},
 		{
 			name:    "CreateCollection without a collection id",
 			setup:   base(),
 			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 0, 2))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
-			wantMsg: "positive collection id",
+			wantMsg: "collection id must be positive, got 0",
 		},
 		{
 			name:    "CreateCollection with an empty payload",

@@ -91,18 +91,6 @@ func memberRecord(id, raftAddr, grpcAddr, httpAddr string) (*logpb.Member, error
 	return m, nil
 }
 
-// propose commits a command and turns a rejection into a status error.
-func (s *Server) propose(ctx context.Context, body *logpb.UpsertMember) error {
-	res, err := s.node.Propose(ctx, body, "")
-	if err != nil {
-		return s.toStatus(ctx, err)
-	}
-	if res.Rejection != nil {
-		return rejection(res.Rejection)
-	}
-	return nil
-}
-
 func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*coordpb.AddVoterResponse, error) {
 	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {
@@ -118,7 +106,7 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	}
 	// Record the addresses first: a member raft knows about should always
 	// be reachable through the directory.
-	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
+	if _, err := s.commit(ctx, &logpb.UpsertMember{Member: m}, ""); err != nil {
 		return nil, err
 	}
 	if err := s.node.AddVoter(m.Id, m.RaftAddr); err != nil {
@@ -247,7 +235,7 @@ func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMember
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s has raft address %s in the raft configuration, not %s",
 			errPrecondition, m.Id, srv.RaftAddr, m.RaftAddr))
 	}
-	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
+	if _, err := s.commit(ctx, &logpb.UpsertMember{Member: m}, ""); err != nil {
 		return nil, err
 	}
 	return &coordpb.RegisterMemberResponse{}, nil

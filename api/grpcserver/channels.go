@@ -233,7 +233,7 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
 }
 
-// updateReplicateConfiguration (spec §1.12): an equal configuration is done
+// updateReplicateConfiguration (docs/semantics.md#replication-configuration): an equal configuration is done
 // already; a secondary waits (bounded by ctx) for the configuration to
 // arrive by replication; a primary broadcasts AlterReplicateConfig under the
 // exclusive Cluster key to every PChannel, and the broadcast's callback

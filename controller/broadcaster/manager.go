@@ -85,7 +85,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Manager is the broadcaster's leader side (spec §2): the resource-key lock
+// Manager is the broadcaster's leader side (docs/semantics.md#broadcaster):
+// the resource-key lock
 // table, the append scheduler, the ack-callback driver and tombstone GC.
 // Everything it keeps is leader memory rebuilt from the FSM by Run; the
 // FSM holds the tasks and runs every guard.

@@ -1,7 +1,7 @@
 // Package nodehealth tracks streaming-node sessions on the leader.
 //
 // Heartbeats are liveness data that change every second, so they stay in
-// leader memory (DESIGN.md rule 5); only the decision they lead to — a node
+// leader memory (docs/architecture.md#rules, rule 5); only the decision they lead to — a node
 // is down — goes through the log, as MarkStreamingNodeDown with the node's
 // epoch as a guard. A new leader knows nothing about past heartbeats, so it
 // gives every live node a fresh TTL before judging it.

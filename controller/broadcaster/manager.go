@@ -23,7 +23,7 @@ import (
 type Leader interface {
 	State() *fsm.State
 	StateChanged() <-chan struct{}
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	commands.Proposer
 	EstablishedTerm() uint64
 }
 
@@ -149,6 +149,7 @@ func (m *Manager) Close() {
 // them, and runs the tombstone GC until ctx ends; then it stops its workers
 // and drops all leader memory.
 func (m *Manager) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -265,11 +266,7 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
 		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
 	// Fail fast on a request the FSM would refuse anyway, before locking.
-	c, err := commands.New(body)
-	if err == nil {
-		err = commands.Validate(c)
-	}
-	if err != nil {
+	if _, err := commands.New(body, req.RequestID); err != nil {
 		return Result{}, err
 	}
 	ts, err := m.await(ctx)
@@ -337,7 +334,7 @@ func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheck
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	if err != nil {
 		return err
 	}
@@ -368,7 +365,7 @@ func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
 	if err != nil {
 		return err
 	}
@@ -396,7 +393,7 @@ func newRequestID() string {
 func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	for {
-		res, err := m.leader.Propose(ctx, body, requestID)
+		res, err := commands.Propose(ctx, m.leader, body, requestID)
 		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}

@@ -387,7 +387,8 @@ func (h *harness) bootstrap() {
 func (h *harness) round() (bool, error) {
 	st := h.leader.State()
 	l, _ := h.b.layout(st)
-	return h.b.round(context.Background(), st, l)
+	// As in Run: the round decides in the routine's term.
+	return h.b.round(commands.WithDecisionTerm(context.Background(), testTerm), st, l)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.

@@ -7,6 +7,10 @@ GOFLAGS_B := -tags $(TAGS)
 BIN       := bin
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+# staticcheck (honnef.co/go/tools), pinned; `make lint` installs it into
+# bin/tools on first use, so a fresh machine needs nothing beforehand.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 .PHONY: all build run test test-short bench jepsen proto lint fuzz clean
 
@@ -21,8 +25,7 @@ build:
 run: build
 	$(BIN)/coordd dev --data-dir ./data/dev
 
-test: build
-	$(GO) vet $(GOFLAGS_B) ./...
+test: build lint
 	$(GO) test $(GOFLAGS_B) -count=1 -timeout 12m ./...
 
 bench: build
@@ -40,9 +43,14 @@ proto:
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I api/proto --go_out=. --go_opt=module=github.com/coordd/coordd \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/coordd/coordd api/proto/coordd/v1/*.proto
 
-lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
+# gofmt (generated code excluded), go vet, staticcheck at the pinned version.
+lint: $(STATICCHECK)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
 	$(GO) vet $(GOFLAGS_B) ./...
+	$(STATICCHECK) -tags $(TAGS) ./...
+
+$(STATICCHECK):
+	GOFLAGS= GOBIN=$(CURDIR)/$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 fuzz:
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzDecode -fuzztime=30s ./commands

@@ -273,7 +273,7 @@ func TestWatcherResumesAndFailsOver(t *testing.T) {
 	)
 	n2.ScriptWatch(clienttest.WatchStream{Updates: []*coordpb.AssignmentUpdate{
 		update(false, ver(7, 3), nil, chn("dml_0", 2, "ASSIGNED", 1)),
-	}, End: clienttest.EndStream})
+	}, End: clienttest.ErrEndStream})
 	c := newClient(t, client.Config{Endpoints: []string{n1.Addr, clienttest.DownAddr(t), n2.Addr}})
 	w := startWatcher(t, c)
 

@@ -9,7 +9,8 @@ import (
 // MaxPendingBroadcasts bounds tasks not yet tombstoned.
 const MaxPendingBroadcasts = 65536
 
-// broadcastState is the broadcaster subsystem (spec §2): tasks from PENDING
+// broadcastState is the broadcaster subsystem (docs/semantics.md#broadcaster):
+// tasks from PENDING
 // to TOMBSTONE, their acked checkpoints, and the idempotency index. Lock
 // tables and schedulers are leader memory rebuilt from this.
 type broadcastState struct {

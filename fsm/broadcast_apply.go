@@ -10,12 +10,14 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// applyCreateBroadcast commits a PENDING task (spec §2.5–2.7) before any
+// applyCreateBroadcast commits a PENDING task
+// (docs/semantics.md#broadcast-lifecycle) before any
 // append. Guards: the cluster is primary; the CChannel is a target; every
 // target's PChannel exists; a built-in message type carries a payload its
 // callback can read, and its callback can succeed on this state
 // (CheckBroadcastCreation). An idempotency key already known in its scope
-// (message type, scoped key) returns that task instead (spec §2.14).
+// (message type, scoped key) returns that task instead
+// (docs/semantics.md#idempotency-keys).
 func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateBroadcast)
 	if b.IdempotencyKey != "" {
@@ -69,7 +71,7 @@ func checkBroadcastTargets(next *State, targets []string) *logpb.Result {
 
 // applyAckBroadcast records checkpoints; the first per VChannel wins.
 // Unknown or finished tasks, and VChannels that are not targets, are
-// no-ops: late acks are normal (spec §2.15.6–7).
+// no-ops: late acks are normal (docs/semantics.md#broadcast-acks).
 func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.AckBroadcast)
 	t, ok := next.bc.tasks.Get(b.BroadcastId)
@@ -102,7 +104,8 @@ func isTarget(t *logpb.BroadcastTask, v string) bool {
 }
 
 // applyCompleteBroadcast runs the ack callback and tombstones the task in
-// one step, only once every target is acked (spec §2.15.4). A callback
+// one step, only once every target is acked
+// (docs/semantics.md#ack-callbacks). A callback
 // that refuses leaves the task PENDING with the error and attempt count
 // recorded, so a stuck task explains itself.
 func applyCompleteBroadcast(next *State, c commands.Command) *logpb.Result {
@@ -168,7 +171,8 @@ func applyAbandonBroadcast(next *State, c commands.Command) *logpb.Result {
 
 // applyPruneBroadcastTombstones drops tombstones from the oldest while
 // there are more than max_count or the oldest is past max_lifetime_ms in
-// replicated time (spec §2.11). Dropping ends the idempotency window.
+// replicated time (docs/semantics.md#tombstones). Dropping ends the
+// idempotency window.
 func applyPruneBroadcastTombstones(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.PruneBroadcastTombstones)
 	cutoff := c.ProposedAtUnixMs - b.MaxLifetimeMs

@@ -56,10 +56,6 @@ func bcBody(msgType string, edits ...bcEdit) *logpb.CreateBroadcast {
 
 func createB(msgType string, edits ...bcEdit) commands.Command { return cmd(bcBody(msgType, edits...)) }
 
-func createAt(ms int64, msgType string, edits ...bcEdit) commands.Command {
-	return cmd(bcBody(msgType, edits...), withProposedAt(ms))
-}
-
 func cpt(v string, term int64, offset, tt uint64) *logpb.VChannelCheckpoint {
 	return &logpb.VChannelCheckpoint{Vchannel: v, Term: term, Offset: offset, TimeTick: tt}
 }
@@ -566,7 +562,7 @@ func TestCreateBroadcastPendingBound(t *testing.T) {
 	}
 }
 
-// ---- idempotency (spec §2.14) ------------------------------------------------------
+// ---- idempotency (docs/semantics.md#idempotency-keys) ------------------------------
 
 func TestCreateBroadcastIdempotency(t *testing.T) {
 	key := scopedKey(t)(commands.DatabaseScopedKey(1, "retry-7"))

@@ -19,7 +19,7 @@ const (
 	MaxCollections = 1 << 20
 )
 
-// channelsState is the channel-management subsystem (spec §1): PChannels
+// channelsState is the channel-management subsystem (docs/semantics.md#pchannels): PChannels
 // and their assignment, streaming nodes, VChannels per collection and the
 // replication configuration. Records are immutable once stored.
 type channelsState struct {

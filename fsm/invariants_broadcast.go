@@ -6,7 +6,8 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// checkBroadcastInvariants verifies spec §2.15's structural invariants on
+// checkBroadcastInvariants verifies the broadcaster's structural invariants
+// (docs/semantics.md#broadcast-invariants) on
 // one state: acked checkpoints are a subset of the targets, one per
 // VChannel; tombstones and pending tasks are counted and indexed
 // consistently; every idempotency entry points at the task holding it.

@@ -30,7 +30,7 @@ func applyInitStreaming(next *State, c commands.Command) *logpb.Result {
 
 // applyAddPChannels creates missing PChannels as UNINITIALIZED at term 1.
 // It is idempotent and does not bump the assignment version: unassigned
-// channels are not an observable change (spec §1.14.12).
+// channels are not an observable change (docs/semantics.md#assignment-stream).
 func applyAddPChannels(next *State, c commands.Command) *logpb.Result {
 	if !next.ch.meta.Initialized {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming is not initialized yet")
@@ -59,7 +59,8 @@ func addPChannels(next *State, names []string) *logpb.Result {
 	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(added)}}
 }
 
-// applyAssignPChannels is phase one of an assignment (spec §1.3, §1.9): for
+// applyAssignPChannels is phase one of an assignment
+// (docs/semantics.md#pchannel-assignment): for
 // each channel, check the decision was made on the current term, then bump
 // the term and record the target and the placement to clean up. All or
 // nothing: one bad assignment rejects the command.
@@ -98,7 +99,8 @@ func applyAssignPChannels(next *State, c commands.Command) *logpb.Result {
 	return &logpb.Result{Value: &logpb.Result_Assign{Assign: &logpb.AssignResult{Assigned: assigned}}}
 }
 
-// tryAssign is the state machine of spec §1.3 for one channel: it returns
+// tryAssign is the PChannel state machine (docs/semantics.md#pchannels) for
+// one channel: it returns
 // the new record and whether anything changed.
 func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*logpb.PChannelRecord, bool) {
 	if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && p.NodeId == node && p.Mode == mode {
@@ -115,7 +117,8 @@ func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*lo
 }
 
 // upsertHistory keeps at most one entry per (node, mode): a placement
-// already remembered gets the newer term instead of a second entry (§1.5).
+// already remembered gets the newer term instead of a second entry
+// (docs/semantics.md#pchannel-assignment).
 func upsertHistory(hs []*logpb.PChannelHistory, h *logpb.PChannelHistory) []*logpb.PChannelHistory {
 	for i, e := range hs {
 		if e.NodeId == h.NodeId && e.Mode == h.Mode {
@@ -157,7 +160,7 @@ func applyAssignPChannelsDone(next *State, c commands.Command) *logpb.Result {
 
 // applyMarkPChannelsUnavailable: an ASSIGNED channel whose WAL broke at the
 // reported term becomes UNAVAILABLE; a report about another term is stale
-// and ignored (spec §1.14.4).
+// and ignored (docs/semantics.md#pchannel-terms).
 func applyMarkPChannelsUnavailable(next *State, c commands.Command) *logpb.Result {
 	items := c.Body.(*logpb.MarkPChannelsUnavailable).Channels
 	if r := requireKnownPChannels(next, items); r != nil {

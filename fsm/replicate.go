@@ -10,7 +10,7 @@ import (
 )
 
 // applyUpdateReplicateConfiguration replaces the replication configuration
-// (spec §1.12). Equal configurations are a no-op. This cluster must be
+// (docs/semantics.md#replication-configuration). Equal configurations are a no-op. This cluster must be
 // listed, with PChannels that all exist; a cluster present before may only
 // extend its PChannel list by appending. Availability and role are derived
 // from the stored configuration, so they are current on every replica the

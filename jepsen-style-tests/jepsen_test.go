@@ -1,7 +1,6 @@
 package jepsen
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -90,7 +89,7 @@ func TestCheckHistoryFile(t *testing.T) {
 	for _, r := range (&workload.Alloc{}).Check(ops, t.TempDir(), nil) {
 		t.Log(r)
 		if r.Verdict == checker.Invalid {
-			t.Error(fmt.Sprintf("%s: invalid", r.Checker))
+			t.Errorf("%s: invalid", r.Checker)
 		}
 	}
 }

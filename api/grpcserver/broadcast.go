@@ -112,7 +112,8 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	for _, cp := range req.Checkpoints {
 		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
 	}
-	if err := commands.Validate(commands.MustNew(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps})); err != nil {
+	cmd, err := commands.New(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AckResponse, error) {
@@ -121,7 +122,7 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 		return resp, err
 	}
 	if s.broadcasts == nil {
-		if _, err := s.commit(ctx, &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, ""); err != nil {
+		if _, err := s.commit(ctx, cmd); err != nil {
 			return nil, err
 		}
 		return &coordpb.AckResponse{}, nil
@@ -216,7 +217,7 @@ func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcast
 
 func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroadcastRequest) (*coordpb.AbandonBroadcastResponse, error) {
 	body := &logpb.AbandonBroadcast{BroadcastId: req.BroadcastId, Reason: req.Reason}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	if _, err := commands.New(body, ""); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AbandonBroadcastResponse, error) {

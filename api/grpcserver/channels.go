@@ -33,9 +33,10 @@ func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsisten
 	return st, resp, false, nil
 }
 
-// commit proposes body on the leader and maps a rejection to a status.
-func (s *Server) commit(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	res, err := s.node.Propose(ctx, body, requestID)
+// commit proposes c (built by commands.New, which validated it) on the
+// leader and maps an error or a rejection to a status.
+func (s *Server) commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	res, err := s.node.Propose(ctx, c)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -43,6 +44,16 @@ func (s *Server) commit(ctx context.Context, body proto.Message, requestID strin
 		return nil, rejection(res.Rejection)
 	}
 	return res, nil
+}
+
+// commitNew builds body with commands.New and commits it: for a command a
+// handler decides on the leader after its request was validated.
+func (s *Server) commitNew(ctx context.Context, body proto.Message) (*logpb.Result, error) {
+	c, err := commands.New(body, "")
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return s.commit(ctx, c)
 }
 
 func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
@@ -61,7 +72,8 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
 	body := &logpb.AddPChannels{Pchannels: req.Names}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AddPChannelsResponse, error) {
@@ -69,7 +81,7 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, body, "")
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +145,8 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 		reason = "operator request"
 	}
 	body := &logpb.SetStreamingNodeDrain{NodeId: req.NodeId, Draining: draining, Reason: reason}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.DrainNodeResponse, error) {
@@ -144,7 +157,7 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, body, ""); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	st := s.node.State()
@@ -154,7 +167,8 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
 	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
-	if err := s.validateWithRequestID(body, req.RequestId); err != nil {
+	cmd, err := commands.New(body, req.RequestId)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AllocVirtualChannelsResponse, error) {
@@ -162,7 +176,7 @@ func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVir
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, body, req.RequestId)
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +185,8 @@ func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVir
 
 func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtualChannelsRequest) (*coordpb.DropVirtualChannelsResponse, error) {
 	body := &logpb.DropVirtualChannels{CollectionId: req.CollectionId}
-	if err := s.validateWithRequestID(body, req.RequestId); err != nil {
+	cmd, err := commands.New(body, req.RequestId)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.DropVirtualChannelsResponse, error) {
@@ -179,17 +194,10 @@ func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtu
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, body, req.RequestId); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return &coordpb.DropVirtualChannelsResponse{}, nil
-}
-
-func (s *Server) validateWithRequestID(body proto.Message, requestID string) error {
-	if len(requestID) > commands.MaxRequestIDBytes {
-		return fmt.Errorf("%w: request_id is %d bytes (max %d)", errInvalid, len(requestID), commands.MaxRequestIDBytes)
-	}
-	return commands.Validate(commands.MustNew(body))
 }
 
 func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtualChannelsRequest) (*coordpb.ListVirtualChannelsResponse, error) {
@@ -219,7 +227,7 @@ func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtu
 
 func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.UpdateReplicateConfigurationRequest) (*coordpb.UpdateReplicateConfigurationResponse, error) {
 	body := &logpb.UpdateReplicateConfiguration{Config: logReplicateConfig(req.Config)}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	if _, err := commands.New(body, ""); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.UpdateReplicateConfigurationResponse, error) {
@@ -233,7 +241,7 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
 }
 
-// updateReplicateConfiguration (spec §1.12): an equal configuration is done
+// updateReplicateConfiguration (docs/semantics.md#replication-configuration): an equal configuration is done
 // already; a secondary waits (bounded by ctx) for the configuration to
 // arrive by replication; a primary broadcasts AlterReplicateConfig under the
 // exclusive Cluster key to every PChannel, and the broadcast's callback
@@ -258,7 +266,7 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
 	}
 	if s.broadcasts == nil {
-		_, err := s.commit(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}, "")
+		_, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg})
 		return err
 	}
 	payload, err := proto.Marshal(cfg)
@@ -298,7 +306,8 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
 	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
 		Reason: commands.TruncateReason(req.Error)}}}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ReportAssignmentErrorResponse, error) {
@@ -306,7 +315,7 @@ func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportA
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, body, "")
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}

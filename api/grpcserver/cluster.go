@@ -83,16 +83,16 @@ func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coo
 	return &coordpb.MembersResponse{Members: members}, nil
 }
 
-func memberRecord(id, raftAddr, grpcAddr, httpAddr string) (*logpb.Member, error) {
+// upsertMember builds the validated UpsertMember command for a member and
+// returns the record it carries.
+func upsertMember(id, raftAddr, grpcAddr, httpAddr string) (commands.Command, *logpb.Member, error) {
 	m := &logpb.Member{Id: id, RaftAddr: raftAddr, GrpcAddr: grpcAddr, HttpAddr: httpAddr}
-	if err := commands.ValidateMember(m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	c, err := commands.New(&logpb.UpsertMember{Member: m}, "")
+	return c, m, err
 }
 
 func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*coordpb.AddVoterResponse, error) {
-	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -106,7 +106,7 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	}
 	// Record the addresses first: a member raft knows about should always
 	// be reachable through the directory.
-	if _, err := s.commit(ctx, &logpb.UpsertMember{Member: m}, ""); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	if err := s.node.AddVoter(m.Id, m.RaftAddr); err != nil {
@@ -134,7 +134,8 @@ func (s *Server) checkAddressFree(m *logpb.Member) error {
 }
 
 func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequest) (*coordpb.RemoveMemberResponse, error) {
-	if err := commands.ValidateMemberID(req.Id); err != nil {
+	cmd, err := commands.New(&logpb.RemoveMember{Id: req.Id}, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RemoveMemberResponse, error) {
@@ -156,12 +157,8 @@ func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequ
 	if err := s.node.RemoveServer(req.Id); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	res, err := s.node.Propose(ctx, &logpb.RemoveMember{Id: req.Id}, "")
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	if res.Rejection != nil {
-		return nil, rejection(res.Rejection)
+	if _, err := s.commit(ctx, cmd); err != nil {
+		return nil, err
 	}
 	members, err := s.members(s.node.State())
 	if err != nil {
@@ -218,7 +215,7 @@ func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeader
 }
 
 func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMemberRequest) (*coordpb.RegisterMemberResponse, error) {
-	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -235,7 +232,7 @@ func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMember
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s has raft address %s in the raft configuration, not %s",
 			errPrecondition, m.Id, srv.RaftAddr, m.RaftAddr))
 	}
-	if _, err := s.commit(ctx, &logpb.UpsertMember{Member: m}, ""); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return &coordpb.RegisterMemberResponse{}, nil

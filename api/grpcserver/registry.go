@@ -22,7 +22,8 @@ func (s *Server) notEstablished() error {
 
 func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
 	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RegisterStreamingNodeResponse, error) {
@@ -45,7 +46,7 @@ func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.Registe
 		}
 		body.ReplaceNodeId = n.Id
 	}
-	res, err := s.commit(ctx, body, "")
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +118,9 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 		return nil, s.toStatus(ctx, err)
 	}
 	if deregister {
-		_, err = s.commit(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"}, "")
+		_, err = s.commitNew(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"})
 	} else if n.State != logpb.NodeState_NODE_DRAINING {
-		_, err = s.commit(ctx, &logpb.SetStreamingNodeDrain{NodeId: n.Id, Draining: true, Reason: "controlled shutdown"}, "")
+		_, err = s.commitNew(ctx, &logpb.SetStreamingNodeDrain{NodeId: n.Id, Draining: true, Reason: "controlled shutdown"})
 	}
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ type Server struct {
 	coordpb.UnimplementedChannelsServer
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
+	coordpb.UnimplementedDataCoordServer
 
 	node       *raftnode.Node
 	self       Self
@@ -120,6 +121,7 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterChannelsServer(g, s)
 	coordpb.RegisterStreamingNodeRegistryServer(g, s)
 	coordpb.RegisterBroadcasterServer(g, s)
+	coordpb.RegisterDataCoordServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -76,14 +76,14 @@ func newChannels() channels {
 type WatchStream struct {
 	Updates []*coordpb.AssignmentUpdate
 	Feed    <-chan *coordpb.AssignmentUpdate
-	// End: nil keeps the stream open until the client leaves; EndStream
+	// End: nil keeps the stream open until the client leaves; ErrEndStream
 	// ends it with status OK (the client sees io.EOF); any other error is
 	// returned to the client.
 	End error
 }
 
-// EndStream as WatchStream.End ends the stream with status OK.
-var EndStream = errors.New("clienttest: end the stream with status OK")
+// ErrEndStream as WatchStream.End ends the stream with status OK.
+var ErrEndStream = errors.New("clienttest: end the stream with status OK")
 
 // watchState is a node's WatchAssignments script and history, guarded by
 // Node.mu.

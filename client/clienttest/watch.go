@@ -68,7 +68,7 @@ func (n *Node) WatchAssignments(req *coordpb.WatchAssignmentsRequest, ss grpc.Se
 	case script.End == nil:
 		<-ctx.Done()
 		return nil
-	case errors.Is(script.End, EndStream):
+	case errors.Is(script.End, ErrEndStream):
 		return nil
 	default:
 		return script.End

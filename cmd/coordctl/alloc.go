@@ -51,6 +51,7 @@ func bindAlloc(ts bool) func(*flag.FlagSet) func([]string) (action, error) {
 func parseCount(s string) (uint32, error) {
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 || n > client.MaxAllocCount {
+		//lint:ignore ST1005 N is the argument's name in the usage text
 		return 0, fmt.Errorf("N must be an integer in 1..%d, got %q", client.MaxAllocCount, s)
 	}
 	return uint32(n), nil

@@ -237,6 +237,7 @@ func bindVAlloc(fs *flag.FlagSet) func([]string) (action, error) {
 		}
 		n, err := strconv.ParseUint(args[1], 10, 32)
 		if err != nil || n == 0 || n > commands.MaxVChannelsPerColl {
+			//lint:ignore ST1005 N is the argument's name in the usage text
 			return action{}, fmt.Errorf("N must be an integer in 1..%d, got %q", commands.MaxVChannelsPerColl, args[1])
 		}
 		if err := checkRequestID(*requestID); err != nil {
@@ -345,8 +346,8 @@ func parseCollectionID(s string) (int64, error) {
 }
 
 func checkRequestID(id string) error {
-	if len(id) > commands.MaxRequestIDBytes {
-		return fmt.Errorf("--request-id is %d bytes (max %d)", len(id), commands.MaxRequestIDBytes)
+	if err := commands.ValidateRequestID(id); err != nil {
+		return fmt.Errorf("--request-id: %s", strings.TrimPrefix(err.Error(), commands.ErrInvalid.Error()+": "))
 	}
 	return nil
 }

@@ -19,9 +19,7 @@ package allocator
 import (
 	"context"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -30,6 +28,6 @@ type Leader interface {
 	// EstablishedTerm is the term this node leads in, or 0.
 	EstablishedTerm() uint64
 	State() *fsm.State
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	commands.Proposer
 	VerifyLeader(ctx context.Context) error
 }

@@ -23,7 +23,7 @@ import (
 type Leader interface {
 	State() *fsm.State
 	StateChanged() <-chan struct{}
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	commands.Proposer
 	EstablishedTerm() uint64
 }
 
@@ -85,7 +85,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Manager is the broadcaster's leader side (spec §2): the resource-key lock
+// Manager is the broadcaster's leader side (docs/semantics.md#broadcaster):
+// the resource-key lock
 // table, the append scheduler, the ack-callback driver and tombstone GC.
 // Everything it keeps is leader memory rebuilt from the FSM by Run; the
 // FSM holds the tasks and runs every guard.
@@ -148,6 +149,7 @@ func (m *Manager) Close() {
 // them, and runs the tombstone GC until ctx ends; then it stops its workers
 // and drops all leader memory.
 func (m *Manager) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -344,7 +346,7 @@ func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheck
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	if err != nil {
 		return err
 	}
@@ -375,7 +377,7 @@ func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
 	if err != nil {
 		return err
 	}
@@ -403,7 +405,7 @@ func newRequestID() string {
 func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	for {
-		res, err := m.leader.Propose(ctx, body, requestID)
+		res, err := commands.Propose(ctx, m.leader, body, requestID)
 		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
-// Metrics are the broadcaster's Prometheus series (spec §2.17). A nil
+// Metrics are the broadcaster's Prometheus series (docs/semantics.md#metrics). A nil
 // *Metrics records nothing.
 type Metrics struct {
 	ExecutionDuration   *prometheus.HistogramVec // message_type

@@ -51,11 +51,7 @@ func prepare(st *fsm.State, req Request) (*logpb.CreateBroadcast, error) {
 	}
 	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
 		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
-	c, err := commands.New(body)
-	if err == nil {
-		err = commands.Validate(c)
-	}
-	if err != nil {
+	if _, err := commands.New(body, req.RequestID); err != nil {
 		return nil, err
 	}
 	if r := st.CheckBroadcastCreation(body); r != nil {

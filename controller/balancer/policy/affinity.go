@@ -49,7 +49,7 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// penalty is 1 − affinity(a, b) of §1.10: count every collection over the
+// penalty is 1 − affinity(a, b) (docs/semantics.md#balance-policy): count every collection over the
 // VChannels of both channels; repeated = sum of the counts above 1,
 // distinct = number of collections; affinity = (distinct − repeated) /
 // distinct, or 1 when both channels are empty. So penalty = repeated /

@@ -8,8 +8,8 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// Proposer commits commands: the raft node, or a test's fake of it. The
-// flow behind it is docs/architecture.md#command-flow.
+// Proposer commits commands: the raft node, or a test's fake of it. The flow
+// behind it is docs/architecture.md#command-flow.
 type Proposer interface {
 	// Propose commits c (built by New) and returns its result once the
 	// entry is committed and applied on this node.

@@ -58,8 +58,8 @@ func (s *Server) commitNew(ctx context.Context, body proto.Message) (*logpb.Resu
 
 // ListPChannels returns every PChannel with its term, state, owner and
 // assignment history, the CChannel and the assignment version
-// (docs/semantics.md#pchannels). Linearizable unless the request asks for
-// a stale read.
+// (docs/semantics.md#pchannels). Linearizable unless the request asks for a
+// stale read.
 func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListPChannelsResponse, error) {
 		return coordpb.NewChannelsClient(c).ListPChannels(ctx, req, o...)
@@ -76,9 +76,8 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 
 // AddPChannels creates the named PChannels that do not exist yet
 // (UNINITIALIZED at term 1) and returns how many were new; idempotent.
-// FailedPrecondition before streaming is initialized, ResourceExhausted
-// beyond the PChannel limit (docs/semantics.md#pchannels). Triggers a
-// balance round.
+// FailedPrecondition before streaming is initialized, ResourceExhausted beyond
+// the PChannel limit (docs/semantics.md#pchannels). Triggers a balance round.
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
 	body := &logpb.AddPChannels{Pchannels: req.Names}
 	cmd, err := commands.New(body, "")
@@ -99,8 +98,8 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 }
 
 // Rebalance asks the leader's balancer for a round now
-// (docs/semantics.md#pchannel-assignment) and returns without waiting for
-// it. Unavailable when no established leader can take the request.
+// (docs/semantics.md#pchannel-assignment) and returns without waiting for it.
+// Unavailable when no established leader can take the request.
 func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (*coordpb.RebalanceResponse, error) {
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RebalanceResponse, error) {
 		return coordpb.NewChannelsClient(c).Rebalance(ctx, req, o...)
@@ -147,10 +146,10 @@ func (s *Server) lastSeenMs(node uint64) int64 {
 	return -1
 }
 
-// DrainNode marks a live streaming node DRAINING: it gets no new channels
-// and the balancer moves its channels off (docs/semantics.md#streaming-nodes).
-// NotFound for an unknown node, FailedPrecondition for a DOWN one;
-// draining a draining node is a no-op.
+// DrainNode marks a live streaming node DRAINING: it gets no new channels and
+// the balancer moves its channels off (docs/semantics.md#streaming-nodes).
+// NotFound for an unknown node, FailedPrecondition for a DOWN one; draining a
+// draining node is a no-op.
 func (s *Server) DrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
 	return s.setDrain(ctx, req, true)
 }
@@ -187,12 +186,11 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
 }
 
-// AllocVirtualChannels places a collection's shards on distinct,
-// least-loaded PChannels and returns the VChannel names
-// (docs/semantics.md#vchannels). A repeat with the same count returns the
-// first placement; FailedPrecondition for a different count or on a
-// replication secondary; ResourceExhausted when too few PChannels are
-// available. Deduplicated by request ID.
+// AllocVirtualChannels places a collection's shards on distinct, least-loaded
+// PChannels and returns the VChannel names (docs/semantics.md#vchannels). A
+// repeat with the same count returns the first placement; FailedPrecondition
+// for a different count or on a replication secondary; ResourceExhausted when
+// too few PChannels are available. Deduplicated by request ID.
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
 	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
 	cmd, err := commands.New(body, req.RequestId)
@@ -261,9 +259,8 @@ func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtu
 
 // UpdateReplicateConfiguration installs a replication configuration
 // (docs/semantics.md#replication-configuration); see
-// updateReplicateConfiguration for how. InvalidArgument for a
-// configuration this cluster cannot take; an equal configuration succeeds
-// at once.
+// updateReplicateConfiguration for how. InvalidArgument for a configuration
+// this cluster cannot take; an equal configuration succeeds at once.
 func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.UpdateReplicateConfigurationRequest) (*coordpb.UpdateReplicateConfigurationResponse, error) {
 	body := &logpb.UpdateReplicateConfiguration{Config: logReplicateConfig(req.Config)}
 	if _, err := commands.New(body, ""); err != nil {
@@ -280,11 +277,11 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
 }
 
-// updateReplicateConfiguration (docs/semantics.md#replication-configuration): an equal configuration is done
-// already; a secondary waits (bounded by ctx) for the configuration to
-// arrive by replication; a primary broadcasts AlterReplicateConfig under the
-// exclusive Cluster key to every PChannel, and the broadcast's callback
-// installs it once every PChannel has acked.
+// updateReplicateConfiguration (docs/semantics.md#replication-configuration):
+// an equal configuration is done already; a secondary waits (bounded by ctx)
+// for the configuration to arrive by replication; a primary broadcasts
+// AlterReplicateConfig under the exclusive Cluster key to every PChannel, and
+// the broadcast's callback installs it once every PChannel has acked.
 func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
 	for {
 		changed := s.node.StateChanged()
@@ -348,8 +345,8 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 
 // ReportAssignmentError is a streaming node's report that the WAL of an
 // ASSIGNED PChannel broke at a term: the channel becomes UNAVAILABLE and is
-// reassigned (docs/semantics.md#pchannel-terms). A report about another
-// term changes nothing and answers marked=false.
+// reassigned (docs/semantics.md#pchannel-terms). A report about another term
+// changes nothing and answers marked=false.
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
 	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
 		Reason: commands.TruncateReason(req.Error)}}}

@@ -20,11 +20,11 @@ func (s *Server) notEstablished() error {
 	return &raftnode.NotLeaderError{}
 }
 
-// RegisterStreamingNode starts a streaming node session and returns its
-// node ID, epoch and registration version (docs/semantics.md#streaming-nodes).
-// A retry by the same process gets the same answer. FailedPrecondition
-// while another process at the address has a live session; once that
-// session has lapsed, the newcomer replaces it.
+// RegisterStreamingNode starts a streaming node session and returns its node
+// ID, epoch and registration version (docs/semantics.md#streaming-nodes). A
+// retry by the same process gets the same answer. FailedPrecondition while
+// another process at the address has a live session; once that session has
+// lapsed, the newcomer replaces it.
 func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
 	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
 	cmd, err := commands.New(body, "")
@@ -75,11 +75,11 @@ func (s *Server) liveSession(node, epoch uint64) (*logpb.StreamingNodeRecord, er
 	return n, nil
 }
 
-// Heartbeat keeps a streaming node session alive on the leader (leader
-// memory only, never in the log) and answers with the coordinator term
-// (a fence, docs/architecture.md#fencing), the node's state and the TTL.
-// NotFound when the session is unknown, DOWN or of another epoch: the node
-// must register again.
+// Heartbeat keeps a streaming node session alive on the leader (leader memory
+// only, never in the log) and answers with the coordinator term (a fence,
+// docs/architecture.md#fencing), the node's state and the TTL. NotFound when
+// the session is unknown, DOWN or of another epoch: the node must register
+// again.
 func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (*coordpb.HeartbeatResponse, error) {
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.HeartbeatResponse, error) {
 		return coordpb.NewStreamingNodeRegistryClient(c).Heartbeat(ctx, req, o...)

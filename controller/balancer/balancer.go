@@ -38,8 +38,8 @@ type Leader interface {
 	commands.Proposer
 	// EstablishedTerm is the raft term this node leads in once it has
 	// committed LeaderEstablished for it, or 0 when it does not lead (or not
-	// yet). It may drop to 0 at any moment; a non-zero value is a hint,
-	// not a lease (docs/architecture.md#leader-routines).
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 

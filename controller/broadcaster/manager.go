@@ -37,8 +37,8 @@ type Leader interface {
 	commands.Proposer
 	// EstablishedTerm is the raft term this node leads in once it has
 	// committed LeaderEstablished for it, or 0 when it does not lead (or not
-	// yet). It may drop to 0 at any moment; a non-zero value is a hint,
-	// not a lease (docs/architecture.md#leader-routines).
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 
@@ -101,10 +101,9 @@ func (c Config) withDefaults() Config {
 }
 
 // Manager is the broadcaster's leader side (docs/semantics.md#broadcaster):
-// the resource-key lock
-// table, the append scheduler, the ack-callback driver and tombstone GC.
-// Everything it keeps is leader memory rebuilt from the FSM by Run; the
-// FSM holds the tasks and runs every guard.
+// the resource-key lock table, the append scheduler, the ack-callback driver
+// and tombstone GC. Everything it keeps is leader memory rebuilt from the FSM
+// by Run; the FSM holds the tasks and runs every guard.
 type Manager struct {
 	leader Leader
 	app    Appender

@@ -10,9 +10,9 @@ import (
 const MaxPendingBroadcasts = 65536
 
 // broadcastState is the broadcaster subsystem (docs/semantics.md#broadcaster):
-// tasks from PENDING
-// to TOMBSTONE, their acked checkpoints, and the idempotency index. Lock
-// tables and schedulers are leader memory rebuilt from this.
+// tasks from PENDING to TOMBSTONE, their acked checkpoints, and the
+// idempotency index. Lock tables and schedulers are leader memory rebuilt from
+// this.
 type broadcastState struct {
 	meta  *logpb.BroadcastMeta
 	tasks *immutable.SortedMap[uint64, *logpb.BroadcastTask]

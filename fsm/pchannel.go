@@ -28,9 +28,9 @@ func applyInitStreaming(next *State, c commands.Command) *logpb.Result {
 	return accepted()
 }
 
-// applyAddPChannels creates missing PChannels as UNINITIALIZED at term 1.
-// It is idempotent and does not bump the assignment version: unassigned
-// channels are not an observable change (docs/semantics.md#assignment-stream).
+// applyAddPChannels creates missing PChannels as UNINITIALIZED at term 1. It
+// is idempotent and does not bump the assignment version: unassigned channels
+// are not an observable change (docs/semantics.md#assignment-stream).
 func applyAddPChannels(next *State, c commands.Command) *logpb.Result {
 	if !next.ch.meta.Initialized {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming is not initialized yet")
@@ -60,10 +60,10 @@ func addPChannels(next *State, names []string) *logpb.Result {
 }
 
 // applyAssignPChannels is phase one of an assignment
-// (docs/semantics.md#pchannel-assignment): for
-// each channel, check the decision was made on the current term, then bump
-// the term and record the target and the placement to clean up. All or
-// nothing: one bad assignment rejects the command.
+// (docs/semantics.md#pchannel-assignment): for each channel, check the
+// decision was made on the current term, then bump the term and record the
+// target and the placement to clean up. All or nothing: one bad assignment
+// rejects the command.
 func applyAssignPChannels(next *State, c commands.Command) *logpb.Result {
 	as := c.Body.(*logpb.AssignPChannels).Assignments
 	for _, a := range as {
@@ -100,8 +100,7 @@ func applyAssignPChannels(next *State, c commands.Command) *logpb.Result {
 }
 
 // tryAssign is the PChannel state machine (docs/semantics.md#pchannels) for
-// one channel: it returns
-// the new record and whether anything changed.
+// one channel: it returns the new record and whether anything changed.
 func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*logpb.PChannelRecord, bool) {
 	if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && p.NodeId == node && p.Mode == mode {
 		return p, false
@@ -116,8 +115,8 @@ func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*lo
 	return np, true
 }
 
-// upsertHistory keeps at most one entry per (node, mode): a placement
-// already remembered gets the newer term instead of a second entry
+// upsertHistory keeps at most one entry per (node, mode): a placement already
+// remembered gets the newer term instead of a second entry
 // (docs/semantics.md#pchannel-assignment).
 func upsertHistory(hs []*logpb.PChannelHistory, h *logpb.PChannelHistory) []*logpb.PChannelHistory {
 	for i, e := range hs {
@@ -159,8 +158,8 @@ func applyAssignPChannelsDone(next *State, c commands.Command) *logpb.Result {
 }
 
 // applyMarkPChannelsUnavailable: an ASSIGNED channel whose WAL broke at the
-// reported term becomes UNAVAILABLE; a report about another term is stale
-// and ignored (docs/semantics.md#pchannel-terms).
+// reported term becomes UNAVAILABLE; a report about another term is stale and
+// ignored (docs/semantics.md#pchannel-terms).
 func applyMarkPChannelsUnavailable(next *State, c commands.Command) *logpb.Result {
 	items := c.Body.(*logpb.MarkPChannelsUnavailable).Channels
 	if r := requireKnownPChannels(next, items); r != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // TestApplyAssignPChannels walks the PChannel state machine
-// (docs/semantics.md#pchannels) for
-// AssignPChannels (TryAssign), one transition per case.
+// (docs/semantics.md#pchannels) for AssignPChannels (TryAssign), one
+// transition per case.
 func TestApplyAssignPChannels(t *testing.T) {
 	assigning := base(assign(asg(p0, 1, 1)))                            // p0 ASSIGNING@2 on 1
 	assignedP0 := base(assigned(p0, 1)...)                              // p0 ASSIGNED@2 on 1
@@ -367,8 +367,8 @@ func TestApplyRecordAssignFailure(t *testing.T) {
 }
 
 // TestPChannelHistoryCompaction reproduces Milvus' TestPChannel (history
-// compaction, docs/semantics.md#pchannel-assignment)
-// with nodes 1, 2, 3 standing for 456, 789, 790.
+// compaction, docs/semantics.md#pchannel-assignment) with nodes 1, 2, 3
+// standing for 456, 789, 790.
 func TestPChannelHistoryCompaction(t *testing.T) {
 	const n456, n789, n790 = 1, 2, 3
 	s := build(t, base()...)

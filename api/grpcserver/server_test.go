@@ -51,8 +51,8 @@ func observe(t *testing.T, n *raftnode.Node) observed {
 }
 
 // TestBadInputChangesNothing sends invalid requests to every RPC that takes
-// input and checks each gets the documented status code with a clear
-// message, and leaves the FSM and the raft configuration untouched
+// input and checks each gets the documented status code with a clear message,
+// and leaves the FSM and the raft configuration untouched
 // (docs/architecture.md#rules, rule 6).
 func TestBadInputChangesNothing(t *testing.T) {
 	tn := startTestNode(t)

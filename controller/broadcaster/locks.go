@@ -52,11 +52,11 @@ func KeyName(k *logpb.ResourceKey) string {
 func lockLabel(k *logpb.ResourceKey) string { return DomainName(k.Domain) + "@" + modeLetter(k.Shared) }
 
 // lockTable is the leader-memory resource-key lock table
-// (docs/semantics.md#resource-keys):
-// shared/exclusive per ResourceKeyID, FIFO per key so an exclusive waiter
-// is not starved by a stream of shared holders. A caller acquires keys one
-// at a time in the normalized order and releases in reverse, which rules
-// out deadlock: a waiter on key k holds only keys ordered before k.
+// (docs/semantics.md#resource-keys): shared/exclusive per ResourceKeyID, FIFO
+// per key so an exclusive waiter is not starved by a stream of shared holders.
+// A caller acquires keys one at a time in the normalized order and releases in
+// reverse, which rules out deadlock: a waiter on key k holds only keys ordered
+// before k.
 type lockTable struct {
 	mu     sync.Mutex
 	keys   map[string]*keyLock

@@ -24,9 +24,17 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
-// Leader is what the tracker needs from the raft node.
+// Leader is what the tracker needs from the raft node. raftnode.Node
+// implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
 	commands.Proposer
 }
 

@@ -21,10 +21,25 @@ import (
 const downNodeRemoveTimeout = 500 * time.Millisecond
 
 // Leader is what the balancer needs from the raft node.
+// raftnode.Node implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// StateChanged returns a channel closed when a state newer than the
+	// current one is published. Take it before reading State, so a change
+	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
 	commands.Proposer
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 

@@ -1,7 +1,7 @@
 // Package nodehealth tracks streaming-node sessions on the leader.
 //
 // Heartbeats are liveness data that change every second, so they stay in
-// leader memory (DESIGN.md rule 5); only the decision they lead to — a node
+// leader memory (docs/architecture.md#rules, rule 5); only the decision they lead to — a node
 // is down — goes through the log, as MarkStreamingNodeDown with the node's
 // epoch as a guard. A new leader knows nothing about past heartbeats, so it
 // gives every live node a fresh TTL before judging it.
@@ -24,9 +24,17 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
-// Leader is what the tracker needs from the raft node.
+// Leader is what the tracker needs from the raft node. raftnode.Node
+// implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
 	commands.Proposer
 }
 

@@ -204,4 +204,3 @@ func DefaultDirURL(dir string) (string, error) {
 	}
 	return (&url.URL{Scheme: "file", Path: abs}).String(), nil
 }
-

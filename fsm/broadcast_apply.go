@@ -10,11 +10,12 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// applyCreateBroadcast commits a PENDING task (spec §2.5–2.7) before any
-// append. Guards: the cluster is primary; the CChannel is a target; every
-// target's PChannel exists; a built-in message type carries a payload its
-// callback can read. An idempotency key already known in its scope
-// (message type, scoped key) returns that task instead (spec §2.14).
+// applyCreateBroadcast commits a PENDING task
+// (docs/semantics.md#broadcast-lifecycle) before any append. Guards: the
+// cluster is primary; the CChannel is a target; every target's PChannel
+// exists; a built-in message type carries a payload its callback can read. An
+// idempotency key already known in its scope (message type, scoped key)
+// returns that task instead (docs/semantics.md#idempotency-keys).
 func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateBroadcast)
 	if b.IdempotencyKey != "" {
@@ -69,9 +70,9 @@ func checkBroadcastTargets(next *State, targets []string) *logpb.Result {
 	return nil
 }
 
-// applyAckBroadcast records checkpoints; the first per VChannel wins.
-// Unknown or finished tasks, and VChannels that are not targets, are
-// no-ops: late acks are normal (spec §2.15.6–7).
+// applyAckBroadcast records checkpoints; the first per VChannel wins. Unknown
+// or finished tasks, and VChannels that are not targets, are no-ops: late acks
+// are normal (docs/semantics.md#broadcast-acks).
 func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.AckBroadcast)
 	t, ok := next.bc.tasks.Get(b.BroadcastId)
@@ -103,10 +104,10 @@ func isTarget(t *logpb.BroadcastTask, v string) bool {
 	return i < len(t.Vchannels) && t.Vchannels[i] == v
 }
 
-// applyCompleteBroadcast runs the ack callback and tombstones the task in
-// one step, only once every target is acked (spec §2.15.4). A callback
-// that refuses leaves the task PENDING with the error and attempt count
-// recorded, so a stuck task explains itself.
+// applyCompleteBroadcast runs the ack callback and tombstones the task in one
+// step, only once every target is acked (docs/semantics.md#ack-callbacks). A
+// callback that refuses leaves the task PENDING with the error and attempt
+// count recorded, so a stuck task explains itself.
 func applyCompleteBroadcast(next *State, c commands.Command) *logpb.Result {
 	id := c.Body.(*logpb.CompleteBroadcast).BroadcastId
 	t, ok := next.bc.tasks.Get(id)
@@ -168,9 +169,9 @@ func applyAbandonBroadcast(next *State, c commands.Command) *logpb.Result {
 	return accepted()
 }
 
-// applyPruneBroadcastTombstones drops tombstones from the oldest while
-// there are more than max_count or the oldest is past max_lifetime_ms in
-// replicated time (spec §2.11). Dropping ends the idempotency window.
+// applyPruneBroadcastTombstones drops tombstones from the oldest while there
+// are more than max_count or the oldest is past max_lifetime_ms in replicated
+// time (docs/semantics.md#tombstones). Dropping ends the idempotency window.
 func applyPruneBroadcastTombstones(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.PruneBroadcastTombstones)
 	cutoff := c.ProposedAtUnixMs - b.MaxLifetimeMs

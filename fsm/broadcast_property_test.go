@@ -202,11 +202,11 @@ func mustMarshalRapid(t *rapid.T, m proto.Message) []byte {
 
 // ---- step properties ------------------------------------------------------------------
 
-// checkBroadcastStep checks what one entry did to the broadcaster, on top
-// of CheckInvariants: across the entry (tasks only move forward, acked
+// checkBroadcastStep checks what one entry did to the broadcaster, on top of
+// CheckInvariants: across the entry (tasks only move forward, acked
 // checkpoints and tombstones never change, IDs are never reused), and per
-// command by re-applying the entry's commands one at a time (the §2.15
-// invariants each command kind must keep).
+// command by re-applying the entry's commands one at a time (the invariants
+// each command kind must keep, docs/semantics.md#broadcast-invariants).
 func checkBroadcastStep(t *rapid.T, prev, next *State, cmds []commands.Command, results []*logpb.Result) {
 	for _, pt := range prev.BroadcastTasks() {
 		nt, ok := next.BroadcastTask(pt.Id)
@@ -297,7 +297,8 @@ func checkBroadcastCommand(t *rapid.T, cur, nx *State, c commands.Command, r *lo
 		}
 		got := r.GetBroadcast()
 		if holder != nil {
-			// §2.15.10: the same scope inside the window is one task, one ID.
+			// The same scope inside the window is one task, one ID
+			// (docs/semantics.md#idempotency-keys).
 			if got.BroadcastId != holder.Id || !got.Duplicated || nx.NextID() != cur.NextID() ||
 				len(nx.BroadcastTasks()) != len(cur.BroadcastTasks()) {
 				t.Fatalf("create in the scope of broadcast %d returned %v (tasks %d -> %d)", holder.Id, got,
@@ -519,12 +520,12 @@ func genBroadcastOnly(t *rapid.T, label string, s *State) commands.Command {
 	return c
 }
 
-// TestBroadcastProperties drives the broadcaster with random, mostly
-// plausible command streams from an initialized cluster. checkBroadcastStep
-// runs after every entry (via replayWith); this test also tracks §2.15.10
-// across the whole log (a scope yields a new ID only after its task was
-// pruned), checks the restored state behaves identically, and that the
-// generator reaches every interesting outcome.
+// TestBroadcastProperties drives the broadcaster with random, mostly plausible
+// command streams from an initialized cluster. checkBroadcastStep runs after
+// every entry (via replayWith); this test also tracks the idempotency window
+// (docs/semantics.md#idempotency-keys) across the whole log (a scope yields a
+// new ID only after its task was pruned), checks the restored state behaves
+// identically, and that the generator reaches every interesting outcome.
 func TestBroadcastProperties(t *testing.T) {
 	reached := map[string]int{}
 	want := []string{"duplicate", "duplicate of a tombstone", "scope reused after prune", "callback refused",

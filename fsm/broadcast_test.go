@@ -464,7 +464,7 @@ func TestCreateBroadcastPendingBound(t *testing.T) {
 	}
 }
 
-// ---- idempotency (spec §2.14) ------------------------------------------------------
+// ---- idempotency (docs/semantics.md#idempotency-keys) ------------------------------
 
 func TestCreateBroadcastIdempotency(t *testing.T) {
 	key := scopedKey(t)(commands.DatabaseScopedKey(1, "retry-7"))

@@ -8,10 +8,11 @@ import (
 )
 
 // applyAllocVirtualChannels places a collection's shards on distinct,
-// least-loaded PChannels that are available in replication (spec §1.6):
-// candidates sorted by VChannel count, then name; shard i goes to the i-th.
-// Committed, so the placement and the per-PChannel counts survive failover.
-// A repeat for the same collection and count returns the first placement.
+// least-loaded PChannels that are available in replication
+// (docs/semantics.md#vchannels): candidates sorted by VChannel count, then
+// name; shard i goes to the i-th. Committed, so the placement and the
+// per-PChannel counts survive failover. A repeat for the same collection and
+// count returns the first placement.
 func applyAllocVirtualChannels(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.AllocVirtualChannels)
 	return allocVirtualChannels(next, b.CollectionId, b.Count)

@@ -83,7 +83,7 @@ func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error
 	if len(probe.Vchannels) == 0 {
 		probe.Vchannels = []string{"probe_0"}
 	}
-	if err := commands.Validate(commands.MustNew(probe)); err != nil {
+	if _, err := commands.New(probe, ""); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -129,7 +129,7 @@ func (s *Server) defaultTargets(ctx context.Context, br broadcaster.Request) ([]
 		if err := proto.Unmarshal(br.Payload, &p); err != nil {
 			return nil, s.toStatus(ctx, fmt.Errorf("%w: CreateCollection payload: %v", errInvalid, err))
 		}
-		res, err := s.commit(ctx, &logpb.AllocVirtualChannels{CollectionId: p.CollectionId, Count: p.Shards}, "")
+		res, err := s.commitNew(ctx, &logpb.AllocVirtualChannels{CollectionId: p.CollectionId, Count: p.Shards})
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +185,8 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	for _, cp := range req.Checkpoints {
 		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
 	}
-	if err := commands.Validate(commands.MustNew(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps})); err != nil {
+	cmd, err := commands.New(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AckResponse, error) {
@@ -194,7 +195,7 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 		return resp, err
 	}
 	if s.broadcasts == nil {
-		if _, err := s.commit(ctx, &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, ""); err != nil {
+		if _, err := s.commit(ctx, cmd); err != nil {
 			return nil, err
 		}
 		return &coordpb.AckResponse{}, nil
@@ -289,7 +290,7 @@ func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcast
 
 func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroadcastRequest) (*coordpb.AbandonBroadcastResponse, error) {
 	body := &logpb.AbandonBroadcast{BroadcastId: req.BroadcastId, Reason: req.Reason}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	if _, err := commands.New(body, ""); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AbandonBroadcastResponse, error) {

@@ -174,7 +174,7 @@ func startBroadcastNode(t *testing.T) (*testNode, *fakeBroadcasts, coordpb.Broad
 // mustCommit proposes body through the node and fails on any rejection.
 func mustCommit(t *testing.T, tn *testNode, body proto.Message) *logpb.Result {
 	t.Helper()
-	res, err := tn.node.Propose(callCtx(t), body, "")
+	res, err := commands.Propose(callCtx(t), tn.node, body, "")
 	if err != nil {
 		t.Fatalf("propose %T: %v", body, err)
 	}
@@ -675,7 +675,7 @@ func TestUpdateReplicateConfigurationBroadcasts(t *testing.T) {
 		if err := proto.Unmarshal(req.Payload, &cfg); err != nil {
 			return broadcaster.Result{}, err
 		}
-		res, err := tn.node.Propose(ctx, &logpb.UpdateReplicateConfiguration{Config: &cfg}, "")
+		res, err := commands.Propose(ctx, tn.node, &logpb.UpdateReplicateConfiguration{Config: &cfg}, "")
 		if err != nil {
 			return broadcaster.Result{}, err
 		}

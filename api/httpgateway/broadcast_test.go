@@ -102,7 +102,7 @@ func (g *broadcastGateway) commit(t *testing.T, body proto.Message) *logpb.Resul
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	res, err := g.node.Propose(ctx, body, "")
+	res, err := commands.Propose(ctx, g.node, body, "")
 	if err != nil || res.Rejection != nil {
 		t.Fatalf("propose %T: %v %v", body, err, res.GetRejection())
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/controller/controllertest"
@@ -232,7 +233,8 @@ func (h *harness) bootstrap() {
 func (h *harness) round() (bool, error) {
 	st := h.leader.State()
 	l, _ := h.b.layout(st)
-	return h.b.round(context.Background(), st, l)
+	// As in Run: the round decides in the routine's term.
+	return h.b.round(commands.WithDecisionTerm(context.Background(), testTerm), st, l)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.

@@ -79,7 +79,8 @@ func (a *fakeAppender) violate(format string, args ...any) {
 func (a *fakeAppender) Append(ctx context.Context, addr, vchannel string, term int64, payload []byte,
 	id uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error) {
 	c := appendCall{Addr: addr, VChannel: vchannel, Term: term, ID: id, AckSyncUp: ackSyncUp, CoordTerm: coordTerm}
-	// Persist before append (spec §2.15.1): the task is PENDING already.
+	// Persist before append (docs/semantics.md#broadcast-lifecycle): the task
+	// is PENDING already.
 	st := a.leader.State()
 	if bt, ok := st.BroadcastTask(id); !ok {
 		a.violate("append of broadcast %d to %s before the task exists", id, vchannel)

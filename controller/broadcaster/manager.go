@@ -22,10 +22,25 @@ import (
 )
 
 // Leader is what the broadcaster needs from the raft node.
+// raftnode.Node implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// StateChanged returns a channel closed when a state newer than the
+	// current one is published. Take it before reading State, so a change
+	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
+	commands.Proposer
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 
@@ -90,10 +105,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Manager is the broadcaster's leader side (spec §2): the resource-key lock
-// table, the append scheduler, the ack-callback driver and tombstone GC.
-// Everything it keeps is leader memory rebuilt from the FSM by Run; the
-// FSM holds the tasks and runs every guard.
+// Manager is the broadcaster's leader side (docs/semantics.md#broadcaster):
+// the resource-key lock table, the append scheduler, the ack-callback driver
+// and tombstone GC. Everything it keeps is leader memory rebuilt from the FSM
+// by Run; the FSM holds the tasks and runs every guard.
 type Manager struct {
 	leader Leader
 	app    Appender
@@ -157,6 +172,7 @@ func (m *Manager) Close() {
 // them, and runs the tombstone GC until ctx ends; then it stops its workers
 // and drops all leader memory.
 func (m *Manager) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -276,11 +292,7 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
 		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
 	// Fail fast on a request the FSM would refuse anyway, before locking.
-	c, err := commands.New(body)
-	if err == nil {
-		err = commands.Validate(c)
-	}
-	if err != nil {
+	if _, err := commands.New(body, req.RequestID); err != nil {
 		return Result{}, err
 	}
 	ts, err := m.await(ctx)
@@ -351,7 +363,7 @@ func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheck
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	if err != nil {
 		return err
 	}
@@ -382,7 +394,7 @@ func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
 	if err != nil {
 		return err
 	}
@@ -410,7 +422,7 @@ func newRequestID() string {
 func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	for {
-		res, err := m.leader.Propose(ctx, body, requestID)
+		res, err := commands.Propose(ctx, m.leader, body, requestID)
 		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}

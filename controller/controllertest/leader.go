@@ -35,6 +35,7 @@ type Leader struct {
 	changed  chan struct{}
 	raftTerm uint64          // stamped as LeaderTerm on every command
 	applied  []proto.Message // bodies applied, in order
+	decided  []uint64        // decided[i]: the decision term applied[i] came with, 0 if none
 	refuse   bool
 	verify   error
 	// before runs outside the lock before every proposal; an error fails
@@ -139,17 +140,19 @@ func (l *Leader) VerifyLeader(context.Context) error {
 	return l.verify
 }
 
-// Propose validates body, runs the hooks, and applies it at once. A
-// rejection comes back in the result, as from raftnode.
-func (l *Leader) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	c, err := commands.New(body)
-	if err != nil {
-		return nil, err
+// Propose applies c (built by commands.New) at once after running the
+// hooks. c carries its decision term (its own LeaderTerm, else ctx's
+// commands.DecisionTerm, else the fake's raft term), so the FSM fences it
+// as on a replica. A rejection comes back in the result, as from raftnode.
+func (l *Leader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	if !c.Checked() {
+		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
-	c.RequestID = requestID
-	if err := commands.Validate(c); err != nil {
-		return nil, err
+	body := c.Body
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = commands.DecisionTerm(ctx)
 	}
+	decided := c.LeaderTerm
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -180,7 +183,9 @@ func (l *Leader) Propose(ctx context.Context, body proto.Message, requestID stri
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
-	c.LeaderTerm = l.raftTerm
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = l.raftTerm
+	}
 	next, results, err := l.st.ApplyCommands(l.index+1, c)
 	if err != nil {
 		return nil, err
@@ -191,6 +196,7 @@ func (l *Leader) Propose(ctx context.Context, body proto.Message, requestID stri
 	l.index++
 	l.st = next
 	l.applied = append(l.applied, proto.Clone(body))
+	l.decided = append(l.decided, decided)
 	close(l.changed)
 	l.changed = make(chan struct{})
 	if l.after != nil {
@@ -204,7 +210,7 @@ func (l *Leader) Propose(ctx context.Context, body proto.Message, requestID stri
 // MustPropose proposes body and fails the test on an error or a rejection.
 func (l *Leader) MustPropose(t testing.TB, body proto.Message) *logpb.Result {
 	t.Helper()
-	res, err := l.Propose(context.Background(), body, "")
+	res, err := commands.Propose(context.Background(), l, body, "")
 	if err != nil {
 		t.Fatalf("propose %T: %v", body, err)
 	}
@@ -230,4 +236,13 @@ func AppliedOf[T proto.Message](l *Leader) []T {
 		}
 	}
 	return out
+}
+
+// DecisionTerms returns, for every applied body in order, the decision
+// term it was proposed with (commands.Command.DecidedIn or
+// commands.WithDecisionTerm), or 0 when it came without one.
+func (l *Leader) DecisionTerms() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.decided...)
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -34,15 +35,29 @@ func TestLeaderAppliesThroughTheFSM(t *testing.T) {
 		t.Fatalf("applied registrations %v", got)
 	}
 	// A shape error never reaches the FSM.
-	if _, err := l.Propose(context.Background(), &logpb.RegisterStreamingNode{}, ""); err == nil {
+	if _, err := commands.Propose(context.Background(), l, &logpb.RegisterStreamingNode{}, ""); err == nil {
 		t.Fatal("an invalid body was accepted")
 	}
 	// A stale term is rejected by the FSM's guard, as from a deposed leader.
 	l.Establish(t, 5)
 	l.SetRaftTerm(3)
-	res, err := l.Propose(context.Background(), &logpb.ReserveIDs{Count: 1}, "")
+	res, err := commands.Propose(context.Background(), l, &logpb.ReserveIDs{Count: 1}, "")
 	if err != nil || res.Rejection == nil {
 		t.Fatalf("stale-term proposal: %v %v, want a rejection", res, err)
+	}
+	// A decision term from the context wins over the fake's raft term.
+	l.SetRaftTerm(5)
+	res, err = commands.Propose(commands.WithDecisionTerm(context.Background(), 3), l, &logpb.ReserveIDs{Count: 1}, "")
+	if err != nil || res.Rejection == nil {
+		t.Fatalf("proposal decided in term 3 after term 5 established: %v %v, want a rejection", res, err)
+	}
+	terms := l.DecisionTerms()
+	if terms[len(terms)-1] != 3 || terms[0] != 0 {
+		t.Fatalf("decision terms %v: want 0 first, 3 last", terms)
+	}
+	// A command not built by commands.New is refused.
+	if _, err := l.Propose(context.Background(), commands.MustNew(&logpb.ReserveIDs{Count: 1})); !errors.Is(err, commands.ErrInvalid) {
+		t.Fatalf("unchecked command: %v", err)
 	}
 }
 
@@ -52,14 +67,14 @@ func TestLeaderHooksAndRefusal(t *testing.T) {
 	body := &logpb.ReserveIDs{Count: 1}
 
 	l.SetRefuse(true)
-	if _, err := l.Propose(ctx, body, ""); !errors.Is(err, ErrNotLeader) {
+	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("refusing leader: %v", err)
 	}
 	l.SetRefuse(false)
 
 	boom := errors.New("boom")
 	l.SetBeforePropose(func(proto.Message) error { return boom })
-	if _, err := l.Propose(ctx, body, ""); !errors.Is(err, boom) {
+	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, boom) {
 		t.Fatalf("before hook error: %v", err)
 	}
 	l.SetBeforePropose(nil)
@@ -79,7 +94,7 @@ func TestLeaderHooksAndRefusal(t *testing.T) {
 
 	before := len(l.Applied())
 	l.SetAfterApply(func(proto.Message) error { return boom })
-	if _, err := l.Propose(ctx, body, ""); !errors.Is(err, boom) {
+	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, boom) {
 		t.Fatalf("after hook error: %v", err)
 	}
 	if len(l.Applied()) != before+1 {

@@ -11,11 +11,13 @@ import (
 )
 
 // applyCreateBroadcast commits a PENDING task
-// (docs/semantics.md#broadcast-lifecycle) before any append. Guards: the
-// cluster is primary; the CChannel is a target; every target's PChannel
-// exists; a built-in message type carries a payload its callback can read. An
-// idempotency key already known in its scope (message type, scoped key)
-// returns that task instead (docs/semantics.md#idempotency-keys).
+// (docs/semantics.md#broadcast-lifecycle) before any
+// append. Guards: the cluster is primary; the CChannel is a target; every
+// target's PChannel exists; a built-in message type carries a payload its
+// callback can read, and its callback can succeed on this state
+// (CheckBroadcastCreation). An idempotency key already known in its scope
+// (message type, scoped key) returns that task instead
+// (docs/semantics.md#idempotency-keys).
 func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateBroadcast)
 	if b.IdempotencyKey != "" {
@@ -26,11 +28,8 @@ func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	if !next.IsPrimary() {
 		return reject(logpb.RejectCode_REJECT_NOT_PRIMARY, "cluster is not primary, cannot do any DDL/DCL")
 	}
-	if r := checkBroadcastTargets(next, b.Vchannels); r != nil {
-		return r
-	}
-	if err := checkBuiltinPayload(b.MessageType, b.Payload); err != "" {
-		return reject(logpb.RejectCode_REJECT_INVALID, "%s payload: %s", b.MessageType, err)
+	if r := next.CheckBroadcastCreation(b); r != nil {
+		return &logpb.Result{Rejection: r}
 	}
 	if next.bc.pending >= MaxPendingBroadcasts {
 		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d broadcasts pending (max %d)", next.bc.pending, MaxPendingBroadcasts)

@@ -89,12 +89,22 @@ func genCreateBroadcast(t *rapid.T, label string, s *State) commands.Command {
 	b.Vchannels = targets
 	switch b.MessageType {
 	case commands.MsgCreateCollection:
-		b.Payload = mustMarshalRapid(t, &logpb.CreateCollectionPayload{
-			CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll"), Shards: rapid.SampledFrom([]uint32{1, 1, 2, 3, 0}).Draw(t, label+".shards")})
+		p := &logpb.CreateCollectionPayload{
+			CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll"), Shards: rapid.SampledFrom([]uint32{1, 1, 2, 3, 0}).Draw(t, label+".shards")}
+		b.Payload = mustMarshalRapid(t, p)
+		// Mostly the targets the broadcaster would choose.
+		if plan, r := s.PlanCollectionVChannels(p.CollectionId, p.Shards); r == nil && s.CChannel() != "" && rapid.IntRange(0, 4).Draw(t, label+".planned") > 0 {
+			b.Vchannels = append([]string{s.CChannel()}, plan...)
+		}
 	case commands.MsgDropCollection:
 		b.Payload = mustMarshalRapid(t, &logpb.DropCollectionPayload{CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll")})
 	case commands.MsgAlterReplicateConfig:
 		b.Payload = mustMarshalRapid(t, genReplicateMostlyPrimary(t, label+".cfg", s).Body.(*logpb.UpdateReplicateConfiguration).Config)
+		// Mostly as the broadcaster sends it: every pchannel, the exclusive Cluster key.
+		if s.CChannel() != "" && rapid.IntRange(0, 4).Draw(t, label+".asSent") > 0 {
+			b.Vchannels = s.ClusterTargets(true)
+			b.ResourceKeys = []*logpb.ResourceKey{rk(rkCluster, "", false)}
+		}
 	case commands.MsgFlushAll:
 	default:
 		b.Payload = rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, label+".payload")
@@ -455,8 +465,8 @@ func checkCallbackEffect(t *rapid.T, cur, nx *State, task *logpb.BroadcastTask) 
 	case commands.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		_ = proto.Unmarshal(task.Payload, &p)
-		if coll, ok := nx.Collection(p.CollectionId); !ok || len(coll.Vchannels) != int(p.Shards) {
-			t.Fatalf("CreateCollection %d/%d completed, collection %v", p.CollectionId, p.Shards, coll)
+		if coll, ok := nx.Collection(p.CollectionId); !ok || len(coll.Vchannels) != int(p.Shards) || !sameSet(coll.Vchannels, collectionVChannels(nx, task.Vchannels)) {
+			t.Fatalf("CreateCollection %d/%d to %v completed, collection %v", p.CollectionId, p.Shards, task.Vchannels, coll)
 		}
 	case commands.MsgDropCollection:
 		var p logpb.DropCollectionPayload

@@ -313,10 +313,9 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		MessageType:  commands.MsgAlterReplicateConfig,
 		Payload:      payload,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
-		VChannels:    clusterTargets(s.node.State()),
 	})
 	if err != nil {
-		return s.broadcastStatus(ctx, err)
+		return s.toStatus(ctx, err)
 	}
 	if t := s.node.State().ReplicateConfiguration(); t == nil || !proto.Equal(t, cfg) {
 		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")

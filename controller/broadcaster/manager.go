@@ -261,39 +261,29 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 	}
 }
 
-// Broadcast commits a task for req, has it appended to every target (the
-// CChannel is added when missing) and waits until its callback has run and
-// it is a TOMBSTONE. A ctx end returns ctx's error; the task goes on. With
-// an idempotency key already known in its scope, no task is created: the
-// call waits for the original and returns it with Duplicated set.
+// Broadcast commits a task for req, has it appended to every target and
+// waits until its callback has run and it is a TOMBSTONE. With no targets
+// in req the manager chooses them (chooseTargets); the CChannel is added
+// when missing. Targets are chosen and checked once the resource keys are
+// held and the idempotency key is known to be new, so a call that fails
+// or times out before the task exists changes nothing. A ctx end returns
+// ctx's error; the task goes on. With an idempotency key already known in
+// its scope, no task is created: the call waits for the original and
+// returns it with Duplicated set.
 func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
+	if err := CheckRequest(req); err != nil {
+		return Result{}, err
+	}
 	if m.leader.EstablishedTerm() == 0 {
 		return Result{}, ErrNotLeader
 	}
-	st := m.leader.State()
-	if req.IdempotencyKey != "" {
-		if t, ok := st.BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey); ok {
-			return m.waitDone(ctx, req.MessageType, t.Id, true, 0, start)
-		}
+	req = withTypeKeys(req)
+	if id, ok := m.original(req); ok {
+		return m.waitDone(ctx, req.MessageType, id, true, 0, start)
 	}
-	if !st.IsPrimary() {
-		return Result{}, ErrNotPrimary
-	}
-	cch := st.CChannel()
-	if cch == "" {
-		return Result{}, &RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
-			Message: "streaming is not initialized: there is no control channel yet"}
-	}
-	targets := append([]string(nil), req.VChannels...)
-	if !contains(targets, cch) {
-		targets = append(targets, cch)
-	}
-	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
-		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
-	// Fail fast on a request the FSM would refuse anyway, before locking.
-	if _, err := commands.New(body, req.RequestID); err != nil {
-		return Result{}, err
+	if !m.leader.State().IsPrimary() {
+		return Result{}, ErrNotPrimary // nothing to wait for
 	}
 	ts, err := m.await(ctx)
 	if err != nil {
@@ -306,11 +296,33 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
+	// The keys are held: decide on the state as it is now.
+	if id, ok := m.original(req); ok {
+		guard.release()
+		return m.waitDone(ctx, req.MessageType, id, true, wait, start)
+	}
+	body, err := prepare(m.leader.State(), req)
+	if err != nil {
+		guard.release()
+		return Result{LockWait: wait}, err
+	}
 	id, dup, err := ts.create(ctx, body, guard, req.RequestID)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+// original returns the task that already holds req's idempotency scope.
+func (m *Manager) original(req Request) (uint64, bool) {
+	if req.IdempotencyKey == "" {
+		return 0, false
+	}
+	t, ok := m.leader.State().BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey)
+	if !ok {
+		return 0, false
+	}
+	return t.Id, true
 }
 
 func contains(ss []string, s string) bool {

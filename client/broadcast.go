@@ -129,7 +129,7 @@ func (s BroadcastSpec) request() (*coordpb.BroadcastRequest, error) {
 	if len(probe.Vchannels) == 0 {
 		probe.Vchannels = []string{"probe_0"} // coordd chooses the targets
 	}
-	if err := commands.Validate(commands.MustNew(probe)); err != nil {
+	if _, err := commands.New(probe, ""); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -171,7 +171,7 @@ func (c *Client) Ack(ctx context.Context, id uint64, checkpoints []*coordpb.Chec
 		body.Checkpoints = append(body.Checkpoints, &logpb.VChannelCheckpoint{Vchannel: cp.GetVchannel(), Term: cp.GetTerm(),
 			Offset: cp.GetOffset(), TimeTick: cp.GetTimeTick()})
 	}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	if _, err := commands.New(body, ""); err != nil {
 		return localError(op, stripInvalid(err))
 	}
 	req := &coordpb.AckRequest{BroadcastId: id, Checkpoints: checkpoints}
@@ -236,7 +236,7 @@ func (c *Client) RetryBroadcast(ctx context.Context, id uint64) error {
 // Config.OutcomeUnknownRetries times.
 func (c *Client) AbandonBroadcast(ctx context.Context, id uint64, reason string) error {
 	op := fmt.Sprintf("AbandonBroadcast(%d)", id)
-	if err := commands.Validate(commands.MustNew(&logpb.AbandonBroadcast{BroadcastId: id, Reason: reason})); err != nil {
+	if _, err := commands.New(&logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, ""); err != nil {
 		return localError(op, stripInvalid(err))
 	}
 	req := &coordpb.AbandonBroadcastRequest{BroadcastId: id, Reason: reason}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
 )
 
 // ListPChannels lists every PChannel with its assignment.
@@ -83,6 +84,9 @@ func (c *Client) AllocVirtualChannels(ctx context.Context, collectionID int64, c
 	if requestID == "" {
 		requestID = newRequestID()
 	}
+	if _, err := commands.New(&logpb.AllocVirtualChannels{CollectionId: collectionID, Count: count}, requestID); err != nil {
+		return nil, localError("AllocVirtualChannels", stripInvalid(err))
+	}
 	req := &coordpb.AllocVirtualChannelsRequest{CollectionId: collectionID, Count: count, RequestId: requestID}
 	var resp *coordpb.AllocVirtualChannelsResponse
 	_, err := c.do(ctx, "AllocVirtualChannels", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
@@ -96,6 +100,9 @@ func (c *Client) AllocVirtualChannels(ctx context.Context, collectionID int64, c
 func (c *Client) DropVirtualChannels(ctx context.Context, collectionID int64, requestID string) error {
 	if requestID == "" {
 		requestID = newRequestID()
+	}
+	if _, err := commands.New(&logpb.DropVirtualChannels{CollectionId: collectionID}, requestID); err != nil {
+		return localError("DropVirtualChannels", stripInvalid(err))
 	}
 	req := &coordpb.DropVirtualChannelsRequest{CollectionId: collectionID, RequestId: requestID}
 	_, err := c.do(ctx, "DropVirtualChannels", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {

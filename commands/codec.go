@@ -32,20 +32,74 @@ var (
 	ErrNewerVersion = errors.New("command version newer than supported")
 )
 
-// Command is one decoded state change with the metadata the leader stamped.
+// Command is one state change with the metadata the leader stamped.
 type Command struct {
 	Type             Type
 	Version          uint32
 	RequestID        string
 	ProposedAtUnixMs int64
-	LeaderTerm       uint64
+	// LeaderTerm is the raft term in which the decision to propose this
+	// command was made. A leader routine sets it to its own term (see
+	// DecidedIn); the proposer stamps the current term when it is zero.
+	// Apply refuses a command whose term is older than the newest
+	// established leader's.
+	LeaderTerm uint64
 	// Body is nil only for an ignorable type this binary does not know.
 	Body proto.Message
+
+	// checked is set by New: the shape, size and request ID were validated.
+	checked bool
 }
 
-// New wraps a body in a Command of the matching type at the current version.
-// Time, term and request ID are stamped by the proposer.
-func New(body proto.Message) (Command, error) {
+// New builds a command to propose. It is the one entry point for every
+// proposer (API handlers, leader routines, the client SDK's local checks):
+// it resolves the body's type, checks the request ID and the body's shape
+// (Validate) and size, and stamps the current version. requestID may be
+// empty; with one, a retry returns the first result. Errors wrap ErrInvalid,
+// ErrTooLarge or ErrUnknownType; nothing is proposed. Apply runs Validate
+// again as the real guard.
+func New(body proto.Message, requestID string) (Command, error) {
+	c, err := wrap(body)
+	if err != nil {
+		return Command{}, err
+	}
+	if err := ValidateRequestID(requestID); err != nil {
+		return Command{}, err
+	}
+	c.RequestID = requestID
+	if err := Validate(c); err != nil {
+		return Command{}, err
+	}
+	if n := proto.Size(body); n > MaxCommandBytes {
+		return Command{}, fmt.Errorf("%w: %s body is %d bytes (max %d)", ErrTooLarge, c.Type, n, MaxCommandBytes)
+	}
+	c.checked = true
+	return c, nil
+}
+
+// Checked reports whether c was built by New (and so validated). A proposer
+// refuses a command that was not.
+func (c Command) Checked() bool { return c.checked }
+
+// DecidedIn returns c marked as decided in the given raft term: a leader
+// routine passes the term it was started in, so Apply refuses the command
+// once a newer leader has established itself.
+func (c Command) DecidedIn(term uint64) Command {
+	c.LeaderTerm = term
+	return c
+}
+
+// ValidateRequestID is the one check of a client request ID's length.
+func ValidateRequestID(id string) error {
+	if len(id) > MaxRequestIDBytes {
+		return fmt.Errorf("%w: request_id is %d bytes (max %d)", ErrInvalid, len(id), MaxRequestIDBytes)
+	}
+	return nil
+}
+
+// wrap puts a body in a Command of its type at the current version without
+// validating it.
+func wrap(body proto.Message) (Command, error) {
 	t, ok := TypeOf(body)
 	if !ok {
 		return Command{}, fmt.Errorf("%w: body %T is not a registered command", ErrUnknownType, body)
@@ -53,9 +107,12 @@ func New(body proto.Message) (Command, error) {
 	return Command{Type: t, Version: registry[t].version, Body: body}, nil
 }
 
-// MustNew is New for bodies known at compile time (tests, controllers).
+// MustNew wraps a body known at compile time WITHOUT validating it, for
+// tests and tools that build states or entries directly (including invalid
+// ones, to test the guards). It panics on an unregistered body. Proposers
+// use New.
 func MustNew(body proto.Message) Command {
-	c, err := New(body)
+	c, err := wrap(body)
 	if err != nil {
 		panic(err)
 	}
@@ -71,8 +128,8 @@ func EncodeEntry(cmds []Command) ([]byte, error) {
 	}
 	entry := &logpb.Entry{Commands: make([]*logpb.Envelope, 0, len(cmds))}
 	for _, c := range cmds {
-		if len(c.RequestID) > MaxRequestIDBytes {
-			return nil, fmt.Errorf("%w: request ID is %d bytes (max %d)", ErrTooLarge, len(c.RequestID), MaxRequestIDBytes)
+		if err := ValidateRequestID(c.RequestID); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", c.Type, err)
 		}
 		body, err := marshal.Marshal(c.Body)
 		if err != nil {
@@ -133,8 +190,8 @@ func decodeEnvelope(env *logpb.Envelope) (Command, error) {
 		ProposedAtUnixMs: env.ProposedAtUnixMs,
 		LeaderTerm:       env.LeaderTerm,
 	}
-	if len(env.RequestId) > MaxRequestIDBytes {
-		return Command{}, fmt.Errorf("%w: request ID is %d bytes (max %d)", ErrMalformed, len(env.RequestId), MaxRequestIDBytes)
+	if err := ValidateRequestID(env.RequestId); err != nil {
+		return Command{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if len(env.Body) > MaxCommandBytes {
 		return Command{}, fmt.Errorf("%w: %s body is %d bytes (max %d)", ErrTooLarge, t, len(env.Body), MaxCommandBytes)

@@ -183,10 +183,7 @@ func sampleCommand(tb testing.TB, t Type) Command {
 	if !ok {
 		tb.Fatalf("no fixed sample for registered type %s; add one to fixedSamples", t)
 	}
-	c, err := New(mk())
-	if err != nil {
-		tb.Fatalf("New(%s sample): %v", t, err)
-	}
+	c := MustNew(mk())
 	c.RequestID = "req-" + t.String()
 	c.ProposedAtUnixMs = 1700000000000
 	c.LeaderTerm = 7
@@ -295,10 +292,7 @@ func genValue(t *rapid.T, fd protoreflect.FieldDescriptor, newMsg func() protore
 
 func genCommand(t *rapid.T, label string) Command {
 	typ := rapid.SampledFrom(registeredTypes()).Draw(t, label+".type")
-	c, err := New(genBody(t, typ))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	c := MustNew(genBody(t, typ))
 	c.RequestID = rapid.StringN(0, -1, MaxRequestIDBytes).Draw(t, label+".requestID")
 	c.ProposedAtUnixMs = rapid.Int64().Draw(t, label+".at")
 	c.LeaderTerm = rapid.Uint64().Draw(t, label+".term")
@@ -328,7 +322,7 @@ func TestRegistryHasSamples(t *testing.T) {
 }
 
 func TestNewRejectsUnregisteredBody(t *testing.T) {
-	_, err := New(&logpb.Member{Id: "x"})
+	_, err := New(&logpb.Member{Id: "x"}, "")
 	if !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("New(Member) error = %v, want ErrUnknownType", err)
 	}
@@ -463,8 +457,8 @@ func TestEncodeEntryLimits(t *testing.T) {
 		{"max commands", repeat(small, MaxCommandsPerEntry), nil},
 		{"too many commands", repeat(small, MaxCommandsPerEntry+1), ErrTooLarge},
 		{"request ID at limit", []Command{withID(strings.Repeat("r", MaxRequestIDBytes))}, nil},
-		{"request ID over limit", []Command{withID(strings.Repeat("r", MaxRequestIDBytes+1))}, ErrTooLarge},
-		{"request ID over limit in second command", []Command{small, withID(strings.Repeat("r", MaxRequestIDBytes+1))}, ErrTooLarge},
+		{"request ID over limit", []Command{withID(strings.Repeat("r", MaxRequestIDBytes+1))}, ErrInvalid},
+		{"request ID over limit in second command", []Command{small, withID(strings.Repeat("r", MaxRequestIDBytes+1))}, ErrInvalid},
 		{"body at limit", []Command{bodyOfSize(MaxCommandBytes)}, nil},
 		{"body over limit", []Command{bodyOfSize(MaxCommandBytes + 1)}, ErrTooLarge},
 		{"entry over limit", repeat(bodyOfSize(MaxCommandBytes), MaxEntryBytes/MaxCommandBytes+1), ErrTooLarge},
@@ -548,7 +542,7 @@ func TestDecodeEntryErrors(t *testing.T) {
 		{"empty entry", nil, ErrMalformed, "0 commands"},
 		{"too many commands", rawEntry(bytes.Repeat(good, MaxCommandsPerEntry+1)), ErrMalformed, "513 commands"},
 		{"entry over MaxEntryBytes", make([]byte, MaxEntryBytes+1), ErrTooLarge, ""},
-		{"request ID over limit", rawEnvelope(uint32(TypeReserveIDs), 1, strings.Repeat("r", MaxRequestIDBytes+1), reserve), ErrMalformed, "request ID"},
+		{"request ID over limit", rawEnvelope(uint32(TypeReserveIDs), 1, strings.Repeat("r", MaxRequestIDBytes+1), reserve), ErrMalformed, "request_id"},
 		{"request ID not UTF-8", rawEnvelope(uint32(TypeReserveIDs), 1, "\xff\xfe", reserve), ErrMalformed, ""},
 		{"body over MaxCommandBytes", rawEnvelope(uint32(TypeReserveIDs), 1, "", make([]byte, MaxCommandBytes+1)), ErrTooLarge, ""},
 		{"unknown type", rawEnvelope(0x0777, 1, "", reserve), ErrUnknownType, "0x0777"},

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
@@ -255,7 +256,7 @@ func (c *testCluster) proposeRetry(ctx context.Context, body proto.Message, requ
 		if i := c.leaderNow(exclude...); i >= 0 {
 			if n := c.node(i); n != nil {
 				actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				res, err := n.Propose(actx, body, requestID)
+				res, err := propose(actx, n, body, requestID)
 				cancel()
 				if err == nil {
 					return res, attempt, nil
@@ -276,12 +277,21 @@ func (c *testCluster) proposeRetry(ctx context.Context, body proto.Message, requ
 	}
 }
 
+// propose builds a command with commands.New and proposes it on n.
+func propose(ctx context.Context, n *raftnode.Node, body proto.Message, requestID string) (*logpb.Result, error) {
+	c, err := commands.New(body, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return n.Propose(ctx, c)
+}
+
 // mustPropose proposes on node i and fails the test on any error.
 func mustPropose(t *testing.T, n *raftnode.Node, body proto.Message, requestID string) *logpb.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	res, err := n.Propose(ctx, body, requestID)
+	res, err := propose(ctx, n, body, requestID)
 	if err != nil {
 		t.Fatalf("propose %s on %s: %v", requestID, n.ID(), err)
 	}

@@ -160,7 +160,7 @@ func TestPartitionedLeaderCannotCommit(t *testing.T) {
 	c.isolate(old)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	start := time.Now()
-	res, err := oldNode.Propose(ctx, &logpb.ReserveIDs{Count: 1000}, "stale-write")
+	res, err := propose(ctx, oldNode, &logpb.ReserveIDs{Count: 1000}, "stale-write")
 	ctxErr := ctx.Err()
 	cancel()
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -121,6 +122,8 @@ func (l *leadership) establish(ctx context.Context) {
 		routines[k] = v
 	}
 	l.mu.Unlock()
+	// Every proposal a routine makes carries the term it was started in.
+	ctx = commands.WithDecisionTerm(ctx, term)
 	var wg sync.WaitGroup
 	for name, r := range routines {
 		wg.Add(1)
@@ -145,7 +148,11 @@ func (l *leadership) tryEstablish(ctx context.Context, term uint64) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res, err := n.Propose(pctx, &logpb.LeaderEstablished{Term: term, LeaderId: n.cfg.ID}, "")
+	c, err := commands.New(&logpb.LeaderEstablished{Term: term, LeaderId: n.cfg.ID}, "")
+	if err != nil {
+		return fmt.Errorf("build LeaderEstablished: %w", err)
+	}
+	res, err := n.Propose(pctx, c.DecidedIn(term))
 	if err != nil {
 		return fmt.Errorf("commit LeaderEstablished: %w", err)
 	}

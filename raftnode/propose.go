@@ -17,29 +17,28 @@ import (
 // commands.MaxEntryBytes so envelopes always fit.
 const maxEntryBodyBytes = 2 << 20
 
-// Propose commits one command and returns its result once it is applied on
-// this node. requestID may be empty; with one, a retry returns the first
-// result. Errors: *NotLeaderError (nothing done), ErrOutcomeUnknown,
-// ErrShuttingDown, commands.ErrTooLarge / ErrInvalid (nothing done).
-func (n *Node) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	c, err := commands.New(body)
-	if err != nil {
-		return nil, err
+// Propose commits one command built by commands.New (which validated it)
+// and returns its result once it is applied on this node. The command's
+// LeaderTerm is its decision term: set explicitly (Command.DecidedIn), else
+// taken from ctx (a leader routine's context carries its own term, see
+// commands.WithDecisionTerm), else the term current at submission. Apply
+// refuses it once a newer leader has established itself. Errors:
+// *NotLeaderError (nothing done), ErrOutcomeUnknown, ErrShuttingDown,
+// commands.ErrInvalid for a command not built by commands.New (nothing done).
+func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	if !c.Checked() {
+		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
-	c.RequestID = requestID
-	if len(requestID) > commands.MaxRequestIDBytes {
-		return nil, fmt.Errorf("%w: request ID is %d bytes (max %d)", commands.ErrInvalid, len(requestID), commands.MaxRequestIDBytes)
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = commands.DecisionTerm(ctx) // a leader routine's own term
 	}
-	if err := commands.Validate(c); err != nil {
-		return nil, err
-	}
-	if proto.Size(body) > commands.MaxCommandBytes {
-		return nil, fmt.Errorf("%w: %s body is %d bytes", commands.ErrTooLarge, c.Type, proto.Size(body))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("propose %s: %w (not submitted)", c.Type, err)
 	}
 	if !n.IsLeader() {
 		return nil, n.notLeader()
 	}
-	p := &proposal{cmd: c, size: proto.Size(body), done: make(chan proposalResult, 1)}
+	p := &proposal{cmd: c, size: proto.Size(c.Body), done: make(chan proposalResult, 1)}
 	select {
 	case n.proposer.in <- p:
 	case <-ctx.Done():
@@ -163,7 +162,9 @@ func (b *batcher) submit(batch []*proposal) {
 	for i, p := range batch {
 		c := p.cmd
 		c.ProposedAtUnixMs = now
-		c.LeaderTerm = term
+		if c.LeaderTerm == 0 {
+			c.LeaderTerm = term
+		}
 		cmds[i] = c
 	}
 	data, err := commands.EncodeEntry(cmds)

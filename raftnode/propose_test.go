@@ -61,7 +61,7 @@ func TestRequestIDDedupThroughRaft(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			defer cancel()
-			res, err := leader.Propose(ctx, &logpb.ReserveIDs{Count: 3}, "dup-2")
+			res, err := propose(ctx, leader, &logpb.ReserveIDs{Count: 3}, "dup-2")
 			if err != nil {
 				t.Errorf("concurrent dup-2 #%d: %v", j, err)
 				return
@@ -89,7 +89,7 @@ func TestRequestIDDedupThroughRaft(t *testing.T) {
 	// first result instead of reserving again.
 	slowApply.Store(int32(l))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	res, err := leader.Propose(ctx, &logpb.ReserveIDs{Count: 4}, "dup-3")
+	res, err := propose(ctx, leader, &logpb.ReserveIDs{Count: 4}, "dup-3")
 	cancel()
 	slowApply.Store(-1)
 	if !errors.Is(err, raftnode.ErrOutcomeUnknown) {
@@ -133,7 +133,7 @@ func TestProposeRejections(t *testing.T) {
 	ctx := context.Background()
 
 	waitFor(t, opTimeout, func() bool {
-		_, err := follower.Propose(ctx, &logpb.ReserveIDs{Count: 1}, "on-follower")
+		_, err := propose(ctx, follower, &logpb.ReserveIDs{Count: 1}, "on-follower")
 		var nle *raftnode.NotLeaderError
 		if !errors.As(err, &nle) || !errors.Is(err, raftnode.ErrNotLeader) {
 			t.Fatalf("propose on follower n%d: %v; want *NotLeaderError", f, err)
@@ -156,9 +156,16 @@ func TestProposeRejections(t *testing.T) {
 		{"request id too long", l, &logpb.ReserveIDs{Count: 1}, strings.Repeat("x", commands.MaxRequestIDBytes+1)},
 	}
 	for _, tc := range invalid {
-		res, err := c.node(tc.n).Propose(ctx, tc.body, tc.requestID)
+		res, err := propose(ctx, c.node(tc.n), tc.body, tc.requestID)
 		if !errors.Is(err, commands.ErrInvalid) {
 			t.Errorf("%s: Propose = %v, %v; want an error wrapping commands.ErrInvalid", tc.name, res, err)
+		}
+	}
+	// A command that did not come from commands.New is refused unseen,
+	// even a well-formed one: New is the one place that validates.
+	for _, body := range []proto.Message{&logpb.ReserveIDs{Count: 0}, &logpb.ReserveIDs{Count: 1}} {
+		if res, err := leader.Propose(ctx, commands.MustNew(body)); !errors.Is(err, commands.ErrInvalid) {
+			t.Errorf("Propose(MustNew(%v)) = %v, %v; want an error wrapping commands.ErrInvalid", body, res, err)
 		}
 	}
 	if got := leader.Raft().LastIndex(); got != lastIndex {

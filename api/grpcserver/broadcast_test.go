@@ -174,7 +174,7 @@ func startBroadcastNode(t *testing.T) (*testNode, *fakeBroadcasts, coordpb.Broad
 // mustCommit proposes body through the node and fails on any rejection.
 func mustCommit(t *testing.T, tn *testNode, body proto.Message) *logpb.Result {
 	t.Helper()
-	res, err := tn.node.Propose(callCtx(t), body, "")
+	res, err := commands.Propose(callCtx(t), tn.node, body, "")
 	if err != nil {
 		t.Fatalf("propose %T: %v", body, err)
 	}
@@ -283,7 +283,7 @@ func TestBroadcasterBadInput(t *testing.T) {
 		{"Broadcast/payload too large", custom(func(r *coordpb.BroadcastRequest) { r.Payload = make([]byte, commands.MaxBroadcastPayload+1) }), "payload is 524289 bytes"},
 		{"Broadcast/CreateCollection bad payload", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: []byte{0xff}}), "CreateCollection payload"},
 		{"Broadcast/CreateCollection collection 0", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: ccPayload(0, 2)}), "collection id must be positive, got 0"},
-		{"Broadcast/CreateCollection 0 shards", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: ccPayload(5, 0)}), "vchannel count must be in 1..1024, got 0"},
+		{"Broadcast/CreateCollection 0 shards", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: ccPayload(5, 0)}), "shard count must be in 1..1024, got 0"},
 
 		{"Ack/id 0", ack(0, cp(bcCChan, 1, 1)), "ack needs a broadcast id"},
 		{"Ack/no checkpoints", ack(pending), "ack needs a broadcast id and 1..4096 checkpoints"},
@@ -409,54 +409,31 @@ func TestBroadcastConvertsRequest(t *testing.T) {
 	}
 }
 
-// TestBroadcastDefaultTargets: without targets, a CreateCollection first
-// commits AllocVirtualChannels and targets those VChannels; any other
-// message targets every PChannel, with the CChannel for its own.
+// TestBroadcastDefaultTargets: without targets, the handler passes the
+// request on without targets (the broadcaster chooses them after its lock
+// and idempotency check) and commits nothing itself, so a broadcast that
+// fails leaves no VChannels behind.
 func TestBroadcastDefaultTargets(t *testing.T) {
 	tn, fb, bc := startBroadcastNode(t)
-	payload, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: 55, Shards: 2})
-	for try := 0; try < 2; try++ { // the allocation is idempotent
-		if _, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: payload}); err != nil {
-			t.Fatal(err)
-		}
+	fb.setAnswer(func(context.Context, broadcaster.Request) (broadcaster.Result, error) {
+		return broadcaster.Result{}, &broadcaster.LockTimeoutError{Key: "CollectionName:db:c77@X", Waited: time.Second, Err: context.DeadlineExceeded}
+	})
+	before := observe(t, tn.node)
+	payload, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: 77, Shards: 2})
+	_, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: payload})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "CollectionName:db:c77@X") {
+		t.Fatalf("err = %v, want DeadlineExceeded naming the key", err)
 	}
-	coll, ok := tn.node.State().Collection(55)
-	if !ok || len(coll.Vchannels) != 2 {
-		t.Fatalf("collection 55 = %v, %v; want 2 vchannels committed", coll, ok)
+	if coll, ok := tn.node.State().Collection(77); ok {
+		t.Fatalf("a failed CreateCollection left collection 77 on %v", coll.Vchannels)
 	}
-	for _, v := range coll.Vchannels {
-		if err := commands.ValidateVChannelName(v); err != nil || !strings.HasSuffix(v, "_55v0") && !strings.HasSuffix(v, "_55v1") {
-			t.Errorf("vchannel %q (%v)", v, err)
-		}
+	if after := observe(t, tn.node); !reflect.DeepEqual(before, after) {
+		t.Errorf("state changed:\nbefore %+v\nafter  %+v", before, after)
 	}
-	reqs := fb.requests()
-	for i, r := range reqs {
-		if !slices.Equal(r.VChannels, coll.Vchannels) || len(r.ResourceKeys) != 0 {
-			t.Errorf("CreateCollection %d: targets %v keys %v; want %v and no keys", i, r.VChannels, r.ResourceKeys, coll.Vchannels)
+	for _, r := range fb.requests() {
+		if len(r.VChannels) != 0 {
+			t.Errorf("%s passed on with targets %v; the broadcaster chooses them", r.MessageType, r.VChannels)
 		}
-	}
-
-	for _, typ := range []string{commands.MsgFlushAll, commands.MsgDropCollection, "Custom"} {
-		p := []byte(nil)
-		if typ == commands.MsgDropCollection {
-			p, _ = proto.Marshal(&logpb.DropCollectionPayload{CollectionId: 55})
-		}
-		if _, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: typ, Payload: p}); err != nil {
-			t.Fatal(err)
-		}
-		reqs := fb.requests()
-		if got, want := reqs[len(reqs)-1].VChannels, []string{bcCChan, bcP1, bcP2}; !slices.Equal(got, want) {
-			t.Errorf("%s targets %v, want %v", typ, got, want)
-		}
-	}
-	// A PChannel added later is a target too.
-	mustCommit(t, tn, &logpb.AddPChannels{Pchannels: []string{"by-dev-rootcoord-dml_3"}})
-	if _, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: commands.MsgFlushAll}); err != nil {
-		t.Fatal(err)
-	}
-	reqs = fb.requests()
-	if got, want := reqs[len(reqs)-1].VChannels, []string{bcCChan, bcP1, bcP2, "by-dev-rootcoord-dml_3"}; !slices.Equal(got, want) {
-		t.Errorf("targets %v, want %v", got, want)
 	}
 }
 
@@ -529,11 +506,13 @@ func TestBroadcastTasks(t *testing.T) {
 	// B: pending, one of two targets acked.
 	b := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Other", Vchannels: []string{bcCChan, bcP2}}).GetBroadcast().GetBroadcastId()
 	mustCommit(t, tn, &logpb.AckBroadcast{BroadcastId: b, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: bcP2, Term: 1, Offset: 1, TimeTick: 5}}})
-	// C: pending, its callback refused (collection 5 has 2 vchannels, not 3).
+	// C: pending, its callback refused (collection 5 was allocated directly
+	// with 2 vchannels after its CreateCollection of 1 shard was created).
+	payloadC, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: 5, Shards: 1})
+	vC := commands.VChannelName(bcP1, 5, 0)
+	c := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: commands.MsgCreateCollection, Payload: payloadC, Vchannels: []string{bcCChan, vC}}).GetBroadcast().GetBroadcastId()
 	mustCommit(t, tn, &logpb.AllocVirtualChannels{CollectionId: 5, Count: 2})
-	payloadC, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: 5, Shards: 3})
-	c := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: commands.MsgCreateCollection, Payload: payloadC, Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
-	mustCommit(t, tn, &logpb.AckBroadcast{BroadcastId: c, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: bcCChan, Term: 1, Offset: 2, TimeTick: 6}}})
+	mustCommit(t, tn, &logpb.AckBroadcast{BroadcastId: c, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: bcCChan, Term: 1, Offset: 2, TimeTick: 6}, {Vchannel: vC, Term: 1, Offset: 3, TimeTick: 7}}})
 	if comp := mustCommit(t, tn, &logpb.CompleteBroadcast{BroadcastId: c}).GetCompletion(); comp.GetTombstoned() || comp.GetCallbackError() == "" {
 		t.Fatalf("complete C: %v; want a refused callback", comp)
 	}
@@ -560,8 +539,8 @@ func TestBroadcastTasks(t *testing.T) {
 		t.Errorf("times: created %d tombstoned %d", infoA.CreatedUnixMs, infoA.TombstonedUnixMs)
 	}
 	infoC, err := bc.GetBroadcast(ctx, &coordpb.GetBroadcastRequest{BroadcastId: c, Consistency: coordpb.ReadConsistency_STALE})
-	if err != nil || infoC.State != "PENDING" || infoC.CallbackAttempts != 1 || !strings.Contains(infoC.LastError, "already has 2 vchannels") ||
-		infoC.TombstonedUnixMs != 0 || len(infoC.Acked) != 1 {
+	if err != nil || infoC.State != "PENDING" || infoC.CallbackAttempts != 1 || !strings.Contains(infoC.LastError, "but its CreateCollection went to") ||
+		infoC.TombstonedUnixMs != 0 || len(infoC.Acked) != 2 {
 		t.Errorf("GetBroadcast(C) = %v, %v", infoC, err)
 	}
 	if infoD, err := bc.GetBroadcast(ctx, &coordpb.GetBroadcastRequest{BroadcastId: d}); err != nil || infoD.State != "TOMBSTONE" ||
@@ -675,7 +654,7 @@ func TestUpdateReplicateConfigurationBroadcasts(t *testing.T) {
 		if err := proto.Unmarshal(req.Payload, &cfg); err != nil {
 			return broadcaster.Result{}, err
 		}
-		res, err := tn.node.Propose(ctx, &logpb.UpdateReplicateConfiguration{Config: &cfg}, "")
+		res, err := commands.Propose(ctx, tn.node, &logpb.UpdateReplicateConfiguration{Config: &cfg}, "")
 		if err != nil {
 			return broadcaster.Result{}, err
 		}
@@ -707,7 +686,7 @@ func TestUpdateReplicateConfigurationBroadcasts(t *testing.T) {
 	}
 	if r.MessageType != commands.MsgAlterReplicateConfig || len(r.ResourceKeys) != 1 ||
 		!proto.Equal(r.ResourceKeys[0], &logpb.ResourceKey{Domain: logpb.ResourceDomain_RK_CLUSTER}) ||
-		!slices.Equal(r.VChannels, []string{bcCChan, bcP1, bcP2}) || r.IdempotencyKey != "" || r.AckSyncUp {
+		len(r.VChannels) != 0 || r.IdempotencyKey != "" || r.AckSyncUp {
 		t.Errorf("broadcast %+v", r)
 	}
 	if got := tn.node.State().ReplicateConfiguration(); !proto.Equal(got, wantCfg) {

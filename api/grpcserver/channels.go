@@ -33,9 +33,10 @@ func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsisten
 	return st, resp, false, nil
 }
 
-// commit proposes body on the leader and maps a rejection to a status.
-func (s *Server) commit(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	res, err := s.node.Propose(ctx, body, requestID)
+// commit proposes c (built by commands.New, which validated it) on the
+// leader and maps an error or a rejection to a status.
+func (s *Server) commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	res, err := s.node.Propose(ctx, c)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -45,6 +46,20 @@ func (s *Server) commit(ctx context.Context, body proto.Message, requestID strin
 	return res, nil
 }
 
+// commitNew builds body with commands.New and commits it: for a command a
+// handler decides on the leader after its request was validated.
+func (s *Server) commitNew(ctx context.Context, body proto.Message) (*logpb.Result, error) {
+	c, err := commands.New(body, "")
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return s.commit(ctx, c)
+}
+
+// ListPChannels returns every PChannel with its term, state, owner and
+// assignment history, the CChannel and the assignment version
+// (docs/semantics.md#pchannels). Linearizable unless the request asks for a
+// stale read.
 func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListPChannelsResponse, error) {
 		return coordpb.NewChannelsClient(c).ListPChannels(ctx, req, o...)
@@ -59,9 +74,14 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 	return out, nil
 }
 
+// AddPChannels creates the named PChannels that do not exist yet
+// (UNINITIALIZED at term 1) and returns how many were new; idempotent.
+// FailedPrecondition before streaming is initialized, ResourceExhausted beyond
+// the PChannel limit (docs/semantics.md#pchannels). Triggers a balance round.
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
 	body := &logpb.AddPChannels{Pchannels: req.Names}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AddPChannelsResponse, error) {
@@ -69,7 +89,7 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, body, "")
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +97,9 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 	return &coordpb.AddPChannelsResponse{Added: uint32(res.GetNumber())}, nil
 }
 
+// Rebalance asks the leader's balancer for a round now
+// (docs/semantics.md#pchannel-assignment) and returns without waiting for it.
+// Unavailable when no established leader can take the request.
 func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (*coordpb.RebalanceResponse, error) {
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RebalanceResponse, error) {
 		return coordpb.NewChannelsClient(c).Rebalance(ctx, req, o...)
@@ -90,6 +113,10 @@ func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (
 	return &coordpb.RebalanceResponse{}, nil
 }
 
+// ListNodes returns the streaming nodes (DOWN ones only with include_down)
+// with the PChannels each holds and, on the leader, the age of its last
+// heartbeat (docs/semantics.md#streaming-nodes). Linearizable unless the
+// request asks for a stale read.
 func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (*coordpb.ListNodesResponse, error) {
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListNodesResponse, error) {
 		return coordpb.NewChannelsClient(c).ListNodes(ctx, req, o...)
@@ -119,10 +146,16 @@ func (s *Server) lastSeenMs(node uint64) int64 {
 	return -1
 }
 
+// DrainNode marks a live streaming node DRAINING: it gets no new channels and
+// the balancer moves its channels off (docs/semantics.md#streaming-nodes).
+// NotFound for an unknown node, FailedPrecondition for a DOWN one; draining a
+// draining node is a no-op.
 func (s *Server) DrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
 	return s.setDrain(ctx, req, true)
 }
 
+// UndrainNode returns a DRAINING node to UP, with the same errors as
+// DrainNode.
 func (s *Server) UndrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
 	return s.setDrain(ctx, req, false)
 }
@@ -133,7 +166,8 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 		reason = "operator request"
 	}
 	body := &logpb.SetStreamingNodeDrain{NodeId: req.NodeId, Draining: draining, Reason: reason}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.DrainNodeResponse, error) {
@@ -144,7 +178,7 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, body, ""); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	st := s.node.State()
@@ -152,9 +186,15 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
 }
 
+// AllocVirtualChannels places a collection's shards on distinct, least-loaded
+// PChannels and returns the VChannel names (docs/semantics.md#vchannels). A
+// repeat with the same count returns the first placement; FailedPrecondition
+// for a different count or on a replication secondary; ResourceExhausted when
+// too few PChannels are available. Deduplicated by request ID.
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
 	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
-	if err := s.validateWithRequestID(body, req.RequestId); err != nil {
+	cmd, err := commands.New(body, req.RequestId)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AllocVirtualChannelsResponse, error) {
@@ -162,16 +202,20 @@ func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVir
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, body, req.RequestId)
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
 	return &coordpb.AllocVirtualChannelsResponse{Vchannels: res.GetVchannels().GetVchannels()}, nil
 }
 
+// DropVirtualChannels forgets a collection's VChannels
+// (docs/semantics.md#vchannels); NotFound when it has none. Deduplicated by
+// request ID.
 func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtualChannelsRequest) (*coordpb.DropVirtualChannelsResponse, error) {
 	body := &logpb.DropVirtualChannels{CollectionId: req.CollectionId}
-	if err := s.validateWithRequestID(body, req.RequestId); err != nil {
+	cmd, err := commands.New(body, req.RequestId)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.DropVirtualChannelsResponse, error) {
@@ -179,19 +223,15 @@ func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtu
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, body, req.RequestId); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return &coordpb.DropVirtualChannelsResponse{}, nil
 }
 
-func (s *Server) validateWithRequestID(body proto.Message, requestID string) error {
-	if len(requestID) > commands.MaxRequestIDBytes {
-		return fmt.Errorf("%w: request_id is %d bytes (max %d)", errInvalid, len(requestID), commands.MaxRequestIDBytes)
-	}
-	return commands.Validate(commands.MustNew(body))
-}
-
+// ListVirtualChannels returns the VChannels of one collection (NotFound
+// when it has none) or, with collection_id 0, of every collection.
+// Linearizable unless the request asks for a stale read.
 func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtualChannelsRequest) (*coordpb.ListVirtualChannelsResponse, error) {
 	if req.CollectionId < 0 {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must not be negative", errInvalid))
@@ -217,9 +257,13 @@ func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtu
 	return out, nil
 }
 
+// UpdateReplicateConfiguration installs a replication configuration
+// (docs/semantics.md#replication-configuration); see
+// updateReplicateConfiguration for how. InvalidArgument for a configuration
+// this cluster cannot take; an equal configuration succeeds at once.
 func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.UpdateReplicateConfigurationRequest) (*coordpb.UpdateReplicateConfigurationResponse, error) {
 	body := &logpb.UpdateReplicateConfiguration{Config: logReplicateConfig(req.Config)}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	if _, err := commands.New(body, ""); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.UpdateReplicateConfigurationResponse, error) {
@@ -233,11 +277,11 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
 }
 
-// updateReplicateConfiguration (spec §1.12): an equal configuration is done
-// already; a secondary waits (bounded by ctx) for the configuration to
-// arrive by replication; a primary broadcasts AlterReplicateConfig under the
-// exclusive Cluster key to every PChannel, and the broadcast's callback
-// installs it once every PChannel has acked.
+// updateReplicateConfiguration (docs/semantics.md#replication-configuration):
+// an equal configuration is done already; a secondary waits (bounded by ctx)
+// for the configuration to arrive by replication; a primary broadcasts
+// AlterReplicateConfig under the exclusive Cluster key to every PChannel, and
+// the broadcast's callback installs it once every PChannel has acked.
 func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
 	for {
 		changed := s.node.StateChanged()
@@ -258,7 +302,7 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
 	}
 	if s.broadcasts == nil {
-		_, err := s.commit(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}, "")
+		_, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg})
 		return err
 	}
 	payload, err := proto.Marshal(cfg)
@@ -269,10 +313,9 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		MessageType:  commands.MsgAlterReplicateConfig,
 		Payload:      payload,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
-		VChannels:    clusterTargets(s.node.State()),
 	})
 	if err != nil {
-		return s.broadcastStatus(ctx, err)
+		return s.toStatus(ctx, err)
 	}
 	if t := s.node.State().ReplicateConfiguration(); t == nil || !proto.Equal(t, cfg) {
 		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")
@@ -280,6 +323,9 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 	return nil
 }
 
+// GetReplicateConfiguration returns the installed replication
+// configuration (empty when none), this cluster's ID and whether it is
+// primary, read linearizably.
 func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.GetReplicateConfigurationRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
 	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
 		return coordpb.NewChannelsClient(c).GetReplicateConfiguration(ctx, req, o...)
@@ -296,10 +342,15 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 	}, nil
 }
 
+// ReportAssignmentError is a streaming node's report that the WAL of an
+// ASSIGNED PChannel broke at a term: the channel becomes UNAVAILABLE and is
+// reassigned (docs/semantics.md#pchannel-terms). A report about another term
+// changes nothing and answers marked=false.
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
 	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
 		Reason: commands.TruncateReason(req.Error)}}}
-	if err := commands.Validate(commands.MustNew(body)); err != nil {
+	cmd, err := commands.New(body, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ReportAssignmentErrorResponse, error) {
@@ -307,7 +358,7 @@ func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportA
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, body, "")
+	res, err := s.commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,9 @@ func (s *Server) members(st *fsm.State) ([]*coordpb.Member, error) {
 	return out, nil
 }
 
+// Members returns every raft member with its suffrage and addresses.
+// Linearizable (forwarded to the leader) when the request asks for it;
+// otherwise this node's view.
 func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coordpb.MembersResponse, error) {
 	st := s.node.State()
 	if req.Consistency == coordpb.ReadConsistency_LINEARIZABLE {
@@ -83,28 +86,20 @@ func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coo
 	return &coordpb.MembersResponse{Members: members}, nil
 }
 
-func memberRecord(id, raftAddr, grpcAddr, httpAddr string) (*logpb.Member, error) {
+// upsertMember builds the validated UpsertMember command for a member and
+// returns the record it carries.
+func upsertMember(id, raftAddr, grpcAddr, httpAddr string) (commands.Command, *logpb.Member, error) {
 	m := &logpb.Member{Id: id, RaftAddr: raftAddr, GrpcAddr: grpcAddr, HttpAddr: httpAddr}
-	if err := commands.ValidateMember(m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	c, err := commands.New(&logpb.UpsertMember{Member: m}, "")
+	return c, m, err
 }
 
-// propose commits a command and turns a rejection into a status error.
-func (s *Server) propose(ctx context.Context, body *logpb.UpsertMember) error {
-	res, err := s.node.Propose(ctx, body, "")
-	if err != nil {
-		return s.toStatus(ctx, err)
-	}
-	if res.Rejection != nil {
-		return rejection(res.Rejection)
-	}
-	return nil
-}
-
+// AddVoter records a new member's addresses, then adds it to raft as a
+// voter, and returns the members. FailedPrecondition when another member
+// uses the raft address. Membership changes are not idempotent: after an
+// outcome-unknown answer, check Members before retrying.
 func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*coordpb.AddVoterResponse, error) {
-	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -118,7 +113,7 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	}
 	// Record the addresses first: a member raft knows about should always
 	// be reachable through the directory.
-	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	if err := s.node.AddVoter(m.Id, m.RaftAddr); err != nil {
@@ -145,8 +140,13 @@ func (s *Server) checkAddressFree(m *logpb.Member) error {
 	return nil
 }
 
+// RemoveMember removes a member from raft and forgets its addresses, and
+// returns the members. NotFound for an unknown member. A leader asked to
+// remove itself hands leadership over first and answers Unavailable with
+// the new leader's hint, so the caller retries there.
 func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequest) (*coordpb.RemoveMemberResponse, error) {
-	if err := commands.ValidateMemberID(req.Id); err != nil {
+	cmd, err := commands.New(&logpb.RemoveMember{Id: req.Id}, "")
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RemoveMemberResponse, error) {
@@ -168,12 +168,8 @@ func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequ
 	if err := s.node.RemoveServer(req.Id); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	res, err := s.node.Propose(ctx, &logpb.RemoveMember{Id: req.Id}, "")
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	if res.Rejection != nil {
-		return nil, rejection(res.Rejection)
+	if _, err := s.commit(ctx, cmd); err != nil {
+		return nil, err
 	}
 	members, err := s.members(s.node.State())
 	if err != nil {
@@ -195,6 +191,10 @@ func (s *Server) findServer(id string) (raftnode.Server, error) {
 	return raftnode.Server{}, fmt.Errorf("%w: member %q is not in the cluster", errNotFound, id)
 }
 
+// TransferLeader hands leadership to the named voter (any voter when
+// target_id is empty) and waits briefly for the new leader to be heard
+// from. NotFound for an unknown member, FailedPrecondition for a non-voter
+// or the current leader.
 func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeaderRequest) (*coordpb.TransferLeaderResponse, error) {
 	if req.TargetId != "" {
 		if err := commands.ValidateMemberID(req.TargetId); err != nil {
@@ -229,8 +229,12 @@ func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeader
 	return &coordpb.TransferLeaderResponse{LeaderId: id, Term: s.node.Raft().CurrentTerm()}, nil
 }
 
+// RegisterMember records the client-facing addresses of a member already
+// in the raft configuration; members call it on themselves at start.
+// NotFound when raft does not know the member, FailedPrecondition when its
+// raft address differs from raft's configuration. Idempotent.
 func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMemberRequest) (*coordpb.RegisterMemberResponse, error) {
-	m, err := memberRecord(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -247,7 +251,7 @@ func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMember
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s has raft address %s in the raft configuration, not %s",
 			errPrecondition, m.Id, srv.RaftAddr, m.RaftAddr))
 	}
-	if err := s.propose(ctx, &logpb.UpsertMember{Member: m}); err != nil {
+	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return &coordpb.RegisterMemberResponse{}, nil

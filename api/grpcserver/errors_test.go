@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -16,6 +17,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -56,6 +58,14 @@ func TestToStatus(t *testing.T) {
 		{"precondition", fmt.Errorf("%w: already leads", errPrecondition), codes.FailedPrecondition, noMD},
 		{"deadline", fmt.Errorf("read: %w", context.DeadlineExceeded), codes.DeadlineExceeded, noMD},
 		{"canceled", fmt.Errorf("read: %w", context.Canceled), codes.Canceled, noMD},
+		{"broadcast refused", fmt.Errorf("broadcast: %w", &broadcaster.RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT, Message: "collection 5 already has 2 vchannels, not 3"}), codes.FailedPrecondition, noMD},
+		{"broadcast lock wait", &broadcaster.LockTimeoutError{Key: "CollectionName:db:c@X", Waited: time.Second, Err: context.DeadlineExceeded}, codes.DeadlineExceeded, noMD},
+		{"broadcast lock wait cancelled", &broadcaster.LockTimeoutError{Key: "CollectionName:db:c@X", Waited: time.Second, Err: context.Canceled}, codes.DeadlineExceeded, noMD},
+		{"broadcast unknown", fmt.Errorf("broadcast 9: %w", broadcaster.ErrTaskNotFound), codes.NotFound, noMD},
+		{"broadcast finished", fmt.Errorf("broadcast 9: %w", broadcaster.ErrTaskFinished), codes.FailedPrecondition, noMD},
+		{"broadcast not primary", broadcaster.ErrNotPrimary, codes.FailedPrecondition, noMD},
+		{"broadcaster not leader", broadcaster.ErrNotLeader, codes.Unavailable, leaderMD},
+		{"broadcast abandoned", fmt.Errorf("%w: broadcast 9: operator", broadcaster.ErrAbandoned), codes.Aborted, noMD},
 		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
 		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
 	}
@@ -67,8 +77,8 @@ func TestToStatus(t *testing.T) {
 		for i, r := range errorTable {
 			if r.match(tc.err) {
 				covered[i] = true
-				if errorTable[i].code != tc.code {
-					t.Errorf("%s: first matching errorTable row %d maps to %v; the case wants %v", tc.name, i, r.code, tc.code)
+				if r.codeFor(tc.err) != tc.code {
+					t.Errorf("%s: first matching errorTable row %d maps to %v; the case wants %v", tc.name, i, r.codeFor(tc.err), tc.code)
 				}
 				break
 			}
@@ -220,6 +230,9 @@ func TestHTTPStatus(t *testing.T) {
 	}
 	// Every code the error tables produce is a 4xx or 5xx.
 	for _, r := range errorTable {
+		if r.codeOf != nil {
+			continue // the rejection codes, checked below
+		}
 		if hs := HTTPStatus(r.code); hs < 400 {
 			t.Errorf("errorTable code %v maps to HTTP %d", r.code, hs)
 		}

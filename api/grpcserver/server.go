@@ -58,16 +58,25 @@ type Server struct {
 
 // NodeHealth is the leader's view of streaming-node sessions.
 type NodeHealth interface {
+	// Heartbeat records a heartbeat of a live (node, epoch) session that
+	// has seen the assignment stream up to seen.
 	Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion)
+	// LastSeen is how long ago node last heartbeated in this leadership
+	// (false when it has not).
 	LastSeen(node uint64) (time.Duration, bool)
+	// TTL is how long a session lives without a heartbeat.
 	TTL() time.Duration
 }
 
 // Rebalancer takes manual rebalance requests.
-type Rebalancer interface{ Trigger() }
+type Rebalancer interface {
+	// Trigger asks for a balance round as soon as possible; it never blocks.
+	Trigger()
+}
 
 type noRebalancer struct{}
 
+// Trigger does nothing: this server has no balancer.
 func (noRebalancer) Trigger() {}
 
 // Option configures a Server.

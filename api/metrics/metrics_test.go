@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/api/metrics"
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -76,7 +77,7 @@ func TestRegistry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	member := &logpb.Member{Id: "m1", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", HttpAddr: "127.0.0.1:3"}
-	if res, err := node.Propose(ctx, &logpb.UpsertMember{Member: member}, "req-1"); err != nil || res.Rejection != nil {
+	if res, err := commands.Propose(ctx, node, &logpb.UpsertMember{Member: member}, "req-1"); err != nil || res.Rejection != nil {
 		t.Fatalf("propose: %v %v", err, res)
 	}
 

@@ -346,8 +346,8 @@ func parseCollectionID(s string) (int64, error) {
 }
 
 func checkRequestID(id string) error {
-	if len(id) > commands.MaxRequestIDBytes {
-		return fmt.Errorf("--request-id is %d bytes (max %d)", len(id), commands.MaxRequestIDBytes)
+	if err := commands.ValidateRequestID(id); err != nil {
+		return fmt.Errorf("--request-id: %s", strings.TrimPrefix(err.Error(), commands.ErrInvalid.Error()+": "))
 	}
 	return nil
 }

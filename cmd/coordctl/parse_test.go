@@ -101,7 +101,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"vchannel", "alloc", "5", "1025"}, "", "N must be an integer in 1..1024"},
 		{[]string{"vchannel", "alloc", "5", "-2"}, "", "N must be an integer in 1..1024"},
 		{[]string{"vchannel", "alloc", "5", "two"}, "", "N must be an integer in 1..1024"},
-		{[]string{"vchannel", "alloc", "5", "2", "--request-id", strings.Repeat("r", 129)}, "", "--request-id is 129 bytes (max 128)"},
+		{[]string{"vchannel", "alloc", "5", "2", "--request-id", strings.Repeat("r", 129)}, "", "--request-id: request_id is 129 bytes (max 128)"},
 		{[]string{"vchannel", "list", "0"}, "", "COLLECTION_ID must be a positive integer"},
 		{[]string{"vchannel", "list", "1", "2"}, "", "want at most one COLLECTION_ID, got 2"},
 		{[]string{"vchannel", "drop"}, "", "vchannel drop: want COLLECTION_ID, got 0"},

@@ -23,6 +23,8 @@ type fakeLeader struct {
 	term      uint64
 	verifyErr error
 	proposals []proto.Message
+	// decisionTerms[i] is the decision term proposals[i]'s context carried.
+	decisionTerms []uint64
 }
 
 func newFakeLeader(term uint64) *fakeLeader {
@@ -50,11 +52,12 @@ func (l *fakeLeader) VerifyLeader(context.Context) error {
 	defer l.mu.Unlock()
 	return l.verifyErr
 }
-func (l *fakeLeader) Propose(_ context.Context, body proto.Message, _ string) (*logpb.Result, error) {
+func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.proposals = append(l.proposals, body)
-	return l.apply(body), nil
+	l.proposals = append(l.proposals, c.Body)
+	l.decisionTerms = append(l.decisionTerms, commands.DecisionTerm(ctx))
+	return l.apply(c.Body), nil
 }
 
 // newLeaderTerm simulates a failover to a new leader that sees the same

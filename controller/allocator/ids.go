@@ -51,7 +51,8 @@ func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, ErrNotLeader
 	}
-	first, err := a.take(ctx, term, uint64(count))
+	// The range is reserved for this term's decisions only.
+	first, err := a.take(commands.WithDecisionTerm(ctx, term), term, uint64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -78,7 +79,7 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		a.next, a.end = next, next+1<<40
 	}
 	if a.end-a.next < count {
-		res, err := a.leader.Propose(ctx, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")
+		res, err := commands.Propose(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")
 		if err != nil {
 			return 0, fmt.Errorf("reserve ids: %w", err)
 		}

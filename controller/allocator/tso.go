@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -76,7 +77,8 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, ErrNotLeader
 	}
-	first, err := t.take(ctx, term, int64(count))
+	// The window is extended for this term's decisions only.
+	first, err := t.take(commands.WithDecisionTerm(ctx, term), term, int64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -133,7 +135,7 @@ func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
 // extendLocked commits limit = from + window and adopts it.
 func (t *TSO) extendLocked(ctx context.Context, from int64) error {
 	want := from + t.cfg.Window.Milliseconds()
-	res, err := t.leader.Propose(ctx, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
+	res, err := commands.Propose(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
 	if err != nil {
 		t.term = 0
 		return fmt.Errorf("extend tso window: %w", err)
@@ -151,6 +153,7 @@ func (t *TSO) extendLocked(ctx context.Context, from int64) error {
 // Refresh extends the window ahead of need so Alloc rarely waits on raft.
 // The leader routine calls it periodically.
 func (t *TSO) Refresh(ctx context.Context, term uint64) error {
+	ctx = commands.WithDecisionTerm(ctx, term)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.term != term {
@@ -166,6 +169,7 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 // Run is the leader routine: keep the window ahead of the clock until ctx
 // ends.
 func (t *TSO) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -21,10 +21,25 @@ import (
 const downNodeRemoveTimeout = 500 * time.Millisecond
 
 // Leader is what the balancer needs from the raft node.
+// raftnode.Node implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// StateChanged returns a channel closed when a state newer than the
+	// current one is published. Take it before reading State, so a change
+	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
+	commands.Proposer
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 
@@ -150,6 +165,7 @@ func (b *Balancer) LastError() string {
 // Run is the leader routine: bootstrap streaming if needed, then balance
 // on every trigger until ctx ends.
 func (b *Balancer) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	for ctx.Err() == nil {
 		if err := b.ensurePChannels(ctx); err != nil {
 			b.cfg.Logger.Warn("initializing pchannels failed; retrying", "error", err)
@@ -233,7 +249,7 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 		if !initialized {
 			body = &logpb.InitStreaming{ClusterId: b.cfg.ClusterID, Pchannels: chunk}
 		}
-		res, err := b.leader.Propose(ctx, body, "")
+		res, err := commands.Propose(ctx, b.leader, body, "")
 		if err != nil {
 			return err
 		}
@@ -316,7 +332,7 @@ func (b *Balancer) round(ctx context.Context, st *fsm.State, l policy.Layout) (c
 	if len(as) > commands.MaxPChannelsPerCmd {
 		as = as[:commands.MaxPChannelsPerCmd]
 	}
-	res, err := b.leader.Propose(ctx, &logpb.AssignPChannels{Assignments: as}, "")
+	res, err := commands.Propose(ctx, b.leader, &logpb.AssignPChannels{Assignments: as}, "")
 	if err != nil {
 		return false, fmt.Errorf("commit assignment: %w", err)
 	}
@@ -357,7 +373,7 @@ func (b *Balancer) applyAll(ctx context.Context, assigned []*logpb.PChannelTerm)
 func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error {
 	err := b.applyRPCs(ctx, pchannel, term)
 	if err == nil {
-		res, perr := b.leader.Propose(ctx, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, "")
+		res, perr := commands.Propose(ctx, b.leader, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, "")
 		if perr != nil {
 			return fmt.Errorf("%s@%d: commit done: %w", pchannel, term, perr)
 		}
@@ -367,7 +383,7 @@ func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error
 		return nil
 	}
 	reason := commands.TruncateReason(err.Error())
-	_, _ = b.leader.Propose(ctx, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
+	_, _ = commands.Propose(ctx, b.leader, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
 	return fmt.Errorf("%s@%d: %w", pchannel, term, err)
 }
 

@@ -663,7 +663,8 @@ func TestDeposedLeaderCommitIsRejected(t *testing.T) {
 	h.settle()
 	h.leader.setRaftTerm(testTerm + 2)
 	h.leader.mustPropose(t, &logpb.LeaderEstablished{Term: testTerm + 2, LeaderId: "coord-2"})
-	h.leader.setRaftTerm(testTerm) // our later proposals carry our old term
+	// The raft term is now testTerm+2, but the round decides in its routine's
+	// term (testTerm), and its proposals carry that term.
 	before := snapshotPChannels(h)
 	h.client.Reset()
 	h.health.Set(a, false)

@@ -86,14 +86,13 @@ func (l *fakeLeader) StateChanged() <-chan struct{} {
 
 func (l *fakeLeader) EstablishedTerm() uint64 { return l.established.Load() }
 
-func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	c, err := commands.New(body)
-	if err != nil {
-		return nil, err
+func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	if !c.Checked() {
+		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
-	c.RequestID = requestID
-	if err := commands.Validate(c); err != nil {
-		return nil, err
+	body := c.Body
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = commands.DecisionTerm(ctx)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -117,7 +116,9 @@ func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
-	c.LeaderTerm = l.raftTerm
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = l.raftTerm
+	}
 	next, results, err := l.st.ApplyCommands(l.index+1, c)
 	if err != nil {
 		return nil, err
@@ -133,7 +134,7 @@ func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID 
 // mustPropose proposes body and fails the test on an error or a rejection.
 func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
 	t.Helper()
-	res, err := l.Propose(context.Background(), body, "")
+	res, err := commands.Propose(context.Background(), l, body, "")
 	if err != nil {
 		t.Fatalf("propose %T: %v", body, err)
 	}
@@ -395,7 +396,8 @@ func (h *harness) bootstrap() {
 func (h *harness) round() (bool, error) {
 	st := h.leader.State()
 	l, _ := h.b.layout(st)
-	return h.b.round(context.Background(), st, l)
+	// As in Run: the round decides in the routine's term.
+	return h.b.round(commands.WithDecisionTerm(context.Background(), testTerm), st, l)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.

@@ -89,7 +89,7 @@ func (ts *termState) step(t *task) outcome {
 		ts.m.cfg.Metrics.observeExecution(t.msgType, time.Since(t.admitted).Seconds())
 	}
 	start := time.Now()
-	res, err := ts.m.leader.Propose(ts.ctx, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
+	res, err := commands.Propose(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
 	if err != nil {
 		if ts.ctx.Err() == nil {
 			log.Warn("completing broadcast failed", "error", err)
@@ -228,7 +228,7 @@ func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string)
 
 // ack commits FastAck checkpoints in one command.
 func (ts *termState) ack(id uint64, cps []*logpb.VChannelCheckpoint) error {
-	res, err := ts.m.leader.Propose(ts.ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	res, err := commands.Propose(ts.ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	if err != nil {
 		return err
 	}

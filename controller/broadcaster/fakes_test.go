@@ -99,14 +99,13 @@ func (l *fakeLeader) setHook(f func(body proto.Message) error) {
 	l.hook = f
 }
 
-func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	c, err := commands.New(body)
-	if err != nil {
-		return nil, err
+func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	if !c.Checked() {
+		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
-	c.RequestID = requestID
-	if err := commands.Validate(c); err != nil {
-		return nil, err
+	body := c.Body
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = commands.DecisionTerm(ctx)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -125,7 +124,9 @@ func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
-	c.LeaderTerm = l.established.Load()
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = l.established.Load()
+	}
 	next, results, err := l.st.ApplyCommands(l.index+1, c)
 	if err != nil {
 		return nil, err
@@ -148,7 +149,7 @@ func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID 
 
 func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
 	t.Helper()
-	res, err := l.Propose(context.Background(), body, "")
+	res, err := commands.Propose(context.Background(), l, body, "")
 	if err != nil {
 		t.Fatalf("propose %T: %v", body, err)
 	}
@@ -230,7 +231,8 @@ func (a *fakeAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 	id uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error) {
 	addr := node.Addr
 	c := appendCall{Addr: addr, VChannel: vchannel, Term: term, ID: id, AckSyncUp: ackSyncUp, CoordTerm: coordTerm}
-	// Persist before append (spec §2.15.1): the task is PENDING already.
+	// Persist before append (docs/semantics.md#broadcast-lifecycle): the task
+	// is PENDING already.
 	st := a.leader.State()
 	if bt, ok := st.BroadcastTask(id); !ok {
 		a.violate("append of broadcast %d to %s before the task exists", id, vchannel)

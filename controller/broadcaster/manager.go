@@ -20,10 +20,25 @@ import (
 )
 
 // Leader is what the broadcaster needs from the raft node.
+// raftnode.Node implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// StateChanged returns a channel closed when a state newer than the
+	// current one is published. Take it before reading State, so a change
+	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
+	commands.Proposer
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 
@@ -85,10 +100,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Manager is the broadcaster's leader side (spec §2): the resource-key lock
-// table, the append scheduler, the ack-callback driver and tombstone GC.
-// Everything it keeps is leader memory rebuilt from the FSM by Run; the
-// FSM holds the tasks and runs every guard.
+// Manager is the broadcaster's leader side (docs/semantics.md#broadcaster):
+// the resource-key lock table, the append scheduler, the ack-callback driver
+// and tombstone GC. Everything it keeps is leader memory rebuilt from the FSM
+// by Run; the FSM holds the tasks and runs every guard.
 type Manager struct {
 	leader Leader
 	app    Appender
@@ -148,6 +163,7 @@ func (m *Manager) Close() {
 // them, and runs the tombstone GC until ctx ends; then it stops its workers
 // and drops all leader memory.
 func (m *Manager) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -233,43 +249,29 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 	}
 }
 
-// Broadcast commits a task for req, has it appended to every target (the
-// CChannel is added when missing) and waits until its callback has run and
-// it is a TOMBSTONE. A ctx end returns ctx's error; the task goes on. With
-// an idempotency key already known in its scope, no task is created: the
-// call waits for the original and returns it with Duplicated set.
+// Broadcast commits a task for req, has it appended to every target and
+// waits until its callback has run and it is a TOMBSTONE. With no targets
+// in req the manager chooses them (chooseTargets); the CChannel is added
+// when missing. Targets are chosen and checked once the resource keys are
+// held and the idempotency key is known to be new, so a call that fails
+// or times out before the task exists changes nothing. A ctx end returns
+// ctx's error; the task goes on. With an idempotency key already known in
+// its scope, no task is created: the call waits for the original and
+// returns it with Duplicated set.
 func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
+	if err := CheckRequest(req); err != nil {
+		return Result{}, err
+	}
 	if m.leader.EstablishedTerm() == 0 {
 		return Result{}, ErrNotLeader
 	}
-	st := m.leader.State()
-	if req.IdempotencyKey != "" {
-		if t, ok := st.BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey); ok {
-			return m.waitDone(ctx, req.MessageType, t.Id, true, 0, start)
-		}
+	req = withTypeKeys(req)
+	if id, ok := m.original(req); ok {
+		return m.waitDone(ctx, req.MessageType, id, true, 0, start)
 	}
-	if !st.IsPrimary() {
-		return Result{}, ErrNotPrimary
-	}
-	cch := st.CChannel()
-	if cch == "" {
-		return Result{}, &RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
-			Message: "streaming is not initialized: there is no control channel yet"}
-	}
-	targets := append([]string(nil), req.VChannels...)
-	if !contains(targets, cch) {
-		targets = append(targets, cch)
-	}
-	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
-		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
-	// Fail fast on a request the FSM would refuse anyway, before locking.
-	c, err := commands.New(body)
-	if err == nil {
-		err = commands.Validate(c)
-	}
-	if err != nil {
-		return Result{}, err
+	if !m.leader.State().IsPrimary() {
+		return Result{}, ErrNotPrimary // nothing to wait for
 	}
 	ts, err := m.await(ctx)
 	if err != nil {
@@ -282,11 +284,33 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
+	// The keys are held: decide on the state as it is now.
+	if id, ok := m.original(req); ok {
+		guard.release()
+		return m.waitDone(ctx, req.MessageType, id, true, wait, start)
+	}
+	body, err := prepare(m.leader.State(), req)
+	if err != nil {
+		guard.release()
+		return Result{LockWait: wait}, err
+	}
 	id, dup, err := ts.create(ctx, body, guard, req.RequestID)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+// original returns the task that already holds req's idempotency scope.
+func (m *Manager) original(req Request) (uint64, bool) {
+	if req.IdempotencyKey == "" {
+		return 0, false
+	}
+	t, ok := m.leader.State().BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey)
+	if !ok {
+		return 0, false
+	}
+	return t.Id, true
 }
 
 func contains(ss []string, s string) bool {
@@ -336,7 +360,7 @@ func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheck
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	if err != nil {
 		return err
 	}
@@ -367,7 +391,7 @@ func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := m.leader.Propose(ctx, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
+	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
 	if err != nil {
 		return err
 	}
@@ -395,7 +419,7 @@ func newRequestID() string {
 func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	for {
-		res, err := m.leader.Propose(ctx, body, requestID)
+		res, err := commands.Propose(ctx, m.leader, body, requestID)
 		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}

@@ -156,7 +156,7 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 func TestAckSyncUpResend(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.AckSyncUpResend = 30 * time.Millisecond })
 	h.run(h.m, testTerm)
-	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Truncate", AckSyncUp: true})
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Truncate", AckSyncUp: true, VChannels: []string{h.cch}})
 	eventually(t, "re-append", func() bool { return len(h.app.Calls()) >= 2 })
 	c := h.app.Calls()[0]
 	if ids := h.app.walIDs(h.cch); len(ids) != 1 {
@@ -546,14 +546,24 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 // TestCallbackRefusalAndAbandon: a CreateCollection whose callback keeps
 // refusing stays PENDING with its error and growing attempts, blocks a
 // conflicting broadcast, and is unblocked by Abandon.
+// stuckCreateCollection starts a CreateCollection of coll (2 shards, the
+// manager's targets) whose callback refuses: at its first append the
+// collection is allocated directly with 3 VChannels (AllocVirtualChannels
+// takes no resource keys, so creation could not foresee it).
+func stuckCreateCollection(ctx context.Context, t *testing.T, h *harness, coll int64, keys ...*logpb.ResourceKey) <-chan asyncResult {
+	var once sync.Once
+	h.app.setOnAppend(func(appendCall) error {
+		once.Do(func() { h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: coll, Count: 3}) })
+		return nil
+	})
+	return broadcastAsync(ctx, h.m, Request{MessageType: commands.MsgCreateCollection,
+		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: coll, Shards: 2}), ResourceKeys: keys})
+}
+
 func TestCallbackRefusalAndAbandon(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
-	// Collection 100 exists with 2 shards; a CreateCollection with 3 refuses.
-	h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 100, Count: 2})
-	payload := mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 100, Shards: 3})
-	stuck := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: commands.MsgCreateCollection,
-		Payload: payload, ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", "c", false)}})
+	stuck := stuckCreateCollection(ctxTimeout(t, 10*time.Second), t, h, 100, dbKey("db"), collKey("db", "c", false))
 	var id uint64
 	eventually(t, "callback attempts", func() bool {
 		for _, bt := range h.leader.State().PendingBroadcasts() {
@@ -595,7 +605,7 @@ func TestCallbackRefusalAndAbandon(t *testing.T) {
 	if bt.State != logpb.BroadcastState_BROADCAST_TOMBSTONE || bt.AbandonedReason == "" {
 		t.Fatalf("abandoned task %v", bt)
 	}
-	if c, _ := h.leader.State().Collection(100); len(c.Vchannels) != 2 {
+	if c, _ := h.leader.State().Collection(100); len(c.Vchannels) != 3 {
 		t.Fatalf("the refused callback changed the collection: %v", c)
 	}
 	// Abandoning or retrying a finished task is an error.
@@ -628,7 +638,7 @@ func TestRetryResetsBackoff(t *testing.T) {
 		}
 		return nil
 	})
-	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X"})
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X", VChannels: []string{h.cch}})
 	eventually(t, "first attempt", func() bool { return len(h.app.Calls()) == 1 })
 	id := h.app.Calls()[0].ID
 	never(t, "retried before the backoff", 30*time.Millisecond, func() bool { return len(h.app.Calls()) > 1 })
@@ -797,9 +807,7 @@ func TestMetricsRecorded(t *testing.T) {
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}}); err != nil {
 		t.Fatal(err)
 	}
-	h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 7, Count: 1})
-	ch := broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: commands.MsgCreateCollection,
-		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 7, Shards: 2})})
+	ch := stuckCreateCollection(ctxTimeout(t, 5*time.Second), t, h, 7)
 	eventually(t, "callback failures counted", func() bool {
 		return counterValue(t, reg, "coordd_broadcaster_callback_failures_total", map[string]string{"message_type": commands.MsgCreateCollection}) >= 2
 	})

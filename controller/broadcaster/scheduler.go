@@ -464,7 +464,7 @@ func (ts *termState) gc() {
 	if !need {
 		return
 	}
-	res, err := ts.m.leader.Propose(ts.ctx, &logpb.PruneBroadcastTombstones{
+	res, err := commands.Propose(ts.ctx, ts.m.leader, &logpb.PruneBroadcastTombstones{
 		MaxCount: uint32(cfg.TombstoneMaxCount), MaxLifetimeMs: cfg.TombstoneMaxLifetime.Milliseconds()}, "")
 	switch {
 	case err != nil:

@@ -1,7 +1,7 @@
 // Package nodehealth tracks streaming-node sessions on the leader.
 //
 // Heartbeats are liveness data that change every second, so they stay in
-// leader memory (DESIGN.md rule 5); only the decision they lead to — a node
+// leader memory (docs/architecture.md#rules, rule 5); only the decision they lead to — a node
 // is down — goes through the log, as MarkStreamingNodeDown with the node's
 // epoch as a guard. A new leader knows nothing about past heartbeats, so it
 // gives every live node a fresh TTL before judging it.
@@ -18,16 +18,24 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 )
 
-// Leader is what the tracker needs from the raft node.
+// Leader is what the tracker needs from the raft node. raftnode.Node
+// implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
-	Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error)
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
+	commands.Proposer
 }
 
 // Config tunes the tracker.
@@ -186,6 +194,7 @@ func (t *Tracker) expired() []*logpb.StreamingNodeRecord {
 // Run is the leader routine: fresh TTLs now, then propose every node whose
 // session expires as down.
 func (t *Tracker) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	t.reset()
 	tick := time.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
 	defer tick.Stop()
@@ -197,7 +206,7 @@ func (t *Tracker) Run(ctx context.Context, term uint64) {
 		}
 		for _, n := range t.expired() {
 			reason := fmt.Sprintf("no heartbeat for more than %v", t.cfg.TTL)
-			res, err := t.leader.Propose(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
+			res, err := commands.Propose(ctx, t.leader, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
 			if err != nil {
 				t.cfg.Logger.Warn("marking node down failed", "node", n.Id, "error", err)
 				continue

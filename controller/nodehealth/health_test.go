@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -86,19 +87,20 @@ func (l *fakeLeader) State() *fsm.State {
 	return l.st
 }
 
-func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
-	c, err := commands.New(body)
-	if err != nil {
-		return nil, err
+func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	if !c.Checked() {
+		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
-	c.RequestID = requestID
-	if err := commands.Validate(c); err != nil {
-		return nil, err
+	body := c.Body
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = commands.DecisionTerm(ctx)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.ProposedAtUnixMs = l.clock.peek().UnixMilli()
-	c.LeaderTerm = l.term
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = l.term
+	}
 	next, results, err := l.st.ApplyCommands(l.index+1, c)
 	if err != nil {
 		return nil, err
@@ -111,7 +113,7 @@ func (l *fakeLeader) Propose(ctx context.Context, body proto.Message, requestID 
 
 func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
 	t.Helper()
-	res, err := l.Propose(context.Background(), body, "")
+	res, err := commands.Propose(context.Background(), l, body, "")
 	if err != nil {
 		t.Fatalf("propose %T: %v", body, err)
 	}

@@ -1,0 +1,62 @@
+package commands
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Proposer commits commands: the raft node, or a test's fake of it. The flow
+// behind it is docs/architecture.md#command-flow.
+type Proposer interface {
+	// Propose commits c (built by New) and returns its result once the
+	// entry is committed and applied on this node.
+	//
+	// A nil error means the command was applied: the result is either a
+	// success or a Rejection, a deterministic refusal that every replica
+	// made identically and that changed nothing
+	// (docs/semantics.md#error-classes). A non-nil error means one of:
+	//   - nothing was done: this node does not lead, is shutting down, c was
+	//     not built by New, or ctx ended before submission;
+	//   - the outcome is unknown: leadership was lost, the node shut down,
+	//     or ctx ended while the entry was in flight. The command may still
+	//     be applied; retrying is safe only with a request ID or for an
+	//     idempotent command.
+	// The raft node's errors say which (raftnode.ErrNotLeader,
+	// raftnode.ErrOutcomeUnknown, ...).
+	//
+	// c carries its decision term (Command.DecidedIn, or the term of a
+	// leader routine's ctx, see WithDecisionTerm); Apply refuses it with
+	// REJECT_STALE once a newer leader has established itself
+	// (docs/architecture.md#fencing).
+	Propose(ctx context.Context, c Command) (*logpb.Result, error)
+}
+
+// Propose builds body with New and proposes it with p. A validation error
+// comes back before anything is proposed.
+func Propose(ctx context.Context, p Proposer, body proto.Message, requestID string) (*logpb.Result, error) {
+	c, err := New(body, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return p.Propose(ctx, c)
+}
+
+type decisionTermKey struct{}
+
+// WithDecisionTerm returns ctx marked with the raft term in which a leader
+// routine makes its decisions (the term it was started in). A command
+// proposed with such a context and no LeaderTerm of its own carries that
+// term, so Apply refuses it once a newer leader has established itself,
+// however long the routine took to notice it was deposed.
+func WithDecisionTerm(ctx context.Context, term uint64) context.Context {
+	return context.WithValue(ctx, decisionTermKey{}, term)
+}
+
+// DecisionTerm returns the term WithDecisionTerm put into ctx, or 0.
+func DecisionTerm(ctx context.Context) uint64 {
+	t, _ := ctx.Value(decisionTermKey{}).(uint64)
+	return t
+}

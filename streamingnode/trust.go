@@ -19,7 +19,7 @@ import (
 // (Config.ConfirmTimeout at most) for coordd to confirm it, and is refused
 // otherwise; so a caller cannot raise the node's coordinator fence, or the
 // durable WAL fence, above what coordd really decided. See
-// docs/semantics.md (streaming node lifecycle).
+// docs/semantics.md#streaming-node-trust.
 
 // viewChannel is one PChannel in coordd's assignment view.
 type viewChannel struct {

@@ -252,16 +252,25 @@ func (n *Node) notOwner(p string) error {
 	return precondition("not the owner: streaming node %d (%s) does not hold pchannel %s", id, n.addr, p)
 }
 
-// ackBroadcast acks a persisted broadcast message to coordd, retrying
-// across endpoints until it is recorded or the node stops (the coordinator
-// treats repeats as no-ops, so retrying is always safe).
+// ackBroadcast acks a persisted broadcast message to coordd in this node's
+// session, retrying across endpoints until it is recorded, refused, or the
+// node stops (the coordinator treats repeats as no-ops, so retrying is
+// always safe). coordd refuses an ack once the channel has moved on to
+// another owner or term; that is final.
 func (n *Node) ackBroadcast(id uint64, cp *coordpb.Checkpoint) {
 	for attempt := 0; n.bgCtx.Err() == nil; attempt++ {
 		i, conn := n.pool.pick()
+		node, epoch := n.Session()
 		cctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.RPCTimeout)
-		_, err := coordpb.NewBroadcasterClient(conn).Ack(cctx, &coordpb.AckRequest{BroadcastId: id, Checkpoints: []*coordpb.Checkpoint{cp}})
+		_, err := coordpb.NewBroadcasterClient(conn).Ack(cctx, &coordpb.AckRequest{BroadcastId: id,
+			Checkpoints: []*coordpb.Checkpoint{cp}, NodeId: node, Epoch: epoch})
 		cancel()
 		if err == nil {
+			return
+		}
+		switch status.Code(err) {
+		case codes.InvalidArgument, codes.FailedPrecondition, codes.Aborted, codes.NotFound:
+			n.log.Warn("broadcast ack refused; not retrying", "broadcast", id, "vchannel", cp.Vchannel, "term", cp.Term, "error", err)
 			return
 		}
 		if endpointTrouble(err) {

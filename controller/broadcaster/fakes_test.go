@@ -332,6 +332,7 @@ type harness struct {
 	pch    []string
 	cch    string
 	node   uint64
+	epoch  uint64 // the session epoch of node
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -345,7 +346,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	h.leader.mustPropose(t, &logpb.InitStreaming{ClusterId: testClusterID, Pchannels: h.pch})
 	h.cch = h.leader.State().CChannel()
 	res := h.leader.mustPropose(t, &logpb.RegisterStreamingNode{Address: testNodeAddr, Incarnation: "inc-1"})
-	h.node = res.GetRegisterNode().GetNodeId()
+	h.node, h.epoch = res.GetRegisterNode().GetNodeId(), res.GetRegisterNode().GetEpoch()
 	for _, p := range h.pch {
 		h.assign(p)
 	}

@@ -353,14 +353,19 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 	}
 }
 
-// Ack records checkpoints of an ack_sync_up task (from the streaming node
-// that persisted the message). Idempotent: unknown or finished tasks and
-// already-acked VChannels are no-ops.
-func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
+// Ack records checkpoints of an ack_sync_up task from the streaming node
+// that persisted the message (ack.FromNode, FromEpoch); the FSM refuses it
+// unless that node owns each channel at the checkpoint's term. Idempotent:
+// unknown or finished tasks and already-acked VChannels are no-ops.
+func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := commands.Propose(ctx, m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	if ack.FromNode == 0 {
+		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
+	}
+	id := ack.BroadcastId
+	res, err := commands.Propose(ctx, m.leader, ack, "")
 	if err != nil {
 		return err
 	}

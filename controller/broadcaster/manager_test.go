@@ -122,11 +122,11 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 	}
 	// The node acks v1 first: still waiting for the CChannel.
 	cp1, _ := h.app.walEntry(v1, id)
-	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
 	// A repeated ack is a no-op.
-	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("repeated Ack: %v", err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -134,7 +134,7 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 		t.Fatalf("task %s with one of two acks", bt.State)
 	}
 	cp2, _ := h.app.walEntry(h.cch, id)
-	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp2}); err != nil {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp2}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
 	r := wait(t, ch)
@@ -142,11 +142,11 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 		t.Fatalf("Broadcast = %+v, %v", r.res, r.err)
 	}
 	// Late ack after the tombstone: a no-op, no error.
-	if err := h.m.Ack(context.Background(), id, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("late Ack: %v", err)
 	}
 	// Unknown task: a no-op.
-	if err := h.m.Ack(context.Background(), 999999, []*logpb.VChannelCheckpoint{cp1}); err != nil {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 999999, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack of an unknown task: %v", err)
 	}
 }
@@ -163,7 +163,7 @@ func TestAckSyncUpResend(t *testing.T) {
 		t.Fatalf("WAL %v: a resend must not write twice", ids)
 	}
 	cp, _ := h.app.walEntry(h.cch, c.ID)
-	if err := h.m.Ack(context.Background(), c.ID, []*logpb.VChannelCheckpoint{cp}); err != nil {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: c.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, ch); r.err != nil {
@@ -532,7 +532,7 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("not leader: %v", err)
 	}
-	if err := h.m.Ack(context.Background(), 1, nil); !errors.Is(err, ErrNotLeader) {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 1, Checkpoints: nil}); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("Ack not leader: %v", err)
 	}
 	if err := h.m.Abandon(context.Background(), 1, "x"); !errors.Is(err, ErrNotLeader) {

@@ -423,7 +423,7 @@ func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) e
 			timeout = min(timeout, downNodeRemoveTimeout)
 		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
-		err := b.cfg.StreamingClient.Remove(rctx, n.Address, pchannel, h.Term, coordTerm)
+		err := b.cfg.StreamingClient.Remove(rctx, targetOf(n), pchannel, h.Term, coordTerm)
 		cancel()
 		if err != nil && n.State != logpb.NodeState_NODE_DOWN {
 			return fmt.Errorf("remove from node %d (%s) at term %d: %w", n.Id, n.Address, h.Term, err)
@@ -437,7 +437,7 @@ func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) e
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.RPCTimeout)
 	defer cancel()
-	if err := b.cfg.StreamingClient.Assign(rctx, target.Address, pchannel, term, p.Mode, coordTerm); err != nil {
+	if err := b.cfg.StreamingClient.Assign(rctx, targetOf(target), pchannel, term, p.Mode, coordTerm); err != nil {
 		return fmt.Errorf("assign on node %d (%s): %w", target.Id, target.Address, err)
 	}
 	return nil

@@ -274,6 +274,17 @@ func TestMoveCommitsBeforeRPCsAndRemovesBeforeAssign(t *testing.T) {
 	if len(calls) != 16 {
 		t.Fatalf("%d calls, want 16 (channels already on B untouched): %v", len(calls), calls)
 	}
+	// Every call names the registration it is meant for, so a node refuses
+	// it if another process now serves that address.
+	for i, tg := range h.client.Targets() {
+		n := h.node(a)
+		if calls[i].Op == "assign" {
+			n = h.node(b)
+		}
+		if tg != (NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch}) || tg.ID == 0 || tg.Epoch == 0 {
+			t.Fatalf("%v sent to %+v, want node %d epoch %d at %s", calls[i], tg, n.Id, n.Epoch, n.Address)
+		}
+	}
 	if v := violations(); len(v) != 0 {
 		t.Fatalf("RPCs sent before the FSM recorded the assignment:\n%s", strings.Join(v, "\n"))
 	}

@@ -85,17 +85,19 @@ func (c rpcCall) String() string {
 }
 
 type fakeClient struct {
-	mu    sync.Mutex
-	calls []rpcCall
+	mu      sync.Mutex
+	calls   []rpcCall
+	targets []NodeTarget // the target of each call, in the same order
 	// onCall, if set, runs for every call (after it is recorded) and its
 	// result is the call's result.
 	onCall func(rpcCall) error
 	closed bool
 }
 
-func (c *fakeClient) do(call rpcCall) error {
+func (c *fakeClient) do(node NodeTarget, call rpcCall) error {
 	c.mu.Lock()
 	c.calls = append(c.calls, call)
+	c.targets = append(c.targets, node)
 	f := c.onCall
 	c.mu.Unlock()
 	if f != nil {
@@ -104,12 +106,12 @@ func (c *fakeClient) do(call rpcCall) error {
 	return nil
 }
 
-func (c *fakeClient) Assign(ctx context.Context, addr, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error {
-	return c.do(rpcCall{Op: "assign", Addr: addr, PChannel: pchannel, Term: term, Mode: mode, CoordTerm: coordTerm})
+func (c *fakeClient) Assign(ctx context.Context, node NodeTarget, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error {
+	return c.do(node, rpcCall{Op: "assign", Addr: node.Addr, PChannel: pchannel, Term: term, Mode: mode, CoordTerm: coordTerm})
 }
 
-func (c *fakeClient) Remove(ctx context.Context, addr, pchannel string, term int64, coordTerm uint64) error {
-	return c.do(rpcCall{Op: "remove", Addr: addr, PChannel: pchannel, Term: term, CoordTerm: coordTerm})
+func (c *fakeClient) Remove(ctx context.Context, node NodeTarget, pchannel string, term int64, coordTerm uint64) error {
+	return c.do(node, rpcCall{Op: "remove", Addr: node.Addr, PChannel: pchannel, Term: term, CoordTerm: coordTerm})
 }
 
 func (c *fakeClient) Close() {
@@ -131,11 +133,18 @@ func (c *fakeClient) Calls() []rpcCall {
 	return append([]rpcCall(nil), c.calls...)
 }
 
+// Targets returns the target of every call so far, in order.
+func (c *fakeClient) Targets() []NodeTarget {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]NodeTarget(nil), c.targets...)
+}
+
 // Reset forgets the recorded calls.
 func (c *fakeClient) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = nil
+	c.calls, c.targets = nil, nil
 }
 
 // callsFor filters calls of one pchannel (their order is meaningful: one

@@ -76,8 +76,9 @@ func (a *fakeAppender) violate(format string, args ...any) {
 	a.violations = append(a.violations, fmt.Sprintf(format, args...))
 }
 
-func (a *fakeAppender) Append(ctx context.Context, addr, vchannel string, term int64, payload []byte,
+func (a *fakeAppender) Append(ctx context.Context, node NodeTarget, vchannel string, term int64, payload []byte,
 	id uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error) {
+	addr := node.Addr
 	c := appendCall{Addr: addr, VChannel: vchannel, Term: term, ID: id, AckSyncUp: ackSyncUp, CoordTerm: coordTerm}
 	// Persist before append (docs/semantics.md#broadcast-lifecycle): the task
 	// is PENDING already.
@@ -91,8 +92,8 @@ func (a *fakeAppender) Append(ctx context.Context, addr, vchannel string, term i
 	// The call goes to the owner at its current term.
 	if p, ok := st.PChannel(commands.PChannelOf(vchannel)); !ok || p.Term != term {
 		a.violate("append to %s at term %d, FSM says %v", vchannel, term, p)
-	} else if n, ok := st.StreamingNode(p.NodeId); !ok || n.Address != addr {
-		a.violate("append to %s sent to %s, owner is node %d", vchannel, addr, p.NodeId)
+	} else if n, ok := st.StreamingNode(p.NodeId); !ok || n.Address != addr || n.Id != node.ID || n.Epoch != node.Epoch {
+		a.violate("append to %s sent to %+v, owner is node %d", vchannel, node, p.NodeId)
 	}
 	if coordTerm == 0 || coordTerm != a.leader.EstablishedTerm() {
 		a.violate("append to %s with coord term %d, leader is at %d", vchannel, coordTerm, a.leader.EstablishedTerm())

@@ -97,7 +97,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
 	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
-		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait)}
+		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
+		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())
@@ -107,11 +108,14 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(8<<20),
+	// The logging interceptors run outside the recovery ones, so a
+	// recovered panic (answered Internal) is logged with its request ID too.
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),
 		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
+		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
 	httpLimited := httpgateway.LimitListener(httpLis, c.Limits.HTTPMaxConns)
 	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, httpLimited) }); err != nil {

@@ -78,8 +78,10 @@ var registry = map[Type]spec{
 	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
 
-	TypeCreateBroadcast:          {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
-	TypeAckBroadcast:             {"AckBroadcast", 1, func() proto.Message { return &logpb.AckBroadcast{} }},
+	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
+	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1
+	// replica would record an ack that v2 replicas refuse, so it must stop.
+	TypeAckBroadcast:             {"AckBroadcast", 2, func() proto.Message { return &logpb.AckBroadcast{} }},
 	TypeCompleteBroadcast:        {"CompleteBroadcast", 1, func() proto.Message { return &logpb.CompleteBroadcast{} }},
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},

@@ -41,9 +41,9 @@ func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (
 	return f.result, nil
 }
 
-func (f *fakeBroadcasts) Ack(context.Context, uint64, []*logpb.VChannelCheckpoint) error { return nil }
-func (f *fakeBroadcasts) Retry(uint64) error                                             { return nil }
-func (f *fakeBroadcasts) Abandon(context.Context, uint64, string) error                  { return nil }
+func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error { return nil }
+func (f *fakeBroadcasts) Retry(uint64) error                             { return nil }
+func (f *fakeBroadcasts) Abandon(context.Context, uint64, string) error  { return nil }
 
 func (f *fakeBroadcasts) requests() []broadcaster.Request {
 	f.mu.Lock()

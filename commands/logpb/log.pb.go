@@ -3574,9 +3574,15 @@ func (x *CreateBroadcast) GetIdempotencyKey() string {
 // VChannel wins, later ones and acks for unknown or finished tasks are
 // no-ops.
 type AckBroadcast struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
-	Checkpoints   []*VChannelCheckpoint  `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	Checkpoints []*VChannelCheckpoint  `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// from_node and from_epoch name the streaming-node session that sent an
+	// external ack (the ack_sync_up path). Such an ack is accepted only for
+	// an ack_sync_up task, from a live session, and for channels that node
+	// owns at the checkpoint's term. Zero: the leader's own append result.
+	FromNode      uint64 `protobuf:"varint,3,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	FromEpoch     uint64 `protobuf:"varint,4,opt,name=from_epoch,json=fromEpoch,proto3" json:"from_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3623,6 +3629,20 @@ func (x *AckBroadcast) GetCheckpoints() []*VChannelCheckpoint {
 		return x.Checkpoints
 	}
 	return nil
+}
+
+func (x *AckBroadcast) GetFromNode() uint64 {
+	if x != nil {
+		return x.FromNode
+	}
+	return 0
+}
+
+func (x *AckBroadcast) GetFromEpoch() uint64 {
+	if x != nil {
+		return x.FromEpoch
+	}
+	return 0
 }
 
 // CompleteBroadcast runs the task's ack callback (if its message type has
@@ -5752,10 +5772,13 @@ const file_log_proto_rawDesc = "" +
 	"\rresource_keys\x18\x03 \x03(\v2\x1a.coordd.log.v1.ResourceKeyR\fresourceKeys\x12\x1c\n" +
 	"\tvchannels\x18\x04 \x03(\tR\tvchannels\x12\x1e\n" +
 	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12'\n" +
-	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"v\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"\xb2\x01\n" +
 	"\fAckBroadcast\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12C\n" +
-	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\"6\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\x12\x1b\n" +
+	"\tfrom_node\x18\x03 \x01(\x04R\bfromNode\x12\x1d\n" +
+	"\n" +
+	"from_epoch\x18\x04 \x01(\x04R\tfromEpoch\"6\n" +
 	"\x11CompleteBroadcast\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\"M\n" +
 	"\x10AbandonBroadcast\x12!\n" +

@@ -52,6 +52,7 @@ type Server struct {
 	broadcasts Broadcasts
 	data       *flush.Manager
 	dataCfg    flush.Config
+	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
 

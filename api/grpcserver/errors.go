@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -76,6 +77,10 @@ var errorTable = []errorRule{
 	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
 	{match: is(allocator.ErrNotLeader), code: codes.Unavailable},
 	{match: is(errNoLeader), code: codes.Unavailable},
+	{match: is(flush.ErrNotLeader), code: codes.Unavailable},
+	{match: is(flush.ErrNotOwner), code: codes.Aborted},
+	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(flush.ErrNotFound), code: codes.NotFound},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errInvalid), code: codes.InvalidArgument},

@@ -105,6 +105,7 @@ type producer struct {
 	c     *Client
 	conns map[string]*grpc.ClientConn
 	owner map[string]*coordpb.PChannel
+	epoch map[uint64]uint64 // streaming node ID -> epoch
 }
 
 func (p *producer) close() {
@@ -133,6 +134,14 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 			for _, pc := range resp.Pchannels {
 				p.owner[pc.Name] = pc
 			}
+			nodes, err := p.c.ListNodes(ctx, coordpb.ReadConsistency_LINEARIZABLE, false)
+			if err != nil {
+				return err
+			}
+			p.epoch = map[uint64]uint64{}
+			for _, n := range nodes {
+				p.epoch[n.Id] = n.Epoch
+			}
 		}
 		pc := p.owner[pch]
 		if pc == nil || pc.NodeAddress == "" || pc.State != "ASSIGNED" {
@@ -147,7 +156,7 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 			}
 			p.conns[pc.NodeAddress] = cc
 		}
-		req.Term = pc.Term
+		req.Term, req.NodeId, req.Epoch = pc.Term, pc.NodeId, p.epoch[pc.NodeId]
 		actx, cancel := context.WithTimeout(ctx, p.c.cfg.RequestTimeout)
 		_, err := coordpb.NewStreamingNodeServiceClient(cc).Insert(actx, req)
 		cancel()

@@ -228,6 +228,9 @@ func validateBroadcastCommand(body any) (err error, ok bool) {
 		if b.BroadcastId == 0 || len(b.Checkpoints) == 0 || len(b.Checkpoints) > MaxBroadcastTargets {
 			return invalid("ack needs a broadcast id and 1..%d checkpoints", MaxBroadcastTargets), true
 		}
+		if (b.FromNode == 0) != (b.FromEpoch == 0) {
+			return invalid("an ack from a streaming node names both its node id and its epoch"), true
+		}
 		for _, cp := range b.Checkpoints {
 			if err := ValidateBroadcastTarget(cp.Vchannel); err != nil {
 				return err, true

@@ -71,12 +71,18 @@ func checkBroadcastTargets(next *State, targets []string) *logpb.Result {
 
 // applyAckBroadcast records checkpoints; the first per VChannel wins. Unknown
 // or finished tasks, and VChannels that are not targets, are no-ops: late acks
-// are normal (docs/semantics.md#broadcast-acks).
+// are normal (docs/semantics.md#broadcast-acks). An ack from a streaming node
+// must pass checkExternalAck.
 func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.AckBroadcast)
 	t, ok := next.bc.tasks.Get(b.BroadcastId)
 	if !ok || t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
 		return &logpb.Result{Value: &logpb.Result_Number{Number: 0}}
+	}
+	if b.FromNode != 0 {
+		if r := checkExternalAck(next, t, b); r != nil {
+			return r
+		}
 	}
 	nt := proto.Clone(t).(*logpb.BroadcastTask)
 	added := 0

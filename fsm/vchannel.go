@@ -66,6 +66,7 @@ func dropVirtualChannels(next *State, id int64) *logpb.Result {
 			next.ch.vcount = next.ch.vcount.Set(p, n)
 		}
 	}
+	dropCollectionSegments(next, coll, next.nowMs)
 	next.ch.collections = next.ch.collections.Delete(id)
 	next.bumpVersion()
 	return accepted()

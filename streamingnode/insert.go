@@ -61,6 +61,9 @@ func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coor
 	case len(req.Pks) == 0 || len(req.Pks) > dml.MaxRows:
 		return nil, invalid("an insert needs 1..%d primary keys, got %d", dml.MaxRows, len(req.Pks))
 	}
+	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
+		return nil, err
+	}
 	p := commands.PChannelOf(req.Vchannel)
 	sl := n.slotFor(p, false)
 	if sl == nil {

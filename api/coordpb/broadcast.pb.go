@@ -374,10 +374,15 @@ func (x *BroadcastResponse) GetLockWaitMs() int64 {
 	return 0
 }
 
+// AckRequest comes from the streaming node that persisted an ack_sync_up
+// broadcast's message: node_id and epoch are its registered session, and
+// every checkpoint must be for a channel it owns at that checkpoint's term.
 type AckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
 	Checkpoints   []*Checkpoint          `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +429,20 @@ func (x *AckRequest) GetCheckpoints() []*Checkpoint {
 		return x.Checkpoints
 	}
 	return nil
+}
+
+func (x *AckRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AckRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type AckResponse struct {
@@ -969,11 +988,13 @@ const file_coordd_v1_broadcast_proto_rawDesc = "" +
 	"duplicated\x18\x03 \x01(\bR\n" +
 	"duplicated\x12 \n" +
 	"\flock_wait_ms\x18\x04 \x01(\x03R\n" +
-	"lockWaitMs\"h\n" +
+	"lockWaitMs\"\x97\x01\n" +
 	"\n" +
 	"AckRequest\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x127\n" +
-	"\vcheckpoints\x18\x02 \x03(\v2\x15.coordd.v1.CheckpointR\vcheckpoints\"\r\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2\x15.coordd.v1.CheckpointR\vcheckpoints\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\r\n" +
 	"\vAckResponse\"v\n" +
 	"\x13GetBroadcastRequest\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12<\n" +

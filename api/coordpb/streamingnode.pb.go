@@ -30,8 +30,11 @@ type AssignRequest struct {
 	Pchannel string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
 	Term     int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
 	// RW or RO.
-	AccessMode    string `protobuf:"bytes,3,opt,name=access_mode,json=accessMode,proto3" json:"access_mode,omitempty"`
-	CoordTerm     uint64 `protobuf:"varint,4,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	AccessMode string `protobuf:"bytes,3,opt,name=access_mode,json=accessMode,proto3" json:"access_mode,omitempty"`
+	CoordTerm  uint64 `protobuf:"varint,4,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	// node_id and epoch: the registration the request is meant for.
+	NodeId        uint64 `protobuf:"varint,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +97,20 @@ func (x *AssignRequest) GetCoordTerm() uint64 {
 	return 0
 }
 
+func (x *AssignRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AssignRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type AssignResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -131,10 +148,13 @@ func (*AssignResponse) Descriptor() ([]byte, []int) {
 }
 
 type RemoveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
-	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
-	CoordTerm     uint64                 `protobuf:"varint,3,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel  string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	Term      int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	CoordTerm uint64                 `protobuf:"varint,3,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	// node_id and epoch: the registration the request is meant for.
+	NodeId        uint64 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +206,20 @@ func (x *RemoveRequest) GetTerm() int64 {
 func (x *RemoveRequest) GetCoordTerm() uint64 {
 	if x != nil {
 		return x.CoordTerm
+	}
+	return 0
+}
+
+func (x *RemoveRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *RemoveRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -293,7 +327,11 @@ type AppendRequest struct {
 	AckSyncUp bool `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
 	// coord_term: set by the coordinator's broadcaster (0 for other
 	// clients); an append from an older coordinator term is refused.
-	CoordTerm     uint64 `protobuf:"varint,6,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	CoordTerm uint64 `protobuf:"varint,6,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	// node_id and epoch: the registration the request is meant for (from
+	// the assignment view: the channel's node and that node's epoch).
+	NodeId        uint64 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +404,20 @@ func (x *AppendRequest) GetAckSyncUp() bool {
 func (x *AppendRequest) GetCoordTerm() uint64 {
 	if x != nil {
 		return x.CoordTerm
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -771,7 +823,10 @@ type InsertRequest struct {
 	// Take it from coordd's ID allocator (e.g. the first primary key of an
 	// allocated range), which also issues broadcast IDs, so the two never
 	// collide.
-	DedupId       uint64 `protobuf:"varint,6,opt,name=dedup_id,json=dedupId,proto3" json:"dedup_id,omitempty"`
+	DedupId uint64 `protobuf:"varint,6,opt,name=dedup_id,json=dedupId,proto3" json:"dedup_id,omitempty"`
+	// node_id and epoch: the registration the request is meant for.
+	NodeId        uint64 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,11 +903,26 @@ func (x *InsertRequest) GetDedupId() uint64 {
 	return 0
 }
 
+func (x *InsertRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *InsertRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type InsertResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Id        *MessageID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Timestamp uint64                 `protobuf:"varint,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	// segment_id: the growing segment the rows were assigned to.
+	// segment_id: the growing segment the rows were assigned to (0 for a
+	// duplicate: the first message's segment is not looked up).
 	SegmentId     int64 `protobuf:"varint,3,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
 	Duplicate     bool  `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -921,24 +991,28 @@ var File_coordd_v1_streamingnode_proto protoreflect.FileDescriptor
 
 const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcoordd/v1/streamingnode.proto\x12\tcoordd.v1\x1a\x18coordd/v1/channels.proto\"\x7f\n" +
+	"\x1dcoordd/v1/streamingnode.proto\x12\tcoordd.v1\x1a\x18coordd/v1/channels.proto\"\xae\x01\n" +
 	"\rAssignRequest\x12\x1a\n" +
 	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x1f\n" +
 	"\vaccess_mode\x18\x03 \x01(\tR\n" +
 	"accessMode\x12\x1d\n" +
 	"\n" +
-	"coord_term\x18\x04 \x01(\x04R\tcoordTerm\"\x10\n" +
-	"\x0eAssignResponse\"^\n" +
+	"coord_term\x18\x04 \x01(\x04R\tcoordTerm\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"\x10\n" +
+	"\x0eAssignResponse\"\x8d\x01\n" +
 	"\rRemoveRequest\x12\x1a\n" +
 	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x1d\n" +
 	"\n" +
-	"coord_term\x18\x03 \x01(\x04R\tcoordTerm\"\x10\n" +
+	"coord_term\x18\x03 \x01(\x04R\tcoordTerm\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x10\n" +
 	"\x0eRemoveResponse\"7\n" +
 	"\tMessageID\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xbb\x01\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xea\x01\n" +
 	"\rAppendRequest\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x18\n" +
@@ -946,7 +1020,9 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\fbroadcast_id\x18\x04 \x01(\x04R\vbroadcastId\x12\x1e\n" +
 	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12\x1d\n" +
 	"\n" +
-	"coord_term\x18\x06 \x01(\x04R\tcoordTerm\"r\n" +
+	"coord_term\x18\x06 \x01(\x04R\tcoordTerm\x12\x17\n" +
+	"\anode_id\x18\a \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"r\n" +
 	"\x0eAppendResponse\x12$\n" +
 	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1c\n" +
@@ -977,14 +1053,16 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12$\n" +
 	"\x0emax_coord_term\x18\x04 \x01(\x04R\fmaxCoordTerm\x12(\n" +
 	"\x04wals\x18\x05 \x03(\v2\x14.coordd.v1.WALStatusR\x04wals\x125\n" +
-	"\fseen_version\x18\x06 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\"\xb4\x01\n" +
+	"\fseen_version\x18\x06 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\"\xe3\x01\n" +
 	"\rInsertRequest\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12#\n" +
 	"\rcollection_id\x18\x03 \x01(\x03R\fcollectionId\x12!\n" +
 	"\fpartition_id\x18\x04 \x01(\x03R\vpartitionId\x12\x10\n" +
 	"\x03pks\x18\x05 \x03(\x03R\x03pks\x12\x19\n" +
-	"\bdedup_id\x18\x06 \x01(\x04R\adedupId\"\x91\x01\n" +
+	"\bdedup_id\x18\x06 \x01(\x04R\adedupId\x12\x17\n" +
+	"\anode_id\x18\a \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"\x91\x01\n" +
 	"\x0eInsertResponse\x12$\n" +
 	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1d\n" +

@@ -18,7 +18,7 @@ import (
 // Broadcasts is the leader's broadcaster as the API uses it.
 type Broadcasts interface {
 	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
-	Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error
+	Ack(ctx context.Context, ack *logpb.AckBroadcast) error
 	Retry(id uint64) error
 	Abandon(ctx context.Context, id uint64, reason string) error
 }
@@ -112,7 +112,11 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	for _, cp := range req.Checkpoints {
 		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
 	}
-	cmd, err := commands.New(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, "")
+	if req.NodeId == 0 || req.Epoch == 0 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", errInvalid))
+	}
+	ack := &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps, FromNode: req.NodeId, FromEpoch: req.Epoch}
+	cmd, err := commands.New(ack, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -127,7 +131,7 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 		}
 		return &coordpb.AckResponse{}, nil
 	}
-	if err := s.broadcasts.Ack(ctx, req.BroadcastId, cps); err != nil {
+	if err := s.broadcasts.Ack(ctx, ack); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.AckResponse{}, nil

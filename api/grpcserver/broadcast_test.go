@@ -41,8 +41,9 @@ type fakeBroadcasts struct {
 }
 
 type fakeAck struct {
-	id  uint64
-	cps []*logpb.VChannelCheckpoint
+	id          uint64
+	cps         []*logpb.VChannelCheckpoint
+	node, epoch uint64
 }
 
 type fakeAbandon struct {
@@ -61,10 +62,10 @@ func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request)
 	return answer(ctx, req)
 }
 
-func (f *fakeBroadcasts) Ack(_ context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
+func (f *fakeBroadcasts) Ack(_ context.Context, ack *logpb.AckBroadcast) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acks = append(f.acks, fakeAck{id, cps})
+	f.acks = append(f.acks, fakeAck{ack.BroadcastId, ack.Checkpoints, ack.FromNode, ack.FromEpoch})
 	return f.err
 }
 
@@ -135,7 +136,7 @@ func startTestNodeWith(t *testing.T, opts ...Option) *testNode {
 		}
 	})
 	tn.srv = New(node, self, logger.Named("api"), opts...)
-	tn.grpc = grpc.NewServer()
+	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
 	tn.srv.Register(tn.grpc)
 	go func() { _ = tn.grpc.Serve(lis) }()
 	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {
@@ -224,7 +225,14 @@ func TestBroadcasterBadInput(t *testing.T) {
 	}
 	ack := func(id uint64, cps ...*coordpb.Checkpoint) func(context.Context) error {
 		return func(ctx context.Context) error {
-			_, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: id, Checkpoints: cps})
+			_, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: id, Checkpoints: cps, NodeId: 1, Epoch: 1})
+			return err
+		}
+	}
+	anonymousAck := func(node, epoch uint64) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: pending, Checkpoints: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, TimeTick: 1}},
+				NodeId: node, Epoch: epoch})
 			return err
 		}
 	}
@@ -290,6 +298,8 @@ func TestBroadcasterBadInput(t *testing.T) {
 		{"Ack/bad vchannel", ack(pending, cp("nope", 1, 1)), `"nope"`},
 		{"Ack/term 0", ack(pending, cp(bcCChan, 0, 1)), "needs a term >= 1 and a time tick"},
 		{"Ack/time tick 0", ack(pending, cp(bcCChan, 1, 0)), "needs a term >= 1 and a time tick"},
+		{"Ack/no node", anonymousAck(0, 1), "node_id and epoch are required"},
+		{"Ack/no epoch", anonymousAck(1, 0), "node_id and epoch are required"},
 
 		{"GetBroadcast/id 0", func(ctx context.Context) error {
 			_, err := bc.GetBroadcast(ctx, &coordpb.GetBroadcastRequest{})
@@ -470,7 +480,8 @@ func TestBroadcastErrorMapping(t *testing.T) {
 			ctx := callCtx(t)
 			_, err := bc.Broadcast(ctx, &coordpb.BroadcastRequest{MessageType: "Custom"})
 			checkStatus(t, "Broadcast", err, tc.code, tc.message)
-			_, err = bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: pending, Checkpoints: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, TimeTick: 1}}})
+			_, err = bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: pending, Checkpoints: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, TimeTick: 1}},
+				NodeId: 1, Epoch: 1})
 			checkStatus(t, "Ack", err, tc.code, tc.message)
 			_, err = bc.RetryBroadcast(ctx, &coordpb.RetryBroadcastRequest{BroadcastId: pending})
 			checkStatus(t, "RetryBroadcast", err, tc.code, tc.message)
@@ -606,24 +617,32 @@ func TestBroadcastTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ackCPs := []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 4, Offset: 9, TimeTick: 99}}
-	if _, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: b, Checkpoints: ackCPs}); err != nil {
+	if _, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: b, Checkpoints: ackCPs, NodeId: 7, Epoch: 70}); err != nil {
 		t.Fatal(err)
 	}
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	if !slices.Equal(fb.retries, []uint64{b}) || !reflect.DeepEqual(fb.abandons, []fakeAbandon{{c, "collection 5 is stuck"}}) || len(fb.acks) != 1 ||
-		fb.acks[0].id != b || len(fb.acks[0].cps) != 1 ||
+		fb.acks[0].id != b || len(fb.acks[0].cps) != 1 || fb.acks[0].node != 7 || fb.acks[0].epoch != 70 ||
 		!proto.Equal(fb.acks[0].cps[0], &logpb.VChannelCheckpoint{Vchannel: bcCChan, Term: 4, Offset: 9, TimeTick: 99}) {
 		t.Errorf("broadcaster got retries %v abandons %v acks %v", fb.retries, fb.abandons, fb.acks)
 	}
 }
 
 // TestBroadcasterNotConfigured: without a broadcaster, Broadcast, Retry and
-// Abandon are Unavailable; Ack commits directly.
+// Abandon are Unavailable; Ack commits directly, and only the channel's
+// owner at its current term is heard.
 func TestBroadcasterNotConfigured(t *testing.T) {
 	tn := startTestNode(t)
 	mustCommit(t, tn, &logpb.InitStreaming{ClusterId: bcCluster, Pchannels: []string{bcP0, bcP1}})
-	id := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Vchannels: []string{bcCChan, bcP1}}).GetBroadcast().GetBroadcastId()
+	owner := mustCommit(t, tn, &logpb.RegisterStreamingNode{Address: "127.0.0.1:7301", Incarnation: "a"}).GetRegisterNode()
+	other := mustCommit(t, tn, &logpb.RegisterStreamingNode{Address: "127.0.0.1:7302", Incarnation: "b"}).GetRegisterNode()
+	p1, _ := tn.node.State().PChannel(bcP1)
+	assigned := mustCommit(t, tn, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
+		{Pchannel: bcP1, NodeId: owner.NodeId, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p1.Term}}}).GetAssign().GetAssigned()
+	mustCommit(t, tn, &logpb.AssignPChannelsDone{Channels: assigned})
+	term := assigned[0].Term
+	id := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Vchannels: []string{bcCChan, bcP1}, AckSyncUp: true}).GetBroadcast().GetBroadcastId()
 	bc := coordpb.NewBroadcasterClient(tn.conn)
 	ctx := callCtx(t)
 	_, err := bc.Broadcast(ctx, &coordpb.BroadcastRequest{MessageType: "Custom"})
@@ -632,7 +651,17 @@ func TestBroadcasterNotConfigured(t *testing.T) {
 	checkStatus(t, "RetryBroadcast", err, codes.Unavailable, "broadcaster not configured")
 	_, err = bc.AbandonBroadcast(ctx, &coordpb.AbandonBroadcastRequest{BroadcastId: id, Reason: "r"})
 	checkStatus(t, "AbandonBroadcast", err, codes.Unavailable, "broadcaster not configured")
-	if _, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: id, Checkpoints: []*coordpb.Checkpoint{{Vchannel: bcP1, Term: 1, Offset: 3, TimeTick: 8}}}); err != nil {
+	ack := func(node *logpb.RegisterNodeResult, term int64) error {
+		_, err := bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: id, NodeId: node.NodeId, Epoch: node.Epoch,
+			Checkpoints: []*coordpb.Checkpoint{{Vchannel: bcP1, Term: term, Offset: 3, TimeTick: 8}}})
+		return err
+	}
+	checkStatus(t, "Ack from another node", ack(other, term), codes.FailedPrecondition, "is owned by streaming node")
+	checkStatus(t, "Ack at an older term", ack(owner, term-1), codes.Aborted, "is at term")
+	if task, _ := tn.node.State().BroadcastTask(id); len(task.Acked) != 0 {
+		t.Fatalf("refused acks were recorded: %v", task.Acked)
+	}
+	if err := ack(owner, term); err != nil {
 		t.Fatal(err)
 	}
 	if task, _ := tn.node.State().BroadcastTask(id); len(task.Acked) != 1 || task.Acked[0].Vchannel != bcP1 {

@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -182,7 +183,10 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 		return nil, err
 	}
 	st := s.node.State()
-	n, _ := st.StreamingNode(req.NodeId)
+	n, ok := st.StreamingNode(req.NodeId)
+	if !ok { // marked DOWN and evicted since the commit
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: streaming node %d is gone", errNotFound, req.NodeId))
+	}
 	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
 }
 
@@ -278,25 +282,21 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 }
 
 // updateReplicateConfiguration (docs/semantics.md#replication-configuration):
-// an equal configuration is done already; a secondary waits (bounded by ctx)
-// for the configuration to arrive by replication; a primary broadcasts
-// AlterReplicateConfig under the exclusive Cluster key to every PChannel, and
-// the broadcast's callback installs it once every PChannel has acked.
+// an equal configuration is done already; a secondary refuses at once (its
+// configuration comes from the primary; ResetReplicateRole is the
+// operator's way out); a primary broadcasts AlterReplicateConfig under the
+// exclusive Cluster key to every PChannel. The broadcaster checks the
+// configuration again once it holds that key, against the configuration
+// installed then, and the broadcast's callback installs it once every
+// PChannel has acked. The check here only answers early.
 func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
-	for {
-		changed := s.node.StateChanged()
-		st := s.node.State()
-		if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
-			return nil
-		}
-		if st.IsPrimary() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return s.toStatus(ctx, fmt.Errorf("this cluster is a secondary; waiting for the configuration to replicate: %w", ctx.Err()))
-		case <-changed:
-		}
+	st := s.node.State()
+	if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
+		return nil
+	}
+	if !st.IsPrimary() {
+		return s.toStatus(ctx, fmt.Errorf("%w: cluster %s is a replication secondary: change the configuration on the primary, "+
+			"or make this cluster a primary again with ResetReplicateRole (coordctl replicate reset --reason ...)", errPrecondition, st.ChannelsMeta().ClusterId))
 	}
 	if err := s.node.State().CheckReplicateConfiguration(cfg); err != nil {
 		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
@@ -321,6 +321,44 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")
 	}
 	return nil
+}
+
+// ResetReplicateRole makes a secondary cluster a primary again: it commits
+// a configuration listing only this cluster, with the PChannels the
+// installed configuration gives it, and no topology. It is an operator's
+// decision (the reason is logged); a primary is refused, since its
+// configuration is changed with UpdateReplicateConfiguration.
+func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetReplicateRoleRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
+	if strings.TrimSpace(req.Reason) == "" || len(req.Reason) > commands.MaxReasonBytes {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: reason must be 1..%d bytes, got %d", errInvalid, commands.MaxReasonBytes, len(req.Reason)))
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
+		return coordpb.NewChannelsClient(c).ResetReplicateRole(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	st, err := s.node.LinearizableRead(ctx)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	self := st.ChannelsMeta().ClusterId
+	if st.IsPrimary() {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: cluster %s is already a primary; change its configuration with UpdateReplicateConfiguration", errPrecondition, self))
+	}
+	old := st.ReplicateConfiguration()
+	var own []string
+	for _, cl := range old.GetClusters() {
+		if cl.ClusterId == self {
+			own = append(own, cl.Pchannels...)
+		}
+	}
+	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: self, Pchannels: own}}}
+	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason, "previous", old.String())
+	if _, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}); err != nil {
+		return nil, err
+	}
+	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason)
+	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(cfg), ClusterId: self, Role: "PRIMARY"}, nil
 }
 
 // GetReplicateConfiguration returns the installed replication

@@ -92,6 +92,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
 	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
+		grpcserver.WithDataConfig(c.Segments.config()),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
@@ -102,6 +103,11 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
+	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
+	if err != nil {
+		return err
+	}
+	srv.Data().SetFlushObserver(observeFlush)
 	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20)}, srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
 	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())

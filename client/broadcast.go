@@ -161,12 +161,16 @@ func (c *Client) Broadcast(ctx context.Context, spec BroadcastSpec) (*coordpb.Br
 	return resp, err
 }
 
-// Ack records that a streaming node persisted broadcast id's message on
-// the given VChannels (ack_sync_up tasks). It is idempotent: the first
-// checkpoint per VChannel wins.
-func (c *Client) Ack(ctx context.Context, id uint64, checkpoints []*coordpb.Checkpoint) error {
+// Ack records that the streaming node with session (nodeID, epoch)
+// persisted broadcast id's message on the given VChannels (ack_sync_up
+// tasks). coordd accepts it only for channels that node owns, at their
+// current term. It is idempotent: the first checkpoint per VChannel wins.
+func (c *Client) Ack(ctx context.Context, id, nodeID, epoch uint64, checkpoints []*coordpb.Checkpoint) error {
 	op := fmt.Sprintf("Ack(%d)", id)
-	body := &logpb.AckBroadcast{BroadcastId: id}
+	if nodeID == 0 || epoch == 0 {
+		return localError(op, errors.New("node_id and epoch are required: an ack comes from the streaming node that owns the channel"))
+	}
+	body := &logpb.AckBroadcast{BroadcastId: id, FromNode: nodeID, FromEpoch: epoch}
 	for _, cp := range checkpoints {
 		body.Checkpoints = append(body.Checkpoints, &logpb.VChannelCheckpoint{Vchannel: cp.GetVchannel(), Term: cp.GetTerm(),
 			Offset: cp.GetOffset(), TimeTick: cp.GetTimeTick()})
@@ -174,7 +178,7 @@ func (c *Client) Ack(ctx context.Context, id uint64, checkpoints []*coordpb.Chec
 	if _, err := commands.New(body, ""); err != nil {
 		return localError(op, stripInvalid(err))
 	}
-	req := &coordpb.AckRequest{BroadcastId: id, Checkpoints: checkpoints}
+	req := &coordpb.AckRequest{BroadcastId: id, Checkpoints: checkpoints, NodeId: nodeID, Epoch: epoch}
 	_, err := c.do(ctx, op, retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {
 		_, err := coordpb.NewBroadcasterClient(cc).Ack(ctx, req, o...)
 		return err

@@ -110,9 +110,17 @@ func TestBroadcastBadSpec(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"ack id 0", func() error { return c.Ack(ctx, 0, []*coordpb.Checkpoint{{Vchannel: "dml_0", Term: 1, TimeTick: 1}}) }},
-		{"ack no checkpoints", func() error { return c.Ack(ctx, 1, nil) }},
-		{"ack term 0", func() error { return c.Ack(ctx, 1, []*coordpb.Checkpoint{{Vchannel: "dml_0", TimeTick: 1}}) }},
+		{"ack id 0", func() error {
+			return c.Ack(ctx, 0, 1, 1, []*coordpb.Checkpoint{{Vchannel: "dml_0", Term: 1, TimeTick: 1}})
+		}},
+		{"ack no checkpoints", func() error { return c.Ack(ctx, 1, 1, 1, nil) }},
+		{"ack term 0", func() error { return c.Ack(ctx, 1, 1, 1, []*coordpb.Checkpoint{{Vchannel: "dml_0", TimeTick: 1}}) }},
+		{"ack without node", func() error {
+			return c.Ack(ctx, 1, 0, 1, []*coordpb.Checkpoint{{Vchannel: "dml_0", Term: 1, TimeTick: 1}})
+		}},
+		{"ack without epoch", func() error {
+			return c.Ack(ctx, 1, 1, 0, []*coordpb.Checkpoint{{Vchannel: "dml_0", Term: 1, TimeTick: 1}})
+		}},
 		{"get 0", func() error { _, err := c.GetBroadcast(ctx, 0); return err }},
 		{"list limit", func() error { _, err := c.ListBroadcasts(ctx, false, client.MaxListBroadcasts+1); return err }},
 		{"retry 0", func() error { return c.RetryBroadcast(ctx, 0) }},
@@ -209,10 +217,10 @@ func TestBroadcastTaskCalls(t *testing.T) {
 	}
 
 	cp := []*coordpb.Checkpoint{{Vchannel: "by-dev-rootcoord-dml_1_43v0", Term: 2, Offset: 5, TimeTick: 77}}
-	if err := c.Ack(ctx, 8, cp); err != nil {
+	if err := c.Ack(ctx, 8, 3, 11, cp); err != nil {
 		t.Fatal(err)
 	}
-	if acks := fc.Acks(); len(acks) != 1 || !proto.Equal(acks[0], &coordpb.AckRequest{BroadcastId: 8, Checkpoints: cp}) {
+	if acks := fc.Acks(); len(acks) != 1 || !proto.Equal(acks[0], &coordpb.AckRequest{BroadcastId: 8, Checkpoints: cp, NodeId: 3, Epoch: 11}) {
 		t.Fatalf("acks %v", acks)
 	}
 	if err := c.RetryBroadcast(ctx, 8); err != nil {

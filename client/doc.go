@@ -1,7 +1,9 @@
 // Package client is the Go SDK for coordd's public gRPC API
-// (api/proto/coordd/v1/coordd.proto, generated code in api/coordpb).
+// (api/proto/coordd/v1/*.proto, generated code in api/coordpb). How coordd
+// answers, and which errors mean what, is in docs/architecture.md#forwarding
+// and docs/semantics.md#error-classes.
 //
-// It owns three things and nothing else:
+// It owns four things and nothing else:
 //
 //   - Connections: one grpc.ClientConn per endpoint (plaintext; coordd
 //     serves loopback only), created lazily by grpc and kept until Close.
@@ -14,7 +16,24 @@
 //     backs off exponentially (20 ms doubling to 500 ms). The whole call,
 //     retries included, is bounded by the caller's context deadline and by
 //     Config.RequestTimeout, whichever ends first.
-//   - Typed methods, one per RPC of the Cluster and Allocator services.
+//   - Typed methods for the Cluster, Allocator, Channels, Broadcaster and
+//     DataCoord services (Status, AllocTimestamp, AllocVirtualChannels,
+//     Broadcast, SaveBinlogPaths, ...; DrainNode with drain=false
+//     undrains), plus helpers built on them: Snapshot streams a snapshot
+//     from the leader, and WaitFlushed polls GetFlushState until a flush is
+//     done. Where it can, the SDK checks a write's arguments locally with
+//     commands.New, so bad input fails without a round trip. The
+//     StreamingNodeRegistry service is for streaming nodes and is not
+//     wrapped here.
+//   - Streams that survive failover: NewWatcher follows the versioned
+//     assignment stream (WatchAssignments), reconnecting to any member and
+//     accepting only strictly newer versions; WatchFlushTasks follows one
+//     streaming node's flush tasks the same way.
+//
+// Writes that the server deduplicates by request ID (AllocVirtualChannels,
+// DropVirtualChannels, SaveBinlogPaths, ...) get a random request ID when
+// the caller passes none, so the client's own retries are applied once
+// (docs/semantics.md#request-id-dedup).
 //
 // Which errors are retried:
 //
@@ -22,13 +41,17 @@
 //     AlreadyExists, Aborted, ResourceExhausted, and every other code except
 //     the two below) are returned at once.
 //   - Unavailable is retried. When its trailer carries "coordd-outcome:
-//     unknown" (the write may or may not have been committed), reads and
-//     allocations are still retried (a retried allocation only skips
-//     values), but the membership changes AddVoter, RemoveMember and
-//     TransferLeader are retried at most Config.OutcomeUnknownRetries times
-//     (TransferLeader without a target never, since a second transfer would
-//     move leadership again). DeadlineExceeded from a single attempt while
-//     the call's own deadline has not passed counts the same way.
+//     unknown" (the write may or may not have been committed), reads,
+//     allocations and idempotent writes (request-ID-deduplicated calls,
+//     broadcasts with an idempotency key, AddPChannels, DrainNode, ...) are
+//     still retried (a retried allocation only skips values). Writes that
+//     are not idempotent — AddVoter, RemoveMember, AbandonBroadcast, a
+//     Broadcast without an idempotency key, FlushAll — are retried at
+//     most Config.OutcomeUnknownRetries times, and TransferLeader without a
+//     target never (a second transfer would move leadership again).
+//     DeadlineExceeded from a single attempt while the call's own deadline
+//     has not passed counts the same way. Broadcast and FlushAll wait on
+//     server-side work, so one attempt may use the whole call deadline.
 //   - A connection that breaks after the request was sent looks like any
 //     other Unavailable; the client retries it.
 //

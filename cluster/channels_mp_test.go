@@ -264,7 +264,12 @@ func TestFencedOldOwnerCannotAppend(t *testing.T) {
 	sn := coordpb.NewStreamingNodeServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := sn.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: oldTerm, Payload: []byte("before")}); err != nil {
+	vst, err := snStatus(ctx, victim.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sn.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: oldTerm, Payload: []byte("before"),
+		NodeId: vst.NodeId, Epoch: vst.Epoch}); err != nil {
 		t.Fatalf("append while owner: %v", err)
 	}
 
@@ -284,7 +289,8 @@ func TestFencedOldOwnerCannotAppend(t *testing.T) {
 	if err := l.SignalStreamingNode(0, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sn.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: oldTerm, Payload: []byte("after-fence")})
+	_, err = sn.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: oldTerm, Payload: []byte("after-fence"),
+		NodeId: vst.NodeId, Epoch: vst.Epoch})
 	if err == nil {
 		t.Fatal("the fenced old owner accepted an append")
 	}

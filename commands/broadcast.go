@@ -182,40 +182,54 @@ func validateResourceKeys(keys []*logpb.ResourceKey) error {
 	return nil
 }
 
+// ValidateBroadcastRequest checks a CreateBroadcast as a CreateBroadcast
+// command is checked, except that it may have no targets yet (the
+// broadcaster chooses them), and that a built-in type's payload must be
+// readable by its callback.
+func ValidateBroadcastRequest(b *logpb.CreateBroadcast) error {
+	if err := ValidateMessageType(b.MessageType); err != nil {
+		return err
+	}
+	if len(b.Payload) > MaxBroadcastPayload {
+		return invalid("payload is %d bytes (max %d)", len(b.Payload), MaxBroadcastPayload)
+	}
+	if err := validateResourceKeys(b.ResourceKeys); err != nil {
+		return err
+	}
+	if len(b.Vchannels) > MaxBroadcastTargets {
+		return invalid("a broadcast needs 1..%d target channels, got %d", MaxBroadcastTargets, len(b.Vchannels))
+	}
+	seen := map[string]bool{}
+	for _, v := range b.Vchannels {
+		if err := ValidateBroadcastTarget(v); err != nil {
+			return err
+		}
+		if seen[v] {
+			return invalid("target %s listed twice", v)
+		}
+		seen[v] = true
+	}
+	if b.IdempotencyKey != "" {
+		if err := validateScopedKey(b.IdempotencyKey); err != nil {
+			return err
+		}
+	}
+	return ValidateBuiltinPayload(b.MessageType, b.Payload)
+}
+
 func validateBroadcastCommand(body any) (err error, ok bool) {
 	switch b := body.(type) {
 	case *logpb.CreateBroadcast:
-		if err := ValidateMessageType(b.MessageType); err != nil {
-			return err, true
+		if len(b.Vchannels) == 0 {
+			return invalid("a broadcast needs 1..%d target channels, got 0", MaxBroadcastTargets), true
 		}
-		if len(b.Payload) > MaxBroadcastPayload {
-			return invalid("payload is %d bytes (max %d)", len(b.Payload), MaxBroadcastPayload), true
-		}
-		if err := validateResourceKeys(b.ResourceKeys); err != nil {
-			return err, true
-		}
-		if len(b.Vchannels) == 0 || len(b.Vchannels) > MaxBroadcastTargets {
-			return invalid("a broadcast needs 1..%d target channels, got %d", MaxBroadcastTargets, len(b.Vchannels)), true
-		}
-		seen := map[string]bool{}
-		for _, v := range b.Vchannels {
-			if err := ValidateBroadcastTarget(v); err != nil {
-				return err, true
-			}
-			if seen[v] {
-				return invalid("target %s listed twice", v), true
-			}
-			seen[v] = true
-		}
-		if b.IdempotencyKey != "" {
-			if err := validateScopedKey(b.IdempotencyKey); err != nil {
-				return err, true
-			}
-		}
-		return nil, true
+		return ValidateBroadcastRequest(b), true
 	case *logpb.AckBroadcast:
 		if b.BroadcastId == 0 || len(b.Checkpoints) == 0 || len(b.Checkpoints) > MaxBroadcastTargets {
 			return invalid("ack needs a broadcast id and 1..%d checkpoints", MaxBroadcastTargets), true
+		}
+		if (b.FromNode == 0) != (b.FromEpoch == 0) {
+			return invalid("an ack from a streaming node names both its node id and its epoch"), true
 		}
 		for _, cp := range b.Checkpoints {
 			if err := ValidateBroadcastTarget(cp.Vchannel); err != nil {

@@ -242,6 +242,9 @@ func TestValidateAckBroadcast(t *testing.T) {
 		{"second checkpoint bad", ack(7, cp(bcCChannel, 1, 0, 1), cp(bcVChannel, 1, 0, 0)), bcVChannel},
 		{"bad vchannel", ack(7, cp("p_01_1v0", 1, 0, 1)), "name"},
 		{"empty vchannel", ack(7, cp("", 1, 0, 1)), "name"},
+		{"from a node session", &logpb.AckBroadcast{BroadcastId: 7, Checkpoints: []*logpb.VChannelCheckpoint{cp(bcCChannel, 1, 0, 1)}, FromNode: 3, FromEpoch: 9}, ""},
+		{"node without epoch", &logpb.AckBroadcast{BroadcastId: 7, Checkpoints: []*logpb.VChannelCheckpoint{cp(bcCChannel, 1, 0, 1)}, FromNode: 3}, "both its node id and its epoch"},
+		{"epoch without node", &logpb.AckBroadcast{BroadcastId: 7, Checkpoints: []*logpb.VChannelCheckpoint{cp(bcCChannel, 1, 0, 1)}, FromEpoch: 9}, "both its node id and its epoch"},
 	})
 }
 

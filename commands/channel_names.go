@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Channel naming (spec §1.1):
+// Channel naming (docs/semantics.md#channel-naming):
 //   - PChannel: <prefix>_<index>, e.g. by-dev-rootcoord-dml_0
 //   - VChannel: <pchannel>_<collectionID>v<shard>, e.g. by-dev-rootcoord-dml_0_12345v0
 //   - CChannel: <pchannel>_vcchan

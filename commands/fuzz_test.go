@@ -117,6 +117,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(rawEnvelope(uint32(TypeCreateBroadcast), 1, "", []byte{0x0a, 0x02, 0xff, 0xfe}))             // message type not UTF-8
 	f.Add(rawEnvelope(uint32(TypeAckBroadcast), 1, "", []byte{0x12, 0x06, 0x0a, 0x04, 'p', '_', '0'})) // truncated checkpoint
 	f.Add(rawEnvelope(0x0206, 1, "", nil))                                                             // next unassigned number in the block
+	for _, seed := range segmentDecodeSeeds(f) {
+		f.Add(seed)
+	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeEntry(data)

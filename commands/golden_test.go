@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coordd/coordd/commands/logpb"
 )
 
 var update = flag.Bool("update", false, "rewrite commands/testdata/golden/*.hex from the current encoder")
@@ -88,5 +90,24 @@ func TestGoldenNoOrphans(t *testing.T) {
 		if !known[f] {
 			t.Errorf("golden file %s has no registered type", f)
 		}
+	}
+}
+
+// ackBroadcastV1 is the golden AckBroadcast entry of version 1 (before the
+// sending session was recorded). Logs written then must still apply.
+const ackBroadcastV1 = "0a880108820410011a107265712d41636b42726f6164636173742080d095ffbc312807326608dcd9a0d601122c0a1d62792d6465762d726f6f74636f6f72642d646d6c5f305f76636368616e100318920820c0e2bcf48e956612300a2262792d6465762d726f6f74636f6f72642d646d6c5f315f34343933323632313176301001180720c1e2bcf48e9566"
+
+func TestAckBroadcastV1StillDecodes(t *testing.T) {
+	data, err := hex.DecodeString(ackBroadcastV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := DecodeEntry(data)
+	if err != nil {
+		t.Fatalf("a version-1 AckBroadcast no longer decodes: %v", err)
+	}
+	b, ok := cmds[0].Body.(*logpb.AckBroadcast)
+	if !ok || cmds[0].Version != 1 || b.BroadcastId != 449326300 || len(b.Checkpoints) != 2 || b.FromNode != 0 || b.FromEpoch != 0 {
+		t.Fatalf("decoded %+v (body %v): want version 1, broadcast 449326300, two checkpoints, no sender", cmds[0], b)
 	}
 }

@@ -53,7 +53,7 @@ func TestNewRefusesBodyOverSizeLimit(t *testing.T) {
 	// A shape-valid body over MaxCommandBytes: the largest payload and many
 	// long target names.
 	prefix := strings.Repeat("p", 120)
-	body := &logpb.CreateBroadcast{MessageType: "DropCollection", Payload: make([]byte, MaxBroadcastPayload)}
+	body := &logpb.CreateBroadcast{MessageType: "CreateIndex", Payload: make([]byte, MaxBroadcastPayload)}
 	for i := 0; proto.Size(body) <= MaxCommandBytes; i++ {
 		body.Vchannels = append(body.Vchannels, VChannelName(PChannelName(prefix, i), 1<<40, 0))
 	}

@@ -8,9 +8,29 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// Proposer commits commands: the raft node, or a test's fake of it.
+// Proposer commits commands: the raft node, or a test's fake of it. The flow
+// behind it is docs/architecture.md#command-flow.
 type Proposer interface {
-	// Propose commits c (built by New) and returns its result once applied.
+	// Propose commits c (built by New) and returns its result once the
+	// entry is committed and applied on this node.
+	//
+	// A nil error means the command was applied: the result is either a
+	// success or a Rejection, a deterministic refusal that every replica
+	// made identically and that changed nothing
+	// (docs/semantics.md#error-classes). A non-nil error means one of:
+	//   - nothing was done: this node does not lead, is shutting down, c was
+	//     not built by New, or ctx ended before submission;
+	//   - the outcome is unknown: leadership was lost, the node shut down,
+	//     or ctx ended while the entry was in flight. The command may still
+	//     be applied; retrying is safe only with a request ID or for an
+	//     idempotent command.
+	// The raft node's errors say which (raftnode.ErrNotLeader,
+	// raftnode.ErrOutcomeUnknown, ...).
+	//
+	// c carries its decision term (Command.DecidedIn, or the term of a
+	// leader routine's ctx, see WithDecisionTerm); Apply refuses it with
+	// REJECT_STALE once a newer leader has established itself
+	// (docs/architecture.md#fencing).
 	Propose(ctx context.Context, c Command) (*logpb.Result, error)
 }
 

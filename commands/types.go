@@ -10,7 +10,7 @@ import (
 )
 
 // Type identifies a command's body message. Blocks of numbers belong to
-// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast.
+// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments.
 type Type uint32
 
 // Ignorable marks a type that an older replica may skip when it does not know it.
@@ -41,6 +41,12 @@ const (
 	TypeCompleteBroadcast        Type = 0x0203
 	TypeAbandonBroadcast         Type = 0x0204
 	TypePruneBroadcastTombstones Type = 0x0205
+
+	TypeCreateSegment            Type = 0x0301
+	TypeSealSegments             Type = 0x0302
+	TypeMarkSegmentsFlushing     Type = 0x0303
+	TypeSaveBinlogPaths          Type = 0x0304
+	TypeUpdateChannelCheckpoints Type = 0x0305
 )
 
 // spec describes how one command type is encoded.
@@ -72,11 +78,19 @@ var registry = map[Type]spec{
 	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
 
-	TypeCreateBroadcast:          {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
-	TypeAckBroadcast:             {"AckBroadcast", 1, func() proto.Message { return &logpb.AckBroadcast{} }},
+	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
+	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1
+	// replica would record an ack that v2 replicas refuse, so it must stop.
+	TypeAckBroadcast:             {"AckBroadcast", 2, func() proto.Message { return &logpb.AckBroadcast{} }},
 	TypeCompleteBroadcast:        {"CompleteBroadcast", 1, func() proto.Message { return &logpb.CompleteBroadcast{} }},
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},
+
+	TypeCreateSegment:            {"CreateSegment", 1, func() proto.Message { return &logpb.CreateSegment{} }},
+	TypeSealSegments:             {"SealSegments", 1, func() proto.Message { return &logpb.SealSegments{} }},
+	TypeMarkSegmentsFlushing:     {"MarkSegmentsFlushing", 1, func() proto.Message { return &logpb.MarkSegmentsFlushing{} }},
+	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
+	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 }
 
 // String names the type for logs and errors.

@@ -57,6 +57,9 @@ func Validate(c Command) error {
 	if err, ok := validateBroadcastCommand(c.Body); ok {
 		return err
 	}
+	if err, ok := validateSegmentCommand(c.Body); ok {
+		return err
+	}
 	return invalid("no validator for %s", c.Type)
 }
 

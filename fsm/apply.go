@@ -38,6 +38,12 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeCompleteBroadcast:        applyCompleteBroadcast,
 	commands.TypeAbandonBroadcast:         applyAbandonBroadcast,
 	commands.TypePruneBroadcastTombstones: applyPruneBroadcastTombstones,
+
+	commands.TypeCreateSegment:            applyCreateSegment,
+	commands.TypeSealSegments:             applySealSegments,
+	commands.TypeMarkSegmentsFlushing:     applyMarkSegmentsFlushing,
+	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
+	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 }
 
 // Apply applies the log entry at index and returns the new state and one
@@ -101,6 +107,7 @@ func (next *State) dispatch(c commands.Command) (*logpb.Result, error) {
 	if err := commands.Validate(c); err != nil {
 		return reject(logpb.RejectCode_REJECT_INVALID, "%v", err), nil
 	}
+	next.nowMs = c.ProposedAtUnixMs
 	if c.LeaderTerm != 0 && c.LeaderTerm < next.leader.term {
 		return reject(logpb.RejectCode_REJECT_STALE,
 			"%s proposed in term %d, but a leader established itself in term %d", c.Type, c.LeaderTerm, next.leader.term), nil

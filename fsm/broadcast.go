@@ -9,9 +9,10 @@ import (
 // MaxPendingBroadcasts bounds tasks not yet tombstoned.
 const MaxPendingBroadcasts = 65536
 
-// broadcastState is the broadcaster subsystem (spec §2): tasks from PENDING
-// to TOMBSTONE, their acked checkpoints, and the idempotency index. Lock
-// tables and schedulers are leader memory rebuilt from this.
+// broadcastState is the broadcaster subsystem (docs/semantics.md#broadcaster):
+// tasks from PENDING to TOMBSTONE, their acked checkpoints, and the
+// idempotency index. Lock tables and schedulers are leader memory rebuilt from
+// this.
 type broadcastState struct {
 	meta  *logpb.BroadcastMeta
 	tasks *immutable.SortedMap[uint64, *logpb.BroadcastTask]

@@ -10,11 +10,14 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// applyCreateBroadcast commits a PENDING task (spec §2.5–2.7) before any
+// applyCreateBroadcast commits a PENDING task
+// (docs/semantics.md#broadcast-lifecycle) before any
 // append. Guards: the cluster is primary; the CChannel is a target; every
 // target's PChannel exists; a built-in message type carries a payload its
-// callback can read. An idempotency key already known in its scope
-// (message type, scoped key) returns that task instead (spec §2.14).
+// callback can read, and its callback can succeed on this state
+// (CheckBroadcastCreation). An idempotency key already known in its scope
+// (message type, scoped key) returns that task instead
+// (docs/semantics.md#idempotency-keys).
 func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateBroadcast)
 	if b.IdempotencyKey != "" {
@@ -25,11 +28,8 @@ func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	if !next.IsPrimary() {
 		return reject(logpb.RejectCode_REJECT_NOT_PRIMARY, "cluster is not primary, cannot do any DDL/DCL")
 	}
-	if r := checkBroadcastTargets(next, b.Vchannels); r != nil {
-		return r
-	}
-	if err := checkBuiltinPayload(b.MessageType, b.Payload); err != "" {
-		return reject(logpb.RejectCode_REJECT_INVALID, "%s payload: %s", b.MessageType, err)
+	if r := next.CheckBroadcastCreation(b); r != nil {
+		return &logpb.Result{Rejection: r}
 	}
 	if next.bc.pending >= MaxPendingBroadcasts {
 		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d broadcasts pending (max %d)", next.bc.pending, MaxPendingBroadcasts)
@@ -69,14 +69,20 @@ func checkBroadcastTargets(next *State, targets []string) *logpb.Result {
 	return nil
 }
 
-// applyAckBroadcast records checkpoints; the first per VChannel wins.
-// Unknown or finished tasks, and VChannels that are not targets, are
-// no-ops: late acks are normal (spec §2.15.6–7).
+// applyAckBroadcast records checkpoints; the first per VChannel wins. Unknown
+// or finished tasks, and VChannels that are not targets, are no-ops: late acks
+// are normal (docs/semantics.md#broadcast-acks). An ack from a streaming node
+// must pass checkExternalAck.
 func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.AckBroadcast)
 	t, ok := next.bc.tasks.Get(b.BroadcastId)
 	if !ok || t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
 		return &logpb.Result{Value: &logpb.Result_Number{Number: 0}}
+	}
+	if b.FromNode != 0 {
+		if r := checkExternalAck(next, t, b); r != nil {
+			return r
+		}
 	}
 	nt := proto.Clone(t).(*logpb.BroadcastTask)
 	added := 0
@@ -103,10 +109,10 @@ func isTarget(t *logpb.BroadcastTask, v string) bool {
 	return i < len(t.Vchannels) && t.Vchannels[i] == v
 }
 
-// applyCompleteBroadcast runs the ack callback and tombstones the task in
-// one step, only once every target is acked (spec §2.15.4). A callback
-// that refuses leaves the task PENDING with the error and attempt count
-// recorded, so a stuck task explains itself.
+// applyCompleteBroadcast runs the ack callback and tombstones the task in one
+// step, only once every target is acked (docs/semantics.md#ack-callbacks). A
+// callback that refuses leaves the task PENDING with the error and attempt
+// count recorded, so a stuck task explains itself.
 func applyCompleteBroadcast(next *State, c commands.Command) *logpb.Result {
 	id := c.Body.(*logpb.CompleteBroadcast).BroadcastId
 	t, ok := next.bc.tasks.Get(id)
@@ -168,9 +174,9 @@ func applyAbandonBroadcast(next *State, c commands.Command) *logpb.Result {
 	return accepted()
 }
 
-// applyPruneBroadcastTombstones drops tombstones from the oldest while
-// there are more than max_count or the oldest is past max_lifetime_ms in
-// replicated time (spec §2.11). Dropping ends the idempotency window.
+// applyPruneBroadcastTombstones drops tombstones from the oldest while there
+// are more than max_count or the oldest is past max_lifetime_ms in replicated
+// time (docs/semantics.md#tombstones). Dropping ends the idempotency window.
 func applyPruneBroadcastTombstones(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.PruneBroadcastTombstones)
 	cutoff := c.ProposedAtUnixMs - b.MaxLifetimeMs

@@ -1,8 +1,9 @@
 package fsm
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -28,42 +29,42 @@ var broadcastCallbacks = map[string]broadcastCallback{
 // checkBuiltinPayload returns why a built-in type's payload is unusable
 // ("" when fine, or for types without a callback).
 func checkBuiltinPayload(messageType string, payload []byte) string {
-	switch messageType {
-	case commands.MsgCreateCollection:
-		var p logpb.CreateCollectionPayload
-		if err := proto.Unmarshal(payload, &p); err != nil {
-			return err.Error()
-		}
-		if p.CollectionId <= 0 || p.Shards == 0 || p.Shards > commands.MaxVChannelsPerColl {
-			return fmt.Sprintf("needs a positive collection id and 1..%d shards", commands.MaxVChannelsPerColl)
-		}
-	case commands.MsgDropCollection:
-		var p logpb.DropCollectionPayload
-		if err := proto.Unmarshal(payload, &p); err != nil {
-			return err.Error()
-		}
-		if p.CollectionId <= 0 {
-			return "needs a positive collection id"
-		}
-	case commands.MsgAlterReplicateConfig:
-		var p logpb.ReplicateConfiguration
-		if err := proto.Unmarshal(payload, &p); err != nil {
-			return err.Error()
-		}
-		if err := commands.ValidateReplicateConfiguration(&p); err != nil {
-			return err.Error()
-		}
+	if err := commands.ValidateBuiltinPayload(messageType, payload); err != nil {
+		return strings.TrimPrefix(err.Error(), commands.ErrInvalid.Error()+": ")
 	}
 	return ""
 }
 
-// createCollectionCallback allocates the collection's VChannels unless it
-// already has them (the broadcaster may have allocated them to know the
-// broadcast's targets).
+// createCollectionCallback records the collection on exactly the
+// VChannels its message went to (the task's targets without the
+// CChannel). Creation checked them; a collection allocated meanwhile on
+// other VChannels (AllocVirtualChannels does not take resource keys) is a
+// conflict the task reports until an operator abandons it.
 func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
 	var p logpb.CreateCollectionPayload
 	_ = proto.Unmarshal(t.Payload, &p) // checked at creation
-	return allocVirtualChannels(next, p.CollectionId, p.Shards)
+	vchs := collectionVChannels(next, t.Vchannels)
+	if existing, ok := next.ch.collections.Get(p.CollectionId); ok {
+		if sameSet(existing.Vchannels, vchs) {
+			return accepted()
+		}
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "collection %d has vchannels %v, but its CreateCollection went to %v",
+			p.CollectionId, existing.Vchannels, vchs)
+	}
+	if next.ch.collections.Len() >= MaxCollections {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d collections already have vchannels (max %d)", next.ch.collections.Len(), MaxCollections)
+	}
+	names := append([]string(nil), vchs...)
+	sort.Slice(names, func(i, j int) bool { return shardOf(names[i]) < shardOf(names[j]) })
+	recordCollection(next, p.CollectionId, names)
+	return accepted()
+}
+
+// shardOf is the shard index at the end of a VChannel name ("…v<i>").
+func shardOf(v string) int {
+	i := strings.LastIndexByte(v, 'v')
+	n, _ := strconv.Atoi(v[i+1:])
+	return n
 }
 
 // dropCollectionCallback drops the collection's VChannels (a no-op if it

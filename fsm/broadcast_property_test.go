@@ -89,12 +89,22 @@ func genCreateBroadcast(t *rapid.T, label string, s *State) commands.Command {
 	b.Vchannels = targets
 	switch b.MessageType {
 	case commands.MsgCreateCollection:
-		b.Payload = mustMarshalRapid(t, &logpb.CreateCollectionPayload{
-			CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll"), Shards: rapid.SampledFrom([]uint32{1, 1, 2, 3, 0}).Draw(t, label+".shards")})
+		p := &logpb.CreateCollectionPayload{
+			CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll"), Shards: rapid.SampledFrom([]uint32{1, 1, 2, 3, 0}).Draw(t, label+".shards")}
+		b.Payload = mustMarshalRapid(t, p)
+		// Mostly the targets the broadcaster would choose.
+		if plan, r := s.PlanCollectionVChannels(p.CollectionId, p.Shards); r == nil && s.CChannel() != "" && rapid.IntRange(0, 4).Draw(t, label+".planned") > 0 {
+			b.Vchannels = append([]string{s.CChannel()}, plan...)
+		}
 	case commands.MsgDropCollection:
 		b.Payload = mustMarshalRapid(t, &logpb.DropCollectionPayload{CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll")})
 	case commands.MsgAlterReplicateConfig:
 		b.Payload = mustMarshalRapid(t, genReplicateMostlyPrimary(t, label+".cfg", s).Body.(*logpb.UpdateReplicateConfiguration).Config)
+		// Mostly as the broadcaster sends it: every pchannel, the exclusive Cluster key.
+		if s.CChannel() != "" && rapid.IntRange(0, 4).Draw(t, label+".asSent") > 0 {
+			b.Vchannels = s.ClusterTargets(true)
+			b.ResourceKeys = []*logpb.ResourceKey{rk(rkCluster, "", false)}
+		}
 	case commands.MsgFlushAll:
 	default:
 		b.Payload = rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, label+".payload")
@@ -202,11 +212,11 @@ func mustMarshalRapid(t *rapid.T, m proto.Message) []byte {
 
 // ---- step properties ------------------------------------------------------------------
 
-// checkBroadcastStep checks what one entry did to the broadcaster, on top
-// of CheckInvariants: across the entry (tasks only move forward, acked
+// checkBroadcastStep checks what one entry did to the broadcaster, on top of
+// CheckInvariants: across the entry (tasks only move forward, acked
 // checkpoints and tombstones never change, IDs are never reused), and per
-// command by re-applying the entry's commands one at a time (the §2.15
-// invariants each command kind must keep).
+// command by re-applying the entry's commands one at a time (the invariants
+// each command kind must keep, docs/semantics.md#broadcast-invariants).
 func checkBroadcastStep(t *rapid.T, prev, next *State, cmds []commands.Command, results []*logpb.Result) {
 	for _, pt := range prev.BroadcastTasks() {
 		nt, ok := next.BroadcastTask(pt.Id)
@@ -297,7 +307,8 @@ func checkBroadcastCommand(t *rapid.T, cur, nx *State, c commands.Command, r *lo
 		}
 		got := r.GetBroadcast()
 		if holder != nil {
-			// §2.15.10: the same scope inside the window is one task, one ID.
+			// The same scope inside the window is one task, one ID
+			// (docs/semantics.md#idempotency-keys).
 			if got.BroadcastId != holder.Id || !got.Duplicated || nx.NextID() != cur.NextID() ||
 				len(nx.BroadcastTasks()) != len(cur.BroadcastTasks()) {
 				t.Fatalf("create in the scope of broadcast %d returned %v (tasks %d -> %d)", holder.Id, got,
@@ -454,8 +465,8 @@ func checkCallbackEffect(t *rapid.T, cur, nx *State, task *logpb.BroadcastTask) 
 	case commands.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		_ = proto.Unmarshal(task.Payload, &p)
-		if coll, ok := nx.Collection(p.CollectionId); !ok || len(coll.Vchannels) != int(p.Shards) {
-			t.Fatalf("CreateCollection %d/%d completed, collection %v", p.CollectionId, p.Shards, coll)
+		if coll, ok := nx.Collection(p.CollectionId); !ok || len(coll.Vchannels) != int(p.Shards) || !sameSet(coll.Vchannels, collectionVChannels(nx, task.Vchannels)) {
+			t.Fatalf("CreateCollection %d/%d to %v completed, collection %v", p.CollectionId, p.Shards, task.Vchannels, coll)
 		}
 	case commands.MsgDropCollection:
 		var p logpb.DropCollectionPayload
@@ -519,12 +530,12 @@ func genBroadcastOnly(t *rapid.T, label string, s *State) commands.Command {
 	return c
 }
 
-// TestBroadcastProperties drives the broadcaster with random, mostly
-// plausible command streams from an initialized cluster. checkBroadcastStep
-// runs after every entry (via replayWith); this test also tracks §2.15.10
-// across the whole log (a scope yields a new ID only after its task was
-// pruned), checks the restored state behaves identically, and that the
-// generator reaches every interesting outcome.
+// TestBroadcastProperties drives the broadcaster with random, mostly plausible
+// command streams from an initialized cluster. checkBroadcastStep runs after
+// every entry (via replayWith); this test also tracks the idempotency window
+// (docs/semantics.md#idempotency-keys) across the whole log (a scope yields a
+// new ID only after its task was pruned), checks the restored state behaves
+// identically, and that the generator reaches every interesting outcome.
 func TestBroadcastProperties(t *testing.T) {
 	reached := map[string]int{}
 	want := []string{"duplicate", "duplicate of a tombstone", "scope reused after prune", "callback refused",

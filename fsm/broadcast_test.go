@@ -205,7 +205,16 @@ func sameExceptTask(t testing.TB, before, after *State, want *logpb.BroadcastTas
 
 // ---- CreateBroadcast ------------------------------------------------------------
 
+var exclusiveCluster = rk(rkCluster, "", false)
+
+// shrinkConfig lists this cluster with fewer pchannels than fourFour.
+func shrinkConfig(t testing.TB) []byte {
+	return mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster(clusterID, p0), rcluster("dr", "dr_0")}})
+}
+
 func TestApplyCreateBroadcast(t *testing.T) {
+	notThisCluster := mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster("other", p0), rcluster("dr", "dr_0")}})
+	unknownPChannel := mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster(clusterID, "dml_9")}})
 	secondary := replicate([]*logpb.ReplicateCluster{rcluster(clusterID, p0, p1, p2, p3), rcluster("dr", "dr_0", "dr_1", "dr_2", "dr_3")}, edge("dr", clusterID))
 	badConfig := mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster("a", p0), rcluster("a", p1)}})
 	runApplyCases(t, []applyCase{
@@ -301,14 +310,14 @@ func TestApplyCreateBroadcast(t *testing.T) {
 			setup:   base(),
 			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, commands.MaxVChannelsPerColl+1))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
-			wantMsg: "1..1024 shards",
+			wantMsg: "shard count must be in 1..1024, got 1025",
 		},
 		{
 			name:    "CreateCollection without a collection id",
 			setup:   base(),
 			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 0, 2))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
-			wantMsg: "positive collection id",
+			wantMsg: "collection id must be positive, got 0",
 		},
 		{
 			name:    "CreateCollection with an empty payload",
@@ -362,7 +371,96 @@ func TestApplyCreateBroadcast(t *testing.T) {
 		{
 			name:  "valid built-in payloads",
 			setup: base(),
-			cmd:   createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour()))),
+			cmd:   createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			want:  createdResult(1, false),
+		},
+		{
+			name:    "AlterReplicateConfig without the exclusive cluster key",
+			setup:   base(),
+			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withTargets(cch, p1, p2, p3)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "must hold the exclusive Cluster resource key",
+		},
+		{
+			name:    "AlterReplicateConfig that misses a pchannel",
+			setup:   base(),
+			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p3)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "must reach every pchannel; [dml_2] are not targets",
+		},
+		{
+			name:    "AlterReplicateConfig without this cluster is refused at creation",
+			setup:   base(),
+			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(notThisCluster), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: `does not list this cluster "by-dev"`,
+		},
+		{
+			name:    "AlterReplicateConfig with a pchannel this cluster lacks is refused at creation",
+			setup:   base(),
+			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(unknownPChannel), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "dml_9, which this cluster does not have",
+		},
+		{
+			name:    "AlterReplicateConfig incompatible with the installed one is refused at creation",
+			setup:   base(replicate(fourFour().Clusters, fourFour().Topology...)),
+			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "may only be extended by appending",
+		},
+		{
+			name:    "CreateCollection with another shard count is refused at creation",
+			setup:   base(allocV(5, 2)),
+			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(append([]string{cch}, vnames(5, p0, p1, p2)...)...)),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "already has 2 vchannels, not 3",
+		},
+		{
+			name:    "CreateCollection of an existing collection must target its vchannels",
+			setup:   base(allocV(5, 2)),
+			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, v15, v25)),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "must target exactly those",
+		},
+		{
+			name:  "CreateCollection of an existing collection on its vchannels (a retry)",
+			setup: base(allocV(5, 2)),
+			cmd:   createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(append([]string{cch}, vnames(5, p0, p1)...)...)),
+			want:  createdResult(1, false),
+		},
+		{
+			name:    "CreateCollection with fewer targets than shards",
+			setup:   base(),
+			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(cch, v15, v25)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "has 3 shards but the broadcast targets 2 vchannels",
+		},
+		{
+			name:    "CreateCollection targets that name another collection",
+			setup:   base(),
+			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, v16)),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "is not a vchannel of collection 5",
+		},
+		{
+			name:    "CreateCollection with two shards on one pchannel",
+			setup:   base(),
+			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, v15, commands.VChannelName(p1, 5, 1))),
+			want:    rejected(logpb.RejectCode_REJECT_INVALID),
+			wantMsg: "two shards of collection 5 on pchannel dml_1",
+		},
+		{
+			name:    "CreateCollection on a pchannel unavailable in replication",
+			setup:   base(replicate([]*logpb.ReplicateCluster{rcluster(clusterID, p0, p1)})),
+			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, commands.VChannelName(p3, 5, 0))),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "not available in replication",
+		},
+		{
+			name:  "CreateCollection on any valid placement",
+			setup: base(),
+			cmd:   createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, commands.VChannelName(p3, 5, 1), v15)),
 			want:  createdResult(1, false),
 		},
 		{
@@ -464,7 +562,7 @@ func TestCreateBroadcastPendingBound(t *testing.T) {
 	}
 }
 
-// ---- idempotency (spec §2.14) ------------------------------------------------------
+// ---- idempotency (docs/semantics.md#idempotency-keys) ------------------------------
 
 func TestCreateBroadcastIdempotency(t *testing.T) {
 	key := scopedKey(t)(commands.DatabaseScopedKey(1, "retry-7"))
@@ -741,11 +839,16 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 			setup: setupTask(commands.MsgCreateCollection, createColl, true, targets),
 			cmd:   completeB(1, withProposedAt(5)),
 			want:  completionResult(true, ""),
-			check: all(tombstoned(1, 5), wantCollection(5, commands.VChannelName(p0, 5, 0), commands.VChannelName(p1, 5, 1)), bumped(1)),
+			check: all(tombstoned(1, 5), wantCollection(5, v15, v25), bumped(1), func(t *testing.T, _, after *State) {
+				if after.VChannelCount(p1) != 1 || after.VChannelCount(p2) != 1 || after.VChannelCount(p0) != 0 {
+					t.Fatalf("vchannel counts p0..p2 %d %d %d, want 0 1 1", after.VChannelCount(p0), after.VChannelCount(p1), after.VChannelCount(p2))
+				}
+			}),
 		},
 		{
-			name:  "CreateCollection is idempotent when the vchannels exist",
-			setup: setupTask(commands.MsgCreateCollection, createColl, true, targets, allocV(5, 2)),
+			name: "CreateCollection is idempotent when the vchannels exist",
+			setup: base(allocV(5, 2), createB(commands.MsgCreateCollection, withPayload(createColl), withTargets(append([]string{cch}, vnames(5, p0, p1)...)...)),
+				ackAll(1, append([]string{cch}, vnames(5, p0, p1)...)...)),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
 			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(5, commands.VChannelName(p0, 5, 0), commands.VChannelName(p1, 5, 1))),
@@ -769,8 +872,9 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(6, commands.VChannelName(p0, 6, 0))),
 		},
 		{
-			name:  "AlterReplicateConfig installs the configuration",
-			setup: setupTask(commands.MsgAlterReplicateConfig, mustMarshal(t, fourFour()), true, []string{cch, p1, p2, p3}),
+			name: "AlterReplicateConfig installs the configuration",
+			setup: base(createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+				ackAll(1, cch, p1, p2, p3)),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
 			check: all(tombstoned(1, 0), bumped(1), wantConfig(fourFour().Clusters, fourFour().Topology...)),
@@ -814,57 +918,51 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 // TestCompleteBroadcastCallbackRefusal: a callback that refuses leaves the
 // task PENDING with the attempt counted and the error recorded, and
 // nothing else changed; the retry after the cause is fixed succeeds.
+// Creation refuses every task whose callback is doomed on the state it
+// sees, so these refusals come from commands outside the broadcaster
+// (which take no resource keys) applied between creation and completion.
 func TestCompleteBroadcastCallbackRefusal(t *testing.T) {
-	notThisCluster := mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster("other", p0), rcluster("dr", "dr_0")}})
-	unknownPChannel := mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster(clusterID, "dml_9")}})
-	shrink := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{rcluster(clusterID, p0), rcluster("dr", "dr_0")}}
-	secondary := replicate([]*logpb.ReplicateCluster{rcluster(clusterID, p0, p1, p2, p3), rcluster("dr", "dr_0", "dr_1", "dr_2", "dr_3")}, edge("dr", clusterID))
 	tests := []struct {
 		name    string
-		msgType string
-		payload []byte
+		create  commands.Command   // task 1
 		before  []commands.Command // applied after create + ack, before the first Complete
 		errMsg  string
 		fix     []commands.Command // makes the callback succeed
 		check   checkFn            // after the successful retry
+		targets []string
 	}{
 		{
-			name: "AlterReplicateConfig without this cluster", msgType: commands.MsgAlterReplicateConfig, payload: notThisCluster,
-			errMsg: `does not list this cluster "by-dev"`,
+			name: "AlterReplicateConfig after a direct configuration change",
+			create: createB(commands.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withRK(exclusiveCluster),
+				withTargets(cch, p1, p2, p3)),
+			targets: []string{cch, p1, p2, p3},
+			before:  []commands.Command{replicate(fourFour().Clusters, fourFour().Topology...)},
+			errMsg:  "may only be extended by appending",
 		},
 		{
-			name: "AlterReplicateConfig with a pchannel this cluster lacks", msgType: commands.MsgAlterReplicateConfig, payload: unknownPChannel,
-			errMsg: "dml_9, which this cluster does not have",
-			fix:    []commands.Command{addPCh("dml_9")},
-			check:  wantConfig([]*logpb.ReplicateCluster{rcluster(clusterID, "dml_9")}),
+			name: "CreateCollection after a direct allocation with another shard count",
+			create: createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)),
+				withTargets(append([]string{cch}, vnames(5, p0, p1, p2)...)...)),
+			targets: append([]string{cch}, vnames(5, p0, p1, p2)...),
+			before:  []commands.Command{allocV(5, 2)},
+			errMsg:  "but its CreateCollection went to",
+			fix:     []commands.Command{dropV(5)},
+			check:   wantCollection(5, vnames(5, p0, p1, p2)...),
 		},
 		{
-			name: "AlterReplicateConfig that shrinks a cluster's list", msgType: commands.MsgAlterReplicateConfig, payload: mustMarshal(t, shrink),
-			before: []commands.Command{replicate(fourFour().Clusters, fourFour().Topology...)},
-			errMsg: "may only be extended by appending",
-		},
-		{
-			name: "CreateCollection with another shard count", msgType: commands.MsgCreateCollection, payload: createCollPayload(t, 5, 3),
-			before: []commands.Command{allocV(5, 2)},
-			errMsg: "already has 2 vchannels, not 3",
-			fix:    []commands.Command{dropV(5)},
-			check:  wantCollection(5, commands.VChannelName(p0, 5, 0), commands.VChannelName(p1, 5, 1), commands.VChannelName(p2, 5, 2)),
-		},
-		{
-			name: "CreateCollection on a secondary", msgType: commands.MsgCreateCollection, payload: createCollPayload(t, 5, 1),
-			before: []commands.Command{secondary},
-			errMsg: "secondary",
-		},
-		{
-			name: "CreateCollection with too few pchannels", msgType: commands.MsgCreateCollection, payload: createCollPayload(t, 5, 5),
-			errMsg: "needs 5 distinct pchannels, only 4",
-			fix:    []commands.Command{addPCh("dml_4")},
-			check:  wantCollection(5, vnames(5, p0, p1, p2, p3, "dml_4")...),
+			name: "CreateCollection after a direct allocation on other pchannels",
+			create: createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)),
+				withTargets(cch, v15, v25)),
+			targets: []string{cch, v15, v25},
+			before:  []commands.Command{allocV(5, 2)},
+			errMsg:  "but its CreateCollection went to",
+			fix:     []commands.Command{dropV(5)},
+			check:   wantCollection(5, v15, v25),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := build(t, base(createB(tt.msgType, withPayload(tt.payload), withTargets(cch, p1)), ackAll(1, cch, p1))...)
+			s := build(t, base(tt.create, ackAll(1, tt.targets...))...)
 			for _, c := range tt.before {
 				s, _ = mustApply(t, s, c)
 			}
@@ -920,7 +1018,7 @@ func TestCompleteBroadcastUnknownTypeRunsNoCallback(t *testing.T) {
 // ---- AbandonBroadcast ------------------------------------------------------------
 
 func TestApplyAbandonBroadcast(t *testing.T) {
-	createColl := createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, p1))
+	createColl := createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, v15))
 	runApplyCases(t, []applyCase{
 		{
 			name:  "a pending task becomes a tombstone with the reason",
@@ -936,14 +1034,14 @@ func TestApplyAbandonBroadcast(t *testing.T) {
 		},
 		{
 			name:  "a fully acked task is abandoned without running its callback",
-			setup: base(createColl, ackAll(1, cch, p1)),
+			setup: base(createColl, ackAll(1, cch, v15)),
 			cmd:   abandonB(1, "operator"),
 			want:  okResult(),
 			check: all(channelsUnchanged, wantCollection(5), wantState(1, logpb.BroadcastState_BROADCAST_TOMBSTONE)),
 		},
 		{
 			name:    "a tombstone cannot be abandoned",
-			setup:   base(createColl, ackAll(1, cch, p1), completeB(1)),
+			setup:   base(createColl, ackAll(1, cch, v15), completeB(1)),
 			cmd:     abandonB(1, "operator"),
 			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
 			wantMsg: "already finished",
@@ -1142,14 +1240,15 @@ func broadcastPopulated(t *testing.T) *State {
 		createB(commands.MsgFlushAll, withTargets(cch, p1, p2), withIK(k("flush"))), // 1
 		createB("CreateIndex", withTargets(cch, v15), withIK(k("idx")),
 			withRK(rk(rkCollection, "db:c", false), rk(rkDB, "db", true))), // 2
-		createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, &logpb.ReplicateConfiguration{
-			Clusters: []*logpb.ReplicateCluster{rcluster("other", p0)}})), withIK(k("alter"))), // 3
+		createB(commands.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withIK(k("alter")),
+			withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)), // 3
 		createB("DropIndex", withIK(k("idx"))), // 4
 		createB("CreateIndex"),                 // 5
 		ackB(1, cpt(cch, 1, 1, 10), cpt(p1, 1, 1, 20), cpt(p2, 2, 1, 30)),
 		ackB(2, cpt(v15, 1, 2, 40)),
-		ackAll(3, cch),
-		completeB(3, withProposedAt(50)), // refused: stays pending
+		ackAll(3, cch, p1, p2, p3),
+		replicate(fourFour().Clusters, fourFour().Topology...), // a direct change the pending task no longer extends
+		completeB(3, withProposedAt(50)),                       // refused: stays pending
 		abandonB(4, "operator", withProposedAt(60)),
 		completeB(1, withProposedAt(70)),
 		ackAll(5, cch),

@@ -19,9 +19,10 @@ const (
 	MaxCollections = 1 << 20
 )
 
-// channelsState is the channel-management subsystem (spec §1): PChannels
-// and their assignment, streaming nodes, VChannels per collection and the
-// replication configuration. Records are immutable once stored.
+// channelsState is the channel-management subsystem
+// (docs/semantics.md#pchannels): PChannels and their assignment, streaming
+// nodes, VChannels per collection and the replication configuration. Records
+// are immutable once stored.
 type channelsState struct {
 	meta        *logpb.ChannelsMeta
 	pchannels   *immutable.SortedMap[string, *logpb.PChannelRecord]

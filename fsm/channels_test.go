@@ -336,7 +336,7 @@ func TestApplyInitStreaming(t *testing.T) {
 				wantPC(p0, stUninit, 1, 0, rw),
 				wantPC(p1, stUninit, 1, 0, rw),
 				wantPC(p2, stUninit, 1, 0, rw),
-				bumped(0), // unassigned channels are not an observable change (§1.14.12)
+				bumped(0), // unassigned channels are not an observable change
 				func(t *testing.T, before, after *State) {
 					if before.StreamingInitialized() || !after.StreamingInitialized() {
 						t.Fatal("StreamingInitialized did not go from false to true")

@@ -18,7 +18,8 @@ func applyLeaderEstablished(next *State, c commands.Command) *logpb.Result {
 		return &logpb.Result{Value: &logpb.Result_Number{Number: b.Term}}
 	}
 	next.leader = leadershipState{term: b.Term, leaderID: b.LeaderId, establishedMs: c.ProposedAtUnixMs}
-	// A new Global version starts; Local counts changes since (spec §1.11).
+	// A new Global version starts; Local counts changes since
+	// (docs/semantics.md#assignment-stream).
 	next.setMeta(func(m *logpb.ChannelsMeta) { m.VersionLocal = 0 })
 	return &logpb.Result{Value: &logpb.Result_Number{Number: b.Term}}
 }

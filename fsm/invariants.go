@@ -24,7 +24,10 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkChannelInvariants(); err != nil {
 		return err
 	}
-	return s.checkBroadcastInvariants()
+	if err := s.checkBroadcastInvariants(); err != nil {
+		return err
+	}
+	return s.checkSegmentInvariants()
 }
 
 // Successor checks the invariants that relate a state to the state it was
@@ -56,5 +59,5 @@ func Successor(prev, next *State) error {
 			return fmt.Errorf("pchannel %s term moved from %d to %d (must grow by at most 1 per command)", name, p.Term, np.Term)
 		}
 	}
-	return nil
+	return segmentSuccessor(prev, next)
 }

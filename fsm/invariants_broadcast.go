@@ -6,10 +6,11 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// checkBroadcastInvariants verifies spec §2.15's structural invariants on
-// one state: acked checkpoints are a subset of the targets, one per
-// VChannel; tombstones and pending tasks are counted and indexed
-// consistently; every idempotency entry points at the task holding it.
+// checkBroadcastInvariants verifies the broadcaster's structural invariants
+// (docs/semantics.md#broadcast-invariants) on one state: acked checkpoints are
+// a subset of the targets, one per VChannel; tombstones and pending tasks are
+// counted and indexed consistently; every idempotency entry points at the task
+// holding it.
 func (s *State) checkBroadcastInvariants() error {
 	pending, tombstones := 0, 0
 	for it := s.bc.tasks.Iterator(); !it.Done(); {

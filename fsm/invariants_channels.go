@@ -7,8 +7,8 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// checkChannelInvariants verifies spec §1.14's structural invariants on
-// one state.
+// checkChannelInvariants verifies the channel subsystem's structural
+// invariants (docs/semantics.md#channel-invariants) on one state.
 func (s *State) checkChannelInvariants() error {
 	m := s.ch.meta
 	if m.NextNodeId == 0 {

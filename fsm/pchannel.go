@@ -28,9 +28,9 @@ func applyInitStreaming(next *State, c commands.Command) *logpb.Result {
 	return accepted()
 }
 
-// applyAddPChannels creates missing PChannels as UNINITIALIZED at term 1.
-// It is idempotent and does not bump the assignment version: unassigned
-// channels are not an observable change (spec §1.14.12).
+// applyAddPChannels creates missing PChannels as UNINITIALIZED at term 1. It
+// is idempotent and does not bump the assignment version: unassigned channels
+// are not an observable change (docs/semantics.md#assignment-stream).
 func applyAddPChannels(next *State, c commands.Command) *logpb.Result {
 	if !next.ch.meta.Initialized {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "streaming is not initialized yet")
@@ -59,10 +59,11 @@ func addPChannels(next *State, names []string) *logpb.Result {
 	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(added)}}
 }
 
-// applyAssignPChannels is phase one of an assignment (spec §1.3, §1.9): for
-// each channel, check the decision was made on the current term, then bump
-// the term and record the target and the placement to clean up. All or
-// nothing: one bad assignment rejects the command.
+// applyAssignPChannels is phase one of an assignment
+// (docs/semantics.md#pchannel-assignment): for each channel, check the
+// decision was made on the current term, then bump the term and record the
+// target and the placement to clean up. All or nothing: one bad assignment
+// rejects the command.
 func applyAssignPChannels(next *State, c commands.Command) *logpb.Result {
 	as := c.Body.(*logpb.AssignPChannels).Assignments
 	for _, a := range as {
@@ -98,8 +99,8 @@ func applyAssignPChannels(next *State, c commands.Command) *logpb.Result {
 	return &logpb.Result{Value: &logpb.Result_Assign{Assign: &logpb.AssignResult{Assigned: assigned}}}
 }
 
-// tryAssign is the state machine of spec §1.3 for one channel: it returns
-// the new record and whether anything changed.
+// tryAssign is the PChannel state machine (docs/semantics.md#pchannels) for
+// one channel: it returns the new record and whether anything changed.
 func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*logpb.PChannelRecord, bool) {
 	if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && p.NodeId == node && p.Mode == mode {
 		return p, false
@@ -114,8 +115,9 @@ func tryAssign(p *logpb.PChannelRecord, node uint64, mode logpb.AccessMode) (*lo
 	return np, true
 }
 
-// upsertHistory keeps at most one entry per (node, mode): a placement
-// already remembered gets the newer term instead of a second entry (§1.5).
+// upsertHistory keeps at most one entry per (node, mode): a placement already
+// remembered gets the newer term instead of a second entry
+// (docs/semantics.md#pchannel-assignment).
 func upsertHistory(hs []*logpb.PChannelHistory, h *logpb.PChannelHistory) []*logpb.PChannelHistory {
 	for i, e := range hs {
 		if e.NodeId == h.NodeId && e.Mode == h.Mode {
@@ -156,8 +158,8 @@ func applyAssignPChannelsDone(next *State, c commands.Command) *logpb.Result {
 }
 
 // applyMarkPChannelsUnavailable: an ASSIGNED channel whose WAL broke at the
-// reported term becomes UNAVAILABLE; a report about another term is stale
-// and ignored (spec §1.14.4).
+// reported term becomes UNAVAILABLE; a report about another term is stale and
+// ignored (docs/semantics.md#pchannel-terms).
 func applyMarkPChannelsUnavailable(next *State, c commands.Command) *logpb.Result {
 	items := c.Body.(*logpb.MarkPChannelsUnavailable).Channels
 	if r := requireKnownPChannels(next, items); r != nil {

@@ -9,8 +9,9 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// TestApplyAssignPChannels walks the state machine of spec §1.3 for
-// AssignPChannels (TryAssign), one transition per case.
+// TestApplyAssignPChannels walks the PChannel state machine
+// (docs/semantics.md#pchannels) for AssignPChannels (TryAssign), one
+// transition per case.
 func TestApplyAssignPChannels(t *testing.T) {
 	assigning := base(assign(asg(p0, 1, 1)))                            // p0 ASSIGNING@2 on 1
 	assignedP0 := base(assigned(p0, 1)...)                              // p0 ASSIGNED@2 on 1
@@ -250,7 +251,7 @@ func TestApplyMarkPChannelsUnavailable(t *testing.T) {
 				}),
 		},
 		{
-			name:      "stale term is ignored (§1.14.4)",
+			name:      "stale term is ignored",
 			setup:     base(concat(assigned(p0, 1), []commands.Command{assign(asg(p0, 2, 2)), done(pt(p0, 3))})...),
 			cmd:       unavailable(pt(p0, 2)),
 			want:      numberResult(0),
@@ -365,8 +366,9 @@ func TestApplyRecordAssignFailure(t *testing.T) {
 	})
 }
 
-// TestPChannelHistoryCompaction reproduces Milvus' TestPChannel (spec §1.5)
-// with nodes 1, 2, 3 standing for 456, 789, 790.
+// TestPChannelHistoryCompaction reproduces Milvus' TestPChannel (history
+// compaction, docs/semantics.md#pchannel-assignment) with nodes 1, 2, 3
+// standing for 456, 789, 790.
 func TestPChannelHistoryCompaction(t *testing.T) {
 	const n456, n789, n790 = 1, 2, 3
 	s := build(t, base()...)

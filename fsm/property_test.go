@@ -482,9 +482,10 @@ func observablePC(p *logpb.PChannelRecord) *logpb.PChannelRecord {
 	return o
 }
 
-// checkChannelStep checks what one entry did to the channel subsystem:
-// version accounting (at most one bump per command, every observable change
-// bumps and stamps its records), the §1.3 transitions, and the results.
+// checkChannelStep checks what one entry did to the channel subsystem: version
+// accounting (at most one bump per command, every observable change bumps and
+// stamps its records), the PChannel transitions (docs/semantics.md#pchannels),
+// and the results.
 func checkChannelStep(t *rapid.T, prev, next *State, cmds []commands.Command, results []*logpb.Result) {
 	pv, nv := prev.AssignmentVersion(), next.AssignmentVersion()
 	n := uint64(len(cmds))

@@ -10,11 +10,11 @@ import (
 )
 
 // applyUpdateReplicateConfiguration replaces the replication configuration
-// (spec §1.12). Equal configurations are a no-op. This cluster must be
-// listed, with PChannels that all exist; a cluster present before may only
-// extend its PChannel list by appending. Availability and role are derived
-// from the stored configuration, so they are current on every replica the
-// moment this applies, and again after any restore.
+// (docs/semantics.md#replication-configuration). Equal configurations are a
+// no-op. This cluster must be listed, with PChannels that all exist; a cluster
+// present before may only extend its PChannel list by appending. Availability
+// and role are derived from the stored configuration, so they are current on
+// every replica the moment this applies, and again after any restore.
 func applyUpdateReplicateConfiguration(next *State, c commands.Command) *logpb.Result {
 	return updateReplicateConfiguration(next, c.Body.(*logpb.UpdateReplicateConfiguration).Config)
 }

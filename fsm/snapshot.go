@@ -36,8 +36,8 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
 		return fmt.Errorf("write snapshot magic: %w", err)
 	}
-	count := uint64(4 + s.cluster.members.Len() + s.dedup.byID.Len() +
-		s.ch.pchannels.Len() + s.ch.nodes.Len() + s.ch.collections.Len() + s.bc.tasks.Len())
+	count := uint64(4+s.cluster.members.Len()+s.dedup.byID.Len()+
+		s.ch.pchannels.Len()+s.ch.nodes.Len()+s.ch.collections.Len()+s.bc.tasks.Len()) + s.segmentRecordCount()
 	write := func(r *logpb.SnapshotRecord) error {
 		if _, err := delimWriter.MarshalTo(bw, r); err != nil {
 			return fmt.Errorf("write snapshot record: %w", err)
@@ -89,6 +89,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 			return err
 		}
 	}
+	if err := s.writeSegmentRecords(write); err != nil {
+		return err
+	}
 	for it := s.dedup.bySeq.Iterator(); !it.Done(); {
 		_, id, _ := it.Next()
 		e, _ := s.dedup.byID.Get(id)
@@ -132,6 +135,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	s := New()
 	s.applied = hdr.AppliedIndex
 	members := immutable.NewSortedMapBuilder[string, *logpb.Member](nil)
+	segs := newSegmentRestorer()
 	for i := uint64(0); i < hdr.RecordCount; i++ {
 		rec, err := read()
 		if err != nil {
@@ -161,6 +165,12 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.bc.meta = v.BroadcastMeta
 		case *logpb.SnapshotRecord_BroadcastTask:
 			s.bc.put(v.BroadcastTask)
+		case *logpb.SnapshotRecord_Segment:
+			if err := segs.addSegment(s, v.Segment); err != nil {
+				return nil, fmt.Errorf("%w: record %d: %v", errSnapshot, i+1, err)
+			}
+		case *logpb.SnapshotRecord_ChannelCheckpoint:
+			segs.addCheckpoint(s, v.ChannelCheckpoint)
 		case *logpb.SnapshotRecord_Dedup:
 			d := v.Dedup
 			s.dedup = s.dedup.record(d.RequestId, d.Index, commands.Type(d.Type), d.Result)
@@ -172,6 +182,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("%w: trailing data after %d records", errSnapshot, hdr.RecordCount)
 	}
 	s.cluster.members = members.Map()
+	segs.install(s)
 	if err := s.CheckInvariants(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errSnapshot, err)
 	}

@@ -16,6 +16,10 @@ type State struct {
 	dedup   dedupTable
 	ch      channelsState
 	bc      broadcastState
+	seg     segmentsState
+	// nowMs is the leader-stamped time of the command being applied, for
+	// apply paths shared between commands (never part of a snapshot).
+	nowMs int64
 }
 
 // clusterState holds the client-facing addresses of raft members. Membership
@@ -47,6 +51,7 @@ func New() *State {
 		dedup:   newDedupTable(),
 		ch:      newChannelsState(),
 		bc:      newBroadcastState(),
+		seg:     newSegmentsState(),
 	}
 }
 

@@ -13,7 +13,7 @@
 //     the establish/revoke sequence; leader routines run under a context that
 //     is cancelled on step-down, and revoke waits for them to exit.
 //
-// Correctness rules kept here (DESIGN.md):
+// Correctness rules kept here (docs/architecture.md#rules):
 //   - A proposal is acknowledged only after it is committed and applied.
 //     ErrLeadershipLost, shutdown and a context that ends while waiting mean
 //     the outcome is unknown (ErrOutcomeUnknown), never "failed".

@@ -32,6 +32,10 @@ type Config struct {
 	DrainTimeout time.Duration
 	// RPCTimeout bounds each call to coordd (default 3s).
 	RPCTimeout time.Duration
+	// ConfirmTimeout bounds how long a lifecycle or coordinator append
+	// request waits for coordd to confirm a coordinator or PChannel term
+	// the node has not seen yet (default 3s); past it the request is refused.
+	ConfirmTimeout time.Duration
 	// TimestampBatch is how many timestamps to take from coordd's TSO at a
 	// time (default 256).
 	TimestampBatch uint32
@@ -51,6 +55,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RPCTimeout <= 0 {
 		c.RPCTimeout = 3 * time.Second
+	}
+	if c.ConfirmTimeout <= 0 {
+		c.ConfirmTimeout = 3 * time.Second
 	}
 	if c.TimestampBatch == 0 {
 		c.TimestampBatch = 256

@@ -35,6 +35,7 @@ type fakeCoord struct {
 	tsCalls   int
 	version   *coordpb.Version
 	watchers  map[chan *coordpb.AssignmentUpdate]bool
+	channels  map[string]*coordpb.ChannelAssignment // the assignment view's channels
 }
 
 type fakeNode struct {
@@ -53,7 +54,7 @@ func startFakeCoord(t *testing.T) *fakeCoord {
 	}
 	f := &fakeCoord{addr: lis.Addr().String(), srv: grpc.NewServer(), nextID: 1, nodes: map[uint64]*fakeNode{},
 		coordTerm: 3, ts: 1 << 30, version: &coordpb.Version{Global: 3, Local: 1},
-		watchers: map[chan *coordpb.AssignmentUpdate]bool{}}
+		watchers: map[chan *coordpb.AssignmentUpdate]bool{}, channels: map[string]*coordpb.ChannelAssignment{}}
 	coordpb.RegisterStreamingNodeRegistryServer(f.srv, f)
 	coordpb.RegisterChannelsServer(f.srv, f)
 	coordpb.RegisterAllocatorServer(f.srv, f)
@@ -174,7 +175,19 @@ func (f *fakeCoord) viewLocked() *coordpb.AssignmentUpdate {
 			u.Nodes = append(u.Nodes, &coordpb.StreamingNode{Id: n.id, Address: n.addr, State: "UP", Epoch: n.epoch})
 		}
 	}
+	for _, c := range f.channels {
+		u.Channels = append(u.Channels, proto.Clone(c).(*coordpb.ChannelAssignment))
+	}
 	return u
+}
+
+// setChannel records pchannel at term on node in the assignment view (as
+// coordd does before it sends Assign) and publishes the view.
+func (f *fakeCoord) setChannel(pchannel string, term int64, node uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.channels[pchannel] = &coordpb.ChannelAssignment{Pchannel: pchannel, Term: term, State: "ASSIGNING", NodeId: node, AccessMode: "RW"}
+	f.bumpLocked()
 }
 
 func (f *fakeCoord) bumpLocked() {
@@ -202,10 +215,14 @@ func (f *fakeCoord) markDown(id uint64) {
 	f.nodes[id].down = true
 }
 
+// setCoordTerm makes t coordd's term, as a new leader would: heartbeats
+// answer it and the assignment view's version starts a new Global.
 func (f *fakeCoord) setCoordTerm(t uint64) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.coordTerm = t
-	f.mu.Unlock()
+	f.version = &coordpb.Version{Global: t, Local: 0}
+	f.bumpLocked()
 }
 
 func (f *fakeCoord) callLog() []string {

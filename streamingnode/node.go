@@ -36,8 +36,11 @@ type Node struct {
 	epoch        uint64
 	incarnation  string
 	seen         *coordpb.Version
-	liveNodes    map[uint64]string // from the assignment stream: node ID -> state (UP, DRAINING)
-	maxCoordTerm uint64
+	liveNodes    map[uint64]string      // from the assignment stream: node ID -> state (UP, DRAINING)
+	view         map[string]viewChannel // from the assignment stream: pchannel -> term and node
+	maxCoordTerm uint64                 // the newest coordinator term coordd confirmed
+	viewCh       chan struct{}          // closed (and replaced) when the view or maxCoordTerm changes
+	hbKick       chan struct{}          // asks the heartbeat loop to heartbeat now
 	slots        map[string]*slot
 	draining     bool // controlled shutdown under way: do not register again
 	registered   chan struct{}
@@ -64,6 +67,9 @@ type slot struct {
 	w    *wal.Writer // nil: not held
 	term int64
 	mode string
+	// removedUpTo is the highest term a Remove named: lifecycle requests
+	// are ordered by term, so a late Assign at or below it is refused.
+	removedUpTo int64
 }
 
 // Start listens, starts serving and starts the session with coordd in the
@@ -96,6 +102,8 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, log: cfg.Logger, lis: lis, addr: addr, pool: pool,
 		tso:        &tso{pool: pool, batch: cfg.TimestampBatch, timeout: cfg.RPCTimeout},
 		slots:      map[string]*slot{},
+		viewCh:     make(chan struct{}),
+		hbKick:     make(chan struct{}, 1),
 		registered: make(chan struct{}),
 		sessDone:   make(chan struct{}),
 		done:       make(chan struct{}),
@@ -301,6 +309,7 @@ func (n *Node) onAssignment(upd *coordpb.AssignmentUpdate) {
 		return
 	}
 	n.seen = proto.Clone(upd.Version).(*coordpb.Version)
+	n.applyViewLocked(upd)
 	if upd.Full || n.liveNodes == nil {
 		n.liveNodes = map[uint64]string{}
 	}

@@ -29,6 +29,7 @@ const (
 
 type testNode struct {
 	*Node
+	f  *fakeCoord
 	cl coordpb.StreamingNodeServiceClient
 }
 
@@ -58,7 +59,7 @@ func startNode(t *testing.T, f *fakeCoord, walDir string, mod func(*Config)) *te
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &testNode{Node: n, cl: coordpb.NewStreamingNodeServiceClient(conn)}
+	return &testNode{Node: n, f: f, cl: coordpb.NewStreamingNodeServiceClient(conn)}
 }
 
 type testWriter struct{ t *testing.T }
@@ -87,20 +88,43 @@ func wantErr(t *testing.T, err error, code codes.Code, substr string) {
 	}
 }
 
+// assign does what coordd does: it raises its own term to coordTerm (a new
+// leader) and records p at term on this node in the assignment view when
+// that is newer than the view's, then sends Assign to this node.
 func (n *testNode) assign(t *testing.T, p string, term int64, coordTerm uint64) error {
 	t.Helper()
-	_, err := n.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: p, Term: term, AccessMode: "RW", CoordTerm: coordTerm})
+	return n.assignMode(t, p, term, coordTerm, "RW")
+}
+
+func (n *testNode) assignMode(t *testing.T, p string, term int64, coordTerm uint64, mode string) error {
+	t.Helper()
+	n.f.mu.Lock()
+	raise := coordTerm > n.f.coordTerm
+	newer := n.f.channels[p] == nil || term > n.f.channels[p].Term
+	n.f.mu.Unlock()
+	if raise {
+		n.f.setCoordTerm(coordTerm)
+	}
+	id, epoch := n.Session()
+	if newer {
+		n.f.setChannel(p, term, id)
+	}
+	_, err := n.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: p, Term: term, AccessMode: mode, CoordTerm: coordTerm,
+		NodeId: id, Epoch: epoch})
 	return err
 }
 
 func (n *testNode) remove(t *testing.T, p string, term int64, coordTerm uint64) error {
 	t.Helper()
-	_, err := n.cl.Remove(context.Background(), &coordpb.RemoveRequest{Pchannel: p, Term: term, CoordTerm: coordTerm})
+	id, epoch := n.Session()
+	_, err := n.cl.Remove(context.Background(), &coordpb.RemoveRequest{Pchannel: p, Term: term, CoordTerm: coordTerm, NodeId: id, Epoch: epoch})
 	return err
 }
 
 func (n *testNode) append(v string, term int64, payload string, bid uint64) (*coordpb.AppendResponse, error) {
-	return n.cl.Append(context.Background(), &coordpb.AppendRequest{Vchannel: v, Term: term, Payload: []byte(payload), BroadcastId: bid})
+	id, epoch := n.Session()
+	return n.cl.Append(context.Background(), &coordpb.AppendRequest{Vchannel: v, Term: term, Payload: []byte(payload), BroadcastId: bid,
+		NodeId: id, Epoch: epoch})
 }
 
 func (n *testNode) mustAppend(t *testing.T, v string, term int64, payload string) *coordpb.AppendResponse {
@@ -177,7 +201,9 @@ func TestRegisterAndHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.NodeId != id || st.Epoch != epoch || st.Address != n.Addr() || st.MaxCoordTerm != 3 ||
+	// The assignment stream's Global version is coordd's term: it is
+	// confirmed like a heartbeat's coord_term.
+	if st.NodeId != id || st.Epoch != epoch || st.Address != n.Addr() || st.MaxCoordTerm != 4 ||
 		st.SeenVersion.GetGlobal() != 4 || st.SeenVersion.GetLocal() != 0 {
 		t.Fatalf("status %v", st)
 	}
@@ -266,11 +292,12 @@ func TestAssignRemoveFencing(t *testing.T) {
 	if err := n.remove(t, pch, 4, 6); err != nil { // not held: success
 		t.Fatal(err)
 	}
+	f.setChannel("dml_7", 1, 99)
 	if err := n.remove(t, "dml_7", 1, 6); err != nil { // never held
 		t.Fatal(err)
 	}
-	// The WAL fence outlives the node's memory: an older term cannot open.
-	wantErr(t, n.assign(t, pch, 3, 6), codes.FailedPrecondition, "fenced")
+	// An older term than coordd's view holds cannot open.
+	wantErr(t, n.assign(t, pch, 3, 6), codes.FailedPrecondition, "stale pchannel term")
 	// A coordinator term learned from a heartbeat fences too.
 	f.setCoordTerm(9)
 	waitFor(t, "coord term 9", func() bool { return n.Status().MaxCoordTerm == 9 })
@@ -278,8 +305,7 @@ func TestAssignRemoveFencing(t *testing.T) {
 	// Bad input.
 	wantErr(t, n.assign(t, "../x_1", 5, 9), codes.InvalidArgument, "")
 	wantErr(t, n.assign(t, pch, 0, 9), codes.InvalidArgument, "term")
-	_, err := n.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: pch, Term: 5, AccessMode: "XX", CoordTerm: 9})
-	wantErr(t, err, codes.InvalidArgument, "access_mode")
+	wantErr(t, n.assignMode(t, pch, 5, 9, "XX"), codes.InvalidArgument, "access_mode")
 }
 
 func TestAppendOwnershipAndFencing(t *testing.T) {
@@ -328,7 +354,7 @@ func TestAppendOwnershipAndFencing(t *testing.T) {
 		}
 	}
 	// Read-only WALs refuse appends.
-	if _, err := n2.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: "dml_1", Term: 2, AccessMode: "RO", CoordTerm: 3}); err != nil {
+	if err := n2.assignMode(t, "dml_1", 2, 3, "RO"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = n2.append("dml_1_5v0", 0, "ro", 0)

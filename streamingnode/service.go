@@ -29,20 +29,6 @@ func precondition(format string, args ...any) error {
 	return status.Errorf(codes.FailedPrecondition, format, args...)
 }
 
-// checkCoordTerm is the coordinator fence: a request from a coordinator
-// term older than one already seen is refused; a newer one raises the mark.
-func (n *Node) checkCoordTerm(t uint64, raise bool) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if t < n.maxCoordTerm {
-		return precondition("stale coordinator term: the request carries coordinator term %d, this node has seen term %d", t, n.maxCoordTerm)
-	}
-	if raise {
-		n.maxCoordTerm = t
-	}
-	return nil
-}
-
 func validPChannel(p string) error {
 	if err := commands.ValidatePChannelName(p); err != nil {
 		return invalid("%s", reason(err))
@@ -74,7 +60,13 @@ func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coor
 	default:
 		return nil, invalid("access_mode %q: want RW or RO", req.AccessMode)
 	}
-	if err := n.checkCoordTerm(req.CoordTerm, true); err != nil {
+	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
+		return nil, err
+	}
+	if err := n.confirmCoordTerm(ctx, req.CoordTerm); err != nil {
+		return nil, err
+	}
+	if err := n.confirmAssign(ctx, req.Pchannel, req.Term); err != nil {
 		return nil, err
 	}
 	sl := n.slotFor(req.Pchannel, true)
@@ -82,8 +74,14 @@ func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coor
 	defer sl.mu.Unlock()
 	// A newer coordinator may have spoken while this call waited for the
 	// slot.
-	if err := n.checkCoordTerm(req.CoordTerm, false); err != nil {
+	if err := n.checkCoordTerm(req.CoordTerm); err != nil {
 		return nil, err
+	}
+	if req.Term <= sl.removedUpTo {
+		// Milvus orders lifecycle requests by term: an Assign that arrives
+		// after the Remove of its term is a skipped operation.
+		return nil, precondition("stale pchannel term: pchannel %s was removed on this node up to term %d, the request carries term %d",
+			req.Pchannel, sl.removedUpTo, req.Term)
 	}
 	if sl.w != nil {
 		switch {
@@ -112,18 +110,25 @@ func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coor
 	if err := validPChannel(req.Pchannel); err != nil {
 		return nil, err
 	}
-	if err := n.checkCoordTerm(req.CoordTerm, true); err != nil {
+	if req.Term < 1 {
+		return nil, invalid("term must be positive, got %d", req.Term)
+	}
+	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err
 	}
-	sl := n.slotFor(req.Pchannel, false)
-	if sl == nil {
-		return &coordpb.RemoveResponse{}, nil
+	if err := n.confirmCoordTerm(ctx, req.CoordTerm); err != nil {
+		return nil, err
 	}
+	if err := n.confirmRemove(ctx, req.Pchannel, req.Term); err != nil {
+		return nil, err
+	}
+	sl := n.slotFor(req.Pchannel, true)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if err := n.checkCoordTerm(req.CoordTerm, false); err != nil {
+	if err := n.checkCoordTerm(req.CoordTerm); err != nil {
 		return nil, err
 	}
+	sl.removedUpTo = max(sl.removedUpTo, req.Term)
 	switch {
 	case sl.w == nil:
 	case sl.term <= req.Term:
@@ -158,9 +163,12 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	if len(req.Payload) > wal.MaxPayloadBytes {
 		return nil, invalid("payload is %d bytes (max %d)", len(req.Payload), wal.MaxPayloadBytes)
 	}
+	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
+		return nil, err
+	}
 	if req.CoordTerm != 0 {
 		// A coordinator's broadcast append is fenced like Assign/Remove.
-		if err := n.checkCoordTerm(req.CoordTerm, false); err != nil {
+		if err := n.confirmCoordTerm(ctx, req.CoordTerm); err != nil {
 			return nil, err
 		}
 	}
@@ -169,8 +177,23 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	if sl == nil {
 		return nil, n.notOwner(p)
 	}
+	if testHookAppendWaitsForSlot != nil {
+		testHookAppendWaitsForSlot(req)
+	}
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
+	// A request its caller gave up on while it waited for the slot is not
+	// written: the caller (e.g. the broadcaster, after an operator's
+	// Abandon) may already have released its locks, and a later message
+	// may already be in this WAL.
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	if req.CoordTerm != 0 {
+		if err := n.checkCoordTerm(req.CoordTerm); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case sl.w == nil:
 		return nil, n.notOwner(p)
@@ -183,6 +206,9 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 		ts, err := n.tso.Next(ctx)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "%v", err)
+		}
+		if err := ctx.Err(); err != nil { // given up while a timestamp was fetched
+			return nil, status.FromContextError(err).Err()
 		}
 		res, err := sl.w.Append(req.Vchannel, req.Payload, req.BroadcastId, ts)
 		var te *wal.TimestampError
@@ -217,21 +243,34 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	}
 }
 
+// testHookAppendWaitsForSlot, when set (tests only), runs just before an
+// Append waits for its slot.
+var testHookAppendWaitsForSlot func(*coordpb.AppendRequest)
+
 func (n *Node) notOwner(p string) error {
 	id, _ := n.Session()
 	return precondition("not the owner: streaming node %d (%s) does not hold pchannel %s", id, n.addr, p)
 }
 
-// ackBroadcast acks a persisted broadcast message to coordd, retrying
-// across endpoints until it is recorded or the node stops (the coordinator
-// treats repeats as no-ops, so retrying is always safe).
+// ackBroadcast acks a persisted broadcast message to coordd in this node's
+// session, retrying across endpoints until it is recorded, refused, or the
+// node stops (the coordinator treats repeats as no-ops, so retrying is
+// always safe). coordd refuses an ack once the channel has moved on to
+// another owner or term; that is final.
 func (n *Node) ackBroadcast(id uint64, cp *coordpb.Checkpoint) {
 	for attempt := 0; n.bgCtx.Err() == nil; attempt++ {
 		i, conn := n.pool.pick()
+		node, epoch := n.Session()
 		cctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.RPCTimeout)
-		_, err := coordpb.NewBroadcasterClient(conn).Ack(cctx, &coordpb.AckRequest{BroadcastId: id, Checkpoints: []*coordpb.Checkpoint{cp}})
+		_, err := coordpb.NewBroadcasterClient(conn).Ack(cctx, &coordpb.AckRequest{BroadcastId: id,
+			Checkpoints: []*coordpb.Checkpoint{cp}, NodeId: node, Epoch: epoch})
 		cancel()
 		if err == nil {
+			return
+		}
+		switch status.Code(err) {
+		case codes.InvalidArgument, codes.FailedPrecondition, codes.Aborted, codes.NotFound:
+			n.log.Warn("broadcast ack refused; not retrying", "broadcast", id, "vchannel", cp.Vchannel, "term", cp.Term, "error", err)
 			return
 		}
 		if endpointTrouble(err) {

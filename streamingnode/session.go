@@ -199,15 +199,18 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-n.hbKick:
 		}
 	}
 }
 
-// seeCoordTerm raises the highest coordinator term seen.
+// seeCoordTerm raises the confirmed coordinator term to the one a
+// heartbeat answer reported.
 func (n *Node) seeCoordTerm(t uint64) {
 	n.mu.Lock()
 	if t > n.maxCoordTerm {
 		n.maxCoordTerm = t
+		n.changedLocked()
 	}
 	n.mu.Unlock()
 }

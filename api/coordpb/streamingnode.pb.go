@@ -30,8 +30,11 @@ type AssignRequest struct {
 	Pchannel string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
 	Term     int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
 	// RW or RO.
-	AccessMode    string `protobuf:"bytes,3,opt,name=access_mode,json=accessMode,proto3" json:"access_mode,omitempty"`
-	CoordTerm     uint64 `protobuf:"varint,4,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	AccessMode string `protobuf:"bytes,3,opt,name=access_mode,json=accessMode,proto3" json:"access_mode,omitempty"`
+	CoordTerm  uint64 `protobuf:"varint,4,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	// node_id and epoch: the registration the request is meant for.
+	NodeId        uint64 `protobuf:"varint,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +97,20 @@ func (x *AssignRequest) GetCoordTerm() uint64 {
 	return 0
 }
 
+func (x *AssignRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AssignRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type AssignResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -131,10 +148,13 @@ func (*AssignResponse) Descriptor() ([]byte, []int) {
 }
 
 type RemoveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
-	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
-	CoordTerm     uint64                 `protobuf:"varint,3,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel  string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	Term      int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	CoordTerm uint64                 `protobuf:"varint,3,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	// node_id and epoch: the registration the request is meant for.
+	NodeId        uint64 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +206,20 @@ func (x *RemoveRequest) GetTerm() int64 {
 func (x *RemoveRequest) GetCoordTerm() uint64 {
 	if x != nil {
 		return x.CoordTerm
+	}
+	return 0
+}
+
+func (x *RemoveRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *RemoveRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -293,7 +327,11 @@ type AppendRequest struct {
 	AckSyncUp bool `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
 	// coord_term: set by the coordinator's broadcaster (0 for other
 	// clients); an append from an older coordinator term is refused.
-	CoordTerm     uint64 `protobuf:"varint,6,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	CoordTerm uint64 `protobuf:"varint,6,opt,name=coord_term,json=coordTerm,proto3" json:"coord_term,omitempty"`
+	// node_id and epoch: the registration the request is meant for (from
+	// the assignment view: the channel's node and that node's epoch).
+	NodeId        uint64 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +404,20 @@ func (x *AppendRequest) GetAckSyncUp() bool {
 func (x *AppendRequest) GetCoordTerm() uint64 {
 	if x != nil {
 		return x.CoordTerm
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -760,24 +812,28 @@ var File_coordd_v1_streamingnode_proto protoreflect.FileDescriptor
 
 const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcoordd/v1/streamingnode.proto\x12\tcoordd.v1\x1a\x18coordd/v1/channels.proto\"\x7f\n" +
+	"\x1dcoordd/v1/streamingnode.proto\x12\tcoordd.v1\x1a\x18coordd/v1/channels.proto\"\xae\x01\n" +
 	"\rAssignRequest\x12\x1a\n" +
 	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x1f\n" +
 	"\vaccess_mode\x18\x03 \x01(\tR\n" +
 	"accessMode\x12\x1d\n" +
 	"\n" +
-	"coord_term\x18\x04 \x01(\x04R\tcoordTerm\"\x10\n" +
-	"\x0eAssignResponse\"^\n" +
+	"coord_term\x18\x04 \x01(\x04R\tcoordTerm\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"\x10\n" +
+	"\x0eAssignResponse\"\x8d\x01\n" +
 	"\rRemoveRequest\x12\x1a\n" +
 	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x1d\n" +
 	"\n" +
-	"coord_term\x18\x03 \x01(\x04R\tcoordTerm\"\x10\n" +
+	"coord_term\x18\x03 \x01(\x04R\tcoordTerm\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x10\n" +
 	"\x0eRemoveResponse\"7\n" +
 	"\tMessageID\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xbb\x01\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xea\x01\n" +
 	"\rAppendRequest\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x18\n" +
@@ -785,7 +841,9 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\fbroadcast_id\x18\x04 \x01(\x04R\vbroadcastId\x12\x1e\n" +
 	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12\x1d\n" +
 	"\n" +
-	"coord_term\x18\x06 \x01(\x04R\tcoordTerm\"r\n" +
+	"coord_term\x18\x06 \x01(\x04R\tcoordTerm\x12\x17\n" +
+	"\anode_id\x18\a \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"r\n" +
 	"\x0eAppendResponse\x12$\n" +
 	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1c\n" +

@@ -33,11 +33,19 @@ const (
 // StreamingNodeServiceClient is the client API for StreamingNodeService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Every lifecycle and append request names the node it is meant for
+// (node_id and epoch of its registration); a node refuses a request meant
+// for another identity, e.g. an earlier process at the same address.
 type StreamingNodeServiceClient interface {
 	// Assign opens pchannel's WAL at term; it records the term durably in the
-	// shared WAL directory, fencing every older term.
+	// shared WAL directory, fencing every older term. The node accepts it
+	// only when coordd confirms coord_term and its assignment view holds
+	// pchannel at exactly term on this node; a term at or below one already
+	// removed on this node is refused.
 	Assign(ctx context.Context, in *AssignRequest, opts ...grpc.CallOption) (*AssignResponse, error)
-	// Remove closes pchannel's WAL if held at a term <= term.
+	// Remove closes pchannel's WAL if held at a term <= term (a term above
+	// the one in coordd's assignment view is refused).
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WALMessage], error)
@@ -114,11 +122,19 @@ func (c *streamingNodeServiceClient) Status(ctx context.Context, in *NodeStatusR
 // StreamingNodeServiceServer is the server API for StreamingNodeService service.
 // All implementations must embed UnimplementedStreamingNodeServiceServer
 // for forward compatibility.
+//
+// Every lifecycle and append request names the node it is meant for
+// (node_id and epoch of its registration); a node refuses a request meant
+// for another identity, e.g. an earlier process at the same address.
 type StreamingNodeServiceServer interface {
 	// Assign opens pchannel's WAL at term; it records the term durably in the
-	// shared WAL directory, fencing every older term.
+	// shared WAL directory, fencing every older term. The node accepts it
+	// only when coordd confirms coord_term and its assignment view holds
+	// pchannel at exactly term on this node; a term at or below one already
+	// removed on this node is refused.
 	Assign(context.Context, *AssignRequest) (*AssignResponse, error)
-	// Remove closes pchannel's WAL if held at a term <= term.
+	// Remove closes pchannel's WAL if held at a term <= term (a term above
+	// the one in coordd's assignment view is refused).
 	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	Read(*ReadRequest, grpc.ServerStreamingServer[WALMessage]) error

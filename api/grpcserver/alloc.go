@@ -17,6 +17,11 @@ func validateCount(count uint32) error {
 	return nil
 }
 
+// AllocTimestamp returns the first of count consecutive hybrid timestamps
+// (docs/semantics.md#allocators). Served by the leader (forwarded from a
+// follower); every answer is above anything handed out before the call began,
+// across leader changes. InvalidArgument for a count outside 1..MaxAllocCount;
+// Unavailable when no established leader can answer.
 func (s *Server) AllocTimestamp(ctx context.Context, req *coordpb.AllocTimestampRequest) (*coordpb.AllocTimestampResponse, error) {
 	if err := validateCount(req.Count); err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -33,6 +38,10 @@ func (s *Server) AllocTimestamp(ctx context.Context, req *coordpb.AllocTimestamp
 	return &coordpb.AllocTimestampResponse{First: first, Count: req.Count}, nil
 }
 
+// AllocID returns the first of count consecutive global IDs, never handed out
+// before (docs/semantics.md#allocators). Served by the leader; InvalidArgument
+// for a count outside 1..MaxAllocCount; Unavailable when no established leader
+// can answer. A retried call may skip IDs, never repeat them.
 func (s *Server) AllocID(ctx context.Context, req *coordpb.AllocIDRequest) (*coordpb.AllocIDResponse, error) {
 	if err := validateCount(req.Count); err != nil {
 		return nil, s.toStatus(ctx, err)

@@ -2,26 +2,23 @@ package grpcserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
-	"github.com/coordd/coordd/fsm"
 )
 
 // Broadcasts is the leader's broadcaster as the API uses it.
 type Broadcasts interface {
 	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
-	Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error
+	Ack(ctx context.Context, ack *logpb.AckBroadcast) error
 	Retry(id uint64) error
 	Abandon(ctx context.Context, id uint64, reason string) error
 }
@@ -76,14 +73,7 @@ func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error
 		}
 		out.IdempotencyKey = key
 	}
-	// Shape-check everything the FSM will check, with a placeholder target
-	// list when coordd is to choose the targets.
-	probe := &logpb.CreateBroadcast{MessageType: out.MessageType, Payload: out.Payload, ResourceKeys: out.ResourceKeys,
-		Vchannels: out.VChannels, IdempotencyKey: out.IdempotencyKey}
-	if len(probe.Vchannels) == 0 {
-		probe.Vchannels = []string{"probe_0"}
-	}
-	if _, err := commands.New(probe, ""); err != nil {
+	if err := broadcaster.CheckRequest(out); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -102,78 +92,15 @@ func (s *Server) Broadcast(ctx context.Context, req *coordpb.BroadcastRequest) (
 	if s.broadcasts == nil {
 		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
 	}
-	if len(br.VChannels) == 0 {
-		if br.VChannels, err = s.defaultTargets(ctx, br); err != nil {
-			return nil, err
-		}
-	}
 	res, err := s.broadcasts.Broadcast(ctx, br)
 	if err != nil {
-		return nil, s.broadcastStatus(ctx, err)
+		return nil, s.toStatus(ctx, err)
 	}
 	out := &coordpb.BroadcastResponse{BroadcastId: res.BroadcastID, Duplicated: res.Duplicated, LockWaitMs: res.LockWait.Milliseconds()}
 	for _, cp := range res.Checkpoints {
 		out.AppendResults = append(out.AppendResults, apiCheckpoint(cp))
 	}
 	return out, nil
-}
-
-// defaultTargets chooses targets when the caller gives none: a
-// CreateCollection targets the collection's VChannels (allocated first, a
-// committed and idempotent step); anything else targets every PChannel,
-// with the CChannel in place of its own PChannel (a cluster-level message).
-func (s *Server) defaultTargets(ctx context.Context, br broadcaster.Request) ([]string, error) {
-	st := s.node.State()
-	if br.MessageType == commands.MsgCreateCollection {
-		var p logpb.CreateCollectionPayload
-		if err := proto.Unmarshal(br.Payload, &p); err != nil {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: CreateCollection payload: %v", errInvalid, err))
-		}
-		res, err := s.commitNew(ctx, &logpb.AllocVirtualChannels{CollectionId: p.CollectionId, Count: p.Shards})
-		if err != nil {
-			return nil, err
-		}
-		return res.GetVchannels().GetVchannels(), nil
-	}
-	return clusterTargets(st), nil
-}
-
-// clusterTargets is every PChannel with the CChannel substituted for its
-// own PChannel.
-func clusterTargets(st *fsm.State) []string {
-	cch := st.CChannel()
-	out := []string{}
-	if cch != "" {
-		out = append(out, cch)
-	}
-	for _, p := range st.PChannels() {
-		if p.Name != commands.PChannelOf(cch) {
-			out = append(out, p.Name)
-		}
-	}
-	return out
-}
-
-func (s *Server) broadcastStatus(ctx context.Context, err error) error {
-	var lt *broadcaster.LockTimeoutError
-	var rej *broadcaster.RejectedError
-	switch {
-	case errors.As(err, &rej):
-		return rejection(rej.Rejection())
-	case errors.Is(err, broadcaster.ErrTaskNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, broadcaster.ErrTaskFinished):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, broadcaster.ErrNotPrimary):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, broadcaster.ErrNotLeader):
-		return s.toStatus(ctx, fmt.Errorf("%v: %w", err, s.notEstablished()))
-	case errors.As(err, &lt):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, broadcaster.ErrAbandoned):
-		return status.Error(codes.Aborted, err.Error())
-	}
-	return s.toStatus(ctx, err)
 }
 
 func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
@@ -185,7 +112,11 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	for _, cp := range req.Checkpoints {
 		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
 	}
-	cmd, err := commands.New(&logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps}, "")
+	if req.NodeId == 0 || req.Epoch == 0 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", errInvalid))
+	}
+	ack := &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps, FromNode: req.NodeId, FromEpoch: req.Epoch}
+	cmd, err := commands.New(ack, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -200,8 +131,8 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 		}
 		return &coordpb.AckResponse{}, nil
 	}
-	if err := s.broadcasts.Ack(ctx, req.BroadcastId, cps); err != nil {
-		return nil, s.broadcastStatus(ctx, err)
+	if err := s.broadcasts.Ack(ctx, ack); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.AckResponse{}, nil
 }
@@ -283,7 +214,7 @@ func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcast
 		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
 	}
 	if err := s.broadcasts.Retry(req.BroadcastId); err != nil {
-		return nil, s.broadcastStatus(ctx, err)
+		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.RetryBroadcastResponse{}, nil
 }
@@ -305,7 +236,7 @@ func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroad
 		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
 	}
 	if err := s.broadcasts.Abandon(ctx, req.BroadcastId, req.Reason); err != nil {
-		return nil, s.broadcastStatus(ctx, err)
+		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.AbandonBroadcastResponse{}, nil
 }

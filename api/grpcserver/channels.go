@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,9 @@ import (
 // ok=false with resp/err already produced by forwarding.
 func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsistency,
 	call func(ctx context.Context, conn *grpc.ClientConn, o ...grpc.CallOption) (Resp, error)) (st *fsm.State, resp Resp, done bool, err error) {
+	if err := checkConsistency(c); err != nil {
+		return nil, resp, true, s.toStatus(ctx, err)
+	}
 	if c == coordpb.ReadConsistency_STALE {
 		return s.node.State(), resp, false, nil
 	}
@@ -31,6 +35,15 @@ func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsisten
 		return nil, resp, true, s.toStatus(ctx, err)
 	}
 	return st, resp, false, nil
+}
+
+// checkConsistency refuses a consistency value outside the enum (a number
+// an older or newer client may send): it is not silently read as either.
+func checkConsistency(c coordpb.ReadConsistency) error {
+	if _, ok := coordpb.ReadConsistency_name[int32(c)]; !ok {
+		return fmt.Errorf("%w: consistency %d is not a known value (LINEARIZABLE or STALE)", errInvalid, c)
+	}
+	return nil
 }
 
 // commit proposes c (built by commands.New, which validated it) on the
@@ -56,6 +69,10 @@ func (s *Server) commitNew(ctx context.Context, body proto.Message) (*logpb.Resu
 	return s.commit(ctx, c)
 }
 
+// ListPChannels returns every PChannel with its term, state, owner and
+// assignment history, the CChannel and the assignment version
+// (docs/semantics.md#pchannels). Linearizable unless the request asks for a
+// stale read.
 func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListPChannelsResponse, error) {
 		return coordpb.NewChannelsClient(c).ListPChannels(ctx, req, o...)
@@ -70,6 +87,10 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 	return out, nil
 }
 
+// AddPChannels creates the named PChannels that do not exist yet
+// (UNINITIALIZED at term 1) and returns how many were new; idempotent.
+// FailedPrecondition before streaming is initialized or beyond the PChannel
+// limit (docs/semantics.md#pchannels). Triggers a balance round.
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
 	body := &logpb.AddPChannels{Pchannels: req.Names}
 	cmd, err := commands.New(body, "")
@@ -89,6 +110,9 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 	return &coordpb.AddPChannelsResponse{Added: uint32(res.GetNumber())}, nil
 }
 
+// Rebalance asks the leader's balancer for a round now
+// (docs/semantics.md#pchannel-assignment) and returns without waiting for it.
+// Unavailable when no established leader can take the request.
 func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (*coordpb.RebalanceResponse, error) {
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RebalanceResponse, error) {
 		return coordpb.NewChannelsClient(c).Rebalance(ctx, req, o...)
@@ -102,6 +126,10 @@ func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (
 	return &coordpb.RebalanceResponse{}, nil
 }
 
+// ListNodes returns the streaming nodes (DOWN ones only with include_down)
+// with the PChannels each holds and, on the leader, the age of its last
+// heartbeat (docs/semantics.md#streaming-nodes). Linearizable unless the
+// request asks for a stale read.
 func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (*coordpb.ListNodesResponse, error) {
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListNodesResponse, error) {
 		return coordpb.NewChannelsClient(c).ListNodes(ctx, req, o...)
@@ -131,10 +159,16 @@ func (s *Server) lastSeenMs(node uint64) int64 {
 	return -1
 }
 
+// DrainNode marks a live streaming node DRAINING: it gets no new channels and
+// the balancer moves its channels off (docs/semantics.md#streaming-nodes).
+// NotFound for an unknown node, FailedPrecondition for a DOWN one; draining a
+// draining node is a no-op.
 func (s *Server) DrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
 	return s.setDrain(ctx, req, true)
 }
 
+// UndrainNode returns a DRAINING node to UP, with the same errors as
+// DrainNode.
 func (s *Server) UndrainNode(ctx context.Context, req *coordpb.DrainNodeRequest) (*coordpb.DrainNodeResponse, error) {
 	return s.setDrain(ctx, req, false)
 }
@@ -161,10 +195,18 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 		return nil, err
 	}
 	st := s.node.State()
-	n, _ := st.StreamingNode(req.NodeId)
+	n, ok := st.StreamingNode(req.NodeId)
+	if !ok { // marked DOWN and evicted since the commit
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: streaming node %d is gone", errNotFound, req.NodeId))
+	}
 	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
 }
 
+// AllocVirtualChannels places a collection's shards on distinct, least-loaded
+// PChannels and returns the VChannel names (docs/semantics.md#vchannels). A
+// repeat with the same count returns the first placement; FailedPrecondition
+// for a different count, on a replication secondary, or when too few
+// PChannels are available. Deduplicated by request ID.
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
 	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
 	cmd, err := commands.New(body, req.RequestId)
@@ -183,6 +225,9 @@ func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVir
 	return &coordpb.AllocVirtualChannelsResponse{Vchannels: res.GetVchannels().GetVchannels()}, nil
 }
 
+// DropVirtualChannels forgets a collection's VChannels
+// (docs/semantics.md#vchannels); NotFound when it has none. Deduplicated by
+// request ID.
 func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtualChannelsRequest) (*coordpb.DropVirtualChannelsResponse, error) {
 	body := &logpb.DropVirtualChannels{CollectionId: req.CollectionId}
 	cmd, err := commands.New(body, req.RequestId)
@@ -200,6 +245,9 @@ func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtu
 	return &coordpb.DropVirtualChannelsResponse{}, nil
 }
 
+// ListVirtualChannels returns the VChannels of one collection (NotFound
+// when it has none) or, with collection_id 0, of every collection.
+// Linearizable unless the request asks for a stale read.
 func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtualChannelsRequest) (*coordpb.ListVirtualChannelsResponse, error) {
 	if req.CollectionId < 0 {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must not be negative", errInvalid))
@@ -225,6 +273,10 @@ func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtu
 	return out, nil
 }
 
+// UpdateReplicateConfiguration installs a replication configuration
+// (docs/semantics.md#replication-configuration); see
+// updateReplicateConfiguration for how. InvalidArgument for a configuration
+// this cluster cannot take; an equal configuration succeeds at once.
 func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.UpdateReplicateConfigurationRequest) (*coordpb.UpdateReplicateConfigurationResponse, error) {
 	body := &logpb.UpdateReplicateConfiguration{Config: logReplicateConfig(req.Config)}
 	if _, err := commands.New(body, ""); err != nil {
@@ -241,26 +293,22 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
 }
 
-// updateReplicateConfiguration (spec §1.12): an equal configuration is done
-// already; a secondary waits (bounded by ctx) for the configuration to
-// arrive by replication; a primary broadcasts AlterReplicateConfig under the
-// exclusive Cluster key to every PChannel, and the broadcast's callback
-// installs it once every PChannel has acked.
+// updateReplicateConfiguration (docs/semantics.md#replication-configuration):
+// an equal configuration is done already; a secondary refuses at once (its
+// configuration comes from the primary; ResetReplicateRole is the
+// operator's way out); a primary broadcasts AlterReplicateConfig under the
+// exclusive Cluster key to every PChannel. The broadcaster checks the
+// configuration again once it holds that key, against the configuration
+// installed then, and the broadcast's callback installs it once every
+// PChannel has acked. The check here only answers early.
 func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
-	for {
-		changed := s.node.StateChanged()
-		st := s.node.State()
-		if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
-			return nil
-		}
-		if st.IsPrimary() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return s.toStatus(ctx, fmt.Errorf("this cluster is a secondary; waiting for the configuration to replicate: %w", ctx.Err()))
-		case <-changed:
-		}
+	st := s.node.State()
+	if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
+		return nil
+	}
+	if !st.IsPrimary() {
+		return s.toStatus(ctx, fmt.Errorf("%w: cluster %s is a replication secondary: change the configuration on the primary, "+
+			"or make this cluster a primary again with ResetReplicateRole (coordctl replicate reset --reason ...)", errPrecondition, st.ChannelsMeta().ClusterId))
 	}
 	if err := s.node.State().CheckReplicateConfiguration(cfg); err != nil {
 		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
@@ -277,10 +325,9 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		MessageType:  commands.MsgAlterReplicateConfig,
 		Payload:      payload,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
-		VChannels:    clusterTargets(s.node.State()),
 	})
 	if err != nil {
-		return s.broadcastStatus(ctx, err)
+		return s.toStatus(ctx, err)
 	}
 	if t := s.node.State().ReplicateConfiguration(); t == nil || !proto.Equal(t, cfg) {
 		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")
@@ -288,6 +335,47 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 	return nil
 }
 
+// ResetReplicateRole makes a secondary cluster a primary again: it commits
+// a configuration listing only this cluster, with the PChannels the
+// installed configuration gives it, and no topology. It is an operator's
+// decision (the reason is logged); a primary is refused, since its
+// configuration is changed with UpdateReplicateConfiguration.
+func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetReplicateRoleRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
+	if strings.TrimSpace(req.Reason) == "" || len(req.Reason) > commands.MaxReasonBytes {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: reason must be 1..%d bytes, got %d", errInvalid, commands.MaxReasonBytes, len(req.Reason)))
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
+		return coordpb.NewChannelsClient(c).ResetReplicateRole(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	st, err := s.node.LinearizableRead(ctx)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	self := st.ChannelsMeta().ClusterId
+	if st.IsPrimary() {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: cluster %s is already a primary; change its configuration with UpdateReplicateConfiguration", errPrecondition, self))
+	}
+	old := st.ReplicateConfiguration()
+	var own []string
+	for _, cl := range old.GetClusters() {
+		if cl.ClusterId == self {
+			own = append(own, cl.Pchannels...)
+		}
+	}
+	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: self, Pchannels: own}}}
+	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason, "previous", old.String())
+	if _, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}); err != nil {
+		return nil, err
+	}
+	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason)
+	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(cfg), ClusterId: self, Role: "PRIMARY"}, nil
+}
+
+// GetReplicateConfiguration returns the installed replication
+// configuration (empty when none), this cluster's ID and whether it is
+// primary, read linearizably.
 func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.GetReplicateConfigurationRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
 	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
 		return coordpb.NewChannelsClient(c).GetReplicateConfiguration(ctx, req, o...)
@@ -304,6 +392,10 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 	}, nil
 }
 
+// ReportAssignmentError is a streaming node's report that the WAL of an
+// ASSIGNED PChannel broke at a term: the channel becomes UNAVAILABLE and is
+// reassigned (docs/semantics.md#pchannel-terms). A report about another term
+// changes nothing and answers marked=false.
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
 	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
 		Reason: commands.TruncateReason(req.Error)}}}

@@ -63,7 +63,13 @@ func (s *Server) members(st *fsm.State) ([]*coordpb.Member, error) {
 	return out, nil
 }
 
+// Members returns every raft member with its suffrage and addresses.
+// Linearizable (forwarded to the leader) when the request asks for it;
+// otherwise this node's view.
 func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coordpb.MembersResponse, error) {
+	if err := checkConsistency(req.Consistency); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	st := s.node.State()
 	if req.Consistency == coordpb.ReadConsistency_LINEARIZABLE {
 		if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.MembersResponse, error) {
@@ -91,6 +97,10 @@ func upsertMember(id, raftAddr, grpcAddr, httpAddr string) (commands.Command, *l
 	return c, m, err
 }
 
+// AddVoter records a new member's addresses, then adds it to raft as a
+// voter, and returns the members. FailedPrecondition when another member
+// uses the raft address. Membership changes are not idempotent: after an
+// outcome-unknown answer, check Members before retrying.
 func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*coordpb.AddVoterResponse, error) {
 	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {
@@ -153,6 +163,10 @@ func (s *Server) checkAddressFree(m *logpb.Member) error {
 	return nil
 }
 
+// RemoveMember removes a member from raft and forgets its addresses, and
+// returns the members. NotFound for an unknown member. A leader asked to
+// remove itself hands leadership over first and answers Unavailable with
+// the new leader's hint, so the caller retries there.
 func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequest) (*coordpb.RemoveMemberResponse, error) {
 	cmd, err := commands.New(&logpb.RemoveMember{Id: req.Id}, "")
 	if err != nil {
@@ -200,6 +214,10 @@ func (s *Server) findServer(id string) (raftnode.Server, error) {
 	return raftnode.Server{}, fmt.Errorf("%w: member %q is not in the cluster", errNotFound, id)
 }
 
+// TransferLeader hands leadership to the named voter (any voter when
+// target_id is empty) and waits briefly for the new leader to be heard
+// from. NotFound for an unknown member, FailedPrecondition for a non-voter
+// or the current leader.
 func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeaderRequest) (*coordpb.TransferLeaderResponse, error) {
 	if req.TargetId != "" {
 		if err := commands.ValidateMemberID(req.TargetId); err != nil {
@@ -234,6 +252,10 @@ func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeader
 	return &coordpb.TransferLeaderResponse{LeaderId: id, Term: s.node.Raft().CurrentTerm()}, nil
 }
 
+// RegisterMember records the client-facing addresses of a member already
+// in the raft configuration; members call it on themselves at start.
+// NotFound when raft does not know the member, FailedPrecondition when its
+// raft address differs from raft's configuration. Idempotent.
 func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMemberRequest) (*coordpb.RegisterMemberResponse, error) {
 	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
 	if err != nil {

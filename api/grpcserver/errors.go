@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,8 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -25,39 +28,79 @@ const (
 	MDForwarded  = "coordd-forwarded"
 )
 
-// errorRule maps one class of internal error to a gRPC code. The table is
-// the only place internal errors cross into the API.
+// errorRule maps one class of internal error to a gRPC code (codeOf, when
+// set, picks the code from the error). The table is the only place
+// internal errors cross into the API.
 type errorRule struct {
-	match func(error) bool
-	code  codes.Code
+	match  func(error) bool
+	code   codes.Code
+	codeOf func(error) codes.Code
+}
+
+// codeFor is the code the rule gives err.
+func (r errorRule) codeFor(err error) codes.Code {
+	if r.codeOf != nil {
+		return r.codeOf(err)
+	}
+	return r.code
 }
 
 func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
 
+func as[T error]() func(error) bool {
+	return func(err error) bool {
+		var t T
+		return errors.As(err, &t)
+	}
+}
+
+// rejectedCode is the code of an FSM refusal reported by the broadcaster.
+func rejectedCode(err error) codes.Code {
+	var rej *broadcaster.RejectedError
+	errors.As(err, &rej)
+	if c, ok := rejectionCodes[rej.Code]; ok {
+		return c
+	}
+	return codes.Internal
+}
+
 var errorTable = []errorRule{
-	{is(raftnode.ErrOutcomeUnknown), codes.Unavailable},
-	{is(raftnode.ErrNotLeader), codes.Unavailable},
-	{is(raftnode.ErrNotEstablished), codes.Unavailable},
-	{is(raftnode.ErrShuttingDown), codes.Unavailable},
-	{is(allocator.ErrNotLeader), codes.Unavailable},
-	{is(errNoLeader), codes.Unavailable},
-	{is(commands.ErrInvalid), codes.InvalidArgument},
-	{is(commands.ErrTooLarge), codes.InvalidArgument},
-	{is(errInvalid), codes.InvalidArgument},
-	{is(errNotFound), codes.NotFound},
-	{is(errPrecondition), codes.FailedPrecondition},
-	{is(context.DeadlineExceeded), codes.DeadlineExceeded},
-	{is(context.Canceled), codes.Canceled},
+	{match: as[*broadcaster.RejectedError](), codeOf: rejectedCode},
+	{match: as[*broadcaster.LockTimeoutError](), code: codes.DeadlineExceeded},
+	{match: is(broadcaster.ErrTaskNotFound), code: codes.NotFound},
+	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
+	{match: is(broadcaster.ErrNotPrimary), code: codes.FailedPrecondition},
+	{match: is(broadcaster.ErrNotLeader), code: codes.Unavailable},
+	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
+	{match: is(raftnode.ErrOutcomeUnknown), code: codes.Unavailable},
+	{match: is(raftnode.ErrNotLeader), code: codes.Unavailable},
+	{match: is(raftnode.ErrNotEstablished), code: codes.Unavailable},
+	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
+	{match: is(allocator.ErrNotLeader), code: codes.Unavailable},
+	{match: is(errNoLeader), code: codes.Unavailable},
+	{match: is(flush.ErrNotLeader), code: codes.Unavailable},
+	{match: is(flush.ErrNotOwner), code: codes.Aborted},
+	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(flush.ErrNotFound), code: codes.NotFound},
+	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
+	{match: is(errInvalid), code: codes.InvalidArgument},
+	{match: is(errNotFound), code: codes.NotFound},
+	{match: is(errPrecondition), code: codes.FailedPrecondition},
+	{match: is(context.DeadlineExceeded), code: codes.DeadlineExceeded},
+	{match: is(context.Canceled), code: codes.Canceled},
 }
 
 // rejectionCodes maps FSM rejections (deterministic, state-dependent
 // refusals) to gRPC codes.
 var rejectionCodes = map[logpb.RejectCode]codes.Code{
-	logpb.RejectCode_REJECT_INVALID:     codes.InvalidArgument,
-	logpb.RejectCode_REJECT_NOT_FOUND:   codes.NotFound,
-	logpb.RejectCode_REJECT_CONFLICT:    codes.FailedPrecondition,
-	logpb.RejectCode_REJECT_STALE:       codes.Aborted,
-	logpb.RejectCode_REJECT_EXHAUSTED:   codes.ResourceExhausted,
+	logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
+	logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
+	logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
+	logpb.RejectCode_REJECT_STALE:     codes.Aborted,
+	// A capacity refusal is deterministic on the current state (asking
+	// again gets the same answer), not "retry later".
+	logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition,
 	logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
 }
 
@@ -106,7 +149,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	code := codes.Internal
 	for _, r := range errorTable {
 		if r.match(err) {
-			code = r.code
+			code = r.codeFor(err)
 			break
 		}
 	}
@@ -125,7 +168,24 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	if len(md) > 0 {
 		_ = grpc.SetTrailer(ctx, md)
 	}
-	return status.Error(code, err.Error())
+	return status.Error(code, publicMessage(err.Error()))
+}
+
+// internalPrefixes are the texts of the sentinel errors wrapped into
+// messages ("invalid command: ..."); the code already says as much, so
+// the message a caller sees leaves them out.
+var internalPrefixes = []string{
+	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
+	errInvalid.Error() + ": ", errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
+}
+
+// publicMessage is msg without the internal sentinel prefixes, wherever
+// they occur (nested errors repeat them).
+func publicMessage(msg string) string {
+	for _, p := range internalPrefixes {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return msg
 }
 
 // rejection converts an FSM rejection into a gRPC status error.
@@ -134,5 +194,5 @@ func rejection(r *logpb.Rejection) error {
 	if !ok {
 		code = codes.Internal
 	}
-	return status.Error(code, r.Message)
+	return status.Error(code, publicMessage(r.Message))
 }

@@ -20,6 +20,11 @@ func (s *Server) notEstablished() error {
 	return &raftnode.NotLeaderError{}
 }
 
+// RegisterStreamingNode starts a streaming node session and returns its node
+// ID, epoch and registration version (docs/semantics.md#streaming-nodes). A
+// retry by the same process gets the same answer. FailedPrecondition while
+// another process at the address has a live session; once that session has
+// lapsed, the newcomer replaces it.
 func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
 	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
 	cmd, err := commands.New(body, "")
@@ -70,6 +75,11 @@ func (s *Server) liveSession(node, epoch uint64) (*logpb.StreamingNodeRecord, er
 	return n, nil
 }
 
+// Heartbeat keeps a streaming node session alive on the leader (leader memory
+// only, never in the log) and answers with the coordinator term (a fence,
+// docs/architecture.md#fencing), the node's state and the TTL. NotFound when
+// the session is unknown, DOWN or of another epoch: the node must register
+// again.
 func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (*coordpb.HeartbeatResponse, error) {
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.HeartbeatResponse, error) {
 		return coordpb.NewStreamingNodeRegistryClient(c).Heartbeat(ctx, req, o...)
@@ -89,10 +99,15 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	return &coordpb.HeartbeatResponse{CoordTerm: term, State: nodeStateName(n.State), TtlMs: uint64(s.health.TTL().Milliseconds())}, nil
 }
 
+// RequestDrain is step one of a streaming node's controlled shutdown: the
+// node becomes DRAINING and the answer lists the channels it still holds.
+// The node calls it again until that list is empty.
 func (s *Server) RequestDrain(ctx context.Context, req *coordpb.NodeSessionRequest) (*coordpb.NodeSessionResponse, error) {
 	return s.endSession(ctx, req, false)
 }
 
+// Deregister ends a streaming node session (the node goes DOWN); a
+// session that is already over answers DOWN without error.
 func (s *Server) Deregister(ctx context.Context, req *coordpb.NodeSessionRequest) (*coordpb.NodeSessionResponse, error) {
 	return s.endSession(ctx, req, true)
 }
@@ -126,6 +141,11 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 		return nil, err
 	}
 	st := s.node.State()
-	cur, _ := st.StreamingNode(n.Id)
+	cur, ok := st.StreamingNode(n.Id)
+	if !ok {
+		// Marking the node DOWN may evict its record at once (the oldest
+		// DOWN records go first once MaxDownNodes are kept): it is gone.
+		return &coordpb.NodeSessionResponse{State: nodeStateName(logpb.NodeState_NODE_DOWN)}, nil
+	}
 	return &coordpb.NodeSessionResponse{State: nodeStateName(cur.State), Pchannels: channelsByNode(st)[n.Id]}, nil
 }

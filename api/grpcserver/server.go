@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
@@ -49,8 +50,15 @@ type Server struct {
 	health     NodeHealth
 	rebalancer Rebalancer
 	broadcasts Broadcasts
+	data       *flush.Manager
+	dataCfg    flush.Config
+	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
+
+	maxWatchers int64
+	maxWait     time.Duration
+	limitCounters
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // leader gRPC address → connection
@@ -58,16 +66,25 @@ type Server struct {
 
 // NodeHealth is the leader's view of streaming-node sessions.
 type NodeHealth interface {
+	// Heartbeat records a heartbeat of a live (node, epoch) session that
+	// has seen the assignment stream up to seen.
 	Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion)
+	// LastSeen is how long ago node last heartbeated in this leadership
+	// (false when it has not).
 	LastSeen(node uint64) (time.Duration, bool)
+	// TTL is how long a session lives without a heartbeat.
 	TTL() time.Duration
 }
 
 // Rebalancer takes manual rebalance requests.
-type Rebalancer interface{ Trigger() }
+type Rebalancer interface {
+	// Trigger asks for a balance round as soon as possible; it never blocks.
+	Trigger()
+}
 
 type noRebalancer struct{}
 
+// Trigger does nothing: this server has no balancer.
 func (noRebalancer) Trigger() {}
 
 // Option configures a Server.
@@ -99,6 +116,9 @@ func New(node *raftnode.Node, self Self, logger hclog.Logger, opts ...Option) *S
 		grpcHealth: health.NewServer(),
 		conns:      map[string]*grpc.ClientConn{},
 		closed:     make(chan struct{}),
+
+		maxWatchers: DefaultMaxWatchers,
+		maxWait:     DefaultMaxWait,
 	}
 	for _, o := range opts {
 		o(s)
@@ -110,6 +130,8 @@ func New(node *raftnode.Node, self Self, logger hclog.Logger, opts ...Option) *S
 		s.rebalancer = noRebalancer{}
 	}
 	node.AddLeaderRoutine("tso-window", s.tso.Run)
+	s.data = flush.New(node, s.tso, nil, s.dataCfg)
+	node.AddLeaderRoutine("segments", s.data.Run)
 	return s
 }
 
@@ -181,6 +203,12 @@ func (s *Server) leaderConn(ctx context.Context) (conn *grpc.ClientConn, ok bool
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, false, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
+	}
+	// Only the current leader's connection is worth keeping: addresses
+	// of earlier leaders (or of members since moved) are dropped.
+	for old, oc := range s.conns {
+		_ = oc.Close()
+		delete(s.conns, old)
 	}
 	s.conns[addr] = c
 	return c, true, nil

@@ -51,9 +51,9 @@ func observe(t *testing.T, n *raftnode.Node) observed {
 }
 
 // TestBadInputChangesNothing sends invalid requests to every RPC that takes
-// input and checks each gets the documented status code with a clear
-// message, and leaves the FSM and the raft configuration untouched
-// (DESIGN.md rule 6).
+// input and checks each gets the documented status code with a clear message,
+// and leaves the FSM and the raft configuration untouched
+// (docs/architecture.md#rules, rule 6).
 func TestBadInputChangesNothing(t *testing.T) {
 	tn := startTestNode(t)
 	self := tn.self

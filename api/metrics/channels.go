@@ -9,9 +9,9 @@ import (
 	"github.com/coordd/coordd/raftnode"
 )
 
-// channelCollector exports channel management the way Milvus's
-// streamingcoord does (spec §1.16), computed from the applied state at
-// scrape time so no series is ever stale.
+// channelCollector exports channel management the way Milvus's streamingcoord
+// does (docs/semantics.md#metrics), computed from the applied state at scrape
+// time so no series is ever stale.
 type channelCollector struct {
 	node     *raftnode.Node
 	watchers func() int64

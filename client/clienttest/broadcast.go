@@ -324,6 +324,9 @@ func (n *Node) Ack(_ context.Context, req *coordpb.AckRequest) (*coordpb.AckResp
 	if req.BroadcastId == 0 || len(req.Checkpoints) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "ack needs a broadcast id and at least one checkpoint")
 	}
+	if req.NodeId == 0 || req.Epoch == 0 {
+		return nil, status.Error(codes.InvalidArgument, "node_id and epoch are required: an ack comes from the streaming node that owns the channel")
+	}
 	c := n.c
 	c.mu.Lock()
 	defer c.mu.Unlock()

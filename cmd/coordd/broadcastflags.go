@@ -6,7 +6,8 @@ import (
 )
 
 // broadcastFlags configure the broadcaster's tombstone retention, which is
-// also the idempotency window (spec §2.11, §2.16 defaults).
+// also the idempotency window (docs/semantics.md#tombstones; defaults in
+// docs/semantics.md#defaults-and-limits).
 type broadcastFlags struct {
 	TombstoneMaxCount      int
 	TombstoneMaxLifetime   time.Duration

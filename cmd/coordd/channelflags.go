@@ -9,7 +9,8 @@ import (
 	"github.com/coordd/coordd/controller/balancer/policy"
 )
 
-// channelFlags configure channel management (spec §1.15 defaults).
+// channelFlags configure channel management (defaults in
+// docs/semantics.md#defaults-and-limits).
 type channelFlags struct {
 	ClusterID            string
 	PChannels            int

@@ -353,6 +353,180 @@ func (BroadcastState) EnumDescriptor() ([]byte, []int) {
 	return file_log_proto_rawDescGZIP(), []int{5}
 }
 
+type SegmentState int32
+
+const (
+	SegmentState_SEGMENT_UNKNOWN   SegmentState = 0
+	SegmentState_SEGMENT_GROWING   SegmentState = 2
+	SegmentState_SEGMENT_SEALED    SegmentState = 3
+	SegmentState_SEGMENT_FLUSHED   SegmentState = 4
+	SegmentState_SEGMENT_FLUSHING  SegmentState = 5
+	SegmentState_SEGMENT_DROPPED   SegmentState = 6
+	SegmentState_SEGMENT_IMPORTING SegmentState = 7
+)
+
+// Enum value maps for SegmentState.
+var (
+	SegmentState_name = map[int32]string{
+		0: "SEGMENT_UNKNOWN",
+		2: "SEGMENT_GROWING",
+		3: "SEGMENT_SEALED",
+		4: "SEGMENT_FLUSHED",
+		5: "SEGMENT_FLUSHING",
+		6: "SEGMENT_DROPPED",
+		7: "SEGMENT_IMPORTING",
+	}
+	SegmentState_value = map[string]int32{
+		"SEGMENT_UNKNOWN":   0,
+		"SEGMENT_GROWING":   2,
+		"SEGMENT_SEALED":    3,
+		"SEGMENT_FLUSHED":   4,
+		"SEGMENT_FLUSHING":  5,
+		"SEGMENT_DROPPED":   6,
+		"SEGMENT_IMPORTING": 7,
+	}
+)
+
+func (x SegmentState) Enum() *SegmentState {
+	p := new(SegmentState)
+	*p = x
+	return p
+}
+
+func (x SegmentState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SegmentState) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[6].Descriptor()
+}
+
+func (SegmentState) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[6]
+}
+
+func (x SegmentState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SegmentState.Descriptor instead.
+func (SegmentState) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{6}
+}
+
+type SegmentLevel int32
+
+const (
+	SegmentLevel_LEVEL_UNKNOWN SegmentLevel = 0
+	SegmentLevel_LEVEL_L0      SegmentLevel = 1
+	SegmentLevel_LEVEL_L1      SegmentLevel = 2
+	SegmentLevel_LEVEL_L2      SegmentLevel = 3
+)
+
+// Enum value maps for SegmentLevel.
+var (
+	SegmentLevel_name = map[int32]string{
+		0: "LEVEL_UNKNOWN",
+		1: "LEVEL_L0",
+		2: "LEVEL_L1",
+		3: "LEVEL_L2",
+	}
+	SegmentLevel_value = map[string]int32{
+		"LEVEL_UNKNOWN": 0,
+		"LEVEL_L0":      1,
+		"LEVEL_L1":      2,
+		"LEVEL_L2":      3,
+	}
+)
+
+func (x SegmentLevel) Enum() *SegmentLevel {
+	p := new(SegmentLevel)
+	*p = x
+	return p
+}
+
+func (x SegmentLevel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SegmentLevel) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[7].Descriptor()
+}
+
+func (SegmentLevel) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[7]
+}
+
+func (x SegmentLevel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SegmentLevel.Descriptor instead.
+func (SegmentLevel) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{7}
+}
+
+type SealReason int32
+
+const (
+	SealReason_SEAL_NONE          SealReason = 0
+	SealReason_SEAL_FLUSH         SealReason = 1
+	SealReason_SEAL_CAPACITY      SealReason = 2
+	SealReason_SEAL_LIFETIME      SealReason = 3
+	SealReason_SEAL_IDLE          SealReason = 4
+	SealReason_SEAL_BINLOG_NUMBER SealReason = 5
+	SealReason_SEAL_GROWING_BYTES SealReason = 6
+)
+
+// Enum value maps for SealReason.
+var (
+	SealReason_name = map[int32]string{
+		0: "SEAL_NONE",
+		1: "SEAL_FLUSH",
+		2: "SEAL_CAPACITY",
+		3: "SEAL_LIFETIME",
+		4: "SEAL_IDLE",
+		5: "SEAL_BINLOG_NUMBER",
+		6: "SEAL_GROWING_BYTES",
+	}
+	SealReason_value = map[string]int32{
+		"SEAL_NONE":          0,
+		"SEAL_FLUSH":         1,
+		"SEAL_CAPACITY":      2,
+		"SEAL_LIFETIME":      3,
+		"SEAL_IDLE":          4,
+		"SEAL_BINLOG_NUMBER": 5,
+		"SEAL_GROWING_BYTES": 6,
+	}
+)
+
+func (x SealReason) Enum() *SealReason {
+	p := new(SealReason)
+	*p = x
+	return p
+}
+
+func (x SealReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SealReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[8].Descriptor()
+}
+
+func (SealReason) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[8]
+}
+
+func (x SealReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SealReason.Descriptor instead.
+func (SealReason) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{8}
+}
+
 // Entry is the payload of one raft log entry: one or more commands applied in
 // order, atomically with respect to readers (one entry, one published state).
 type Entry struct {
@@ -556,6 +730,9 @@ type Result struct {
 	//	*Result_Vchannels
 	//	*Result_Broadcast
 	//	*Result_Completion
+	//	*Result_Segments
+	//	*Result_SaveBinlogs
+	//	*Result_Checkpoints
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -668,6 +845,33 @@ func (x *Result) GetCompletion() *BroadcastCompletion {
 	return nil
 }
 
+func (x *Result) GetSegments() *SegmentIDList {
+	if x != nil {
+		if x, ok := x.Value.(*Result_Segments); ok {
+			return x.Segments
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetSaveBinlogs() *SaveBinlogPathsResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_SaveBinlogs); ok {
+			return x.SaveBinlogs
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetCheckpoints() *CheckpointsResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_Checkpoints); ok {
+			return x.Checkpoints
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -700,6 +904,18 @@ type Result_Completion struct {
 	Completion *BroadcastCompletion `protobuf:"bytes,8,opt,name=completion,proto3,oneof"`
 }
 
+type Result_Segments struct {
+	Segments *SegmentIDList `protobuf:"bytes,9,opt,name=segments,proto3,oneof"`
+}
+
+type Result_SaveBinlogs struct {
+	SaveBinlogs *SaveBinlogPathsResult `protobuf:"bytes,10,opt,name=save_binlogs,json=saveBinlogs,proto3,oneof"`
+}
+
+type Result_Checkpoints struct {
+	Checkpoints *CheckpointsResult `protobuf:"bytes,11,opt,name=checkpoints,proto3,oneof"`
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
@@ -713,6 +929,12 @@ func (*Result_Vchannels) isResult_Value() {}
 func (*Result_Broadcast) isResult_Value() {}
 
 func (*Result_Completion) isResult_Value() {}
+
+func (*Result_Segments) isResult_Value() {}
+
+func (*Result_SaveBinlogs) isResult_Value() {}
+
+func (*Result_Checkpoints) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1323,6 +1545,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Collection
 	//	*SnapshotRecord_BroadcastTask
 	//	*SnapshotRecord_BroadcastMeta
+	//	*SnapshotRecord_Segment
+	//	*SnapshotRecord_ChannelCheckpoint
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1464,6 +1688,24 @@ func (x *SnapshotRecord) GetBroadcastMeta() *BroadcastMeta {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSegment() *SegmentRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Segment); ok {
+			return x.Segment
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetChannelCheckpoint() *ChannelCheckpointRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_ChannelCheckpoint); ok {
+			return x.ChannelCheckpoint
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1512,6 +1754,14 @@ type SnapshotRecord_BroadcastMeta struct {
 	BroadcastMeta *BroadcastMeta `protobuf:"bytes,11,opt,name=broadcast_meta,json=broadcastMeta,proto3,oneof"`
 }
 
+type SnapshotRecord_Segment struct {
+	Segment *SegmentRecord `protobuf:"bytes,12,opt,name=segment,proto3,oneof"`
+}
+
+type SnapshotRecord_ChannelCheckpoint struct {
+	ChannelCheckpoint *ChannelCheckpointRecord `protobuf:"bytes,13,opt,name=channel_checkpoint,json=channelCheckpoint,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
@@ -1533,6 +1783,10 @@ func (*SnapshotRecord_Collection) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_BroadcastTask) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_BroadcastMeta) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_ChannelCheckpoint) isSnapshotRecord_Record() {}
 
 // InitStreaming is proposed once, by the first established leader, from its
 // flags: it records the cluster ID and creates the initial PChannels; the
@@ -3320,9 +3574,15 @@ func (x *CreateBroadcast) GetIdempotencyKey() string {
 // VChannel wins, later ones and acks for unknown or finished tasks are
 // no-ops.
 type AckBroadcast struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
-	Checkpoints   []*VChannelCheckpoint  `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	Checkpoints []*VChannelCheckpoint  `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// from_node and from_epoch name the streaming-node session that sent an
+	// external ack (the ack_sync_up path). Such an ack is accepted only for
+	// an ack_sync_up task, from a live session, and for channels that node
+	// owns at the checkpoint's term. Zero: the leader's own append result.
+	FromNode      uint64 `protobuf:"varint,3,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	FromEpoch     uint64 `protobuf:"varint,4,opt,name=from_epoch,json=fromEpoch,proto3" json:"from_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3369,6 +3629,20 @@ func (x *AckBroadcast) GetCheckpoints() []*VChannelCheckpoint {
 		return x.Checkpoints
 	}
 	return nil
+}
+
+func (x *AckBroadcast) GetFromNode() uint64 {
+	if x != nil {
+		return x.FromNode
+	}
+	return 0
+}
+
+func (x *AckBroadcast) GetFromEpoch() uint64 {
+	if x != nil {
+		return x.FromEpoch
+	}
+	return 0
 }
 
 // CompleteBroadcast runs the task's ack callback (if its message type has
@@ -4048,6 +4322,1239 @@ func (x *BroadcastMeta) GetFlushAll() []*PChannelTimeTick {
 	return nil
 }
 
+// WALPosition is a place in a PChannel's WAL: message ID (term, offset) and
+// its time tick.
+type WALPosition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          int64                  `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Timestamp     uint64                 `protobuf:"varint,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WALPosition) Reset() {
+	*x = WALPosition{}
+	mi := &file_log_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WALPosition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WALPosition) ProtoMessage() {}
+
+func (x *WALPosition) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WALPosition.ProtoReflect.Descriptor instead.
+func (*WALPosition) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *WALPosition) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *WALPosition) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *WALPosition) GetTimestamp() uint64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+// LogRef is one binlog object, by log ID; its key is derived.
+type LogRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LogId         int64                  `protobuf:"varint,1,opt,name=log_id,json=logId,proto3" json:"log_id,omitempty"`
+	EntriesNum    int64                  `protobuf:"varint,2,opt,name=entries_num,json=entriesNum,proto3" json:"entries_num,omitempty"`
+	TimestampFrom uint64                 `protobuf:"varint,3,opt,name=timestamp_from,json=timestampFrom,proto3" json:"timestamp_from,omitempty"`
+	TimestampTo   uint64                 `protobuf:"varint,4,opt,name=timestamp_to,json=timestampTo,proto3" json:"timestamp_to,omitempty"`
+	MemorySize    int64                  `protobuf:"varint,5,opt,name=memory_size,json=memorySize,proto3" json:"memory_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogRef) Reset() {
+	*x = LogRef{}
+	mi := &file_log_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogRef) ProtoMessage() {}
+
+func (x *LogRef) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
+func (*LogRef) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *LogRef) GetLogId() int64 {
+	if x != nil {
+		return x.LogId
+	}
+	return 0
+}
+
+func (x *LogRef) GetEntriesNum() int64 {
+	if x != nil {
+		return x.EntriesNum
+	}
+	return 0
+}
+
+func (x *LogRef) GetTimestampFrom() uint64 {
+	if x != nil {
+		return x.TimestampFrom
+	}
+	return 0
+}
+
+func (x *LogRef) GetTimestampTo() uint64 {
+	if x != nil {
+		return x.TimestampTo
+	}
+	return 0
+}
+
+func (x *LogRef) GetMemorySize() int64 {
+	if x != nil {
+		return x.MemorySize
+	}
+	return 0
+}
+
+type FieldLogs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FieldId       int64                  `protobuf:"varint,1,opt,name=field_id,json=fieldId,proto3" json:"field_id,omitempty"`
+	Logs          []*LogRef              `protobuf:"bytes,2,rep,name=logs,proto3" json:"logs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldLogs) Reset() {
+	*x = FieldLogs{}
+	mi := &file_log_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldLogs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldLogs) ProtoMessage() {}
+
+func (x *FieldLogs) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldLogs.ProtoReflect.Descriptor instead.
+func (*FieldLogs) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *FieldLogs) GetFieldId() int64 {
+	if x != nil {
+		return x.FieldId
+	}
+	return 0
+}
+
+func (x *FieldLogs) GetLogs() []*LogRef {
+	if x != nil {
+		return x.Logs
+	}
+	return nil
+}
+
+// CreateSegment creates a Growing L1 segment for the current owner of the
+// VChannel's PChannel (node_id at pchannel_term). The FSM assigns its ID
+// from the global ID space.
+type CreateSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId   int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PchannelTerm  int64                  `protobuf:"varint,5,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSegment) Reset() {
+	*x = CreateSegment{}
+	mi := &file_log_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSegment) ProtoMessage() {}
+
+func (x *CreateSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSegment.ProtoReflect.Descriptor instead.
+func (*CreateSegment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CreateSegment) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *CreateSegment) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *CreateSegment) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *CreateSegment) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *CreateSegment) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+// SealSegments seals Growing segments at seal_ts: the listed ones and, with
+// collection_id set, every Growing segment of that collection (Flush).
+// decision_term is the term in which the leader decided; a different
+// established term rejects the command.
+type SealSegments struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentIds    []int64                `protobuf:"varint,1,rep,packed,name=segment_ids,json=segmentIds,proto3" json:"segment_ids,omitempty"`
+	CollectionId  int64                  `protobuf:"varint,2,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	SealTs        uint64                 `protobuf:"varint,3,opt,name=seal_ts,json=sealTs,proto3" json:"seal_ts,omitempty"`
+	Reason        SealReason             `protobuf:"varint,4,opt,name=reason,proto3,enum=coordd.log.v1.SealReason" json:"reason,omitempty"`
+	DecisionTerm  uint64                 `protobuf:"varint,5,opt,name=decision_term,json=decisionTerm,proto3" json:"decision_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealSegments) Reset() {
+	*x = SealSegments{}
+	mi := &file_log_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealSegments) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealSegments) ProtoMessage() {}
+
+func (x *SealSegments) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
+func (*SealSegments) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *SealSegments) GetSegmentIds() []int64 {
+	if x != nil {
+		return x.SegmentIds
+	}
+	return nil
+}
+
+func (x *SealSegments) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *SealSegments) GetSealTs() uint64 {
+	if x != nil {
+		return x.SealTs
+	}
+	return 0
+}
+
+func (x *SealSegments) GetReason() SealReason {
+	if x != nil {
+		return x.Reason
+	}
+	return SealReason_SEAL_NONE
+}
+
+func (x *SealSegments) GetDecisionTerm() uint64 {
+	if x != nil {
+		return x.DecisionTerm
+	}
+	return 0
+}
+
+// MarkSegmentsFlushing moves Sealed segments to Flushing; others are
+// skipped.
+type MarkSegmentsFlushing struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentIds    []int64                `protobuf:"varint,1,rep,packed,name=segment_ids,json=segmentIds,proto3" json:"segment_ids,omitempty"`
+	DecisionTerm  uint64                 `protobuf:"varint,2,opt,name=decision_term,json=decisionTerm,proto3" json:"decision_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkSegmentsFlushing) Reset() {
+	*x = MarkSegmentsFlushing{}
+	mi := &file_log_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkSegmentsFlushing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkSegmentsFlushing) ProtoMessage() {}
+
+func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
+func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
+	if x != nil {
+		return x.SegmentIds
+	}
+	return nil
+}
+
+func (x *MarkSegmentsFlushing) GetDecisionTerm() uint64 {
+	if x != nil {
+		return x.DecisionTerm
+	}
+	return 0
+}
+
+type SegmentCheckpointUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Position      *WALPosition           `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	NumOfRows     int64                  `protobuf:"varint,3,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentCheckpointUpdate) Reset() {
+	*x = SegmentCheckpointUpdate{}
+	mi := &file_log_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentCheckpointUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentCheckpointUpdate) ProtoMessage() {}
+
+func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
+func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentCheckpointUpdate) GetPosition() *WALPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+func (x *SegmentCheckpointUpdate) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+type SegmentStartUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Position      *WALPosition           `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentStartUpdate) Reset() {
+	*x = SegmentStartUpdate{}
+	mi := &file_log_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentStartUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentStartUpdate) ProtoMessage() {}
+
+func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
+func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *SegmentStartUpdate) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentStartUpdate) GetPosition() *WALPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+// SaveBinlogPaths records one segment's binlogs, positions and state
+// (dropped wins over flushed).
+type SaveBinlogPaths struct {
+	state           protoimpl.MessageState     `protogen:"open.v1"`
+	NodeId          uint64                     `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Vchannel        string                     `protobuf:"bytes,2,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	PchannelTerm    int64                      `protobuf:"varint,3,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	SegmentId       int64                      `protobuf:"varint,4,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	CollectionId    int64                      `protobuf:"varint,5,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId     int64                      `protobuf:"varint,6,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Level           SegmentLevel               `protobuf:"varint,7,opt,name=level,proto3,enum=coordd.log.v1.SegmentLevel" json:"level,omitempty"`
+	Binlogs         []*FieldLogs               `protobuf:"bytes,8,rep,name=binlogs,proto3" json:"binlogs,omitempty"`
+	Statslogs       []*FieldLogs               `protobuf:"bytes,9,rep,name=statslogs,proto3" json:"statslogs,omitempty"`
+	Deltalogs       []*LogRef                  `protobuf:"bytes,10,rep,name=deltalogs,proto3" json:"deltalogs,omitempty"`
+	Checkpoints     []*SegmentCheckpointUpdate `protobuf:"bytes,11,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	StartPositions  []*SegmentStartUpdate      `protobuf:"bytes,12,rep,name=start_positions,json=startPositions,proto3" json:"start_positions,omitempty"`
+	Flushed         bool                       `protobuf:"varint,13,opt,name=flushed,proto3" json:"flushed,omitempty"`
+	Dropped         bool                       `protobuf:"varint,14,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	WithFullBinlogs bool                       `protobuf:"varint,15,opt,name=with_full_binlogs,json=withFullBinlogs,proto3" json:"with_full_binlogs,omitempty"`
+	StorageVersion  uint32                     `protobuf:"varint,16,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
+	ManifestPath    string                     `protobuf:"bytes,17,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SaveBinlogPaths) Reset() {
+	*x = SaveBinlogPaths{}
+	mi := &file_log_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveBinlogPaths) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveBinlogPaths) ProtoMessage() {}
+
+func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
+func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *SaveBinlogPaths) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *SaveBinlogPaths) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *SaveBinlogPaths) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *SaveBinlogPaths) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SaveBinlogPaths) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *SaveBinlogPaths) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *SaveBinlogPaths) GetLevel() SegmentLevel {
+	if x != nil {
+		return x.Level
+	}
+	return SegmentLevel_LEVEL_UNKNOWN
+}
+
+func (x *SaveBinlogPaths) GetBinlogs() []*FieldLogs {
+	if x != nil {
+		return x.Binlogs
+	}
+	return nil
+}
+
+func (x *SaveBinlogPaths) GetStatslogs() []*FieldLogs {
+	if x != nil {
+		return x.Statslogs
+	}
+	return nil
+}
+
+func (x *SaveBinlogPaths) GetDeltalogs() []*LogRef {
+	if x != nil {
+		return x.Deltalogs
+	}
+	return nil
+}
+
+func (x *SaveBinlogPaths) GetCheckpoints() []*SegmentCheckpointUpdate {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *SaveBinlogPaths) GetStartPositions() []*SegmentStartUpdate {
+	if x != nil {
+		return x.StartPositions
+	}
+	return nil
+}
+
+func (x *SaveBinlogPaths) GetFlushed() bool {
+	if x != nil {
+		return x.Flushed
+	}
+	return false
+}
+
+func (x *SaveBinlogPaths) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
+}
+
+func (x *SaveBinlogPaths) GetWithFullBinlogs() bool {
+	if x != nil {
+		return x.WithFullBinlogs
+	}
+	return false
+}
+
+func (x *SaveBinlogPaths) GetStorageVersion() uint32 {
+	if x != nil {
+		return x.StorageVersion
+	}
+	return 0
+}
+
+func (x *SaveBinlogPaths) GetManifestPath() string {
+	if x != nil {
+		return x.ManifestPath
+	}
+	return ""
+}
+
+type ChannelCheckpointUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vchannel      string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	PchannelTerm  int64                  `protobuf:"varint,2,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	Position      *WALPosition           `protobuf:"bytes,3,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelCheckpointUpdate) Reset() {
+	*x = ChannelCheckpointUpdate{}
+	mi := &file_log_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelCheckpointUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelCheckpointUpdate) ProtoMessage() {}
+
+func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
+func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ChannelCheckpointUpdate) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *ChannelCheckpointUpdate) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *ChannelCheckpointUpdate) GetPosition() *WALPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+// UpdateChannelCheckpoints advances VChannel checkpoints; entries that are
+// not from the owner, older than stored or for a dropped VChannel are
+// refused individually.
+type UpdateChannelCheckpoints struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	NodeId        uint64                     `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Checkpoints   []*ChannelCheckpointUpdate `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateChannelCheckpoints) Reset() {
+	*x = UpdateChannelCheckpoints{}
+	mi := &file_log_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateChannelCheckpoints) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateChannelCheckpoints) ProtoMessage() {}
+
+func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
+func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *UpdateChannelCheckpoints) GetCheckpoints() []*ChannelCheckpointUpdate {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+type SegmentIDList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentIDList) Reset() {
+	*x = SegmentIDList{}
+	mi := &file_log_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentIDList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentIDList) ProtoMessage() {}
+
+func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
+func (*SegmentIDList) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *SegmentIDList) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type SaveBinlogPathsResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stale         bool                   `protobuf:"varint,1,opt,name=stale,proto3" json:"stale,omitempty"`
+	State         SegmentState           `protobuf:"varint,2,opt,name=state,proto3,enum=coordd.log.v1.SegmentState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveBinlogPathsResult) Reset() {
+	*x = SaveBinlogPathsResult{}
+	mi := &file_log_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveBinlogPathsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveBinlogPathsResult) ProtoMessage() {}
+
+func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
+func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *SaveBinlogPathsResult) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+func (x *SaveBinlogPathsResult) GetState() SegmentState {
+	if x != nil {
+		return x.State
+	}
+	return SegmentState_SEGMENT_UNKNOWN
+}
+
+type CheckpointsResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      uint32                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Refused       []string               `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointsResult) Reset() {
+	*x = CheckpointsResult{}
+	mi := &file_log_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointsResult) ProtoMessage() {}
+
+func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
+func (*CheckpointsResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *CheckpointsResult) GetAccepted() uint32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+func (x *CheckpointsResult) GetRefused() []string {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+type SegmentRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	CollectionId   int64                  `protobuf:"varint,2,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId    int64                  `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Vchannel       string                 `protobuf:"bytes,4,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Level          SegmentLevel           `protobuf:"varint,5,opt,name=level,proto3,enum=coordd.log.v1.SegmentLevel" json:"level,omitempty"`
+	State          SegmentState           `protobuf:"varint,6,opt,name=state,proto3,enum=coordd.log.v1.SegmentState" json:"state,omitempty"`
+	NumOfRows      int64                  `protobuf:"varint,7,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	Size           int64                  `protobuf:"varint,8,opt,name=size,proto3" json:"size,omitempty"`
+	StartPosition  *WALPosition           `protobuf:"bytes,9,opt,name=start_position,json=startPosition,proto3" json:"start_position,omitempty"`
+	DmlPosition    *WALPosition           `protobuf:"bytes,10,opt,name=dml_position,json=dmlPosition,proto3" json:"dml_position,omitempty"`
+	SealTs         uint64                 `protobuf:"varint,11,opt,name=seal_ts,json=sealTs,proto3" json:"seal_ts,omitempty"`
+	SealReason     SealReason             `protobuf:"varint,12,opt,name=seal_reason,json=sealReason,proto3,enum=coordd.log.v1.SealReason" json:"seal_reason,omitempty"`
+	StorageVersion uint32                 `protobuf:"varint,13,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
+	ManifestPath   string                 `protobuf:"bytes,14,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
+	CreatedMs      int64                  `protobuf:"varint,15,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	DroppedMs      int64                  `protobuf:"varint,16,opt,name=dropped_ms,json=droppedMs,proto3" json:"dropped_ms,omitempty"`
+	Binlogs        []*FieldLogs           `protobuf:"bytes,17,rep,name=binlogs,proto3" json:"binlogs,omitempty"`
+	Statslogs      []*FieldLogs           `protobuf:"bytes,18,rep,name=statslogs,proto3" json:"statslogs,omitempty"`
+	Deltalogs      []*LogRef              `protobuf:"bytes,19,rep,name=deltalogs,proto3" json:"deltalogs,omitempty"`
+	SealedMs       int64                  `protobuf:"varint,20,opt,name=sealed_ms,json=sealedMs,proto3" json:"sealed_ms,omitempty"`
+	LastWriteMs    int64                  `protobuf:"varint,21,opt,name=last_write_ms,json=lastWriteMs,proto3" json:"last_write_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SegmentRecord) Reset() {
+	*x = SegmentRecord{}
+	mi := &file_log_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentRecord) ProtoMessage() {}
+
+func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
+func (*SegmentRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SegmentRecord) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *SegmentRecord) GetLevel() SegmentLevel {
+	if x != nil {
+		return x.Level
+	}
+	return SegmentLevel_LEVEL_UNKNOWN
+}
+
+func (x *SegmentRecord) GetState() SegmentState {
+	if x != nil {
+		return x.State
+	}
+	return SegmentState_SEGMENT_UNKNOWN
+}
+
+func (x *SegmentRecord) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetStartPosition() *WALPosition {
+	if x != nil {
+		return x.StartPosition
+	}
+	return nil
+}
+
+func (x *SegmentRecord) GetDmlPosition() *WALPosition {
+	if x != nil {
+		return x.DmlPosition
+	}
+	return nil
+}
+
+func (x *SegmentRecord) GetSealTs() uint64 {
+	if x != nil {
+		return x.SealTs
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetSealReason() SealReason {
+	if x != nil {
+		return x.SealReason
+	}
+	return SealReason_SEAL_NONE
+}
+
+func (x *SegmentRecord) GetStorageVersion() uint32 {
+	if x != nil {
+		return x.StorageVersion
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetManifestPath() string {
+	if x != nil {
+		return x.ManifestPath
+	}
+	return ""
+}
+
+func (x *SegmentRecord) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetDroppedMs() int64 {
+	if x != nil {
+		return x.DroppedMs
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetBinlogs() []*FieldLogs {
+	if x != nil {
+		return x.Binlogs
+	}
+	return nil
+}
+
+func (x *SegmentRecord) GetStatslogs() []*FieldLogs {
+	if x != nil {
+		return x.Statslogs
+	}
+	return nil
+}
+
+func (x *SegmentRecord) GetDeltalogs() []*LogRef {
+	if x != nil {
+		return x.Deltalogs
+	}
+	return nil
+}
+
+func (x *SegmentRecord) GetSealedMs() int64 {
+	if x != nil {
+		return x.SealedMs
+	}
+	return 0
+}
+
+func (x *SegmentRecord) GetLastWriteMs() int64 {
+	if x != nil {
+		return x.LastWriteMs
+	}
+	return 0
+}
+
+type ChannelCheckpointRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vchannel      string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Position      *WALPosition           `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PchannelTerm  int64                  `protobuf:"varint,4,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	UpdatedMs     int64                  `protobuf:"varint,5,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelCheckpointRecord) Reset() {
+	*x = ChannelCheckpointRecord{}
+	mi := &file_log_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelCheckpointRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelCheckpointRecord) ProtoMessage() {}
+
+func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
+func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ChannelCheckpointRecord) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *ChannelCheckpointRecord) GetPosition() *WALPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+func (x *ChannelCheckpointRecord) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *ChannelCheckpointRecord) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *ChannelCheckpointRecord) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
 var File_log_proto protoreflect.FileDescriptor
 
 const file_log_proto_rawDesc = "" +
@@ -4066,7 +5573,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xdd\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xaa\x05\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -4077,7 +5584,11 @@ const file_log_proto_rawDesc = "" +
 	"\tbroadcast\x18\a \x01(\v2\x1f.coordd.log.v1.BroadcastCreatedH\x00R\tbroadcast\x12D\n" +
 	"\n" +
 	"completion\x18\b \x01(\v2\".coordd.log.v1.BroadcastCompletionH\x00R\n" +
-	"completionB\a\n" +
+	"completion\x12:\n" +
+	"\bsegments\x18\t \x01(\v2\x1c.coordd.log.v1.SegmentIDListH\x00R\bsegments\x12I\n" +
+	"\fsave_binlogs\x18\n" +
+	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
+	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpointsB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -4115,7 +5626,7 @@ const file_log_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
-	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xdb\x05\n" +
+	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xee\x06\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -4132,7 +5643,9 @@ const file_log_proto_rawDesc = "" +
 	"collection\x12E\n" +
 	"\x0ebroadcast_task\x18\n" +
 	" \x01(\v2\x1c.coordd.log.v1.BroadcastTaskH\x00R\rbroadcastTask\x12E\n" +
-	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMetaB\b\n" +
+	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMeta\x128\n" +
+	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
+	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpointB\b\n" +
 	"\x06record\"L\n" +
 	"\rInitStreaming\x12\x1d\n" +
 	"\n" +
@@ -4259,10 +5772,13 @@ const file_log_proto_rawDesc = "" +
 	"\rresource_keys\x18\x03 \x03(\v2\x1a.coordd.log.v1.ResourceKeyR\fresourceKeys\x12\x1c\n" +
 	"\tvchannels\x18\x04 \x03(\tR\tvchannels\x12\x1e\n" +
 	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12'\n" +
-	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"v\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"\xb2\x01\n" +
 	"\fAckBroadcast\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12C\n" +
-	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\"6\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\x12\x1b\n" +
+	"\tfrom_node\x18\x03 \x01(\x04R\bfromNode\x12\x1d\n" +
+	"\n" +
+	"from_epoch\x18\x04 \x01(\x04R\tfromEpoch\"6\n" +
 	"\x11CompleteBroadcast\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\"M\n" +
 	"\x10AbandonBroadcast\x12!\n" +
@@ -4313,7 +5829,116 @@ const file_log_proto_rawDesc = "" +
 	"\rBroadcastMeta\x12,\n" +
 	"\x12next_tombstone_seq\x18\x01 \x01(\x04R\x10nextTombstoneSeq\x123\n" +
 	"\x16flush_all_broadcast_id\x18\x02 \x01(\x04R\x13flushAllBroadcastId\x12<\n" +
-	"\tflush_all\x18\x03 \x03(\v2\x1f.coordd.log.v1.PChannelTimeTickR\bflushAll*\x9c\x01\n" +
+	"\tflush_all\x18\x03 \x03(\v2\x1f.coordd.log.v1.PChannelTimeTickR\bflushAll\"W\n" +
+	"\vWALPosition\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x1c\n" +
+	"\ttimestamp\x18\x03 \x01(\x04R\ttimestamp\"\xab\x01\n" +
+	"\x06LogRef\x12\x15\n" +
+	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x1f\n" +
+	"\ventries_num\x18\x02 \x01(\x03R\n" +
+	"entriesNum\x12%\n" +
+	"\x0etimestamp_from\x18\x03 \x01(\x04R\rtimestampFrom\x12!\n" +
+	"\ftimestamp_to\x18\x04 \x01(\x04R\vtimestampTo\x12\x1f\n" +
+	"\vmemory_size\x18\x05 \x01(\x03R\n" +
+	"memorySize\"Q\n" +
+	"\tFieldLogs\x12\x19\n" +
+	"\bfield_id\x18\x01 \x01(\x03R\afieldId\x12)\n" +
+	"\x04logs\x18\x02 \x03(\v2\x15.coordd.log.v1.LogRefR\x04logs\"\xb1\x01\n" +
+	"\rCreateSegment\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1a\n" +
+	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12#\n" +
+	"\rpchannel_term\x18\x05 \x01(\x03R\fpchannelTerm\"\xc5\x01\n" +
+	"\fSealSegments\x12\x1f\n" +
+	"\vsegment_ids\x18\x01 \x03(\x03R\n" +
+	"segmentIds\x12#\n" +
+	"\rcollection_id\x18\x02 \x01(\x03R\fcollectionId\x12\x17\n" +
+	"\aseal_ts\x18\x03 \x01(\x04R\x06sealTs\x121\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x19.coordd.log.v1.SealReasonR\x06reason\x12#\n" +
+	"\rdecision_term\x18\x05 \x01(\x04R\fdecisionTerm\"\\\n" +
+	"\x14MarkSegmentsFlushing\x12\x1f\n" +
+	"\vsegment_ids\x18\x01 \x03(\x03R\n" +
+	"segmentIds\x12#\n" +
+	"\rdecision_term\x18\x02 \x01(\x04R\fdecisionTerm\"\x90\x01\n" +
+	"\x17SegmentCheckpointUpdate\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x126\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\x12\x1e\n" +
+	"\vnum_of_rows\x18\x03 \x01(\x03R\tnumOfRows\"k\n" +
+	"\x12SegmentStartUpdate\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x126\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\xea\x05\n" +
+	"\x0fSaveBinlogPaths\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
+	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
+	"\rpchannel_term\x18\x03 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x04 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rcollection_id\x18\x05 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x06 \x01(\x03R\vpartitionId\x121\n" +
+	"\x05level\x18\a \x01(\x0e2\x1b.coordd.log.v1.SegmentLevelR\x05level\x122\n" +
+	"\abinlogs\x18\b \x03(\v2\x18.coordd.log.v1.FieldLogsR\abinlogs\x126\n" +
+	"\tstatslogs\x18\t \x03(\v2\x18.coordd.log.v1.FieldLogsR\tstatslogs\x123\n" +
+	"\tdeltalogs\x18\n" +
+	" \x03(\v2\x15.coordd.log.v1.LogRefR\tdeltalogs\x12H\n" +
+	"\vcheckpoints\x18\v \x03(\v2&.coordd.log.v1.SegmentCheckpointUpdateR\vcheckpoints\x12J\n" +
+	"\x0fstart_positions\x18\f \x03(\v2!.coordd.log.v1.SegmentStartUpdateR\x0estartPositions\x12\x18\n" +
+	"\aflushed\x18\r \x01(\bR\aflushed\x12\x18\n" +
+	"\adropped\x18\x0e \x01(\bR\adropped\x12*\n" +
+	"\x11with_full_binlogs\x18\x0f \x01(\bR\x0fwithFullBinlogs\x12'\n" +
+	"\x0fstorage_version\x18\x10 \x01(\rR\x0estorageVersion\x12#\n" +
+	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\"\x92\x01\n" +
+	"\x17ChannelCheckpointUpdate\x12\x1a\n" +
+	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12#\n" +
+	"\rpchannel_term\x18\x02 \x01(\x03R\fpchannelTerm\x126\n" +
+	"\bposition\x18\x03 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"}\n" +
+	"\x18UpdateChannelCheckpoints\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12H\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2&.coordd.log.v1.ChannelCheckpointUpdateR\vcheckpoints\"!\n" +
+	"\rSegmentIDList\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\"`\n" +
+	"\x15SaveBinlogPathsResult\x12\x14\n" +
+	"\x05stale\x18\x01 \x01(\bR\x05stale\x121\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\"I\n" +
+	"\x11CheckpointsResult\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
+	"\arefused\x18\x02 \x03(\tR\arefused\"\xe2\x06\n" +
+	"\rSegmentRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12#\n" +
+	"\rcollection_id\x18\x02 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\x03R\vpartitionId\x12\x1a\n" +
+	"\bvchannel\x18\x04 \x01(\tR\bvchannel\x121\n" +
+	"\x05level\x18\x05 \x01(\x0e2\x1b.coordd.log.v1.SegmentLevelR\x05level\x121\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\x12\x1e\n" +
+	"\vnum_of_rows\x18\a \x01(\x03R\tnumOfRows\x12\x12\n" +
+	"\x04size\x18\b \x01(\x03R\x04size\x12A\n" +
+	"\x0estart_position\x18\t \x01(\v2\x1a.coordd.log.v1.WALPositionR\rstartPosition\x12=\n" +
+	"\fdml_position\x18\n" +
+	" \x01(\v2\x1a.coordd.log.v1.WALPositionR\vdmlPosition\x12\x17\n" +
+	"\aseal_ts\x18\v \x01(\x04R\x06sealTs\x12:\n" +
+	"\vseal_reason\x18\f \x01(\x0e2\x19.coordd.log.v1.SealReasonR\n" +
+	"sealReason\x12'\n" +
+	"\x0fstorage_version\x18\r \x01(\rR\x0estorageVersion\x12#\n" +
+	"\rmanifest_path\x18\x0e \x01(\tR\fmanifestPath\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x0f \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"dropped_ms\x18\x10 \x01(\x03R\tdroppedMs\x122\n" +
+	"\abinlogs\x18\x11 \x03(\v2\x18.coordd.log.v1.FieldLogsR\abinlogs\x126\n" +
+	"\tstatslogs\x18\x12 \x03(\v2\x18.coordd.log.v1.FieldLogsR\tstatslogs\x123\n" +
+	"\tdeltalogs\x18\x13 \x03(\v2\x15.coordd.log.v1.LogRefR\tdeltalogs\x12\x1b\n" +
+	"\tsealed_ms\x18\x14 \x01(\x03R\bsealedMs\x12\"\n" +
+	"\rlast_write_ms\x18\x15 \x01(\x03R\vlastWriteMs\"\xca\x01\n" +
+	"\x17ChannelCheckpointRecord\x12\x1a\n" +
+	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x126\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12#\n" +
+	"\rpchannel_term\x18\x04 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs*\x9c\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -4353,7 +5978,30 @@ const file_log_proto_rawDesc = "" +
 	"\x11BROADCAST_UNKNOWN\x10\x00\x12\x15\n" +
 	"\x11BROADCAST_PENDING\x10\x01\x12\x18\n" +
 	"\x14BROADCAST_REPLICATED\x10\x04\x12\x17\n" +
-	"\x13BROADCAST_TOMBSTONE\x10\x05B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
+	"\x13BROADCAST_TOMBSTONE\x10\x05*\xa3\x01\n" +
+	"\fSegmentState\x12\x13\n" +
+	"\x0fSEGMENT_UNKNOWN\x10\x00\x12\x13\n" +
+	"\x0fSEGMENT_GROWING\x10\x02\x12\x12\n" +
+	"\x0eSEGMENT_SEALED\x10\x03\x12\x13\n" +
+	"\x0fSEGMENT_FLUSHED\x10\x04\x12\x14\n" +
+	"\x10SEGMENT_FLUSHING\x10\x05\x12\x13\n" +
+	"\x0fSEGMENT_DROPPED\x10\x06\x12\x15\n" +
+	"\x11SEGMENT_IMPORTING\x10\a*K\n" +
+	"\fSegmentLevel\x12\x11\n" +
+	"\rLEVEL_UNKNOWN\x10\x00\x12\f\n" +
+	"\bLEVEL_L0\x10\x01\x12\f\n" +
+	"\bLEVEL_L1\x10\x02\x12\f\n" +
+	"\bLEVEL_L2\x10\x03*\x90\x01\n" +
+	"\n" +
+	"SealReason\x12\r\n" +
+	"\tSEAL_NONE\x10\x00\x12\x0e\n" +
+	"\n" +
+	"SEAL_FLUSH\x10\x01\x12\x11\n" +
+	"\rSEAL_CAPACITY\x10\x02\x12\x11\n" +
+	"\rSEAL_LIFETIME\x10\x03\x12\r\n" +
+	"\tSEAL_IDLE\x10\x04\x12\x16\n" +
+	"\x12SEAL_BINLOG_NUMBER\x10\x05\x12\x16\n" +
+	"\x12SEAL_GROWING_BYTES\x10\x06B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
 
 var (
 	file_log_proto_rawDescOnce sync.Once
@@ -4367,8 +6015,8 @@ func file_log_proto_rawDescGZIP() []byte {
 	return file_log_proto_rawDescData
 }
 
-var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -4376,117 +6024,163 @@ var file_log_proto_goTypes = []any{
 	(NodeState)(0),                       // 3: coordd.log.v1.NodeState
 	(ResourceDomain)(0),                  // 4: coordd.log.v1.ResourceDomain
 	(BroadcastState)(0),                  // 5: coordd.log.v1.BroadcastState
-	(*Entry)(nil),                        // 6: coordd.log.v1.Entry
-	(*Envelope)(nil),                     // 7: coordd.log.v1.Envelope
-	(*Rejection)(nil),                    // 8: coordd.log.v1.Rejection
-	(*Result)(nil),                       // 9: coordd.log.v1.Result
-	(*IDRange)(nil),                      // 10: coordd.log.v1.IDRange
-	(*LeaderEstablished)(nil),            // 11: coordd.log.v1.LeaderEstablished
-	(*UpsertMember)(nil),                 // 12: coordd.log.v1.UpsertMember
-	(*RemoveMember)(nil),                 // 13: coordd.log.v1.RemoveMember
-	(*Member)(nil),                       // 14: coordd.log.v1.Member
-	(*ExtendTSOWindow)(nil),              // 15: coordd.log.v1.ExtendTSOWindow
-	(*ReserveIDs)(nil),                   // 16: coordd.log.v1.ReserveIDs
-	(*SnapshotHeader)(nil),               // 17: coordd.log.v1.SnapshotHeader
-	(*AllocatorState)(nil),               // 18: coordd.log.v1.AllocatorState
-	(*LeadershipState)(nil),              // 19: coordd.log.v1.LeadershipState
-	(*DedupRecord)(nil),                  // 20: coordd.log.v1.DedupRecord
-	(*SnapshotRecord)(nil),               // 21: coordd.log.v1.SnapshotRecord
-	(*InitStreaming)(nil),                // 22: coordd.log.v1.InitStreaming
-	(*AddPChannels)(nil),                 // 23: coordd.log.v1.AddPChannels
-	(*PChannelAssignment)(nil),           // 24: coordd.log.v1.PChannelAssignment
-	(*AssignPChannels)(nil),              // 25: coordd.log.v1.AssignPChannels
-	(*PChannelTerm)(nil),                 // 26: coordd.log.v1.PChannelTerm
-	(*AssignPChannelsDone)(nil),          // 27: coordd.log.v1.AssignPChannelsDone
-	(*MarkPChannelsUnavailable)(nil),     // 28: coordd.log.v1.MarkPChannelsUnavailable
-	(*RecordAssignFailure)(nil),          // 29: coordd.log.v1.RecordAssignFailure
-	(*RegisterStreamingNode)(nil),        // 30: coordd.log.v1.RegisterStreamingNode
-	(*MarkStreamingNodeDown)(nil),        // 31: coordd.log.v1.MarkStreamingNodeDown
-	(*SetStreamingNodeDrain)(nil),        // 32: coordd.log.v1.SetStreamingNodeDrain
-	(*AllocVirtualChannels)(nil),         // 33: coordd.log.v1.AllocVirtualChannels
-	(*DropVirtualChannels)(nil),          // 34: coordd.log.v1.DropVirtualChannels
-	(*ReplicateCluster)(nil),             // 35: coordd.log.v1.ReplicateCluster
-	(*ReplicateTopology)(nil),            // 36: coordd.log.v1.ReplicateTopology
-	(*ReplicateConfiguration)(nil),       // 37: coordd.log.v1.ReplicateConfiguration
-	(*UpdateReplicateConfiguration)(nil), // 38: coordd.log.v1.UpdateReplicateConfiguration
-	(*AssignResult)(nil),                 // 39: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 40: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 41: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 42: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 43: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 44: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 45: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 46: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 47: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 48: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 49: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 50: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 51: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 52: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 53: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 54: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 55: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 56: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 57: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 58: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 59: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 60: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 61: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 62: coordd.log.v1.BroadcastMeta
+	(SegmentState)(0),                    // 6: coordd.log.v1.SegmentState
+	(SegmentLevel)(0),                    // 7: coordd.log.v1.SegmentLevel
+	(SealReason)(0),                      // 8: coordd.log.v1.SealReason
+	(*Entry)(nil),                        // 9: coordd.log.v1.Entry
+	(*Envelope)(nil),                     // 10: coordd.log.v1.Envelope
+	(*Rejection)(nil),                    // 11: coordd.log.v1.Rejection
+	(*Result)(nil),                       // 12: coordd.log.v1.Result
+	(*IDRange)(nil),                      // 13: coordd.log.v1.IDRange
+	(*LeaderEstablished)(nil),            // 14: coordd.log.v1.LeaderEstablished
+	(*UpsertMember)(nil),                 // 15: coordd.log.v1.UpsertMember
+	(*RemoveMember)(nil),                 // 16: coordd.log.v1.RemoveMember
+	(*Member)(nil),                       // 17: coordd.log.v1.Member
+	(*ExtendTSOWindow)(nil),              // 18: coordd.log.v1.ExtendTSOWindow
+	(*ReserveIDs)(nil),                   // 19: coordd.log.v1.ReserveIDs
+	(*SnapshotHeader)(nil),               // 20: coordd.log.v1.SnapshotHeader
+	(*AllocatorState)(nil),               // 21: coordd.log.v1.AllocatorState
+	(*LeadershipState)(nil),              // 22: coordd.log.v1.LeadershipState
+	(*DedupRecord)(nil),                  // 23: coordd.log.v1.DedupRecord
+	(*SnapshotRecord)(nil),               // 24: coordd.log.v1.SnapshotRecord
+	(*InitStreaming)(nil),                // 25: coordd.log.v1.InitStreaming
+	(*AddPChannels)(nil),                 // 26: coordd.log.v1.AddPChannels
+	(*PChannelAssignment)(nil),           // 27: coordd.log.v1.PChannelAssignment
+	(*AssignPChannels)(nil),              // 28: coordd.log.v1.AssignPChannels
+	(*PChannelTerm)(nil),                 // 29: coordd.log.v1.PChannelTerm
+	(*AssignPChannelsDone)(nil),          // 30: coordd.log.v1.AssignPChannelsDone
+	(*MarkPChannelsUnavailable)(nil),     // 31: coordd.log.v1.MarkPChannelsUnavailable
+	(*RecordAssignFailure)(nil),          // 32: coordd.log.v1.RecordAssignFailure
+	(*RegisterStreamingNode)(nil),        // 33: coordd.log.v1.RegisterStreamingNode
+	(*MarkStreamingNodeDown)(nil),        // 34: coordd.log.v1.MarkStreamingNodeDown
+	(*SetStreamingNodeDrain)(nil),        // 35: coordd.log.v1.SetStreamingNodeDrain
+	(*AllocVirtualChannels)(nil),         // 36: coordd.log.v1.AllocVirtualChannels
+	(*DropVirtualChannels)(nil),          // 37: coordd.log.v1.DropVirtualChannels
+	(*ReplicateCluster)(nil),             // 38: coordd.log.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),            // 39: coordd.log.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),       // 40: coordd.log.v1.ReplicateConfiguration
+	(*UpdateReplicateConfiguration)(nil), // 41: coordd.log.v1.UpdateReplicateConfiguration
+	(*AssignResult)(nil),                 // 42: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 43: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 44: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 45: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 46: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 47: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 48: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 49: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 50: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 51: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 52: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 53: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 54: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 55: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 56: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 57: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 58: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 59: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 60: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 61: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 62: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 63: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 64: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 65: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 66: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 67: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 68: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 69: coordd.log.v1.CreateSegment
+	(*SealSegments)(nil),                 // 70: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 71: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 72: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 73: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 74: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 75: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 76: coordd.log.v1.UpdateChannelCheckpoints
+	(*SegmentIDList)(nil),                // 77: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 78: coordd.log.v1.SaveBinlogPathsResult
+	(*CheckpointsResult)(nil),            // 79: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 80: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 81: coordd.log.v1.ChannelCheckpointRecord
 }
 var file_log_proto_depIdxs = []int32{
-	7,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
+	10, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
-	8,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
-	10, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	39, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	40, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	41, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	58, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	59, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	14, // 9: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	9,  // 10: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	17, // 11: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	14, // 12: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	18, // 13: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	19, // 14: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	20, // 15: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	47, // 16: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	44, // 17: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	45, // 18: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	46, // 19: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	60, // 20: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	62, // 21: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	1,  // 22: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	24, // 23: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	26, // 24: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	26, // 25: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	26, // 26: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	35, // 27: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	36, // 28: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	37, // 29: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	26, // 30: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	42, // 31: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 32: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 33: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 34: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	43, // 35: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 36: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	42, // 37: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	37, // 38: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	42, // 39: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 40: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	48, // 41: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	49, // 42: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	48, // 43: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 44: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	49, // 45: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	61, // 46: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	11, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
+	13, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
+	42, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	43, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	44, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	61, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	62, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	77, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	78, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	79, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	17, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	12, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	20, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	17, // 15: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	21, // 16: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	22, // 17: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	23, // 18: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	50, // 19: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	47, // 20: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	48, // 21: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	49, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	63, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	65, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	80, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	81, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	1,  // 27: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	27, // 28: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	29, // 29: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 30: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 31: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	38, // 32: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	39, // 33: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	40, // 34: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	29, // 35: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	45, // 36: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 37: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 38: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 39: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	46, // 40: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 41: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	45, // 42: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	40, // 43: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	45, // 44: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 45: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	51, // 46: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	52, // 47: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	51, // 48: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 49: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	52, // 50: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	64, // 51: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	67, // 52: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	8,  // 53: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	66, // 54: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	66, // 55: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 56: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	68, // 57: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 58: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	67, // 59: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	72, // 60: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	73, // 61: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	66, // 62: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	75, // 63: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 64: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 65: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 66: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	66, // 67: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	66, // 68: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 69: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	68, // 70: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 71: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	67, // 72: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	66, // 73: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -4502,6 +6196,9 @@ func file_log_proto_init() {
 		(*Result_Vchannels)(nil),
 		(*Result_Broadcast)(nil),
 		(*Result_Completion)(nil),
+		(*Result_Segments)(nil),
+		(*Result_SaveBinlogs)(nil),
+		(*Result_Checkpoints)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -4515,14 +6212,16 @@ func file_log_proto_init() {
 		(*SnapshotRecord_Collection)(nil),
 		(*SnapshotRecord_BroadcastTask)(nil),
 		(*SnapshotRecord_BroadcastMeta)(nil),
+		(*SnapshotRecord_Segment)(nil),
+		(*SnapshotRecord_ChannelCheckpoint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   57,
+			NumEnums:      9,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,11 +23,26 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
-// Leader is what the allocators need from the raft node.
+// Leader is what the allocators need from the raft node. raftnode.Node
+// implements it.
 type Leader interface {
-	// EstablishedTerm is the term this node leads in, or 0.
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
 	commands.Proposer
+	// VerifyLeader confirms leadership with a quorum round that started after
+	// the call: nil means no other leader had been elected when the call
+	// began, so values taken before it may be handed out
+	// (docs/architecture.md#linearizable-reads).
 	VerifyLeader(ctx context.Context) error
 }

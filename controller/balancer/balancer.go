@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
@@ -21,10 +22,25 @@ import (
 const downNodeRemoveTimeout = 500 * time.Millisecond
 
 // Leader is what the balancer needs from the raft node.
+// raftnode.Node implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// StateChanged returns a channel closed when a state newer than the
+	// current one is published. Take it before reading State, so a change
+	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
 	commands.Proposer
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 
@@ -41,14 +57,16 @@ type Config struct {
 	PChannelPrefix string // default "by-dev-rootcoord-dml"
 	PChannels      int    // default 16
 
-	Interval        time.Duration // periodic round, default 1m
-	BackoffInitial  time.Duration // default 10ms
-	BackoffMax      time.Duration // default 5s
-	RPCTimeout      time.Duration // per Assign/Remove call, default 10s
-	MaxParallel     int           // channels applied concurrently, default 64
-	PolicyName      string        // default "vchannelFair"
-	Policy          policy.Config
-	Now             func() time.Time
+	Interval       time.Duration // periodic round, default 1m
+	BackoffInitial time.Duration // default 10ms
+	BackoffMax     time.Duration // default 5s
+	RPCTimeout     time.Duration // per Assign/Remove call, default 10s
+	MaxParallel    int           // channels applied concurrently, default 64
+	PolicyName     string        // default "vchannelFair"
+	Policy         policy.Config
+	// Clock reads the time and runs the round and backoff timers; default
+	// the real clock. Tests pass a fake and advance it.
+	Clock           clockwork.Clock
 	Logger          hclog.Logger
 	StreamingClient StreamingClient // default: gRPC
 }
@@ -84,8 +102,8 @@ func (c Config) withDefaults() Config {
 	if c.PolicyName == "" {
 		c.PolicyName = "vchannelFair"
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -108,6 +126,9 @@ type Balancer struct {
 	mu        sync.Mutex
 	lastError string
 	rounds    uint64
+	// quiet counts the rounds that succeeded without a change; after one,
+	// Run waits for a trigger, a change or the interval.
+	quiet uint64
 }
 
 // New validates the configuration and builds a balancer.
@@ -154,13 +175,13 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 	for ctx.Err() == nil {
 		if err := b.ensurePChannels(ctx); err != nil {
 			b.cfg.Logger.Warn("initializing pchannels failed; retrying", "error", err)
-			sleep(ctx, time.Second)
+			sleep(ctx, b.cfg.Clock, time.Second)
 			continue
 		}
 		break
 	}
 	backoff := time.Duration(0)
-	timer := time.NewTimer(0)
+	timer := b.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	var lastLayout string
 	stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
@@ -169,7 +190,7 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-timer.Chan():
 			forced = true
 		case <-b.trigger:
 			forced = true
@@ -190,6 +211,9 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		changed, err := b.round(ctx, st, layout)
 		b.mu.Lock()
 		b.rounds++
+		if err == nil && !changed {
+			b.quiet++
+		}
 		if err != nil {
 			b.lastError = err.Error()
 		} else {
@@ -250,7 +274,7 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 // should trigger a round when it changes.
 func (b *Balancer) layout(st *fsm.State) (policy.Layout, string) {
 	var l policy.Layout
-	l.NowMs = b.cfg.Now().UnixMilli()
+	l.NowMs = b.cfg.Clock.Now().UnixMilli()
 	healthy := map[uint64]bool{}
 	for _, n := range st.StreamingNodes() {
 		if n.State == logpb.NodeState_NODE_UP && b.health.Healthy(n.Id) {
@@ -399,7 +423,7 @@ func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) e
 			timeout = min(timeout, downNodeRemoveTimeout)
 		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
-		err := b.cfg.StreamingClient.Remove(rctx, n.Address, pchannel, h.Term, coordTerm)
+		err := b.cfg.StreamingClient.Remove(rctx, targetOf(n), pchannel, h.Term, coordTerm)
 		cancel()
 		if err != nil && n.State != logpb.NodeState_NODE_DOWN {
 			return fmt.Errorf("remove from node %d (%s) at term %d: %w", n.Id, n.Address, h.Term, err)
@@ -413,25 +437,27 @@ func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) e
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.RPCTimeout)
 	defer cancel()
-	if err := b.cfg.StreamingClient.Assign(rctx, target.Address, pchannel, term, p.Mode, coordTerm); err != nil {
+	if err := b.cfg.StreamingClient.Assign(rctx, targetOf(target), pchannel, term, p.Mode, coordTerm); err != nil {
 		return fmt.Errorf("assign on node %d (%s): %w", target.Id, target.Address, err)
 	}
 	return nil
 }
 
-func resetTimer(t *time.Timer, d time.Duration) {
+func resetTimer(t clockwork.Timer, d time.Duration) {
 	if !t.Stop() {
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		default:
 		}
 	}
 	t.Reset(d)
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) {
+	t := clock.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+	case <-t.Chan():
 	}
 }

@@ -1,5 +1,6 @@
 // Package balancer is the leader-only controller that keeps every PChannel
-// assigned to exactly one healthy streaming node (spec §1.8–1.9).
+// assigned to exactly one healthy streaming node
+// (docs/semantics.md#pchannel-assignment).
 //
 // A round reads the FSM and the node tracker, asks the policy (a pure
 // function of the layout) for the expected assignment, and applies the

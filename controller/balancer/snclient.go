@@ -13,9 +13,22 @@ import (
 
 // StreamingClient makes the WAL lifecycle calls to streaming nodes.
 type StreamingClient interface {
-	Assign(ctx context.Context, addr, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error
-	Remove(ctx context.Context, addr, pchannel string, term int64, coordTerm uint64) error
+	Assign(ctx context.Context, node NodeTarget, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error
+	Remove(ctx context.Context, node NodeTarget, pchannel string, term int64, coordTerm uint64) error
 	Close()
+}
+
+// NodeTarget names the streaming node a call is meant for: its address and
+// the registration (ID and epoch) the node checks, so a call never acts on
+// another process that now serves the same address.
+type NodeTarget struct {
+	Addr  string
+	ID    uint64
+	Epoch uint64
+}
+
+func targetOf(n *logpb.StreamingNodeRecord) NodeTarget {
+	return NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch}
 }
 
 // grpcStreamingClient keeps one connection per node address.
@@ -51,21 +64,22 @@ func ModeName(m logpb.AccessMode) string {
 	return "RW"
 }
 
-func (c *grpcStreamingClient) Assign(ctx context.Context, addr, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error {
-	cl, err := c.client(addr)
+func (c *grpcStreamingClient) Assign(ctx context.Context, node NodeTarget, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error {
+	cl, err := c.client(node.Addr)
 	if err != nil {
 		return err
 	}
-	_, err = cl.Assign(ctx, &coordpb.AssignRequest{Pchannel: pchannel, Term: term, AccessMode: ModeName(mode), CoordTerm: coordTerm})
+	_, err = cl.Assign(ctx, &coordpb.AssignRequest{Pchannel: pchannel, Term: term, AccessMode: ModeName(mode), CoordTerm: coordTerm,
+		NodeId: node.ID, Epoch: node.Epoch})
 	return err
 }
 
-func (c *grpcStreamingClient) Remove(ctx context.Context, addr, pchannel string, term int64, coordTerm uint64) error {
-	cl, err := c.client(addr)
+func (c *grpcStreamingClient) Remove(ctx context.Context, node NodeTarget, pchannel string, term int64, coordTerm uint64) error {
+	cl, err := c.client(node.Addr)
 	if err != nil {
 		return err
 	}
-	_, err = cl.Remove(ctx, &coordpb.RemoveRequest{Pchannel: pchannel, Term: term, CoordTerm: coordTerm})
+	_, err = cl.Remove(ctx, &coordpb.RemoveRequest{Pchannel: pchannel, Term: term, CoordTerm: coordTerm, NodeId: node.ID, Epoch: node.Epoch})
 	return err
 }
 

@@ -21,8 +21,17 @@ import (
 // returns the original position. The checkpoint carries the message ID's
 // term and offset and the message timestamp as its time tick.
 type Appender interface {
-	Append(ctx context.Context, nodeAddr, vchannel string, pchannelTerm int64, payload []byte,
+	Append(ctx context.Context, node NodeTarget, vchannel string, pchannelTerm int64, payload []byte,
 		broadcastID uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error)
+}
+
+// NodeTarget names the streaming node an append is meant for: its address
+// and the registration (ID and epoch) the node checks, so an append never
+// lands on another process that now serves the same address.
+type NodeTarget struct {
+	Addr  string
+	ID    uint64
+	Epoch uint64
 }
 
 // MDCoordTerm is the gRPC metadata key carrying the coordinator's raft term
@@ -61,15 +70,16 @@ func (a *GRPCAppender) client(addr string) (coordpb.StreamingNodeServiceClient, 
 }
 
 // Append implements Appender.
-func (a *GRPCAppender) Append(ctx context.Context, nodeAddr, vchannel string, pchannelTerm int64, payload []byte,
+func (a *GRPCAppender) Append(ctx context.Context, node NodeTarget, vchannel string, pchannelTerm int64, payload []byte,
 	broadcastID uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error) {
+	nodeAddr := node.Addr
 	cl, err := a.client(nodeAddr)
 	if err != nil {
 		return nil, err
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, MDCoordTerm, strconv.FormatUint(coordTerm, 10))
 	resp, err := cl.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: pchannelTerm, Payload: payload,
-		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm})
+		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm, NodeId: node.ID, Epoch: node.Epoch})
 	if err != nil {
 		return nil, err
 	}

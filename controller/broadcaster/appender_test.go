@@ -48,7 +48,7 @@ func TestGRPCAppender(t *testing.T) {
 
 	a := NewGRPCAppender()
 	var _ Appender = a
-	addr := lis.Addr().String()
+	addr := NodeTarget{Addr: lis.Addr().String(), ID: 4, Epoch: 77}
 	for i := 0; i < 2; i++ { // the second is a (deduplicated) retry
 		cp, err := a.Append(context.Background(), addr, "p_0_5v0", 3, []byte("x"), 17, true, 9)
 		if err != nil {
@@ -60,7 +60,8 @@ func TestGRPCAppender(t *testing.T) {
 	}
 	svc.mu.Lock()
 	req := svc.reqs[0]
-	if req.Vchannel != "p_0_5v0" || req.Term != 3 || string(req.Payload) != "x" || req.BroadcastId != 17 || !req.AckSyncUp {
+	if req.Vchannel != "p_0_5v0" || req.Term != 3 || string(req.Payload) != "x" || req.BroadcastId != 17 || !req.AckSyncUp ||
+		req.NodeId != 4 || req.Epoch != 77 || req.CoordTerm != 9 {
 		t.Fatalf("request %v", req)
 	}
 	if len(svc.coordTerm) != 2 || svc.coordTerm[0] != "9" {

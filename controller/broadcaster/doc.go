@@ -1,4 +1,5 @@
-// Package broadcaster is the leader side of coordd's broadcaster (spec §2):
+// Package broadcaster is the leader side of coordd's broadcaster
+// (docs/semantics.md#broadcaster):
 // atomic, ordered, idempotent DDL/DCL broadcast to many VChannels.
 //
 // The FSM holds the truth — tasks from PENDING to TOMBSTONE, per-VChannel

@@ -11,7 +11,7 @@ import (
 )
 
 // DomainName is the spelling of a resource-key domain in errors and metric
-// labels (spec §2.2).
+// labels (docs/semantics.md#resource-keys).
 func DomainName(d logpb.ResourceDomain) string {
 	switch d {
 	case logpb.ResourceDomain_RK_CLUSTER:
@@ -51,11 +51,12 @@ func KeyName(k *logpb.ResourceKey) string {
 // key would make the label set unbounded).
 func lockLabel(k *logpb.ResourceKey) string { return DomainName(k.Domain) + "@" + modeLetter(k.Shared) }
 
-// lockTable is the leader-memory resource-key lock table (spec §2.2–2.3):
-// shared/exclusive per ResourceKeyID, FIFO per key so an exclusive waiter
-// is not starved by a stream of shared holders. A caller acquires keys one
-// at a time in the normalized order and releases in reverse, which rules
-// out deadlock: a waiter on key k holds only keys ordered before k.
+// lockTable is the leader-memory resource-key lock table
+// (docs/semantics.md#resource-keys): shared/exclusive per ResourceKeyID, FIFO
+// per key so an exclusive waiter is not starved by a stream of shared holders.
+// A caller acquires keys one at a time in the normalized order and releases in
+// reverse, which rules out deadlock: a waiter on key k holds only keys ordered
+// before k.
 type lockTable struct {
 	mu     sync.Mutex
 	keys   map[string]*keyLock

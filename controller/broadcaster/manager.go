@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
@@ -20,10 +22,25 @@ import (
 )
 
 // Leader is what the broadcaster needs from the raft node.
+// raftnode.Node implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// and possibly behind the leader's commit index. Guards that matter run
+	// again inside Apply, so a decision read from it may be stale but never
+	// unsafe.
 	State() *fsm.State
+	// StateChanged returns a channel closed when a state newer than the
+	// current one is published. Take it before reading State, so a change
+	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
+	// Propose commits a command; see commands.Proposer for its error
+	// contract. Proposals made under a leader routine's ctx carry the
+	// routine's decision term.
 	commands.Proposer
+	// EstablishedTerm is the raft term this node leads in once it has
+	// committed LeaderEstablished for it, or 0 when it does not lead (or not
+	// yet). It may drop to 0 at any moment; a non-zero value is a hint, not a
+	// lease (docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
 }
 
@@ -44,8 +61,11 @@ type Config struct {
 	// acks again), default 30s.
 	AckSyncUpResend time.Duration
 	Logger          hclog.Logger
-	Now             func() time.Time
-	Metrics         *Metrics // optional
+	// Clock reads the time and runs every timer (retries, backoffs, the
+	// sweep and the tombstone check); default the real clock. Tests pass a
+	// fake and advance it. Latency metrics use the real clock.
+	Clock   clockwork.Clock
+	Metrics *Metrics // optional
 }
 
 func (c Config) withDefaults() Config {
@@ -79,16 +99,16 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	return c
 }
 
-// Manager is the broadcaster's leader side (spec §2): the resource-key lock
-// table, the append scheduler, the ack-callback driver and tombstone GC.
-// Everything it keeps is leader memory rebuilt from the FSM by Run; the
-// FSM holds the tasks and runs every guard.
+// Manager is the broadcaster's leader side (docs/semantics.md#broadcaster):
+// the resource-key lock table, the append scheduler, the ack-callback driver
+// and tombstone GC. Everything it keeps is leader memory rebuilt from the FSM
+// by Run; the FSM holds the tasks and runs every guard.
 type Manager struct {
 	leader Leader
 	app    Appender
@@ -101,6 +121,10 @@ type Manager struct {
 	closed  bool
 	closeCh chan struct{}
 	runs    sync.WaitGroup
+
+	// Calls blocked waiting for a leadership (await) and for a task's end
+	// (waitDone), so tests know a call is parked before they move on.
+	awaiting, waitingDone atomic.Int32
 }
 
 // New builds a manager. Run is its leader routine.
@@ -208,7 +232,7 @@ func (m *Manager) current() *termState {
 // await returns the ready leadership of the current established term,
 // waiting (ctx-bounded) while Run rebuilds it.
 func (m *Manager) await(ctx context.Context) (*termState, error) {
-	poll := time.NewTimer(time.Hour)
+	poll := m.cfg.Clock.NewTimer(time.Hour)
 	defer poll.Stop()
 	for {
 		term := m.leader.EstablishedTerm()
@@ -225,48 +249,41 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 			return cur, nil
 		}
 		poll.Reset(10 * time.Millisecond) // EstablishedTerm changes without a signal
+		m.awaiting.Add(1)
 		select {
 		case <-ctx.Done():
+			m.awaiting.Add(-1)
 			return nil, fmt.Errorf("broadcaster is recovering the tasks of term %d: %w", term, ctx.Err())
 		case <-ready:
-		case <-poll.C:
+		case <-poll.Chan():
 		}
+		m.awaiting.Add(-1)
 	}
 }
 
-// Broadcast commits a task for req, has it appended to every target (the
-// CChannel is added when missing) and waits until its callback has run and
-// it is a TOMBSTONE. A ctx end returns ctx's error; the task goes on. With
-// an idempotency key already known in its scope, no task is created: the
-// call waits for the original and returns it with Duplicated set.
+// Broadcast commits a task for req, has it appended to every target and
+// waits until its callback has run and it is a TOMBSTONE. With no targets
+// in req the manager chooses them (chooseTargets); the CChannel is added
+// when missing. Targets are chosen and checked once the resource keys are
+// held and the idempotency key is known to be new, so a call that fails
+// or times out before the task exists changes nothing. A ctx end returns
+// ctx's error; the task goes on. With an idempotency key already known in
+// its scope, no task is created: the call waits for the original and
+// returns it with Duplicated set.
 func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
+	if err := CheckRequest(req); err != nil {
+		return Result{}, err
+	}
 	if m.leader.EstablishedTerm() == 0 {
 		return Result{}, ErrNotLeader
 	}
-	st := m.leader.State()
-	if req.IdempotencyKey != "" {
-		if t, ok := st.BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey); ok {
-			return m.waitDone(ctx, req.MessageType, t.Id, true, 0, start)
-		}
+	req = withTypeKeys(req)
+	if id, ok := m.original(req); ok {
+		return m.waitDone(ctx, req.MessageType, id, true, 0, start)
 	}
-	if !st.IsPrimary() {
-		return Result{}, ErrNotPrimary
-	}
-	cch := st.CChannel()
-	if cch == "" {
-		return Result{}, &RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
-			Message: "streaming is not initialized: there is no control channel yet"}
-	}
-	targets := append([]string(nil), req.VChannels...)
-	if !contains(targets, cch) {
-		targets = append(targets, cch)
-	}
-	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
-		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
-	// Fail fast on a request the FSM would refuse anyway, before locking.
-	if _, err := commands.New(body, req.RequestID); err != nil {
-		return Result{}, err
+	if !m.leader.State().IsPrimary() {
+		return Result{}, ErrNotPrimary // nothing to wait for
 	}
 	ts, err := m.await(ctx)
 	if err != nil {
@@ -279,11 +296,33 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
+	// The keys are held: decide on the state as it is now.
+	if id, ok := m.original(req); ok {
+		guard.release()
+		return m.waitDone(ctx, req.MessageType, id, true, wait, start)
+	}
+	body, err := prepare(m.leader.State(), req)
+	if err != nil {
+		guard.release()
+		return Result{LockWait: wait}, err
+	}
 	id, dup, err := ts.create(ctx, body, guard, req.RequestID)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+// original returns the task that already holds req's idempotency scope.
+func (m *Manager) original(req Request) (uint64, bool) {
+	if req.IdempotencyKey == "" {
+		return 0, false
+	}
+	t, ok := m.leader.State().BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey)
+	if !ok {
+		return 0, false
+	}
+	return t.Id, true
 }
 
 func contains(ss []string, s string) bool {
@@ -318,22 +357,30 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 			}
 			return res, nil
 		}
+		m.waitingDone.Add(1)
 		select {
 		case <-ctx.Done():
+			m.waitingDone.Add(-1)
 			return res, ctx.Err()
 		case <-changed:
 		}
+		m.waitingDone.Add(-1)
 	}
 }
 
-// Ack records checkpoints of an ack_sync_up task (from the streaming node
-// that persisted the message). Idempotent: unknown or finished tasks and
-// already-acked VChannels are no-ops.
-func (m *Manager) Ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
+// Ack records checkpoints of an ack_sync_up task from the streaming node
+// that persisted the message (ack.FromNode, FromEpoch); the FSM refuses it
+// unless that node owns each channel at the checkpoint's term. Idempotent:
+// unknown or finished tasks and already-acked VChannels are no-ops.
+func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return ErrNotLeader
 	}
-	res, err := commands.Propose(ctx, m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	if ack.FromNode == 0 {
+		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
+	}
+	id := ack.BroadcastId
+	res, err := commands.Propose(ctx, m.leader, ack, "")
 	if err != nil {
 		return err
 	}
@@ -397,10 +444,12 @@ func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, reque
 			return res, err
 		}
 		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)
+		wait := m.cfg.Clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
+			wait.Stop()
 			return nil, err
-		case <-time.After(backoff):
+		case <-wait.Chan():
 		}
 		backoff = min(2*backoff, m.cfg.BackoffMax)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
-// Metrics are the broadcaster's Prometheus series (spec §2.17). A nil
-// *Metrics records nothing.
+// Metrics are the broadcaster's Prometheus series (docs/semantics.md#metrics).
+// A nil *Metrics records nothing.
 type Metrics struct {
 	ExecutionDuration   *prometheus.HistogramVec // message_type
 	BroadcastDuration   *prometheus.HistogramVec // message_type

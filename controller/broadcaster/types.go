@@ -12,7 +12,8 @@ type Request struct {
 	MessageType  string
 	Payload      []byte
 	ResourceKeys []*logpb.ResourceKey
-	// VChannels are the targets; the manager adds the CChannel when absent.
+	// VChannels are the targets; none means the manager chooses them
+	// (Manager.Broadcast). The manager adds the CChannel when absent.
 	VChannels []string
 	AckSyncUp bool
 	// IdempotencyKey is a scoped key (commands.ClusterScopedKey and

@@ -187,7 +187,8 @@ func staleView(err error) bool {
 		return false
 	}
 	m := status.Convert(err).Message()
-	return strings.Contains(m, "not the owner") || strings.Contains(m, "fenced") || strings.Contains(m, "wrong term")
+	return strings.Contains(m, "not the owner") || strings.Contains(m, "fenced") || strings.Contains(m, "wrong term") ||
+		strings.Contains(m, "wrong node")
 }
 
 func (c *Channels) append(ctx context.Context, w *client.Watcher, conns map[string]*grpc.ClientConn, rec *history.Recorder,
@@ -228,7 +229,8 @@ func (c *Channels) append(ctx context.Context, w *client.Watcher, conns map[stri
 		}
 		c.noteAttempt(payload, attempt{node.Id, term})
 		actx, acancel := context.WithTimeout(octx, time.Second)
-		resp, err := coordpb.NewStreamingNodeServiceClient(cc).Append(actx, &coordpb.AppendRequest{Vchannel: vch, Term: term, Payload: []byte(payload)})
+		resp, err := coordpb.NewStreamingNodeServiceClient(cc).Append(actx, &coordpb.AppendRequest{Vchannel: vch, Term: term, Payload: []byte(payload),
+			NodeId: node.Id, Epoch: node.Epoch})
 		acancel()
 		if err == nil {
 			out := AppendOut{Node: node.Id, Addr: node.Address, Attempts: attempts}

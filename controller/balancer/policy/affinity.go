@@ -49,11 +49,11 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// penalty is 1 − affinity(a, b) of §1.10: count every collection over the
-// VChannels of both channels; repeated = sum of the counts above 1,
-// distinct = number of collections; affinity = (distinct − repeated) /
-// distinct, or 1 when both channels are empty. So penalty = repeated /
-// distinct, which exceeds 1 when affinity is negative.
+// penalty is 1 − affinity(a, b) (docs/semantics.md#balance-policy): count
+// every collection over the VChannels of both channels; repeated = sum of the
+// counts above 1, distinct = number of collections; affinity = (distinct −
+// repeated) / distinct, or 1 when both channels are empty. So penalty =
+// repeated / distinct, which exceeds 1 when affinity is negative.
 func penalty(a, b *profile) float64 {
 	if a.selfRep == 0 && b.selfRep == 0 && a.sig&b.sig == 0 {
 		// No collection in common and none repeated inside either channel

@@ -9,8 +9,8 @@ import (
 // MaxRebalanceMaxStep is the largest RebalanceMaxStep Validate accepts.
 const MaxRebalanceMaxStep = 8
 
-// Config holds the balance policy parameters (milvus-semantics.md §1.15,
-// streaming.walBalancer.balancePolicy.*).
+// Config holds the balance policy parameters (Milvus's
+// streaming.walBalancer.balancePolicy.*; docs/semantics.md#balance-policy).
 type Config struct {
 	// vchannelFair weights and rebalance tolerance
 	// (defaults 0.4, 0.3, 0.01, 0.01).

@@ -3,13 +3,13 @@
 // its VChannels' collections, its current healthy placement and last assign
 // time, the healthy streaming nodes and the leader's clock) a Policy returns
 // the full expected assignment of every PChannel to a node. It implements
-// Milvus's vchannelFair policy (milvus-semantics.md §1.10) and a small
-// registry so the policy is selected by name (§1.15
+// Milvus's vchannelFair policy (docs/semantics.md#balance-policy) and a
+// small registry so the policy is selected by name (Milvus's
 // streaming.walBalancer.balancePolicy.name).
 //
 // The package decides placements only. Turning an expected assignment into
 // terms, ASSIGNING/ASSIGNED transitions and RPCs belongs to the caller
-// (§1.8 steps 5–6, §1.9).
+// (docs/semantics.md#pchannel-assignment).
 //
 // Determinism rule: a policy is a pure function of its Config and the Layout
 // it is given. It reads no clock (time comes in Layout.NowMs), starts no

@@ -85,7 +85,7 @@ func TestBalanceProperties(t *testing.T) {
 		} else if !cfg.AllowRebalance && m != 0 {
 			t.Fatalf("AllowRebalance=false moved %d healthy channels", m)
 		}
-		// §1.14.10: recently assigned channels on healthy nodes never move.
+		// Recently assigned channels on healthy nodes never move.
 		for _, c := range l.Channels {
 			if slices.Contains(l.Nodes, c.Node) && !movable(l.NowMs, c.LastAssignMs, cfg.MinRebalanceInterval) && got[c.Name] != c.Node {
 				t.Fatalf("%s assigned at %d moved %d → %d", c.Name, c.LastAssignMs, c.Node, got[c.Name])
@@ -114,7 +114,8 @@ func TestBalanceProperties(t *testing.T) {
 }
 
 // TestBalanceMatchesExactReference compares Balance with refBalance, a
-// straightforward transcription of §1.10 in exact rational arithmetic.
+// straightforward transcription of the policy
+// (docs/semantics.md#balance-policy) in exact rational arithmetic.
 func TestBalanceMatchesExactReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := genConfig(t, 3)
@@ -133,7 +134,7 @@ func TestBalanceMatchesExactReference(t *testing.T) {
 	})
 }
 
-// refBalance is §1.10 written as plainly as possible: every score is the
+// refBalance is the policy written as plainly as possible: every score is the
 // full global score recomputed from scratch with exact decimal big.Rat
 // arithmetic (so ties are exact), affinity is
 // computed with a map counter exactly as the spec words it.

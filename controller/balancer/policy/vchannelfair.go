@@ -14,7 +14,8 @@ import (
 // above 101 nodes).
 const maxDFSLeaves = 1 << 20
 
-// vchannelFair is Milvus's vchannelFair policy (milvus-semantics.md §1.10).
+// vchannelFair is Milvus's vchannelFair policy
+// (docs/semantics.md#balance-policy).
 type vchannelFair struct {
 	cfg Config
 }
@@ -254,7 +255,7 @@ func newRound(cfg Config, l Layout, nodes []uint64) (*round, error) {
 		r.assign[i] = -1
 	}
 	// An empty node costs wP + wV (when the averages are non-zero): the
-	// global score is the sum over every node from the start (§1.10).
+	// global score is the sum over every node from the start.
 	for n := range r.nodes {
 		r.nodes[n].cost = r.cost(0, 0, 0)
 	}

@@ -294,7 +294,7 @@ func TestBalanceKeepsHealthyAssignments(t *testing.T) {
 	}
 }
 
-// §1.14.9: without rebalance nothing on a healthy node moves, however
+// Without rebalance nothing on a healthy node moves, however
 // unbalanced.
 func TestBalanceAllowRebalanceFalse(t *testing.T) {
 	chs := named(12, 1, oldAssign)
@@ -315,7 +315,8 @@ func TestBalanceAllowRebalanceFalse(t *testing.T) {
 	}
 }
 
-// §1.14.10 and the MaxStep bound.
+// A channel assigned within MinRebalanceInterval is not moved, and a round
+// moves at most MaxStep channels.
 func TestBalanceMinRebalanceInterval(t *testing.T) {
 	withStep := func(step int) Config {
 		c := DefaultConfig()

@@ -1,0 +1,97 @@
+package broadcaster
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// CheckRequest validates what can be checked without state: the message
+// type, payload size, resource keys, idempotency key and any explicit
+// targets. The API calls it before forwarding; Broadcast calls it again.
+func CheckRequest(req Request) error {
+	return commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,
+		ResourceKeys: req.ResourceKeys, Vchannels: req.VChannels, IdempotencyKey: req.IdempotencyKey})
+}
+
+// withTypeKeys adds the resource keys a message type always holds: an
+// AlterReplicateConfig holds the exclusive Cluster key, so no other
+// broadcast runs between its creation (where the configuration is checked
+// against the installed one) and its callback.
+func withTypeKeys(req Request) Request {
+	if req.MessageType == commands.MsgAlterReplicateConfig {
+		req.ResourceKeys = append(append([]*logpb.ResourceKey(nil), req.ResourceKeys...),
+			&logpb.ResourceKey{Domain: logpb.ResourceDomain_RK_CLUSTER})
+	}
+	return req
+}
+
+// prepare builds the CreateBroadcast for req on st: the targets are
+// chosen when req names none, the CChannel is added, and the result is
+// checked as the state machine will check it.
+func prepare(st *fsm.State, req Request) (*logpb.CreateBroadcast, error) {
+	if !st.IsPrimary() {
+		return nil, ErrNotPrimary
+	}
+	cch := st.CChannel()
+	if cch == "" {
+		return nil, &RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
+			Message: "streaming is not initialized: there is no control channel yet"}
+	}
+	targets, err := chooseTargets(st, req)
+	if err != nil {
+		return nil, err
+	}
+	if !contains(targets, cch) {
+		targets = append(targets, cch)
+	}
+	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
+		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
+	if _, err := commands.New(body, req.RequestID); err != nil {
+		return nil, err
+	}
+	if r := st.CheckBroadcastCreation(body); r != nil {
+		return nil, rejectionError(r)
+	}
+	return body, nil
+}
+
+// chooseTargets returns req's targets, or when it names none, the default
+// ones for its type: a CreateCollection goes to the collection's
+// VChannels (planned now, recorded by its callback), a DropCollection to
+// the collection's VChannels, an AlterReplicateConfig to every PChannel and
+// anything else (a cluster-level message) to every PChannel available in
+// replication. The CChannel stands in for its own PChannel.
+func chooseTargets(st *fsm.State, req Request) ([]string, error) {
+	if len(req.VChannels) > 0 {
+		return append([]string(nil), req.VChannels...), nil
+	}
+	switch req.MessageType {
+	case commands.MsgCreateCollection:
+		var p logpb.CreateCollectionPayload
+		if err := proto.Unmarshal(req.Payload, &p); err != nil {
+			return nil, fmt.Errorf("%w: CreateCollection payload: %v", commands.ErrInvalid, err)
+		}
+		plan, r := st.PlanCollectionVChannels(p.CollectionId, p.Shards)
+		if r != nil {
+			return nil, rejectionError(r)
+		}
+		return plan, nil
+	case commands.MsgDropCollection:
+		var p logpb.DropCollectionPayload
+		if err := proto.Unmarshal(req.Payload, &p); err != nil {
+			return nil, fmt.Errorf("%w: DropCollection payload: %v", commands.ErrInvalid, err)
+		}
+		if coll, ok := st.Collection(p.CollectionId); ok {
+			return append([]string(nil), coll.Vchannels...), nil
+		}
+		return nil, nil // the CChannel alone; the callback has nothing to drop
+	case commands.MsgAlterReplicateConfig:
+		return st.ClusterTargets(true), nil
+	}
+	return st.ClusterTargets(false), nil
+}

@@ -1,0 +1,44 @@
+package fsm
+
+import (
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// checkExternalAck guards an ack sent by a streaming node (FromNode set):
+// only an ack_sync_up task waits for such acks, the sender must hold a live
+// session, and every checkpoint it gives for a target must be for a
+// channel that sender owns, at the channel's current term. Anything else
+// could mark a target acked whose WAL never received the message, so the
+// whole ack is refused and nothing changes. Checkpoints for non-targets
+// stay ignored, as for the leader's own acks.
+func checkExternalAck(next *State, t *logpb.BroadcastTask, b *logpb.AckBroadcast) *logpb.Result {
+	if !t.AckSyncUp {
+		return reject(logpb.RejectCode_REJECT_CONFLICT,
+			"broadcast %d is not ack_sync_up: its targets are acked by coordd's own appends, not by streaming nodes", t.Id)
+	}
+	n, ok := next.ch.nodes.Get(b.FromNode)
+	if !ok || n.Epoch != b.FromEpoch || n.State == logpb.NodeState_NODE_DOWN {
+		return reject(logpb.RejectCode_REJECT_CONFLICT,
+			"ack for broadcast %d: streaming node %d has no live session at epoch %d", t.Id, b.FromNode, b.FromEpoch)
+	}
+	for _, cp := range b.Checkpoints {
+		if !isTarget(t, cp.Vchannel) {
+			continue
+		}
+		name := commands.PChannelOf(cp.Vchannel)
+		p, ok := next.ch.pchannels.Get(name)
+		if !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "ack for broadcast %d: pchannel %s does not exist", t.Id, name)
+		}
+		if p.NodeId != b.FromNode {
+			return reject(logpb.RejectCode_REJECT_CONFLICT,
+				"ack for broadcast %d: pchannel %s of %s is owned by streaming node %d, not %d", t.Id, name, cp.Vchannel, p.NodeId, b.FromNode)
+		}
+		if p.Term != cp.Term {
+			return reject(logpb.RejectCode_REJECT_STALE,
+				"ack for broadcast %d: checkpoint of %s is at term %d, but pchannel %s is at term %d", t.Id, cp.Vchannel, cp.Term, name, p.Term)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package fsm
+
+import (
+	"math"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Segment lifecycle (docs/semantics.md, "Segments, flush and recovery"):
+// Growing → Sealed (SealSegments) → Flushing (MarkSegmentsFlushing) →
+// Flushed or Dropped (SaveBinlogPaths); unknown L0 → Flushed (SaveBinlogPaths).
+
+func segmentIDs(ids []int64) *logpb.Result {
+	return &logpb.Result{Value: &logpb.Result_Segments{Segments: &logpb.SegmentIDList{Ids: ids}}}
+}
+
+// applyCreateSegment creates a Growing L1 segment for the VChannel's current
+// owner. Its ID comes from the global ID space.
+func applyCreateSegment(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.CreateSegment)
+	if _, ok := next.knownVChannel(b.Vchannel); !ok {
+		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "vchannel %s is not a vchannel of collection %d", b.Vchannel, b.CollectionId)
+	}
+	if err := next.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm); err != nil {
+		return reject(logpb.RejectCode_REJECT_STALE, "create segment: %v", err)
+	}
+	if next.seg.segs.Len() >= MaxSegments {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d segments already (max %d)", next.seg.segs.Len(), MaxSegments)
+	}
+	if next.alloc.nextID >= math.MaxInt64 {
+		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "id space exhausted for segments: next %d", next.alloc.nextID)
+	}
+	id := int64(next.alloc.nextID)
+	next.alloc.nextID++
+	next.seg.put(&Segment{
+		ID: id, CollectionID: b.CollectionId, PartitionID: b.PartitionId, VChannel: next.internVChannel(b.Vchannel),
+		State: logpb.SegmentState_SEGMENT_GROWING, Level: logpb.SegmentLevel_LEVEL_L1,
+		CreatedMs: c.ProposedAtUnixMs, LastWriteMs: c.ProposedAtUnixMs,
+	})
+	return segmentIDs([]int64{id})
+}
+
+// checkDecisionTerm: a leader routine's decision is valid only in the term
+// it was made in.
+func checkDecisionTerm(next *State, t commands.Type, term uint64) *logpb.Result {
+	if term != next.leader.term {
+		return reject(logpb.RejectCode_REJECT_STALE, "%s was decided in term %d, the established term is %d", t, term, next.leader.term)
+	}
+	return nil
+}
+
+// applySealSegments seals Growing segments at seal_ts: the listed ones and
+// every Growing segment of collection_id. Segments past Growing are left
+// as they are (sealing is idempotent); an unknown listed ID rejects the
+// whole command. The result lists the segments sealed by this command.
+func applySealSegments(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.SealSegments)
+	if r := checkDecisionTerm(next, c.Type, b.DecisionTerm); r != nil {
+		return r
+	}
+	targets := make([]*Segment, 0, len(b.SegmentIds))
+	for _, id := range b.SegmentIds {
+		g, ok := next.seg.segs.Get(id)
+		if !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "segment %d does not exist", id)
+		}
+		targets = append(targets, g)
+	}
+	if b.CollectionId > 0 {
+		targets = append(targets, next.SegmentsOfCollection(b.CollectionId)...)
+	}
+	sealed := []int64{}
+	for _, g := range targets {
+		if g.State != logpb.SegmentState_SEGMENT_GROWING {
+			continue
+		}
+		ng := *g
+		ng.State = logpb.SegmentState_SEGMENT_SEALED
+		ng.SealTs, ng.SealReason, ng.SealedMs = b.SealTs, b.Reason, c.ProposedAtUnixMs
+		next.seg.put(&ng)
+		sealed = append(sealed, g.ID)
+	}
+	return segmentIDs(sealed)
+}
+
+// applyMarkSegmentsFlushing moves Sealed segments to Flushing (the leader
+// then tells the owning flusher); others are skipped.
+func applyMarkSegmentsFlushing(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.MarkSegmentsFlushing)
+	if r := checkDecisionTerm(next, c.Type, b.DecisionTerm); r != nil {
+		return r
+	}
+	marked := []int64{}
+	for _, id := range b.SegmentIds {
+		g, ok := next.seg.segs.Get(id)
+		if !ok || g.State != logpb.SegmentState_SEGMENT_SEALED {
+			continue
+		}
+		ng := *g
+		ng.State = logpb.SegmentState_SEGMENT_FLUSHING
+		next.seg.put(&ng)
+		marked = append(marked, id)
+	}
+	return segmentIDs(marked)
+}
+
+// applyUpdateChannelCheckpoints advances checkpoints: each entry must come
+// from the owner, name a live VChannel, and be newer than the stored one;
+// the dropped sentinel is terminal. Refused entries are listed.
+func applyUpdateChannelCheckpoints(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.UpdateChannelCheckpoints)
+	out := &logpb.CheckpointsResult{}
+	for _, u := range b.Checkpoints {
+		pos := positionOf(u.Position)
+		old, had := next.seg.cps.Get(u.Vchannel)
+		switch {
+		case had && old.Dropped():
+			out.Refused = append(out.Refused, u.Vchannel+": vchannel is dropped")
+			continue
+		case !knownVChannelOK(next, u.Vchannel):
+			out.Refused = append(out.Refused, u.Vchannel+": not a live vchannel")
+			continue
+		}
+		if err := next.CheckChannelOwner(u.Vchannel, b.NodeId, u.PchannelTerm); err != nil {
+			out.Refused = append(out.Refused, u.Vchannel+": "+err.Error())
+			continue
+		}
+		if had && !old.Position.Less(pos) {
+			out.Refused = append(out.Refused, u.Vchannel+": not newer than the stored checkpoint")
+			continue
+		}
+		next.seg.cps = next.seg.cps.Set(u.Vchannel, &ChannelCheckpoint{VChannel: next.internVChannel(u.Vchannel),
+			Position: pos, NodeID: b.NodeId, PChannelTerm: u.PchannelTerm, UpdatedMs: c.ProposedAtUnixMs})
+		out.Accepted++
+	}
+	return &logpb.Result{Value: &logpb.Result_Checkpoints{Checkpoints: out}}
+}
+
+func knownVChannelOK(s *State, v string) bool {
+	_, ok := s.knownVChannel(v)
+	return ok
+}
+
+// dropCollectionSegments drops every segment of a dropped collection and
+// sets the dropped sentinel on its VChannels (called when its VChannels are
+// dropped).
+func dropCollectionSegments(next *State, coll *logpb.CollectionVChannels, atMs int64) {
+	for _, g := range next.SegmentsOfCollection(coll.CollectionId) {
+		if g.State == logpb.SegmentState_SEGMENT_DROPPED {
+			continue
+		}
+		ng := *g
+		ng.State, ng.DroppedMs = logpb.SegmentState_SEGMENT_DROPPED, atMs
+		next.seg.put(&ng)
+	}
+	for _, v := range coll.Vchannels {
+		next.seg.cps = next.seg.cps.Set(v, &ChannelCheckpoint{VChannel: v,
+			Position: Position{Timestamp: commands.DroppedTimestamp}, UpdatedMs: atMs})
+	}
+}
+
+func positionOf(p *logpb.WALPosition) Position {
+	return Position{Term: p.GetTerm(), Offset: p.GetOffset(), Timestamp: p.GetTimestamp()}
+}
+
+func positionProto(p Position) *logpb.WALPosition {
+	if p.IsZero() {
+		return nil
+	}
+	return &logpb.WALPosition{Term: p.Term, Offset: p.Offset, Timestamp: p.Timestamp}
+}

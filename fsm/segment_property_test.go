@@ -1,0 +1,198 @@
+package fsm
+
+import (
+	"bytes"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// genSegmentCommand draws a write-path command against s: mostly from the
+// right owner and about existing segments, sometimes from a wrong node or
+// an old term, sometimes a reassignment that makes the previous owner stale.
+func genSegmentCommand(t *rapid.T, label string, s *State) commands.Command {
+	vch := rapid.SampledFrom([]string{v0, v1}).Draw(t, label+".vch")
+	p, _ := s.PChannel(commands.PChannelOf(vch))
+	node, term := p.NodeId, p.Term
+	switch rapid.IntRange(0, 5).Draw(t, label+".owner") {
+	case 0:
+		node = rapid.Uint64Range(1, 3).Draw(t, label+".node")
+	case 1:
+		term = rapid.Int64Range(1, term+1).Draw(t, label+".term")
+	}
+	var ids []int64
+	for _, g := range s.SegmentsOfVChannel(vch) {
+		ids = append(ids, g.ID)
+	}
+	pickID := func() int64 {
+		if len(ids) == 0 || rapid.IntRange(0, 9).Draw(t, label+".unknown") == 0 {
+			return rapid.Int64Range(1, int64(s.NextID())+2).Draw(t, label+".anyID")
+		}
+		return rapid.SampledFrom(ids).Draw(t, label+".id")
+	}
+	ts := rapid.Uint64Range(1, 1000).Draw(t, label+".ts")
+	decision := rapid.SampledFrom([]uint64{s.EstablishedTerm(), s.EstablishedTerm(), s.EstablishedTerm() + 1}).Draw(t, label+".decision")
+	switch rapid.IntRange(0, 9).Draw(t, label+".kind") {
+	case 0, 1:
+		return cmd(&logpb.CreateSegment{CollectionId: coll, PartitionId: 1, Vchannel: vch, NodeId: node, PchannelTerm: term})
+	case 2:
+		if rapid.Bool().Draw(t, label+".whole") {
+			return sealColl(decision, ts, coll)
+		}
+		return sealSegs(decision, ts, pickID())
+	case 3:
+		return markFlushing(decision, pickID())
+	case 4, 5, 6:
+		id := pickID()
+		rows := rapid.Int64Range(0, 5).Draw(t, label+".rows")
+		b := &logpb.SaveBinlogPaths{NodeId: node, Vchannel: vch, PchannelTerm: term, SegmentId: id, CollectionId: coll, PartitionId: 1,
+			Level:       rapid.SampledFrom([]logpb.SegmentLevel{lvL1, lvL1, lvL1, lvL0}).Draw(t, label+".level"),
+			Checkpoints: []*logpb.SegmentCheckpointUpdate{{SegmentId: id, Position: wpos(term, ts, ts), NumOfRows: rows}},
+			Flushed:     rapid.Bool().Draw(t, label+".flushed"), Dropped: rapid.IntRange(0, 6).Draw(t, label+".dropped") == 0,
+			WithFullBinlogs: rapid.IntRange(0, 4).Draw(t, label+".full") == 0}
+		if rows > 0 {
+			b.Binlogs = []*logpb.FieldLogs{{FieldId: 100, Logs: []*logpb.LogRef{binlog(rapid.Int64Range(1, 20).Draw(t, label+".log"), rows)}}}
+		}
+		return cmd(b)
+	case 7, 8:
+		return cmd(&logpb.UpdateChannelCheckpoints{NodeId: node, Checkpoints: []*logpb.ChannelCheckpointUpdate{
+			{Vchannel: vch, PchannelTerm: term, Position: wpos(term, ts, ts)}}})
+	default:
+		target := rapid.Uint64Range(1, 3).Draw(t, label+".target")
+		pc := commands.PChannelOf(vch)
+		return cmd(&logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{asg(pc, target, p.Term)}})
+	}
+}
+
+// TestSegmentProperties applies random write-path command streams and
+// checks, after every entry: the structural invariants and the successor
+// relation (allowed state moves, DML positions and checkpoints never go
+// back, the dropped sentinel is terminal, a Flushed segment's binlogs
+// change only by a drop); that a command from a non-owner or an old term
+// changes nothing; and that two replicas and a snapshot restore agree.
+func TestSegmentProperties(t *testing.T) {
+	start := build(t, segBase()...)
+	reached := map[string]int{}
+	rapid.Check(t, func(t *rapid.T) {
+		s, replica := start, start
+		n := rapid.IntRange(1, 60).Draw(t, "steps")
+		for i := 0; i < n; i++ {
+			c := genSegmentCommand(t, "c", s)
+			c.ProposedAtUnixMs = int64(1000 + i)
+			next, res, err := s.ApplyCommands(s.AppliedIndex()+1, c)
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if err := next.CheckInvariants(); err != nil {
+				t.Fatalf("invariants after %s: %v", c.Type, err)
+			}
+			if err := Successor(s, next); err != nil {
+				t.Fatalf("successor after %s %v: %v", c.Type, c.Body, err)
+			}
+			checkOwnerProperty(t, s, next, c, res[0])
+			countReached(reached, c, res[0])
+			r2, _, err := replica.ApplyCommands(replica.AppliedIndex()+1, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(snapshotBytes(t, next), snapshotBytes(t, r2)) {
+				t.Fatalf("replicas diverged after %s", c.Type)
+			}
+			s, replica = next, r2
+		}
+		data := snapshotBytes(t, s)
+		restored, err := ReadSnapshot(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if !bytes.Equal(snapshotBytes(t, restored), data) {
+			t.Fatal("restored state snapshots differently")
+		}
+		for _, v := range []string{v0, v1} {
+			a, errA := s.RecoveryInfo(v)
+			b, errB := restored.RecoveryInfo(v)
+			if (errA == nil) != (errB == nil) || a.Seek != b.Seek || len(a.Unflushed) != len(b.Unflushed) || len(a.Flushed) != len(b.Flushed) {
+				t.Fatalf("recovery info of %s differs after restore", v)
+			}
+		}
+	})
+	for _, k := range []string{"CreateSegment", "SealSegments", "MarkSegmentsFlushing", "save -> Flushed", "save -> Dropped",
+		"save -> Growing", "stale save", "checkpoint accepted", "rejected SaveBinlogPaths", "rejected CreateSegment"} {
+		if reached[k] == 0 {
+			t.Errorf("the generator never reached %q (reached: %v)", k, reached)
+		}
+	}
+}
+
+func countReached(reached map[string]int, c commands.Command, r *logpb.Result) {
+	switch {
+	case r.Rejection != nil:
+		reached["rejected "+c.Type.String()]++
+	case r.GetSaveBinlogs().GetStale():
+		reached["stale save"]++
+	case r.GetSaveBinlogs() != nil:
+		reached["save -> "+SegmentStateName(r.GetSaveBinlogs().State)]++
+	case r.GetCheckpoints().GetAccepted() > 0:
+		reached["checkpoint accepted"]++
+	case len(r.GetSegments().GetIds()) > 0:
+		reached[c.Type.String()]++
+	}
+}
+
+// checkOwnerProperty: a save or checkpoint from anyone but the current
+// (node, term) owner never changes the state; a stale save writes nothing.
+func checkOwnerProperty(t *rapid.T, prev, next *State, c commands.Command, r *logpb.Result) {
+	same := func() bool {
+		b := *prev
+		b.applied, b.nowMs = next.applied, next.nowMs
+		return bytes.Equal(snapshotBytes(t, &b), snapshotBytes(t, next))
+	}
+	switch b := c.Body.(type) {
+	case *logpb.SaveBinlogPaths:
+		if prev.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm) != nil {
+			if r.Rejection == nil || !same() {
+				t.Fatalf("a non-owner save was applied: %v", r)
+			}
+		}
+		if r.GetSaveBinlogs().GetStale() && !same() {
+			t.Fatal("a stale save wrote something")
+		}
+	case *logpb.UpdateChannelCheckpoints:
+		u := b.Checkpoints[0]
+		if prev.CheckChannelOwner(u.Vchannel, b.NodeId, u.PchannelTerm) != nil && !same() {
+			t.Fatal("a non-owner checkpoint was applied")
+		}
+	case *logpb.CreateSegment:
+		if prev.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm) != nil && r.Rejection == nil {
+			t.Fatal("a non-owner created a segment")
+		}
+	}
+}
+
+func TestSegmentSnapshotRoundTrip(t *testing.T) {
+	s := build(t, segBase(createSeg(v0, 1, 2), createSeg(v1, 2, 2), save(1, 50, 10, 100),
+		sealSegs(2, 150, 1), markFlushing(2, 1), save(1, 51, 4, 160, flushed), cpUpdate(1, v0, 2, 170))...)
+	data := snapshotBytes(t, s)
+	r, err := ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, r), data) {
+		t.Fatal("restored state snapshots differently")
+	}
+	g, _ := r.Segment(1)
+	if g.State != sgFlushed || g.NumRows != 14 || g.SealTs != 150 || len(g.InsertLogPaths()) != 2 ||
+		r.SegmentCountBy(sgFlushed, lvL1) != 1 || r.SegmentCountBy(sgGrowing, lvL1) != 1 || len(r.SegmentsOfCollection(coll)) != 2 {
+		t.Fatalf("restored segment %+v, counts wrong", g)
+	}
+	if cp, ok := r.ChannelCheckpoint(v0); !ok || cp.Position.Timestamp != 170 {
+		t.Fatalf("restored checkpoint %+v", cp)
+	}
+	// Restored records share the collection's VChannel string.
+	if g2, _ := r.Segment(2); g2.VChannel != v1 {
+		t.Fatalf("segment 2 vchannel %q", g2.VChannel)
+	}
+}

@@ -38,6 +38,7 @@ type serveConfig struct {
 	TestOnlySkipIdentityCheck                 bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
+	Segments                                  segmentFlags
 	Limits                                    limitFlags
 	Raft                                      raftnode.Config
 }
@@ -65,6 +66,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	c.Channels.register(fs)
 	c.Broadcast.register(fs)
+	c.Segments.register(fs)
 	c.Limits.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
@@ -198,6 +200,9 @@ func (c serveConfig) validate() error {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
 	if err := c.Channels.validate(); err != nil {
+		return err
+	}
+	if err := c.Segments.validate(); err != nil {
 		return err
 	}
 	if err := c.Broadcast.validate(); err != nil {

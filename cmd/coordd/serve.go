@@ -105,6 +105,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
 	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
+		grpcserver.WithDataConfig(c.Segments.config()),
 		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
 	if c.TestOnlyUnsafeIDReuse {
@@ -116,6 +117,11 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
+	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
+	if err != nil {
+		return err
+	}
+	srv.Data().SetFlushObserver(observeFlush)
 	// The logging interceptors run outside the recovery ones, so a
 	// recovered panic (answered Internal) is logged with its request ID too.
 	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),

@@ -2,7 +2,7 @@ package client
 
 import "sort"
 
-// The replay filter (docs/semantics.md, "Segments, flush and recovery"): a
+// The replay filter (docs/semantics.md#recovery): a
 // new owner of a VChannel seeks its PChannel's WAL to the earliest position
 // any of its VChannels needs and replays from there; the filter drops what
 // is already persisted, so every row ends up in exactly one segment's

@@ -201,10 +201,12 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checked := map[string]int{}
 	for _, s := range segs {
 		if s.State != "Flushed" && s.State != "Growing" {
 			continue
 		}
+		checked[s.State]++
 		beforeInfo, err := c.GetSegmentInfo(ctx, []int64{s.SegmentId}, false)
 		if err != nil {
 			t.Fatal(err)
@@ -224,6 +226,9 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 		if x.State != y.State || x.NumOfRows != y.NumOfRows || len(x.BinlogPaths) != len(y.BinlogPaths) || x.GetDmlPosition().GetTimestamp() != y.GetDmlPosition().GetTimestamp() {
 			t.Fatalf("the refused save changed segment %d: %v -> %v", s.SegmentId, x, y)
 		}
+	}
+	if checked["Flushed"] == 0 || checked["Growing"] == 0 {
+		t.Fatalf("the late save was tried on %v segments of %s; want Flushed and Growing ones", checked, oldV)
 	}
 	flushAndWait(t, c, 102, 60*time.Second)
 	checkExactlyOnce(t, persistedRows(t, c, store, 102), a, b)

@@ -126,26 +126,28 @@ func BenchmarkSegmentScale(b *testing.B) {
 // segments.
 func BenchmarkSaveBinlogPathsApply(b *testing.B) {
 	s, _ := benchSegmentState(b, 100_000)
-	var target *Segment
+	var targets []*Segment
 	s.EachActiveSegment(func(g *Segment) bool {
 		if g.State == logpb.SegmentState_SEGMENT_GROWING {
-			target = g
-			return false
+			targets = append(targets, g)
 		}
 		return true
 	})
-	// Make the segment's PChannel owned so the save passes the owner check.
-	pname := commands.PChannelOf(target.VChannel)
-	p, _ := s.ch.pchannels.Get(pname)
-	np := *p
-	np.State, np.NodeId, np.Term = logpb.PChannelState_PCHANNEL_ASSIGNED, 1, 2
-	s.ch.pchannels = s.ch.pchannels.Set(pname, &np)
+	// Make every PChannel owned by node 1 at term 2 so saves pass the owner check.
+	for _, p := range s.PChannels() {
+		np := clonePChannel(p)
+		np.State, np.NodeId, np.Term = logpb.PChannelState_PCHANNEL_ASSIGNED, 1, 2
+		s.ch.pchannels = s.ch.pchannels.Set(p.Name, np)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		target := targets[i%len(targets)]
 		ts := uint64(449400000000000 + i)
 		c := commands.MustNew(&logpb.SaveBinlogPaths{NodeId: 1, Vchannel: target.VChannel, PchannelTerm: 2, SegmentId: target.ID,
 			CollectionId: target.CollectionID, PartitionId: target.PartitionID, Level: logpb.SegmentLevel_LEVEL_L1,
-			Binlogs:     []*logpb.FieldLogs{{FieldId: 100, Logs: []*logpb.LogRef{{LogId: int64(1<<40 + i), EntriesNum: 10, TimestampFrom: ts, TimestampTo: ts}}}},
+			Binlogs: []*logpb.FieldLogs{{FieldId: 100, Logs: []*logpb.LogRef{
+				{LogId: int64(1<<40 + 2*i), EntriesNum: 10, TimestampFrom: ts, TimestampTo: ts},
+				{LogId: int64(1<<40 + 2*i + 1), EntriesNum: 10, TimestampFrom: ts, TimestampTo: ts}}}},
 			Checkpoints: []*logpb.SegmentCheckpointUpdate{{SegmentId: target.ID, Position: &logpb.WALPosition{Term: 3, Offset: uint64(i), Timestamp: ts}, NumOfRows: 10}}})
 		next, res, err := s.ApplyCommands(s.AppliedIndex()+1, c)
 		if err != nil || res[0].Rejection != nil {

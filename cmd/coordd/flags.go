@@ -35,6 +35,7 @@ type serveConfig struct {
 	EnablePprof                               bool
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
+	TestOnlySkipIdentityCheck                 bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
@@ -58,6 +59,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.TestOnlyUnsafeIDReuse, "test-only-unsafe-id-reuse", false,
 		"TEST ONLY: break the ID allocator (no committed reservation) so the Jepsen-style checkers can be shown to catch it")
+	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
+		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
@@ -185,6 +188,13 @@ func (c serveConfig) validate() error {
 	}
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
+	}
+	// With fewer trailing logs than the threshold, a member whose newest
+	// snapshot turns out unreadable cannot fall back to the older one: the
+	// log no longer reaches back to it.
+	if c.Raft.TrailingLogs < c.Raft.SnapshotThreshold {
+		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
+			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
 	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)

@@ -40,22 +40,30 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
-	// Listen before starting raft so a port clash fails fast, with nothing
-	// on disk changed but the data dir.
+	rc := c.Raft
+	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
+	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	if len(c.RaftDial) > 0 {
+		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
+	}
+	// Check and lock the data dir before binding any port: a data dir in
+	// use, damaged, or one that lost its raft state is refused at once.
+	storage, err := raftnode.OpenStorage(rc)
+	if err != nil {
+		return err
+	}
+	rc.Storage = storage
+	// Listen before starting raft so a port clash fails fast.
 	grpcLis, err := net.Listen("tcp", c.GRPCAddr)
 	if err != nil {
+		storage.Close()
 		return fmt.Errorf("listen on --grpc-addr: %w", err)
 	}
 	httpLis, err := net.Listen("tcp", c.HTTPAddr)
 	if err != nil {
 		grpcLis.Close()
+		storage.Close()
 		return fmt.Errorf("listen on --http-addr: %w", err)
-	}
-
-	rc := c.Raft
-	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
-	if len(c.RaftDial) > 0 {
-		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
 	}
 	node, err := raftnode.Open(rc)
 	if err != nil {
@@ -147,7 +155,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	go func() { defer wg.Done(); errc <- g.Serve(grpcLis) }()
 	go func() { defer wg.Done(); errc <- hs.Serve(httpLimited) }()
 
-	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger}
+	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger,
+		TestOnlySkipIdentityCheck: c.TestOnlySkipIdentityCheck}
 	bgctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := cluster.Enter(bgctx, node, opts); err != nil {

@@ -28,6 +28,8 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), FirstFaults: nemesis.ClientKinds, Duration: d},
 		brokenClient(),
 		brokenServer(),
+		brokenFence(),
+		brokenOrder(),
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
@@ -52,6 +54,41 @@ func brokenServer() scenario.Scenario {
 		// ExpectChecker: the violation must come from the ID uniqueness
 		// checker, not from something incidental.
 		ExpectChecker: "alloc-unique",
+	}
+}
+
+// brokenFence is a test of the tests against deliberately broken
+// streaming nodes: --test-only-unsafe-no-fence makes appends ignore the
+// WAL fence and the node ignore Remove, so the previous owner of a moved
+// PChannel keeps its WAL open at the old term. The channel workload's
+// zombie client appends there after every move; the run passes only if
+// wal-terms-monotonic catches a record written past the fence.
+func brokenFence() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-fence-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.Transfer},
+		Duration: 16 * time.Second, Recovery: 2 * time.Second, ExpectViolation: true, ExpectChecker: "wal-terms-monotonic",
+		ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2, StreamingFaults: true,
+		StreamingArgs: []string{"--test-only-unsafe-no-fence"},
+		Workloads: func(int) []workload.Workload {
+			return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 3, Zombies: true}}
+		},
+	}
+}
+
+// brokenOrder is a test of the tests against a deliberately broken
+// broadcaster: --test-only-unsafe-broadcast-order releases a task's
+// resource keys as soon as it is created, so conflicting broadcasts run
+// at once and a later one can overtake an earlier one in a VChannel. The
+// run passes only if broadcast-conflict-order catches it.
+func brokenOrder() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-order-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.Transfer},
+		Duration: 10 * time.Second, Recovery: time.Second, ExpectViolation: true, ExpectChecker: "broadcast-conflict-order",
+		ExtraArgs:      append(append([]string(nil), scenario.ChannelArgs...), "--test-only-unsafe-broadcast-order"),
+		StreamingNodes: 2,
+		Workloads: func(int) []workload.Workload {
+			return []workload.Workload{&workload.Broadcast{NClients: 6, PChannels: 3}}
+		},
 	}
 }
 

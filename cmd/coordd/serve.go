@@ -84,7 +84,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	bcast, err := broadcaster.New(node, broadcaster.NewGRPCAppender(), broadcaster.Config{
 		Logger: logger.Named("broadcaster"), Metrics: bm,
 		TombstoneMaxCount: c.Broadcast.TombstoneMaxCount, TombstoneMaxLifetime: c.Broadcast.TombstoneMaxLifetime,
-		TombstoneCheckInterval: c.Broadcast.TombstoneCheckInterval,
+		TombstoneCheckInterval:    c.Broadcast.TombstoneCheckInterval,
+		UnsafeReleaseKeysAtCreate: c.TestOnlyUnsafeBroadcastOrder,
 	})
 	if err != nil {
 		return configError{fmt.Errorf("broadcaster: %w", err)}
@@ -92,6 +93,9 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
 	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast)}
+	if c.TestOnlyUnsafeBroadcastOrder {
+		logger.Warn("TEST ONLY: the broadcast order is deliberately broken (--test-only-unsafe-broadcast-order)")
+	}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())

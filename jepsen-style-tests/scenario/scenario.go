@@ -58,6 +58,9 @@ type Scenario struct {
 	// (SIGKILL + restart, SIGSTOP past the node TTL + SIGCONT).
 	StreamingNodes  int
 	StreamingFaults bool
+	// StreamingArgs are extra arguments for every streaming node (e.g. a
+	// test-only flag that breaks it).
+	StreamingArgs []string
 }
 
 // ChannelArgs make channel management fast enough for a short run: node
@@ -67,7 +70,7 @@ var ChannelArgs = []string{"--pchannels", "4", "--node-ttl", "2s", "--balance-in
 // ChannelWorkloads is the channel workload, the broadcast workload and
 // the allocators.
 func ChannelWorkloads(nodes int) []workload.Workload {
-	return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 3}, &workload.Broadcast{NClients: 3, PChannels: 3},
+	return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 3, Zombies: true}, &workload.Broadcast{NClients: 3, PChannels: 3},
 		&workload.Alloc{NClients: nodes}}
 }
 
@@ -168,7 +171,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	var sns *harness.StreamingNodes
 	walDir := ""
 	if sc.StreamingNodes > 0 {
-		sns, err = harness.StartStreamingNodes(t, cl, sc.StreamingNodes, filepath.Join(t.TempDir(), "sn"))
+		sns, err = harness.StartStreamingNodes(t, cl, sc.StreamingNodes, filepath.Join(t.TempDir(), "sn"), sc.StreamingArgs...)
 		if err != nil {
 			t.Fatalf("start streaming nodes (seed %d): %v", seed, err)
 		}

@@ -145,6 +145,20 @@ func (c *Client) UpdateReplicateConfiguration(ctx context.Context, cfg *coordpb.
 	return err
 }
 
+// ResetReplicateRole makes a secondary cluster a primary again (an
+// operator's decision; reason is logged by the leader) and returns the
+// configuration installed. Resetting twice is refused the second time
+// (the cluster is a primary then), so it is not retried after an unknown
+// outcome.
+func (c *Client) ResetReplicateRole(ctx context.Context, reason string) (*coordpb.GetReplicateConfigurationResponse, error) {
+	var resp *coordpb.GetReplicateConfigurationResponse
+	_, err := c.do(ctx, "ResetReplicateRole", mutationOnce, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
+		resp, err = coordpb.NewChannelsClient(cc).ResetReplicateRole(ctx, &coordpb.ResetReplicateRoleRequest{Reason: reason}, o...)
+		return err
+	})
+	return resp, err
+}
+
 // ReportAssignmentError reports pchannel's WAL broken at term.
 func (c *Client) ReportAssignmentError(ctx context.Context, pchannel string, term int64, msg string) (bool, error) {
 	var resp *coordpb.ReportAssignmentErrorResponse

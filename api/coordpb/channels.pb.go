@@ -1424,6 +1424,51 @@ func (*UpdateReplicateConfigurationResponse) Descriptor() ([]byte, []int) {
 	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{25}
 }
 
+type ResetReplicateRoleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why the role is reset (1..1024 bytes); logged by the leader.
+	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetReplicateRoleRequest) Reset() {
+	*x = ResetReplicateRoleRequest{}
+	mi := &file_coordd_v1_channels_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetReplicateRoleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetReplicateRoleRequest) ProtoMessage() {}
+
+func (x *ResetReplicateRoleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_channels_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetReplicateRoleRequest.ProtoReflect.Descriptor instead.
+func (*ResetReplicateRoleRequest) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ResetReplicateRoleRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type GetReplicateConfigurationRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1432,7 +1477,7 @@ type GetReplicateConfigurationRequest struct {
 
 func (x *GetReplicateConfigurationRequest) Reset() {
 	*x = GetReplicateConfigurationRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[26]
+	mi := &file_coordd_v1_channels_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1489,7 @@ func (x *GetReplicateConfigurationRequest) String() string {
 func (*GetReplicateConfigurationRequest) ProtoMessage() {}
 
 func (x *GetReplicateConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[26]
+	mi := &file_coordd_v1_channels_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1502,7 @@ func (x *GetReplicateConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicateConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*GetReplicateConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{26}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{27}
 }
 
 type GetReplicateConfigurationResponse struct {
@@ -1472,7 +1517,7 @@ type GetReplicateConfigurationResponse struct {
 
 func (x *GetReplicateConfigurationResponse) Reset() {
 	*x = GetReplicateConfigurationResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[27]
+	mi := &file_coordd_v1_channels_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1529,7 @@ func (x *GetReplicateConfigurationResponse) String() string {
 func (*GetReplicateConfigurationResponse) ProtoMessage() {}
 
 func (x *GetReplicateConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[27]
+	mi := &file_coordd_v1_channels_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1542,7 @@ func (x *GetReplicateConfigurationResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use GetReplicateConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*GetReplicateConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{27}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetReplicateConfigurationResponse) GetConfig() *ReplicateConfiguration {
@@ -1531,7 +1576,7 @@ type WatchAssignmentsRequest struct {
 
 func (x *WatchAssignmentsRequest) Reset() {
 	*x = WatchAssignmentsRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[28]
+	mi := &file_coordd_v1_channels_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1588,7 @@ func (x *WatchAssignmentsRequest) String() string {
 func (*WatchAssignmentsRequest) ProtoMessage() {}
 
 func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[28]
+	mi := &file_coordd_v1_channels_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1601,7 @@ func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAssignmentsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAssignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{28}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchAssignmentsRequest) GetFromVersion() *Version {
@@ -1579,7 +1624,7 @@ type ChannelAssignment struct {
 
 func (x *ChannelAssignment) Reset() {
 	*x = ChannelAssignment{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[29]
+	mi := &file_coordd_v1_channels_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1636,7 @@ func (x *ChannelAssignment) String() string {
 func (*ChannelAssignment) ProtoMessage() {}
 
 func (x *ChannelAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[29]
+	mi := &file_coordd_v1_channels_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1649,7 @@ func (x *ChannelAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelAssignment.ProtoReflect.Descriptor instead.
 func (*ChannelAssignment) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{29}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ChannelAssignment) GetPchannel() string {
@@ -1659,7 +1704,7 @@ type AssignmentUpdate struct {
 
 func (x *AssignmentUpdate) Reset() {
 	*x = AssignmentUpdate{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[30]
+	mi := &file_coordd_v1_channels_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1716,7 @@ func (x *AssignmentUpdate) String() string {
 func (*AssignmentUpdate) ProtoMessage() {}
 
 func (x *AssignmentUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[30]
+	mi := &file_coordd_v1_channels_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1729,7 @@ func (x *AssignmentUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentUpdate.ProtoReflect.Descriptor instead.
 func (*AssignmentUpdate) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{30}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AssignmentUpdate) GetVersion() *Version {
@@ -1740,7 +1785,7 @@ type ReportAssignmentErrorRequest struct {
 
 func (x *ReportAssignmentErrorRequest) Reset() {
 	*x = ReportAssignmentErrorRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[31]
+	mi := &file_coordd_v1_channels_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1797,7 @@ func (x *ReportAssignmentErrorRequest) String() string {
 func (*ReportAssignmentErrorRequest) ProtoMessage() {}
 
 func (x *ReportAssignmentErrorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[31]
+	mi := &file_coordd_v1_channels_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1810,7 @@ func (x *ReportAssignmentErrorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAssignmentErrorRequest.ProtoReflect.Descriptor instead.
 func (*ReportAssignmentErrorRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{31}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReportAssignmentErrorRequest) GetPchannel() string {
@@ -1799,7 +1844,7 @@ type ReportAssignmentErrorResponse struct {
 
 func (x *ReportAssignmentErrorResponse) Reset() {
 	*x = ReportAssignmentErrorResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[32]
+	mi := &file_coordd_v1_channels_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1856,7 @@ func (x *ReportAssignmentErrorResponse) String() string {
 func (*ReportAssignmentErrorResponse) ProtoMessage() {}
 
 func (x *ReportAssignmentErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[32]
+	mi := &file_coordd_v1_channels_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1869,7 @@ func (x *ReportAssignmentErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAssignmentErrorResponse.ProtoReflect.Descriptor instead.
 func (*ReportAssignmentErrorResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{32}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportAssignmentErrorResponse) GetMarked() bool {
@@ -1847,7 +1892,7 @@ type RegisterStreamingNodeRequest struct {
 
 func (x *RegisterStreamingNodeRequest) Reset() {
 	*x = RegisterStreamingNodeRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[33]
+	mi := &file_coordd_v1_channels_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1904,7 @@ func (x *RegisterStreamingNodeRequest) String() string {
 func (*RegisterStreamingNodeRequest) ProtoMessage() {}
 
 func (x *RegisterStreamingNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[33]
+	mi := &file_coordd_v1_channels_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1917,7 @@ func (x *RegisterStreamingNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterStreamingNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterStreamingNodeRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{33}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RegisterStreamingNodeRequest) GetAddress() string {
@@ -1909,7 +1954,7 @@ type RegisterStreamingNodeResponse struct {
 
 func (x *RegisterStreamingNodeResponse) Reset() {
 	*x = RegisterStreamingNodeResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[34]
+	mi := &file_coordd_v1_channels_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +1966,7 @@ func (x *RegisterStreamingNodeResponse) String() string {
 func (*RegisterStreamingNodeResponse) ProtoMessage() {}
 
 func (x *RegisterStreamingNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[34]
+	mi := &file_coordd_v1_channels_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +1979,7 @@ func (x *RegisterStreamingNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterStreamingNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterStreamingNodeResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{34}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterStreamingNodeResponse) GetNodeId() uint64 {
@@ -1969,7 +2014,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[35]
+	mi := &file_coordd_v1_channels_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2026,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[35]
+	mi := &file_coordd_v1_channels_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2039,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{35}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HeartbeatRequest) GetNodeId() uint64 {
@@ -2030,7 +2075,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[36]
+	mi := &file_coordd_v1_channels_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2087,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[36]
+	mi := &file_coordd_v1_channels_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2100,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{36}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HeartbeatResponse) GetCoordTerm() uint64 {
@@ -2089,7 +2134,7 @@ type NodeSessionRequest struct {
 
 func (x *NodeSessionRequest) Reset() {
 	*x = NodeSessionRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2146,7 @@ func (x *NodeSessionRequest) String() string {
 func (*NodeSessionRequest) ProtoMessage() {}
 
 func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2159,7 @@ func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionRequest.ProtoReflect.Descriptor instead.
 func (*NodeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{37}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeSessionRequest) GetNodeId() uint64 {
@@ -2142,7 +2187,7 @@ type NodeSessionResponse struct {
 
 func (x *NodeSessionResponse) Reset() {
 	*x = NodeSessionResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2199,7 @@ func (x *NodeSessionResponse) String() string {
 func (*NodeSessionResponse) ProtoMessage() {}
 
 func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2212,7 @@ func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionResponse.ProtoReflect.Descriptor instead.
 func (*NodeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeSessionResponse) GetState() string {
@@ -2278,7 +2323,9 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\btopology\x18\x02 \x03(\v2\x1c.coordd.v1.ReplicateTopologyR\btopology\"`\n" +
 	"#UpdateReplicateConfigurationRequest\x129\n" +
 	"\x06config\x18\x01 \x01(\v2!.coordd.v1.ReplicateConfigurationR\x06config\"&\n" +
-	"$UpdateReplicateConfigurationResponse\"\"\n" +
+	"$UpdateReplicateConfigurationResponse\"3\n" +
+	"\x19ResetReplicateRoleRequest\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\"\n" +
 	" GetReplicateConfigurationRequest\"\x91\x01\n" +
 	"!GetReplicateConfigurationResponse\x129\n" +
 	"\x06config\x18\x01 \x01(\v2!.coordd.v1.ReplicateConfigurationR\x06config\x12\x1d\n" +
@@ -2329,7 +2376,8 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"I\n" +
 	"\x13NodeSessionResponse\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1c\n" +
-	"\tpchannels\x18\x02 \x03(\tR\tpchannels2\xc2\t\n" +
+	"\tpchannels\x18\x02 \x03(\tR\tpchannels2\xac\n" +
+	"\n" +
 	"\bChannels\x12R\n" +
 	"\rListPChannels\x12\x1f.coordd.v1.ListPChannelsRequest\x1a .coordd.v1.ListPChannelsResponse\x12O\n" +
 	"\fAddPChannels\x12\x1e.coordd.v1.AddPChannelsRequest\x1a\x1f.coordd.v1.AddPChannelsResponse\x12F\n" +
@@ -2340,7 +2388,8 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x14AllocVirtualChannels\x12&.coordd.v1.AllocVirtualChannelsRequest\x1a'.coordd.v1.AllocVirtualChannelsResponse\x12d\n" +
 	"\x13DropVirtualChannels\x12%.coordd.v1.DropVirtualChannelsRequest\x1a&.coordd.v1.DropVirtualChannelsResponse\x12d\n" +
 	"\x13ListVirtualChannels\x12%.coordd.v1.ListVirtualChannelsRequest\x1a&.coordd.v1.ListVirtualChannelsResponse\x12\x7f\n" +
-	"\x1cUpdateReplicateConfiguration\x12..coordd.v1.UpdateReplicateConfigurationRequest\x1a/.coordd.v1.UpdateReplicateConfigurationResponse\x12v\n" +
+	"\x1cUpdateReplicateConfiguration\x12..coordd.v1.UpdateReplicateConfigurationRequest\x1a/.coordd.v1.UpdateReplicateConfigurationResponse\x12h\n" +
+	"\x12ResetReplicateRole\x12$.coordd.v1.ResetReplicateRoleRequest\x1a,.coordd.v1.GetReplicateConfigurationResponse\x12v\n" +
 	"\x19GetReplicateConfiguration\x12+.coordd.v1.GetReplicateConfigurationRequest\x1a,.coordd.v1.GetReplicateConfigurationResponse\x12U\n" +
 	"\x10WatchAssignments\x12\".coordd.v1.WatchAssignmentsRequest\x1a\x1b.coordd.v1.AssignmentUpdate0\x01\x12j\n" +
 	"\x15ReportAssignmentError\x12'.coordd.v1.ReportAssignmentErrorRequest\x1a(.coordd.v1.ReportAssignmentErrorResponse2\xe7\x02\n" +
@@ -2363,7 +2412,7 @@ func file_coordd_v1_channels_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_channels_proto_rawDescData
 }
 
-var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_coordd_v1_channels_proto_goTypes = []any{
 	(*Version)(nil),                              // 0: coordd.v1.Version
 	(*PChannelHistory)(nil),                      // 1: coordd.v1.PChannelHistory
@@ -2391,30 +2440,31 @@ var file_coordd_v1_channels_proto_goTypes = []any{
 	(*ReplicateConfiguration)(nil),               // 23: coordd.v1.ReplicateConfiguration
 	(*UpdateReplicateConfigurationRequest)(nil),  // 24: coordd.v1.UpdateReplicateConfigurationRequest
 	(*UpdateReplicateConfigurationResponse)(nil), // 25: coordd.v1.UpdateReplicateConfigurationResponse
-	(*GetReplicateConfigurationRequest)(nil),     // 26: coordd.v1.GetReplicateConfigurationRequest
-	(*GetReplicateConfigurationResponse)(nil),    // 27: coordd.v1.GetReplicateConfigurationResponse
-	(*WatchAssignmentsRequest)(nil),              // 28: coordd.v1.WatchAssignmentsRequest
-	(*ChannelAssignment)(nil),                    // 29: coordd.v1.ChannelAssignment
-	(*AssignmentUpdate)(nil),                     // 30: coordd.v1.AssignmentUpdate
-	(*ReportAssignmentErrorRequest)(nil),         // 31: coordd.v1.ReportAssignmentErrorRequest
-	(*ReportAssignmentErrorResponse)(nil),        // 32: coordd.v1.ReportAssignmentErrorResponse
-	(*RegisterStreamingNodeRequest)(nil),         // 33: coordd.v1.RegisterStreamingNodeRequest
-	(*RegisterStreamingNodeResponse)(nil),        // 34: coordd.v1.RegisterStreamingNodeResponse
-	(*HeartbeatRequest)(nil),                     // 35: coordd.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                    // 36: coordd.v1.HeartbeatResponse
-	(*NodeSessionRequest)(nil),                   // 37: coordd.v1.NodeSessionRequest
-	(*NodeSessionResponse)(nil),                  // 38: coordd.v1.NodeSessionResponse
-	(ReadConsistency)(0),                         // 39: coordd.v1.ReadConsistency
+	(*ResetReplicateRoleRequest)(nil),            // 26: coordd.v1.ResetReplicateRoleRequest
+	(*GetReplicateConfigurationRequest)(nil),     // 27: coordd.v1.GetReplicateConfigurationRequest
+	(*GetReplicateConfigurationResponse)(nil),    // 28: coordd.v1.GetReplicateConfigurationResponse
+	(*WatchAssignmentsRequest)(nil),              // 29: coordd.v1.WatchAssignmentsRequest
+	(*ChannelAssignment)(nil),                    // 30: coordd.v1.ChannelAssignment
+	(*AssignmentUpdate)(nil),                     // 31: coordd.v1.AssignmentUpdate
+	(*ReportAssignmentErrorRequest)(nil),         // 32: coordd.v1.ReportAssignmentErrorRequest
+	(*ReportAssignmentErrorResponse)(nil),        // 33: coordd.v1.ReportAssignmentErrorResponse
+	(*RegisterStreamingNodeRequest)(nil),         // 34: coordd.v1.RegisterStreamingNodeRequest
+	(*RegisterStreamingNodeResponse)(nil),        // 35: coordd.v1.RegisterStreamingNodeResponse
+	(*HeartbeatRequest)(nil),                     // 36: coordd.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                    // 37: coordd.v1.HeartbeatResponse
+	(*NodeSessionRequest)(nil),                   // 38: coordd.v1.NodeSessionRequest
+	(*NodeSessionResponse)(nil),                  // 39: coordd.v1.NodeSessionResponse
+	(ReadConsistency)(0),                         // 40: coordd.v1.ReadConsistency
 }
 var file_coordd_v1_channels_proto_depIdxs = []int32{
 	1,  // 0: coordd.v1.PChannel.histories:type_name -> coordd.v1.PChannelHistory
-	39, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	40, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	2,  // 2: coordd.v1.ListPChannelsResponse.pchannels:type_name -> coordd.v1.PChannel
 	0,  // 3: coordd.v1.ListPChannelsResponse.version:type_name -> coordd.v1.Version
-	39, // 4: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	40, // 4: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	9,  // 5: coordd.v1.ListNodesResponse.nodes:type_name -> coordd.v1.StreamingNode
 	9,  // 6: coordd.v1.DrainNodeResponse.node:type_name -> coordd.v1.StreamingNode
-	39, // 7: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	40, // 7: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	19, // 8: coordd.v1.ListVirtualChannelsResponse.collections:type_name -> coordd.v1.CollectionVChannels
 	21, // 9: coordd.v1.ReplicateConfiguration.clusters:type_name -> coordd.v1.ReplicateCluster
 	22, // 10: coordd.v1.ReplicateConfiguration.topology:type_name -> coordd.v1.ReplicateTopology
@@ -2423,7 +2473,7 @@ var file_coordd_v1_channels_proto_depIdxs = []int32{
 	0,  // 13: coordd.v1.WatchAssignmentsRequest.from_version:type_name -> coordd.v1.Version
 	0,  // 14: coordd.v1.AssignmentUpdate.version:type_name -> coordd.v1.Version
 	9,  // 15: coordd.v1.AssignmentUpdate.nodes:type_name -> coordd.v1.StreamingNode
-	29, // 16: coordd.v1.AssignmentUpdate.channels:type_name -> coordd.v1.ChannelAssignment
+	30, // 16: coordd.v1.AssignmentUpdate.channels:type_name -> coordd.v1.ChannelAssignment
 	23, // 17: coordd.v1.AssignmentUpdate.replicate_config:type_name -> coordd.v1.ReplicateConfiguration
 	0,  // 18: coordd.v1.RegisterStreamingNodeResponse.registered_version:type_name -> coordd.v1.Version
 	0,  // 19: coordd.v1.HeartbeatRequest.seen_version:type_name -> coordd.v1.Version
@@ -2437,32 +2487,34 @@ var file_coordd_v1_channels_proto_depIdxs = []int32{
 	16, // 27: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
 	18, // 28: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
 	24, // 29: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
-	26, // 30: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
-	28, // 31: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
-	31, // 32: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
-	33, // 33: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
-	35, // 34: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
-	37, // 35: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
-	37, // 36: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
-	4,  // 37: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
-	6,  // 38: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
-	8,  // 39: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
-	11, // 40: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
-	13, // 41: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
-	13, // 42: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
-	15, // 43: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
-	17, // 44: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
-	20, // 45: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
-	25, // 46: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
-	27, // 47: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	30, // 48: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
-	32, // 49: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
-	34, // 50: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
-	36, // 51: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
-	38, // 52: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
-	38, // 53: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
-	37, // [37:54] is the sub-list for method output_type
-	20, // [20:37] is the sub-list for method input_type
+	26, // 30: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
+	27, // 31: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
+	29, // 32: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
+	32, // 33: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
+	34, // 34: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
+	36, // 35: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
+	38, // 36: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
+	38, // 37: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
+	4,  // 38: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
+	6,  // 39: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
+	8,  // 40: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
+	11, // 41: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
+	13, // 42: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
+	13, // 43: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
+	15, // 44: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
+	17, // 45: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
+	20, // 46: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
+	25, // 47: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
+	28, // 48: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	28, // 49: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	31, // 50: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
+	33, // 51: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
+	35, // 52: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
+	37, // 53: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
+	39, // 54: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
+	39, // 55: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
+	38, // [38:56] is the sub-list for method output_type
+	20, // [20:38] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2480,7 +2532,7 @@ func file_coordd_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_channels_proto_rawDesc), len(file_coordd_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

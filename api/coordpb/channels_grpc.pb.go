@@ -33,6 +33,7 @@ const (
 	Channels_DropVirtualChannels_FullMethodName          = "/coordd.v1.Channels/DropVirtualChannels"
 	Channels_ListVirtualChannels_FullMethodName          = "/coordd.v1.Channels/ListVirtualChannels"
 	Channels_UpdateReplicateConfiguration_FullMethodName = "/coordd.v1.Channels/UpdateReplicateConfiguration"
+	Channels_ResetReplicateRole_FullMethodName           = "/coordd.v1.Channels/ResetReplicateRole"
 	Channels_GetReplicateConfiguration_FullMethodName    = "/coordd.v1.Channels/GetReplicateConfiguration"
 	Channels_WatchAssignments_FullMethodName             = "/coordd.v1.Channels/WatchAssignments"
 	Channels_ReportAssignmentError_FullMethodName        = "/coordd.v1.Channels/ReportAssignmentError"
@@ -65,10 +66,16 @@ type ChannelsClient interface {
 	// ListVirtualChannels lists one collection's VChannels, or every
 	// collection's.
 	ListVirtualChannels(ctx context.Context, in *ListVirtualChannelsRequest, opts ...grpc.CallOption) (*ListVirtualChannelsResponse, error)
-	// UpdateReplicateConfiguration installs a replication configuration: on a
-	// primary through an AlterReplicateConfig broadcast to every PChannel; on
-	// a secondary it waits for the configuration to arrive by replication.
+	// UpdateReplicateConfiguration installs a replication configuration on a
+	// primary through an AlterReplicateConfig broadcast to every PChannel. A
+	// secondary answers FailedPrecondition at once: its configuration is
+	// changed on the primary, or reset with ResetReplicateRole.
 	UpdateReplicateConfiguration(ctx context.Context, in *UpdateReplicateConfigurationRequest, opts ...grpc.CallOption) (*UpdateReplicateConfigurationResponse, error)
+	// ResetReplicateRole is the operator's way out of the secondary role:
+	// it installs a configuration that lists only this cluster (with its
+	// PChannels) and no topology, so the cluster is a primary again. The
+	// reason is required and logged. A primary answers FailedPrecondition.
+	ResetReplicateRole(ctx context.Context, in *ResetReplicateRoleRequest, opts ...grpc.CallOption) (*GetReplicateConfigurationResponse, error)
 	// GetReplicateConfiguration returns the installed configuration, this
 	// cluster's ID and its role (PRIMARY or SECONDARY).
 	GetReplicateConfiguration(ctx context.Context, in *GetReplicateConfigurationRequest, opts ...grpc.CallOption) (*GetReplicateConfigurationResponse, error)
@@ -190,6 +197,16 @@ func (c *channelsClient) UpdateReplicateConfiguration(ctx context.Context, in *U
 	return out, nil
 }
 
+func (c *channelsClient) ResetReplicateRole(ctx context.Context, in *ResetReplicateRoleRequest, opts ...grpc.CallOption) (*GetReplicateConfigurationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReplicateConfigurationResponse)
+	err := c.cc.Invoke(ctx, Channels_ResetReplicateRole_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *channelsClient) GetReplicateConfiguration(ctx context.Context, in *GetReplicateConfigurationRequest, opts ...grpc.CallOption) (*GetReplicateConfigurationResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetReplicateConfigurationResponse)
@@ -256,10 +273,16 @@ type ChannelsServer interface {
 	// ListVirtualChannels lists one collection's VChannels, or every
 	// collection's.
 	ListVirtualChannels(context.Context, *ListVirtualChannelsRequest) (*ListVirtualChannelsResponse, error)
-	// UpdateReplicateConfiguration installs a replication configuration: on a
-	// primary through an AlterReplicateConfig broadcast to every PChannel; on
-	// a secondary it waits for the configuration to arrive by replication.
+	// UpdateReplicateConfiguration installs a replication configuration on a
+	// primary through an AlterReplicateConfig broadcast to every PChannel. A
+	// secondary answers FailedPrecondition at once: its configuration is
+	// changed on the primary, or reset with ResetReplicateRole.
 	UpdateReplicateConfiguration(context.Context, *UpdateReplicateConfigurationRequest) (*UpdateReplicateConfigurationResponse, error)
+	// ResetReplicateRole is the operator's way out of the secondary role:
+	// it installs a configuration that lists only this cluster (with its
+	// PChannels) and no topology, so the cluster is a primary again. The
+	// reason is required and logged. A primary answers FailedPrecondition.
+	ResetReplicateRole(context.Context, *ResetReplicateRoleRequest) (*GetReplicateConfigurationResponse, error)
 	// GetReplicateConfiguration returns the installed configuration, this
 	// cluster's ID and its role (PRIMARY or SECONDARY).
 	GetReplicateConfiguration(context.Context, *GetReplicateConfigurationRequest) (*GetReplicateConfigurationResponse, error)
@@ -310,6 +333,9 @@ func (UnimplementedChannelsServer) ListVirtualChannels(context.Context, *ListVir
 }
 func (UnimplementedChannelsServer) UpdateReplicateConfiguration(context.Context, *UpdateReplicateConfigurationRequest) (*UpdateReplicateConfigurationResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateReplicateConfiguration not implemented")
+}
+func (UnimplementedChannelsServer) ResetReplicateRole(context.Context, *ResetReplicateRoleRequest) (*GetReplicateConfigurationResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResetReplicateRole not implemented")
 }
 func (UnimplementedChannelsServer) GetReplicateConfiguration(context.Context, *GetReplicateConfigurationRequest) (*GetReplicateConfigurationResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetReplicateConfiguration not implemented")
@@ -521,6 +547,24 @@ func _Channels_UpdateReplicateConfiguration_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Channels_ResetReplicateRole_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetReplicateRoleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChannelsServer).ResetReplicateRole(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Channels_ResetReplicateRole_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChannelsServer).ResetReplicateRole(ctx, req.(*ResetReplicateRoleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Channels_GetReplicateConfiguration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetReplicateConfigurationRequest)
 	if err := dec(in); err != nil {
@@ -614,6 +658,10 @@ var Channels_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateReplicateConfiguration",
 			Handler:    _Channels_UpdateReplicateConfiguration_Handler,
+		},
+		{
+			MethodName: "ResetReplicateRole",
+			Handler:    _Channels_ResetReplicateRole_Handler,
 		},
 		{
 			MethodName: "GetReplicateConfiguration",

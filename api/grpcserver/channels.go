@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,9 @@ import (
 // ok=false with resp/err already produced by forwarding.
 func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsistency,
 	call func(ctx context.Context, conn *grpc.ClientConn, o ...grpc.CallOption) (Resp, error)) (st *fsm.State, resp Resp, done bool, err error) {
+	if err := checkConsistency(c); err != nil {
+		return nil, resp, true, s.toStatus(ctx, err)
+	}
 	if c == coordpb.ReadConsistency_STALE {
 		return s.node.State(), resp, false, nil
 	}
@@ -31,6 +35,15 @@ func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsisten
 		return nil, resp, true, s.toStatus(ctx, err)
 	}
 	return st, resp, false, nil
+}
+
+// checkConsistency refuses a consistency value outside the enum (a number
+// an older or newer client may send): it is not silently read as either.
+func checkConsistency(c coordpb.ReadConsistency) error {
+	if _, ok := coordpb.ReadConsistency_name[int32(c)]; !ok {
+		return fmt.Errorf("%w: consistency %d is not a known value (LINEARIZABLE or STALE)", errInvalid, c)
+	}
+	return nil
 }
 
 // commit proposes c (built by commands.New, which validated it) on the
@@ -76,8 +89,8 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 
 // AddPChannels creates the named PChannels that do not exist yet
 // (UNINITIALIZED at term 1) and returns how many were new; idempotent.
-// FailedPrecondition before streaming is initialized, ResourceExhausted beyond
-// the PChannel limit (docs/semantics.md#pchannels). Triggers a balance round.
+// FailedPrecondition before streaming is initialized or beyond the PChannel
+// limit (docs/semantics.md#pchannels). Triggers a balance round.
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
 	body := &logpb.AddPChannels{Pchannels: req.Names}
 	cmd, err := commands.New(body, "")
@@ -182,15 +195,18 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 		return nil, err
 	}
 	st := s.node.State()
-	n, _ := st.StreamingNode(req.NodeId)
+	n, ok := st.StreamingNode(req.NodeId)
+	if !ok { // marked DOWN and evicted since the commit
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: streaming node %d is gone", errNotFound, req.NodeId))
+	}
 	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
 }
 
 // AllocVirtualChannels places a collection's shards on distinct, least-loaded
 // PChannels and returns the VChannel names (docs/semantics.md#vchannels). A
 // repeat with the same count returns the first placement; FailedPrecondition
-// for a different count or on a replication secondary; ResourceExhausted when
-// too few PChannels are available. Deduplicated by request ID.
+// for a different count, on a replication secondary, or when too few
+// PChannels are available. Deduplicated by request ID.
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
 	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
 	cmd, err := commands.New(body, req.RequestId)
@@ -278,25 +294,21 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 }
 
 // updateReplicateConfiguration (docs/semantics.md#replication-configuration):
-// an equal configuration is done already; a secondary waits (bounded by ctx)
-// for the configuration to arrive by replication; a primary broadcasts
-// AlterReplicateConfig under the exclusive Cluster key to every PChannel, and
-// the broadcast's callback installs it once every PChannel has acked.
+// an equal configuration is done already; a secondary refuses at once (its
+// configuration comes from the primary; ResetReplicateRole is the
+// operator's way out); a primary broadcasts AlterReplicateConfig under the
+// exclusive Cluster key to every PChannel. The broadcaster checks the
+// configuration again once it holds that key, against the configuration
+// installed then, and the broadcast's callback installs it once every
+// PChannel has acked. The check here only answers early.
 func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
-	for {
-		changed := s.node.StateChanged()
-		st := s.node.State()
-		if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
-			return nil
-		}
-		if st.IsPrimary() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return s.toStatus(ctx, fmt.Errorf("this cluster is a secondary; waiting for the configuration to replicate: %w", ctx.Err()))
-		case <-changed:
-		}
+	st := s.node.State()
+	if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
+		return nil
+	}
+	if !st.IsPrimary() {
+		return s.toStatus(ctx, fmt.Errorf("%w: cluster %s is a replication secondary: change the configuration on the primary, "+
+			"or make this cluster a primary again with ResetReplicateRole (coordctl replicate reset --reason ...)", errPrecondition, st.ChannelsMeta().ClusterId))
 	}
 	if err := s.node.State().CheckReplicateConfiguration(cfg); err != nil {
 		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
@@ -321,6 +333,44 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")
 	}
 	return nil
+}
+
+// ResetReplicateRole makes a secondary cluster a primary again: it commits
+// a configuration listing only this cluster, with the PChannels the
+// installed configuration gives it, and no topology. It is an operator's
+// decision (the reason is logged); a primary is refused, since its
+// configuration is changed with UpdateReplicateConfiguration.
+func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetReplicateRoleRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
+	if strings.TrimSpace(req.Reason) == "" || len(req.Reason) > commands.MaxReasonBytes {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: reason must be 1..%d bytes, got %d", errInvalid, commands.MaxReasonBytes, len(req.Reason)))
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
+		return coordpb.NewChannelsClient(c).ResetReplicateRole(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	st, err := s.node.LinearizableRead(ctx)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	self := st.ChannelsMeta().ClusterId
+	if st.IsPrimary() {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: cluster %s is already a primary; change its configuration with UpdateReplicateConfiguration", errPrecondition, self))
+	}
+	old := st.ReplicateConfiguration()
+	var own []string
+	for _, cl := range old.GetClusters() {
+		if cl.ClusterId == self {
+			own = append(own, cl.Pchannels...)
+		}
+	}
+	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: self, Pchannels: own}}}
+	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason, "previous", old.String())
+	if _, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}); err != nil {
+		return nil, err
+	}
+	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason)
+	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(cfg), ClusterId: self, Role: "PRIMARY"}, nil
 }
 
 // GetReplicateConfiguration returns the installed replication

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
@@ -49,8 +50,15 @@ type Server struct {
 	health     NodeHealth
 	rebalancer Rebalancer
 	broadcasts Broadcasts
+	data       *flush.Manager
+	dataCfg    flush.Config
+	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
+
+	maxWatchers int64
+	maxWait     time.Duration
+	limitCounters
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // leader gRPC address → connection
@@ -108,6 +116,9 @@ func New(node *raftnode.Node, self Self, logger hclog.Logger, opts ...Option) *S
 		grpcHealth: health.NewServer(),
 		conns:      map[string]*grpc.ClientConn{},
 		closed:     make(chan struct{}),
+
+		maxWatchers: DefaultMaxWatchers,
+		maxWait:     DefaultMaxWait,
 	}
 	for _, o := range opts {
 		o(s)
@@ -119,6 +130,8 @@ func New(node *raftnode.Node, self Self, logger hclog.Logger, opts ...Option) *S
 		s.rebalancer = noRebalancer{}
 	}
 	node.AddLeaderRoutine("tso-window", s.tso.Run)
+	s.data = flush.New(node, s.tso, nil, s.dataCfg)
+	node.AddLeaderRoutine("segments", s.data.Run)
 	return s
 }
 
@@ -190,6 +203,12 @@ func (s *Server) leaderConn(ctx context.Context) (conn *grpc.ClientConn, ok bool
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, false, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
+	}
+	// Only the current leader's connection is worth keeping: addresses
+	// of earlier leaders (or of members since moved) are dropped.
+	for old, oc := range s.conns {
+		_ = oc.Close()
+		delete(s.conns, old)
 	}
 	s.conns[addr] = c
 	return c, true, nil

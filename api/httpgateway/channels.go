@@ -38,6 +38,8 @@ func channelRoutes(s *grpcserver.Server) []route {
 		return &coordpb.UpdateReplicateConfigurationRequest{}
 	}, s.UpdateReplicateConfiguration)
 	add(http.MethodPost, "/v1/replicate-config", nr, c)
+	nr, c = rpc(func() *coordpb.ResetReplicateRoleRequest { return &coordpb.ResetReplicateRoleRequest{} }, s.ResetReplicateRole)
+	add(http.MethodPost, "/v1/replicate-config/reset", nr, c)
 	nr, c = rpc(func() *coordpb.GetReplicateConfigurationRequest { return &coordpb.GetReplicateConfigurationRequest{} }, s.GetReplicateConfiguration)
 	add(http.MethodGet, "/v1/replicate-config", nr, c)
 	nr, c = rpc(func() *coordpb.ReportAssignmentErrorRequest { return &coordpb.ReportAssignmentErrorRequest{} }, s.ReportAssignmentError)

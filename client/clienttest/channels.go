@@ -350,7 +350,7 @@ func (n *Node) AllocVirtualChannels(_ context.Context, req *coordpb.AllocVirtual
 	}
 	cands := slices.Clone(c.ch.state.PChannels)
 	if len(cands) < int(req.Count) {
-		return nil, status.Errorf(codes.ResourceExhausted, "collection %d needs %d distinct pchannels, only %d are available",
+		return nil, status.Errorf(codes.FailedPrecondition, "collection %d needs %d distinct pchannels, only %d are available",
 			req.CollectionId, req.Count, len(cands))
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
@@ -429,6 +429,29 @@ func (n *Node) UpdateReplicateConfiguration(_ context.Context, req *coordpb.Upda
 	c.ch.replicate = proto.Clone(req.Config).(*coordpb.ReplicateConfiguration)
 	c.bumpLocked()
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
+}
+
+// ResetReplicateRole implements coordpb.ChannelsServer: a SECONDARY keeps
+// only its own cluster and becomes PRIMARY; a PRIMARY is refused.
+func (n *Node) ResetReplicateRole(_ context.Context, req *coordpb.ResetReplicateRoleRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
+	if req.GetReason() == "" {
+		return nil, status.Error(codes.InvalidArgument, "reason must be 1..1024 bytes, got 0")
+	}
+	c := n.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch.role != "SECONDARY" {
+		return nil, status.Errorf(codes.FailedPrecondition, "cluster %s is already a primary", c.ch.clusterID)
+	}
+	cfg := &coordpb.ReplicateConfiguration{}
+	for _, cl := range c.ch.replicate.GetClusters() {
+		if cl.ClusterId == c.ch.clusterID {
+			cfg.Clusters = append(cfg.Clusters, proto.Clone(cl).(*coordpb.ReplicateCluster))
+		}
+	}
+	c.ch.replicate, c.ch.role = cfg, "PRIMARY"
+	c.bumpLocked()
+	return &coordpb.GetReplicateConfigurationResponse{Config: proto.Clone(cfg).(*coordpb.ReplicateConfiguration), ClusterId: c.ch.clusterID, Role: "PRIMARY"}, nil
 }
 
 // GetReplicateConfiguration implements coordpb.ChannelsServer.

@@ -504,6 +504,34 @@ func TestReplicate(t *testing.T) {
 	}
 }
 
+// TestReplicateReset: `replicate reset --reason` makes a secondary a
+// primary again; the reason is required; a primary is refused (exit 1).
+func TestReplicateReset(t *testing.T) {
+	fc := clienttest.Start(t, 1)
+	cfg := &coordpb.ReplicateConfiguration{
+		Clusters: []*coordpb.ReplicateCluster{{ClusterId: "by-dev", Pchannels: []string{"by-dev-rootcoord-dml_0"}}, {ClusterId: "dr", Pchannels: []string{"dr_0"}}},
+		Topology: []*coordpb.ReplicateTopology{{SourceClusterId: "dr", TargetClusterId: "by-dev"}},
+	}
+	fc.SetReplicateConfiguration(cfg, "by-dev", "SECONDARY")
+	if code, _, errs := ctl(t, fc, "replicate", "reset"); code != exitUsage || !strings.Contains(errs, "--reason is required") {
+		t.Fatalf("reset without a reason: exit %d, %q", code, errs)
+	}
+	if got := fc.ReplicateConfiguration(); !proto.Equal(got, cfg) {
+		t.Fatalf("a usage error changed the configuration: %v", got)
+	}
+	code, out, errs := ctl(t, fc, "replicate", "reset", "--reason", "primary site lost")
+	if code != exitOK || !strings.Contains(out, "Cluster by-dev is a primary again (PRIMARY).") || strings.Contains(out, "dr_0") {
+		t.Fatalf("reset: exit %d, %q, %q", code, out, errs)
+	}
+	want := &coordpb.ReplicateConfiguration{Clusters: []*coordpb.ReplicateCluster{{ClusterId: "by-dev", Pchannels: []string{"by-dev-rootcoord-dml_0"}}}}
+	if got := fc.ReplicateConfiguration(); !proto.Equal(got, want) {
+		t.Fatalf("server holds %v, want %v", got, want)
+	}
+	if code, _, errs := ctl(t, fc, "replicate", "reset", "--reason", "again"); code != exitFail || !strings.Contains(errs, "already a primary") {
+		t.Fatalf("reset of a primary: exit %d, %q", code, errs)
+	}
+}
+
 // TestReplicateSetBadFile: a FILE that is not a valid configuration is a
 // usage error and nothing is sent.
 func TestReplicateSetBadFile(t *testing.T) {

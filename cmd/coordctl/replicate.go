@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ var replicateGroup = &group{
 	cmds: []*command{
 		{name: "get", summary: "show the replication configuration, this cluster's ID and its role", bind: bindReplicateGet},
 		{name: "set", args: "FILE", summary: "replace the replication configuration with FILE (a ReplicateConfiguration in protojson form)", bind: bindReplicateSet},
+		{name: "reset", summary: "make a secondary cluster a primary again (--reason required): only this cluster stays in the configuration", bind: bindReplicateReset},
 	},
 }
 
@@ -79,6 +81,33 @@ func bindReplicateSet(*flag.FlagSet) func([]string) (action, error) {
 			}
 			fmt.Fprintf(e.out, "Replication configuration updated (%d clusters, %d topology edges).\n\n", len(cfg.GetClusters()), len(cfg.GetTopology()))
 			return writeReplicateTable(e, cfg)
+		}}, nil
+	}
+}
+
+func bindReplicateReset(fs *flag.FlagSet) func([]string) (action, error) {
+	reason := fs.String("reason", "", "why the role is reset (`TEXT`, required; logged by the leader)")
+	return func(args []string) (action, error) {
+		if err := wantArgs(args, 0, 0, "no arguments"); err != nil {
+			return action{}, err
+		}
+		if strings.TrimSpace(*reason) == "" {
+			return action{}, errors.New("--reason is required")
+		}
+		if len(*reason) > commands.MaxReasonBytes {
+			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), commands.MaxReasonBytes)
+		}
+		r := *reason
+		return action{what: "replicate reset", mutates: true, run: func(ctx context.Context, e *env) error {
+			resp, err := e.c.ResetReplicateRole(ctx, r)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return writeJSON(e.out, replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())})
+			}
+			fmt.Fprintf(e.out, "Cluster %s is a primary again (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
+			return writeReplicateTable(e, resp.GetConfig())
 		}}, nil
 	}
 }

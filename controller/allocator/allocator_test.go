@@ -3,88 +3,19 @@ package allocator
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/controller/controllertest"
 )
 
-// fakeLeader applies proposals to a real FSM state; the term, leadership
-// check and clock are under test control.
-type fakeLeader struct {
-	mu        sync.Mutex
-	st        *fsm.State
-	index     uint64
-	term      uint64
-	verifyErr error
-	proposals []proto.Message
-	// decisionTerms[i] is the decision term proposals[i]'s context carried.
-	decisionTerms []uint64
-}
-
-func newFakeLeader(term uint64) *fakeLeader {
-	l := &fakeLeader{st: fsm.New(), term: term}
-	l.apply(&logpb.LeaderEstablished{Term: term, LeaderId: "n1"})
-	return l
-}
-
-func (l *fakeLeader) apply(body proto.Message) *logpb.Result {
-	c := commands.MustNew(body)
-	c.LeaderTerm = l.term
-	l.index++
-	next, rs, err := l.st.ApplyCommands(l.index, c)
-	if err != nil {
-		panic(err)
-	}
-	l.st = next
-	return rs[0]
-}
-
-func (l *fakeLeader) EstablishedTerm() uint64 { l.mu.Lock(); defer l.mu.Unlock(); return l.term }
-func (l *fakeLeader) State() *fsm.State       { l.mu.Lock(); defer l.mu.Unlock(); return l.st }
-func (l *fakeLeader) VerifyLeader(context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.verifyErr
-}
-func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.proposals = append(l.proposals, c.Body)
-	l.decisionTerms = append(l.decisionTerms, commands.DecisionTerm(ctx))
-	return l.apply(c.Body), nil
-}
-
-// newLeaderTerm simulates a failover to a new leader that sees the same
-// committed state.
-func (l *fakeLeader) newLeaderTerm(term uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.term = term
-	l.apply(&logpb.LeaderEstablished{Term: term, LeaderId: "n2"})
-}
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestTSOStartsAboveCommittedWindowAndExtends(t *testing.T) {
-	l := newFakeLeader(2)
-	clk := &fakeClock{now: time.UnixMilli(1_000_000)}
-	tso := NewTSO(l, TSOConfig{Window: 3 * time.Second, Now: clk.Now})
+	clk := clockwork.NewFakeClockAt(time.UnixMilli(1_000_000))
+	l := controllertest.NewLeader(t, clk, 2)
+	tso := NewTSO(l, TSOConfig{Window: 3 * time.Second, Clock: clk})
 	ctx := context.Background()
 
 	first, err := tso.Alloc(ctx, 1)
@@ -99,14 +30,14 @@ func TestTSOStartsAboveCommittedWindowAndExtends(t *testing.T) {
 	}
 	// Within the window: no new proposal; past it: the limit is extended
 	// before any value at or above it is handed out.
-	n := len(l.proposals)
+	n := len(l.Applied())
 	if _, err := tso.Alloc(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.proposals) != n {
-		t.Fatalf("allocation inside the window proposed %d commands", len(l.proposals)-n)
+	if len(l.Applied()) != n {
+		t.Fatalf("allocation inside the window proposed %d commands", len(l.Applied())-n)
 	}
-	clk.Add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	ts, err := tso.Alloc(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -118,9 +49,9 @@ func TestTSOStartsAboveCommittedWindowAndExtends(t *testing.T) {
 
 	// A new leader whose clock is behind still starts above everything the
 	// old one could have handed out.
-	l.newLeaderTerm(3)
-	slow := &fakeClock{now: time.UnixMilli(900_000)}
-	tso2 := NewTSO(l, TSOConfig{Window: 3 * time.Second, Now: slow.Now})
+	l.Establish(t, 3)
+	slow := clockwork.NewFakeClockAt(time.UnixMilli(900_000))
+	tso2 := NewTSO(l, TSOConfig{Window: 3 * time.Second, Clock: slow})
 	ts2, err := tso2.Alloc(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -131,14 +62,14 @@ func TestTSOStartsAboveCommittedWindowAndExtends(t *testing.T) {
 }
 
 func TestTSOMonotonicUnderClockRegressionAndLogicalOverflow(t *testing.T) {
-	l := newFakeLeader(2)
-	clk := &fakeClock{now: time.UnixMilli(2_000_000)}
-	tso := NewTSO(l, TSOConfig{Now: clk.Now})
+	clk := clockwork.NewFakeClockAt(time.UnixMilli(2_000_000))
+	l := controllertest.NewLeader(t, clk, 2)
+	tso := NewTSO(l, TSOConfig{Clock: clk})
 	ctx := context.Background()
 	var last uint64
 	for i := 0; i < 200; i++ {
 		if i%50 == 25 {
-			clk.Add(-2 * time.Second) // the clock steps back
+			clk.Advance(-2 * time.Second) // the clock steps back
 		}
 		ts, err := tso.Alloc(ctx, 100_000) // overflows the 18-bit logical part often
 		if err != nil {
@@ -157,19 +88,17 @@ func TestTSOMonotonicUnderClockRegressionAndLogicalOverflow(t *testing.T) {
 
 func TestAllocatorsRefuseWithoutLeadership(t *testing.T) {
 	ctx := context.Background()
-	l := newFakeLeader(2)
+	l := controllertest.NewLeader(t, controllertest.NewClock(), 2)
 	tso, ids := NewTSO(l, TSOConfig{}), NewIDs(l, 0)
-	l.verifyErr = errors.New("lost quorum")
+	l.SetVerifyError(errors.New("lost quorum"))
 	if _, err := tso.Alloc(ctx, 1); err == nil {
 		t.Fatal("TSO answered although the leadership check failed")
 	}
 	if _, err := ids.Alloc(ctx, 1); err == nil {
 		t.Fatal("IDs answered although the leadership check failed")
 	}
-	l.verifyErr = nil
-	l.mu.Lock()
-	l.term = 0
-	l.mu.Unlock()
+	l.SetVerifyError(nil)
+	l.SetEstablished(0)
 	if _, err := tso.Alloc(ctx, 1); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("TSO on a non-leader: %v, want ErrNotLeader", err)
 	}
@@ -187,7 +116,7 @@ func TestAllocatorsRefuseWithoutLeadership(t *testing.T) {
 
 func TestIDsNeverReusedAcrossTerms(t *testing.T) {
 	ctx := context.Background()
-	l := newFakeLeader(2)
+	l := controllertest.NewLeader(t, controllertest.NewClock(), 2)
 	ids := NewIDs(l, 100)
 	seen := map[uint64]bool{}
 	var last uint64
@@ -210,7 +139,7 @@ func TestIDsNeverReusedAcrossTerms(t *testing.T) {
 		t.Fatalf("next unreserved id = %d, want 201 (two batches of 100)", got)
 	}
 	// Same allocator, new term: the rest of the old range is abandoned.
-	l.newLeaderTerm(3)
+	l.Establish(t, 3)
 	take(ids, 1)
 	if last != 201 {
 		t.Fatalf("first id of the new term = %d, want 201", last)

@@ -4,15 +4,19 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/coordd/coordd/controller/controllertest"
 )
 
 // TestAllocatorProposalsCarryTheirTerm: every window extension and ID
 // reservation is proposed as a decision of the term the allocator served
 // in, so a newer leader's establishment fences it in Apply.
 func TestAllocatorProposalsCarryTheirTerm(t *testing.T) {
-	l := newFakeLeader(4)
-	clk := &fakeClock{now: time.UnixMilli(1_000_000)}
-	tso, ids := NewTSO(l, TSOConfig{Window: 3 * time.Second, Now: clk.Now}), NewIDs(l, 10)
+	clk := clockwork.NewFakeClockAt(time.UnixMilli(1_000_000))
+	l := controllertest.NewLeader(t, clk, 4)
+	tso, ids := NewTSO(l, TSOConfig{Window: 3 * time.Second, Clock: clk}), NewIDs(l, 10)
 	ctx := context.Background()
 	if _, err := tso.Alloc(ctx, 1); err != nil {
 		t.Fatal(err)
@@ -23,18 +27,17 @@ func TestAllocatorProposalsCarryTheirTerm(t *testing.T) {
 	if err := tso.Refresh(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	if err := tso.Refresh(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.proposals) < 3 {
-		t.Fatalf("only %d proposals; the test needs extensions and a reservation", len(l.proposals))
+	applied, terms := l.Applied()[1:], l.DecisionTerms()[1:] // after LeaderEstablished
+	if len(applied) < 3 {
+		t.Fatalf("only %d proposals; the test needs extensions and a reservation", len(applied))
 	}
-	for i, term := range l.decisionTerms {
+	for i, term := range terms {
 		if term != 4 {
-			t.Errorf("proposal %d (%T) carried decision term %d, want 4", i, l.proposals[i], term)
+			t.Errorf("proposal %d (%T) carried decision term %d, want 4", i, applied[i], term)
 		}
 	}
 }

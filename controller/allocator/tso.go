@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
@@ -38,8 +40,9 @@ type TSOConfig struct {
 	// RefreshBefore: the leader routine extends the window once less than
 	// this is left; default 1 s.
 	RefreshBefore time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
+	// Clock reads the time and runs the refresh ticker; default the real
+	// clock. Tests pass a fake and advance it.
+	Clock clockwork.Clock
 }
 
 // TSO is the timestamp oracle.
@@ -62,8 +65,8 @@ func NewTSO(leader Leader, cfg TSOConfig) *TSO {
 	if cfg.RefreshBefore <= 0 || cfg.RefreshBefore >= cfg.Window {
 		cfg.RefreshBefore = cfg.Window / 3
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
 	}
 	return &TSO{leader: leader, cfg: cfg}
 }
@@ -101,7 +104,7 @@ func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error
 			return 0, err
 		}
 	}
-	now := t.cfg.Now().UnixMilli()
+	now := t.cfg.Clock.Now().UnixMilli()
 	if now > t.physical {
 		t.physical, t.logical = now, 0
 	}
@@ -123,7 +126,7 @@ func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error
 func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
 	t.term = 0
 	committed := t.leader.State().TSOLimitPhysicalMs()
-	start := max(t.cfg.Now().UnixMilli(), committed)
+	start := max(t.cfg.Clock.Now().UnixMilli(), committed)
 	t.physical, t.logical, t.limit = start, 0, committed
 	if err := t.extendLocked(ctx, start); err != nil {
 		return err
@@ -159,7 +162,7 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	if t.term != term {
 		return t.resetLocked(ctx, term)
 	}
-	now := t.cfg.Now().UnixMilli()
+	now := t.cfg.Clock.Now().UnixMilli()
 	if t.limit-max(now, t.physical) > t.cfg.RefreshBefore.Milliseconds() {
 		return nil
 	}
@@ -170,14 +173,14 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 // ends.
 func (t *TSO) Run(ctx context.Context, term uint64) {
 	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := t.cfg.Clock.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		_ = t.Refresh(ctx, term)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
@@ -45,7 +46,10 @@ type Leader interface {
 
 // Health says which nodes may hold channels.
 type Health interface {
+	// Healthy reports whether node may hold channels now.
 	Healthy(node uint64) bool
+	// Changed returns a channel closed when some node's health may have
+	// changed; take it before reading Healthy.
 	Changed() <-chan struct{}
 }
 
@@ -56,14 +60,16 @@ type Config struct {
 	PChannelPrefix string // default "by-dev-rootcoord-dml"
 	PChannels      int    // default 16
 
-	Interval        time.Duration // periodic round, default 1m
-	BackoffInitial  time.Duration // default 10ms
-	BackoffMax      time.Duration // default 5s
-	RPCTimeout      time.Duration // per Assign/Remove call, default 10s
-	MaxParallel     int           // channels applied concurrently, default 64
-	PolicyName      string        // default "vchannelFair"
-	Policy          policy.Config
-	Now             func() time.Time
+	Interval       time.Duration // periodic round, default 1m
+	BackoffInitial time.Duration // default 10ms
+	BackoffMax     time.Duration // default 5s
+	RPCTimeout     time.Duration // per Assign/Remove call, default 10s
+	MaxParallel    int           // channels applied concurrently, default 64
+	PolicyName     string        // default "vchannelFair"
+	Policy         policy.Config
+	// Clock reads the time and runs the round and backoff timers; default
+	// the real clock. Tests pass a fake and advance it.
+	Clock           clockwork.Clock
 	Logger          hclog.Logger
 	StreamingClient StreamingClient // default: gRPC
 }
@@ -99,8 +105,8 @@ func (c Config) withDefaults() Config {
 	if c.PolicyName == "" {
 		c.PolicyName = "vchannelFair"
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -123,6 +129,9 @@ type Balancer struct {
 	mu        sync.Mutex
 	lastError string
 	rounds    uint64
+	// quiet counts the rounds that succeeded without a change; after one,
+	// Run waits for a trigger, a change or the interval.
+	quiet uint64
 }
 
 // New validates the configuration and builds a balancer.
@@ -169,13 +178,13 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 	for ctx.Err() == nil {
 		if err := b.ensurePChannels(ctx); err != nil {
 			b.cfg.Logger.Warn("initializing pchannels failed; retrying", "error", err)
-			sleep(ctx, time.Second)
+			sleep(ctx, b.cfg.Clock, time.Second)
 			continue
 		}
 		break
 	}
 	backoff := time.Duration(0)
-	timer := time.NewTimer(0)
+	timer := b.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	var lastLayout string
 	stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
@@ -184,7 +193,7 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-timer.Chan():
 			forced = true
 		case <-b.trigger:
 			forced = true
@@ -205,6 +214,9 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		changed, err := b.round(ctx, st, layout)
 		b.mu.Lock()
 		b.rounds++
+		if err == nil && !changed {
+			b.quiet++
+		}
 		if err != nil {
 			b.lastError = err.Error()
 		} else {
@@ -265,7 +277,7 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 // should trigger a round when it changes.
 func (b *Balancer) layout(st *fsm.State) (policy.Layout, string) {
 	var l policy.Layout
-	l.NowMs = b.cfg.Now().UnixMilli()
+	l.NowMs = b.cfg.Clock.Now().UnixMilli()
 	healthy := map[uint64]bool{}
 	for _, n := range st.StreamingNodes() {
 		if n.State == logpb.NodeState_NODE_UP && b.health.Healthy(n.Id) {
@@ -434,19 +446,21 @@ func (b *Balancer) applyRPCs(ctx context.Context, pchannel string, term int64) e
 	return nil
 }
 
-func resetTimer(t *time.Timer, d time.Duration) {
+func resetTimer(t clockwork.Timer, d time.Duration) {
 	if !t.Stop() {
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		default:
 		}
 	}
 	t.Reset(d)
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) {
+	t := clock.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+	case <-t.Chan():
 	}
 }

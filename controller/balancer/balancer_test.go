@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
+	"github.com/coordd/coordd/controller/controllertest"
 )
 
 func pname(i int) string { return commands.PChannelName(testPrefix, i) }
@@ -46,11 +47,11 @@ func samePChannels(t *testing.T, want, got []*logpb.PChannelRecord) {
 func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 	h := newHarness(t, nil)
 	stop := h.runBalancer()
-	eventually(t, "streaming initialized", func() bool {
+	h.eventually("streaming initialized", func() bool {
 		return h.leader.State().StreamingInitialized()
 	})
 	// No streaming node: the rounds fail with ErrNoNodes.
-	eventually(t, "round error without nodes", func() bool {
+	h.eventually("round error without nodes", func() bool {
 		return h.b.LastError() == policy.ErrNoNodes.Error()
 	})
 	stop()
@@ -94,7 +95,7 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 	}
 	h.b = b2
 	stop = h.runBalancer()
-	eventually(t, "20 pchannels", func() bool { return h.leader.State().PChannelCount() == 20 })
+	h.eventually("20 pchannels", func() bool { return h.leader.State().PChannelCount() == 20 })
 	stop()
 	adds := appliedOf[*logpb.AddPChannels](h.leader)
 	if len(adds) != 1 {
@@ -107,11 +108,11 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 		t.Fatalf("InitStreaming proposed again")
 	}
 	// Nothing missing: no command at all.
-	before := h.leader.appliedCount()
+	before := len(h.leader.Applied())
 	if err := b2.ensurePChannels(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if h.leader.appliedCount() != before {
+	if len(h.leader.Applied()) != before {
 		t.Fatalf("ensurePChannels proposed with nothing missing")
 	}
 }
@@ -296,7 +297,7 @@ func TestUnavailableChannelIsReassignedWithNewTerm(t *testing.T) {
 	h.settle()
 	name := pname(5)
 	p := h.pchannel(name)
-	h.leader.mustPropose(t, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: name, Term: p.Term, Reason: "wal broke"}}})
+	h.leader.MustPropose(t, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: name, Term: p.Term, Reason: "wal broke"}}})
 	if h.pchannel(name).State != logpb.PChannelState_PCHANNEL_UNAVAILABLE {
 		t.Fatalf("not UNAVAILABLE")
 	}
@@ -386,7 +387,7 @@ func TestRunRetriesFailedAssignmentWithBackoff(t *testing.T) {
 	})
 	stop := h.runBalancer()
 	defer stop()
-	eventually(t, "every channel ASSIGNED", func() bool {
+	h.eventually("every channel ASSIGNED", func() bool {
 		for _, p := range h.leader.State().PChannels() {
 			if p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
 				return false
@@ -394,7 +395,7 @@ func TestRunRetriesFailedAssignmentWithBackoff(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, "LastError cleared", func() bool { return h.b.LastError() == "" })
+	h.eventually("LastError cleared", func() bool { return h.b.LastError() == "" })
 	var terms []int64
 	for _, c := range callsFor(h.client.Calls(), victim) {
 		if c.Op == "assign" {
@@ -436,7 +437,7 @@ func TestRemoveFailureOnDownNodeIsIgnored(t *testing.T) {
 	h.settle()
 	onA := h.channelsOn(a)
 	addrA := h.node(a).Address
-	h.leader.mustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: a, Epoch: h.node(a).Epoch, Reason: "test: gone"})
+	h.leader.MustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: a, Epoch: h.node(a).Epoch, Reason: "test: gone"})
 	h.health.Set(a, false)
 	h.client.Reset()
 	h.client.setOnCall(func(c rpcCall) error {
@@ -467,7 +468,7 @@ func TestRemoveFailureOnLiveNodeFailsTheChannel(t *testing.T) {
 	}{
 		{"up-unhealthy", func(h *harness, a uint64) { h.health.Set(a, false) }},
 		{"draining", func(h *harness, a uint64) {
-			h.leader.mustPropose(h.t, &logpb.SetStreamingNodeDrain{NodeId: a, Draining: true, Reason: "test"})
+			h.leader.MustPropose(h.t, &logpb.SetStreamingNodeDrain{NodeId: a, Draining: true, Reason: "test"})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -563,20 +564,20 @@ func TestDrainAndDownMoveChannelsOffThroughRun(t *testing.T) {
 	}
 	stop := h.runBalancer()
 	defer stop()
-	eventually(t, "initial assignment", allAssignedAvoiding())
+	h.eventually("initial assignment", allAssignedAvoiding())
 	if got := h.placement(); got[a] == 0 || got[b] == 0 || got[c] == 0 {
 		t.Fatalf("initial placement %v, want every node used", got)
 	}
 
-	h.leader.mustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: a, Draining: true, Reason: "maintenance"})
-	eventually(t, "drained node empty", allAssignedAvoiding(a))
+	h.leader.MustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: a, Draining: true, Reason: "maintenance"})
+	h.eventually("drained node empty", allAssignedAvoiding(a))
 	if st := h.node(a).State; st != logpb.NodeState_NODE_DRAINING {
 		t.Fatalf("node %d is %s, want DRAINING", a, st)
 	}
 
-	h.leader.mustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: b, Epoch: h.node(b).Epoch, Reason: "test"})
+	h.leader.MustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: b, Epoch: h.node(b).Epoch, Reason: "test"})
 	h.health.Set(b, false)
-	eventually(t, "everything on the last node", allAssignedAvoiding(a, b))
+	h.eventually("everything on the last node", allAssignedAvoiding(a, b))
 	if got := h.placement(); got[c] != 16 {
 		t.Fatalf("placement %v, want all on %d", got, c)
 	}
@@ -595,7 +596,7 @@ func TestRunDoesNotMissChangesDuringARound(t *testing.T) {
 		change func(h *harness, a uint64)
 	}{
 		{"state", func(h *harness, a uint64) {
-			h.leader.mustPropose(h.t, &logpb.SetStreamingNodeDrain{NodeId: a, Draining: true})
+			h.leader.MustPropose(h.t, &logpb.SetStreamingNodeDrain{NodeId: a, Draining: true})
 		}},
 		{"health", func(h *harness, a uint64) { h.health.Set(a, false) }},
 	} {
@@ -604,7 +605,7 @@ func TestRunDoesNotMissChangesDuringARound(t *testing.T) {
 			h.settle()
 			stop := h.runBalancer()
 			defer stop()
-			eventually(t, "idle after a settled round", func() bool {
+			h.eventually("idle after a settled round", func() bool {
 				h.b.mu.Lock()
 				defer h.b.mu.Unlock()
 				return h.b.rounds >= 1
@@ -612,7 +613,7 @@ func TestRunDoesNotMissChangesDuringARound(t *testing.T) {
 			// The next round reads the state, then the change lands.
 			h.health.setOnHealthy(func() { tc.change(h, a) })
 			h.b.Trigger()
-			eventually(t, "channels moved off the changed node", func() bool {
+			h.eventually("channels moved off the changed node", func() bool {
 				for _, p := range h.leader.State().PChannels() {
 					if p.NodeId == a || p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
 						return false
@@ -627,7 +628,7 @@ func TestRunDoesNotMissChangesDuringARound(t *testing.T) {
 // 7. A leader that is not (or no longer) established makes no RPCs.
 func TestNotEstablishedLeaderMakesNoRPCs(t *testing.T) {
 	h, _, _ := setupTwoNodes(t, nil)
-	h.leader.established.Store(0)
+	h.leader.SetEstablished(0)
 	changed, err := h.round()
 	if err == nil || !strings.Contains(err.Error(), "no longer the leader") {
 		t.Fatalf("round: changed=%v err=%v, want refusal", changed, err)
@@ -647,7 +648,7 @@ func TestNotEstablishedLeaderMakesNoRPCs(t *testing.T) {
 	}
 
 	// Established again: the channels are reissued with a new term.
-	h.leader.established.Store(testTerm)
+	h.leader.SetEstablished(testTerm)
 	h.settle()
 	for _, p := range h.leader.State().PChannels() {
 		if p.Term != 3 {
@@ -661,8 +662,8 @@ func TestNotEstablishedLeaderMakesNoRPCs(t *testing.T) {
 func TestDeposedLeaderCommitIsRejected(t *testing.T) {
 	h, a, _ := setupTwoNodes(t, nil)
 	h.settle()
-	h.leader.setRaftTerm(testTerm + 2)
-	h.leader.mustPropose(t, &logpb.LeaderEstablished{Term: testTerm + 2, LeaderId: "coord-2"})
+	h.leader.SetRaftTerm(testTerm + 2)
+	h.leader.MustPropose(t, &logpb.LeaderEstablished{Term: testTerm + 2, LeaderId: "coord-2"})
 	// The raft term is now testTerm+2, but the round decides in its routine's
 	// term (testTerm), and its proposals carry that term.
 	before := snapshotPChannels(h)
@@ -684,7 +685,7 @@ func TestDeposedLeaderCommitIsRejected(t *testing.T) {
 func TestStaleDecisionIsRejected(t *testing.T) {
 	bump := func(h *harness, name string, to uint64) {
 		p := h.pchannel(name)
-		res := h.leader.mustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
+		res := h.leader.MustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
 			{Pchannel: name, NodeId: to, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p.Term}}})
 		if len(res.GetAssign().GetAssigned()) != 1 {
 			h.t.Fatalf("bump of %s changed nothing", name)
@@ -720,7 +721,7 @@ func TestStaleDecisionIsRejected(t *testing.T) {
 		h.health.Set(a, false)
 		victim := h.channelsOn(a)[0]
 		var before []*logpb.PChannelRecord
-		h.leader.setBeforeApply(func(body proto.Message) bool {
+		h.leader.SetBeforeNextApply(func(body proto.Message) bool {
 			if _, ok := body.(*logpb.AssignPChannels); !ok {
 				return false
 			}
@@ -816,14 +817,14 @@ func TestLayout(t *testing.T) {
 	h, a, b := setupTwoNodes(t, nil)
 	c := h.addNode("10.0.0.3:1003")
 	h.settle()
-	h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 100, Count: 2})
+	h.leader.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 100, Count: 2})
 	coll, _ := h.leader.State().Collection(100)
 
 	h.health.Set(b, false)
-	h.leader.mustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: c, Draining: true})
+	h.leader.MustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: c, Draining: true})
 	onA := h.channelsOn(a)
 	unav := onA[0]
-	h.leader.mustPropose(t, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: unav, Term: h.pchannel(unav).Term}}})
+	h.leader.MustPropose(t, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: unav, Term: h.pchannel(unav).Term}}})
 
 	l, sig := h.b.layout(h.leader.State())
 	if !slices.Equal(l.Nodes, []uint64{a}) {
@@ -863,7 +864,7 @@ func TestLayout(t *testing.T) {
 }
 
 func TestNewValidatesConfig(t *testing.T) {
-	leader := newFakeLeader(t, newFakeClock(), 1)
+	leader := controllertest.NewLeader(t, controllertest.NewClock(), 1)
 	for _, cfg := range []Config{
 		{PChannels: -1},
 		{PChannels: 70000},
@@ -897,15 +898,14 @@ func TestTriggerForcesRound(t *testing.T) {
 		defer h.b.mu.Unlock()
 		return h.b.rounds
 	}
-	eventually(t, "assigned", func() bool {
-		return h.leader.State().PChannels()[15].State == logpb.PChannelState_PCHANNEL_ASSIGNED && h.b.LastError() == ""
-	})
-	eventually(t, "settled", func() bool {
-		n := rounds()
-		time.Sleep(20 * time.Millisecond)
-		return rounds() == n
+	// Settled: a round changed nothing, so Run now waits for the interval
+	// (an hour of a clock that barely moves), a change or a trigger.
+	h.eventually("settled", func() bool {
+		h.b.mu.Lock()
+		defer h.b.mu.Unlock()
+		return h.b.quiet > 0 && h.b.lastError == ""
 	})
 	n := rounds()
 	h.b.Trigger()
-	eventually(t, "forced round", func() bool { return rounds() > n })
+	h.eventually("forced round", func() bool { return rounds() > n })
 }

@@ -2,178 +2,24 @@ package balancer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/testutil"
 )
 
-// ---- fake clock -------------------------------------------------------------
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// ---- fake leader: a real FSM state behind a Propose that applies at once ----
-
-var errNotLeader = errors.New("fake: not the leader")
-
-type fakeLeader struct {
-	clock *fakeClock
-
-	// established is what EstablishedTerm returns (0 = not leader).
-	established atomic.Uint64
-
-	mu       sync.Mutex
-	st       *fsm.State
-	index    uint64
-	changed  chan struct{}
-	raftTerm uint64          // stamped as LeaderTerm on every command
-	applied  []proto.Message // bodies applied, in order
-	// beforeApply, if set, runs once (then is cleared) before the next
-	// proposal of a matching body is applied; it may itself Propose.
-	beforeApply func(body proto.Message) bool
-	// refuse makes Propose fail like a node that lost leadership.
-	refuse bool
-}
-
-// newFakeLeader returns a leader whose FSM has a leader established at term.
-func newFakeLeader(t *testing.T, clock *fakeClock, term uint64) *fakeLeader {
-	t.Helper()
-	l := &fakeLeader{clock: clock, st: fsm.New(), changed: make(chan struct{}), raftTerm: term}
-	l.established.Store(term)
-	l.mustPropose(t, &logpb.LeaderEstablished{Term: term, LeaderId: "coord-1"})
-	return l
-}
-
-func (l *fakeLeader) State() *fsm.State {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.st
-}
-
-func (l *fakeLeader) StateChanged() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.changed
-}
-
-func (l *fakeLeader) EstablishedTerm() uint64 { return l.established.Load() }
-
-func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	if !c.Checked() {
-		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
-	}
-	body := c.Body
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = commands.DecisionTerm(ctx)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	if l.refuse {
-		l.mu.Unlock()
-		return nil, errNotLeader
-	}
-	hook := l.beforeApply
-	if hook != nil {
-		l.beforeApply = nil
-	}
-	l.mu.Unlock()
-	if hook != nil && !hook(body) {
-		l.mu.Lock()
-		l.beforeApply = hook // not its body: keep waiting
-		l.mu.Unlock()
-	}
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = l.raftTerm
-	}
-	next, results, err := l.st.ApplyCommands(l.index+1, c)
-	if err != nil {
-		return nil, err
-	}
-	l.index++
-	l.st = next
-	l.applied = append(l.applied, proto.Clone(body))
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return results[0], nil
-}
-
-// mustPropose proposes body and fails the test on an error or a rejection.
-func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
-	t.Helper()
-	res, err := commands.Propose(context.Background(), l, body, "")
-	if err != nil {
-		t.Fatalf("propose %T: %v", body, err)
-	}
-	if res.Rejection != nil {
-		t.Fatalf("propose %T rejected: %v", body, res.Rejection)
-	}
-	return res
-}
-
 // appliedOf returns the applied bodies of type T, in order.
-func appliedOf[T proto.Message](l *fakeLeader) []T {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []T
-	for _, b := range l.applied {
-		if v, ok := b.(T); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func (l *fakeLeader) appliedCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.applied)
-}
-
-func (l *fakeLeader) setBeforeApply(f func(body proto.Message) bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.beforeApply = f
-}
-
-func (l *fakeLeader) setRaftTerm(term uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.raftTerm = term
-}
+func appliedOf[T proto.Message](l *controllertest.Leader) []T { return controllertest.AppliedOf[T](l) }
 
 // ---- fake health -------------------------------------------------------------
 
@@ -323,8 +169,8 @@ const (
 
 type harness struct {
 	t      *testing.T
-	clock  *fakeClock
-	leader *fakeLeader
+	clock  *clockwork.FakeClock
+	leader *controllertest.Leader
 	health *fakeHealth
 	client *fakeClient
 	b      *Balancer
@@ -333,8 +179,8 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: newFakeClock(), health: newFakeHealth(), client: &fakeClient{}}
-	h.leader = newFakeLeader(t, h.clock, testTerm)
+	h := &harness{t: t, clock: controllertest.NewClock(), health: newFakeHealth(), client: &fakeClient{}}
+	h.leader = controllertest.NewLeader(t, h.clock, testTerm)
 	h.cfg = Config{
 		ClusterID:       testClusterID,
 		PChannelPrefix:  testPrefix,
@@ -344,7 +190,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		BackoffMax:      20 * time.Millisecond,
 		RPCTimeout:      time.Second,
 		Policy:          policy.DefaultConfig(),
-		Now:             h.clock.Now,
+		Clock:           h.clock,
 		StreamingClient: h.client,
 	}
 	if mutate != nil {
@@ -361,7 +207,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 // addNode registers a streaming node and marks it healthy.
 func (h *harness) addNode(addr string) uint64 {
 	h.t.Helper()
-	res := h.leader.mustPropose(h.t, &logpb.RegisterStreamingNode{Address: addr, Incarnation: "inc-" + addr})
+	res := h.leader.MustPropose(h.t, &logpb.RegisterStreamingNode{Address: addr, Incarnation: "inc-" + addr})
 	id := res.GetRegisterNode().GetNodeId()
 	h.health.Set(id, true)
 	return id
@@ -458,7 +304,7 @@ func (h *harness) runBalancer() (stop func()) {
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testutil.Timeout(testutil.DefaultWait)):
 				h.t.Errorf("Run did not return after cancel")
 			}
 		})
@@ -467,14 +313,9 @@ func (h *harness) runBalancer() (stop func()) {
 	return stop
 }
 
-// eventually polls cond every 2ms for at most 5s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+// eventually waits for cond while Run works, advancing the fake clock by
+// the longest backoff between checks so retries come due.
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	controllertest.AdvanceUntil(h.t, h.clock, h.cfg.BackoffMax, what, cond)
 }

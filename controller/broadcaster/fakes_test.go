@@ -2,177 +2,26 @@ package broadcaster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/testutil"
 )
 
-// ---- fake clock ----------------------------------------------------------------
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// ---- fake leader: a real FSM state behind a Propose that applies at once ------
-
-var errFakeNotLeader = errors.New("fake: not the leader")
-
-type fakeLeader struct {
-	clock       *fakeClock
-	established atomic.Uint64
-
-	mu      sync.Mutex
-	st      *fsm.State
-	index   uint64
-	changed chan struct{}
-	applied []proto.Message
-	// hook, if set, runs before every proposal (outside the lock); an
-	// error fails the proposal without applying it. It may block.
-	hook func(body proto.Message) error
-	// afterApply, if set, runs after a proposal was applied; an error is
-	// returned instead of the result (an "outcome unknown" answer).
-	afterApply func(body proto.Message) error
-}
-
-func (l *fakeLeader) setAfterApply(f func(body proto.Message) error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.afterApply = f
-}
-
-func newFakeLeader(t *testing.T, clock *fakeClock, term uint64) *fakeLeader {
-	t.Helper()
-	l := &fakeLeader{clock: clock, st: fsm.New(), changed: make(chan struct{})}
-	l.establish(t, term)
-	return l
-}
-
-// establish commits LeaderEstablished for term and reports it established.
-func (l *fakeLeader) establish(t *testing.T, term uint64) {
-	t.Helper()
-	l.established.Store(term)
-	l.mustPropose(t, &logpb.LeaderEstablished{Term: term, LeaderId: fmt.Sprintf("coord-%d", term)})
-}
-
-func (l *fakeLeader) State() *fsm.State {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.st
-}
-
-func (l *fakeLeader) StateChanged() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.changed
-}
-
-func (l *fakeLeader) EstablishedTerm() uint64 { return l.established.Load() }
-
-func (l *fakeLeader) setHook(f func(body proto.Message) error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.hook = f
-}
-
-func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	if !c.Checked() {
-		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
-	}
-	body := c.Body
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = commands.DecisionTerm(ctx)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	hook := l.hook
-	l.mu.Unlock()
-	if hook != nil {
-		if err := hook(body); err != nil {
-			return nil, err
-		}
-	}
-	if l.established.Load() == 0 {
-		return nil, errFakeNotLeader
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = l.established.Load()
-	}
-	next, results, err := l.st.ApplyCommands(l.index+1, c)
-	if err != nil {
-		return nil, err
-	}
-	if err := next.CheckInvariants(); err != nil {
-		panic(fmt.Sprintf("invariant broken after %T: %v", body, err))
-	}
-	l.index++
-	l.st = next
-	l.applied = append(l.applied, proto.Clone(body))
-	close(l.changed)
-	l.changed = make(chan struct{})
-	if l.afterApply != nil {
-		if err := l.afterApply(body); err != nil {
-			return nil, err
-		}
-	}
-	return results[0], nil
-}
-
-func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
-	t.Helper()
-	res, err := commands.Propose(context.Background(), l, body, "")
-	if err != nil {
-		t.Fatalf("propose %T: %v", body, err)
-	}
-	if res.Rejection != nil {
-		t.Fatalf("propose %T rejected: %v", body, res.Rejection)
-	}
-	return res
-}
-
 // appliedOf returns the applied bodies of type T, in order.
-func appliedOf[T proto.Message](l *fakeLeader) []T {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []T
-	for _, b := range l.applied {
-		if v, ok := b.(T); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
+func appliedOf[T proto.Message](l *controllertest.Leader) []T { return controllertest.AppliedOf[T](l) }
 
-func (l *fakeLeader) task(t *testing.T, id uint64) *logpb.BroadcastTask {
+// taskOf reads broadcast id from the FSM and fails the test if it is absent.
+func taskOf(t *testing.T, l *controllertest.Leader, id uint64) *logpb.BroadcastTask {
 	t.Helper()
 	bt, ok := l.State().BroadcastTask(id)
 	if !ok {
@@ -198,7 +47,7 @@ type walEntry struct {
 }
 
 type fakeAppender struct {
-	leader *fakeLeader
+	leader *controllertest.Leader
 
 	mu         sync.Mutex
 	calls      []appendCall
@@ -211,7 +60,7 @@ type fakeAppender struct {
 	onAppend func(c appendCall) error
 }
 
-func newFakeAppender(l *fakeLeader) *fakeAppender {
+func newFakeAppender(l *controllertest.Leader) *fakeAppender {
 	return &fakeAppender{leader: l, wal: map[string][]walEntry{}, offsets: map[string]uint64{}}
 }
 
@@ -324,8 +173,8 @@ const (
 
 type harness struct {
 	t      *testing.T
-	clock  *fakeClock
-	leader *fakeLeader
+	clock  *clockwork.FakeClock
+	leader *controllertest.Leader
 	app    *fakeAppender
 	m      *Manager
 	cfg    Config
@@ -337,15 +186,15 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: newFakeClock()}
-	h.leader = newFakeLeader(t, h.clock, testTerm)
+	h := &harness{t: t, clock: controllertest.NewClock()}
+	h.leader = controllertest.NewLeader(t, h.clock, testTerm)
 	h.app = newFakeAppender(h.leader)
 	for i := 0; i < 4; i++ {
 		h.pch = append(h.pch, commands.PChannelName(testPrefix, i))
 	}
-	h.leader.mustPropose(t, &logpb.InitStreaming{ClusterId: testClusterID, Pchannels: h.pch})
+	h.leader.MustPropose(t, &logpb.InitStreaming{ClusterId: testClusterID, Pchannels: h.pch})
 	h.cch = h.leader.State().CChannel()
-	res := h.leader.mustPropose(t, &logpb.RegisterStreamingNode{Address: testNodeAddr, Incarnation: "inc-1"})
+	res := h.leader.MustPropose(t, &logpb.RegisterStreamingNode{Address: testNodeAddr, Incarnation: "inc-1"})
 	h.node, h.epoch = res.GetRegisterNode().GetNodeId(), res.GetRegisterNode().GetEpoch()
 	for _, p := range h.pch {
 		h.assign(p)
@@ -356,7 +205,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		BackoffMax:             20 * time.Millisecond,
 		TombstoneCheckInterval: time.Hour,
 		AckSyncUpResend:        time.Hour,
-		Now:                    h.clock.Now,
+		Clock:                  h.clock,
 		Logger:                 hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: testWriter{t}}),
 	}
 	if mutate != nil {
@@ -388,10 +237,10 @@ func (h *harness) newManager() *Manager {
 func (h *harness) assign(p string) {
 	h.t.Helper()
 	rec, _ := h.leader.State().PChannel(p)
-	res := h.leader.mustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
+	res := h.leader.MustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
 		{Pchannel: p, NodeId: h.node, ExpectedTerm: rec.Term}}})
 	for _, a := range res.GetAssign().GetAssigned() {
-		h.leader.mustPropose(h.t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{a}})
+		h.leader.MustPropose(h.t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{a}})
 	}
 }
 
@@ -399,10 +248,10 @@ func (h *harness) assign(p string) {
 func (h *harness) unassign(p string) *logpb.PChannelTerm {
 	h.t.Helper()
 	// A second node to move the channel to.
-	res := h.leader.mustPropose(h.t, &logpb.RegisterStreamingNode{Address: "10.0.0.9:1", Incarnation: "inc-9"})
+	res := h.leader.MustPropose(h.t, &logpb.RegisterStreamingNode{Address: "10.0.0.9:1", Incarnation: "inc-9"})
 	other := res.GetRegisterNode().GetNodeId()
 	rec, _ := h.leader.State().PChannel(p)
-	res = h.leader.mustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
+	res = h.leader.MustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
 		{Pchannel: p, NodeId: other, ExpectedTerm: rec.Term}}})
 	return res.GetAssign().GetAssigned()[0]
 }
@@ -421,13 +270,13 @@ func (h *harness) run(m *Manager, term uint64) (stop func()) {
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testutil.Timeout(testutil.DefaultWait)):
 				h.t.Errorf("Run did not return after cancel")
 			}
 		})
 	}
 	h.t.Cleanup(stop)
-	eventually(h.t, "leadership published", func() bool { return m.current() != nil })
+	h.eventually("leadership published", func() bool { return m.current() != nil })
 	return stop
 }
 
@@ -457,39 +306,44 @@ func broadcastAsync(ctx context.Context, m *Manager, req Request) <-chan asyncRe
 	return ch
 }
 
-func wait(t *testing.T, ch <-chan asyncResult) asyncResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatalf("broadcast did not return")
-	}
-	return asyncResult{}
+// clockStep is how far the fake clock moves between checks while a test
+// waits on the manager: one sweep debounce, and at least the harness's
+// longest default backoff in two steps.
+const clockStep = sweepDelay
+
+// eventually waits for cond while the manager works, advancing the fake
+// clock by clockStep between checks so sweeps and backoffs come due.
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	controllertest.AdvanceUntil(h.t, h.clock, clockStep, what, cond)
 }
 
-// eventually polls cond every 2ms for at most 5s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
+// never fails if cond becomes true while the fake clock is advanced by d
+// in clockStep steps, the manager given a few real milliseconds to act on
+// each step.
+func (h *harness) never(what string, d time.Duration, cond func() bool) {
+	h.t.Helper()
+	for moved := time.Duration(0); moved <= d; moved += clockStep {
+		testutil.Never(h.t, what, 3*time.Millisecond, cond)
+		h.clock.Advance(clockStep)
 	}
+	testutil.Never(h.t, what, 3*time.Millisecond, cond)
 }
 
-// never fails if cond becomes true within d.
-func never(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			t.Fatalf("unexpectedly: %s", what)
+// wait returns the result of an async broadcast, advancing the fake clock
+// by clockStep while it waits.
+func (h *harness) wait(ch <-chan asyncResult) asyncResult {
+	h.t.Helper()
+	var r asyncResult
+	h.eventually("the broadcast to return", func() bool {
+		select {
+		case r = <-ch:
+			return true
+		default:
+			return false
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	})
+	return r
 }
 
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/testutil"
 )
 
 func clusterKey(shared bool) *logpb.ResourceKey {
@@ -137,7 +138,7 @@ func TestLockFIFO(t *testing.T) {
 		}
 		xGot <- g
 	}()
-	eventually(t, "exclusive waiter queued", func() bool { _, _, w := lt.holders(x[0]); return w == 1 })
+	testutil.Eventually(t, "exclusive waiter queued", func() bool { _, _, w := lt.holders(x[0]); return w == 1 })
 
 	// A later shared request queues behind the exclusive waiter even
 	// though it is compatible with the shared holder.
@@ -154,7 +155,7 @@ func TestLockFIFO(t *testing.T) {
 			sGot <- g
 		}()
 	}
-	eventually(t, "shared waiters queued", func() bool { _, _, w := lt.holders(x[0]); return w == 3 })
+	testutil.Eventually(t, "shared waiters queued", func() bool { _, _, w := lt.holders(x[0]); return w == 3 })
 
 	s1.release()
 	var xg *lockGuard
@@ -198,7 +199,7 @@ func TestLockTimeout(t *testing.T) {
 	// A shared waiter queued behind the exclusive one.
 	sGot := make(chan error, 1)
 	go func() {
-		eventually(t, "exclusive waiter queued", func() bool { _, _, w := lt.holders(dbX); return w == 1 })
+		testutil.Eventually(t, "exclusive waiter queued", func() bool { _, _, w := lt.holders(dbX); return w == 1 })
 		g, _, err := lt.lock(context.Background(), []*logpb.ResourceKey{dbKey("db1")}, nil)
 		g.release()
 		sGot <- err
@@ -267,7 +268,7 @@ func TestLockTableClose(t *testing.T) {
 		_, _, err := lt.lock(context.Background(), commands.NormalizeResourceKeys(nil), nil)
 		errc <- err
 	}()
-	eventually(t, "waiter queued", func() bool { _, _, w := lt.holders(clusterKey(true)); return w == 1 })
+	testutil.Eventually(t, "waiter queued", func() bool { _, _, w := lt.holders(clusterKey(true)); return w == 1 })
 	lt.close()
 	select {
 	case err := <-errc:

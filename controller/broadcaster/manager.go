@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
@@ -59,8 +61,11 @@ type Config struct {
 	// acks again), default 30s.
 	AckSyncUpResend time.Duration
 	Logger          hclog.Logger
-	Now             func() time.Time
-	Metrics         *Metrics // optional
+	// Clock reads the time and runs every timer (retries, backoffs, the
+	// sweep and the tombstone check); default the real clock. Tests pass a
+	// fake and advance it. Latency metrics use the real clock.
+	Clock   clockwork.Clock
+	Metrics *Metrics // optional
 	// UnsafeReleaseKeysAtCreate breaks the broadcaster on purpose (tests of
 	// the tests only): a task's resource keys are released as soon as it
 	// is created, so a conflicting task can overtake it in a WAL.
@@ -98,8 +103,8 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	return c
 }
@@ -120,6 +125,10 @@ type Manager struct {
 	closed  bool
 	closeCh chan struct{}
 	runs    sync.WaitGroup
+
+	// Calls blocked waiting for a leadership (await) and for a task's end
+	// (waitDone), so tests know a call is parked before they move on.
+	awaiting, waitingDone atomic.Int32
 }
 
 // New builds a manager. Run is its leader routine.
@@ -227,7 +236,7 @@ func (m *Manager) current() *termState {
 // await returns the ready leadership of the current established term,
 // waiting (ctx-bounded) while Run rebuilds it.
 func (m *Manager) await(ctx context.Context) (*termState, error) {
-	poll := time.NewTimer(time.Hour)
+	poll := m.cfg.Clock.NewTimer(time.Hour)
 	defer poll.Stop()
 	for {
 		term := m.leader.EstablishedTerm()
@@ -244,12 +253,15 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 			return cur, nil
 		}
 		poll.Reset(10 * time.Millisecond) // EstablishedTerm changes without a signal
+		m.awaiting.Add(1)
 		select {
 		case <-ctx.Done():
+			m.awaiting.Add(-1)
 			return nil, fmt.Errorf("broadcaster is recovering the tasks of term %d: %w", term, ctx.Err())
 		case <-ready:
-		case <-poll.C:
+		case <-poll.Chan():
 		}
+		m.awaiting.Add(-1)
 	}
 }
 
@@ -349,11 +361,14 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 			}
 			return res, nil
 		}
+		m.waitingDone.Add(1)
 		select {
 		case <-ctx.Done():
+			m.waitingDone.Add(-1)
 			return res, ctx.Err()
 		case <-changed:
 		}
+		m.waitingDone.Add(-1)
 	}
 }
 
@@ -433,10 +448,12 @@ func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, reque
 			return res, err
 		}
 		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)
+		wait := m.cfg.Clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
+			wait.Stop()
 			return nil, err
-		case <-time.After(backoff):
+		case <-wait.Chan():
 		}
 		backoff = min(2*backoff, m.cfg.BackoffMax)
 	}

@@ -47,7 +47,7 @@ func TestBroadcastFastAck(t *testing.T) {
 	if res.BroadcastID == 0 || res.Duplicated {
 		t.Fatalf("result %+v", res)
 	}
-	bt := h.leader.task(t, res.BroadcastID)
+	bt := taskOf(t, h.leader, res.BroadcastID)
 	if bt.State != logpb.BroadcastState_BROADCAST_TOMBSTONE || bt.AbandonedReason != "" {
 		t.Fatalf("task %v", bt)
 	}
@@ -84,7 +84,7 @@ func TestBroadcastFastAck(t *testing.T) {
 			t.Fatalf("append call %+v", c)
 		}
 	}
-	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+	h.eventually("locks released", func() bool { return locksOf(h.m).size() == 0 })
 }
 
 // TestBroadcastAckSyncUp: with ack_sync_up the manager appends but does not
@@ -97,7 +97,7 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 		MessageType: "TruncateCollection", ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)},
 		VChannels: []string{v1}, AckSyncUp: true,
 	})
-	eventually(t, "both appends", func() bool { return len(h.app.Calls()) == 2 })
+	h.eventually("both appends", func() bool { return len(h.app.Calls()) == 2 })
 	var id uint64
 	for _, c := range h.app.Calls() {
 		if !c.AckSyncUp {
@@ -105,7 +105,7 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 		}
 		id = c.ID
 	}
-	never(t, "completed without node acks", 50*time.Millisecond, func() bool {
+	h.never("completed without node acks", 50*time.Millisecond, func() bool {
 		select {
 		case r := <-ch:
 			t.Errorf("returned %+v", r)
@@ -129,15 +129,14 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("repeated Ack: %v", err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if bt := h.leader.task(t, id); bt.State != logpb.BroadcastState_BROADCAST_PENDING {
-		t.Fatalf("task %s with one of two acks", bt.State)
-	}
+	h.never("completed with one of two acks", 3*sweepDelay, func() bool {
+		return taskOf(t, h.leader, id).State != logpb.BroadcastState_BROADCAST_PENDING
+	})
 	cp2, _ := h.app.walEntry(h.cch, id)
 	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp2}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
-	r := wait(t, ch)
+	r := h.wait(ch)
 	if r.err != nil || r.res.BroadcastID != id || len(r.res.Checkpoints) != 2 {
 		t.Fatalf("Broadcast = %+v, %v", r.res, r.err)
 	}
@@ -157,7 +156,7 @@ func TestAckSyncUpResend(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.AckSyncUpResend = 30 * time.Millisecond })
 	h.run(h.m, testTerm)
 	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Truncate", AckSyncUp: true, VChannels: []string{h.cch}})
-	eventually(t, "re-append", func() bool { return len(h.app.Calls()) >= 2 })
+	h.eventually("re-append", func() bool { return len(h.app.Calls()) >= 2 })
 	c := h.app.Calls()[0]
 	if ids := h.app.walIDs(h.cch); len(ids) != 1 {
 		t.Fatalf("WAL %v: a resend must not write twice", ids)
@@ -166,7 +165,7 @@ func TestAckSyncUpResend(t *testing.T) {
 	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: c.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatal(err)
 	}
-	if r := wait(t, ch); r.err != nil {
+	if r := h.wait(ch); r.err != nil {
 		t.Fatalf("Broadcast: %v", r.err)
 	}
 }
@@ -243,7 +242,7 @@ func TestConflictingOrder(t *testing.T) {
 	type ts struct{ id, seq uint64 }
 	var tss []ts
 	for _, id := range conflicting {
-		bt := h.leader.task(t, id)
+		bt := taskOf(t, h.leader, id)
 		tss = append(tss, ts{id, bt.TombstoneSeq})
 	}
 	sort.Slice(tss, func(i, j int) bool { return tss[i].id < tss[j].id })
@@ -293,7 +292,7 @@ func TestNonConflictingParallel(t *testing.T) {
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "a", false)}, VChannels: []string{h.vch(1, 1)}})
 	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "B",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "b", false)}, VChannels: []string{h.vch(1, 2)}})
-	ra, rb := wait(t, a), wait(t, b)
+	ra, rb := h.wait(a), h.wait(b)
 	if ra.err != nil || rb.err != nil {
 		t.Fatalf("a: %v, b: %v", ra.err, rb.err)
 	}
@@ -312,7 +311,7 @@ func TestLockTimeoutCreatesNoTask(t *testing.T) {
 	h.app.setOnAppend(func(c appendCall) error { <-release; return nil })
 	first := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropCollection_",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db1", "c1", false)}})
-	eventually(t, "first appending", func() bool { return len(h.app.Calls()) > 0 })
+	h.eventually("first appending", func() bool { return len(h.app.Calls()) > 0 })
 	before := len(h.leader.State().BroadcastTasks())
 
 	start := time.Now()
@@ -337,10 +336,10 @@ func TestLockTimeoutCreatesNoTask(t *testing.T) {
 		t.Fatalf("db key: shared %d exclusive %v waiting %d", s, x, w)
 	}
 	close(release)
-	if r := wait(t, first); r.err != nil {
+	if r := h.wait(first); r.err != nil {
 		t.Fatalf("first: %v", r.err)
 	}
-	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+	h.eventually("locks released", func() bool { return locksOf(h.m).size() == 0 })
 }
 
 // TestIdempotencySequential: the same scope twice gives one task; the second
@@ -400,13 +399,18 @@ func TestIdempotencyConcurrent(t *testing.T) {
 						ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", shared)}, IdempotencyKey: key})
 				}()
 			}
-			eventually(t, "one task appending", func() bool { return len(h.app.Calls()) > 0 })
-			time.Sleep(20 * time.Millisecond)
+			h.eventually("one task appending", func() bool { return len(h.app.Calls()) > 0 })
+			// Every call is parked before the task can finish: waiting for
+			// its end, or (exclusive keys) for the lock the task holds.
+			h.eventually("every call waiting on the one task", func() bool {
+				_, _, onLock := locksOf(h.m).holders(collKey("db", "c", shared))
+				return int(h.m.waitingDone.Load())+onLock == n
+			})
 			close(gate)
 			var id uint64
 			dups := 0
 			for i := 0; i < n; i++ {
-				r := wait(t, results)
+				r := h.wait(results)
 				if r.err != nil {
 					t.Fatalf("call %d: %v", i, r.err)
 				}
@@ -426,7 +430,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 			if got := len(h.leader.State().BroadcastTasks()); got != 1 {
 				t.Fatalf("%d tasks, want 1", got)
 			}
-			eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+			h.eventually("locks released", func() bool { return locksOf(h.m).size() == 0 })
 		})
 	}
 }
@@ -445,9 +449,9 @@ func TestLeadershipChange(t *testing.T) {
 		ch := broadcastAsync(ctx, h.m, Request{MessageType: "AlterCollection",
 			ResourceKeys: []*logpb.ResourceKey{collKey("db", fmt.Sprintf("c%d", i), false)},
 			VChannels:    []string{h.vch(i, 100)}})
-		eventually(t, "task created", func() bool { return len(h.leader.State().PendingBroadcasts()) == i+1 })
+		h.eventually("task created", func() bool { return len(h.leader.State().PendingBroadcasts()) == i+1 })
 		cancel()
-		if r := wait(t, ch); !errors.Is(r.err, context.Canceled) {
+		if r := h.wait(ch); !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("cancelled wait: %v", r.err)
 		}
 	}
@@ -464,7 +468,7 @@ func TestLeadershipChange(t *testing.T) {
 
 	// Leadership moves: a new manager at term 8.
 	const term2 = testTerm + 1
-	h.leader.establish(t, term2)
+	h.leader.Establish(t, term2)
 	gate := make(chan struct{})
 	h.app.setOnAppend(func(c appendCall) error {
 		if c.CoordTerm != term2 {
@@ -477,14 +481,14 @@ func TestLeadershipChange(t *testing.T) {
 	// A broadcast arriving before the rebuild waits for it.
 	conflict := broadcastAsync(ctxTimeout(t, 10*time.Second), m2, Request{MessageType: "DropCollection_",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c1", false)}, VChannels: []string{h.vch(1, 100)}})
-	time.Sleep(20 * time.Millisecond)
+	h.eventually("the broadcast waiting for a leadership", func() bool { return m2.awaiting.Load() == 1 })
 	if n := len(h.leader.State().PendingBroadcasts()); n != 3 {
 		t.Fatalf("%d pending tasks before the rebuild, want 3", n)
 	}
 	h.run(m2, term2)
-	eventually(t, "recovered tasks appending", func() bool { return len(h.app.Calls()) > 0 })
+	h.eventually("recovered tasks appending", func() bool { return len(h.app.Calls()) > 0 })
 	// The new broadcast waits on c1 behind the recovered task.
-	eventually(t, "conflicting broadcast waiting", func() bool {
+	h.eventually("conflicting broadcast waiting", func() bool {
 		lt := locksOf(m2)
 		if lt == nil {
 			return false
@@ -496,16 +500,16 @@ func TestLeadershipChange(t *testing.T) {
 		t.Fatalf("%d pending tasks while the conflicting one waits, want 3", n)
 	}
 	close(gate)
-	r := wait(t, conflict)
+	r := h.wait(conflict)
 	if r.err != nil {
 		t.Fatalf("conflicting broadcast: %v", r.err)
 	}
-	c1 := h.leader.task(t, ids[1])
+	c1 := taskOf(t, h.leader, ids[1])
 	if c1.State != logpb.BroadcastState_BROADCAST_TOMBSTONE {
 		t.Fatalf("the conflicting broadcast finished before recovered task %d (%s)", c1.Id, c1.State)
 	}
-	eventually(t, "every recovered task tombstoned", func() bool { return len(h.leader.State().PendingBroadcasts()) == 0 })
-	newT := h.leader.task(t, r.res.BroadcastID)
+	h.eventually("every recovered task tombstoned", func() bool { return len(h.leader.State().PendingBroadcasts()) == 0 })
+	newT := taskOf(t, h.leader, r.res.BroadcastID)
 	if newT.Id <= c1.Id || newT.TombstoneSeq <= c1.TombstoneSeq {
 		t.Fatalf("new task %d (seq %d) vs recovered %d (seq %d)", newT.Id, newT.TombstoneSeq, c1.Id, c1.TombstoneSeq)
 	}
@@ -523,12 +527,13 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 		t.Fatalf("before Run: %v", err)
 	}
 	ch := broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "X"})
-	time.Sleep(10 * time.Millisecond)
+	h.eventually("the broadcast waiting for a leadership", func() bool { return h.m.awaiting.Load() == 1 })
 	h.run(h.m, testTerm)
-	if r := wait(t, ch); r.err != nil {
+	if r := h.wait(ch); r.err != nil {
 		t.Fatalf("after Run: %v", r.err)
 	}
-	h.leader.established.Store(0)
+	h.leader.SetEstablished(0)
+	h.leader.SetRefuse(true)
 	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("not leader: %v", err)
 	}
@@ -553,7 +558,7 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 func stuckCreateCollection(ctx context.Context, t *testing.T, h *harness, coll int64, keys ...*logpb.ResourceKey) <-chan asyncResult {
 	var once sync.Once
 	h.app.setOnAppend(func(appendCall) error {
-		once.Do(func() { h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: coll, Count: 3}) })
+		once.Do(func() { h.leader.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: coll, Count: 3}) })
 		return nil
 	})
 	return broadcastAsync(ctx, h.m, Request{MessageType: commands.MsgCreateCollection,
@@ -565,14 +570,14 @@ func TestCallbackRefusalAndAbandon(t *testing.T) {
 	h.run(h.m, testTerm)
 	stuck := stuckCreateCollection(ctxTimeout(t, 10*time.Second), t, h, 100, dbKey("db"), collKey("db", "c", false))
 	var id uint64
-	eventually(t, "callback attempts", func() bool {
+	h.eventually("callback attempts", func() bool {
 		for _, bt := range h.leader.State().PendingBroadcasts() {
 			id = bt.Id
 			return bt.CallbackAttempts >= 3 && bt.LastError != ""
 		}
 		return false
 	})
-	bt := h.leader.task(t, id)
+	bt := taskOf(t, h.leader, id)
 	if bt.State != logpb.BroadcastState_BROADCAST_PENDING || len(bt.Acked) != len(bt.Vchannels) {
 		t.Fatalf("stuck task %v", bt)
 	}
@@ -580,28 +585,28 @@ func TestCallbackRefusalAndAbandon(t *testing.T) {
 	// A conflicting broadcast waits behind it.
 	next := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropCollection_",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
-	eventually(t, "conflicting broadcast waiting", func() bool {
+	h.eventually("conflicting broadcast waiting", func() bool {
 		_, _, w := locksOf(h.m).holders(collKey("db", "c", false))
 		return w == 1
 	})
 	// Retry works on the stuck task (it refuses again).
-	before := h.leader.task(t, id).CallbackAttempts
+	before := taskOf(t, h.leader, id).CallbackAttempts
 	if err := h.m.Retry(id); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
-	eventually(t, "retried", func() bool { return h.leader.task(t, id).CallbackAttempts > before })
+	h.eventually("retried", func() bool { return taskOf(t, h.leader, id).CallbackAttempts > before })
 
 	if err := h.m.Abandon(context.Background(), id, "operator: shard count mismatch"); err != nil {
 		t.Fatalf("Abandon: %v", err)
 	}
-	r := wait(t, stuck)
+	r := h.wait(stuck)
 	if !errors.Is(r.err, ErrAbandoned) || r.res.BroadcastID != id {
 		t.Fatalf("stuck broadcast returned %+v, %v; want ErrAbandoned", r.res, r.err)
 	}
-	if r := wait(t, next); r.err != nil {
+	if r := h.wait(next); r.err != nil {
 		t.Fatalf("conflicting broadcast after abandon: %v", r.err)
 	}
-	bt = h.leader.task(t, id)
+	bt = taskOf(t, h.leader, id)
 	if bt.State != logpb.BroadcastState_BROADCAST_TOMBSTONE || bt.AbandonedReason == "" {
 		t.Fatalf("abandoned task %v", bt)
 	}
@@ -622,7 +627,7 @@ func TestCallbackRefusalAndAbandon(t *testing.T) {
 	if err := h.m.Abandon(context.Background(), 123456, "x"); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_NOT_FOUND {
 		t.Fatalf("Abandon unknown: %v", err)
 	}
-	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+	h.eventually("locks released", func() bool { return locksOf(h.m).size() == 0 })
 }
 
 // TestRetryResetsBackoff: a task backing off on append failures runs at
@@ -639,14 +644,14 @@ func TestRetryResetsBackoff(t *testing.T) {
 		return nil
 	})
 	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X", VChannels: []string{h.cch}})
-	eventually(t, "first attempt", func() bool { return len(h.app.Calls()) == 1 })
+	h.eventually("first attempt", func() bool { return len(h.app.Calls()) == 1 })
 	id := h.app.Calls()[0].ID
-	never(t, "retried before the backoff", 30*time.Millisecond, func() bool { return len(h.app.Calls()) > 1 })
+	h.never("retried before the backoff", 30*time.Millisecond, func() bool { return len(h.app.Calls()) > 1 })
 	fail.Store(false)
 	if err := h.m.Retry(id); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
-	if r := wait(t, ch); r.err != nil {
+	if r := h.wait(ch); r.err != nil {
 		t.Fatalf("Broadcast: %v", r.err)
 	}
 }
@@ -659,13 +664,13 @@ func TestChannelNotAssigned(t *testing.T) {
 	h.run(h.m, testTerm)
 	h.unassign(h.pch[2])
 	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X", VChannels: []string{h.vch(2, 5)}})
-	eventually(t, "cchannel appended", func() bool { return len(h.app.Calls()) == 1 })
-	time.Sleep(20 * time.Millisecond)
-	if len(appliedOf[*logpb.AckBroadcast](h.leader)) != 1 {
-		t.Fatalf("the successful append was not acked")
-	}
+	h.eventually("cchannel appended", func() bool { return len(h.app.Calls()) == 1 })
+	// The ack of the successful append is proposed after the append returns.
+	h.eventually("the successful append acked", func() bool {
+		return len(appliedOf[*logpb.AckBroadcast](h.leader)) == 1
+	})
 	h.assign(h.pch[2])
-	if r := wait(t, ch); r.err != nil {
+	if r := h.wait(ch); r.err != nil {
 		t.Fatalf("Broadcast: %v", r.err)
 	}
 	// The cchannel was appended once: acked targets are not appended again.
@@ -685,7 +690,7 @@ func TestCtxEndTaskContinues(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	close(gate)
-	eventually(t, "task tombstoned", func() bool {
+	h.eventually("task tombstoned", func() bool {
 		ts := h.leader.State().BroadcastTasks()
 		return len(ts) == 1 && ts[0].State == logpb.BroadcastState_BROADCAST_TOMBSTONE
 	})
@@ -696,7 +701,7 @@ func TestCtxEndTaskContinues(t *testing.T) {
 func TestNotPrimary(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
-	h.leader.mustPropose(t, &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
+	h.leader.MustPropose(t, &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
 		Clusters: []*logpb.ReplicateCluster{
 			{ClusterId: "dr", Pchannels: []string{"dr_0", "dr_1", "dr_2", "dr_3"}},
 			{ClusterId: testClusterID, Pchannels: h.pch},
@@ -736,11 +741,11 @@ func TestRejectionKeepsFSMMessage(t *testing.T) {
 	}
 	g.release()
 	var once sync.Once
-	h.leader.setHook(func(body proto.Message) error {
+	h.leader.SetBeforePropose(func(body proto.Message) error {
 		if _, ok := body.(*logpb.CreateBroadcast); ok {
 			once.Do(func() {
-				h.leader.setHook(nil)
-				h.leader.mustPropose(t, &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
+				h.leader.SetBeforePropose(nil)
+				h.leader.MustPropose(t, &logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
 					Clusters: []*logpb.ReplicateCluster{
 						{ClusterId: "dr", Pchannels: []string{"dr_0", "dr_1", "dr_2", "dr_3"}},
 						{ClusterId: testClusterID, Pchannels: h.pch},
@@ -776,7 +781,7 @@ func TestTombstoneGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "pruned to the count", func() bool { return h.leader.State().TombstoneCount() <= 2 })
+	h.eventually("pruned to the count", func() bool { return h.leader.State().TombstoneCount() <= 2 })
 	prunes := appliedOf[*logpb.PruneBroadcastTombstones](h.leader)
 	if len(prunes) == 0 || prunes[0].MaxCount != 2 || prunes[0].MaxLifetimeMs != time.Hour.Milliseconds() {
 		t.Fatalf("prunes %v", prunes)
@@ -787,11 +792,11 @@ func TestTombstoneGC(t *testing.T) {
 		t.Fatalf("%d tasks left", len(ts))
 	}
 	n := len(appliedOf[*logpb.PruneBroadcastTombstones](h.leader))
-	never(t, "pruning with nothing to prune", 30*time.Millisecond, func() bool {
+	h.never("pruning with nothing to prune", 30*time.Millisecond, func() bool {
 		return len(appliedOf[*logpb.PruneBroadcastTombstones](h.leader)) > n
 	})
 	h.clock.Advance(2 * time.Hour)
-	eventually(t, "pruned by age", func() bool { return h.leader.State().TombstoneCount() == 0 })
+	h.eventually("pruned by age", func() bool { return h.leader.State().TombstoneCount() == 0 })
 }
 
 // TestMetrics: the series are registered and move.
@@ -808,13 +813,13 @@ func TestMetricsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := stuckCreateCollection(ctxTimeout(t, 5*time.Second), t, h, 7)
-	eventually(t, "callback failures counted", func() bool {
+	h.eventually("callback failures counted", func() bool {
 		return counterValue(t, reg, "coordd_broadcaster_callback_failures_total", map[string]string{"message_type": commands.MsgCreateCollection}) >= 2
 	})
 	h.app.setOnAppend(func(appendCall) error { return status.Error(codes.InvalidArgument, "payload too big") })
 	_ = broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "Y",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "y", false)}})
-	eventually(t, "unrecoverable appends counted", func() bool {
+	h.eventually("unrecoverable appends counted", func() bool {
 		return counterValue(t, reg, "coordd_broadcaster_append_unrecoverable_total",
 			map[string]string{"message_type": "Y", "code": "InvalidArgument"}) >= 1
 	})
@@ -841,7 +846,7 @@ func TestMetricsRecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := wait(t, ch); !errors.Is(r.err, ErrAbandoned) {
+	if r := h.wait(ch); !errors.Is(r.err, ErrAbandoned) {
 		t.Fatalf("abandoned broadcast: %v", r.err)
 	}
 }
@@ -853,17 +858,18 @@ func TestCreateOutcomeUnknown(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
 	var once sync.Once
-	h.leader.setAfterApply(func(body proto.Message) error {
+	h.leader.SetAfterApply(func(body proto.Message) error {
 		var err error
 		if _, ok := body.(*logpb.CreateBroadcast); ok {
 			once.Do(func() { err = fmt.Errorf("%w: leadership lost while committing", raftnode.ErrOutcomeUnknown) })
 		}
 		return err
 	})
-	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "X",
-		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
-	if err != nil || res.Duplicated {
-		t.Fatalf("Broadcast: %+v, %v", res, err)
+	// The retry waits for a backoff on the fake clock: wait advances it.
+	r := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "X",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}}))
+	if r.err != nil || r.res.Duplicated {
+		t.Fatalf("Broadcast: %+v, %v", r.res, r.err)
 	}
 	if n := len(appliedOf[*logpb.CreateBroadcast](h.leader)); n != 2 {
 		t.Fatalf("%d CreateBroadcast proposals, want 2 (one retry)", n)
@@ -871,7 +877,7 @@ func TestCreateOutcomeUnknown(t *testing.T) {
 	if n := len(h.leader.State().BroadcastTasks()); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)
 	}
-	eventually(t, "locks released", func() bool { return locksOf(h.m).size() == 0 })
+	h.eventually("locks released", func() bool { return locksOf(h.m).size() == 0 })
 }
 
 // TestClose: Close ends Run, drops leader memory, closes a closable
@@ -887,7 +893,7 @@ func TestClose(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx, testTerm) }()
-	eventually(t, "running", func() bool { return m.current() != nil })
+	h.eventually("running", func() bool { return m.current() != nil })
 	m.Close()
 	select {
 	case <-done:

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
@@ -48,7 +50,7 @@ type task struct {
 	retryNow bool // Retry while running: run again at once
 	ackNudge bool // an ack arrived while running
 	backoff  time.Duration
-	timer    *time.Timer // backoff or sync-up resend timer
+	timer    clockwork.Timer // backoff or sync-up resend timer
 	// appended: ack_sync_up targets appended in this leadership (the acks
 	// come from the nodes).
 	appended     map[string]bool
@@ -153,9 +155,9 @@ func (ts *termState) stop() {
 // loop runs the tombstone GC and the FSM sweep until the leadership ends.
 func (ts *termState) loop(closeCh <-chan struct{}) {
 	cfg := ts.m.cfg
-	gcTick := time.NewTicker(cfg.TombstoneCheckInterval)
+	gcTick := cfg.Clock.NewTicker(cfg.TombstoneCheckInterval)
 	defer gcTick.Stop()
-	sweep := time.NewTimer(time.Hour)
+	sweep := cfg.Clock.NewTimer(time.Hour)
 	sweep.Stop()
 	defer sweep.Stop()
 	armed := false
@@ -167,7 +169,7 @@ func (ts *termState) loop(closeCh <-chan struct{}) {
 			return
 		case <-closeCh:
 			return
-		case <-gcTick.C:
+		case <-gcTick.Chan():
 			ts.gc()
 		case <-ts.gcKick:
 			ts.gc()
@@ -177,7 +179,7 @@ func (ts *termState) loop(closeCh <-chan struct{}) {
 				armed = true
 				sweep.Reset(sweepDelay)
 			}
-		case <-sweep.C:
+		case <-sweep.Chan():
 			armed = false
 			ts.sweep()
 		}
@@ -305,8 +307,8 @@ func (ts *termState) armLocked(t *task, d time.Duration) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	var tm *time.Timer
-	tm = time.AfterFunc(d, func() {
+	var tm clockwork.Timer
+	tm = ts.m.cfg.Clock.AfterFunc(d, func() {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		if t.timer != tm {
@@ -456,7 +458,7 @@ func (ts *termState) gc() {
 	}
 	need := n > cfg.TombstoneMaxCount
 	if !need {
-		cutoff := cfg.Now().Add(-cfg.TombstoneMaxLifetime).UnixMilli()
+		cutoff := cfg.Clock.Now().Add(-cfg.TombstoneMaxLifetime).UnixMilli()
 		for _, t := range st.BroadcastTasks() {
 			if t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE && t.TombstonedMs <= cutoff {
 				need = true

@@ -22,7 +22,7 @@ func sorted(ss []string) string {
 // want and the task's targets are exactly want.
 func wantInWALs(t *testing.T, h *harness, id uint64, want []string) {
 	t.Helper()
-	bt := h.leader.task(t, id)
+	bt := taskOf(t, h.leader, id)
 	if sorted(bt.Vchannels) != sorted(want) {
 		t.Fatalf("broadcast %d targets %v, want %v", id, bt.Vchannels, want)
 	}
@@ -67,7 +67,7 @@ func TestDefaultTargets(t *testing.T) {
 	// Cluster-level messages skip PChannels unavailable in replication;
 	// AlterReplicateConfig reaches them all.
 	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: testClusterID, Pchannels: h.pch[:3]}}}
-	h.leader.mustPropose(t, &logpb.UpdateReplicateConfiguration{Config: cfg})
+	h.leader.MustPropose(t, &logpb.UpdateReplicateConfiguration{Config: cfg})
 	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex"})
 	if err != nil {
 		t.Fatalf("CreateIndex: %v", err)
@@ -138,7 +138,7 @@ func TestIdempotentRetryDoesNotResurrect(t *testing.T) {
 func TestDoomedCreateCollectionRefused(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
-	h.leader.mustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 60, Count: 2})
+	h.leader.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 60, Count: 2})
 	for _, req := range []Request{
 		{MessageType: commands.MsgCreateCollection, Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 60, Shards: 3}),
 			ResourceKeys: []*logpb.ResourceKey{collKey("db", "c60", false)}},
@@ -173,25 +173,25 @@ func TestReplicateConfigCheckedUnderTheLock(t *testing.T) {
 	}
 	gate := make(chan struct{})
 	h.app.setOnAppend(func(c appendCall) error {
-		if c.ID != 0 && h.leader.task(t, c.ID).MessageType == commands.MsgAlterReplicateConfig {
+		if c.ID != 0 && taskOf(t, h.leader, c.ID).MessageType == commands.MsgAlterReplicateConfig {
 			<-gate
 		}
 		return nil
 	})
 	a := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: commands.MsgAlterReplicateConfig, Payload: cfgOn(h.pch[0])})
-	eventually(t, "A appending", func() bool { return len(h.app.Calls()) > 0 })
+	h.eventually("A appending", func() bool { return len(h.app.Calls()) > 0 })
 	// B is valid against today's (empty) configuration, not against A's.
 	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: commands.MsgAlterReplicateConfig, Payload: cfgOn(h.pch[1]),
 		ResourceKeys: []*logpb.ResourceKey{clusterKey(true)}}) // asks for shared; the type holds it exclusively
-	eventually(t, "B waiting for the Cluster key", func() bool {
+	h.eventually("B waiting for the Cluster key", func() bool {
 		_, _, w := locksOf(h.m).holders(clusterKey(false))
 		return w == 1
 	})
 	close(gate)
-	if r := wait(t, a); r.err != nil {
+	if r := h.wait(a); r.err != nil {
 		t.Fatalf("A: %v", r.err)
 	}
-	r := wait(t, b)
+	r := h.wait(b)
 	var rej *RejectedError
 	if !errors.As(r.err, &rej) || !strings.Contains(rej.Message, "extended by appending") {
 		t.Fatalf("B: %v, want a refusal at creation", r.err)

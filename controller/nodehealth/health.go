@@ -15,9 +15,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -40,8 +42,10 @@ type Leader interface {
 
 // Config tunes the tracker.
 type Config struct {
-	TTL    time.Duration    // default 10s
-	Now    func() time.Time // default time.Now
+	TTL time.Duration // default 10s
+	// Clock reads the time and runs the expiry ticker; default the real
+	// clock. Tests pass a fake and advance it.
+	Clock  clockwork.Clock
 	Logger hclog.Logger
 }
 
@@ -56,6 +60,10 @@ type Tracker struct {
 	leader Leader
 	cfg    Config
 
+	// checkedAt is the clock reading (Unix ns) of the last expiry check Run
+	// finished, so a test knows when a clock advance has been acted on.
+	checkedAt atomic.Int64
+
 	mu       sync.Mutex
 	sessions map[uint64]*session
 	changed  chan struct{} // closed when some node's health may have changed
@@ -66,8 +74,8 @@ func New(leader Leader, cfg Config) *Tracker {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 10 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -95,7 +103,7 @@ func (t *Tracker) notifyLocked() {
 func (t *Tracker) Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	s, ok := t.sessions[node]
 	// was: healthy as far as the session goes (a lapsed session revived by
 	// this heartbeat is a health change too).
@@ -132,7 +140,7 @@ func (t *Tracker) Healthy(node uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ok := t.sessions[node]
-	if !ok || s.epoch != rec.Epoch || t.cfg.Now().Sub(s.lastSeen) > t.cfg.TTL {
+	if !ok || s.epoch != rec.Epoch || t.cfg.Clock.Now().Sub(s.lastSeen) > t.cfg.TTL {
 		return false
 	}
 	return t.readyLocked(node, s)
@@ -147,7 +155,7 @@ func (t *Tracker) LastSeen(node uint64) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return t.cfg.Now().Sub(s.lastSeen), true
+	return t.cfg.Clock.Now().Sub(s.lastSeen), true
 }
 
 // reset gives every live node a fresh TTL (called when leadership starts).
@@ -156,7 +164,7 @@ func (t *Tracker) LastSeen(node uint64) (time.Duration, bool) {
 // unhealthy until its first heartbeat to this leader, and the first one to
 // heartbeat would be handed every other node's channels.
 func (t *Tracker) reset() {
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sessions = map[uint64]*session{}
@@ -170,25 +178,41 @@ func (t *Tracker) reset() {
 
 // expired lists live nodes whose session has timed out. A node first seen
 // now (registered during this term) starts its TTL now.
-func (t *Tracker) expired() []*logpb.StreamingNodeRecord {
-	now := t.cfg.Now()
+func (t *Tracker) expired(now time.Time) []*logpb.StreamingNodeRecord {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []*logpb.StreamingNodeRecord
-	for _, n := range t.leader.State().StreamingNodes() {
+	v := judge(t.leader.State().StreamingNodes(), t.sessions, now, t.cfg.TTL)
+	for _, n := range v.firstSeen {
+		t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
+	}
+	return v.down
+}
+
+// verdict is one tick's decision.
+type verdict struct {
+	down      []*logpb.StreamingNodeRecord // live, silent for more than the TTL
+	firstSeen []*logpb.StreamingNodeRecord // live, no session at this epoch yet
+}
+
+// judge is the tracker's decision as a pure function of the FSM's nodes,
+// the sessions and the time: a live node is down when its session is older
+// than ttl at now; a live node without a session at its epoch is first
+// seen now. DOWN nodes are not judged again.
+func judge(nodes []*logpb.StreamingNodeRecord, sessions map[uint64]*session, now time.Time, ttl time.Duration) verdict {
+	var v verdict
+	for _, n := range nodes {
 		if n.State == logpb.NodeState_NODE_DOWN {
 			continue
 		}
-		s, ok := t.sessions[n.Id]
-		if !ok || s.epoch != n.Epoch {
-			t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
-			continue
-		}
-		if now.Sub(s.lastSeen) > t.cfg.TTL {
-			out = append(out, n)
+		s, ok := sessions[n.Id]
+		switch {
+		case !ok || s.epoch != n.Epoch:
+			v.firstSeen = append(v.firstSeen, n)
+		case now.Sub(s.lastSeen) > ttl:
+			v.down = append(v.down, n)
 		}
 	}
-	return out
+	return v
 }
 
 // Run is the leader routine: fresh TTLs now, then propose every node whose
@@ -196,27 +220,34 @@ func (t *Tracker) expired() []*logpb.StreamingNodeRecord {
 func (t *Tracker) Run(ctx context.Context, term uint64) {
 	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
 	t.reset()
-	tick := time.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
+	tick := t.cfg.Clock.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
-		for _, n := range t.expired() {
-			reason := fmt.Sprintf("no heartbeat for more than %v", t.cfg.TTL)
-			res, err := commands.Propose(ctx, t.leader, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
-			if err != nil {
-				t.cfg.Logger.Warn("marking node down failed", "node", n.Id, "error", err)
-				continue
-			}
-			if res.Rejection == nil {
-				t.cfg.Logger.Info("streaming node down", "node", n.Id, "address", n.Address, "reason", reason)
-			}
-			t.mu.Lock()
-			t.notifyLocked()
-			t.mu.Unlock()
+		now := t.cfg.Clock.Now()
+		t.markExpired(ctx, now)
+		t.checkedAt.Store(now.UnixNano())
+	}
+}
+
+// markExpired proposes every node expired at now as down.
+func (t *Tracker) markExpired(ctx context.Context, now time.Time) {
+	for _, n := range t.expired(now) {
+		reason := fmt.Sprintf("no heartbeat for more than %v", t.cfg.TTL)
+		res, err := commands.Propose(ctx, t.leader, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
+		if err != nil {
+			t.cfg.Logger.Warn("marking node down failed", "node", n.Id, "error", err)
+			continue
 		}
+		if res.Rejection == nil {
+			t.cfg.Logger.Info("streaming node down", "node", n.Id, "address", n.Address, "reason", reason)
+		}
+		t.mu.Lock()
+		t.notifyLocked()
+		t.mu.Unlock()
 	}
 }

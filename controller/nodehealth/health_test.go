@@ -2,146 +2,32 @@ package nodehealth
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
+	"github.com/jonboulle/clockwork"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/testutil"
 )
 
-// ---- fakes -------------------------------------------------------------------
+// ---- helpers -------------------------------------------------------------------
 
-// fakeClock counts Now calls so a test can wait for the tracker's ticks
-// (each tick reads the clock once) after moving time.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	calls int
+func downs(l *controllertest.Leader) []*logpb.MarkStreamingNodeDown {
+	return controllertest.AppliedOf[*logpb.MarkStreamingNodeDown](l)
 }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	return c.now
-}
-
-// peek reads the time without counting a call.
-func (c *fakeClock) peek() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) nowCalls() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls
-}
-
-// waitTicks waits until the clock has been read n more times (by Run's
-// ticks when the test itself is not reading it).
-func (c *fakeClock) waitTicks(t *testing.T, n int) {
+func register(t *testing.T, l *controllertest.Leader, addr string) *logpb.StreamingNodeRecord {
 	t.Helper()
-	start := c.nowCalls()
-	eventually(t, "tracker ticks", func() bool { return c.nowCalls() >= start+n })
+	id := l.MustPropose(t, &logpb.RegisterStreamingNode{Address: addr, Incarnation: "inc-" + addr}).GetRegisterNode().GetNodeId()
+	return node(t, l, id)
 }
 
-// fakeLeader wraps a real FSM state; Propose applies at once.
-type fakeLeader struct {
-	clock *fakeClock
-	term  uint64
-
-	mu      sync.Mutex
-	st      *fsm.State
-	index   uint64
-	applied []proto.Message
-}
-
-func newFakeLeader(t *testing.T, clock *fakeClock, term uint64) *fakeLeader {
-	t.Helper()
-	l := &fakeLeader{clock: clock, term: term, st: fsm.New()}
-	l.mustPropose(t, &logpb.LeaderEstablished{Term: term, LeaderId: "coord-1"})
-	return l
-}
-
-func (l *fakeLeader) State() *fsm.State {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.st
-}
-
-func (l *fakeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	if !c.Checked() {
-		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
-	}
-	body := c.Body
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = commands.DecisionTerm(ctx)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c.ProposedAtUnixMs = l.clock.peek().UnixMilli()
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = l.term
-	}
-	next, results, err := l.st.ApplyCommands(l.index+1, c)
-	if err != nil {
-		return nil, err
-	}
-	l.index++
-	l.st = next
-	l.applied = append(l.applied, proto.Clone(body))
-	return results[0], nil
-}
-
-func (l *fakeLeader) mustPropose(t *testing.T, body proto.Message) *logpb.Result {
-	t.Helper()
-	res, err := commands.Propose(context.Background(), l, body, "")
-	if err != nil {
-		t.Fatalf("propose %T: %v", body, err)
-	}
-	if res.Rejection != nil {
-		t.Fatalf("propose %T rejected: %v", body, res.Rejection)
-	}
-	return res
-}
-
-func (l *fakeLeader) downs() []*logpb.MarkStreamingNodeDown {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*logpb.MarkStreamingNodeDown
-	for _, b := range l.applied {
-		if d, ok := b.(*logpb.MarkStreamingNodeDown); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func (l *fakeLeader) register(t *testing.T, addr string) *logpb.StreamingNodeRecord {
-	t.Helper()
-	id := l.mustPropose(t, &logpb.RegisterStreamingNode{Address: addr, Incarnation: "inc-" + addr}).GetRegisterNode().GetNodeId()
-	return l.node(t, id)
-}
-
-func (l *fakeLeader) node(t *testing.T, id uint64) *logpb.StreamingNodeRecord {
+func node(t *testing.T, l *controllertest.Leader, id uint64) *logpb.StreamingNodeRecord {
 	t.Helper()
 	n, ok := l.State().StreamingNode(id)
 	if !ok {
@@ -150,15 +36,13 @@ func (l *fakeLeader) node(t *testing.T, id uint64) *logpb.StreamingNodeRecord {
 	return n
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+// advance moves the clock by d (at least one tick period) and waits until
+// Run has finished an expiry check at the new time.
+func advance(t *testing.T, tr *Tracker, clock *clockwork.FakeClock, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	clock.Advance(d)
+	now := clock.Now().UnixNano()
+	testutil.Eventually(t, "the tracker's check at the advanced time", func() bool { return tr.checkedAt.Load() >= now })
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -174,7 +58,7 @@ func waitClosed(t *testing.T, what string, ch <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Timeout(testutil.DefaultWait)):
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
@@ -185,16 +69,17 @@ func rv(n *logpb.StreamingNodeRecord) fsm.AssignmentVersion {
 
 const ttl = time.Second
 
-func newTracker(t *testing.T) (*Tracker, *fakeLeader, *fakeClock) {
+func newTracker(t *testing.T) (*Tracker, *controllertest.Leader, *clockwork.FakeClock) {
 	t.Helper()
-	clock := newFakeClock()
-	leader := newFakeLeader(t, clock, 3)
-	return New(leader, Config{TTL: ttl, Now: clock.Now}), leader, clock
+	clock := controllertest.NewClock()
+	leader := controllertest.NewLeader(t, clock, 3)
+	return New(leader, Config{TTL: ttl, Clock: clock}), leader, clock
 }
 
 // startRun runs the tracker's leader routine until the returned stop is
-// called; it returns once the fresh-TTL reset is done.
-func startRun(t *testing.T, tr *Tracker, term uint64) (stop func()) {
+// called; it returns once the fresh-TTL reset is done and the expiry
+// ticker waits on the clock.
+func startRun(t *testing.T, tr *Tracker, clock *clockwork.FakeClock, term uint64) (stop func()) {
 	t.Helper()
 	reset := tr.Changed()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -204,6 +89,7 @@ func startRun(t *testing.T, tr *Tracker, term uint64) (stop func()) {
 		tr.Run(ctx, term)
 	}()
 	waitClosed(t, "Run's reset", reset)
+	controllertest.WaitForTimers(t, clock, 1)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -219,8 +105,8 @@ func startRun(t *testing.T, tr *Tracker, term uint64) (stop func()) {
 
 func TestHealthyNeedsUpFreshHeartbeatAndCaughtUpVersion(t *testing.T) {
 	tr, leader, clock := newTracker(t)
-	n1 := leader.register(t, "10.0.0.1:1001")
-	n2 := leader.register(t, "10.0.0.2:1002")
+	n1 := register(t, leader, "10.0.0.1:1001")
+	n2 := register(t, leader, "10.0.0.2:1002")
 	v1, v2 := rv(n1), rv(n2)
 	if v2.Global != 3 || v2.Local == 0 || !v1.Less(v2) {
 		t.Fatalf("registered versions %v, %v", v1, v2)
@@ -293,16 +179,16 @@ func TestHealthyNeedsUpFreshHeartbeatAndCaughtUpVersion(t *testing.T) {
 	}
 
 	// Only UP nodes are healthy.
-	leader.mustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: n2.Id, Draining: true})
+	leader.MustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: n2.Id, Draining: true})
 	tr.Heartbeat(n2.Id, n2.Epoch, v2)
 	if tr.Healthy(n2.Id) {
 		t.Fatal("DRAINING node healthy")
 	}
-	leader.mustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: n2.Id, Draining: false})
+	leader.MustPropose(t, &logpb.SetStreamingNodeDrain{NodeId: n2.Id, Draining: false})
 	if !tr.Healthy(n2.Id) {
 		t.Fatal("undrained node not healthy")
 	}
-	leader.mustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: n2.Id, Epoch: n2.Epoch, Reason: "test"})
+	leader.MustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: n2.Id, Epoch: n2.Epoch, Reason: "test"})
 	tr.Heartbeat(n2.Id, n2.Epoch, v2)
 	if tr.Healthy(n2.Id) {
 		t.Fatal("DOWN node healthy")
@@ -314,7 +200,7 @@ func TestHealthyNeedsUpFreshHeartbeatAndCaughtUpVersion(t *testing.T) {
 
 func TestHeartbeatWithAnotherEpochStartsNewSession(t *testing.T) {
 	tr, leader, _ := newTracker(t)
-	n := leader.register(t, "10.0.0.1:1001")
+	n := register(t, leader, "10.0.0.1:1001")
 	v := rv(n)
 	tr.Heartbeat(n.Id, n.Epoch, v)
 	if !tr.Healthy(n.Id) {
@@ -344,29 +230,30 @@ func TestHeartbeatWithAnotherEpochStartsNewSession(t *testing.T) {
 
 func TestRunMarksSilentNodesDown(t *testing.T) {
 	tr, leader, clock := newTracker(t)
-	n1 := leader.register(t, "10.0.0.1:1001")
-	n2 := leader.register(t, "10.0.0.2:1002")
-	startRun(t, tr, 3)
+	n1 := register(t, leader, "10.0.0.1:1001")
+	n2 := register(t, leader, "10.0.0.2:1002")
+	startRun(t, tr, clock, 3)
 
 	tr.Heartbeat(n2.Id, n2.Epoch, rv(n2))
-	clock.Advance(600 * time.Millisecond)
+	advance(t, tr, clock, 600*time.Millisecond)
 	tr.Heartbeat(n2.Id, n2.Epoch, rv(n2))
-	clock.waitTicks(t, 3)
-	if leader.node(t, n1.Id).State != logpb.NodeState_NODE_UP {
+	if node(t, leader, n1.Id).State != logpb.NodeState_NODE_UP {
 		t.Fatal("n1 marked down within its TTL")
 	}
 
 	ch := tr.Changed()
-	clock.Advance(600 * time.Millisecond) // n1 silent for 1.2s, n2 for 0.6s
-	eventually(t, "n1 down", func() bool { return leader.node(t, n1.Id).State == logpb.NodeState_NODE_DOWN })
+	advance(t, tr, clock, 600*time.Millisecond) // n1 silent for 1.2s, n2 for 0.6s
+	if node(t, leader, n1.Id).State != logpb.NodeState_NODE_DOWN {
+		t.Fatal("n1 not marked down at the first tick past its TTL")
+	}
 	waitClosed(t, "Changed after marking down", ch)
-	rec := leader.node(t, n1.Id)
+	rec := node(t, leader, n1.Id)
 	if !strings.Contains(rec.Reason, "heartbeat") || !strings.Contains(rec.Reason, ttl.String()) {
 		t.Fatalf("down reason %q does not mention the TTL", rec.Reason)
 	}
-	downs := leader.downs()
-	if len(downs) != 1 || downs[0].NodeId != n1.Id || downs[0].Epoch != n1.Epoch {
-		t.Fatalf("MarkStreamingNodeDown commands %v, want one for node %d at epoch %d", downs, n1.Id, n1.Epoch)
+	ds := downs(leader)
+	if len(ds) != 1 || ds[0].NodeId != n1.Id || ds[0].Epoch != n1.Epoch {
+		t.Fatalf("MarkStreamingNodeDown commands %v, want one for node %d at epoch %d", ds, n1.Id, n1.Epoch)
 	}
 	if tr.Healthy(n1.Id) {
 		t.Fatal("down node healthy")
@@ -375,19 +262,18 @@ func TestRunMarksSilentNodesDown(t *testing.T) {
 	// n2 keeps heartbeating: never marked down.
 	for i := 0; i < 5; i++ {
 		tr.Heartbeat(n2.Id, n2.Epoch, rv(n2))
-		clock.Advance(ttl) // exactly the TTL: still within it
-		clock.waitTicks(t, 2)
+		advance(t, tr, clock, ttl) // exactly the TTL: still within it
 	}
-	if leader.node(t, n2.Id).State != logpb.NodeState_NODE_UP || len(leader.downs()) != 1 {
-		t.Fatalf("heartbeating node marked down: %v", leader.downs())
+	if node(t, leader, n2.Id).State != logpb.NodeState_NODE_UP || len(downs(leader)) != 1 {
+		t.Fatalf("heartbeating node marked down: %v", downs(leader))
 	}
 }
 
 func TestNewLeadershipGivesFreshTTL(t *testing.T) {
 	tr, leader, clock := newTracker(t)
-	n1 := leader.register(t, "10.0.0.1:1001")
-	n2 := leader.register(t, "10.0.0.2:1002")
-	stop := startRun(t, tr, 3)
+	n1 := register(t, leader, "10.0.0.1:1001")
+	n2 := register(t, leader, "10.0.0.2:1002")
+	stop := startRun(t, tr, clock, 3)
 	tr.Heartbeat(n1.Id, n1.Epoch, rv(n1))
 	tr.Heartbeat(n2.Id, n2.Epoch, rv(n2))
 	stop() // leadership lost
@@ -395,12 +281,8 @@ func TestNewLeadershipGivesFreshTTL(t *testing.T) {
 	// Much later, leadership again: the last heartbeats are far older than
 	// the TTL, but nobody is judged on them.
 	clock.Advance(time.Minute)
-	startRun(t, tr, 5)
-	clock.waitTicks(t, 3)
+	startRun(t, tr, clock, 5)
 	for _, n := range []*logpb.StreamingNodeRecord{n1, n2} {
-		if leader.node(t, n.Id).State != logpb.NodeState_NODE_UP {
-			t.Fatalf("node %d marked down at the start of a leadership", n.Id)
-		}
 		// Live nodes stay healthy through the fresh TTL, without having to
 		// heartbeat first (otherwise the first node to heartbeat would be
 		// handed every channel).
@@ -411,29 +293,45 @@ func TestNewLeadershipGivesFreshTTL(t *testing.T) {
 			t.Fatalf("node %d LastSeen %v %v, want a fresh session", n.Id, d, ok)
 		}
 	}
+	advance(t, tr, clock, 100*time.Millisecond)
+	for _, n := range []*logpb.StreamingNodeRecord{n1, n2} {
+		if node(t, leader, n.Id).State != logpb.NodeState_NODE_UP {
+			t.Fatalf("node %d marked down at the start of a leadership", n.Id)
+		}
+	}
 
 	// A node registered during the term starts its TTL when first seen.
-	clock.Advance(600 * time.Millisecond)
+	advance(t, tr, clock, 500*time.Millisecond) // 0.6s into the term
 	tr.Heartbeat(n1.Id, n1.Epoch, rv(n1))
-	n3 := leader.register(t, "10.0.0.3:1003")
-	eventually(t, "n3 observed", func() bool { _, ok := tr.LastSeen(n3.Id); return ok })
+	n3 := register(t, leader, "10.0.0.3:1003")
+	if _, ok := tr.LastSeen(n3.Id); ok {
+		t.Fatal("n3 observed before a tick")
+	}
+	// The tick that observes n3 comes with no time passed since it registered.
+	tick := max(ttl/40, 10*time.Millisecond)
+	advance(t, tr, clock, tick)
+	if _, ok := tr.LastSeen(n3.Id); !ok {
+		t.Fatal("n3 not observed by the tick after its registration")
+	}
 	if tr.Healthy(n3.Id) {
 		t.Fatal("new node healthy before it caught up to its registration")
 	}
-	clock.Advance(600 * time.Millisecond) // 1.2s since the new term, 0.6s since n3 was seen
+	advance(t, tr, clock, 600*time.Millisecond-tick) // 1.2s since the new term, 0.6s since n3 was seen
 	tr.Heartbeat(n1.Id, n1.Epoch, rv(n1))
-	eventually(t, "n2 down", func() bool { return leader.node(t, n2.Id).State == logpb.NodeState_NODE_DOWN })
-	clock.waitTicks(t, 3)
-	if leader.node(t, n3.Id).State != logpb.NodeState_NODE_UP {
+	if node(t, leader, n2.Id).State != logpb.NodeState_NODE_DOWN {
+		t.Fatal("n2 not marked down 1.2s into the term")
+	}
+	if node(t, leader, n3.Id).State != logpb.NodeState_NODE_UP {
 		t.Fatal("n3 judged from the start of the term, not from when it was first seen")
 	}
-	clock.Advance(500 * time.Millisecond) // 1.1s since n3 was seen
-	tr.Heartbeat(n1.Id, n1.Epoch, rv(n1))
-	eventually(t, "n3 down", func() bool { return leader.node(t, n3.Id).State == logpb.NodeState_NODE_DOWN })
-	if leader.node(t, n1.Id).State != logpb.NodeState_NODE_UP {
+	advance(t, tr, clock, 500*time.Millisecond) // 1.1s since n3 was seen
+	if node(t, leader, n3.Id).State != logpb.NodeState_NODE_DOWN {
+		t.Fatal("n3 not marked down 1.1s after it was first seen")
+	}
+	if node(t, leader, n1.Id).State != logpb.NodeState_NODE_UP {
 		t.Fatal("heartbeating n1 marked down")
 	}
-	for _, d := range leader.downs() {
+	for _, d := range downs(leader) {
 		if d.NodeId == n1.Id {
 			t.Fatalf("n1 proposed down: %v", d)
 		}
@@ -443,9 +341,9 @@ func TestNewLeadershipGivesFreshTTL(t *testing.T) {
 // A node registered during the term becomes healthy once it heartbeats
 // having seen its registration; Changed tells the balancer.
 func TestNodeRegisteredDuringTermBecomesReady(t *testing.T) {
-	tr, leader, _ := newTracker(t)
-	startRun(t, tr, 3)
-	n := leader.register(t, "10.0.0.9:1009")
+	tr, leader, clock := newTracker(t)
+	startRun(t, tr, clock, 3)
+	n := register(t, leader, "10.0.0.9:1009")
 	tr.Heartbeat(n.Id, n.Epoch, fsm.AssignmentVersion{Global: rv(n).Global, Local: rv(n).Local - 1})
 	if tr.Healthy(n.Id) {
 		t.Fatal("healthy before catching up")

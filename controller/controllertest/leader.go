@@ -1,0 +1,248 @@
+package controllertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jonboulle/clockwork"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// ErrNotLeader is what the fake's Propose returns while it refuses
+// (SetRefuse).
+var ErrNotLeader = errors.New("controllertest: not the leader")
+
+// Leader is a fake leader: State, StateChanged, EstablishedTerm,
+// VerifyLeader and Propose over a real FSM state. It satisfies the Leader
+// interface of every controller. The zero value is not usable; call
+// NewLeader.
+type Leader struct {
+	clock clockwork.Clock
+	// established is what EstablishedTerm returns (0 = not leader).
+	established atomic.Uint64
+
+	mu       sync.Mutex
+	st       *fsm.State
+	index    uint64
+	changed  chan struct{}
+	raftTerm uint64          // stamped as LeaderTerm on every command
+	applied  []proto.Message // bodies applied, in order
+	decided  []uint64        // decided[i]: the decision term applied[i] came with, 0 if none
+	refuse   bool
+	verify   error
+	// before runs outside the lock before every proposal; an error fails
+	// the proposal unapplied. It may block.
+	before func(body proto.Message) error
+	// once, if set, runs (then is cleared) before the next proposal; when
+	// it returns false it stays set for the one after. It may Propose.
+	once func(body proto.Message) bool
+	// after runs after a proposal was applied; an error is returned
+	// instead of the result (an "outcome unknown" answer).
+	after func(body proto.Message) error
+}
+
+// NewLeader returns a leader established at term: its FSM has committed
+// LeaderEstablished for term. clock stamps ProposedAtUnixMs.
+func NewLeader(t testing.TB, clock clockwork.Clock, term uint64) *Leader {
+	t.Helper()
+	l := &Leader{clock: clock, st: fsm.New(), changed: make(chan struct{})}
+	l.Establish(t, term)
+	return l
+}
+
+// Establish makes the fake the established leader of term: later
+// commands carry term, and LeaderEstablished for term is committed.
+func (l *Leader) Establish(t testing.TB, term uint64) {
+	t.Helper()
+	l.SetRaftTerm(term)
+	l.established.Store(term)
+	l.MustPropose(t, &logpb.LeaderEstablished{Term: term, LeaderId: fmt.Sprintf("coord-%d", term)})
+}
+
+// SetEstablished changes only what EstablishedTerm reports (0: not the
+// leader); Propose goes on applying unless SetRefuse is set too.
+func (l *Leader) SetEstablished(term uint64) { l.established.Store(term) }
+
+// SetRaftTerm changes the term stamped on later commands, as a deposed
+// leader's proposals still carry its old term.
+func (l *Leader) SetRaftTerm(term uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.raftTerm = term
+}
+
+// SetRefuse makes Propose fail with ErrNotLeader like a node that lost
+// leadership, while EstablishedTerm still answers.
+func (l *Leader) SetRefuse(refuse bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refuse = refuse
+}
+
+// SetVerifyError sets what VerifyLeader returns.
+func (l *Leader) SetVerifyError(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.verify = err
+}
+
+// SetBeforePropose installs f, run before every proposal (see Leader).
+func (l *Leader) SetBeforePropose(f func(body proto.Message) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.before = f
+}
+
+// SetBeforeNextApply installs f, run once before a later proposal is
+// applied: it stays installed while it returns false (not its body).
+func (l *Leader) SetBeforeNextApply(f func(body proto.Message) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.once = f
+}
+
+// SetAfterApply installs f, run after every applied proposal (see Leader).
+func (l *Leader) SetAfterApply(f func(body proto.Message) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.after = f
+}
+
+// State is the current FSM state.
+func (l *Leader) State() *fsm.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
+}
+
+// StateChanged is closed at the next applied proposal.
+func (l *Leader) StateChanged() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// EstablishedTerm is the term this fake leads, or 0.
+func (l *Leader) EstablishedTerm() uint64 { return l.established.Load() }
+
+// VerifyLeader returns the error set by SetVerifyError.
+func (l *Leader) VerifyLeader(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.verify
+}
+
+// Propose applies c (built by commands.New) at once after running the
+// hooks. c carries its decision term (its own LeaderTerm, else ctx's
+// commands.DecisionTerm, else the fake's raft term), so the FSM fences it
+// as on a replica. A rejection comes back in the result, as from raftnode.
+func (l *Leader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	if !c.Checked() {
+		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
+	}
+	body := c.Body
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = commands.DecisionTerm(ctx)
+	}
+	decided := c.LeaderTerm
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	before := l.before
+	l.mu.Unlock()
+	if before != nil {
+		if err := before(body); err != nil {
+			return nil, err
+		}
+	}
+	l.mu.Lock()
+	if l.refuse {
+		l.mu.Unlock()
+		return nil, ErrNotLeader
+	}
+	once := l.once
+	l.once = nil
+	l.mu.Unlock()
+	if once != nil && !once(body) {
+		l.mu.Lock()
+		if l.once == nil {
+			l.once = once // not its body: keep waiting
+		}
+		l.mu.Unlock()
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = l.raftTerm
+	}
+	next, results, err := l.st.ApplyCommands(l.index+1, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := next.CheckInvariants(); err != nil {
+		panic(fmt.Sprintf("controllertest: invariant broken after %T: %v", body, err))
+	}
+	l.index++
+	l.st = next
+	l.applied = append(l.applied, proto.Clone(body))
+	l.decided = append(l.decided, decided)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	if l.after != nil {
+		if err := l.after(body); err != nil {
+			return nil, err
+		}
+	}
+	return results[0], nil
+}
+
+// MustPropose proposes body and fails the test on an error or a rejection.
+func (l *Leader) MustPropose(t testing.TB, body proto.Message) *logpb.Result {
+	t.Helper()
+	res, err := commands.Propose(context.Background(), l, body, "")
+	if err != nil {
+		t.Fatalf("propose %T: %v", body, err)
+	}
+	if res.Rejection != nil {
+		t.Fatalf("propose %T rejected: %v", body, res.Rejection)
+	}
+	return res
+}
+
+// Applied returns copies of every applied body, in order.
+func (l *Leader) Applied() []proto.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]proto.Message(nil), l.applied...)
+}
+
+// AppliedOf returns the applied bodies of type T, in order.
+func AppliedOf[T proto.Message](l *Leader) []T {
+	var out []T
+	for _, b := range l.Applied() {
+		if v, ok := b.(T); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// DecisionTerms returns, for every applied body in order, the decision
+// term it was proposed with (commands.Command.DecidedIn or
+// commands.WithDecisionTerm), or 0 when it came without one.
+func (l *Leader) DecisionTerms() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.decided...)
+}

@@ -93,7 +93,7 @@ func brokenOrder() scenario.Scenario {
 		ExtraArgs:      append(append([]string(nil), scenario.ChannelArgs...), "--test-only-unsafe-broadcast-order"),
 		StreamingNodes: 2,
 		Workloads: func(int) []workload.Workload {
-			return []workload.Workload{&workload.Broadcast{NClients: 6, PChannels: 3}}
+			return []workload.Workload{&workload.Broadcast{NClients: 12, PChannels: 3}}
 		},
 	}
 }

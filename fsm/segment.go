@@ -280,7 +280,7 @@ func (s *State) ChannelCheckpoints() []*ChannelCheckpoint {
 // CheckChannelOwner: (node, term) must be the current assignment of
 // vchannel's PChannel (ASSIGNING or ASSIGNED at exactly that term, to
 // exactly that node). This is the term-based owner check of every write
-// made for a VChannel (docs/semantics.md).
+// made for a VChannel (docs/semantics.md#owner-check).
 func (s *State) CheckChannelOwner(vchannel string, node uint64, term int64) error {
 	pname := commands.PChannelOf(vchannel)
 	p, ok := s.ch.pchannels.Get(pname)

@@ -7,7 +7,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// Segment lifecycle (docs/semantics.md, "Segments, flush and recovery"):
+// Segment lifecycle (docs/semantics.md#segment-states):
 // Growing → Sealed (SealSegments) → Flushing (MarkSegmentsFlushing) →
 // Flushed or Dropped (SaveBinlogPaths); unknown L0 → Flushed (SaveBinlogPaths).
 

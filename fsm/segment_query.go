@@ -20,8 +20,8 @@ func ComposeTS(ms int64) uint64 { return uint64(ms) << tsLogicalBits }
 // ErrUnknownVChannel: a VChannel no collection has (and never had).
 var ErrUnknownVChannel = fmt.Errorf("unknown vchannel")
 
-// RecoveryInfo is what a new owner of a VChannel needs (docs/semantics.md,
-// "Recovery").
+// RecoveryInfo is what a new owner of a VChannel needs
+// (docs/semantics.md#recovery).
 type RecoveryInfo struct {
 	CollectionID int64
 	VChannel     string

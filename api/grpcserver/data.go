@@ -200,6 +200,18 @@ func flushTasks(st *fsm.State, node uint64) []*coordpb.FlushTask {
 	return out
 }
 
+// CurrentFlushTasks is WatchFlushTasks's current set, once (for HTTP).
+func (s *Server) CurrentFlushTasks(ctx context.Context, req *coordpb.WatchFlushTasksRequest) (*coordpb.FlushTasks, error) {
+	if req.NodeId == 0 {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is required", errInvalid))
+	}
+	st := s.node.State()
+	if err := checkSession(st, req.NodeId, req.Epoch); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &coordpb.FlushTasks{Tasks: flushTasks(st, req.NodeId)}, nil
+}
+
 // checkSession: node must be a live session with this epoch.
 func checkSession(st *fsm.State, node, epoch uint64) error {
 	n, ok := st.StreamingNode(node)

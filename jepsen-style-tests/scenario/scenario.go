@@ -87,7 +87,7 @@ func Allocators(nodes int) []workload.Workload {
 // restarted and lagging members catch up by snapshot install.
 // The allocators write only a few entries a second (window extensions and
 // ID range reservations), so the thresholds are tiny.
-var TinySnapshots = []string{"--snapshot-threshold", "4", "--trailing-logs", "2", "--snapshot-interval", "50ms"}
+var TinySnapshots = []string{"--snapshot-threshold", "4", "--trailing-logs", "4", "--snapshot-interval", "50ms"}
 
 func (s *Scenario) defaults() {
 	if s.Nodes == 0 {

@@ -12,8 +12,7 @@ import (
 )
 
 // dataPath is the node's part of the write path: a coordd client for
-// segment allocation and the flusher (docs/semantics.md, "Flusher and
-// recovery").
+// segment allocation and the flusher (docs/semantics.md#flusher).
 type dataPath struct {
 	once  sync.Once
 	cl    *client.Client

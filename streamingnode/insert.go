@@ -16,7 +16,7 @@ import (
 	"github.com/coordd/coordd/streamingnode/wal"
 )
 
-// The DML write path (docs/semantics.md, "Flusher and recovery"): an
+// The DML write path (docs/semantics.md#flusher): an
 // insert gets room in a growing segment from coordd, then one WAL message
 // that names the segment. The allocation is used at once and only if the
 // message's time tick is below its expiry and the local clock is at least

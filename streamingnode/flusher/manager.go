@@ -1,5 +1,5 @@
 // Package flusher is the reference streaming node's flusher
-// (docs/semantics.md, "Flusher and recovery"). For every PChannel the node
+// (docs/semantics.md#flusher). For every PChannel the node
 // holds it consumes the WAL, buffers insert rows per segment (the write
 // path named the segment in each insert message), reports time ticks and
 // channel checkpoints to coordd, and when coordd says a segment must be

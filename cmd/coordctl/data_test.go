@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/binlog"
 )
 
@@ -139,5 +140,24 @@ func TestBinlogDump(t *testing.T) {
 		if code := run(context.Background(), []string{"binlog", "dump", "--object-store", dir, p}, &stdout, &stderr, noEnv); code != exitFail {
 			t.Fatalf("%s: exit %d (stderr %q)", p, code, stderr.String())
 		}
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	st := &coordpb.GetFlushStateResponse{SegmentsTotal: 3, SegmentsFlushed: 1, VchannelsTotal: 2, Behind: []*coordpb.FlushLag{
+		{Kind: "vchannel", Vchannel: "a_1v0", State: "behind", LagMs: 40},
+		{Kind: "vchannel", Vchannel: "a_1v1", State: "behind", LagMs: 90},
+		{Kind: "segment", SegmentId: 7, State: "Flushing"},
+	}}
+	if got, want := progressLine(st), "segments flushed 1/3, vchannels caught up 0/2, slowest vchannel a_1v1 (behind) lag 90ms, segment 7 Flushing"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	st.Behind = append(st.Behind, &coordpb.FlushLag{Kind: "vchannel", Vchannel: "a_1v2", State: "none", LagMs: 1 << 40})
+	if got := progressLine(st); !strings.Contains(got, "slowest vchannel a_1v2 has no checkpoint yet") {
+		t.Fatalf("%q", got)
+	}
+	st = &coordpb.GetFlushStateResponse{Flushed: true, SegmentsTotal: 3, SegmentsFlushed: 3, VchannelsTotal: 2, VchannelsFlushed: 2}
+	if got := progressLine(st); got != "segments flushed 3/3, vchannels caught up 2/2: flushed" {
+		t.Fatalf("%q", got)
 	}
 }

@@ -17,8 +17,8 @@ var processFaults = []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.
 var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
-// kind at least once, the two broken-build checks and the channel
-// workload, about 2.5 minutes together on two cores.
+// kind at least once, the broken-build checks, the channel workload and
+// the write-path (flush) workload.
 func Smoke() []scenario.Scenario {
 	d := 16 * time.Second
 	return []scenario.Scenario{
@@ -34,6 +34,11 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// The write path: inserts and flushes while coordd members and
+		// streaming nodes are killed, paused and cut off.
+		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
+			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
+			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
 	}
 }
 

@@ -30,11 +30,12 @@ var DamageKinds = []string{TruncateRaftDB, FlipRaftDB, DropSnapshots, GarbleSnap
 const (
 	refusedLost    = "has lost its raft state"
 	refusedDamaged = "is damaged: "
-	refusedForeign = "already belongs to cluster"
+	refusedForeign = "already belongs to cluster" // a wiped founder restarted with --peers
+	refusedMember  = "is already in the cluster"  // a wiped replacement restarted with --join
 )
 
 // refusalWait bounds how long a refusing member may take to exit.
-const refusalWait = 15 * time.Second
+const refusalWait = 6 * time.Second
 
 // diskLoss plays a member losing its disk and an operator replacing it:
 //  1. the member is killed and its raft.db deleted (the identity record
@@ -61,7 +62,10 @@ func (diskLoss) run(ctx context.Context, n *Nemesis, s Step, hold time.Duration,
 		return err
 	}
 	var errs []error
-	for _, d := range []struct{ damage, want string }{{LoseRaftDB, refusedLost}, {WipeDataDir, refusedForeign}} {
+	for _, d := range []struct {
+		damage string
+		want   []string
+	}{{LoseRaftDB, []string{refusedLost}}, {WipeDataDir, []string{refusedForeign, refusedMember}}} {
 		if _, err := n.c.Damage(v, d.damage); err != nil {
 			errs = append(errs, err)
 			continue
@@ -129,17 +133,20 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 }
 
 // expectRefusal restarts the stopped member v as before and checks that it
-// refuses with a line containing want. A member that serves instead is a
+// refuses with a line containing one of want. A member that serves instead is a
 // violation; one that neither exits nor serves is stopped.
-func (n *Nemesis) expectRefusal(ctx context.Context, v int, damage, want string) error {
+func (n *Nemesis) expectRefusal(ctx context.Context, v int, damage string, want []string) error {
 	exited, line, err := n.c.TryStart(v, refusalWait)
 	if err != nil {
 		return err
 	}
 	if exited {
-		if !strings.Contains(line, want) {
-			n.violation("%s, restarted after %s, exited without the expected refusal (%q): %q", n.c.ID(v), damage, want, line)
+		for _, w := range want {
+			if strings.Contains(line, w) {
+				return nil
+			}
 		}
+		n.violation("%s, restarted after %s, exited without the expected refusal (%q): %q", n.c.ID(v), damage, want, line)
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -16,7 +16,7 @@ import (
 // It is written (and fsynced) before the member writes any raft state, and
 // it outlives a lost raft.db: a data dir with this file but without its raft
 // state is refused instead of silently re-entering the cluster with its term
-// and vote forgotten (docs/operations.md, "Replacing a member").
+// and vote forgotten (docs/operations.md#replacing-a-member).
 const IdentityFile = "identity.json"
 
 // Identity is the durable identity of a member's data dir.

@@ -44,6 +44,15 @@ type Config struct {
 	// Listener, if set, is used instead of listening on Addr (Addr may then
 	// be empty; the listener's address is registered).
 	Listener net.Listener
+	// ObjectStore is the URL of the object store the flusher writes
+	// binlogs to (package objectstore); default: a directory named objects
+	// beside WALDir, shared like the WALs.
+	ObjectStore string
+	// DisableFlusher turns the flusher off (the write path still works).
+	DisableFlusher bool
+	// FlusherTickInterval: how often the flusher reports time ticks and
+	// checkpoints (default 200ms).
+	FlusherTickInterval time.Duration
 }
 
 func (c *Config) setDefaults() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/streamingnode/dml"
 	"github.com/coordd/coordd/streamingnode/wal"
 )
 
@@ -179,6 +180,9 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	}
 	if len(req.Payload) > wal.MaxPayloadBytes {
 		return nil, invalid("payload is %d bytes (max %d)", len(req.Payload), wal.MaxPayloadBytes)
+	}
+	if dml.IsDML(req.Payload) {
+		return nil, invalid("the payload starts like a DML message: rows are written with Insert, which assigns them a segment")
 	}
 	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err

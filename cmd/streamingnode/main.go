@@ -74,6 +74,7 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string) *flag.FlagSe
 	fs.StringVar(&cfg.Addr, "addr", "", "listen address HOST:PORT, also the address registered with coordd (required; port 0 picks one)")
 	fs.StringVar(&cfg.WALDir, "wal-dir", "", "WAL directory shared by every streaming node (required)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for this node's own files (optional)")
+	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store for binlogs: file:///DIR or s3://BUCKET?endpoint=...&use_path_style=true (default: a directory named objects beside --wal-dir)")
 	fs.StringVar(&cfg.ResourceGroup, "resource-group", "", "resource group to register in (default: coordd's default)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away")

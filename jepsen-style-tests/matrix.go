@@ -69,8 +69,8 @@ func brokenServer() scenario.Scenario {
 func brokenIdentity() scenario.Scenario {
 	return scenario.Scenario{
 		Name: "smoke-broken-identity-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.DiskLoss},
-		Duration: time.Second, Recovery: time.Second, ExpectViolation: true, ExpectChecker: "storage-refused",
-		HoldMin: 100 * time.Millisecond, HoldMax: 200 * time.Millisecond,
+		Duration: 2 * time.Second, Recovery: time.Second, ExpectViolation: true, ExpectChecker: "storage-refused",
+		QuietMin: 100 * time.Millisecond, QuietMax: 300 * time.Millisecond, HoldMin: 100 * time.Millisecond, HoldMax: 200 * time.Millisecond,
 		ExtraArgs: []string{"--test-only-skip-identity-check"},
 	}
 }

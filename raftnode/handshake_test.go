@@ -24,9 +24,9 @@ func layerFor(t *testing.T, member, cluster string) *handshakeLayer {
 	return &handshakeLayer{ln: ln, advertise: ln.Addr(), ident: id, logger: hclog.NewNullLogger()}
 }
 
-// exchange dials from a to b, and reports the dial error and what b's
-// accepted connection reads.
-func exchange(t *testing.T, a, b *handshakeLayer) (dialErr error, got string) {
+// exchange dials from a to b, and reports what b's accepted connection
+// reads and the dial error.
+func exchange(t *testing.T, a, b *handshakeLayer) (got string, dialErr error) {
 	t.Helper()
 	read := make(chan string, 1)
 	go func() {
@@ -49,7 +49,7 @@ func exchange(t *testing.T, a, b *handshakeLayer) (dialErr error, got string) {
 		c.Write([]byte("raft!"))
 		defer c.Close()
 	}
-	return err, <-read
+	return <-read, err
 }
 
 // TestHandshakeChecksClusterID: raft bytes flow between members of the same
@@ -70,7 +70,7 @@ func TestHandshakeChecksClusterID(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := layerFor(t, "a", tc.dialer), layerFor(t, "b", tc.acceptor)
-			err, got := exchange(t, a, b)
+			got, err := exchange(t, a, b)
 			if tc.refusal == "" {
 				if err != nil || got != "raft!" {
 					t.Fatalf("dial: %v, acceptor read %q; want the raft bytes through", err, got)
@@ -88,7 +88,7 @@ func TestHandshakeChecksClusterID(t *testing.T) {
 	t.Run("test-only accept-any", func(t *testing.T) {
 		a, b := layerFor(t, "a", "c2"), layerFor(t, "b", "c1")
 		b.acceptAny = true
-		if err, got := exchange(t, a, b); err != nil || got != "raft!" {
+		if got, err := exchange(t, a, b); err != nil || got != "raft!" {
 			t.Fatalf("dial: %v, read %q; want accepted", err, got)
 		}
 	})

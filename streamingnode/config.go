@@ -39,6 +39,11 @@ type Config struct {
 	// TimestampBatch is how many timestamps to take from coordd's TSO at a
 	// time (default 256).
 	TimestampBatch uint32
+	// UnsafeNoFence breaks the node on purpose, for tests of the tests
+	// only: its appends ignore the WAL fence and it ignores Remove (as if
+	// the Remove never reached it), so a deposed owner keeps writing at its
+	// old term.
+	UnsafeNoFence bool
 	// Logger defaults to a logger on stderr at info level.
 	Logger hclog.Logger
 	// Listener, if set, is used instead of listening on Addr (Addr may then

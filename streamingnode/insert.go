@@ -3,8 +3,6 @@ package streamingnode
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -32,23 +30,9 @@ const allocationMargin = 500 * time.Millisecond
 // timestamp).
 const rowBytes = 16
 
-// collectionOfVChannel parses <pchannel>_<collection>v<shard>.
-func collectionOfVChannel(name string) (int64, bool) {
-	if commands.ValidateVChannelName(name) != nil || commands.IsCChannel(name) {
-		return 0, false
-	}
-	rest := name[strings.LastIndexByte(name, '_')+1:]
-	coll, _, ok := strings.Cut(rest, "v")
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(coll, 10, 64)
-	return id, err == nil
-}
-
 func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coordpb.InsertResponse, error) {
 	n := s.n
-	coll, ok := collectionOfVChannel(req.Vchannel)
+	coll, ok := commands.CollectionOfVChannel(req.Vchannel)
 	switch {
 	case !ok:
 		return nil, invalid("vchannel %q is not a VChannel name (<pchannel>_<collection>v<shard>)", req.Vchannel)

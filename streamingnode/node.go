@@ -43,7 +43,7 @@ type Node struct {
 	hbKick       chan struct{}          // asks the heartbeat loop to heartbeat now
 	slots        map[string]*slot
 	dp           dataPath // write path and flusher (datapath.go)
-	draining     bool // controlled shutdown under way: do not register again
+	draining     bool     // controlled shutdown under way: do not register again
 	registered   chan struct{}
 	regOnce      sync.Once
 

@@ -208,3 +208,33 @@ func TestCancelledAppendIsNotWritten(t *testing.T) {
 		t.Fatalf("WAL holds %q, want only Y (the cancelled X must not be written)", got)
 	}
 }
+
+// TestUnsafeNoFenceBreaksTheNode pins what the test-only breakage does (the
+// Jepsen-style smoke-broken-fence-3 scenario relies on it): Remove is
+// ignored and a deposed owner's append lands past the fence.
+func TestUnsafeNoFenceBreaksTheNode(t *testing.T) {
+	f := startFakeCoord(t)
+	dir := t.TempDir()
+	n1 := startNode(t, f, dir, func(c *Config) { c.UnsafeNoFence = true })
+	n2 := startNode(t, f, dir, nil)
+	if err := n1.assign(t, pch, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.assign(t, pch, 3, 3); err != nil {
+		t.Fatal(err)
+	}
+	n2.mustAppend(t, vch, 3, "new-owner")
+	if err := n1.remove(t, pch, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if term, ok := n1.heldTerm(pch); !ok || term != 2 {
+		t.Fatalf("the broken node dropped its WAL on Remove: %d %v", term, ok)
+	}
+	if _, err := n1.append(vch, 2, "zombie", 0); err != nil {
+		t.Fatalf("the broken node refused to write past the fence: %v", err)
+	}
+	var ce *wal.CorruptError
+	if _, err := wal.ReadAll(dir, pch, "", 0); !errors.As(err, &ce) || !ce.TermRegression {
+		t.Fatalf("read after the zombie write: %v", err)
+	}
+}

@@ -35,6 +35,7 @@ type serveConfig struct {
 	EnablePprof                               bool
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
+	TestOnlyUnsafeBroadcastOrder              bool
 	TestOnlySkipIdentityCheck                 bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
@@ -59,6 +60,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.TestOnlyUnsafeIDReuse, "test-only-unsafe-id-reuse", false,
 		"TEST ONLY: break the ID allocator (no committed reservation) so the Jepsen-style checkers can be shown to catch it")
+	fs.BoolVar(&c.TestOnlyUnsafeBroadcastOrder, "test-only-unsafe-broadcast-order", false,
+		"TEST ONLY: break the broadcaster (resource keys released once a task is created, not when it is done) so the Jepsen-style checkers can be shown to catch conflicting broadcasts out of order")
 	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
 		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
 	var raftDial string

@@ -97,7 +97,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	bcast, err := broadcaster.New(node, broadcaster.NewGRPCAppender(), broadcaster.Config{
 		Logger: logger.Named("broadcaster"), Metrics: bm,
 		TombstoneMaxCount: c.Broadcast.TombstoneMaxCount, TombstoneMaxLifetime: c.Broadcast.TombstoneMaxLifetime,
-		TombstoneCheckInterval: c.Broadcast.TombstoneCheckInterval,
+		TombstoneCheckInterval:    c.Broadcast.TombstoneCheckInterval,
+		UnsafeReleaseKeysAtCreate: c.TestOnlyUnsafeBroadcastOrder,
 	})
 	if err != nil {
 		return configError{fmt.Errorf("broadcaster: %w", err)}
@@ -108,6 +109,9 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 		grpcserver.WithDataConfig(c.Segments.config()),
 		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
+	if c.TestOnlyUnsafeBroadcastOrder {
+		logger.Warn("TEST ONLY: the broadcast order is deliberately broken (--test-only-unsafe-broadcast-order)")
+	}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())

@@ -28,7 +28,7 @@ type fakeCoord struct {
 }
 
 type fakeSeg struct {
-	id, coll, part int64
+	id, coll int64
 	vch            string
 	state          string
 	dml, start     *coordpb.Position

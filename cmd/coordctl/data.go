@@ -185,7 +185,16 @@ func progressLine(st *coordpb.GetFlushStateResponse) string {
 			slowest = b
 		}
 	}
-	if slowest != nil {
+	for _, b := range st.Behind {
+		if b.Kind == "vchannel" && b.State == "none" {
+			slowest = b // no checkpoint at all is the furthest behind
+			break
+		}
+	}
+	switch {
+	case slowest != nil && slowest.State == "none":
+		line += fmt.Sprintf(", slowest vchannel %s has no checkpoint yet", slowest.Vchannel)
+	case slowest != nil:
 		line += fmt.Sprintf(", slowest vchannel %s (%s) lag %dms", slowest.Vchannel, slowest.State, slowest.LagMs)
 	}
 	for _, b := range st.Behind {

@@ -28,12 +28,12 @@ type fakeCoord struct {
 }
 
 type fakeSeg struct {
-	id, coll int64
-	vch            string
-	state          string
-	dml, start     *coordpb.Position
-	logs           []int64
-	rows           int64
+	id, coll   int64
+	vch        string
+	state      string
+	dml, start *coordpb.Position
+	logs       []int64
+	rows       int64
 }
 
 func newFakeCoord(vchs map[int64][]string) *fakeCoord {

@@ -136,8 +136,9 @@ func brokenClient() scenario.Scenario {
 // runs; every run gets its own seed (the printed base seed plus its index).
 const FullRuns = 10
 
-// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of ten templates
-// (100 seeded schedules), 12 s of faults each, named <template>-r<round>.
+// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of every template
+// (at least 100 seeded schedules), 12 s of faults each, named
+// <template>-r<round>.
 // Rounds come one after the other, so a partial run covers every template.
 // Many short schedules explore more fault orders than a few long ones; the
 // long-partition template still holds partitions for 5-10 s.

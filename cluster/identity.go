@@ -87,7 +87,7 @@ func agreeClusterID(ctx context.Context, node *raftnode.Node, o Options) (string
 			return "", fmt.Errorf("member %s (%s) already belongs to cluster %s, which this data dir (%s) did not found: "+
 				"it is new, or it was wiped; a member that lost its data dir must not bootstrap again: "+
 				"remove it (coordctl cluster remove %s), then start it with an empty data dir and --join instead of --peers "+
-				"(docs/operations.md, \"Replacing a member\")", p.ID, p.RaftAddr, c, node.DataDir(), own.MemberID)
+				"(docs/operations.md#replacing-a-member)", p.ID, p.RaftAddr, c, node.DataDir(), own.MemberID)
 		}
 	}
 	return id, nil

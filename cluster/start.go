@@ -93,7 +93,7 @@ func Enter(ctx context.Context, node *raftnode.Node, o Options) error {
 	switch {
 	case existing && node.ClusterID() == "" && !o.TestOnlySkipIdentityCheck:
 		return fmt.Errorf("data dir %s holds raft state but %s records no cluster ID; it cannot be trusted: "+
-			"replace this member (docs/operations.md, \"Replacing a member\")", node.DataDir(), raftnode.IdentityFile)
+			"replace this member (docs/operations.md#replacing-a-member)", node.DataDir(), raftnode.IdentityFile)
 	case existing:
 		o.Logger.Info("existing raft state found; not bootstrapping or joining (--peers and --join are ignored)",
 			"cluster_id", node.ClusterID())

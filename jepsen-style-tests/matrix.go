@@ -14,6 +14,8 @@ import (
 // snapshot install).
 var processFaults = []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.Transfer, nemesis.RestartAll}
 
+var storageFaults = []nemesis.Kind{nemesis.DiskLoss, nemesis.StorageDamage, nemesis.KillNode}
+
 var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
@@ -27,8 +29,13 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		// Client links too: client-cut first, so the short run always has one.
 		{Name: "smoke-mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), FirstFaults: nemesis.ClientKinds, Duration: d},
+		// Storage faults: a member loses raft.db, then its whole data dir,
+		// and is replaced; raft.db or snapshots get damaged on a restart.
+		{Name: "smoke-storage-3", Nodes: 3, Faults: storageFaults, FirstFaults: nemesis.StorageKinds, Duration: 8 * time.Second,
+			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: scenario.TinySnapshots},
 		brokenClient(),
 		brokenServer(),
+		brokenIdentity(),
 		brokenFence(),
 		brokenOrder(),
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
@@ -60,6 +67,19 @@ func brokenServer() scenario.Scenario {
 		// ExpectChecker: the violation must come from the ID uniqueness
 		// checker, not from something incidental.
 		ExpectChecker: "alloc-unique",
+	}
+}
+
+// brokenIdentity is a test of the tests against a member that does not
+// check its identity: coordd --test-only-skip-identity-check starts on a
+// data dir that lost its raft.db (with its term and vote). The run passes
+// only if the disk-loss fault reports it.
+func brokenIdentity() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-identity-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.DiskLoss},
+		Duration: 2 * time.Second, Recovery: time.Second, ExpectViolation: true, ExpectChecker: "storage-refused",
+		QuietMin: 100 * time.Millisecond, QuietMax: 300 * time.Millisecond, HoldMin: 100 * time.Millisecond, HoldMax: 200 * time.Millisecond,
+		ExtraArgs: []string{"--test-only-skip-identity-check"},
 	}
 }
 
@@ -121,11 +141,14 @@ func brokenClient() scenario.Scenario {
 // runs; every run gets its own seed (the printed base seed plus its index).
 const FullRuns = 10
 
-// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of ten templates
-// (100 seeded schedules), 20 s of faults each, named <template>-r<round>.
+// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of every template
+// (at least 100 seeded schedules), 12 s of faults each, named
+// <template>-r<round>.
 // Rounds come one after the other, so a partial run covers every template.
+// Many short schedules explore more fault orders than a few long ones; the
+// long-partition template still holds partitions for 5-10 s.
 func Full() []scenario.Scenario {
-	d := 20 * time.Second
+	d := 12 * time.Second
 	templates := []scenario.Scenario{
 		{Name: "net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "net-5", Nodes: 5, Faults: nemesis.NetworkKinds, Duration: d},
@@ -134,6 +157,8 @@ func Full() []scenario.Scenario {
 		{Name: "member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "member-snap-5", Nodes: 5, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "mixed-3-snap", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, ExtraArgs: scenario.TinySnapshots},
+		{Name: "storage-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd),
+			Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), Duration: d},
 		// Long partitions: members fall far behind and need snapshots.
 		{Name: "long-partitions-3-snap", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay},

@@ -22,7 +22,7 @@ const lockTimeout = time.Second
 
 // replaceHint is the recovery procedure every refusal names.
 const replaceHint = "replace this member: remove it from the cluster (coordctl cluster remove ID), move this data dir aside, " +
-	"and start the member again with an empty data dir and --join (docs/operations.md, \"Replacing a member\")"
+	"and start the member again with an empty data dir and --join (docs/operations.md#replacing-a-member)"
 
 // DamagedError refuses a data dir whose storage cannot be trusted.
 type DamagedError struct {

@@ -36,6 +36,7 @@ type fakeCoord struct {
 	version   *coordpb.Version
 	watchers  map[chan *coordpb.AssignmentUpdate]bool
 	channels  map[string]*coordpb.ChannelAssignment // the assignment view's channels
+	listCalls int                                   // ListPChannels calls
 }
 
 type fakeNode struct {
@@ -179,6 +180,25 @@ func (f *fakeCoord) viewLocked() *coordpb.AssignmentUpdate {
 		u.Channels = append(u.Channels, proto.Clone(c).(*coordpb.ChannelAssignment))
 	}
 	return u
+}
+
+// setChannelQuiet records pchannel at term on node without telling the
+// watchers, like an assignment stream from a member that is cut off.
+func (f *fakeCoord) setChannelQuiet(pchannel string, term int64, node uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.channels[pchannel] = &coordpb.ChannelAssignment{Pchannel: pchannel, Term: term, State: "ASSIGNING", NodeId: node, AccessMode: "RW"}
+}
+
+func (f *fakeCoord) ListPChannels(context.Context, *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listCalls++
+	resp := &coordpb.ListPChannelsResponse{Version: proto.Clone(f.version).(*coordpb.Version)}
+	for _, c := range f.channels {
+		resp.Pchannels = append(resp.Pchannels, &coordpb.PChannel{Name: c.Pchannel, Term: c.Term, State: c.State, NodeId: c.NodeId})
+	}
+	return resp, nil
 }
 
 // setChannel records pchannel at term on node in the assignment view (as

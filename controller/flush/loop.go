@@ -16,13 +16,13 @@ import (
 // every time-tick report, until ctx ends.
 func (m *Manager) Run(ctx context.Context, term uint64) {
 	ctx = commands.WithDecisionTerm(ctx, term)
-	t := time.NewTicker(m.cfg.Interval)
+	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		case <-m.kick:
 		}
 		_, _ = m.Round(ctx, term)

@@ -2,7 +2,9 @@ package flush
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +76,7 @@ type Manager struct {
 // New returns a manager; Run is its leader routine.
 func New(l Leader, tso TSO, clock Clock, cfg Config) *Manager {
 	if clock == nil {
-		clock = wallClock{}
+		clock = clockwork.NewRealClock()
 	}
 	return &Manager{l: l, tso: tso, clock: clock, cfg: cfg.WithDefaults(), kick: make(chan struct{}, 1)}
 }

@@ -307,6 +307,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	}
 	crash.Summary = fmt.Sprintf("%d unexpected exits or panics", crash.Violations)
 	sum.Results = append(sum.Results, crash)
+	sum.Results = append(sum.Results, storageRefused(nem.Violations()))
 	sum.Verdict = checker.Overall(sum.Results)
 	sum.Coverage = cl.LogCounts()
 	sum.Wall = time.Since(start)
@@ -340,6 +341,19 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		t.Errorf("scenario %s seed %d: violations found (see above; report %s)", sc.Name, seed, dir)
 	}
 	return sum
+}
+
+// storageRefused reports what the storage faults saw: a member must refuse
+// a data dir that lost its raft state, a wiped data dir restarted with
+// --peers beside its running peers, and damaged storage (with one clear
+// line, never a crash).
+func storageRefused(violations []string) checker.Result {
+	r := checker.Result{Checker: "storage-refused", Verdict: checker.Valid, Summary: "every lost or damaged data dir was refused or harmless"}
+	if len(violations) > 0 {
+		r.Verdict, r.Violations, r.Details = checker.Invalid, len(violations), violations
+		r.Summary = fmt.Sprintf("%d members came back on storage they should have refused", len(violations))
+	}
+	return r
 }
 
 // recovered checks liveness after the heal: the cluster must serve every

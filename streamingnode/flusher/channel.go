@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/binlog"
 	"github.com/coordd/coordd/client"
@@ -216,6 +219,13 @@ func (s *session) consume(ctx context.Context, rec *wal.Record) error {
 		// A collection created after recovery: its recovery information
 		// must not need anything before where replay started.
 		st, err := s.recoverVChannel(ctx, rec.VChannel, ins.Collection)
+		if status.Code(err) == codes.NotFound {
+			// coordd no longer knows the VChannel (its collection was
+			// dropped and forgotten): nothing of it is to be persisted.
+			st = client.RecoveryState{VChannel: rec.VChannel, Dropped: true}
+			s.vch[rec.VChannel] = &vstate{name: rec.VChannel, collection: ins.Collection, dropped: true, filter: client.NewReplayFilter(st)}
+			err = nil
+		}
 		if err != nil {
 			return err
 		}

@@ -270,3 +270,17 @@ func TestTasksOfAnotherTermIgnored(t *testing.T) {
 		t.Fatalf("segment flushed for a task of another term: %s", st)
 	}
 }
+
+// Rows of a VChannel coordd no longer knows (a dropped collection) are
+// skipped; the flusher goes on with the others.
+func TestUnknownVChannelSkipped(t *testing.T) {
+	r := newRig(t)
+	r.coord.segment(10, 1, testP+"_1v0")
+	r.insert(3, 99, 1, 2) // collection 3 is not known to coordd
+	r.insert(1, 10, 3)
+	r.coord.flush(r.term, 10)
+	r.waitFlushed(10)
+	if got := r.persisted(); len(got) != 1 || got[3] != 1 {
+		t.Fatalf("persisted %v, want only pk 3", got)
+	}
+}

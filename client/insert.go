@@ -148,6 +148,12 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 			last = fmt.Errorf("pchannel %s has no assigned streaming node", pch)
 			continue
 		}
+		if p.epoch[pc.NodeId] == 0 {
+			// The owner is not a live node (it died and the PChannel has
+			// not moved yet): wait for the move.
+			last = fmt.Errorf("pchannel %s is assigned to streaming node %d, which is not live", pch, pc.NodeId)
+			continue
+		}
 		cc, ok := p.conns[pc.NodeAddress]
 		if !ok {
 			var err error

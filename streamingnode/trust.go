@@ -48,6 +48,12 @@ func (n *Node) kickHeartbeat() {
 // not confirmed it after a quarter of the wait, it asks coordd for the
 // PChannels directly (the stream may come from a member that is cut off).
 func (n *Node) awaitConfirmed(ctx context.Context, ready func() bool) bool {
+	n.mu.Lock()
+	ok := ready()
+	n.mu.Unlock()
+	if ok { // the common case: nothing to wait for
+		return true
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ConfirmTimeout)
 	defer cancel()
 	var ask *time.Timer

@@ -99,8 +99,12 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 			if mem != nil && mem.expire.After(v.Expire) {
 				v.Expire, v.ExpireTs = mem.expire, mem.expireTs
 			}
+			// Only the current owner's tick counts: a deposed owner's
+			// consumption was lost with its buffers.
 			if t, ok := m.ticks[g.VChannel]; ok {
-				v.Tick = t.Tick
+				if p, ok := st.PChannel(commands.PChannelOf(g.VChannel)); ok && p.Term == t.PChannelTerm {
+					v.Tick = t.Tick
+				}
 			}
 			sealed = append(sealed, v)
 		}

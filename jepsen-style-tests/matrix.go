@@ -167,6 +167,10 @@ func Full() []scenario.Scenario {
 		// pauses past the TTL, with every coordd fault kind.
 		{Name: "channels-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// The write path under every coordd fault kind and streaming-node
+		// kills and pauses.
+		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
+			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
 	}
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {

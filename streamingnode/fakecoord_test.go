@@ -37,6 +37,7 @@ type fakeCoord struct {
 	watchers  map[chan *coordpb.AssignmentUpdate]bool
 	channels  map[string]*coordpb.ChannelAssignment // the assignment view's channels
 	listCalls int                                   // ListPChannels calls
+	data      fakeData                              // DataCoord: segment allocation (insert_test.go)
 }
 
 type fakeNode struct {
@@ -59,6 +60,7 @@ func startFakeCoord(t *testing.T) *fakeCoord {
 	coordpb.RegisterStreamingNodeRegistryServer(f.srv, f)
 	coordpb.RegisterChannelsServer(f.srv, f)
 	coordpb.RegisterAllocatorServer(f.srv, f)
+	coordpb.RegisterDataCoordServer(f.srv, &f.data)
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
 	return f

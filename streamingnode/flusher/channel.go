@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -93,13 +94,8 @@ type segBuf struct {
 
 // session is one recovery plus the consumption that follows it.
 type session struct {
-	c   *channel
-	log interface {
-		Info(string, ...any)
-		Warn(string, ...any)
-		Debug(string, ...any)
-		Error(string, ...any)
-	}
+	c        *channel
+	log      hclog.Logger
 	vch      map[string]*vstate
 	bufs     map[int64]*segBuf
 	from     uint64            // where replay started

@@ -59,8 +59,10 @@ func newSegmentRestorer() *segmentRestorer {
 	}
 }
 
-func (r *segmentRestorer) addSegment(s *State, rec *logpb.SegmentRecord) error {
-	g := segmentOf(rec)
+func (r *segmentRestorer) addSegmentRecord(s *State, g *Segment) error {
+	if g == nil {
+		return fmt.Errorf("segment record missing")
+	}
 	g.VChannel = s.internVChannel(g.VChannel)
 	if _, dup := r.segs.Get(g.ID); dup || g.ID <= 0 {
 		return fmt.Errorf("segment record %d is duplicated or has a bad id", g.ID)

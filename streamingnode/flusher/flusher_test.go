@@ -71,7 +71,7 @@ func (r *rig) takeOver() {
 	r.coord.owner[testP] = r.term
 	r.coord.mu.Unlock()
 	m := New(Config{Host: r.host, Coord: r.coord, Store: r.store, TickInterval: 5 * time.Millisecond, PollInterval: time.Millisecond,
-		ReconcileInterval: 5 * time.Millisecond})
+		ReconcileInterval: 5 * time.Millisecond, RefreshInterval: 5 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
@@ -325,5 +325,40 @@ func TestFlushToS3(t *testing.T) {
 	keys, err := r.store.List(context.Background(), "insert_log/1/0/10/")
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("objects in the bucket: %v, %v", keys, err)
+	}
+}
+
+// A collection created after the flusher started gets time ticks and a
+// checkpoint before any row is written to it (a flush of it must be able
+// to complete), and its later rows are flushed as usual.
+func TestNewCollectionFollowed(t *testing.T) {
+	r := newRig(t)
+	r.coord.segment(10, 1, testP+"_1v0")
+	r.insert(1, 10, 1)
+	r.coord.flush(r.term, 10)
+	r.waitFlushed(10)
+	v := testP + "_4v0"
+	r.coord.mu.Lock()
+	r.coord.vchs[4] = []string{v}
+	r.coord.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.coord.mu.Lock()
+		cp, tick := r.coord.cps[v], r.coord.ticks[v]
+		r.coord.mu.Unlock()
+		if cp != nil && tick > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint or tick for the new collection's vchannel (cp %v, tick %d)", cp, tick)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	r.coord.segment(40, 4, v)
+	r.insert(4, 40, 7, 8)
+	r.coord.flush(r.term, 40)
+	r.waitFlushed(40)
+	if got := r.persisted(); got[7] != 1 || got[8] != 1 || got[1] != 1 {
+		t.Fatalf("persisted %v", got)
 	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// ReconcileInterval: how often the manager compares the PChannels it
 	// flushes with those the node holds (default 50ms).
 	ReconcileInterval time.Duration
+	// RefreshInterval: how often a flusher lists VChannels to find new
+	// ones (default 1s).
+	RefreshInterval time.Duration
 }
 
 // Manager runs one flusher per PChannel the node holds and routes coordd's
@@ -94,6 +97,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 50 * time.Millisecond
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

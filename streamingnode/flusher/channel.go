@@ -302,11 +302,14 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 	c, m := s.c, s.c.m
 	s.lastTick = time.Now()
 	if caughtUp {
+		// Without a timestamp (coordd unreachable) or once the PChannel
+		// is gone (the manager stops this flusher) the tick stays where it
+		// is this round.
 		next, ts, err := m.cfg.Host.Tick(ctx, c.pchannel, c.term)
-		if err != nil {
-			return fmt.Errorf("tick: %w", err)
-		}
-		if next == s.next {
+		switch {
+		case err != nil:
+			s.log.Debug("no fresh time tick", "error", err)
+		case next == s.next:
 			s.tick = max(s.tick, ts)
 		}
 	}

@@ -106,6 +106,13 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 	var sealed []FlushView
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Forget the memory of segments that left the pipeline (sealed
+	// segments keep theirs until they are flushed: it holds their expiry).
+	for id := range m.segs {
+		if g, ok := st.Segment(id); !ok || (g.State != logpb.SegmentState_SEGMENT_GROWING && g.State != logpb.SegmentState_SEGMENT_SEALED) {
+			delete(m.segs, id)
+		}
+	}
 	inheritedExpire := termStart.Add(m.cfg.AllocationExpiry)
 	inheritedTs := fsm.ComposeTS(inheritedExpire.UnixMilli() + 1)
 	st.EachActiveSegment(func(g *fsm.Segment) bool {

@@ -205,6 +205,16 @@ func TestFlushWaitsForTickAndExpiry(t *testing.T) {
 	if g := mustSeg(t, l, id); g.State != logpb.SegmentState_SEGMENT_FLUSHING {
 		t.Fatalf("segment is %s", g.State)
 	}
+	// Once it has left the pipeline its allocation memory is forgotten.
+	if n := m.Tracked(); n != 1 {
+		t.Fatalf("%d segments tracked before the next round, want 1", n)
+	}
+	if _, err := m.Round(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Tracked(); n != 0 {
+		t.Fatalf("%d segments still tracked after the segment became Flushing", n)
+	}
 }
 
 func TestNewLeaderTreatsInheritedSegmentsAsAllocated(t *testing.T) {

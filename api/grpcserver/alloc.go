@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -57,3 +58,7 @@ func (s *Server) AllocID(ctx context.Context, req *coordpb.AllocIDRequest) (*coo
 	}
 	return &coordpb.AllocIDResponse{First: first, Count: req.Count}, nil
 }
+
+// TSOSkew is how far the timestamp oracle runs ahead of the clock, and
+// false when this member serves no timestamps.
+func (s *Server) TSOSkew() (time.Duration, bool) { return s.tso.Skew() }

@@ -121,6 +121,9 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
+	if err := reg.RegisterTSOSkew(srv.TSOSkew); err != nil {
+		return err
+	}
 	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
 	if err != nil {
 		return err

@@ -40,6 +40,12 @@ type TSOConfig struct {
 	// RefreshBefore: the leader routine extends the window once less than
 	// this is left; default 1 s.
 	RefreshBefore time.Duration
+	// MaxLead bounds how far the physical part may run ahead of the clock
+	// when the logical space of a millisecond is used up: a caller then
+	// waits for the clock instead of pushing time into the future. Default
+	// twice the window, so the lead a failover inherits (at most one
+	// window) leaves room for bursts.
+	MaxLead time.Duration
 	// Clock reads the time and runs the refresh ticker; default the real
 	// clock. Tests pass a fake and advance it.
 	Clock clockwork.Clock
@@ -64,6 +70,9 @@ func NewTSO(leader Leader, cfg TSOConfig) *TSO {
 	}
 	if cfg.RefreshBefore <= 0 || cfg.RefreshBefore >= cfg.Window {
 		cfg.RefreshBefore = cfg.Window / 3
+	}
+	if cfg.MaxLead <= 0 {
+		cfg.MaxLead = 2 * cfg.Window
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
@@ -109,7 +118,23 @@ func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error
 		t.physical, t.logical = now, 0
 	}
 	if t.logical+count > maxLogical {
-		t.physical, t.logical = t.physical+1, 0
+		// The millisecond is used up. Move to the next one only while that
+		// stays within MaxLead of the clock; otherwise wait for the clock.
+		// Holding the lock makes every caller wait: that is the rate limit.
+		next := t.physical + 1
+		if wait := time.Duration(next-now)*time.Millisecond - t.cfg.MaxLead; wait > 0 {
+			select {
+			case <-t.cfg.Clock.After(wait):
+			case <-ctx.Done():
+				return 0, fmt.Errorf("timestamp oracle is %v ahead of the clock; waiting for it: %w",
+					time.Duration(t.physical-now)*time.Millisecond, ctx.Err())
+			}
+			if t.term != term {
+				return 0, ErrNotLeader
+			}
+			now = t.cfg.Clock.Now().UnixMilli()
+		}
+		t.physical, t.logical = max(next, now), 0
 	}
 	if t.physical >= t.limit {
 		if err := t.extendLocked(ctx, max(t.physical, now)); err != nil {
@@ -135,9 +160,16 @@ func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
 	return nil
 }
 
-// extendLocked commits limit = from + window and adopts it.
+// extendLocked commits a limit above from and adopts it: a window past the
+// clock, or just past from when from is already further ahead. Measuring
+// the window from the clock, not from from, keeps the limit a new leader
+// inherits (and starts at) within one window of the clock, so failovers do
+// not ratchet the oracle into the future.
 func (t *TSO) extendLocked(ctx context.Context, from int64) error {
-	want := from + t.cfg.Window.Milliseconds()
+	want := max(t.cfg.Clock.Now().UnixMilli()+t.cfg.Window.Milliseconds(), from+1)
+	if want <= t.limit {
+		return nil // the committed limit already covers it
+	}
 	res, err := commands.Propose(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
 	if err != nil {
 		t.term = 0
@@ -167,6 +199,18 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 		return nil
 	}
 	return t.extendLocked(ctx, max(now, t.physical))
+}
+
+// Skew is the physical part of the last timestamp handed out minus the
+// clock (positive: the oracle runs ahead), and false when this node serves
+// no term.
+func (t *TSO) Skew() (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.term == 0 {
+		return 0, false
+	}
+	return time.Duration(t.physical-t.cfg.Clock.Now().UnixMilli()) * time.Millisecond, true
 }
 
 // Run is the leader routine: keep the window ahead of the clock until ctx

@@ -137,7 +137,7 @@ func startTestNodeWith(t *testing.T, opts ...Option) *testNode {
 		}
 	})
 	tn.srv = New(node, self, logger.Named("api"), opts...)
-	tn.grpc = grpc.NewServer()
+	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
 	tn.srv.Register(tn.grpc)
 	go func() { _ = tn.grpc.Serve(lis) }()
 	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {

@@ -183,7 +183,10 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 		return nil, err
 	}
 	st := s.node.State()
-	n, _ := st.StreamingNode(req.NodeId)
+	n, ok := st.StreamingNode(req.NodeId)
+	if !ok { // marked DOWN and evicted since the commit
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: streaming node %d is gone", errNotFound, req.NodeId))
+	}
 	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
 }
 

@@ -78,7 +78,7 @@ func startTestNode(t *testing.T) *testNode {
 	// New registers the allocators' leader routine, so it must run before
 	// the node can become leader.
 	tn.srv = New(node, self, logger.Named("api"))
-	tn.grpc = grpc.NewServer()
+	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
 	tn.srv.Register(tn.grpc)
 	go func() { _ = tn.grpc.Serve(lis) }()
 

@@ -141,6 +141,11 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 		return nil, err
 	}
 	st := s.node.State()
-	cur, _ := st.StreamingNode(n.Id)
+	cur, ok := st.StreamingNode(n.Id)
+	if !ok {
+		// Marking the node DOWN may evict its record at once (the oldest
+		// DOWN records go first once MaxDownNodes are kept): it is gone.
+		return &coordpb.NodeSessionResponse{State: nodeStateName(logpb.NodeState_NODE_DOWN)}, nil
+	}
 	return &coordpb.NodeSessionResponse{State: nodeStateName(cur.State), Pchannels: channelsByNode(st)[n.Id]}, nil
 }

@@ -41,6 +41,7 @@ type Server struct {
 	health     NodeHealth
 	rebalancer Rebalancer
 	broadcasts Broadcasts
+	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
 

@@ -29,9 +29,11 @@ import (
 
 // fakeBroadcasts records broadcasts and answers with result.
 type fakeBroadcasts struct {
-	mu     sync.Mutex
-	reqs   []broadcaster.Request
-	result broadcaster.Result
+	mu       sync.Mutex
+	reqs     []broadcaster.Request
+	result   broadcaster.Result
+	ackPanic bool     // Ack has a bug
+	panics   []string // recovered handler panics (surface and method)
 }
 
 func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (broadcaster.Result, error) {
@@ -41,9 +43,16 @@ func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (
 	return f.result, nil
 }
 
-func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error { return nil }
-func (f *fakeBroadcasts) Retry(uint64) error                             { return nil }
-func (f *fakeBroadcasts) Abandon(context.Context, uint64, string) error  { return nil }
+func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ackPanic {
+		panic("ack bug")
+	}
+	return nil
+}
+func (f *fakeBroadcasts) Retry(uint64) error                            { return nil }
+func (f *fakeBroadcasts) Abandon(context.Context, uint64, string) error { return nil }
 
 func (f *fakeBroadcasts) requests() []broadcaster.Request {
 	f.mu.Lock()
@@ -75,7 +84,12 @@ func startBroadcastGateway(t *testing.T) *broadcastGateway {
 		t.Fatalf("open: %v", err)
 	}
 	g := &broadcastGateway{node: node, fake: &fakeBroadcasts{}}
-	srv := grpcserver.New(node, self, hclog.NewNullLogger(), grpcserver.WithBroadcaster(g.fake))
+	srv := grpcserver.New(node, self, hclog.NewNullLogger(), grpcserver.WithBroadcaster(g.fake),
+		grpcserver.WithPanicObserver(func(surface, method string) {
+			g.fake.mu.Lock()
+			defer g.fake.mu.Unlock()
+			g.fake.panics = append(g.fake.panics, surface+" "+method)
+		}))
 	g.http = httptest.NewServer(New(srv, Probes{Node: node}, http.NotFoundHandler()))
 	t.Cleanup(func() {
 		g.http.Close()
@@ -365,5 +379,29 @@ func TestBroadcastListJSON(t *testing.T) {
 	code, data = g.do(t, http.MethodPost, "/v1/broadcasts/abandon", `{"broadcast_id":`+ids(all[1:2])[0]+`,"reason":"r"}`)
 	if code != http.StatusOK || strings.TrimSpace(string(data)) != "{}" {
 		t.Errorf("abandon = %d %s", code, data)
+	}
+}
+
+// TestHandlerPanicAnswers500: a panicking handler behind the gateway is
+// answered 500 Internal and counted; the gateway keeps serving.
+func TestHandlerPanicAnswers500(t *testing.T) {
+	g := startBroadcastGateway(t)
+	g.fake.mu.Lock()
+	g.fake.ackPanic = true
+	g.fake.mu.Unlock()
+	ack := `{"broadcast_id":1,"node_id":1,"epoch":1,"checkpoints":[{"vchannel":"` + gwCChan + `","term":1,"time_tick":"1"}]}`
+	code, body := g.do(t, http.MethodPost, "/v1/broadcasts/ack", ack)
+	if code != http.StatusInternalServerError || !strings.Contains(string(body), `"Internal"`) || !strings.Contains(string(body), "internal error in POST /v1/broadcasts/ack") {
+		t.Fatalf("ack with a panicking handler = %d %s; want 500 Internal naming the route", code, body)
+	}
+	g.fake.mu.Lock()
+	g.fake.ackPanic = false
+	panics := append([]string(nil), g.fake.panics...)
+	g.fake.mu.Unlock()
+	if len(panics) != 1 || panics[0] != "http POST /v1/broadcasts/ack" {
+		t.Errorf("observer saw %v, want one http panic on the ack route", panics)
+	}
+	if code, body := g.do(t, http.MethodPost, "/v1/broadcasts/ack", ack); code != http.StatusOK {
+		t.Fatalf("after a recovered panic: %d %s", code, body)
 	}
 }

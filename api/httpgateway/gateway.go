@@ -100,7 +100,23 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 	return g
 }
 
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+// ServeHTTP serves one request. A handler panic is logged and counted by
+// the API server and answered 500 Internal; the process keeps serving.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			writeError(w, g.server.Recovered(r.Context(), "http", route, v), "", "")
+		}
+	}()
+	g.mux.ServeHTTP(w, r)
+}
 
 var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
 

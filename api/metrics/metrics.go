@@ -23,6 +23,9 @@ type Registry struct {
 	reg          *prometheus.Registry
 	ApplyLatency prometheus.Histogram
 	Applied      prometheus.Counter
+	// HandlerPanics counts API handler panics that were recovered
+	// (labels: surface grpc|http, method).
+	HandlerPanics *prometheus.CounterVec
 }
 
 // New registers every collector for node. go-metrics keeps one process-wide
@@ -54,8 +57,12 @@ func New(node *raftnode.Node) (*Registry, error) {
 			Name: "coordd_fsm_applied_entries_total",
 			Help: "Log entries applied to this node's state machine.",
 		}),
+		HandlerPanics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordd_handler_panics_total",
+			Help: "API handler panics recovered (answered Internal; the process kept serving). Any increase is a bug.",
+		}, []string{"surface", "method"}),
 	}
-	reg.MustRegister(r.ApplyLatency, r.Applied)
+	reg.MustRegister(r.ApplyLatency, r.Applied, r.HandlerPanics)
 	gauge := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}

@@ -91,7 +91,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
-	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast)}
+	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
+		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())
@@ -101,7 +102,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20)}, srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
 	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
 	var handler http.Handler = gw

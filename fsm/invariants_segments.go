@@ -13,7 +13,7 @@ import (
 // no empty non-L0 segment stays Flushed.
 func (s *State) checkSegmentInvariants() error {
 	var counts segmentCounts
-	n := 0
+	n, active := 0, 0
 	for it := s.seg.segs.Iterator(); !it.Done(); {
 		id, g, _ := it.Next()
 		n++
@@ -27,6 +27,12 @@ func (s *State) checkSegmentInvariants() error {
 			return fmt.Errorf("segment %d has level %d", id, g.Level)
 		}
 		counts[g.State][g.Level]++
+		if isActive(g.State) {
+			active++
+		}
+		if _, ok := s.seg.active.Get(id); ok != isActive(g.State) {
+			return fmt.Errorf("segment %d (%s) is in the active index: %v", id, g.State, ok)
+		}
 		if _, ok := s.seg.byChan.Get(chanSegKey{g.VChannel, id}); !ok {
 			return fmt.Errorf("segment %d missing from the vchannel index", id)
 		}
@@ -46,6 +52,9 @@ func (s *State) checkSegmentInvariants() error {
 	}
 	if s.seg.byChan.Len() != n || s.seg.byColl.Len() != n {
 		return fmt.Errorf("segment indexes hold %d/%d entries for %d segments", s.seg.byChan.Len(), s.seg.byColl.Len(), n)
+	}
+	if active != s.seg.active.Len() {
+		return fmt.Errorf("active index holds %d segments, %d are active", s.seg.active.Len(), active)
 	}
 	if counts != s.seg.counts {
 		return fmt.Errorf("segment counters %v, counted %v", s.seg.counts, counts)

@@ -151,6 +151,9 @@ type segmentsState struct {
 	byChan *immutable.SortedMap[chanSegKey, struct{}]
 	byColl *immutable.SortedMap[collSegKey, struct{}]
 	cps    *immutable.SortedMap[string, *ChannelCheckpoint]
+	// active holds the IDs of Growing, Sealed and Flushing segments, the
+	// few the leader's seal and flush checks look at every round.
+	active *immutable.SortedMap[int64, struct{}]
 	counts segmentCounts
 }
 
@@ -163,7 +166,13 @@ func newSegmentsState() segmentsState {
 		byChan: immutable.NewSortedMap[chanSegKey, struct{}](chanSegCmp{}),
 		byColl: immutable.NewSortedMap[collSegKey, struct{}](collSegCmp{}),
 		cps:    immutable.NewSortedMap[string, *ChannelCheckpoint](nil),
+		active: immutable.NewSortedMap[int64, struct{}](immutable.NewComparer[int64](0)),
 	}
+}
+
+// isActive: the segment still moves through the seal/flush pipeline.
+func isActive(st logpb.SegmentState) bool {
+	return st == logpb.SegmentState_SEGMENT_GROWING || st == logpb.SegmentState_SEGMENT_SEALED || st == logpb.SegmentState_SEGMENT_FLUSHING
 }
 
 // put stores g, keeping indexes and counters in step.
@@ -176,6 +185,11 @@ func (d *segmentsState) put(g *Segment) {
 	}
 	d.counts[g.State][g.Level]++
 	d.segs = d.segs.Set(g.ID, g)
+	if isActive(g.State) {
+		d.active = d.active.Set(g.ID, struct{}{})
+	} else {
+		d.active = d.active.Delete(g.ID)
+	}
 }
 
 // ---- read accessors ---------------------------------------------------------
@@ -198,6 +212,18 @@ func (s *State) SegmentCountBy(state logpb.SegmentState, level logpb.SegmentLeve
 func (s *State) EachSegment(fn func(*Segment) bool) {
 	for it := s.seg.segs.Iterator(); !it.Done(); {
 		_, g, _ := it.Next()
+		if !fn(g) {
+			return
+		}
+	}
+}
+
+// EachActiveSegment calls fn for every Growing, Sealed or Flushing segment
+// by ID until fn returns false.
+func (s *State) EachActiveSegment(fn func(*Segment) bool) {
+	for it := s.seg.active.Iterator(); !it.Done(); {
+		id, _, _ := it.Next()
+		g, _ := s.seg.segs.Get(id)
 		if !fn(g) {
 			return
 		}

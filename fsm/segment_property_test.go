@@ -49,7 +49,7 @@ func genSegmentCommand(t *rapid.T, label string, s *State) commands.Command {
 		id := pickID()
 		rows := rapid.Int64Range(0, 5).Draw(t, label+".rows")
 		b := &logpb.SaveBinlogPaths{NodeId: node, Vchannel: vch, PchannelTerm: term, SegmentId: id, CollectionId: coll, PartitionId: 1,
-			Level: rapid.SampledFrom([]logpb.SegmentLevel{lvL1, lvL1, lvL1, lvL0}).Draw(t, label+".level"),
+			Level:       rapid.SampledFrom([]logpb.SegmentLevel{lvL1, lvL1, lvL1, lvL0}).Draw(t, label+".level"),
 			Checkpoints: []*logpb.SegmentCheckpointUpdate{{SegmentId: id, Position: wpos(term, ts, ts), NumOfRows: rows}},
 			Flushed:     rapid.Bool().Draw(t, label+".flushed"), Dropped: rapid.IntRange(0, 6).Draw(t, label+".dropped") == 0,
 			WithFullBinlogs: rapid.IntRange(0, 4).Draw(t, label+".full") == 0}

@@ -252,3 +252,69 @@ func SealReasonName(r logpb.SealReason) string {
 	}
 	return ""
 }
+
+// SegmentFilter selects segments for ListSegments (zero fields match all).
+type SegmentFilter struct {
+	CollectionID int64
+	VChannel     string
+	State        logpb.SegmentState
+	// After: only IDs above it (paging).
+	After int64
+}
+
+func (f SegmentFilter) match(g *Segment) bool {
+	return g.ID > f.After && (f.CollectionID == 0 || g.CollectionID == f.CollectionID) &&
+		(f.VChannel == "" || g.VChannel == f.VChannel) && (f.State == 0 || g.State == f.State)
+}
+
+// ListSegments returns up to limit matching segments by ID, and whether
+// more match. It walks the narrowest index the filter allows.
+func (s *State) ListSegments(f SegmentFilter, limit int) (out []*Segment, more bool) {
+	visit := func(g *Segment) bool {
+		if !f.match(g) {
+			return true
+		}
+		if len(out) == limit {
+			more = true
+			return false
+		}
+		out = append(out, g)
+		return true
+	}
+	switch {
+	case f.VChannel != "":
+		it := s.seg.byChan.Iterator()
+		it.Seek(chanSegKey{f.VChannel, f.After + 1})
+		for !it.Done() {
+			k, _, _ := it.Next()
+			if k.vch != f.VChannel {
+				break
+			}
+			if g, _ := s.seg.segs.Get(k.id); !visit(g) {
+				break
+			}
+		}
+	case f.CollectionID != 0:
+		it := s.seg.byColl.Iterator()
+		it.Seek(collSegKey{f.CollectionID, f.After + 1})
+		for !it.Done() {
+			k, _, _ := it.Next()
+			if k.coll != f.CollectionID {
+				break
+			}
+			if g, _ := s.seg.segs.Get(k.id); !visit(g) {
+				break
+			}
+		}
+	default:
+		it := s.seg.segs.Iterator()
+		it.Seek(f.After + 1)
+		for !it.Done() {
+			_, g, _ := it.Next()
+			if !visit(g) {
+				break
+			}
+		}
+	}
+	return out, more
+}

@@ -42,6 +42,7 @@ type segmentRestorer struct {
 	byChan *immutable.SortedMapBuilder[chanSegKey, struct{}]
 	byColl *immutable.SortedMapBuilder[collSegKey, struct{}]
 	cps    *immutable.SortedMapBuilder[string, *ChannelCheckpoint]
+	active *immutable.SortedMapBuilder[int64, struct{}]
 	counts segmentCounts
 	n      int
 }
@@ -52,6 +53,7 @@ func newSegmentRestorer() *segmentRestorer {
 		byChan: immutable.NewSortedMapBuilder[chanSegKey, struct{}](chanSegCmp{}),
 		byColl: immutable.NewSortedMapBuilder[collSegKey, struct{}](collSegCmp{}),
 		cps:    immutable.NewSortedMapBuilder[string, *ChannelCheckpoint](nil),
+		active: immutable.NewSortedMapBuilder[int64, struct{}](immutable.NewComparer[int64](0)),
 	}
 }
 
@@ -68,6 +70,9 @@ func (r *segmentRestorer) addSegment(s *State, rec *logpb.SegmentRecord) error {
 	r.byChan.Set(chanSegKey{g.VChannel, g.ID}, struct{}{})
 	r.byColl.Set(collSegKey{g.CollectionID, g.ID}, struct{}{})
 	r.counts[g.State][g.Level]++
+	if isActive(g.State) {
+		r.active.Set(g.ID, struct{}{})
+	}
 	r.n++
 	return nil
 }
@@ -78,7 +83,7 @@ func (r *segmentRestorer) addCheckpoint(s *State, rec *logpb.ChannelCheckpointRe
 }
 
 func (r *segmentRestorer) install(s *State) {
-	s.seg = segmentsState{segs: r.segs.Map(), byChan: r.byChan.Map(), byColl: r.byColl.Map(), cps: r.cps.Map(), counts: r.counts}
+	s.seg = segmentsState{segs: r.segs.Map(), byChan: r.byChan.Map(), byColl: r.byColl.Map(), cps: r.cps.Map(), active: r.active.Map(), counts: r.counts}
 }
 
 // SegmentProto converts a record to its wire form.

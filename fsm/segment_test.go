@@ -72,7 +72,7 @@ func save(id, logID, rows int64, ts uint64, edits ...saveEdit) commands.Command 
 	return cmd(b, withProposedAt(2000))
 }
 
-func flushed(b *logpb.SaveBinlogPaths) { b.Flushed = true }
+func flushed(b *logpb.SaveBinlogPaths)     { b.Flushed = true }
 func droppedSave(b *logpb.SaveBinlogPaths) { b.Dropped = true }
 func fromNode(n uint64, term int64) saveEdit {
 	return func(b *logpb.SaveBinlogPaths) { b.NodeId, b.PchannelTerm = n, term }
@@ -158,7 +158,9 @@ func TestApplySealAndMarkFlushing(t *testing.T) {
 
 func TestApplySaveBinlogPaths(t *testing.T) {
 	one := segBase(createSeg(v0, 1, 2))
-	with := func(more ...commands.Command) []commands.Command { return append(append([]commands.Command{}, one...), more...) }
+	with := func(more ...commands.Command) []commands.Command {
+		return append(append([]commands.Command{}, one...), more...)
+	}
 	runApplyCases(t, []applyCase{
 		{name: "increment appends binlogs and moves the dml position", setup: one,
 			cmd: save(1, 50, 10, 100), want: saveResult(false, sgGrowing), check: all(wantSeg(1, sgGrowing, 10),
@@ -176,7 +178,7 @@ func TestApplySaveBinlogPaths(t *testing.T) {
 		{name: "the same log id again is not duplicated", setup: with(save(1, 50, 10, 100)),
 			cmd: save(1, 50, 10, 150), want: saveResult(false, sgGrowing), check: wantSeg(1, sgGrowing, 10)},
 		{name: "full binlogs replace", setup: with(save(1, 50, 10, 100)),
-			cmd: save(1, 60, 3, 200, func(b *logpb.SaveBinlogPaths) { b.WithFullBinlogs = true }),
+			cmd:  save(1, 60, 3, 200, func(b *logpb.SaveBinlogPaths) { b.WithFullBinlogs = true }),
 			want: saveResult(false, sgGrowing), check: wantSeg(1, sgGrowing, 3)},
 		{name: "flushed", setup: with(sealSegs(2, 90, 1), markFlushing(2, 1)),
 			cmd: save(1, 50, 10, 100, flushed), want: saveResult(false, sgFlushed), check: wantSeg(1, sgFlushed, 10)},
@@ -196,7 +198,7 @@ func TestApplySaveBinlogPaths(t *testing.T) {
 				}
 			}},
 		{name: "L0 with an id never allocated", setup: segBase(),
-			cmd: save(500, 70, 0, 100, noBinlogs, func(b *logpb.SaveBinlogPaths) { b.Level = lvL0 }),
+			cmd:  save(500, 70, 0, 100, noBinlogs, func(b *logpb.SaveBinlogPaths) { b.Level = lvL0 }),
 			want: rejected(logpb.RejectCode_REJECT_INVALID)},
 		{name: "unknown L1 segment", setup: one, cmd: save(9, 50, 10, 100), want: rejected(logpb.RejectCode_REJECT_NOT_FOUND)},
 		{name: "non-owner node changes nothing", setup: one, cmd: save(1, 50, 10, 100, fromNode(2, 2)),

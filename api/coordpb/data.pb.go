@@ -2096,9 +2096,13 @@ type ListSegmentsRequest struct {
 	CollectionId int64                  `protobuf:"varint,2,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
 	Vchannel     string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
 	// state filter ("" = all).
-	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// Paging: at most limit segments (default 1000, max 10000) with IDs
+	// above after_segment_id.
+	Limit          uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	AfterSegmentId int64  `protobuf:"varint,6,opt,name=after_segment_id,json=afterSegmentId,proto3" json:"after_segment_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListSegmentsRequest) Reset() {
@@ -2159,11 +2163,28 @@ func (x *ListSegmentsRequest) GetState() string {
 	return ""
 }
 
+func (x *ListSegmentsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSegmentsRequest) GetAfterSegmentId() int64 {
+	if x != nil {
+		return x.AfterSegmentId
+	}
+	return 0
+}
+
 type ListSegmentsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Segments      []*SegmentInfo         `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Segments []*SegmentInfo         `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
+	// next_after_segment_id: pass as after_segment_id for the next page
+	// (0 when this was the last).
+	NextAfterSegmentId int64 `protobuf:"varint,2,opt,name=next_after_segment_id,json=nextAfterSegmentId,proto3" json:"next_after_segment_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ListSegmentsResponse) Reset() {
@@ -2201,6 +2222,13 @@ func (x *ListSegmentsResponse) GetSegments() []*SegmentInfo {
 		return x.Segments
 	}
 	return nil
+}
+
+func (x *ListSegmentsResponse) GetNextAfterSegmentId() int64 {
+	if x != nil {
+		return x.NextAfterSegmentId
+	}
+	return 0
 }
 
 type FlushRequest struct {
@@ -2971,14 +2999,17 @@ const file_coordd_v1_data_proto_rawDesc = "" +
 	"\vconsistency\x18\x03 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\"\x9b\x01\n" +
 	"\x16GetSegmentInfoResponse\x122\n" +
 	"\bsegments\x18\x01 \x03(\v2\x16.coordd.v1.SegmentInfoR\bsegments\x12M\n" +
-	"\x13channel_checkpoints\x18\x02 \x03(\v2\x1c.coordd.v1.ChannelCheckpointR\x12channelCheckpoints\"\xaa\x01\n" +
+	"\x13channel_checkpoints\x18\x02 \x03(\v2\x1c.coordd.v1.ChannelCheckpointR\x12channelCheckpoints\"\xea\x01\n" +
 	"\x13ListSegmentsRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\x03R\fcollectionId\x12\x1a\n" +
 	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"J\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12(\n" +
+	"\x10after_segment_id\x18\x06 \x01(\x03R\x0eafterSegmentId\"}\n" +
 	"\x14ListSegmentsResponse\x122\n" +
-	"\bsegments\x18\x01 \x03(\v2\x16.coordd.v1.SegmentInfoR\bsegments\"3\n" +
+	"\bsegments\x18\x01 \x03(\v2\x16.coordd.v1.SegmentInfoR\bsegments\x121\n" +
+	"\x15next_after_segment_id\x18\x02 \x01(\x03R\x12nextAfterSegmentId\"3\n" +
 	"\fFlushRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\"\xa7\x02\n" +
 	"\rFlushResponse\x12#\n" +

@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -74,6 +75,10 @@ var errorTable = []errorRule{
 	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
 	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
 	{match: is(errNoLeader), code: codes.Unavailable},
+	{match: is(flush.ErrNotLeader), code: codes.Unavailable},
+	{match: is(flush.ErrNotOwner), code: codes.Aborted},
+	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(flush.ErrNotFound), code: codes.NotFound},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errInvalid), code: codes.InvalidArgument},

@@ -17,6 +17,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -66,6 +67,10 @@ func TestToStatus(t *testing.T) {
 		{"broadcast not primary", broadcaster.ErrNotPrimary, codes.FailedPrecondition, noMD},
 		{"broadcaster not leader", fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"broadcast abandoned", fmt.Errorf("%w: broadcast 9: operator", broadcaster.ErrAbandoned), codes.Aborted, noMD},
+		{"write path not leader", fmt.Errorf("assign: %w", flush.ErrNotLeader), codes.Unavailable, leaderMD},
+		{"write path not owner", fmt.Errorf("%w: node 2 at term 1", flush.ErrNotOwner), codes.Aborted, noMD},
+		{"write path invalid", fmt.Errorf("%w: rows and bytes are both 0", flush.ErrInvalid), codes.InvalidArgument, noMD},
+		{"write path not found", fmt.Errorf("%w: collection 9", flush.ErrNotFound), codes.NotFound, noMD},
 		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
 		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
 	}

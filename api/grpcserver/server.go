@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
@@ -41,6 +42,8 @@ type Server struct {
 	health     NodeHealth
 	rebalancer Rebalancer
 	broadcasts Broadcasts
+	data       *flush.Manager
+	dataCfg    flush.Config
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -112,6 +115,8 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, opts ...O
 		s.rebalancer = noRebalancer{}
 	}
 	node.AddLeaderRoutine("tso-window", s.tso.Run)
+	s.data = flush.New(node, s.tso, nil, s.dataCfg)
+	node.AddLeaderRoutine("segments", s.data.Run)
 	return s
 }
 

@@ -1,0 +1,59 @@
+// Package flush is the leader's half of the write path
+// (docs/semantics.md#segments): segment allocation, seal policies, and the
+// time-tick watermark that decides when a sealed segment may be flushed.
+//
+// Allocations and time ticks are leader memory: they change many times a
+// second and only the decisions they lead to go through the log — a new
+// segment (CreateSegment), a seal (SealSegments), a flush order
+// (MarkSegmentsFlushing). The memory belongs to one leader term; a new
+// leader starts empty and, because it cannot know the allocations its
+// predecessor handed out, treats every segment as allocated until one
+// expiry period after it took over.
+//
+// Decide is the pure seal policy: (view, now) → decisions; the routine only
+// gathers the view, asks the TSO for the seal time and proposes.
+package flush
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Leader is what the manager needs from the raft node.
+type Leader interface {
+	// EstablishedTerm is the term this node leads in (0: not leading).
+	EstablishedTerm() uint64
+	// State is the newest applied state (immutable, never nil).
+	State() *fsm.State
+	// Propose commits a command (see commands.Proposer).
+	commands.Proposer
+}
+
+// TSO hands out timestamps (the leader's timestamp oracle).
+type TSO interface {
+	Alloc(ctx context.Context, count uint32) (uint64, error)
+}
+
+// Clock is the time source (injected in tests).
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Errors of the write path the API maps to status codes.
+var (
+	// ErrNotLeader: this node does not lead (established) right now.
+	ErrNotLeader = errors.New("not the established leader")
+	// ErrNotOwner: the caller's (node, PChannel term) is not the current
+	// assignment of the VChannel's PChannel.
+	ErrNotOwner = errors.New("not the channel owner")
+	// ErrInvalid: a request that is wrong whatever the state.
+	ErrInvalid = errors.New("invalid write-path request")
+	// ErrNotFound: the collection or VChannel does not exist.
+	ErrNotFound = errors.New("not found")
+)

@@ -1,0 +1,177 @@
+package flush
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Run is the leader routine: a seal/flush round every Interval and after
+// every time-tick report, until ctx ends.
+func (m *Manager) Run(ctx context.Context, term uint64) {
+	ctx = commands.WithDecisionTerm(ctx, term)
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kick:
+		}
+		_, _ = m.Round(ctx, term)
+	}
+}
+
+// RoundResult says what one round proposed.
+type RoundResult struct {
+	Sealed   []Decision
+	Flushing []int64
+}
+
+// Round runs one seal and flush check in term: it seals what the policy
+// decides (one SealSegments per reason, at a fresh TSO timestamp) and marks
+// Flushing every sealed segment whose VChannel's time tick has passed its
+// seal time and whose allocations have expired. The new leader seals nothing
+// during its first expiry period (it cannot see its predecessor's
+// allocations yet).
+func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
+	var res RoundResult
+	m.mu.Lock()
+	cur, err := m.termLocked()
+	termStart := m.termStart
+	m.mu.Unlock()
+	if err != nil || cur != term {
+		return res, ErrNotLeader
+	}
+	now := m.clock.Now()
+	st := m.l.State()
+	growing, sealed := m.views(st, now, termStart)
+	if !now.Before(termStart.Add(m.cfg.AllocationExpiry)) {
+		res.Sealed = Decide(growing, now, m.cfg)
+		if err := m.seal(ctx, term, res.Sealed); err != nil {
+			return res, err
+		}
+	}
+	for _, v := range sealed {
+		if Flushable(v, now) {
+			res.Flushing = append(res.Flushing, v.ID)
+		}
+	}
+	if len(res.Flushing) > 0 {
+		if err := m.propose(ctx, term, &logpb.MarkSegmentsFlushing{SegmentIds: res.Flushing, DecisionTerm: term}); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// views reads the active segments of st with this term's memory. The state
+// is read before the memory (see assignOne).
+func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView, []FlushView) {
+	var growing []GrowingView
+	var sealed []FlushView
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	inheritedExpire := termStart.Add(m.cfg.AllocationExpiry)
+	inheritedTs := fsm.ComposeTS(inheritedExpire.UnixMilli() + 1)
+	st.EachActiveSegment(func(g *fsm.Segment) bool {
+		mem := m.segs[g.ID]
+		switch g.State {
+		case logpb.SegmentState_SEGMENT_GROWING:
+			v := GrowingView{ID: g.ID, VChannel: g.VChannel, Bytes: g.Size, Capacity: m.cfg.Capacity(g.ID),
+				Created: time.UnixMilli(g.CreatedMs), LastWrite: time.UnixMilli(g.LastWriteMs), BinlogFiles: g.BinlogFileCount()}
+			if mem != nil {
+				v.Bytes = max(v.Bytes, int64(mem.bytes))
+				if mem.lastAlloc.After(v.LastWrite) {
+					v.LastWrite = mem.lastAlloc
+				}
+			}
+			growing = append(growing, v)
+		case logpb.SegmentState_SEGMENT_SEALED:
+			v := FlushView{ID: g.ID, SealTs: g.SealTs, ExpireTs: inheritedTs, Expire: inheritedExpire}
+			if mem != nil && mem.expire.After(v.Expire) {
+				v.Expire, v.ExpireTs = mem.expire, mem.expireTs
+			}
+			if t, ok := m.ticks[g.VChannel]; ok {
+				v.Tick = t.Tick
+			}
+			sealed = append(sealed, v)
+		}
+		return true
+	})
+	return growing, sealed
+}
+
+// seal proposes one SealSegments per reason at a fresh TSO timestamp.
+func (m *Manager) seal(ctx context.Context, term uint64, ds []Decision) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	byReason := map[logpb.SealReason][]int64{}
+	var order []logpb.SealReason
+	for _, d := range ds {
+		if _, ok := byReason[d.Reason]; !ok {
+			order = append(order, d.Reason)
+		}
+		byReason[d.Reason] = append(byReason[d.Reason], d.ID)
+	}
+	for _, r := range order {
+		ts, err := m.tso.Alloc(ctx, 1)
+		if err != nil {
+			return fmt.Errorf("seal time: %w", err)
+		}
+		ids := byReason[r]
+		for len(ids) > 0 {
+			n := min(len(ids), commands.MaxSegmentsPerCmd)
+			if err := m.propose(ctx, term, &logpb.SealSegments{SegmentIds: ids[:n], SealTs: ts, Reason: r, DecisionTerm: term}); err != nil {
+				return err
+			}
+			ids = ids[n:]
+		}
+	}
+	return nil
+}
+
+// SealCollection seals every growing segment of a collection at sealTs in
+// one command (Flush) and returns the IDs it sealed.
+func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs uint64) ([]int64, error) {
+	term := m.l.EstablishedTerm()
+	if term == 0 {
+		return nil, ErrNotLeader
+	}
+	c, err := commands.New(&logpb.SealSegments{CollectionId: collection, SealTs: sealTs, Reason: logpb.SealReason_SEAL_FLUSH, DecisionTerm: term}, "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	res, err := m.l.Propose(ctx, c.DecidedIn(term))
+	if err != nil {
+		return nil, err
+	}
+	if rej := res.GetRejection(); rej != nil {
+		return nil, fmt.Errorf("seal collection %d: %s: %s", collection, rej.Code, rej.Message)
+	}
+	return res.GetSegments().GetIds(), nil
+}
+
+// propose commits a leader-routine command decided in term.
+func (m *Manager) propose(ctx context.Context, term uint64, body proto.Message) error {
+	c, err := commands.New(body, "")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	res, err := m.l.Propose(ctx, c.DecidedIn(term))
+	if err != nil {
+		return err
+	}
+	if rej := res.GetRejection(); rej != nil {
+		return fmt.Errorf("%s: %s: %s", c.Type, rej.Code, rej.Message)
+	}
+	return nil
+}

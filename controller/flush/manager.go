@@ -1,0 +1,352 @@
+package flush
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+)
+
+// MaxAssignPerCall bounds the items of one AssignSegmentID call.
+const MaxAssignPerCall = 1024
+
+// AssignRequest asks for room for rows in a VChannel's growing segments.
+type AssignRequest struct {
+	CollectionID, PartitionID int64
+	VChannel                  string
+	PChannelTerm              int64
+	Rows, Bytes               uint64
+}
+
+// Assignment is a segment with room and an allocation that expires.
+type Assignment struct {
+	SegmentID int64
+	ExpireTs  uint64
+	Expire    time.Time
+}
+
+// TimeTick is one VChannel's consumed time tick, from its owner.
+type TimeTick struct {
+	VChannel     string
+	PChannelTerm int64
+	Tick         uint64
+}
+
+// segMem is this term's memory of one segment's allocations.
+type segMem struct {
+	bytes, rows uint64
+	lastAlloc   time.Time
+	expire      time.Time
+	expireTs    uint64
+	live        []time.Time // expiry times of allocations not yet expired
+}
+
+type allocKey struct {
+	vch  string
+	part int64
+}
+
+// Manager is the leader's write-path memory and routine.
+type Manager struct {
+	l     Leader
+	tso   TSO
+	clock Clock
+	cfg   Config
+
+	mu        sync.Mutex
+	term      uint64
+	termStart time.Time
+	segs      map[int64]*segMem
+	ticks     map[string]TimeTick
+	keyLocks  map[allocKey]*sync.Mutex
+
+	kick chan struct{}
+	// Counters for benchmarks and metrics.
+	assigned, created, tickReports atomic.Int64
+	flushObserver                  func(time.Duration)
+}
+
+// New returns a manager; Run is its leader routine.
+func New(l Leader, tso TSO, clock Clock, cfg Config) *Manager {
+	if clock == nil {
+		clock = wallClock{}
+	}
+	return &Manager{l: l, tso: tso, clock: clock, cfg: cfg.WithDefaults(), kick: make(chan struct{}, 1)}
+}
+
+// Config is the effective configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// SetFlushObserver receives, on the leader, how long each segment took
+// from its seal to Flushed.
+func (m *Manager) SetFlushObserver(f func(time.Duration)) { m.flushObserver = f }
+
+// ObserveFlushed records a segment that became Flushed (called by the API
+// after a successful SaveBinlogPaths).
+func (m *Manager) ObserveFlushed(sealedMs int64) {
+	if m.flushObserver != nil && sealedMs > 0 {
+		m.flushObserver(m.clock.Now().Sub(time.UnixMilli(sealedMs)))
+	}
+}
+
+// Counters: assignments handed out, segments created, time-tick reports.
+func (m *Manager) Counters() (assigned, created, tickReports int64) {
+	return m.assigned.Load(), m.created.Load(), m.tickReports.Load()
+}
+
+// termLocked makes the memory belong to the current established term
+// (resetting it for a new one) and returns that term.
+func (m *Manager) termLocked() (uint64, error) {
+	term := m.l.EstablishedTerm()
+	if term == 0 {
+		return 0, ErrNotLeader
+	}
+	if m.term != term {
+		m.term, m.termStart = term, m.clock.Now()
+		m.segs, m.ticks, m.keyLocks = map[int64]*segMem{}, map[string]TimeTick{}, map[allocKey]*sync.Mutex{}
+	}
+	return term, nil
+}
+
+// Allocations is the number of allocations in memory not yet expired.
+func (m *Manager) Allocations() int {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.segs {
+		for _, e := range s.live {
+			if now.Before(e) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TimeTicks returns this term's reported time ticks by VChannel.
+func (m *Manager) TimeTicks() map[string]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]uint64, len(m.ticks))
+	for v, t := range m.ticks {
+		out[v] = t.Tick
+	}
+	return out
+}
+
+func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
+	if r.Bytes == 0 && r.Rows == 0 {
+		return fmt.Errorf("%w: %s: rows and bytes are both 0", ErrInvalid, r.VChannel)
+	}
+	if r.PartitionID < 0 {
+		return fmt.Errorf("%w: negative partition id", ErrInvalid)
+	}
+	coll, ok := commands.CollectionOfVChannel(r.VChannel)
+	if !ok || coll != r.CollectionID {
+		return fmt.Errorf("%w: %q is not a vchannel of collection %d", ErrInvalid, r.VChannel, r.CollectionID)
+	}
+	c, ok := st.Collection(coll)
+	if !ok {
+		return fmt.Errorf("%w: collection %d has no vchannels", ErrNotFound, coll)
+	}
+	found := false
+	for _, v := range c.Vchannels {
+		found = found || v == r.VChannel
+	}
+	if !found {
+		return fmt.Errorf("%w: vchannel %s", ErrNotFound, r.VChannel)
+	}
+	if err := st.CheckChannelOwner(r.VChannel, node, r.PChannelTerm); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotOwner, err)
+	}
+	return nil
+}
+
+// AssignSegmentID answers each request with a growing segment that has
+// room (creating one by command when none has) and an allocation expiring
+// AllocationExpiry from now. Nothing but segment creation is logged.
+func (m *Manager) AssignSegmentID(ctx context.Context, node uint64, reqs []AssignRequest) ([]Assignment, error) {
+	if node == 0 || len(reqs) == 0 || len(reqs) > MaxAssignPerCall {
+		return nil, fmt.Errorf("%w: need a node id and 1..%d requests", ErrInvalid, MaxAssignPerCall)
+	}
+	st := m.l.State()
+	for _, r := range reqs {
+		if err := checkAssign(st, node, r); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Assignment, len(reqs))
+	for i, r := range reqs {
+		a, err := m.assignOne(ctx, node, r)
+		if err != nil {
+			return nil, fmt.Errorf("assign %s: %w", r.VChannel, err)
+		}
+		out[i] = a
+	}
+	m.assigned.Add(int64(len(reqs)))
+	return out, nil
+}
+
+func (m *Manager) keyLock(k allocKey) (*sync.Mutex, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.termLocked(); err != nil {
+		return nil, err
+	}
+	l, ok := m.keyLocks[k]
+	if !ok {
+		l = &sync.Mutex{}
+		m.keyLocks[k] = l
+	}
+	return l, nil
+}
+
+func (m *Manager) assignOne(ctx context.Context, node uint64, r AssignRequest) (Assignment, error) {
+	kl, err := m.keyLock(allocKey{r.VChannel, r.PartitionID})
+	if err != nil {
+		return Assignment{}, err
+	}
+	kl.Lock()
+	defer kl.Unlock()
+	var tried map[int64]bool
+	for attempt := 0; attempt < 8; attempt++ {
+		id, ok := m.pick(r, tried)
+		if !ok {
+			created, err := m.create(ctx, node, r)
+			if err != nil {
+				return Assignment{}, err
+			}
+			id = created
+		}
+		a, err := m.record(id, r)
+		if err != nil {
+			return Assignment{}, err
+		}
+		// Recorded first, checked second: a flush check that saw the
+		// segment sealed also sees this allocation, or this check sees the
+		// seal and the allocation moves on (the recorded one only delays
+		// the flush until it expires).
+		if g, ok := m.l.State().Segment(id); ok && g.State == logpb.SegmentState_SEGMENT_GROWING {
+			return a, nil
+		}
+		if tried == nil {
+			tried = map[int64]bool{}
+		}
+		tried[id] = true
+	}
+	return Assignment{}, fmt.Errorf("no growing segment stayed open for the allocation")
+}
+
+// pick returns the growing segment of (vchannel, partition) with room for
+// r that is fullest (so segments fill up one at a time).
+func (m *Manager) pick(r AssignRequest, skip map[int64]bool) (int64, bool) {
+	st := m.l.State()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	best, bestUsed := int64(0), int64(-1)
+	for _, g := range st.SegmentsOfVChannel(r.VChannel) {
+		if g.State != logpb.SegmentState_SEGMENT_GROWING || g.PartitionID != r.PartitionID || g.Level != logpb.SegmentLevel_LEVEL_L1 || skip[g.ID] {
+			continue
+		}
+		used := g.Size
+		if s, ok := m.segs[g.ID]; ok && int64(s.bytes) > used {
+			used = int64(s.bytes)
+		}
+		if used+int64(r.Bytes) > m.cfg.Capacity(g.ID) && used > 0 {
+			continue
+		}
+		if used > bestUsed {
+			best, bestUsed = g.ID, used
+		}
+	}
+	return best, bestUsed >= 0
+}
+
+func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest) (int64, error) {
+	c, err := commands.New(&logpb.CreateSegment{CollectionId: r.CollectionID, PartitionId: r.PartitionID,
+		Vchannel: r.VChannel, NodeId: node, PchannelTerm: r.PChannelTerm}, "")
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	res, err := m.l.Propose(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if rej := res.GetRejection(); rej != nil {
+		if rej.Code == logpb.RejectCode_REJECT_STALE {
+			return 0, fmt.Errorf("%w: %s", ErrNotOwner, rej.Message)
+		}
+		return 0, fmt.Errorf("create segment: %s: %s", rej.Code, rej.Message)
+	}
+	m.created.Add(1)
+	return res.GetSegments().GetIds()[0], nil
+}
+
+// record adds an allocation to id's memory.
+func (m *Manager) record(id int64, r AssignRequest) (Assignment, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.termLocked(); err != nil {
+		return Assignment{}, err
+	}
+	now := m.clock.Now()
+	exp := now.Add(m.cfg.AllocationExpiry)
+	s, ok := m.segs[id]
+	if !ok {
+		s = &segMem{}
+		m.segs[id] = s
+	}
+	s.bytes += r.Bytes
+	s.rows += r.Rows
+	s.lastAlloc = now
+	// Expiry as a TSO timestamp: the first timestamp of the millisecond
+	// after the expiry, so every timestamp handed out before it is below.
+	ts := fsm.ComposeTS(exp.UnixMilli() + 1)
+	if exp.After(s.expire) {
+		s.expire, s.expireTs = exp, ts
+	}
+	live := s.live[:0]
+	for _, e := range s.live {
+		if now.Before(e) {
+			live = append(live, e)
+		}
+	}
+	s.live = append(live, exp)
+	return Assignment{SegmentID: id, ExpireTs: ts, Expire: exp}, nil
+}
+
+// ReportTimeTicks records ticks from their VChannels' owners (only ever
+// forward) and wakes the flush check. Refused ticks are described.
+func (m *Manager) ReportTimeTicks(node uint64, ticks []TimeTick) (accepted int, refused []string, err error) {
+	st := m.l.State()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.termLocked(); err != nil {
+		return 0, nil, err
+	}
+	m.tickReports.Add(1)
+	for _, t := range ticks {
+		if err := st.CheckChannelOwner(t.VChannel, node, t.PChannelTerm); err != nil {
+			refused = append(refused, t.VChannel+": "+err.Error())
+			continue
+		}
+		old, ok := m.ticks[t.VChannel]
+		if ok && old.PChannelTerm == t.PChannelTerm && old.Tick >= t.Tick {
+			accepted++
+			continue
+		}
+		m.ticks[t.VChannel] = t
+		accepted++
+	}
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+	return accepted, refused, nil
+}

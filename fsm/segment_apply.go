@@ -68,9 +68,7 @@ func applySealSegments(next *State, c commands.Command) *logpb.Result {
 		targets = append(targets, g)
 	}
 	if b.CollectionId > 0 {
-		for _, g := range next.SegmentsOfCollection(b.CollectionId) {
-			targets = append(targets, g)
-		}
+		targets = append(targets, next.SegmentsOfCollection(b.CollectionId)...)
 	}
 	sealed := []int64{}
 	for _, g := range targets {

@@ -162,10 +162,10 @@ const (
 
 // startBroadcastNode starts a node whose broadcaster is a fake, with
 // streaming initialized (three PChannels; the CChannel on the first).
-func startBroadcastNode(t *testing.T) (*testNode, *fakeBroadcasts, coordpb.BroadcasterClient) {
+func startBroadcastNode(t *testing.T, opts ...Option) (*testNode, *fakeBroadcasts, coordpb.BroadcasterClient) {
 	t.Helper()
 	fb := &fakeBroadcasts{}
-	tn := startTestNodeWith(t, WithBroadcaster(fb))
+	tn := startTestNodeWith(t, append([]Option{WithBroadcaster(fb)}, opts...)...)
 	mustCommit(t, tn, &logpb.InitStreaming{ClusterId: bcCluster, Pchannels: []string{bcP0, bcP1, bcP2}})
 	if got := tn.node.State().CChannel(); got != bcCChan {
 		t.Fatalf("CChannel %q, want %q", got, bcCChan)
@@ -471,7 +471,7 @@ func TestBroadcastErrorMapping(t *testing.T) {
 		{"rejected not primary", &broadcaster.RejectedError{Code: logpb.RejectCode_REJECT_NOT_PRIMARY, Message: "cluster is not primary"},
 			codes.FailedPrecondition, "cluster is not primary"},
 		{"rejected exhausted", &broadcaster.RejectedError{Code: logpb.RejectCode_REJECT_EXHAUSTED, Message: "65536 broadcasts pending"},
-			codes.ResourceExhausted, "65536 broadcasts pending"},
+			codes.FailedPrecondition, "65536 broadcasts pending"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fb.setAnswer(func(context.Context, broadcaster.Request) (broadcaster.Result, error) {

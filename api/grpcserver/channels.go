@@ -21,6 +21,9 @@ import (
 // ok=false with resp/err already produced by forwarding.
 func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsistency,
 	call func(ctx context.Context, conn *grpc.ClientConn, o ...grpc.CallOption) (Resp, error)) (st *fsm.State, resp Resp, done bool, err error) {
+	if err := checkConsistency(c); err != nil {
+		return nil, resp, true, s.toStatus(ctx, err)
+	}
 	if c == coordpb.ReadConsistency_STALE {
 		return s.node.State(), resp, false, nil
 	}
@@ -32,6 +35,15 @@ func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsisten
 		return nil, resp, true, s.toStatus(ctx, err)
 	}
 	return st, resp, false, nil
+}
+
+// checkConsistency refuses a consistency value outside the enum (a number
+// an older or newer client may send): it is not silently read as either.
+func checkConsistency(c coordpb.ReadConsistency) error {
+	if _, ok := coordpb.ReadConsistency_name[int32(c)]; !ok {
+		return fmt.Errorf("%w: consistency %d is not a known value (LINEARIZABLE or STALE)", errInvalid, c)
+	}
+	return nil
 }
 
 // commit proposes c (built by commands.New, which validated it) on the
@@ -77,8 +89,8 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 
 // AddPChannels creates the named PChannels that do not exist yet
 // (UNINITIALIZED at term 1) and returns how many were new; idempotent.
-// FailedPrecondition before streaming is initialized, ResourceExhausted beyond
-// the PChannel limit (docs/semantics.md#pchannels). Triggers a balance round.
+// FailedPrecondition before streaming is initialized or beyond the PChannel
+// limit (docs/semantics.md#pchannels). Triggers a balance round.
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
 	body := &logpb.AddPChannels{Pchannels: req.Names}
 	cmd, err := commands.New(body, "")
@@ -193,8 +205,8 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 // AllocVirtualChannels places a collection's shards on distinct, least-loaded
 // PChannels and returns the VChannel names (docs/semantics.md#vchannels). A
 // repeat with the same count returns the first placement; FailedPrecondition
-// for a different count or on a replication secondary; ResourceExhausted when
-// too few PChannels are available. Deduplicated by request ID.
+// for a different count, on a replication secondary, or when too few
+// PChannels are available. Deduplicated by request ID.
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
 	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
 	cmd, err := commands.New(body, req.RequestId)

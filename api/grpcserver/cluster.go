@@ -67,6 +67,9 @@ func (s *Server) members(st *fsm.State) ([]*coordpb.Member, error) {
 // Linearizable (forwarded to the leader) when the request asks for it;
 // otherwise this node's view.
 func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coordpb.MembersResponse, error) {
+	if err := checkConsistency(req.Consistency); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	st := s.node.State()
 	if req.Consistency == coordpb.ReadConsistency_LINEARIZABLE {
 		if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.MembersResponse, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -91,11 +92,13 @@ var errorTable = []errorRule{
 // rejectionCodes maps FSM rejections (deterministic, state-dependent
 // refusals) to gRPC codes.
 var rejectionCodes = map[logpb.RejectCode]codes.Code{
-	logpb.RejectCode_REJECT_INVALID:     codes.InvalidArgument,
-	logpb.RejectCode_REJECT_NOT_FOUND:   codes.NotFound,
-	logpb.RejectCode_REJECT_CONFLICT:    codes.FailedPrecondition,
-	logpb.RejectCode_REJECT_STALE:       codes.Aborted,
-	logpb.RejectCode_REJECT_EXHAUSTED:   codes.ResourceExhausted,
+	logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
+	logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
+	logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
+	logpb.RejectCode_REJECT_STALE:     codes.Aborted,
+	// A capacity refusal is deterministic on the current state (asking
+	// again gets the same answer), not "retry later".
+	logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition,
 	logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
 }
 
@@ -163,7 +166,24 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	if len(md) > 0 {
 		_ = grpc.SetTrailer(ctx, md)
 	}
-	return status.Error(code, err.Error())
+	return status.Error(code, publicMessage(err.Error()))
+}
+
+// internalPrefixes are the texts of the sentinel errors wrapped into
+// messages ("invalid command: ..."); the code already says as much, so
+// the message a caller sees leaves them out.
+var internalPrefixes = []string{
+	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
+	errInvalid.Error() + ": ", errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
+}
+
+// publicMessage is msg without the internal sentinel prefixes, wherever
+// they occur (nested errors repeat them).
+func publicMessage(msg string) string {
+	for _, p := range internalPrefixes {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return msg
 }
 
 // rejection converts an FSM rejection into a gRPC status error.
@@ -172,5 +192,5 @@ func rejection(r *logpb.Rejection) error {
 	if !ok {
 		code = codes.Internal
 	}
-	return status.Error(code, r.Message)
+	return status.Error(code, publicMessage(r.Message))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,8 +105,14 @@ func TestToStatus(t *testing.T) {
 			if !ok {
 				t.Fatalf("toStatus returned a non-status error %v", err)
 			}
-			if st.Code() != tc.code || st.Message() != tc.err.Error() {
-				t.Errorf("got %v %q; want %v %q", st.Code(), st.Message(), tc.code, tc.err.Error())
+			// The message is the error's, without internal sentinel prefixes.
+			if want := publicMessage(tc.err.Error()); st.Code() != tc.code || st.Message() != want {
+				t.Errorf("got %v %q; want %v %q", st.Code(), st.Message(), tc.code, want)
+			}
+			for _, p := range internalPrefixes {
+				if strings.Contains(st.Message(), p) {
+					t.Errorf("message %q carries %q", st.Message(), p)
+				}
 			}
 			for k, want := range tc.md {
 				var got string
@@ -179,7 +186,7 @@ func TestRejection(t *testing.T) {
 		logpb.RejectCode_REJECT_NOT_FOUND:   codes.NotFound,
 		logpb.RejectCode_REJECT_CONFLICT:    codes.FailedPrecondition,
 		logpb.RejectCode_REJECT_STALE:       codes.Aborted,
-		logpb.RejectCode_REJECT_EXHAUSTED:   codes.ResourceExhausted,
+		logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition, // deterministic: not 429
 		logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
 		logpb.RejectCode(99):                codes.Internal, // unknown to this binary
 	}

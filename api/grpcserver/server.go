@@ -48,6 +48,10 @@ type Server struct {
 	watchers   atomic.Int64
 	closed     chan struct{}
 
+	maxWatchers int64
+	maxWait     time.Duration
+	limitCounters
+
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // leader gRPC address → connection
 }
@@ -104,6 +108,9 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, opts ...O
 		grpcHealth: health.NewServer(),
 		conns:      map[string]*grpc.ClientConn{},
 		closed:     make(chan struct{}),
+
+		maxWatchers: DefaultMaxWatchers,
+		maxWait:     DefaultMaxWait,
 	}
 	for _, o := range opts {
 		o(s)
@@ -188,6 +195,12 @@ func (s *Server) leaderConn(ctx context.Context) (conn *grpc.ClientConn, ok bool
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, false, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
+	}
+	// Only the current leader's connection is worth keeping: addresses
+	// of earlier leaders (or of members since moved) are dropped.
+	for old, oc := range s.conns {
+		_ = oc.Close()
+		delete(s.conns, old)
 	}
 	s.conns[addr] = c
 	return c, true, nil

@@ -14,7 +14,9 @@ import (
 // and every later one carries only what changed.
 func (s *Server) WatchAssignments(req *coordpb.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[coordpb.AssignmentUpdate]) error {
 	ctx := stream.Context()
-	s.watchers.Add(1)
+	if err := s.admitWatcher(); err != nil {
+		return err
+	}
 	defer s.watchers.Add(-1)
 	held := fsm.AssignmentVersion{Global: req.FromVersion.GetGlobal(), Local: req.FromVersion.GetLocal()}
 	hasHeld := req.FromVersion != nil

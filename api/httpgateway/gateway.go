@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -85,14 +88,16 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 	g.mux.HandleFunc("GET /healthz", probes.healthz)
 	g.mux.HandleFunc("GET /readyz", probes.readyz)
 	g.mux.Handle("GET /metrics", metrics)
-	known := map[string]bool{"/v1/snapshot": true, "/healthz": true, "/readyz": true, "/metrics": true}
+	allowed := map[string][]string{"/v1/snapshot": {http.MethodGet}, "/healthz": {http.MethodGet},
+		"/readyz": {http.MethodGet}, "/metrics": {http.MethodGet}}
 	for _, r := range routes(s) {
-		known[r.path] = true
+		allowed[r.path] = append(allowed[r.path], r.method)
 	}
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if known[r.URL.Path] {
+		if methods, ok := allowed[r.URL.Path]; ok {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
 			writeErrorStatus(w, http.StatusMethodNotAllowed,
-				status.New(codes.Unimplemented, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)), "", "")
+				status.New(codes.Unimplemented, fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", "))), "", "")
 			return
 		}
 		writeError(w, status.Error(codes.NotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)), "", "")
@@ -124,13 +129,24 @@ func (g *Gateway) serveRPC(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 		defer cancel()
+		if id := r.Header.Get("X-Request-Id"); id != "" {
+			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(grpcserver.MDRequestID, id))
+		}
 		req := rt.newReq()
 		if err := decodeRequest(r, req); err != nil {
-			writeError(w, status.Error(codes.InvalidArgument, err.Error()), "", "")
+			code := http.StatusBadRequest
+			if errors.Is(err, errMediaType) {
+				code = http.StatusUnsupportedMediaType
+			}
+			writeErrorStatus(w, code, status.New(codes.InvalidArgument, err.Error()), "", "")
 			return
 		}
 		resp, err := rt.call(ctx, req)
 		if err != nil {
+			if _, ok := status.FromError(err); !ok && !errors.Is(err, context.DeadlineExceeded) {
+				err = status.Error(codes.Internal, err.Error())
+			}
+			g.server.LogFailure(ctx, rt.method+" "+rt.path, req, err)
 			id, addr := g.server.LeaderHint()
 			writeError(w, err, id, addr)
 			return
@@ -163,6 +179,9 @@ func decodeRequest(r *http.Request, req proto.Message) error {
 		}
 		return nil
 	}
+	if err := checkJSONBody(r); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	if err != nil {
 		return fmt.Errorf("read body: %v", err)
@@ -174,9 +193,53 @@ func decodeRequest(r *http.Request, req proto.Message) error {
 		return nil
 	}
 	if err := unmarshal.Unmarshal(body, req); err != nil {
-		return fmt.Errorf("bad JSON body: %v", err)
+		return fmt.Errorf("bad JSON body: %s", snakeFieldNames(err.Error(), req.ProtoReflect().Descriptor()))
 	}
 	return nil
+}
+
+var errMediaType = errors.New("unsupported media type")
+
+// checkJSONBody refuses a request body that is not declared JSON: a body
+// needs Content-Type application/json (which also keeps cross-site HTML
+// forms, which cannot send it, from reaching a route).
+func checkJSONBody(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength == 0 {
+		return nil // no body at all
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("%w: the body must be JSON with Content-Type: application/json, got %q", errMediaType, ct)
+	}
+	return nil
+}
+
+// snakeFieldNames rewrites the JSON (lowerCamel) field names of md and its
+// nested messages in a decoder message to the snake_case names the API
+// documents.
+func snakeFieldNames(msg string, md protoreflect.MessageDescriptor) string {
+	seen := map[protoreflect.FullName]bool{}
+	var walk func(md protoreflect.MessageDescriptor)
+	walk = func(md protoreflect.MessageDescriptor) {
+		if seen[md.FullName()] {
+			return
+		}
+		seen[md.FullName()] = true
+		fields := md.Fields()
+		for i := 0; i < fields.Len(); i++ {
+			fd := fields.Get(i)
+			if fd.JSONName() != fd.TextName() {
+				msg = strings.ReplaceAll(msg, " "+fd.JSONName(), " "+fd.TextName())
+				msg = strings.ReplaceAll(msg, `"`+fd.JSONName()+`"`, `"`+fd.TextName()+`"`)
+			}
+			if m := fd.Message(); m != nil {
+				walk(m)
+			}
+		}
+	}
+	walk(md)
+	return msg
 }
 
 // queryValue gives a query parameter the JSON type its field expects

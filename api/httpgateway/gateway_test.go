@@ -203,6 +203,11 @@ func TestErrors(t *testing.T) {
 			if !strings.Contains(msg, tc.message) {
 				t.Errorf("error.message = %q; want it to contain %q", msg, tc.message)
 			}
+			for _, internal := range []string{"invalid command: ", "invalid argument: ", "not found: ", "failed precondition: "} {
+				if strings.Contains(msg, internal) {
+					t.Errorf("error.message = %q carries the internal prefix %q", msg, internal)
+				}
+			}
 			for k := range eb.Error {
 				if k != "code" && k != "message" {
 					t.Errorf("unexpected error field %q in %s", k, body)

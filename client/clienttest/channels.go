@@ -350,7 +350,7 @@ func (n *Node) AllocVirtualChannels(_ context.Context, req *coordpb.AllocVirtual
 	}
 	cands := slices.Clone(c.ch.state.PChannels)
 	if len(cands) < int(req.Count) {
-		return nil, status.Errorf(codes.ResourceExhausted, "collection %d needs %d distinct pchannels, only %d are available",
+		return nil, status.Errorf(codes.FailedPrecondition, "collection %d needs %d distinct pchannels, only %d are available",
 			req.CollectionId, req.Count, len(cands))
 	}
 	sort.SliceStable(cands, func(i, j int) bool {

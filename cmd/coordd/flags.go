@@ -37,6 +37,7 @@ type serveConfig struct {
 	TestOnlyUnsafeIDReuse                     bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
+	Limits                                    limitFlags
 	Raft                                      raftnode.Config
 }
 
@@ -61,6 +62,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	c.Channels.register(fs)
 	c.Broadcast.register(fs)
+	c.Limits.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "raft leader lease (<= heartbeat timeout)")
@@ -189,6 +191,9 @@ func (c serveConfig) validate() error {
 		return err
 	}
 	if err := c.Broadcast.validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.validate(); err != nil {
 		return err
 	}
 	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {

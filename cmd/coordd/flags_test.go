@@ -144,6 +144,11 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "zero tombstone count", args: with("--broadcast-tombstone-max-count", "0"), want: "--broadcast-tombstone-max-count must be in 1.."},
 		{name: "tombstone lifetime too short", args: with("--broadcast-tombstone-max-lifetime", "10ms"), want: "--broadcast-tombstone-max-lifetime must be at least 1s"},
 		{name: "tombstone check too often", args: with("--broadcast-tombstone-check-interval", "1ms"), want: "--broadcast-tombstone-check-interval must be at least 100ms"},
+		{name: "zero http connection cap", args: with("--http-max-conns", "0"), want: "--http-max-conns must be in 1.."},
+		{name: "zero watcher cap", args: with("--max-watchers", "0"), want: "--max-watchers must be in 1.."},
+		{name: "zero grpc streams", args: with("--grpc-max-streams", "0"), want: "--grpc-max-streams must be in 1.."},
+		{name: "http read timeout too short", args: with("--http-read-timeout", "1ms"), want: "--http-read-timeout must be at least 100ms"},
+		{name: "request wait too short", args: with("--max-request-wait", "0s"), want: "--max-request-wait must be at least 100ms"},
 		{name: "unexpected argument", args: with("extra"), want: `unexpected argument "extra"`},
 
 		{name: "unknown flag", args: with("--bogus", "1"), usage: true, want: "usage"},
@@ -199,7 +204,9 @@ func TestParseServeFlagsValid(t *testing.T) {
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
 			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute},
-		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute}}
+		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute},
+		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
+			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute}}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
 		f(&c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/httpgateway"
@@ -35,6 +37,9 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 		Name: "coordd", Level: hclog.LevelFromString(c.LogLevel), Output: logOut,
 	}).With("id", c.ID)
 
+	if err := c.Limits.checkFDs(); err != nil {
+		return err
+	}
 	// Listen before starting raft so a port clash fails fast, with nothing
 	// on disk changed but the data dir.
 	grpcLis, err := net.Listen("tcp", c.GRPCAddr)
@@ -92,6 +97,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
 	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
+		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
@@ -102,8 +108,19 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20)}, srv.RecoveryInterceptors()...)...)
+	// The logging interceptors run outside the recovery ones, so a
+	// recovered panic (answered Internal) is logged with its request ID too.
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),
+		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
+		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
+	httpLimited := httpgateway.LimitListener(httpLis, c.Limits.HTTPMaxConns)
+	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, httpLimited) }); err != nil {
+		return err
+	}
 	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
 	var handler http.Handler = gw
 	if c.EnablePprof {
@@ -115,13 +132,14 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 		mux.Handle("/", gw)
 		handler = mux
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
+		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- g.Serve(grpcLis) }()
-	go func() { defer wg.Done(); errc <- hs.Serve(httpLis) }()
+	go func() { defer wg.Done(); errc <- hs.Serve(httpLimited) }()
 
 	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger}
 	bgctx, cancel := context.WithCancel(ctx)
@@ -155,6 +173,27 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	wg.Wait()
 	return runErr
+}
+
+// limitsOf reports each bound with its use and refusals, for metrics.
+func limitsOf(l limitFlags, srv *grpcserver.Server, httpLis *httpgateway.LimitedListener) []metrics.Limit {
+	sl := srv.Limits()
+	return []metrics.Limit{
+		{Name: "http_connections", Max: float64(l.HTTPMaxConns), InUse: float64(httpLis.Open()), Refused: httpLis.Refused()},
+		{Name: "assignment_watchers", Max: float64(sl.MaxWatchers), InUse: float64(srv.Watchers()), Refused: sl.WatchersRefused},
+		{Name: "grpc_streams_per_connection", Max: float64(l.GRPCMaxStreams), InUse: -1},
+		{Name: "grpc_keepalive_min_time_seconds", Max: l.GRPCKeepaliveMinTime.Seconds(), InUse: -1},
+		{Name: "request_wait_seconds", Max: sl.MaxWait.Seconds(), InUse: -1},
+		{Name: "http_read_timeout_seconds", Max: l.HTTPReadTimeout.Seconds(), InUse: -1},
+		{Name: "http_write_timeout_seconds", Max: l.HTTPWriteTimeout.Seconds(), InUse: -1},
+		{Name: "http_idle_timeout_seconds", Max: l.HTTPIdleTimeout.Seconds(), InUse: -1},
+	}
+}
+
+// httpErrorLog sends the HTTP server's own errors (accept errors, TLS and
+// protocol noise) to the member's log at WARN.
+func httpErrorLog(logger hclog.Logger) *log.Logger {
+	return logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn})
 }
 
 // stopGRPC drains in-flight calls, then forces the rest closed.

@@ -44,6 +44,7 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeMarkSegmentsFlushing:     applyMarkSegmentsFlushing,
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
+	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
 }
 
 // Apply applies the log entry at index and returns the new state and one

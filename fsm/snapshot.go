@@ -202,8 +202,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *logpb.SnapshotRecord_ChannelCheckpoint:
 			segs.addCheckpoint(s, v.ChannelCheckpoint)
 		case *logpb.SnapshotRecord_Dedup:
-			d := v.Dedup
-			s.dedup = s.dedup.record(d.RequestId, d.Index, commands.Type(d.Type), d.Result)
+			s.dedup = s.dedup.record(v.Dedup)
 		default:
 			return nil, fmt.Errorf("%w: record %d has unexpected kind %T", errSnapshot, i+1, rec.Record)
 		}

@@ -1463,11 +1463,16 @@ func (x *LeadershipState) GetEstablishedAtUnixMs() int64 {
 }
 
 type DedupRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Type          uint32                 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"`
-	Result        *Result                `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Index     uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Type      uint32                 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"`
+	Result    *Result                `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// fingerprint identifies the request (commands.Fingerprint: a hash of the
+	// type and the encoded body). A repeat of the ID with another fingerprint
+	// is refused. Empty in records written before it existed: then only the
+	// type is compared.
+	Fingerprint   []byte `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1526,6 +1531,13 @@ func (x *DedupRecord) GetType() uint32 {
 func (x *DedupRecord) GetResult() *Result {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *DedupRecord) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
 	}
 	return nil
 }
@@ -5683,13 +5695,14 @@ const file_log_proto_rawDesc = "" +
 	"\x0fLeadershipState\x12)\n" +
 	"\x10established_term\x18\x01 \x01(\x04R\x0festablishedTerm\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x123\n" +
-	"\x16established_at_unix_ms\x18\x03 \x01(\x03R\x13establishedAtUnixMs\"\x85\x01\n" +
+	"\x16established_at_unix_ms\x18\x03 \x01(\x03R\x13establishedAtUnixMs\"\xa7\x01\n" +
 	"\vDedupRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
-	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xee\x06\n" +
+	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xee\x06\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +

@@ -34,7 +34,7 @@ bench: build
 # Jepsen-style fault tests: the full matrix (several minutes per scenario).
 # Replay one run with SEED=... SCENARIO=...; `make test` runs the smoke matrix.
 jepsen:
-	JEPSEN_FULL=1 JEPSEN_SEED=$(SEED) JEPSEN_SCENARIO=$(SCENARIO) $(GO) test $(GOFLAGS_B) -count=1 -timeout 60m -run TestJepsen -v ./jepsen-style-tests/
+	JEPSEN_FULL=1 JEPSEN_SEED=$(SEED) JEPSEN_SCENARIO=$(SCENARIO) $(GO) test $(GOFLAGS_B) -count=1 -timeout 120m -run TestJepsen -v ./jepsen-style-tests/
 
 proto:
 	GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

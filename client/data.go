@@ -14,7 +14,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 )
 
-// The write path (docs/semantics.md, "Segments, flush and recovery").
+// The write path (docs/semantics.md#segments).
 // Calls made for a PChannel carry the caller's node ID and the PChannel term
 // it holds; coordd refuses them unless that is the current assignment.
 

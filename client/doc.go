@@ -3,7 +3,7 @@
 // answers, and which errors mean what, is in docs/architecture.md#forwarding
 // and docs/semantics.md#error-classes.
 //
-// It owns four things and nothing else:
+// It owns five things and nothing else:
 //
 //   - Connections: one grpc.ClientConn per endpoint (plaintext; coordd
 //     serves loopback only), created lazily by grpc and kept until Close.
@@ -29,6 +29,10 @@
 //     assignment stream (WatchAssignments), reconnecting to any member and
 //     accepting only strictly newer versions; WatchFlushTasks follows one
 //     streaming node's flush tasks the same way.
+//   - The replay filter a restarted flusher needs (docs/semantics.md#recovery):
+//     EarliestSeek picks where to start reading the WAL from the recovery
+//     infos of its VChannels, and a ReplayFilter per VChannel drops what
+//     was already flushed, so rows are neither lost nor duplicated.
 //
 // Writes that the server deduplicates by request ID (AllocVirtualChannels,
 // DropVirtualChannels, SaveBinlogPaths, ...) get a random request ID when

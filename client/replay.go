@@ -1,8 +1,12 @@
 package client
 
-import "sort"
+import (
+	"sort"
 
-// The replay filter (docs/semantics.md, "Segments, flush and recovery"): a
+	"github.com/coordd/coordd/api/coordpb"
+)
+
+// The replay filter (docs/semantics.md#recovery): a
 // new owner of a VChannel seeks its PChannel's WAL to the earliest position
 // any of its VChannels needs and replays from there; the filter drops what
 // is already persisted, so every row ends up in exactly one segment's
@@ -136,3 +140,31 @@ func (f *ReplayFilter) Advance(ts uint64) {
 
 // Filtering reports how many persisted segments the filter still watches.
 func (f *ReplayFilter) Filtering() int { return len(f.segDML) }
+
+// RecoveryStateOf turns GetRecoveryInfo's answer into the filter's input:
+// flushed segments are persisted up to their DML position (a flushed
+// segment without one is persisted entirely), unflushed segments with a
+// DML position have saved part of their rows, dropped segments are
+// discarded.
+func RecoveryStateOf(info *coordpb.GetRecoveryInfoResponse) RecoveryState {
+	s := RecoveryState{VChannel: info.GetVchannel(), Dropped: info.GetDropped()}
+	if p := info.GetSeekPosition(); p != nil {
+		s.Seek = &ReplayPosition{Term: p.Term, Offset: p.Offset, Timestamp: p.Timestamp}
+	}
+	for _, seg := range info.GetFlushed() {
+		ts := ^uint64(0)
+		if p := seg.GetDmlPosition(); p != nil {
+			ts = p.Timestamp
+		}
+		s.Persisted = append(s.Persisted, ReplaySegment{ID: seg.SegmentId, DMLTimestamp: ts})
+	}
+	for _, seg := range info.GetUnflushed() {
+		if p := seg.GetDmlPosition(); p != nil && p.Timestamp > 0 {
+			s.Persisted = append(s.Persisted, ReplaySegment{ID: seg.SegmentId, DMLTimestamp: p.Timestamp})
+		}
+	}
+	for _, seg := range info.GetDroppedSegments() {
+		s.DroppedSegments = append(s.DroppedSegments, seg.SegmentId)
+	}
+	return s
+}

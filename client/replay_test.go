@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 
+	"github.com/coordd/coordd/api/coordpb"
+
 	"pgregory.net/rapid"
 )
 
@@ -290,5 +292,23 @@ func TestReplayWithoutSegmentFilterDuplicates(t *testing.T) {
 	unfiltered := NewReplayFilter(RecoveryState{Seek: s.cp[0]})
 	if !unfiltered.Keep(1, 12) {
 		t.Fatal("without the persisted segment the row is replayed: the filter is what prevents a duplicate")
+	}
+}
+
+func TestRecoveryStateOf(t *testing.T) {
+	info := &coordpb.GetRecoveryInfoResponse{Vchannel: "p_1v0",
+		SeekPosition:    &coordpb.Position{Term: 2, Offset: 10, Timestamp: 500},
+		Flushed:         []*coordpb.SegmentRef{{SegmentId: 1, DmlPosition: &coordpb.Position{Timestamp: 600}}, {SegmentId: 2}},
+		Unflushed:       []*coordpb.SegmentRef{{SegmentId: 3}, {SegmentId: 4, DmlPosition: &coordpb.Position{Timestamp: 550}}},
+		DroppedSegments: []*coordpb.SegmentRef{{SegmentId: 5}}}
+	f := NewReplayFilter(RecoveryStateOf(info))
+	for _, c := range []struct {
+		seg  int64
+		ts   uint64
+		keep bool
+	}{{3, 499, false}, {3, 501, true}, {1, 502, false}, {2, 503, false}, {4, 504, false}, {5, 505, false}, {4, 551, true}, {1, 601, true}, {2, 602, false}} {
+		if got := f.Keep(c.seg, c.ts); got != c.keep {
+			t.Fatalf("segment %d at %d: keep = %v, want %v", c.seg, c.ts, got, c.keep)
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
@@ -23,6 +25,8 @@ type Options struct {
 	Peers  []raftnode.Peer // static bootstrap list (may be empty with Join)
 	Join   string          // gRPC address of any member
 	Logger hclog.Logger
+	// TestOnlySkipIdentityCheck: see raftnode.Config.
+	TestOnlySkipIdentityCheck bool
 }
 
 // ParsePeers parses "id=raftaddr,id=raftaddr,...".
@@ -68,6 +72,9 @@ func CheckOptions(o Options) error {
 			return fmt.Errorf("--peers does not list this member's --id %q", o.Self.ID)
 		}
 	}
+	if len(o.Peers) > 0 && o.Join != "" {
+		return errors.New("give --peers to bootstrap a new cluster or --join to join a running one, not both")
+	}
 	if o.Join != "" {
 		if err := commands.ValidateAddr("--join", o.Join, true); err != nil {
 			return err
@@ -84,35 +91,57 @@ func Enter(ctx context.Context, node *raftnode.Node, o Options) error {
 		return fmt.Errorf("inspect raft state: %w", err)
 	}
 	switch {
+	case existing && node.ClusterID() == "" && !o.TestOnlySkipIdentityCheck:
+		return fmt.Errorf("data dir %s holds raft state but %s records no cluster ID; it cannot be trusted: "+
+			"replace this member (docs/operations.md#replacing-a-member)", node.DataDir(), raftnode.IdentityFile)
 	case existing:
-		o.Logger.Info("existing raft state found; not bootstrapping or joining")
+		o.Logger.Info("existing raft state found; not bootstrapping or joining (--peers and --join are ignored)",
+			"cluster_id", node.ClusterID())
 		return nil
 	case len(o.Peers) > 0:
-		o.Logger.Info("bootstrapping cluster", "peers", len(o.Peers))
+		id, err := agreeClusterID(ctx, node, o)
+		if err != nil {
+			return err
+		}
+		if err := node.SetClusterID(id); err != nil {
+			return err
+		}
+		o.Logger.Info("bootstrapping cluster", "peers", len(o.Peers), "cluster_id", id)
 		return node.Bootstrap(o.Peers)
 	case o.Join != "":
-		return join(ctx, o)
+		return join(ctx, node, o)
 	}
 	return errors.New("no raft state in --data-dir: give --peers to bootstrap a new cluster or --join to join one")
 }
 
 // join asks the cluster, through any member, to add this member as a voter.
-func join(ctx context.Context, o Options) error {
+func join(ctx context.Context, node *raftnode.Node, o Options) error {
 	conn, err := grpc.NewClient(o.Join, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("dial --join %s: %w", o.Join, err)
 	}
 	defer conn.Close()
 	c := coordpb.NewClusterClient(conn)
-	req := &coordpb.AddVoterRequest{Id: o.Self.ID, RaftAddr: o.Self.RaftAddr, GrpcAddr: o.Self.GRPCAddr, HttpAddr: o.Self.HTTPAddr}
+	req := &coordpb.AddVoterRequest{Id: o.Self.ID, RaftAddr: o.Self.RaftAddr, GrpcAddr: o.Self.GRPCAddr, HttpAddr: o.Self.HTTPAddr,
+		ClusterId: node.ClusterID()}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err := c.AddVoter(cctx, req)
+		resp, err := c.AddVoter(cctx, req)
 		cancel()
 		if err == nil {
-			o.Logger.Info("joined cluster", "via", o.Join)
+			if resp.ClusterId == "" {
+				return fmt.Errorf("join via %s: the cluster did not tell its cluster ID (an older coordd?)", o.Join)
+			}
+			// Recorded before raft traffic from the cluster is accepted.
+			if err := node.SetClusterID(resp.ClusterId); err != nil {
+				return fmt.Errorf("join via %s: %w", o.Join, err)
+			}
+			o.Logger.Info("joined cluster", "via", o.Join, "cluster_id", resp.ClusterId)
 			return nil
+		}
+		if c := status.Code(err); c == codes.FailedPrecondition || c == codes.InvalidArgument {
+			return fmt.Errorf("join via %s refused: %s", o.Join, status.Convert(err).Message())
 		}
 		o.Logger.Warn("join failed; retrying", "via", o.Join, "attempt", attempt, "error", err)
 		select {

@@ -95,6 +95,9 @@ var (
 	docLink = regexp.MustCompile(`docs/([a-z0-9_-]+\.md)#([A-Za-z0-9_-]+)`)
 	// relLink is a Markdown link inside docs/: "(semantics.md#x)" or "(#x)".
 	relLink = regexp.MustCompile(`\]\(([a-z0-9_-]+\.md)?#([A-Za-z0-9_-]+)\)`)
+	// headingName cites a section by its title instead of its anchor
+	// ("docs/semantics.md, \"Recovery\""); titles change, anchors are checked.
+	headingName = regexp.MustCompile(`docs/[a-z0-9_-]+\.md,\s*(//\s*)?"`)
 )
 
 // TestDocLinksResolve fails when a comment or page links to a docs/ section
@@ -133,6 +136,10 @@ func TestDocLinksResolve(t *testing.T) {
 		for _, m := range docLink.FindAllStringSubmatch(string(data), -1) {
 			check(f, m[1], m[2])
 			links++
+		}
+		if loc := headingName.FindIndex(data); loc != nil {
+			t.Errorf("%s: cites a docs/ section by its title (%q); link its anchor instead, e.g. docs/semantics.md#recovery",
+				f, data[loc[0]:loc[1]])
 		}
 		if filepath.Dir(f) == filepath.Join(repoRoot, "docs") && strings.HasSuffix(f, ".md") {
 			for _, m := range relLink.FindAllStringSubmatch(string(data), -1) {

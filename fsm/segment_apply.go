@@ -7,7 +7,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// Segment lifecycle (docs/semantics.md, "Segments, flush and recovery"):
+// Segment lifecycle (docs/semantics.md#segment-states):
 // Growing → Sealed (SealSegments) → Flushing (MarkSegmentsFlushing) →
 // Flushed or Dropped (SaveBinlogPaths); unknown L0 → Flushed (SaveBinlogPaths).
 
@@ -68,9 +68,7 @@ func applySealSegments(next *State, c commands.Command) *logpb.Result {
 		targets = append(targets, g)
 	}
 	if b.CollectionId > 0 {
-		for _, g := range next.SegmentsOfCollection(b.CollectionId) {
-			targets = append(targets, g)
-		}
+		targets = append(targets, next.SegmentsOfCollection(b.CollectionId)...)
 	}
 	sealed := []int64{}
 	for _, g := range targets {
@@ -171,4 +169,28 @@ func positionProto(p Position) *logpb.WALPosition {
 		return nil
 	}
 	return &logpb.WALPosition{Term: p.Term, Offset: p.Offset, Timestamp: p.Timestamp}
+}
+
+// applyPruneDroppedSegments forgets, oldest first, up to max_count
+// segments Dropped at least retention_ms before the command's time: their
+// rows are gone and no recovery needs them any more.
+func applyPruneDroppedSegments(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.PruneDroppedSegments)
+	if r := checkDecisionTerm(next, c.Type, b.DecisionTerm); r != nil {
+		return r
+	}
+	cutoff := c.ProposedAtUnixMs - b.RetentionMs
+	var pruned []int64
+	for it := next.seg.dropped.Iterator(); !it.Done() && len(pruned) < int(b.MaxCount); {
+		k, _, _ := it.Next()
+		if k.ms > cutoff {
+			break
+		}
+		pruned = append(pruned, k.id)
+	}
+	for _, id := range pruned {
+		g, _ := next.seg.segs.Get(id)
+		next.seg.remove(g)
+	}
+	return segmentIDs(pruned)
 }

@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
@@ -13,11 +14,13 @@ import (
 // snapshot install).
 var processFaults = []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.Transfer, nemesis.RestartAll}
 
+var storageFaults = []nemesis.Kind{nemesis.DiskLoss, nemesis.StorageDamage, nemesis.KillNode}
+
 var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
-// kind at least once, the two broken-build checks and the channel
-// workload, about 2.5 minutes together on two cores.
+// kind at least once, the broken-build checks, the channel workload and
+// the write-path (flush) workload.
 func Smoke() []scenario.Scenario {
 	d := 16 * time.Second
 	return []scenario.Scenario{
@@ -26,11 +29,23 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		// Client links too: client-cut first, so the short run always has one.
 		{Name: "smoke-mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), FirstFaults: nemesis.ClientKinds, Duration: d},
+		// Storage faults: a member loses raft.db, then its whole data dir,
+		// and is replaced; raft.db or snapshots get damaged on a restart.
+		{Name: "smoke-storage-3", Nodes: 3, Faults: storageFaults, FirstFaults: nemesis.StorageKinds, Duration: 8 * time.Second,
+			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: scenario.TinySnapshots},
 		brokenClient(),
 		brokenServer(),
+		brokenIdentity(),
+		brokenFence(),
+		brokenOrder(),
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// The write path: inserts and flushes while coordd members and
+		// streaming nodes are killed, paused and cut off.
+		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
+			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
+			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
 	}
 }
 
@@ -55,6 +70,59 @@ func brokenServer() scenario.Scenario {
 	}
 }
 
+// brokenIdentity is a test of the tests against a member that does not
+// check its identity: coordd --test-only-skip-identity-check starts on a
+// data dir that lost its raft.db (with its term and vote). The run passes
+// only if the disk-loss fault reports it.
+func brokenIdentity() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-identity-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.DiskLoss},
+		Duration: 2 * time.Second, Recovery: time.Second, ExpectViolation: true, ExpectChecker: "storage-refused",
+		QuietMin: 100 * time.Millisecond, QuietMax: 300 * time.Millisecond, HoldMin: 100 * time.Millisecond, HoldMax: 200 * time.Millisecond,
+		ExtraArgs: []string{"--test-only-skip-identity-check"},
+	}
+}
+
+// brokenFence is a test of the tests against deliberately broken
+// streaming nodes: --test-only-unsafe-no-fence makes appends ignore the
+// WAL fence and the node ignore Remove, so the previous owner of a moved
+// PChannel keeps its WAL open at the old term. Streaming nodes are only
+// paused, so when a resumed node takes channels back their previous owner
+// is alive; the channel workload's zombie client appends there after every
+// move. The run passes only if wal-terms-monotonic catches a record
+// written past the fence.
+func brokenFence() scenario.Scenario {
+	return scenario.Scenario{
+		// Rare leader transfers: a new leader gives every node a fresh TTL,
+		// which would keep paused nodes from being marked down.
+		Name: "smoke-broken-fence-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.Transfer},
+		QuietMin: 8 * time.Second, QuietMax: 12 * time.Second,
+		Duration: 16 * time.Second, Recovery: 2 * time.Second, ExpectViolation: true, ExpectChecker: "wal-terms-monotonic",
+		ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2, StreamingFaults: true, StreamingPauseOnly: true,
+		StreamingArgs: []string{"--test-only-unsafe-no-fence"},
+		Workloads: func(int) []workload.Workload {
+			return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 4, Zombies: true}}
+		},
+	}
+}
+
+// brokenOrder is a test of the tests against a deliberately broken
+// broadcaster: --test-only-unsafe-broadcast-order releases a task's
+// resource keys as soon as it is created, so conflicting broadcasts run
+// at once and a later one can overtake an earlier one in a VChannel. The
+// run passes only if broadcast-conflict-order catches it.
+func brokenOrder() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-order-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.Transfer},
+		Duration: 10 * time.Second, Recovery: time.Second, ExpectViolation: true, ExpectChecker: "broadcast-conflict-order",
+		ExtraArgs:      append(append([]string(nil), scenario.ChannelArgs...), "--test-only-unsafe-broadcast-order"),
+		StreamingNodes: 2,
+		Workloads: func(int) []workload.Workload {
+			return []workload.Workload{&workload.Broadcast{NClients: 12, PChannels: 3}}
+		},
+	}
+}
+
 // brokenClient is a test of the tests through the whole pipeline (real
 // cluster, history, checkers, report): one client records stale timestamps,
 // as a deposed leader serving from an old window would, and the run passes
@@ -69,10 +137,19 @@ func brokenClient() scenario.Scenario {
 	}
 }
 
-// Full is the matrix JEPSEN_FULL=1 runs: several minutes per scenario.
+// FullRuns is how many seeded schedules of each template the full matrix
+// runs; every run gets its own seed (the printed base seed plus its index).
+const FullRuns = 10
+
+// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of every template
+// (at least 100 seeded schedules), 12 s of faults each, named
+// <template>-r<round>.
+// Rounds come one after the other, so a partial run covers every template.
+// Many short schedules explore more fault orders than a few long ones; the
+// long-partition template still holds partitions for 5-10 s.
 func Full() []scenario.Scenario {
-	d := 3 * time.Minute
-	return []scenario.Scenario{
+	d := 12 * time.Second
+	templates := []scenario.Scenario{
 		{Name: "net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "net-5", Nodes: 5, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "proc-3", Nodes: 3, Faults: processFaults, Duration: d},
@@ -80,15 +157,29 @@ func Full() []scenario.Scenario {
 		{Name: "member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "member-snap-5", Nodes: 5, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "mixed-3-snap", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, ExtraArgs: scenario.TinySnapshots},
+		{Name: "storage-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd),
+			Duration: d, ExtraArgs: scenario.TinySnapshots},
 		{Name: "mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), Duration: d},
 		// Long partitions: members fall far behind and need snapshots.
 		{Name: "long-partitions-3-snap", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay},
-			Duration: d, HoldMin: 5 * time.Second, HoldMax: 15 * time.Second, ExtraArgs: scenario.TinySnapshots},
+			Duration: d, HoldMin: 5 * time.Second, HoldMax: 10 * time.Second, ExtraArgs: scenario.TinySnapshots},
 		// Channel assignment and WAL appends under streaming-node kills and
 		// pauses past the TTL, with every coordd fault kind.
 		{Name: "channels-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// The write path under every coordd fault kind and streaming-node
+		// kills and pauses.
+		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
+			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
 	}
+	var out []scenario.Scenario
+	for r := 1; r <= FullRuns; r++ {
+		for _, t := range templates {
+			t.Name = fmt.Sprintf("%s-r%02d", t.Name, r)
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Find looks a scenario up by name in both matrices.

@@ -36,6 +36,17 @@ type Config struct {
 	// raft.NewInmemTransport to partition members without sockets).
 	Transport raft.Transport
 
+	// Storage, when set, is the member's data dir already opened and
+	// checked by OpenStorage (a server opens it before binding any port);
+	// otherwise Open opens DataDir itself.
+	Storage *Storage
+
+	// TestOnlySkipIdentityCheck turns off the refusal of a data dir that
+	// lost its raft state and the cluster-ID check on raft connections, so
+	// the Jepsen-style suite can show that its disk-loss scenario catches a
+	// member without them. Never set it in production.
+	TestOnlySkipIdentityCheck bool
+
 	Logger hclog.Logger
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,13 +20,15 @@ import (
 
 // Node is one coordd raft member.
 type Node struct {
-	cfg    Config
-	logger hclog.Logger
-	raft   *raft.Raft
-	fsm    *fsmAdapter
-	store  *raftboltdb.BoltStore
-	snaps  *raft.FileSnapshotStore
-	trans  raft.Transport
+	cfg     Config
+	logger  hclog.Logger
+	raft    *raft.Raft
+	fsm     *fsmAdapter
+	store   *raftboltdb.BoltStore
+	snaps   *raft.FileSnapshotStore
+	trans   raft.Transport
+	ident   *identityStore
+	storage *Storage
 
 	proposer *batcher
 	leader   *leadership
@@ -49,26 +50,25 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("raftnode: ID, DataDir and RaftAddr are required")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	if cfg.Storage != nil && cfg.Storage.ident.get().MemberID != cfg.ID {
+		return nil, errors.New("raftnode: Config.Storage was opened for another member ID")
+	}
+	st := cfg.Storage
+	if st == nil {
+		var err error
+		if st, err = OpenStorage(cfg); err != nil {
+			return nil, err
+		}
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
+	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
 
 	var err error
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
-	if err != nil {
-		return nil, fmt.Errorf("open raft log store: %w", err)
-	}
-	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
-	if err != nil {
-		n.store.Close()
-		return nil, fmt.Errorf("open snapshot store: %w", err)
-	}
 	n.trans = cfg.Transport
 	if n.trans == nil {
-		if n.trans, err = newTCPTransport(cfg); err != nil {
-			n.store.Close()
+		if n.trans, err = newTCPTransport(cfg, n.ident); err != nil {
+			st.Close()
 			return nil, err
 		}
 	}
@@ -78,9 +78,17 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.trans)
+	err = guard(cfg.DataDir, "starting raft on it", func() error {
+		var rerr error
+		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.trans)
+		return rerr
+	})
 	if err != nil {
 		n.closeStores()
+		var de *DamagedError
+		if errors.As(err, &de) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 {
@@ -202,30 +210,11 @@ func (n *Node) Shutdown() error {
 	return err
 }
 
-func newTCPTransport(cfg Config) (*raft.NetworkTransport, error) {
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("resolve raft address %q: %w", cfg.RaftAddr, err)
-	}
-	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, addr, &raft.NetworkTransportConfig{
-		ServerAddressProvider: cfg.AddressProvider,
-		Logger:                cfg.Logger.Named("transport"),
-		MaxPool:               4,
-		Timeout:               2 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listen on raft address %s: %w", cfg.RaftAddr, err)
-	}
-	return t, nil
-}
-
 func (n *Node) closeStores() {
 	if c, ok := n.trans.(io.Closer); ok {
 		c.Close()
 	}
-	if n.store != nil {
-		n.store.Close()
-	}
+	n.storage.Close()
 }
 
 // WaitForLeader blocks until some leader is known or ctx ends.

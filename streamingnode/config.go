@@ -39,11 +39,25 @@ type Config struct {
 	// TimestampBatch is how many timestamps to take from coordd's TSO at a
 	// time (default 256).
 	TimestampBatch uint32
+	// UnsafeNoFence breaks the node on purpose, for tests of the tests
+	// only: its appends ignore the WAL fence and it ignores Remove (as if
+	// the Remove never reached it), so a deposed owner keeps writing at its
+	// old term.
+	UnsafeNoFence bool
 	// Logger defaults to a logger on stderr at info level.
 	Logger hclog.Logger
 	// Listener, if set, is used instead of listening on Addr (Addr may then
 	// be empty; the listener's address is registered).
 	Listener net.Listener
+	// ObjectStore is the URL of the object store the flusher writes
+	// binlogs to (package objectstore); default: a directory named objects
+	// beside WALDir, shared like the WALs.
+	ObjectStore string
+	// DisableFlusher turns the flusher off (the write path still works).
+	DisableFlusher bool
+	// FlusherTickInterval: how often the flusher reports time ticks and
+	// checkpoints (default 200ms).
+	FlusherTickInterval time.Duration
 }
 
 func (c *Config) setDefaults() {

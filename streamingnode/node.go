@@ -42,7 +42,8 @@ type Node struct {
 	viewCh       chan struct{}          // closed (and replaced) when the view or maxCoordTerm changes
 	hbKick       chan struct{}          // asks the heartbeat loop to heartbeat now
 	slots        map[string]*slot
-	draining     bool // controlled shutdown under way: do not register again
+	dp           dataPath // write path and flusher (datapath.go)
+	draining     bool     // controlled shutdown under way: do not register again
 	registered   chan struct{}
 	regOnce      sync.Once
 
@@ -115,6 +116,11 @@ func Start(cfg Config) (*Node, error) {
 	coordpb.RegisterStreamingNodeServiceServer(n.srv, &service{n: n})
 	n.logPreviousIdentity()
 	n.log.Info("streaming node starting", "addr", addr, "wal_dir", cfg.WALDir, "coord", cfg.Coord)
+	if err := n.startFlusher(n.bgCtx); err != nil {
+		lis.Close()
+		pool.close()
+		return nil, fmt.Errorf("streamingnode: flusher: %w", err)
+	}
 	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
@@ -256,6 +262,7 @@ func (n *Node) finish(hard bool) {
 		}
 		<-n.sessDone
 		n.wg.Wait()
+		n.closeDataPath()
 		n.closeAllWALs("node stopped")
 		n.pool.close()
 		n.log.Info("streaming node stopped")

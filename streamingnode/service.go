@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/streamingnode/dml"
 	"github.com/coordd/coordd/streamingnode/wal"
 )
 
@@ -44,6 +45,15 @@ func reason(err error) string {
 	return msg
 }
 
+// Assign opens the WAL of a PChannel at a term on this node, as coordd's
+// balancer orders (docs/architecture.md#the-streaming-node). The request must
+// name this node's session (node ID, epoch) and a coordinator term no older
+// than the newest confirmed one; a PChannel term below the one held here, or
+// one this node was already told to remove, is refused (FailedPrecondition);
+// a coordinator or PChannel term coordd has not confirmed (heartbeat answers,
+// the assignment view) is refused with Unavailable
+// (docs/semantics.md#streaming-node-trust). The same term again only updates
+// the access mode.
 func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coordpb.AssignResponse, error) {
 	n := s.n
 	if err := validPChannel(req.Pchannel); err != nil {
@@ -99,12 +109,19 @@ func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coor
 	if err != nil {
 		return nil, walStatus(err)
 	}
+	if n.cfg.UnsafeNoFence {
+		w.UnsafeSkipFence()
+	}
 	sl.w, sl.term, sl.mode = w, req.Term, mode
 	n.log.Info("WAL opened", "pchannel", req.Pchannel, "term", req.Term, "mode", mode, "next_offset", w.NextOffset(),
 		"coord_term", req.CoordTerm)
 	return &coordpb.AssignResponse{}, nil
 }
 
+// Remove closes the WAL of a PChannel if it is held here at the given term
+// or an older one (a newer term is left alone) and remembers the term, so a
+// late Assign for it is refused. Identity and coordinator-term checks are
+// those of Assign (docs/architecture.md#fencing).
 func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coordpb.RemoveResponse, error) {
 	n := s.n
 	if err := validPChannel(req.Pchannel); err != nil {
@@ -127,6 +144,10 @@ func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coor
 	defer sl.mu.Unlock()
 	if err := n.checkCoordTerm(req.CoordTerm); err != nil {
 		return nil, err
+	}
+	if n.cfg.UnsafeNoFence {
+		n.log.Warn("TEST ONLY: ignoring Remove", "pchannel", req.Pchannel, "term", req.Term)
+		return &coordpb.RemoveResponse{}, nil
 	}
 	sl.removedUpTo = max(sl.removedUpTo, req.Term)
 	switch {
@@ -155,6 +176,13 @@ func walStatus(err error) error {
 	return status.Errorf(codes.Internal, "%v", err)
 }
 
+// Append writes one message to the WAL of the VChannel's PChannel, which this
+// node must hold RW (at the named term, if any) for the named session.
+// Broadcast appends (non-zero broadcast ID) carry the coordinator term,
+// fenced like Assign, and are idempotent per (broadcast ID, VChannel); with
+// ack_sync_up the node acks them to coordd once persisted. FailedPrecondition
+// when this node is not the owner, the term is wrong, or a newer term fenced
+// the WAL; a request its caller gave up on while waiting is not written.
 func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
 	n := s.n
 	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
@@ -162,6 +190,9 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	}
 	if len(req.Payload) > wal.MaxPayloadBytes {
 		return nil, invalid("payload is %d bytes (max %d)", len(req.Payload), wal.MaxPayloadBytes)
+	}
+	if dml.IsDML(req.Payload) {
+		return nil, invalid("the payload starts like a DML message: rows are written with Insert, which assigns them a segment")
 	}
 	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err
@@ -299,6 +330,9 @@ func (n *Node) reportBroken(p string, term int64, cause error) {
 	}
 }
 
+// Read streams a VChannel's messages from an offset of its PChannel's WAL,
+// held here or not; with follow it keeps waiting for new messages until the
+// caller leaves or the node shuts down (Unavailable).
 func (s *service) Read(req *coordpb.ReadRequest, stream grpc.ServerStreamingServer[coordpb.WALMessage]) error {
 	n := s.n
 	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
@@ -334,6 +368,8 @@ func (s *service) Read(req *coordpb.ReadRequest, stream grpc.ServerStreamingServ
 	}
 }
 
+// Status describes this node: its session, the highest coordinator term it
+// has confirmed and the WALs it holds.
 func (s *service) Status(context.Context, *coordpb.NodeStatusRequest) (*coordpb.NodeStatusResponse, error) {
 	return s.n.Status(), nil
 }

@@ -208,3 +208,57 @@ func TestCancelledAppendIsNotWritten(t *testing.T) {
 		t.Fatalf("WAL holds %q, want only Y (the cancelled X must not be written)", got)
 	}
 }
+
+// TestUnsafeNoFenceBreaksTheNode pins what the test-only breakage does (the
+// Jepsen-style smoke-broken-fence-3 scenario relies on it): Remove is
+// ignored and a deposed owner's append lands past the fence.
+func TestUnsafeNoFenceBreaksTheNode(t *testing.T) {
+	f := startFakeCoord(t)
+	dir := t.TempDir()
+	n1 := startNode(t, f, dir, func(c *Config) { c.UnsafeNoFence = true })
+	n2 := startNode(t, f, dir, nil)
+	if err := n1.assign(t, pch, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.assign(t, pch, 3, 3); err != nil {
+		t.Fatal(err)
+	}
+	n2.mustAppend(t, vch, 3, "new-owner")
+	if err := n1.remove(t, pch, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if term, ok := n1.heldTerm(pch); !ok || term != 2 {
+		t.Fatalf("the broken node dropped its WAL on Remove: %d %v", term, ok)
+	}
+	if _, err := n1.append(vch, 2, "zombie", 0); err != nil {
+		t.Fatalf("the broken node refused to write past the fence: %v", err)
+	}
+	var ce *wal.CorruptError
+	if _, err := wal.ReadAll(dir, pch, "", 0); !errors.As(err, &ce) || !ce.TermRegression {
+		t.Fatalf("read after the zombie write: %v", err)
+	}
+}
+
+// TestAssignConfirmedByAskingCoorddWhenTheStreamLags: the assignment
+// stream has not delivered the new assignment (its member may be cut
+// off); the node reads the PChannels from coordd and accepts the Assign.
+func TestAssignConfirmedByAskingCoorddWhenTheStreamLags(t *testing.T) {
+	f := startFakeCoord(t)
+	n := startNode(t, f, t.TempDir(), func(c *Config) { c.ConfirmTimeout = 2 * time.Second })
+	waitFor(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
+	id, epoch := n.Session()
+	f.setChannelQuiet(pch, 2, id)
+	_, err := n.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: pch, Term: 2, AccessMode: "RW", CoordTerm: 3,
+		NodeId: id, Epoch: epoch})
+	if err != nil {
+		t.Fatalf("assign the stream has not shown yet: %v", err)
+	}
+	f.mu.Lock()
+	calls := f.listCalls
+	f.mu.Unlock()
+	if calls == 0 {
+		t.Fatal("the node did not ask coordd for the PChannels")
+	}
+	// A term coordd does not report is still refused after asking.
+	wantErr(t, n.forgedAssign(pch, 9, 3), codes.Unavailable, "not confirmed")
+}

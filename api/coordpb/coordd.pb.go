@@ -423,11 +423,16 @@ func (x *MembersResponse) GetMembers() []*Member {
 }
 
 type AddVoterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// The cluster ID recorded in the joining member's data dir: empty for a
+	// new member. A member of another cluster is refused, and so is an empty
+	// ID for a member already in the configuration (it lost its data dir and
+	// must be removed first).
+	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -490,9 +495,19 @@ func (x *AddVoterRequest) GetHttpAddr() string {
 	return ""
 }
 
+func (x *AddVoterRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type AddVoterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The cluster's ID, which the joining member records before it accepts
+	// raft traffic.
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -532,6 +547,13 @@ func (x *AddVoterResponse) GetMembers() []*Member {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *AddVoterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type RemoveMemberRequest struct {
@@ -1125,14 +1147,18 @@ const file_coordd_v1_coordd_proto_rawDesc = "" +
 	"\x0eMembersRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\">\n" +
 	"\x0fMembersResponse\x12+\n" +
-	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\"x\n" +
+	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\"\x97\x01\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"?\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"^\n" +
 	"\x10AddVoterResponse\x12+\n" +
-	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\"%\n" +
+	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"C\n" +
 	"\x14RemoveMemberResponse\x12+\n" +

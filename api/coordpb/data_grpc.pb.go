@@ -1,6 +1,6 @@
 // The write path: segments, allocation, seal and flush, binlogs, channel
-// checkpoints and flusher recovery (docs/semantics.md, "Segments, flush and
-// recovery"). Also served as HTTP/JSON.
+// checkpoints and flusher recovery (docs/semantics.md#segments). Also served
+// as HTTP/JSON.
 //
 // Callers that act for a PChannel (a streaming node's write path or its
 // flusher) identify themselves with their node ID and the PChannel term they

@@ -808,6 +808,185 @@ func (x *NodeStatusResponse) GetSeenVersion() *Version {
 	return nil
 }
 
+type InsertRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// vchannel: a VChannel (not the CChannel) of collection_id.
+	Vchannel string `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	// term of the pchannel the client believes this node holds; 0 = any.
+	Term         int64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	CollectionId int64 `protobuf:"varint,3,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId  int64 `protobuf:"varint,4,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	// pks: the rows' primary keys (1..1048576 of them).
+	Pks []int64 `protobuf:"varint,5,rep,packed,name=pks,proto3" json:"pks,omitempty"`
+	// dedup_id, when non-zero, makes the insert idempotent per (dedup_id,
+	// vchannel) like a broadcast append: a repeat returns the first message.
+	// Take it from coordd's ID allocator (e.g. the first primary key of an
+	// allocated range), which also issues broadcast IDs, so the two never
+	// collide.
+	DedupId uint64 `protobuf:"varint,6,opt,name=dedup_id,json=dedupId,proto3" json:"dedup_id,omitempty"`
+	// node_id and epoch: the registration the request is meant for.
+	NodeId        uint64 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InsertRequest) Reset() {
+	*x = InsertRequest{}
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InsertRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InsertRequest) ProtoMessage() {}
+
+func (x *InsertRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InsertRequest.ProtoReflect.Descriptor instead.
+func (*InsertRequest) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *InsertRequest) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *InsertRequest) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *InsertRequest) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *InsertRequest) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *InsertRequest) GetPks() []int64 {
+	if x != nil {
+		return x.Pks
+	}
+	return nil
+}
+
+func (x *InsertRequest) GetDedupId() uint64 {
+	if x != nil {
+		return x.DedupId
+	}
+	return 0
+}
+
+func (x *InsertRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *InsertRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type InsertResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        *MessageID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Timestamp uint64                 `protobuf:"varint,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// segment_id: the growing segment the rows were assigned to (0 for a
+	// duplicate: the first message's segment is not looked up).
+	SegmentId     int64 `protobuf:"varint,3,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Duplicate     bool  `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InsertResponse) Reset() {
+	*x = InsertResponse{}
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InsertResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InsertResponse) ProtoMessage() {}
+
+func (x *InsertResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InsertResponse.ProtoReflect.Descriptor instead.
+func (*InsertResponse) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InsertResponse) GetId() *MessageID {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *InsertResponse) GetTimestamp() uint64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+func (x *InsertResponse) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *InsertResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 var File_coordd_v1_streamingnode_proto protoreflect.FileDescriptor
 
 const file_coordd_v1_streamingnode_proto_rawDesc = "" +
@@ -874,13 +1053,29 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12$\n" +
 	"\x0emax_coord_term\x18\x04 \x01(\x04R\fmaxCoordTerm\x12(\n" +
 	"\x04wals\x18\x05 \x03(\v2\x14.coordd.v1.WALStatusR\x04wals\x125\n" +
-	"\fseen_version\x18\x06 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion2\xd3\x02\n" +
+	"\fseen_version\x18\x06 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\"\xe3\x01\n" +
+	"\rInsertRequest\x12\x1a\n" +
+	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\x12#\n" +
+	"\rcollection_id\x18\x03 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x04 \x01(\x03R\vpartitionId\x12\x10\n" +
+	"\x03pks\x18\x05 \x03(\x03R\x03pks\x12\x19\n" +
+	"\bdedup_id\x18\x06 \x01(\x04R\adedupId\x12\x17\n" +
+	"\anode_id\x18\a \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"\x91\x01\n" +
+	"\x0eInsertResponse\x12$\n" +
+	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
+	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x03 \x01(\x03R\tsegmentId\x12\x1c\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate2\x92\x03\n" +
 	"\x14StreamingNodeService\x12=\n" +
 	"\x06Assign\x12\x18.coordd.v1.AssignRequest\x1a\x19.coordd.v1.AssignResponse\x12=\n" +
 	"\x06Remove\x12\x18.coordd.v1.RemoveRequest\x1a\x19.coordd.v1.RemoveResponse\x12=\n" +
 	"\x06Append\x12\x18.coordd.v1.AppendRequest\x1a\x19.coordd.v1.AppendResponse\x127\n" +
 	"\x04Read\x12\x16.coordd.v1.ReadRequest\x1a\x15.coordd.v1.WALMessage0\x01\x12E\n" +
-	"\x06Status\x12\x1c.coordd.v1.NodeStatusRequest\x1a\x1d.coordd.v1.NodeStatusResponseB&Z$github.com/coordd/coordd/api/coordpbb\x06proto3"
+	"\x06Status\x12\x1c.coordd.v1.NodeStatusRequest\x1a\x1d.coordd.v1.NodeStatusResponse\x12=\n" +
+	"\x06Insert\x12\x18.coordd.v1.InsertRequest\x1a\x19.coordd.v1.InsertResponseB&Z$github.com/coordd/coordd/api/coordpbb\x06proto3"
 
 var (
 	file_coordd_v1_streamingnode_proto_rawDescOnce sync.Once
@@ -894,7 +1089,7 @@ func file_coordd_v1_streamingnode_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_streamingnode_proto_rawDescData
 }
 
-var file_coordd_v1_streamingnode_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_coordd_v1_streamingnode_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_coordd_v1_streamingnode_proto_goTypes = []any{
 	(*AssignRequest)(nil),      // 0: coordd.v1.AssignRequest
 	(*AssignResponse)(nil),     // 1: coordd.v1.AssignResponse
@@ -908,28 +1103,33 @@ var file_coordd_v1_streamingnode_proto_goTypes = []any{
 	(*NodeStatusRequest)(nil),  // 9: coordd.v1.NodeStatusRequest
 	(*WALStatus)(nil),          // 10: coordd.v1.WALStatus
 	(*NodeStatusResponse)(nil), // 11: coordd.v1.NodeStatusResponse
-	(*Version)(nil),            // 12: coordd.v1.Version
+	(*InsertRequest)(nil),      // 12: coordd.v1.InsertRequest
+	(*InsertResponse)(nil),     // 13: coordd.v1.InsertResponse
+	(*Version)(nil),            // 14: coordd.v1.Version
 }
 var file_coordd_v1_streamingnode_proto_depIdxs = []int32{
 	4,  // 0: coordd.v1.AppendResponse.id:type_name -> coordd.v1.MessageID
 	4,  // 1: coordd.v1.WALMessage.id:type_name -> coordd.v1.MessageID
 	10, // 2: coordd.v1.NodeStatusResponse.wals:type_name -> coordd.v1.WALStatus
-	12, // 3: coordd.v1.NodeStatusResponse.seen_version:type_name -> coordd.v1.Version
-	0,  // 4: coordd.v1.StreamingNodeService.Assign:input_type -> coordd.v1.AssignRequest
-	2,  // 5: coordd.v1.StreamingNodeService.Remove:input_type -> coordd.v1.RemoveRequest
-	5,  // 6: coordd.v1.StreamingNodeService.Append:input_type -> coordd.v1.AppendRequest
-	7,  // 7: coordd.v1.StreamingNodeService.Read:input_type -> coordd.v1.ReadRequest
-	9,  // 8: coordd.v1.StreamingNodeService.Status:input_type -> coordd.v1.NodeStatusRequest
-	1,  // 9: coordd.v1.StreamingNodeService.Assign:output_type -> coordd.v1.AssignResponse
-	3,  // 10: coordd.v1.StreamingNodeService.Remove:output_type -> coordd.v1.RemoveResponse
-	6,  // 11: coordd.v1.StreamingNodeService.Append:output_type -> coordd.v1.AppendResponse
-	8,  // 12: coordd.v1.StreamingNodeService.Read:output_type -> coordd.v1.WALMessage
-	11, // 13: coordd.v1.StreamingNodeService.Status:output_type -> coordd.v1.NodeStatusResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	14, // 3: coordd.v1.NodeStatusResponse.seen_version:type_name -> coordd.v1.Version
+	4,  // 4: coordd.v1.InsertResponse.id:type_name -> coordd.v1.MessageID
+	0,  // 5: coordd.v1.StreamingNodeService.Assign:input_type -> coordd.v1.AssignRequest
+	2,  // 6: coordd.v1.StreamingNodeService.Remove:input_type -> coordd.v1.RemoveRequest
+	5,  // 7: coordd.v1.StreamingNodeService.Append:input_type -> coordd.v1.AppendRequest
+	7,  // 8: coordd.v1.StreamingNodeService.Read:input_type -> coordd.v1.ReadRequest
+	9,  // 9: coordd.v1.StreamingNodeService.Status:input_type -> coordd.v1.NodeStatusRequest
+	12, // 10: coordd.v1.StreamingNodeService.Insert:input_type -> coordd.v1.InsertRequest
+	1,  // 11: coordd.v1.StreamingNodeService.Assign:output_type -> coordd.v1.AssignResponse
+	3,  // 12: coordd.v1.StreamingNodeService.Remove:output_type -> coordd.v1.RemoveResponse
+	6,  // 13: coordd.v1.StreamingNodeService.Append:output_type -> coordd.v1.AppendResponse
+	8,  // 14: coordd.v1.StreamingNodeService.Read:output_type -> coordd.v1.WALMessage
+	11, // 15: coordd.v1.StreamingNodeService.Status:output_type -> coordd.v1.NodeStatusResponse
+	13, // 16: coordd.v1.StreamingNodeService.Insert:output_type -> coordd.v1.InsertResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_coordd_v1_streamingnode_proto_init() }
@@ -944,7 +1144,7 @@ func file_coordd_v1_streamingnode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_streamingnode_proto_rawDesc), len(file_coordd_v1_streamingnode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	StreamingNodeService_Append_FullMethodName = "/coordd.v1.StreamingNodeService/Append"
 	StreamingNodeService_Read_FullMethodName   = "/coordd.v1.StreamingNodeService/Read"
 	StreamingNodeService_Status_FullMethodName = "/coordd.v1.StreamingNodeService/Status"
+	StreamingNodeService_Insert_FullMethodName = "/coordd.v1.StreamingNodeService/Insert"
 )
 
 // StreamingNodeServiceClient is the client API for StreamingNodeService service.
@@ -50,6 +51,14 @@ type StreamingNodeServiceClient interface {
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WALMessage], error)
 	Status(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
+	// Insert is the DML write path: the node asks coordd for room in a
+	// growing segment of the VChannel (DataCoord.AssignSegmentID, as the
+	// PChannel's owner at its term) and appends one insert message naming
+	// that segment, with the primary keys, to the WAL. Every row gets the
+	// message's time tick, which is below the allocation's expiry. Append
+	// refuses payloads that look like DML messages, so only this path writes
+	// them.
+	Insert(ctx context.Context, in *InsertRequest, opts ...grpc.CallOption) (*InsertResponse, error)
 }
 
 type streamingNodeServiceClient struct {
@@ -119,6 +128,16 @@ func (c *streamingNodeServiceClient) Status(ctx context.Context, in *NodeStatusR
 	return out, nil
 }
 
+func (c *streamingNodeServiceClient) Insert(ctx context.Context, in *InsertRequest, opts ...grpc.CallOption) (*InsertResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InsertResponse)
+	err := c.cc.Invoke(ctx, StreamingNodeService_Insert_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StreamingNodeServiceServer is the server API for StreamingNodeService service.
 // All implementations must embed UnimplementedStreamingNodeServiceServer
 // for forward compatibility.
@@ -139,6 +158,14 @@ type StreamingNodeServiceServer interface {
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	Read(*ReadRequest, grpc.ServerStreamingServer[WALMessage]) error
 	Status(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error)
+	// Insert is the DML write path: the node asks coordd for room in a
+	// growing segment of the VChannel (DataCoord.AssignSegmentID, as the
+	// PChannel's owner at its term) and appends one insert message naming
+	// that segment, with the primary keys, to the WAL. Every row gets the
+	// message's time tick, which is below the allocation's expiry. Append
+	// refuses payloads that look like DML messages, so only this path writes
+	// them.
+	Insert(context.Context, *InsertRequest) (*InsertResponse, error)
 	mustEmbedUnimplementedStreamingNodeServiceServer()
 }
 
@@ -163,6 +190,9 @@ func (UnimplementedStreamingNodeServiceServer) Read(*ReadRequest, grpc.ServerStr
 }
 func (UnimplementedStreamingNodeServiceServer) Status(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedStreamingNodeServiceServer) Insert(context.Context, *InsertRequest) (*InsertResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Insert not implemented")
 }
 func (UnimplementedStreamingNodeServiceServer) mustEmbedUnimplementedStreamingNodeServiceServer() {}
 func (UnimplementedStreamingNodeServiceServer) testEmbeddedByValue()                              {}
@@ -268,6 +298,24 @@ func _StreamingNodeService_Status_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StreamingNodeService_Insert_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InsertRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StreamingNodeServiceServer).Insert(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StreamingNodeService_Insert_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StreamingNodeServiceServer).Insert(ctx, req.(*InsertRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StreamingNodeService_ServiceDesc is the grpc.ServiceDesc for StreamingNodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -290,6 +338,10 @@ var StreamingNodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _StreamingNodeService_Status_Handler,
+		},
+		{
+			MethodName: "Insert",
+			Handler:    _StreamingNodeService_Insert_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

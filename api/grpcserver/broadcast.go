@@ -17,9 +17,14 @@ import (
 
 // Broadcasts is the leader's broadcaster as the API uses it.
 type Broadcasts interface {
+	// Broadcast commits a task and waits until it is a TOMBSTONE
+	// (broadcaster.Manager.Broadcast).
 	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
+	// Ack commits a streaming node's ack of an ack_sync_up task.
 	Ack(ctx context.Context, ack *logpb.AckBroadcast) error
+	// Retry wakes a pending task's scheduler now.
 	Retry(id uint64) error
+	// Abandon tombstones a pending task without its callback.
 	Abandon(ctx context.Context, id uint64, reason string) error
 }
 
@@ -79,6 +84,15 @@ func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error
 	return out, nil
 }
 
+// Broadcast delivers one DDL/DCL message to its targets exactly once and
+// returns when its ack callback has run (docs/semantics.md#broadcaster). With
+// no targets the broadcaster chooses them. InvalidArgument for a malformed
+// request or a built-in payload its callback cannot read (checked before
+// forwarding); FailedPrecondition on a replication secondary;
+// DeadlineExceeded when a resource key could not be had in time (nothing
+// was created). A deadline that ends after the task was created ends only
+// the wait. A repeat with the same idempotency key returns the original with
+// duplicated=true.
 func (s *Server) Broadcast(ctx context.Context, req *coordpb.BroadcastRequest) (*coordpb.BroadcastResponse, error) {
 	br, err := broadcastRequest(req)
 	if err != nil {
@@ -107,6 +121,10 @@ func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
 	return &coordpb.Checkpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick}
 }
 
+// Ack records a streaming node's checkpoints for an ack_sync_up broadcast
+// (docs/semantics.md#broadcast-acks). The request names the node's session
+// (node_id, epoch); Apply accepts only acks from the live owner of each
+// channel at its current term. Repeated and late acks are no-ops.
 func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.AckResponse, error) {
 	var cps []*logpb.VChannelCheckpoint
 	for _, cp := range req.Checkpoints {
@@ -153,6 +171,10 @@ func apiBroadcastInfo(t *logpb.BroadcastTask) *coordpb.BroadcastInfo {
 	return out
 }
 
+// GetBroadcast returns one task: state, targets, acks, callback attempts and
+// last error (docs/semantics.md#broadcast-lifecycle). NotFound when it never
+// existed or its tombstone was pruned. Linearizable unless the request asks
+// for a stale read.
 func (s *Server) GetBroadcast(ctx context.Context, req *coordpb.GetBroadcastRequest) (*coordpb.BroadcastInfo, error) {
 	if req.BroadcastId == 0 {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
@@ -170,6 +192,9 @@ func (s *Server) GetBroadcast(ctx context.Context, req *coordpb.GetBroadcastRequ
 	return apiBroadcastInfo(t), nil
 }
 
+// ListBroadcasts returns the newest tasks (at most limit, default 1000;
+// pending only with pending_only). Linearizable unless the request asks for
+// a stale read.
 func (s *Server) ListBroadcasts(ctx context.Context, req *coordpb.ListBroadcastsRequest) (*coordpb.ListBroadcastsResponse, error) {
 	if req.Limit > 10000 {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: limit must be at most 10000", errInvalid))
@@ -198,6 +223,9 @@ func (s *Server) ListBroadcasts(ctx context.Context, req *coordpb.ListBroadcasts
 	return out, nil
 }
 
+// RetryBroadcast makes the leader retry a pending task's appends and callback
+// now instead of after its backoff. NotFound for an unknown task,
+// FailedPrecondition for a finished one.
 func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcastRequest) (*coordpb.RetryBroadcastResponse, error) {
 	if req.BroadcastId == 0 {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
@@ -219,6 +247,9 @@ func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcast
 	return &coordpb.RetryBroadcastResponse{}, nil
 }
 
+// AbandonBroadcast tombstones a pending task without its callback, keeping
+// the reason, and releases its resource keys (docs/semantics.md#broadcast-lifecycle).
+// NotFound for an unknown task, FailedPrecondition for a finished one.
 func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroadcastRequest) (*coordpb.AbandonBroadcastResponse, error) {
 	body := &logpb.AbandonBroadcast{BroadcastId: req.BroadcastId, Reason: req.Reason}
 	if _, err := commands.New(body, ""); err != nil {

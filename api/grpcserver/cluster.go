@@ -114,6 +114,9 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	if err := s.checkAddressFree(m); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
+	if err := s.checkJoinerCluster(m.Id, req.ClusterId); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	// Record the addresses first: a member raft knows about should always
 	// be reachable through the directory.
 	if _, err := s.commit(ctx, cmd); err != nil {
@@ -126,7 +129,24 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.AddVoterResponse{Members: members}, nil
+	return &coordpb.AddVoterResponse{Members: members, ClusterId: s.node.ClusterID()}, nil
+}
+
+// checkJoinerCluster refuses a joining member of another cluster, and a
+// member already in the configuration whose data dir never joined (it lost
+// its data dir, and its term and vote with it: it must be removed first).
+func (s *Server) checkJoinerCluster(id, clusterID string) error {
+	own := s.node.ClusterID()
+	if clusterID != "" && clusterID != own {
+		return fmt.Errorf("%w: member %s belongs to cluster %s, this cluster is %s", errPrecondition, id, clusterID, own)
+	}
+	if clusterID == "" {
+		if _, err := s.findServer(id); err == nil {
+			return fmt.Errorf("%w: member %s is already in the cluster but its data dir never joined it; "+
+				"if it lost its data dir, remove it first (coordctl cluster remove %s), then join it again", errPrecondition, id, id)
+		}
+	}
+	return nil
 }
 
 // checkAddressFree refuses a raft address already used by another member.

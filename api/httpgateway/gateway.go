@@ -67,6 +67,7 @@ func routes(s *grpcserver.Server) []route {
 	nr, c = rpc(func() *coordpb.AllocIDRequest { return &coordpb.AllocIDRequest{} }, s.AllocID)
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
 	rs = append(rs, channelRoutes(s)...)
+	rs = append(rs, dataRoutes(s)...)
 	return append(rs, broadcastRoutes(s)...)
 }
 

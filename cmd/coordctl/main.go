@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitFail
 	}
 	defer c.Close()
-	e := &env{c: c, out: stdout, json: inv.g.output == "json"}
+	e := &env{c: c, out: stdout, errOut: stderr, json: inv.g.output == "json", timeout: inv.g.timeout}
 	if err := inv.act.run(ctx, e); err != nil {
 		fmt.Fprintf(stderr, "coordctl: %s: %s\n", inv.act.what, oneLine(describe(err, inv.act.mutates)))
 		return exitFail

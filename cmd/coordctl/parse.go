@@ -63,9 +63,11 @@ func (g *globals) check() error {
 
 // env is what a command runs with.
 type env struct {
-	c    *client.Client
-	out  io.Writer
-	json bool
+	c       *client.Client
+	out     io.Writer
+	errOut  io.Writer
+	json    bool
+	timeout time.Duration // --timeout: the bound on each request
 }
 
 // action is a parsed, validated command ready to run.
@@ -90,7 +92,8 @@ type group struct {
 	cmds    []*command
 }
 
-var groups = []*group{clusterGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup, broadcastGroup}
+var groups = []*group{clusterGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup, broadcastGroup,
+	insertGroup, flushGroup, segmentGroup, checkpointGroup, recoveryInfoGroup, binlogGroup}
 
 // invocation is a parsed command line.
 type invocation struct {
@@ -131,28 +134,32 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	}
 
 	gfs := newFlagSet("coordctl "+grp.name, g)
-	rest, err = parseFlags(gfs, rest[1:], false)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	cmd, cmdArgs := directCommand(grp), rest[1:]
+	if cmd == nil {
+		rest, err = parseFlags(gfs, rest[1:], false)
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &helpRequest{groupUsage(grp)}
+			}
+			return nil, fmt.Errorf("%s: %w", grp.name, err)
+		}
+		if len(rest) == 0 {
+			return nil, fmt.Errorf("%s: missing command (run 'coordctl %s --help')", grp.name, grp.name)
+		}
+		if rest[0] == "help" {
 			return nil, &helpRequest{groupUsage(grp)}
 		}
-		return nil, fmt.Errorf("%s: %w", grp.name, err)
-	}
-	if len(rest) == 0 {
-		return nil, fmt.Errorf("%s: missing command (run 'coordctl %s --help')", grp.name, grp.name)
-	}
-	if rest[0] == "help" {
-		return nil, &helpRequest{groupUsage(grp)}
-	}
-	cmd := findCommand(grp, rest[0])
-	if cmd == nil {
-		return nil, fmt.Errorf("%s: unknown command %q (run 'coordctl %s --help')", grp.name, rest[0], grp.name)
+		cmd = findCommand(grp, rest[0])
+		if cmd == nil {
+			return nil, fmt.Errorf("%s: unknown command %q (run 'coordctl %s --help')", grp.name, rest[0], grp.name)
+		}
+		cmdArgs = rest[1:]
 	}
 
-	name := grp.name + " " + cmd.name
+	name := strings.TrimSpace(grp.name + " " + cmd.name)
 	cfs := newFlagSet("coordctl "+name, g)
 	checkArgs := cmd.bind(cfs)
-	pos, err := parseFlags(cfs, rest[1:], true)
+	pos, err := parseFlags(cfs, cmdArgs, true)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, &helpRequest{commandUsage(grp, cmd, cfs)}
@@ -236,6 +243,15 @@ func findGroup(name string) *group {
 	return nil
 }
 
+// directCommand is the command of a group that is a command itself
+// (coordctl insert, flush, recovery-info): its only command has no name.
+func directCommand(g *group) *command {
+	if len(g.cmds) == 1 && g.cmds[0].name == "" {
+		return g.cmds[0]
+	}
+	return nil
+}
+
 func findCommand(g *group, name string) *command {
 	for _, c := range g.cmds {
 		if c.name == name {
@@ -252,6 +268,11 @@ func helpFor(args []string) error {
 	grp := findGroup(args[0])
 	if grp == nil {
 		return fmt.Errorf("help: unknown command %q (run 'coordctl help')", args[0])
+	}
+	if cmd := directCommand(grp); cmd != nil {
+		fs := newFlagSet("", &globals{})
+		cmd.bind(fs)
+		return &helpRequest{commandUsage(grp, cmd, fs)}
 	}
 	if len(args) > 1 {
 		if cmd := findCommand(grp, args[1]); cmd != nil {

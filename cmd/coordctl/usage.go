@@ -29,7 +29,7 @@ Commands:
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, g := range groups {
 		for _, c := range g.cmds {
-			fmt.Fprintf(tw, "  %s %s %s\t%s\n", g.name, c.name, c.args, c.summary)
+			fmt.Fprintf(tw, "  %s\t%s\n", strings.Join(strings.Fields(g.name+" "+c.name+" "+c.args), " "), c.summary)
 		}
 	}
 	tw.Flush()

@@ -77,6 +77,10 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 	for _, sn := range l.StreamingNodes() {
 		fmt.Fprintf(stdout, "  %-4s streaming node %-16s data %s (WALs in %s)\n", sn.Name, sn.Addr, sn.DataDir, l.WALDir())
 	}
+	if len(l.StreamingNodes()) > 0 {
+		objects := filepath.Join(filepath.Dir(l.WALDir()), "objects")
+		fmt.Fprintf(stdout, "  binlogs: file://%s (the streaming nodes' default object store; coordctl binlog dump --object-store %s)\n", objects, objects)
+	}
 	fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s cluster status\n", l.Endpoints())
 	select {
 	case <-ctx.Done():

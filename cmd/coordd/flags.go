@@ -35,8 +35,11 @@ type serveConfig struct {
 	EnablePprof                               bool
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
+	TestOnlyUnsafeBroadcastOrder              bool
+	TestOnlySkipIdentityCheck                 bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
+	Segments                                  segmentFlags
 	Limits                                    limitFlags
 	Raft                                      raftnode.Config
 }
@@ -57,11 +60,16 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&c.TestOnlyUnsafeIDReuse, "test-only-unsafe-id-reuse", false,
 		"TEST ONLY: break the ID allocator (no committed reservation) so the Jepsen-style checkers can be shown to catch it")
+	fs.BoolVar(&c.TestOnlyUnsafeBroadcastOrder, "test-only-unsafe-broadcast-order", false,
+		"TEST ONLY: break the broadcaster (resource keys released once a task is created, not when it is done) so the Jepsen-style checkers can be shown to catch conflicting broadcasts out of order")
+	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
+		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	c.Channels.register(fs)
 	c.Broadcast.register(fs)
+	c.Segments.register(fs)
 	c.Limits.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
@@ -184,10 +192,20 @@ func (c serveConfig) validate() error {
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
 	}
+	// With fewer trailing logs than the threshold, a member whose newest
+	// snapshot turns out unreadable cannot fall back to the older one: the
+	// log no longer reaches back to it.
+	if c.Raft.TrailingLogs < c.Raft.SnapshotThreshold {
+		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
+			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
+	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
 	if err := c.Channels.validate(); err != nil {
+		return err
+	}
+	if err := c.Segments.validate(); err != nil {
 		return err
 	}
 	if err := c.Broadcast.validate(); err != nil {

@@ -40,22 +40,30 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
-	// Listen before starting raft so a port clash fails fast, with nothing
-	// on disk changed but the data dir.
+	rc := c.Raft
+	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
+	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	if len(c.RaftDial) > 0 {
+		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
+	}
+	// Check and lock the data dir before binding any port: a data dir in
+	// use, damaged, or one that lost its raft state is refused at once.
+	storage, err := raftnode.OpenStorage(rc)
+	if err != nil {
+		return err
+	}
+	rc.Storage = storage
+	// Listen before starting raft so a port clash fails fast.
 	grpcLis, err := net.Listen("tcp", c.GRPCAddr)
 	if err != nil {
+		storage.Close()
 		return fmt.Errorf("listen on --grpc-addr: %w", err)
 	}
 	httpLis, err := net.Listen("tcp", c.HTTPAddr)
 	if err != nil {
 		grpcLis.Close()
+		storage.Close()
 		return fmt.Errorf("listen on --http-addr: %w", err)
-	}
-
-	rc := c.Raft
-	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
-	if len(c.RaftDial) > 0 {
-		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
 	}
 	node, err := raftnode.Open(rc)
 	if err != nil {
@@ -89,7 +97,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	bcast, err := broadcaster.New(node, broadcaster.NewGRPCAppender(), broadcaster.Config{
 		Logger: logger.Named("broadcaster"), Metrics: bm,
 		TombstoneMaxCount: c.Broadcast.TombstoneMaxCount, TombstoneMaxLifetime: c.Broadcast.TombstoneMaxLifetime,
-		TombstoneCheckInterval: c.Broadcast.TombstoneCheckInterval,
+		TombstoneCheckInterval:    c.Broadcast.TombstoneCheckInterval,
+		UnsafeReleaseKeysAtCreate: c.TestOnlyUnsafeBroadcastOrder,
 	})
 	if err != nil {
 		return configError{fmt.Errorf("broadcaster: %w", err)}
@@ -97,8 +106,12 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	defer bcast.Close()
 	node.AddLeaderRoutine("broadcaster", bcast.Run)
 	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
+		grpcserver.WithDataConfig(c.Segments.config()),
 		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
+	if c.TestOnlyUnsafeBroadcastOrder {
+		logger.Warn("TEST ONLY: the broadcast order is deliberately broken (--test-only-unsafe-broadcast-order)")
+	}
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())
@@ -108,6 +121,11 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		return err
 	}
+	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
+	if err != nil {
+		return err
+	}
+	srv.Data().SetFlushObserver(observeFlush)
 	// The logging interceptors run outside the recovery ones, so a
 	// recovered panic (answered Internal) is logged with its request ID too.
 	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),
@@ -141,7 +159,8 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	go func() { defer wg.Done(); errc <- g.Serve(grpcLis) }()
 	go func() { defer wg.Done(); errc <- hs.Serve(httpLimited) }()
 
-	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger}
+	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger,
+		TestOnlySkipIdentityCheck: c.TestOnlySkipIdentityCheck}
 	bgctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := cluster.Enter(bgctx, node, opts); err != nil {

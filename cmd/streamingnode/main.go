@@ -59,6 +59,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "streamingnode", Level: hclog.LevelFromString(logLevel), Output: stderr})
+	if cfg.UnsafeNoFence {
+		cfg.Logger.Warn("TEST ONLY: the WAL fence is deliberately broken (--test-only-unsafe-no-fence)")
+	}
 	if err := streamingnode.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(stderr, "streamingnode: %v\n", err)
 		return 1
@@ -74,10 +77,13 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string) *flag.FlagSe
 	fs.StringVar(&cfg.Addr, "addr", "", "listen address HOST:PORT, also the address registered with coordd (required; port 0 picks one)")
 	fs.StringVar(&cfg.WALDir, "wal-dir", "", "WAL directory shared by every streaming node (required)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for this node's own files (optional)")
+	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store for binlogs: file:///DIR or s3://BUCKET?endpoint=...&use_path_style=true (default: a directory named objects beside --wal-dir)")
 	fs.StringVar(&cfg.ResourceGroup, "resource-group", "", "resource group to register in (default: coordd's default)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away")
 	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.BoolVar(&cfg.UnsafeNoFence, "test-only-unsafe-no-fence", false,
+		"TEST ONLY, breaks the node: appends ignore the WAL fence and Remove is ignored, so a deposed owner keeps writing (tests of the Jepsen-style checkers)")
 	return fs
 }
 

@@ -51,8 +51,14 @@ func TestEnvironmentAndFlags(t *testing.T) {
 	}
 	if strings.Join(cfg.Coord, ",") != "127.0.0.1:1,127.0.0.1:2" || cfg.Addr != "127.0.0.1:7001" || cfg.WALDir != "/w" ||
 		cfg.DataDir != "/d" || cfg.ResourceGroup != "rg" || cfg.HeartbeatInterval != 250*time.Millisecond ||
-		cfg.DrainTimeout != 30*time.Second || level != "debug" {
+		cfg.DrainTimeout != 30*time.Second || level != "debug" || cfg.UnsafeNoFence {
 		t.Fatalf("cfg %+v level %s", cfg, level)
+	}
+	// The test-only breakage is off unless asked for.
+	cfg, _, err = parseFlags([]string{"--coord", "127.0.0.1:1", "--addr", "127.0.0.1:7001", "--wal-dir", "/w",
+		"--test-only-unsafe-no-fence"}, env(nil))
+	if err != nil || !cfg.UnsafeNoFence {
+		t.Fatalf("--test-only-unsafe-no-fence: %+v %v", cfg, err)
 	}
 }
 

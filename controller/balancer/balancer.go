@@ -46,7 +46,10 @@ type Leader interface {
 
 // Health says which nodes may hold channels.
 type Health interface {
+	// Healthy reports whether node may hold channels now.
 	Healthy(node uint64) bool
+	// Changed returns a channel closed when some node's health may have
+	// changed; take it before reading Healthy.
 	Changed() <-chan struct{}
 }
 

@@ -10,8 +10,12 @@ import (
 
 // StreamingClient makes the WAL lifecycle calls to streaming nodes.
 type StreamingClient interface {
+	// Assign asks node to open pchannel's WAL at term, fenced by coordTerm
+	// (docs/architecture.md#fencing). A nil error means the node holds it.
 	Assign(ctx context.Context, node NodeTarget, pchannel string, term int64, mode logpb.AccessMode, coordTerm uint64) error
+	// Remove asks node to close pchannel's WAL if held at term or older.
 	Remove(ctx context.Context, node NodeTarget, pchannel string, term int64, coordTerm uint64) error
+	// Close releases the client's connections.
 	Close()
 }
 

@@ -19,6 +19,9 @@ import (
 // returns the original position. The checkpoint carries the message ID's
 // term and offset and the message timestamp as its time tick.
 type Appender interface {
+	// Append writes the message to vchannel on node at pchannelTerm, fenced
+	// by coordTerm, and returns its checkpoint; an error leaves the target
+	// unacked, to be retried.
 	Append(ctx context.Context, node NodeTarget, vchannel string, pchannelTerm int64, payload []byte,
 		broadcastID uint64, ackSyncUp bool, coordTerm uint64) (*logpb.VChannelCheckpoint, error)
 }

@@ -66,6 +66,10 @@ type Config struct {
 	// fake and advance it. Latency metrics use the real clock.
 	Clock   clockwork.Clock
 	Metrics *Metrics // optional
+	// UnsafeReleaseKeysAtCreate breaks the broadcaster on purpose (tests of
+	// the tests only): a task's resource keys are released as soon as it
+	// is created, so a conflicting task can overtake it in a WAL.
+	UnsafeReleaseKeysAtCreate bool
 }
 
 func (c Config) withDefaults() Config {

@@ -350,6 +350,9 @@ func (ts *termState) adopt(bt *logpb.BroadcastTask, guard *lockGuard) bool {
 		return false
 	}
 	t := newTask(bt)
+	if ts.m.cfg.UnsafeReleaseKeysAtCreate {
+		guard.release()
+	}
 	t.guard = guard
 	ts.tasks[t.id] = t
 	ts.enqueueLocked(t)

@@ -17,7 +17,8 @@ package flush
 import (
 	"context"
 	"errors"
-	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
@@ -38,12 +39,9 @@ type TSO interface {
 	Alloc(ctx context.Context, count uint32) (uint64, error)
 }
 
-// Clock is the time source (injected in tests).
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
+// Clock is the time source (a fake one in tests, see
+// controller/controllertest).
+type Clock = clockwork.Clock
 
 // Errors of the write path the API maps to status codes.
 var (

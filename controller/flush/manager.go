@@ -2,7 +2,9 @@ package flush
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +76,7 @@ type Manager struct {
 // New returns a manager; Run is its leader routine.
 func New(l Leader, tso TSO, clock Clock, cfg Config) *Manager {
 	if clock == nil {
-		clock = wallClock{}
+		clock = clockwork.NewRealClock()
 	}
 	return &Manager{l: l, tso: tso, clock: clock, cfg: cfg.WithDefaults(), kick: make(chan struct{}, 1)}
 }
@@ -111,6 +113,13 @@ func (m *Manager) termLocked() (uint64, error) {
 		m.segs, m.ticks, m.keyLocks = map[int64]*segMem{}, map[string]TimeTick{}, map[allocKey]*sync.Mutex{}
 	}
 	return term, nil
+}
+
+// Tracked is the number of segments whose allocations are in memory.
+func (m *Manager) Tracked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.segs)
 }
 
 // Allocations is the number of allocations in memory not yet expired.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -25,8 +26,8 @@ func TestAssignCreatesOnceAndFillsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.count(commands.TypeCreateSegment) != 1 {
-		t.Fatalf("%d CreateSegment commands, want 1", l.count(commands.TypeCreateSegment))
+	if creates(l) != 1 {
+		t.Fatalf("%d CreateSegment commands, want 1", creates(l))
 	}
 	if want := clock.Now().Add(2 * time.Second); !a[0].Expire.Equal(want) || a[0].ExpireTs != fsm.ComposeTS(want.UnixMilli()+1) {
 		t.Fatalf("expiry %v / %d, want %v", a[0].Expire, a[0].ExpireTs, want)
@@ -36,16 +37,16 @@ func TestAssignCreatesOnceAndFillsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b[0].SegmentID != a[0].SegmentID || b[1].SegmentID != a[0].SegmentID || l.count(commands.TypeCreateSegment) != 1 {
-		t.Fatalf("assignments %v after %v; creates %d", b, a, l.count(commands.TypeCreateSegment))
+	if b[0].SegmentID != a[0].SegmentID || b[1].SegmentID != a[0].SegmentID || creates(l) != 1 {
+		t.Fatalf("assignments %v after %v; creates %d", b, a, creates(l))
 	}
 	// 800 bytes used: 300 more do not fit; a second segment is created.
 	c, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 300)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c[0].SegmentID == a[0].SegmentID || l.count(commands.TypeCreateSegment) != 2 {
-		t.Fatalf("overflow went to %d (first %d), creates %d", c[0].SegmentID, a[0].SegmentID, l.count(commands.TypeCreateSegment))
+	if c[0].SegmentID == a[0].SegmentID || creates(l) != 2 {
+		t.Fatalf("overflow went to %d (first %d), creates %d", c[0].SegmentID, a[0].SegmentID, creates(l))
 	}
 	if n := m.Allocations(); n != 4 {
 		t.Fatalf("%d allocations in memory, want 4", n)
@@ -85,9 +86,7 @@ func TestAssignRefusesBadInputAndNonOwners(t *testing.T) {
 	if l.State().AppliedIndex() != before || m.Allocations() != 0 {
 		t.Fatal("a refused assignment changed something")
 	}
-	l.mu.Lock()
-	l.term = 0
-	l.mu.Unlock()
+	l.SetEstablished(0)
 	if _, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)}); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("not leading: %v", err)
 	}
@@ -111,7 +110,7 @@ func TestNewLeaderForgetsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, 50}})
-	l.establish(t, 3)
+	l.Establish(t, 3)
 	if _, _, err := m.ReportTimeTicks(node1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +119,7 @@ func TestNewLeaderForgetsMemory(t *testing.T) {
 	}
 }
 
-func mustSeg(t *testing.T, l *fakeLeader, id int64) *fsm.Segment {
+func mustSeg(t *testing.T, l *controllertest.Leader, id int64) *fsm.Segment {
 	t.Helper()
 	g, ok := l.State().Segment(id)
 	if !ok {
@@ -206,6 +205,16 @@ func TestFlushWaitsForTickAndExpiry(t *testing.T) {
 	if g := mustSeg(t, l, id); g.State != logpb.SegmentState_SEGMENT_FLUSHING {
 		t.Fatalf("segment is %s", g.State)
 	}
+	// Once it has left the pipeline its allocation memory is forgotten.
+	if n := m.Tracked(); n != 1 {
+		t.Fatalf("%d segments tracked before the next round, want 1", n)
+	}
+	if _, err := m.Round(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Tracked(); n != 0 {
+		t.Fatalf("%d segments still tracked after the segment became Flushing", n)
+	}
 }
 
 func TestNewLeaderTreatsInheritedSegmentsAsAllocated(t *testing.T) {
@@ -221,7 +230,7 @@ func TestNewLeaderTreatsInheritedSegmentsAsAllocated(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(5 * time.Second) // the old allocation has long expired
-	l.establish(t, 3)              // a new leader: its memory is empty
+	l.Establish(t, 3)              // a new leader: its memory is empty
 	m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, fsm.ComposeTS(clock.Now().UnixMilli())}})
 	if r, err := m.Round(ctx, 3); err != nil || len(r.Flushing) != 0 {
 		t.Fatalf("new leader flushed %v before one expiry period (err %v)", r.Flushing, err)
@@ -230,5 +239,36 @@ func TestNewLeaderTreatsInheritedSegmentsAsAllocated(t *testing.T) {
 	m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, fsm.ComposeTS(clock.Now().UnixMilli() + 1)}})
 	if r, err := m.Round(ctx, 3); err != nil || len(r.Flushing) != 1 || r.Flushing[0] != a[0].SegmentID {
 		t.Fatalf("after one expiry period: %v (err %v)", r.Flushing, err)
+	}
+}
+
+// TestDeposedOwnersTickDoesNotFlush: a tick reported by the PChannel's
+// previous owner does not make a segment flushable once the PChannel has
+// moved (the new owner has not consumed anything yet).
+func TestDeposedOwnersTickDoesNotFlush(t *testing.T) {
+	m, l, clock := fixture(t, small)
+	ctx := context.Background()
+	clock.Advance(3 * time.Second)
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SealCollection(ctx, coll, fsm.ComposeTS(clock.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	if _, _, err := m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, a[0].ExpireTs + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// dml_0 moves to node 2 at term 3 before the round runs.
+	l.MustPropose(t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: pch0, NodeId: node2, ExpectedTerm: 2}}})
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Flushing) != 0 {
+		t.Fatalf("flushing %v on the old owner's tick (err %v)", r.Flushing, err)
+	}
+	if _, _, err := m.ReportTimeTicks(node2, []TimeTick{{vch0, 3, a[0].ExpireTs + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Flushing) != 1 {
+		t.Fatalf("the new owner's tick: flushing %v (err %v)", r.Flushing, err)
 	}
 }

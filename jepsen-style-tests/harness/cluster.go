@@ -78,6 +78,9 @@ type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
+	// adopted: started by TryStart and still running after its wait, so a
+	// later exit is a crash like any other.
+	adopted bool
 }
 
 // Cluster is a running coordd cluster.
@@ -92,6 +95,7 @@ type Cluster struct {
 	http    *http.Client
 
 	mu    sync.Mutex
+	join  map[int]string // members replaced after a disk loss: --join through this gRPC address
 	state []ProcState
 	procs []*proc
 	exits []Exit
@@ -293,8 +297,12 @@ func (c *Cluster) args(i int) []string {
 	args := []string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
-		"--peers", strings.Join(peers, ","), "--raft-dial", strings.Join(dial, ","),
-		"--log-level", c.cfg.LogLevel,
+		"--raft-dial", strings.Join(dial, ","), "--log-level", c.cfg.LogLevel,
+	}
+	if via, ok := c.join[i]; ok {
+		args = append(args, "--join", via)
+	} else {
+		args = append(args, "--peers", strings.Join(peers, ","))
 	}
 	for _, d := range []struct {
 		flag string

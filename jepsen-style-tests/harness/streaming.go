@@ -56,6 +56,7 @@ type StreamingNodes struct {
 	bin    string
 	coord  string
 	WALDir string
+	extra  []string // more command-line arguments for every node
 	addrs  []string
 	dirs   []string
 	logs   []string
@@ -67,14 +68,15 @@ type StreamingNodes struct {
 }
 
 // StartStreamingNodes launches n streaming nodes against c (WAL dir and
-// data dirs under dir) and registers teardown with t.Cleanup.
-func StartStreamingNodes(t testing.TB, c *Cluster, n int, dir string) (*StreamingNodes, error) {
+// data dirs under dir, extra arguments for each) and registers teardown
+// with t.Cleanup.
+func StartStreamingNodes(t testing.TB, c *Cluster, n int, dir string, extra ...string) (*StreamingNodes, error) {
 	bin, err := BuildStreamingNode()
 	if err != nil {
 		return nil, err
 	}
 	s := &StreamingNodes{t: t, t0: c.t0, bin: bin, coord: strings.Join(c.Endpoints(0), ","),
-		WALDir: filepath.Join(dir, "wal"), state: make([]ProcState, n), procs: make([]*proc, n)}
+		WALDir: filepath.Join(dir, "wal"), extra: extra, state: make([]ProcState, n), procs: make([]*proc, n)}
 	if err := os.MkdirAll(s.WALDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -129,8 +131,9 @@ func (s *StreamingNodes) Start(i int) error {
 		return err
 	}
 	fmt.Fprintf(logf, "=== harness: starting %s at %.3fs\n", s.ID(i), time.Since(s.t0).Seconds())
-	cmd := exec.Command(s.bin, "--coord", s.coord, "--addr", s.addrs[i], "--wal-dir", s.WALDir,
-		"--data-dir", s.dirs[i], "--heartbeat-interval", "250ms", "--drain-timeout", "2s")
+	args := append([]string{"--coord", s.coord, "--addr", s.addrs[i], "--wal-dir", s.WALDir,
+		"--data-dir", s.dirs[i], "--heartbeat-interval", "250ms", "--drain-timeout", "2s"}, s.extra...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

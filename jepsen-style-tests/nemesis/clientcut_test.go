@@ -41,6 +41,13 @@ func (f *fakeCluster) WaitReady(context.Context, int, time.Duration) error {
 	return nil
 }
 func (f *fakeCluster) Endpoints(int) []string { return nil }
+func (f *fakeCluster) Damage(int, string) (string, error) {
+	return "", errors.New("no data dirs")
+}
+func (f *fakeCluster) TryStart(int, time.Duration) (bool, string, error) {
+	return false, "", errors.New("running")
+}
+func (f *fakeCluster) StartJoining(int) error { return errors.New("running") }
 func (f *fakeCluster) Now() int64             { return int64(time.Since(f.t0)) }
 func (f *fakeCluster) Logf(string, ...any)    {}
 func (f *fakeCluster) modes() (cut []int) {

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -40,10 +39,14 @@ type Nemesis struct {
 	plan  []Step
 	admin *client.Client
 
-	mu       sync.Mutex
-	windows  []Window
-	removed  map[int]bool // members removed from the configuration, not yet re-added
-	injected int
+	mu      sync.Mutex
+	windows []Window
+	removed map[int]bool // members removed from the configuration, not yet re-added
+	// replacing are members whose data dir a storage fault lost or
+	// damaged, not yet replaced; violations are what storage faults saw.
+	replacing  map[int]bool
+	violations []string
+	injected   int
 }
 
 // New plans the schedule. admin is a client for membership and leadership
@@ -55,7 +58,7 @@ func New(c Cluster, cfg Config, admin *client.Client) *Nemesis {
 	if cfg.ElectionTimeout <= 0 {
 		cfg.ElectionTimeout = 250 * time.Millisecond
 	}
-	return &Nemesis{c: c, cfg: cfg, plan: Plan(cfg, c.N()), admin: admin, removed: map[int]bool{}}
+	return &Nemesis{c: c, cfg: cfg, plan: Plan(cfg, c.N()), admin: admin, removed: map[int]bool{}, replacing: map[int]bool{}}
 }
 
 // Plan is the schedule.
@@ -197,229 +200,21 @@ func (n *Nemesis) inject(ctx context.Context, seq int, s Step, hold time.Duratio
 		}
 		n.c.Logf("%s", msg)
 	}()
-	all := make([]int, n.c.N())
-	for i := range all {
-		all[i] = i
+	f, ok := faults[s.Kind]
+	if !ok {
+		err = fmt.Errorf("unknown fault kind %q", s.Kind)
+		return
 	}
-	switch s.Kind {
-	case IsolateLeader:
-		l := n.leader(ctx)
-		if l < 0 {
-			err = errors.New("no leader to isolate")
-			return
-		}
-		w.Targets, w.Detail = n.c.ID(l), cutMode(s.Reset)
-		w.Start = n.c.Now()
-		others := n.followers(l)
-		n.cut([]int{l}, others, s.Reset)
-		n.cut(others, []int{l}, s.Reset)
-		sleep(ctx, hold)
-		n.c.HealNetwork()
+	err = f.run(ctx, n, s, hold, &w)
+}
 
-	case SplitMajority:
-		perm := s.Perm
-		minority := perm[:(len(perm)-1)/2]
-		if l := n.leader(ctx); l >= 0 && s.TargetLeader && !contains(minority, l) {
-			// put the leader on the minority side
-			minority = append([]int{l}, minority[:len(minority)-1]...)
-		}
-		var majority []int
-		for _, i := range all {
-			if !contains(minority, i) {
-				majority = append(majority, i)
-			}
-		}
-		w.Targets = n.ids(minority) + " | " + n.ids(majority)
-		w.Detail = cutMode(s.Reset)
-		w.Start = n.c.Now()
-		n.cut(minority, majority, s.Reset)
-		n.cut(majority, minority, s.Reset)
-		sleep(ctx, hold)
-		n.c.HealNetwork()
-
-	case OneWay:
-		l := n.leader(ctx)
-		if l < 0 {
-			err = errors.New("no leader")
-			return
-		}
-		others := n.followers(l)
-		w.Start = n.c.Now()
-		switch s.Variant {
-		case 1:
-			w.Targets, w.Detail = n.ids(others)+" -> "+n.c.ID(l), "inbound to leader cut, "+cutMode(s.Reset)
-			n.cut(others, []int{l}, s.Reset)
-		case 2:
-			f := others[s.Follower%len(others)]
-			w.Targets, w.Detail = n.c.ID(l)+" -> "+n.c.ID(f), "leader to one follower cut, "+cutMode(s.Reset)
-			n.cut([]int{l}, []int{f}, s.Reset)
-		default:
-			w.Targets, w.Detail = n.c.ID(l)+" -> "+n.ids(others), "outbound from leader cut, "+cutMode(s.Reset)
-			n.cut([]int{l}, others, s.Reset)
-		}
-		sleep(ctx, hold)
-		n.c.HealNetwork()
-
-	case Flapping:
-		rng := rand.New(rand.NewPCG(s.SubSeed, 1))
-		w.Detail = fmt.Sprintf("period %v", s.Period)
-		w.Start = n.c.Now()
-		end := time.Now().Add(hold)
-		toggles := 0
-		for i := 0; i < 1000 && time.Now().Before(end); i++ {
-			n.c.HealNetwork()
-			if i%2 == 0 {
-				// cut a random member from a random subset of the others
-				m := rng.IntN(n.c.N())
-				for j := 0; j < n.c.N(); j++ {
-					if j != m && rng.IntN(2) == 0 {
-						n.cut([]int{m}, []int{j}, false)
-						n.cut([]int{j}, []int{m}, false)
-					}
-				}
-				toggles++
-			}
-			if !sleep(ctx, min(s.Period, time.Until(end))) {
-				break
-			}
-		}
-		w.Targets = fmt.Sprintf("%d toggles", toggles)
-		n.c.HealNetwork()
-
-	case DelayLinks:
-		w.Targets, w.Detail = "all links", fmt.Sprintf("%v + up to %v", s.Delay.Round(time.Millisecond), s.Jitter.Round(time.Millisecond))
-		w.Start = n.c.Now()
-		for _, i := range all {
-			for _, j := range all {
-				if i != j {
-					n.c.Link(i, j).SetDelay(s.Delay, s.Jitter)
-				}
-			}
-		}
-		sleep(ctx, hold)
-		n.c.HealNetwork()
-
-	case ClientCut:
-		// The leader's client link, or those of a random minority
-		// (s.Count members: 1, or 2 of 5). Raft links are untouched.
-		var victims []int
-		if s.TargetLeader {
-			if l := n.leader(ctx); l >= 0 {
-				victims = []int{l}
-				w.Detail = "leader, "
-			}
-		}
-		if len(victims) == 0 {
-			victims = append(victims, s.Perm[:min(max(1, s.Count), (n.c.N()-1)/2, len(s.Perm))]...)
-			w.Detail = "minority, "
-		}
-		w.Targets, w.Detail = n.ids(victims), w.Detail+"client links "+cutMode(s.Reset)
-		w.Start = n.c.Now()
-		for _, v := range victims {
-			if s.Reset {
-				n.c.ClientLink(v).Reset()
-			} else {
-				n.c.ClientLink(v).Blackhole()
-			}
-		}
-		sleep(ctx, hold)
-		n.c.HealNetwork()
-
-	case KillNode, KillLeader, PauseNode:
-		victims := n.victims(ctx, s)
-		if len(victims) == 0 {
-			err = errors.New("no victim")
-			return
-		}
-		w.Targets = n.ids(victims)
-		w.Start = n.c.Now()
-		if s.Kind == KillNode || s.Kind == KillLeader {
-			for _, v := range victims {
-				if e := n.c.Kill(v); e != nil {
-					err = errors.Join(err, e)
-				}
-			}
-			sleep(ctx, hold)
-			for _, v := range victims {
-				if e := n.c.Start(v); e != nil {
-					err = errors.Join(err, e)
-				}
-			}
-			for _, v := range victims {
-				if e := n.c.WaitReady(context.WithoutCancel(ctx), v, 30*time.Second); e != nil {
-					err = errors.Join(err, e)
-				}
-			}
-		} else {
-			w.Detail = fmt.Sprintf("SIGSTOP for %v (election timeout %v)", hold.Round(time.Millisecond), n.cfg.ElectionTimeout)
-			for _, v := range victims {
-				if e := n.c.Pause(v); e != nil {
-					err = errors.Join(err, e)
-				}
-			}
-			sleep(ctx, hold)
-			for _, v := range victims {
-				if e := n.c.Resume(v); e != nil {
-					err = errors.Join(err, e)
-				}
-			}
-		}
-
-	case Transfer:
-		l := n.leader(ctx)
-		target := ""
-		if fs := n.followers(l); l >= 0 && !s.TargetLeader && len(fs) > 0 {
-			target = n.c.ID(fs[s.Follower%len(fs)])
-		}
-		w.Targets = "any"
-		if target != "" {
-			w.Targets = target
-		}
-		if l >= 0 {
-			w.Detail = "from " + n.c.ID(l)
-		}
-		w.Start = n.c.Now()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = n.admin.TransferLeader(cctx, target)
-		cancel()
-
-	case RemoveAdd:
-		w.Start = n.c.Now()
-		var v int
-		v, err = n.removeReadd(ctx, s, hold, &w)
-		if v >= 0 {
-			w.Targets = n.c.ID(v)
-		}
-
-	case RestartAll:
-		w.Targets = "all"
-		w.Start = n.c.Now()
-		var wg sync.WaitGroup
-		var emu sync.Mutex
-		for _, i := range all {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if e := n.c.Kill(i); e != nil {
-					emu.Lock()
-					err = errors.Join(err, e)
-					emu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		sleep(ctx, hold)
-		for _, i := range all {
-			if e := n.c.Start(i); e != nil {
-				err = errors.Join(err, e)
-			}
-		}
-		for _, i := range all {
-			if e := n.c.WaitReady(context.WithoutCancel(ctx), i, 30*time.Second); e != nil {
-				err = errors.Join(err, e)
-			}
-		}
+// all lists every member index.
+func (n *Nemesis) all() []int {
+	out := make([]int, n.c.N())
+	for i := range out {
+		out[i] = i
 	}
+	return out
 }
 
 // victims picks the members a kill or pause hits: the leader (if the step
@@ -521,6 +316,17 @@ func (n *Nemesis) Heal(ctx context.Context) error {
 	for _, v := range removed {
 		_ = n.c.Kill(v)
 		if err := n.readd(ctx, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n.mu.Lock()
+	var replacing []int
+	for v := range n.replacing {
+		replacing = append(replacing, v)
+	}
+	n.mu.Unlock()
+	for _, v := range replacing {
+		if err := n.replace(ctx, v); err != nil {
 			errs = append(errs, err)
 		}
 	}

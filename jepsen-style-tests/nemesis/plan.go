@@ -35,7 +35,14 @@ const (
 	// so the scenarios drawing from AllKinds keep their schedules; the
 	// matrices add it where wanted.
 	ClientCut Kind = "client-cut"
+	// Storage faults (on a killed member's data dir). Not in AllKinds: the
+	// storage scenarios name them.
+	DiskLoss      Kind = "disk-loss"      // raft.db, then the whole data dir lost: refused, then replaced
+	StorageDamage Kind = "storage-damage" // raft.db or snapshots damaged: refused and replaced, or harmless
 )
+
+// StorageKinds are the faults on members' data dirs.
+var StorageKinds = []Kind{DiskLoss, StorageDamage}
 
 // ClientKinds are the faults on client links (the gRPC path).
 var ClientKinds = []Kind{ClientCut}
@@ -67,6 +74,16 @@ type Cluster interface {
 	Pause(i int) error
 	Resume(i int) error
 	WaitReady(ctx context.Context, i int, timeout time.Duration) error
+	// Damage applies one of the storage faults (LoseRaftDB, WipeDataDir,
+	// DamageKinds) to stopped member i's data dir and says what it did.
+	Damage(i int, damage string) (string, error)
+	// TryStart starts member i as Start does and waits up to within: if it
+	// exits, exited is true and line is the last line it wrote (and the
+	// exit is not a crash); otherwise it keeps running as after Start.
+	TryStart(i int, within time.Duration) (exited bool, line string, err error)
+	// StartJoining starts member i with --join (through the other members)
+	// instead of --peers, from now on: a replacement member.
+	StartJoining(i int) error
 	Endpoints(first int) []string
 	Now() int64
 	Logf(format string, args ...any)

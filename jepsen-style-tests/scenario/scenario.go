@@ -58,6 +58,13 @@ type Scenario struct {
 	// (SIGKILL + restart, SIGSTOP past the node TTL + SIGCONT).
 	StreamingNodes  int
 	StreamingFaults bool
+	// StreamingPauseOnly limits the streaming nemesis to pauses, so the
+	// node that takes a paused node's channels stays alive (and keeps its
+	// registration) when they move back.
+	StreamingPauseOnly bool
+	// StreamingArgs are extra arguments for every streaming node (e.g. a
+	// test-only flag that breaks it).
+	StreamingArgs []string
 }
 
 // ChannelArgs make channel management fast enough for a short run: node
@@ -67,8 +74,17 @@ var ChannelArgs = []string{"--pchannels", "4", "--node-ttl", "2s", "--balance-in
 // ChannelWorkloads is the channel workload, the broadcast workload and
 // the allocators.
 func ChannelWorkloads(nodes int) []workload.Workload {
-	return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 3}, &workload.Broadcast{NClients: 3, PChannels: 3},
+	return []workload.Workload{&workload.Channels{NClients: 4, PChannels: 3, Zombies: true}, &workload.Broadcast{NClients: 3, PChannels: 3},
 		&workload.Alloc{NClients: nodes}}
+}
+
+// FlushArgs are ChannelArgs plus quick seal/flush rounds and short
+// segment allocations.
+var FlushArgs = append(append([]string(nil), ChannelArgs...), "--segment-check-interval", "200ms", "--segment-assignment-expiration", "1s")
+
+// FlushWorkloads is the write-path workload.
+func FlushWorkloads(int) []workload.Workload {
+	return []workload.Workload{&workload.Flush{}}
 }
 
 // Allocators is the allocator workload, two clients per member.
@@ -80,7 +96,7 @@ func Allocators(nodes int) []workload.Workload {
 // restarted and lagging members catch up by snapshot install.
 // The allocators write only a few entries a second (window extensions and
 // ID range reservations), so the thresholds are tiny.
-var TinySnapshots = []string{"--snapshot-threshold", "4", "--trailing-logs", "2", "--snapshot-interval", "50ms"}
+var TinySnapshots = []string{"--snapshot-threshold", "4", "--trailing-logs", "4", "--snapshot-interval", "50ms"}
 
 func (s *Scenario) defaults() {
 	if s.Nodes == 0 {
@@ -168,7 +184,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	var sns *harness.StreamingNodes
 	walDir := ""
 	if sc.StreamingNodes > 0 {
-		sns, err = harness.StartStreamingNodes(t, cl, sc.StreamingNodes, filepath.Join(t.TempDir(), "sn"))
+		sns, err = harness.StartStreamingNodes(t, cl, sc.StreamingNodes, filepath.Join(t.TempDir(), "sn"), sc.StreamingArgs...)
 		if err != nil {
 			t.Fatalf("start streaming nodes (seed %d): %v", seed, err)
 		}
@@ -215,7 +231,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	}, admin)
 	snDone := make(chan []nemesis.Window, 1)
 	if sns != nil && sc.StreamingFaults {
-		go func() { snDone <- streamingNemesis(ctx, cl, sns, seed, sc.Duration) }()
+		go func() { snDone <- streamingNemesis(ctx, cl, sns, seed, sc.Duration, sc.StreamingPauseOnly) }()
 	} else {
 		snDone <- nil
 	}
@@ -291,6 +307,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	}
 	crash.Summary = fmt.Sprintf("%d unexpected exits or panics", crash.Violations)
 	sum.Results = append(sum.Results, crash)
+	sum.Results = append(sum.Results, storageRefused(nem.Violations()))
 	sum.Verdict = checker.Overall(sum.Results)
 	sum.Coverage = cl.LogCounts()
 	sum.Wall = time.Since(start)
@@ -324,6 +341,19 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		t.Errorf("scenario %s seed %d: violations found (see above; report %s)", sc.Name, seed, dir)
 	}
 	return sum
+}
+
+// storageRefused reports what the storage faults saw: a member must refuse
+// a data dir that lost its raft state, a wiped data dir restarted with
+// --peers beside its running peers, and damaged storage (with one clear
+// line, never a crash).
+func storageRefused(violations []string) checker.Result {
+	r := checker.Result{Checker: "storage-refused", Verdict: checker.Valid, Summary: "every lost or damaged data dir was refused or harmless"}
+	if len(violations) > 0 {
+		r.Verdict, r.Violations, r.Details = checker.Invalid, len(violations), violations
+		r.Summary = fmt.Sprintf("%d members came back on storage they should have refused", len(violations))
+	}
+	return r
 }
 
 // recovered checks liveness after the heal: the cluster must serve every
@@ -384,16 +414,18 @@ func tail(s string, n int) string {
 }
 
 // streamingNemesis SIGKILLs (and restarts) or SIGSTOPs (past the 2 s node
-// TTL, then SIGCONTs) a random streaming node, one fault at a time, for d.
-// Decisions come from seed; the windows join the timeline.
-func streamingNemesis(ctx context.Context, cl *harness.Cluster, sns *harness.StreamingNodes, seed uint64, d time.Duration) []nemesis.Window {
+// TTL, then SIGCONTs; only this with pauseOnly) a random streaming node, one
+// fault at a time, for d. Decisions come from seed; the windows join the
+// timeline.
+func streamingNemesis(ctx context.Context, cl *harness.Cluster, sns *harness.StreamingNodes, seed uint64, d time.Duration,
+	pauseOnly bool) []nemesis.Window {
 	rng := rand.New(rand.NewPCG(seed, 0x736e))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 	deadline := time.Now().Add(d)
 	var out []nemesis.Window
 	for seq := 1000; ; seq++ {
 		quiet := between(time.Second, 2500*time.Millisecond)
-		kill := rng.IntN(2) == 0
+		kill := rng.IntN(2) == 0 && !pauseOnly
 		i := rng.IntN(sns.N())
 		hold := between(500*time.Millisecond, 2*time.Second)
 		if !kill {

@@ -151,7 +151,7 @@ type bcOp struct {
 // target VChannel's WAL exactly once; no broadcast ID twice in a
 // VChannel), broadcast-conflict-order (broadcasts holding the same
 // exclusive key are in the same relative order in every VChannel they
-// share) and broadcast-idempotency (one idempotency key, one broadcast ID).
+// share, and in ascending broadcast ID order) and broadcast-idempotency (one idempotency key, one broadcast ID).
 func (b *Broadcast) Check(ops []history.Op, dir string, notes []checker.Annotation) []checker.Result {
 	var bops []bcOp
 	pchannels := map[string]bool{}
@@ -242,6 +242,18 @@ func (b *Broadcast) Check(ops []history.Op, dir string, notes []checker.Annotati
 					byKey[k] = map[string][]uint64{}
 				}
 				byKey[k][v] = append(byKey[k][v], id)
+			}
+		}
+	}
+	// Conflicting tasks are created one after the other (the later one
+	// waits for the earlier one's keys), so their IDs give their order:
+	// in every VChannel they must appear in ascending ID order.
+	for k, vs := range byKey {
+		for v, ids := range vs {
+			for i := 1; i < len(ids); i++ {
+				if ids[i] < ids[i-1] {
+					order.add("key %s: broadcast %d is after broadcast %d in %s", k, ids[i], ids[i-1], v)
+				}
 			}
 		}
 	}

@@ -26,10 +26,17 @@ import (
 // view and retries the same payload (the append certainly did not happen);
 // any other error ends the operation as info. Every payload is unique
 // ("c<client>-<n>"), so the WAL can be matched against the history.
+//
+// With Zombies, one more client plays a deposed owner's client: whenever a
+// PChannel moves to another node, it appends once to the previous owner at
+// the previous term. The WAL fence must refuse every such append; a
+// record it lets through lands at an older term after newer ones
+// (wal-terms-monotonic).
 type Channels struct {
 	NClients  int // default 4
 	PChannels int // how many PChannels to write (default 3)
 	Think     time.Duration
+	Zombies   bool
 
 	walDir string
 	mu     sync.Mutex
@@ -71,6 +78,14 @@ type attempt struct {
 func (c *Channels) Name() string { return "channels" }
 
 func (c *Channels) Clients() int {
+	if c.Zombies {
+		return c.appenders() + 1
+	}
+	return c.appenders()
+}
+
+// appenders is the number of ordinary clients.
+func (c *Channels) appenders() int {
 	if c.NClients <= 0 {
 		return 4
 	}
@@ -114,7 +129,24 @@ func (c *Channels) Run(ctx context.Context, env Env) error {
 		think = 5 * time.Millisecond
 	}
 	var wg sync.WaitGroup
-	for k := 0; k < c.Clients(); k++ {
+	if c.Zombies {
+		cl, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+		if err != nil {
+			return err
+		}
+		w := cl.NewWatcher()
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			c.zombie(ctx, env.ClientBase+c.appenders(), w, env.Recorder, names)
+		}()
+	}
+	for k := 0; k < c.appenders(); k++ {
 		cl, err := client.New(ctx, ClientConfig(env.Endpoints(k%env.Members)))
 		if err != nil {
 			return err
@@ -249,6 +281,80 @@ func (c *Channels) append(ctx context.Context, w *client.Watcher, conns map[stri
 			p.Fail(fmt.Errorf("%v; no newer view: %w", err, werr))
 			return
 		}
+	}
+}
+
+// zombie appends to a PChannel's previous owner at the previous term each
+// time the PChannel moves to another node (after a moment, so the new
+// owner has written at its term).
+func (c *Channels) zombie(ctx context.Context, id int, w *client.Watcher, rec *history.Recorder, names []string) {
+	type owner struct {
+		node *coordpb.StreamingNode
+		term int64
+	}
+	conns := map[string]*grpc.ClientConn{}
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+	prev := map[string]owner{}
+	var v client.Version
+	for n := 0; ; {
+		view, err := w.WaitNewer(ctx, v)
+		if err != nil {
+			return
+		}
+		v = view.Version
+		for _, p := range names {
+			node, term, ok := view.Owner(p)
+			if !ok {
+				continue
+			}
+			old, had := prev[p]
+			prev[p] = owner{node, term}
+			if !had || old.node.Id == node.Id || old.term >= term {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			c.zombieAppend(ctx, conns, rec, id, old.node, old.term, p+"_150v0", fmt.Sprintf("z%d-%d", id, n))
+			n++
+		}
+	}
+}
+
+func (c *Channels) zombieAppend(ctx context.Context, conns map[string]*grpc.ClientConn, rec *history.Recorder, id int,
+	node *coordpb.StreamingNode, term int64, vch, payload string) {
+	p := rec.Invoke(id, "append", AppendIn{VChannel: vch, Payload: payload})
+	cc := conns[node.Address]
+	if cc == nil {
+		var err error
+		if cc, err = grpc.NewClient(node.Address, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			p.Fail(err) // nothing was sent
+			return
+		}
+		conns[node.Address] = cc
+	}
+	c.noteAttempt(payload, attempt{node.Id, term})
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := coordpb.NewStreamingNodeServiceClient(cc).Append(actx, &coordpb.AppendRequest{Vchannel: vch, Term: term,
+		Payload: []byte(payload), NodeId: node.Id, Epoch: node.Epoch})
+	switch {
+	case err == nil:
+		out := AppendOut{Node: node.Id, Addr: node.Address, Attempts: 1}
+		if resp.Id != nil {
+			out.Term, out.Offset = resp.Id.Term, resp.Id.Offset
+		}
+		p.Ok(out)
+	case status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.InvalidArgument:
+		p.Fail(err) // refused before anything was written
+	default:
+		p.Info(err)
 	}
 }
 

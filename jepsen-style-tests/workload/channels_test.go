@@ -152,6 +152,9 @@ func TestBroadcastCheckers(t *testing.T) {
 		// (A broadcast twice in one VChannel cannot be built here: the WAL
 		// writer itself drops a repeated (broadcast ID, vchannel).)
 		{"conflicting order", "broadcast-conflict-order", []rec{{"a_200v0", 1}, {"b_200v0", 2}, {"a_200v0", 2}, {"b_200v0", 1}}, acked},
+		// Same relative order in both VChannels, but not the order the
+		// tasks were created in (their IDs): the later task overtook.
+		{"later task first everywhere", "broadcast-conflict-order", []rec{{"a_200v0", 2}, {"b_200v0", 2}, {"a_200v0", 1}, {"b_200v0", 1}}, acked},
 		{"one key two ids", "broadcast-idempotency", good, map[uint64]BroadcastIn{1: {VChannels: two, Key: "k", Idem: "i", IdemScope: 5},
 			2: {VChannels: two, Key: "k", Idem: "i", IdemScope: 5}}},
 	} {
@@ -161,5 +164,44 @@ func TestBroadcastCheckers(t *testing.T) {
 				t.Errorf("not caught by %s: %v", tc.checker, v)
 			}
 		})
+	}
+}
+
+// TestFenceBreachIsCaught: a deposed writer whose WAL fence is broken
+// (wal.Writer.UnsafeSkipFence, as streamingnode --test-only-unsafe-no-fence
+// does) appends at its old term after the new owner wrote; the checkers
+// report it as a term regression.
+func TestFenceBreachIsCaught(t *testing.T) {
+	dir := t.TempDir()
+	c := &Channels{NClients: 2, walDir: dir, sent: map[string][]attempt{}}
+	var ops []history.Op
+	write := func(w *wal.Writer, node uint64, p string) {
+		t.Helper()
+		res, err := w.Append("ch_1_100v0", []byte(p), 0, uint64(len(ops)+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := json.Marshal(AppendIn{VChannel: "ch_1_100v0", Payload: p})
+		out, _ := json.Marshal(AppendOut{Node: node, Term: res.ID.Term, Offset: res.ID.Offset})
+		ops = append(ops, history.Op{Index: len(ops), F: "append", Input: in, Output: out, Type: history.Ok})
+		c.sent[p] = append(c.sent[p], attempt{node, w.Term()})
+	}
+	old, err := wal.Open(dir, "ch_1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	old.UnsafeSkipFence()
+	write(old, 1, "c0-0")
+	nw, err := wal.Open(dir, "ch_1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	write(nw, 2, "c1-0")
+	write(old, 1, "z2-0") // past the fence
+	v := verdicts(c.Check(ops, "", nil))
+	if v["wal-terms-monotonic"] != checker.Invalid {
+		t.Fatalf("a write past the fence was not caught by wal-terms-monotonic: %v", v)
 	}
 }

@@ -93,6 +93,9 @@ type CorruptError struct {
 	Path   string
 	Pos    int64 // byte position in the file
 	Reason string
+	// TermRegression: a record's term is below the one before it, which
+	// only a writer past the fence can cause.
+	TermRegression bool
 }
 
 func (e *CorruptError) Error() string {
@@ -230,7 +233,8 @@ func scan(f *os.File, path string, size int64, st *scanPos, limit int64, fn func
 		case rec.ID.Offset != st.next:
 			return false, corrupt(fmt.Sprintf("record offset %d, expected %d", rec.ID.Offset, st.next))
 		case rec.ID.Term < st.lastTerm:
-			return false, corrupt(fmt.Sprintf("record term %d after term %d", rec.ID.Term, st.lastTerm))
+			return false, &CorruptError{Path: path, Pos: st.pos, TermRegression: true,
+				Reason: fmt.Sprintf("record term %d after term %d", rec.ID.Term, st.lastTerm)}
 		}
 		fn(&rec)
 		st.pos += headerSize + n

@@ -53,6 +53,16 @@ type Writer struct {
 	truncated int64
 	closed    bool
 	broken    error // set after a failure that leaves the file in doubt
+	noFence   bool  // test only: Append ignores the fence (UnsafeSkipFence)
+}
+
+// UnsafeSkipFence breaks the writer on purpose (tests of the tests only):
+// its appends no longer check the fence or the log's newest term, so a
+// deposed writer keeps writing at its old term.
+func (w *Writer) UnsafeSkipFence() {
+	w.mu.Lock()
+	w.noFence = true
+	w.mu.Unlock()
 }
 
 // Open opens pchannel's log under dir at term. It refuses (ErrFenced) when
@@ -187,14 +197,14 @@ func (w *Writer) Append(vchannel string, payload []byte, broadcastID, ts uint64)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if fence > w.term {
+	if fence > w.term && !w.noFence {
 		return AppendResult{}, &FencedError{PChannel: w.pchannel, Fence: fence, Term: w.term}
 	}
 	if err := w.catchUp(); err != nil {
 		w.broken = err
 		return AppendResult{}, err
 	}
-	if w.st.lastTerm > w.term {
+	if w.st.lastTerm > w.term && !w.noFence {
 		return AppendResult{}, &FencedError{PChannel: w.pchannel, Fence: w.st.lastTerm, Term: w.term}
 	}
 	if broadcastID != 0 {

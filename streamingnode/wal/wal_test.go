@@ -673,3 +673,26 @@ func TestReaderFollow(t *testing.T) {
 		t.Fatal("reader did not stop")
 	}
 }
+
+// TestUnsafeSkipFenceIsCaughtByReaders: a writer broken on purpose
+// (UnsafeSkipFence, tests of the tests only) writes past the fence; every
+// reader then reports the log's term going back as a TermRegression.
+func TestUnsafeSkipFenceIsCaughtByReaders(t *testing.T) {
+	dir := t.TempDir()
+	old := mustOpen(t, dir, pch, 2)
+	old.UnsafeSkipFence()
+	mustAppend(t, old, vchA, "old-0", 0, 1)
+	nw := mustOpen(t, dir, pch, 3)
+	mustAppend(t, nw, vchA, "new-0", 0, 2)
+	if _, err := old.Append(vchA, []byte("old-1"), 0, 3); err != nil {
+		t.Fatalf("the broken writer was refused: %v", err)
+	}
+	recs, err := ReadAll(dir, pch, "", 0)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !ce.TermRegression || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read after a write past the fence: %v", err)
+	}
+	if got := payloads(recs); got != "old-0,new-0" {
+		t.Fatalf("records before the regression: %q", got)
+	}
+}

@@ -1,0 +1,131 @@
+package flush
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/testutil"
+)
+
+// decidedIn returns the decision term of every applied body of type T.
+func decidedIn[T proto.Message](l *controllertest.Leader) []uint64 {
+	var out []uint64
+	terms := l.DecisionTerms()
+	for i, b := range l.Applied() {
+		if _, ok := b.(T); ok {
+			out = append(out, terms[i])
+		}
+	}
+	return out
+}
+
+// TestRunSealsAndFlushesOnTheFakeClock drives the leader routine itself:
+// nothing happens until the clock moves past the first expiry period; then
+// a full segment is sealed, and once its VChannel's tick passes the seal
+// and the allocation's expiry it is marked Flushing. Both commands carry
+// the routine's term.
+func TestRunSealsAndFlushesOnTheFakeClock(t *testing.T) {
+	cfg := small
+	cfg.Interval = time.Second
+	m, l, clock := fixture(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, 2) }()
+	defer func() { cancel(); <-done }()
+
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a[0].SegmentID
+	controllertest.WaitForTimers(t, clock, 1)
+	sealed := func() bool {
+		g, _ := l.State().Segment(id)
+		return g.State == logpb.SegmentState_SEGMENT_SEALED
+	}
+	controllertest.AdvanceUntil(t, clock, time.Second, "the full segment to be sealed", sealed)
+	if now, start := clock.Now(), controllertest.Epoch.Add(cfg.AllocationExpiry); now.Before(start) {
+		t.Fatalf("sealed at %v, before the first expiry period ended (%v)", now, start)
+	}
+	g, _ := l.State().Segment(id)
+	tick := max(g.SealTs, a[0].ExpireTs)
+	if _, _, err := m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, tick}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the sealed segment to become Flushing", func() bool {
+		g, _ := l.State().Segment(id)
+		return g.State == logpb.SegmentState_SEGMENT_FLUSHING
+	})
+	for _, terms := range [][]uint64{decidedIn[*logpb.SealSegments](l), decidedIn[*logpb.MarkSegmentsFlushing](l)} {
+		if len(terms) != 1 || terms[0] != 2 {
+			t.Fatalf("decision terms %v, want [2]", terms)
+		}
+	}
+	seal := controllertest.AppliedOf[*logpb.SealSegments](l)[0]
+	if seal.DecisionTerm != 2 || seal.Reason != logpb.SealReason_SEAL_CAPACITY || seal.SealTs < fsm.ComposeTS(controllertest.Epoch.UnixMilli()) {
+		t.Fatalf("seal command %v", seal)
+	}
+}
+
+// TestDeposedRoutineChangesNothing: a round of an old term proposes
+// nothing, and a seal decided in an old term is refused by the FSM.
+func TestDeposedRoutineChangesNothing(t *testing.T) {
+	m, l, clock := fixture(t, small)
+	ctx := context.Background()
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	l.Establish(t, 3)
+	before := l.State().AppliedIndex()
+	if _, err := m.Round(ctx, 2); err == nil {
+		t.Fatal("a round of term 2 ran in term 3")
+	}
+	if err := m.propose(ctx, 2, &logpb.SealSegments{SegmentIds: []int64{a[0].SegmentID}, SealTs: 5,
+		Reason: logpb.SealReason_SEAL_CAPACITY, DecisionTerm: 2}); err == nil {
+		t.Fatal("a seal decided in term 2 was applied in term 3")
+	}
+	if g, _ := l.State().Segment(a[0].SegmentID); g.State != logpb.SegmentState_SEGMENT_GROWING {
+		t.Fatalf("segment is %s", g.State)
+	}
+	if got := l.State().AppliedIndex(); got > before+1 {
+		t.Fatalf("applied index moved from %d to %d", before, got)
+	}
+}
+
+// TestRoundPrunesDroppedSegmentsAfterRetention: a Dropped segment is kept
+// for the retention, then forgotten by a command of the routine's term.
+func TestRoundPrunesDroppedSegmentsAfterRetention(t *testing.T) {
+	cfg := small
+	cfg.DroppedRetention = time.Hour
+	m, l, clock := fixture(t, cfg)
+	ctx := context.Background()
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a[0].SegmentID
+	l.MustPropose(t, &logpb.SaveBinlogPaths{NodeId: node1, Vchannel: vch0, PchannelTerm: 2, SegmentId: id, CollectionId: coll,
+		PartitionId: 1, Level: logpb.SegmentLevel_LEVEL_L1, Dropped: true})
+	clock.Advance(59 * time.Minute)
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 0 {
+		t.Fatalf("pruned %v before the retention (err %v)", r.Pruned, err)
+	}
+	clock.Advance(time.Minute)
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 1 || r.Pruned[0] != id {
+		t.Fatalf("after the retention: pruned %v (err %v)", r.Pruned, err)
+	}
+	if _, ok := l.State().Segment(id); ok {
+		t.Fatal("the dropped segment is still there")
+	}
+	if terms := decidedIn[*logpb.PruneDroppedSegments](l); len(terms) != 1 || terms[0] != 2 {
+		t.Fatalf("prune decision terms %v", terms)
+	}
+}

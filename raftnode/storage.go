@@ -1,0 +1,237 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// RaftDBFile is the bolt file holding a member's raft log and stable store.
+const RaftDBFile = "raft.db"
+
+// lockTimeout bounds the wait for another process's lock on raft.db.
+const lockTimeout = time.Second
+
+// replaceHint is the recovery procedure every refusal names.
+const replaceHint = "replace this member: remove it from the cluster (coordctl cluster remove ID), move this data dir aside, " +
+	"and start the member again with an empty data dir and --join (docs/operations.md#replacing-a-member)"
+
+// DamagedError refuses a data dir whose storage cannot be trusted.
+type DamagedError struct {
+	Dir    string
+	Reason string
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("data dir %s is damaged: %s; %s", e.Dir, e.Reason, replaceHint)
+}
+
+// LostStateError refuses a data dir that belongs to a cluster member but
+// has lost its raft state: starting it would forget the member's term and
+// vote (or bootstrap a second time).
+type LostStateError struct {
+	Dir      string
+	Identity Identity
+	What     string
+}
+
+func (e *LostStateError) Error() string {
+	return fmt.Sprintf("data dir %s has lost its raft state (%s) but %s says it is member %s of cluster %s; "+
+		"it must not rejoin with its term and vote forgotten: %s",
+		e.Dir, e.What, IdentityFile, e.Identity.MemberID, orNone(e.Identity.ClusterID), replaceHint)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(not yet formed)"
+	}
+	return s
+}
+
+// InUseError refuses a data dir locked by another process.
+type InUseError struct{ Dir string }
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("data dir %s is in use by another process (%s is locked); stop that process or give this one another --data-dir",
+		e.Dir, RaftDBFile)
+}
+
+// WrongMemberError refuses a data dir created for another member ID.
+type WrongMemberError struct {
+	Dir       string
+	Recorded  string
+	Requested string
+}
+
+func (e *WrongMemberError) Error() string {
+	return fmt.Sprintf("data dir %s belongs to member %s (%s), not --id %s: start it with --id %s, or give member %s its own data dir",
+		e.Dir, e.Recorded, filepath.Join(e.Dir, IdentityFile), e.Requested, e.Recorded, e.Requested)
+}
+
+// Storage is a member's opened, checked durable state: the identity record,
+// the bolt log and stable store (locked against other processes) and the
+// snapshot store. OpenStorage binds no port, so a member can refuse a bad
+// data dir before it listens anywhere.
+type Storage struct {
+	dir   string
+	ident *identityStore
+	store *raftboltdb.BoltStore
+	snaps *raft.FileSnapshotStore
+}
+
+// Close releases the stores (and the lock on raft.db).
+func (s *Storage) Close() error {
+	if s == nil || s.store == nil {
+		return nil
+	}
+	err := s.store.Close()
+	s.store = nil
+	return err
+}
+
+// OpenStorage checks and opens cfg.DataDir: it refuses a data dir locked by
+// another process, one created for another member ID, one whose raft state
+// was lost, and one whose storage is damaged (see checkStorage). On a new
+// data dir it writes the identity record first.
+func OpenStorage(cfg Config) (st *Storage, err error) {
+	cfg = cfg.withDefaults()
+	if cfg.ID == "" || cfg.DataDir == "" {
+		return nil, errors.New("raftnode: ID and DataDir are required")
+	}
+	dir := cfg.DataDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	ident, hasIdent, err := loadIdentity(dir)
+	if err != nil {
+		return nil, err
+	}
+	if hasIdent && ident.MemberID != cfg.ID && !cfg.TestOnlySkipIdentityCheck {
+		return nil, &WrongMemberError{Dir: dir, Recorded: ident.MemberID, Requested: cfg.ID}
+	}
+	rep, err := checkStorage(dir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	skip := cfg.TestOnlySkipIdentityCheck
+	switch {
+	case skip && hasIdent:
+		cfg.Logger.Warn("TEST ONLY: not checking that this data dir kept its raft state")
+	case hasIdent && rep.dbMissing && rep.dbLost != "":
+		return nil, &LostStateError{Dir: dir, Identity: ident, What: rep.dbLost}
+	case hasIdent && ident.ClusterID != "" && !rep.hasTerm && rep.snapshots > 0:
+		return nil, &LostStateError{Dir: dir, Identity: ident, What: RaftDBFile + " has snapshots beside it but no current term or vote"}
+	case !hasIdent && rep.hasState() && !skip:
+		return nil, &DamagedError{Dir: dir, Reason: fmt.Sprintf("it holds raft state but no %s (written by an older coordd, or the file was lost)", IdentityFile)}
+	case !hasIdent:
+		inc, err := newIncarnation()
+		if err != nil {
+			return nil, err
+		}
+		ident = Identity{Format: identityFormat, MemberID: cfg.ID, Incarnation: inc}
+		if err := saveIdentity(dir, ident); err != nil {
+			return nil, err
+		}
+	}
+	st = &Storage{dir: dir, ident: &identityStore{dir: dir, id: ident}}
+	if err := guard(dir, "opening "+RaftDBFile, func() error {
+		var oerr error
+		st.store, oerr = raftboltdb.New(raftboltdb.Options{
+			Path:        filepath.Join(dir, RaftDBFile),
+			BoltOptions: &bolt.Options{Timeout: lockTimeout},
+		})
+		return oerr
+	}); err != nil {
+		return nil, openError(dir, err)
+	}
+	if err := guard(dir, "reading the log in "+RaftDBFile, func() error { return checkEntries(dir, st.store, rep) }); err != nil {
+		st.Close()
+		return nil, err
+	}
+	st.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, 2, cfg.Logger.Named("snapshot"))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	return st, nil
+}
+
+// checkEntries decodes every log entry and the stable-store values raft
+// reads on start: bolt has no checksums on values, so a flipped byte in an
+// entry would otherwise surface later as a panic inside raft.
+func checkEntries(dir string, store *raftboltdb.BoltStore, rep storageReport) error {
+	for idx := rep.firstIndex; rep.lastIndex > 0 && idx <= rep.lastIndex; idx++ {
+		var e raft.Log
+		if err := store.GetLog(idx, &e); err != nil {
+			return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: log entry %d cannot be read: %v", RaftDBFile, idx, err)}
+		}
+		if e.Index != idx {
+			return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: the entry stored at index %d says it is entry %d", RaftDBFile, idx, e.Index)}
+		}
+	}
+	for _, k := range [][]byte{keyCurrentTerm, []byte("LastVoteTerm")} {
+		if _, err := store.GetUint64(k); err != nil && err.Error() != "not found" {
+			return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: %s cannot be read: %v", RaftDBFile, k, err)}
+		}
+	}
+	return nil
+}
+
+// openError classifies an error from opening raft.db.
+func openError(dir string, err error) error {
+	var de *DamagedError
+	switch {
+	case errors.As(err, &de):
+		return err
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return &InUseError{Dir: dir}
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
+		return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: %v", RaftDBFile, err)}
+	}
+	return fmt.Errorf("open raft log store: %w", err)
+}
+
+// guard runs f, turning a panic (and, through SetPanicOnFault, a SIGBUS on
+// a truncated memory-mapped file) into a DamagedError.
+func guard(dir, what string, f func() error) (err error) {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s failed: %v", what, r)}
+			}
+		}()
+		setPanicOnFault()
+		done <- f()
+	}()
+	return <-done
+}
+
+// storageReport is what checkStorage learned about a data dir.
+type storageReport struct {
+	dbMissing  bool   // raft.db absent or empty
+	dbLost     string // why raft.db counts as lost, when dbMissing
+	hasTerm    bool   // the stable store records a current term
+	firstIndex uint64 // first log index (0: empty log)
+	lastIndex  uint64
+	snapshots  int    // snapshot directories present
+	usableSnap uint64 // index of the newest snapshot that reads back intact (0: none)
+}
+
+func (r storageReport) hasState() bool { return r.hasTerm || r.lastIndex > 0 || r.snapshots > 0 }
+
+// hclogOrNull avoids nil loggers in helpers called before defaults apply.
+func hclogOrNull(l hclog.Logger) hclog.Logger {
+	if l == nil {
+		return hclog.NewNullLogger()
+	}
+	return l
+}

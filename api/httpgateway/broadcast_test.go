@@ -77,7 +77,7 @@ const (
 
 func startBroadcastGateway(t *testing.T) *broadcastGateway {
 	t.Helper()
-	self := grpcserver.Self{ID: "bg1", RaftAddr: "127.0.0.1:4"}
+	self := raftnode.Self{ID: "bg1", RaftAddr: "127.0.0.1:4"}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: hclog.NewNullLogger()})
 	if err != nil {

@@ -543,7 +543,7 @@ func TestBroadcastTasks(t *testing.T) {
 		Vchannels:    []string{bcCChan, vA}, // sorted
 		Acked: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, Offset: 10, TimeTick: 1 << 60},
 			{Vchannel: vA, Term: 2, Offset: 1 << 63, TimeTick: 1<<60 + 1}},
-		AckSyncUp: true, IdempotencyKey: "coll/9/5:evt-1", CreatedUnixMs: taskA.CreatedMs, TombstonedUnixMs: taskA.TombstonedMs, PayloadBytes: 3}
+		AckSyncUp: true, IdempotencyKey: "coll/9/5:evt-1", CreatedUnixMs: taskA.CreatedMs, TombstonedUnixMs: taskA.TombstonedMs} // a tombstone has no payload
 	if !proto.Equal(infoA, wantA) {
 		t.Errorf("GetBroadcast(A):\n got %v\nwant %v", infoA, wantA)
 	}

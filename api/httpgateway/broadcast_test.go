@@ -309,7 +309,7 @@ func TestBroadcastListJSON(t *testing.T) {
 			t.Errorf("%s = %#v, want %#v", k, b[k], want)
 		}
 	}
-	for k, want := range map[string]string{"callback_attempts": "0", "payload_bytes": "4"} {
+	for k, want := range map[string]string{"callback_attempts": "0", "payload_bytes": "0"} { // a tombstone keeps no payload
 		if got := number(t, b, k); got != want {
 			t.Errorf("%s = %s, want %s", k, got, want)
 		}

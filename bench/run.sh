@@ -29,6 +29,7 @@ run sn-failover -workload sn-failover -trials "$TRIALS" -node-ttl 3s
 run balance -workload balance -pchannels 256 -streaming-nodes 8
 run watchers -workload watchers -watchers 1000 -trials "$TRIALS"
 run broadcast -workload broadcast -clients 16
+run flush -workload flush -trials "$TRIALS"
 bash bench/etcd/run.sh "$CLIENTS" 60000 | tail -n 1 | tee "$out/etcd.json"
 
 python3 - "$out" <<'PY'

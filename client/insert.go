@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -80,35 +81,110 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 	res := &InsertResult{CollectionID: collectionID, FirstPK: int64(first), LastPK: int64(first) + int64(rows) - 1, Count: rows}
 	p := &producer{c: c, conns: map[string]*grpc.ClientConn{}}
 	defer p.close()
+	// One sender per VChannel, in parallel; the first error stops them all.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
 	for i, v := range vchs {
 		var pks []int64
 		for pk := int64(first) + int64(i); pk <= res.LastPK; pk += int64(len(vchs)) {
 			pks = append(pks, pk)
 		}
-		if len(pks) > 0 {
-			res.VChannels++
+		if len(pks) == 0 {
+			continue
 		}
-		for len(pks) > 0 {
-			k := min(batch, len(pks))
-			if err := p.send(ctx, &coordpb.InsertRequest{Vchannel: v, CollectionId: collectionID, PartitionId: partitionID,
-				Pks: pks[:k], DedupId: uint64(pks[0])}); err != nil {
-				return res, err
+		res.VChannels++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for len(pks) > 0 {
+				k := min(batch, len(pks))
+				err := p.send(sctx, &coordpb.InsertRequest{Vchannel: v, CollectionId: collectionID, PartitionId: partitionID,
+					Pks: pks[:k], DedupId: uint64(pks[0])})
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				res.Messages++
+				mu.Unlock()
+				pks = pks[k:]
 			}
-			res.Messages++
-			pks = pks[k:]
-		}
+		}()
 	}
-	return res, nil
+	wg.Wait()
+	return res, firstErr
 }
 
+// producer sends insert messages for Insert's VChannel senders.
 type producer struct {
-	c     *Client
-	conns map[string]*grpc.ClientConn
-	owner map[string]*coordpb.PChannel
-	epoch map[uint64]uint64 // streaming node ID -> epoch
+	c *Client
+
+	mu     sync.Mutex // guards the maps
+	conns  map[string]*grpc.ClientConn
+	owners map[string]*coordpb.PChannel
+	epochs map[uint64]uint64 // streaming node ID -> epoch
+}
+
+// owner returns pchannel's assignment and its node's epoch (0: not a live
+// node), looking the assignments up again when refresh is set.
+func (p *producer) owner(ctx context.Context, pchannel string, refresh bool) (*coordpb.PChannel, uint64, error) {
+	p.mu.Lock()
+	known := p.owners != nil
+	p.mu.Unlock()
+	if !known || refresh {
+		resp, err := p.c.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
+		if err != nil {
+			return nil, 0, err
+		}
+		nodes, err := p.c.ListNodes(ctx, coordpb.ReadConsistency_LINEARIZABLE, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		owners, epochs := map[string]*coordpb.PChannel{}, map[uint64]uint64{}
+		for _, pc := range resp.Pchannels {
+			owners[pc.Name] = pc
+		}
+		for _, n := range nodes {
+			epochs[n.Id] = n.Epoch
+		}
+		p.mu.Lock()
+		p.owners, p.epochs = owners, epochs
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.owners[pchannel]
+	if pc == nil {
+		return nil, 0, nil
+	}
+	return pc, p.epochs[pc.NodeId], nil
+}
+
+// conn returns the connection to a streaming node.
+func (p *producer) conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cc, ok := p.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = cc
+	return cc, nil
 }
 
 func (p *producer) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, cc := range p.conns {
 		cc.Close()
 	}
@@ -125,40 +201,27 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 				return &Error{Op: "Insert", Err: fmt.Errorf("%w (last error: %v)", err, last)}
 			}
 		}
-		if p.owner == nil || attempt > 0 {
-			resp, err := p.c.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
-			if err != nil {
-				return err
-			}
-			p.owner = map[string]*coordpb.PChannel{}
-			for _, pc := range resp.Pchannels {
-				p.owner[pc.Name] = pc
-			}
-			nodes, err := p.c.ListNodes(ctx, coordpb.ReadConsistency_LINEARIZABLE, false)
-			if err != nil {
-				return err
-			}
-			p.epoch = map[uint64]uint64{}
-			for _, n := range nodes {
-				p.epoch[n.Id] = n.Epoch
-			}
+		pc, epoch, err := p.owner(ctx, pch, attempt > 0)
+		if err != nil {
+			return err
 		}
-		pc := p.owner[pch]
 		if pc == nil || pc.NodeAddress == "" || pc.State != "ASSIGNED" {
 			last = fmt.Errorf("pchannel %s has no assigned streaming node", pch)
 			continue
 		}
-		cc, ok := p.conns[pc.NodeAddress]
-		if !ok {
-			var err error
-			if cc, err = grpc.NewClient(pc.NodeAddress, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-				return &Error{Op: "Insert", Err: err}
-			}
-			p.conns[pc.NodeAddress] = cc
+		if epoch == 0 {
+			// The owner is not a live node (it died and the PChannel has
+			// not moved yet): wait for the move.
+			last = fmt.Errorf("pchannel %s is assigned to streaming node %d, which is not live", pch, pc.NodeId)
+			continue
 		}
-		req.Term, req.NodeId, req.Epoch = pc.Term, pc.NodeId, p.epoch[pc.NodeId]
+		cc, err := p.conn(pc.NodeAddress)
+		if err != nil {
+			return &Error{Op: "Insert", Err: err}
+		}
+		req.Term, req.NodeId, req.Epoch = pc.Term, pc.NodeId, epoch
 		actx, cancel := context.WithTimeout(ctx, p.c.cfg.RequestTimeout)
-		_, err := coordpb.NewStreamingNodeServiceClient(cc).Insert(actx, req)
+		_, err = coordpb.NewStreamingNodeServiceClient(cc).Insert(actx, req)
 		cancel()
 		switch status.Code(err) {
 		case codes.OK:

@@ -148,6 +148,10 @@ func TestInsertFlushExactlyOnce(t *testing.T) {
 	b := insertRows(t, c, 101, 500)
 	flushAndWait(t, c, 101, 60*time.Second)
 	checkExactlyOnce(t, persistedRows(t, c, store, 101), a, b)
+	// A collection nothing was written to flushes too: its VChannels get
+	// checkpoints from the flushers' time ticks alone.
+	newCollection(t, c, 111, 3)
+	flushAndWait(t, c, 111, 30*time.Second)
 }
 
 // TestStreamingNodeKillMidFlush: SIGKILL the streaming node that owns a

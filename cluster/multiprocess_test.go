@@ -22,9 +22,9 @@ import (
 	"github.com/coordd/coordd/cluster"
 )
 
-// coorddBinary and streamingBinary are built once per test binary by
+// coorddBinary, streamingBinary and coordctlBinary are built once per test binary by
 // TestMain.
-var coorddBinary, streamingBinary string
+var coorddBinary, streamingBinary, coordctlBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "coordd-mp-")
@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 	}
 	coorddBinary = filepath.Join(dir, "coordd")
 	streamingBinary = filepath.Join(dir, "streamingnode")
-	for bin, pkg := range map[string]string{coorddBinary: "./cmd/coordd", streamingBinary: "./cmd/streamingnode"} {
+	coordctlBinary = filepath.Join(dir, "coordctl")
+	for bin, pkg := range map[string]string{coorddBinary: "./cmd/coordd", streamingBinary: "./cmd/streamingnode", coordctlBinary: "./cmd/coordctl"} {
 		build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "github.com/coordd/coordd/"+pkg[2:])
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

@@ -49,6 +49,8 @@ type Command struct {
 
 	// checked is set by New: the shape, size and request ID were validated.
 	checked bool
+	// fingerprint caches Fingerprint for a decoded command with a request ID.
+	fingerprint []byte
 }
 
 // New builds a command to propose. It is the one entry point for every
@@ -195,6 +197,11 @@ func decodeEnvelope(env *logpb.Envelope) (Command, error) {
 	}
 	if len(env.Body) > MaxCommandBytes {
 		return Command{}, fmt.Errorf("%w: %s body is %d bytes (max %d)", ErrTooLarge, t, len(env.Body), MaxCommandBytes)
+	}
+	if c.RequestID != "" {
+		// From the log bytes, so that every replica, whether or not it
+		// knows the type, records the same fingerprint.
+		c.fingerprint = fingerprintOf(t, env.Body)
 	}
 	s, known := registry[t]
 	switch {

@@ -33,6 +33,7 @@ func segmentDecodeSeeds(tb testing.TB) [][]byte {
 		&logpb.SealSegments{SegmentIds: []int64{1, 1}, SealTs: 1, Reason: logpb.SealReason_SEAL_FLUSH, DecisionTerm: 1},
 		&logpb.SealSegments{CollectionId: 7, SealTs: DroppedTimestamp, Reason: 99, DecisionTerm: 1},
 		&logpb.MarkSegmentsFlushing{SegmentIds: []int64{-1}},
+		&logpb.PruneDroppedSegments{RetentionMs: 1, MaxCount: 1 << 20},
 		&logpb.SaveBinlogPaths{CollectionId: 7, Vchannel: v, NodeId: 1, PchannelTerm: 1, SegmentId: 1, Level: 9},
 		&logpb.SaveBinlogPaths{CollectionId: 7, Vchannel: v, NodeId: 1, PchannelTerm: 1, SegmentId: 1, Level: logpb.SegmentLevel_LEVEL_L1,
 			Binlogs:     []*logpb.FieldLogs{{FieldId: 1, Logs: []*logpb.LogRef{{LogId: 1, TimestampFrom: 5, TimestampTo: 4}}}, {FieldId: 1}},
@@ -47,7 +48,7 @@ func segmentDecodeSeeds(tb testing.TB) [][]byte {
 		rawEnvelope(uint32(TypeSaveBinlogPaths), 2, "", nil),                                     // newer version
 		rawEnvelope(uint32(TypeSaveBinlogPaths), 1, "", []byte{0x42, 0x04, 0x0a, 0x02, 0x08}),    // truncated field logs
 		rawEnvelope(uint32(TypeUpdateChannelCheckpoints), 1, "", []byte{0x12, 0x03, 0x0a, 0xff}), // bad nested string
-		rawEnvelope(0x0306, 1, "", nil),                                                          // next unassigned number in the block
+		rawEnvelope(0x0307, 1, "", nil),                                                          // next unassigned number in the block
 	)
 	return out
 }

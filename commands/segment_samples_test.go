@@ -40,6 +40,9 @@ func init() {
 				ManifestPath: `{"base":"manifests/449326400","ver":1}`,
 			}
 		},
+		TypePruneDroppedSegments: func() proto.Message {
+			return &logpb.PruneDroppedSegments{RetentionMs: 10800000, MaxCount: 1024, DecisionTerm: 7}
+		},
 		TypeUpdateChannelCheckpoints: func() proto.Message {
 			return &logpb.UpdateChannelCheckpoints{NodeId: 3, Checkpoints: []*logpb.ChannelCheckpointUpdate{
 				{Vchannel: "by-dev-rootcoord-dml_1_449326211v0", PchannelTerm: 4, Position: pos(4, 120, 449326302000000)},

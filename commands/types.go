@@ -47,6 +47,7 @@ const (
 	TypeMarkSegmentsFlushing     Type = 0x0303
 	TypeSaveBinlogPaths          Type = 0x0304
 	TypeUpdateChannelCheckpoints Type = 0x0305
+	TypePruneDroppedSegments     Type = 0x0306
 )
 
 // spec describes how one command type is encoded.
@@ -91,6 +92,7 @@ var registry = map[Type]spec{
 	TypeMarkSegmentsFlushing:     {"MarkSegmentsFlushing", 1, func() proto.Message { return &logpb.MarkSegmentsFlushing{} }},
 	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
+	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
 }
 
 // String names the type for logs and errors.

@@ -101,6 +101,17 @@ func validateSegmentCommand(body any) (err error, ok bool) {
 		return validateSegmentIDs(b.SegmentIds), true
 	case *logpb.SaveBinlogPaths:
 		return validateSaveBinlogPaths(b), true
+	case *logpb.PruneDroppedSegments:
+		if b.DecisionTerm == 0 {
+			return invalid("PruneDroppedSegments needs its decision term"), true
+		}
+		if b.RetentionMs < 1000 {
+			return invalid("dropped-segment retention must be at least 1000 ms, got %d", b.RetentionMs), true
+		}
+		if b.MaxCount == 0 || b.MaxCount > MaxSegmentsPerCmd {
+			return invalid("PruneDroppedSegments max count must be in 1..%d, got %d", MaxSegmentsPerCmd, b.MaxCount), true
+		}
+		return nil, true
 	case *logpb.UpdateChannelCheckpoints:
 		if b.NodeId == 0 {
 			return invalid("checkpoint update needs a node id"), true

@@ -44,6 +44,7 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeMarkSegmentsFlushing:     applyMarkSegmentsFlushing,
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
+	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
 }
 
 // Apply applies the log entry at index and returns the new state and one
@@ -83,7 +84,7 @@ func (s *State) ApplyCommands(index uint64, cmds ...commands.Command) (*State, [
 func (next *State) applyOne(index uint64, c commands.Command) (*logpb.Result, error) {
 	if c.RequestID != "" {
 		if prev, ok := next.dedup.byID.Get(c.RequestID); ok {
-			return prev.Result, nil
+			return repeatOf(prev, c), nil
 		}
 	}
 	r, err := next.dispatch(c)
@@ -91,7 +92,7 @@ func (next *State) applyOne(index uint64, c commands.Command) (*logpb.Result, er
 		return nil, err
 	}
 	if c.RequestID != "" {
-		next.dedup = next.dedup.record(c.RequestID, index, c.Type, r)
+		next.dedup = next.dedup.record(newDedupEntry(c, index, r))
 	}
 	return r, nil
 }

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+
 	"github.com/benbjohnson/immutable"
 
 	"github.com/coordd/coordd/commands"
@@ -15,6 +17,23 @@ const MaxDedupEntries = 16384
 
 // dedupEntry is the first result recorded for a request ID.
 type dedupEntry = logpb.DedupRecord
+
+// repeatOf answers a command whose request ID is remembered: the first
+// result when it is the same request, a rejection (and no change) when the
+// ID was used for another one. A record from before fingerprints existed
+// compares the type only.
+func repeatOf(prev *dedupEntry, c commands.Command) *logpb.Result {
+	same := prev.Type == uint32(c.Type)
+	if same && len(prev.Fingerprint) > 0 {
+		same = bytes.Equal(prev.Fingerprint, commands.Fingerprint(c))
+	}
+	if !same {
+		return reject(logpb.RejectCode_REJECT_INVALID,
+			"request_id %q was already used for a different request (a %s at index %d); use a new request ID for a new request",
+			c.RequestID, commands.Type(prev.Type), prev.Index)
+	}
+	return prev.Result
+}
 
 // dedupTable remembers the first result of recent request IDs so a retried
 // command returns it instead of applying twice.
@@ -31,11 +50,16 @@ func newDedupTable() dedupTable {
 	}
 }
 
-// record returns a table that also remembers id, evicting the oldest entry
+// newDedupEntry is the record of c's first result r, applied at index.
+func newDedupEntry(c commands.Command, index uint64, r *logpb.Result) *dedupEntry {
+	return &dedupEntry{RequestId: c.RequestID, Index: index, Type: uint32(c.Type), Result: r, Fingerprint: commands.Fingerprint(c)}
+}
+
+// record returns a table that also remembers e, evicting the oldest entry
 // when full.
-func (t dedupTable) record(id string, index uint64, typ commands.Type, r *logpb.Result) dedupTable {
-	t.byID = t.byID.Set(id, &dedupEntry{RequestId: id, Index: index, Type: uint32(typ), Result: r})
-	t.bySeq = t.bySeq.Set(t.seq, id)
+func (t dedupTable) record(e *dedupEntry) dedupTable {
+	t.byID = t.byID.Set(e.RequestId, e)
+	t.bySeq = t.bySeq.Set(t.seq, e.RequestId)
 	t.seq++
 	for t.byID.Len() > MaxDedupEntries {
 		it := t.bySeq.Iterator()

@@ -28,13 +28,6 @@ func TestDedupRepeatReturnsFirstResult(t *testing.T) {
 			wantNext: 11,
 		},
 		{
-			name:     "repeat with a different body still returns the first result",
-			first:    reserveIDs(10, withRequestID("r1")),
-			repeat:   reserveIDs(99, withRequestID("r1")),
-			want:     rangeResult(1, 10),
-			wantNext: 11,
-		},
-		{
 			name:     "repeat inside one entry",
 			first:    reserveIDs(10, withRequestID("r1")),
 			repeat:   reserveIDs(10, withRequestID("r1")),
@@ -45,16 +38,16 @@ func TestDedupRepeatReturnsFirstResult(t *testing.T) {
 		{
 			name:     "a rejection is remembered too",
 			first:    reserveIDs(0, withRequestID("r1")),
-			repeat:   reserveIDs(10, withRequestID("r1")),
+			repeat:   reserveIDs(0, withRequestID("r1")),
 			want:     rejected(logpb.RejectCode_REJECT_INVALID),
 			wantNext: 1,
 		},
 		{
-			name:     "repeat of another type returns the first result",
-			first:    reserveIDs(4, withRequestID("r1")),
-			repeat:   extendTSO(500, withRequestID("r1")),
-			want:     rangeResult(1, 4),
-			wantNext: 5,
+			name:     "a retry stamped by another leader is the same request",
+			first:    reserveIDs(10, withRequestID("r1"), withTerm(2), withProposedAt(1000)),
+			repeat:   reserveIDs(10, withRequestID("r1"), withTerm(3), withProposedAt(5000)),
+			want:     rangeResult(1, 10),
+			wantNext: 11,
 		},
 	}
 	for _, tt := range tests {
@@ -188,8 +181,8 @@ func TestDedupSurvivesSnapshot(t *testing.T) {
 	}
 	next, rs := mustApply(t, restored,
 		reserveIDs(10, withRequestID("a")),
-		extendTSO(200, withRequestID("b")),
-		extendTSO(300, withRequestID("c")),
+		extendTSO(100, withRequestID("b")),
+		extendTSO(50, withRequestID("c")),
 	)
 	checkResult(t, rs[0], rangeResult(1, 10), "")
 	checkResult(t, rs[1], numberResult(100), "")
@@ -235,4 +228,54 @@ func TestDedupEvictionOrderSurvivesSnapshot(t *testing.T) {
 			t.Fatalf("%s should be remembered", kept)
 		}
 	}
+}
+
+// TestDedupRefusesReuseForAnotherRequest: a request ID stands for one
+// request. Reusing it with another body or another type is refused as
+// invalid and changes nothing; the first result stays remembered.
+func TestDedupRefusesReuseForAnotherRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, repeat commands.Command
+	}{
+		{"another body", reserveIDs(10, withRequestID("r1")), reserveIDs(99, withRequestID("r1"))},
+		{"another type", reserveIDs(10, withRequestID("r1")), extendTSO(500, withRequestID("r1"))},
+		{"after a rejection", reserveIDs(0, withRequestID("r1")), reserveIDs(10, withRequestID("r1"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rs := mustApply(t, New(), tc.first)
+			first := rs[0]
+			after, rs := mustApply(t, s, tc.repeat)
+			checkResult(t, rs[0], rejected(logpb.RejectCode_REJECT_INVALID), `request_id "r1" was already used for a different request`)
+			sameExceptApplied(t, s, after)
+			if got, ok := after.LookupRequest("r1"); !ok || !proto.Equal(got, first) {
+				t.Fatalf("LookupRequest(r1) = %v, %v; want the first result %v", got, ok, first)
+			}
+		})
+	}
+}
+
+// TestDedupFingerprintSurvivesSnapshot: the fingerprint is part of the
+// snapshot, so a restored replica refuses a reuse exactly as the original.
+func TestDedupFingerprintSurvivesSnapshot(t *testing.T) {
+	s, _ := mustApply(t, New(), reserveIDs(10, withRequestID("r1")))
+	restored := restore(t, s)
+	for _, st := range []*State{s, restored} {
+		_, rs := mustApply(t, st, reserveIDs(99, withRequestID("r1")))
+		checkResult(t, rs[0], rejected(logpb.RejectCode_REJECT_INVALID), "different request")
+		_, rs = mustApply(t, st, reserveIDs(10, withRequestID("r1")))
+		checkResult(t, rs[0], rangeResult(1, 10), "")
+	}
+}
+
+// TestDedupLegacyRecordComparesType: a record restored from a snapshot
+// written before fingerprints existed still answers a same-type repeat
+// with the first result, and refuses another type.
+func TestDedupLegacyRecordComparesType(t *testing.T) {
+	s := New()
+	s.dedup = s.dedup.record(&dedupEntry{RequestId: "old", Index: 1, Type: uint32(commands.TypeReserveIDs), Result: rangeResult(1, 10)})
+	_, rs := mustApply(t, s, reserveIDs(77, withRequestID("old")))
+	checkResult(t, rs[0], rangeResult(1, 10), "")
+	_, rs = mustApply(t, s, extendTSO(500, withRequestID("old")))
+	checkResult(t, rs[0], rejected(logpb.RejectCode_REJECT_INVALID), "different request")
 }

@@ -13,7 +13,7 @@ import (
 // no empty non-L0 segment stays Flushed.
 func (s *State) checkSegmentInvariants() error {
 	var counts segmentCounts
-	n, active := 0, 0
+	n, active, dropped := 0, 0, 0
 	for it := s.seg.segs.Iterator(); !it.Done(); {
 		id, g, _ := it.Next()
 		n++
@@ -29,6 +29,12 @@ func (s *State) checkSegmentInvariants() error {
 		counts[g.State][g.Level]++
 		if isActive(g.State) {
 			active++
+		}
+		if _, ok := s.seg.dropped.Get(droppedKey{g.DroppedMs, id}); ok != (g.State == logpb.SegmentState_SEGMENT_DROPPED) {
+			return fmt.Errorf("segment %d (%s) is in the dropped index: %v", id, g.State, ok)
+		}
+		if g.State == logpb.SegmentState_SEGMENT_DROPPED {
+			dropped++
 		}
 		if _, ok := s.seg.active.Get(id); ok != isActive(g.State) {
 			return fmt.Errorf("segment %d (%s) is in the active index: %v", id, g.State, ok)
@@ -52,6 +58,9 @@ func (s *State) checkSegmentInvariants() error {
 	}
 	if s.seg.byChan.Len() != n || s.seg.byColl.Len() != n {
 		return fmt.Errorf("segment indexes hold %d/%d entries for %d segments", s.seg.byChan.Len(), s.seg.byColl.Len(), n)
+	}
+	if dropped != s.seg.dropped.Len() {
+		return fmt.Errorf("dropped index holds %d segments, %d are dropped", s.seg.dropped.Len(), dropped)
 	}
 	if active != s.seg.active.Len() {
 		return fmt.Errorf("active index holds %d segments, %d are active", s.seg.active.Len(), active)
@@ -81,8 +90,8 @@ var allowedSegmentMoves = map[[2]logpb.SegmentState]bool{
 	{logpb.SegmentState_SEGMENT_FLUSHED, logpb.SegmentState_SEGMENT_DROPPED}:  true,
 }
 
-// segmentSuccessor checks what relates a state to its successor: segments
-// never disappear, only make allowed moves, their DML position never goes
+// segmentSuccessor checks what relates a state to its successor: only
+// Dropped segments disappear (pruned), the others only make allowed moves, their DML position never goes
 // back, a Flushed segment's binlogs change only when it is dropped, and
 // channel checkpoints never regress (the dropped sentinel is terminal).
 func segmentSuccessor(prev, next *State) error {
@@ -90,7 +99,10 @@ func segmentSuccessor(prev, next *State) error {
 		id, p, _ := it.Next()
 		g, ok := next.seg.segs.Get(id)
 		if !ok {
-			return fmt.Errorf("segment %d disappeared", id)
+			if p.State != logpb.SegmentState_SEGMENT_DROPPED {
+				return fmt.Errorf("segment %d disappeared while %s (only Dropped segments are pruned)", id, p.State)
+			}
+			continue
 		}
 		if g == p {
 			continue

@@ -154,7 +154,21 @@ type segmentsState struct {
 	// active holds the IDs of Growing, Sealed and Flushing segments, the
 	// few the leader's seal and flush checks look at every round.
 	active *immutable.SortedMap[int64, struct{}]
-	counts segmentCounts
+	// dropped orders Dropped segments by drop time, for pruning.
+	dropped *immutable.SortedMap[droppedKey, struct{}]
+	counts  segmentCounts
+}
+
+// droppedKey orders Dropped segments: (drop time, segment ID).
+type droppedKey struct{ ms, id int64 }
+
+type droppedCmp struct{}
+
+func (droppedCmp) Compare(a, b droppedKey) int {
+	if c := cmp.Compare(a.ms, b.ms); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
 }
 
 // segmentCounts[state][level] counts segments.
@@ -162,11 +176,12 @@ type segmentCounts [8][4]int
 
 func newSegmentsState() segmentsState {
 	return segmentsState{
-		segs:   immutable.NewSortedMap[int64, *Segment](immutable.NewComparer[int64](0)),
-		byChan: immutable.NewSortedMap[chanSegKey, struct{}](chanSegCmp{}),
-		byColl: immutable.NewSortedMap[collSegKey, struct{}](collSegCmp{}),
-		cps:    immutable.NewSortedMap[string, *ChannelCheckpoint](nil),
-		active: immutable.NewSortedMap[int64, struct{}](immutable.NewComparer[int64](0)),
+		segs:    immutable.NewSortedMap[int64, *Segment](immutable.NewComparer[int64](0)),
+		byChan:  immutable.NewSortedMap[chanSegKey, struct{}](chanSegCmp{}),
+		byColl:  immutable.NewSortedMap[collSegKey, struct{}](collSegCmp{}),
+		cps:     immutable.NewSortedMap[string, *ChannelCheckpoint](nil),
+		active:  immutable.NewSortedMap[int64, struct{}](immutable.NewComparer[int64](0)),
+		dropped: immutable.NewSortedMap[droppedKey, struct{}](droppedCmp{}),
 	}
 }
 
@@ -190,6 +205,29 @@ func (d *segmentsState) put(g *Segment) {
 	} else {
 		d.active = d.active.Delete(g.ID)
 	}
+	if g.State == logpb.SegmentState_SEGMENT_DROPPED {
+		d.dropped = d.dropped.Set(droppedKey{g.DroppedMs, g.ID}, struct{}{})
+	}
+}
+
+// remove forgets a Dropped segment and its index entries.
+func (d *segmentsState) remove(g *Segment) {
+	d.counts[g.State][g.Level]--
+	d.segs = d.segs.Delete(g.ID)
+	d.byChan = d.byChan.Delete(chanSegKey{g.VChannel, g.ID})
+	d.byColl = d.byColl.Delete(collSegKey{g.CollectionID, g.ID})
+	d.dropped = d.dropped.Delete(droppedKey{g.DroppedMs, g.ID})
+}
+
+// OldestDroppedMs is the drop time of the oldest Dropped segment still
+// kept (ok=false when there is none).
+func (s *State) OldestDroppedMs() (int64, bool) {
+	it := s.seg.dropped.Iterator()
+	if it.Done() {
+		return 0, false
+	}
+	k, _, _ := it.Next()
+	return k.ms, true
 }
 
 // ---- read accessors ---------------------------------------------------------

@@ -170,3 +170,27 @@ func positionProto(p Position) *logpb.WALPosition {
 	}
 	return &logpb.WALPosition{Term: p.Term, Offset: p.Offset, Timestamp: p.Timestamp}
 }
+
+// applyPruneDroppedSegments forgets, oldest first, up to max_count
+// segments Dropped at least retention_ms before the command's time: their
+// rows are gone and no recovery needs them any more.
+func applyPruneDroppedSegments(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.PruneDroppedSegments)
+	if r := checkDecisionTerm(next, c.Type, b.DecisionTerm); r != nil {
+		return r
+	}
+	cutoff := c.ProposedAtUnixMs - b.RetentionMs
+	var pruned []int64
+	for it := next.seg.dropped.Iterator(); !it.Done() && len(pruned) < int(b.MaxCount); {
+		k, _, _ := it.Next()
+		if k.ms > cutoff {
+			break
+		}
+		pruned = append(pruned, k.id)
+	}
+	for _, id := range pruned {
+		g, _ := next.seg.segs.Get(id)
+		next.seg.remove(g)
+	}
+	return segmentIDs(pruned)
+}

@@ -35,7 +35,10 @@ func genSegmentCommand(t *rapid.T, label string, s *State) commands.Command {
 	}
 	ts := rapid.Uint64Range(1, 1000).Draw(t, label+".ts")
 	decision := rapid.SampledFrom([]uint64{s.EstablishedTerm(), s.EstablishedTerm(), s.EstablishedTerm() + 1}).Draw(t, label+".decision")
-	switch rapid.IntRange(0, 9).Draw(t, label+".kind") {
+	switch rapid.IntRange(0, 10).Draw(t, label+".kind") {
+	case 10:
+		return cmd(&logpb.PruneDroppedSegments{RetentionMs: rapid.Int64Range(1000, 1100).Draw(t, label+".retention"),
+			MaxCount: rapid.Uint32Range(1, 3).Draw(t, label+".max"), DecisionTerm: decision})
 	case 0, 1:
 		return cmd(&logpb.CreateSegment{CollectionId: coll, PartitionId: 1, Vchannel: vch, NodeId: node, PchannelTerm: term})
 	case 2:
@@ -81,7 +84,7 @@ func TestSegmentProperties(t *testing.T) {
 		n := rapid.IntRange(1, 60).Draw(t, "steps")
 		for i := 0; i < n; i++ {
 			c := genSegmentCommand(t, "c", s)
-			c.ProposedAtUnixMs = int64(1000 + i)
+			c.ProposedAtUnixMs = int64(1000 + 60*i)
 			next, res, err := s.ApplyCommands(s.AppliedIndex()+1, c)
 			if err != nil {
 				t.Fatalf("apply: %v", err)
@@ -119,7 +122,7 @@ func TestSegmentProperties(t *testing.T) {
 			}
 		}
 	})
-	for _, k := range []string{"CreateSegment", "SealSegments", "MarkSegmentsFlushing", "save -> Flushed", "save -> Dropped",
+	for _, k := range []string{"CreateSegment", "SealSegments", "MarkSegmentsFlushing", "PruneDroppedSegments", "save -> Flushed", "save -> Dropped",
 		"save -> Growing", "stale save", "checkpoint accepted", "rejected SaveBinlogPaths", "rejected CreateSegment"} {
 		if reached[k] == 0 {
 			t.Errorf("the generator never reached %q (reached: %v)", k, reached)

@@ -34,8 +34,9 @@ type RecoveryInfo struct {
 
 // RecoveryInfo classifies a VChannel's segments for its flusher:
 // importing segments and finished segments without any position are
-// skipped; then Dropped → dropped, L0 → L0, Flushing/Flushed → flushed,
-// the rest (Growing, Sealed) → unflushed. The seek position is the channel
+// skipped; then Dropped → dropped, L0 → L0, Flushed → flushed, the rest
+// (Growing, Sealed, Flushing) → unflushed: a Flushing segment is not
+// persisted yet, so its new owner must rebuild and flush it. The seek position is the channel
 // checkpoint, else the earliest DML (or start) position of a live segment.
 func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 	cp, hasCP := s.seg.cps.Get(vchannel)
@@ -56,7 +57,8 @@ func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 		if g.State == logpb.SegmentState_SEGMENT_IMPORTING {
 			continue
 		}
-		unflushed := g.State == logpb.SegmentState_SEGMENT_GROWING || g.State == logpb.SegmentState_SEGMENT_SEALED
+		unflushed := g.State == logpb.SegmentState_SEGMENT_GROWING || g.State == logpb.SegmentState_SEGMENT_SEALED ||
+			g.State == logpb.SegmentState_SEGMENT_FLUSHING
 		if !unflushed && g.Start.IsZero() && g.DML.IsZero() {
 			continue
 		}
@@ -66,7 +68,7 @@ func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 			continue
 		case g.Level == logpb.SegmentLevel_LEVEL_L0:
 			out.L0 = append(out.L0, g)
-		case g.InFlushState():
+		case g.State == logpb.SegmentState_SEGMENT_FLUSHED:
 			out.Flushed = append(out.Flushed, g)
 		default:
 			out.Unflushed = append(out.Unflushed, g)

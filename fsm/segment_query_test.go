@@ -35,9 +35,10 @@ func TestRecoveryInfo(t *testing.T) {
 		}
 	}
 	// 1: flushed at 100; 2: growing with data up to 180 (start 110);
-	// 3: growing, nothing saved (skipped from positions but listed);
-	// 4: dropped by a save; 5: L0.
+	// 3: Flushing, nothing saved yet (not persisted: unflushed);
+	// 4: dropped by a save; 6: L0.
 	s := build(t, segBase(createSeg(v0, 1, 2), createSeg(v0, 1, 2), createSeg(v0, 1, 2), createSeg(v0, 1, 2), reserveIDs(5),
+		sealSegs(2, 150, 3), markFlushing(2, 3),
 		save(1, 50, 10, 100, flushed, withStart(1, 20)),
 		save(2, 51, 3, 180, withStart(2, 110)),
 		save(4, 52, 1, 90, droppedSave, withStart(4, 80)),

@@ -38,27 +38,31 @@ func (s *State) writeSegmentRecords(write func(*logpb.SnapshotRecord) error) err
 // segmentRestorer collects segment records with builders (faster than
 // one persistent insert per record) and installs them at the end.
 type segmentRestorer struct {
-	segs   *immutable.SortedMapBuilder[int64, *Segment]
-	byChan *immutable.SortedMapBuilder[chanSegKey, struct{}]
-	byColl *immutable.SortedMapBuilder[collSegKey, struct{}]
-	cps    *immutable.SortedMapBuilder[string, *ChannelCheckpoint]
-	active *immutable.SortedMapBuilder[int64, struct{}]
-	counts segmentCounts
-	n      int
+	segs    *immutable.SortedMapBuilder[int64, *Segment]
+	byChan  *immutable.SortedMapBuilder[chanSegKey, struct{}]
+	byColl  *immutable.SortedMapBuilder[collSegKey, struct{}]
+	cps     *immutable.SortedMapBuilder[string, *ChannelCheckpoint]
+	active  *immutable.SortedMapBuilder[int64, struct{}]
+	dropped *immutable.SortedMapBuilder[droppedKey, struct{}]
+	counts  segmentCounts
+	n       int
 }
 
 func newSegmentRestorer() *segmentRestorer {
 	return &segmentRestorer{
-		segs:   immutable.NewSortedMapBuilder[int64, *Segment](immutable.NewComparer[int64](0)),
-		byChan: immutable.NewSortedMapBuilder[chanSegKey, struct{}](chanSegCmp{}),
-		byColl: immutable.NewSortedMapBuilder[collSegKey, struct{}](collSegCmp{}),
-		cps:    immutable.NewSortedMapBuilder[string, *ChannelCheckpoint](nil),
-		active: immutable.NewSortedMapBuilder[int64, struct{}](immutable.NewComparer[int64](0)),
+		segs:    immutable.NewSortedMapBuilder[int64, *Segment](immutable.NewComparer[int64](0)),
+		byChan:  immutable.NewSortedMapBuilder[chanSegKey, struct{}](chanSegCmp{}),
+		byColl:  immutable.NewSortedMapBuilder[collSegKey, struct{}](collSegCmp{}),
+		cps:     immutable.NewSortedMapBuilder[string, *ChannelCheckpoint](nil),
+		active:  immutable.NewSortedMapBuilder[int64, struct{}](immutable.NewComparer[int64](0)),
+		dropped: immutable.NewSortedMapBuilder[droppedKey, struct{}](droppedCmp{}),
 	}
 }
 
-func (r *segmentRestorer) addSegment(s *State, rec *logpb.SegmentRecord) error {
-	g := segmentOf(rec)
+func (r *segmentRestorer) addSegmentRecord(s *State, g *Segment) error {
+	if g == nil {
+		return fmt.Errorf("segment record missing")
+	}
 	g.VChannel = s.internVChannel(g.VChannel)
 	if _, dup := r.segs.Get(g.ID); dup || g.ID <= 0 {
 		return fmt.Errorf("segment record %d is duplicated or has a bad id", g.ID)
@@ -73,6 +77,9 @@ func (r *segmentRestorer) addSegment(s *State, rec *logpb.SegmentRecord) error {
 	if isActive(g.State) {
 		r.active.Set(g.ID, struct{}{})
 	}
+	if g.State == logpb.SegmentState_SEGMENT_DROPPED {
+		r.dropped.Set(droppedKey{g.DroppedMs, g.ID}, struct{}{})
+	}
 	r.n++
 	return nil
 }
@@ -83,7 +90,7 @@ func (r *segmentRestorer) addCheckpoint(s *State, rec *logpb.ChannelCheckpointRe
 }
 
 func (r *segmentRestorer) install(s *State) {
-	s.seg = segmentsState{segs: r.segs.Map(), byChan: r.byChan.Map(), byColl: r.byColl.Map(), cps: r.cps.Map(), active: r.active.Map(), counts: r.counts}
+	s.seg = segmentsState{segs: r.segs.Map(), byChan: r.byChan.Map(), byColl: r.byColl.Map(), cps: r.cps.Map(), active: r.active.Map(), dropped: r.dropped.Map(), counts: r.counts}
 }
 
 // SegmentProto converts a record to its wire form.

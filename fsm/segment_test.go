@@ -273,3 +273,34 @@ func TestDropCollectionDropsSegmentsAndSetsSentinel(t *testing.T) {
 		t.Fatalf("recovery info of a dropped vchannel: %+v, %v", ri, err)
 	}
 }
+
+func TestApplyPruneDroppedSegments(t *testing.T) {
+	prune := func(term uint64, retention int64, max uint32, at int64) commands.Command {
+		return cmd(&logpb.PruneDroppedSegments{RetentionMs: retention, MaxCount: max, DecisionTerm: term}, withProposedAt(at))
+	}
+	// Segments 1 and 2 dropped at 2000 (by saves), 3 still growing.
+	three := segBase(createSeg(v0, 1, 2), createSeg(v0, 1, 2), createSeg(v0, 1, 2),
+		save(1, 50, 10, 100, droppedSave), save(2, 51, 10, 100, droppedSave))
+	runApplyCases(t, []applyCase{
+		{name: "too young: nothing pruned", setup: three, cmd: prune(2, 5000, 10, 6999), want: segResult(), unchanged: true},
+		{name: "old enough: pruned, oldest first, at most max", setup: three, cmd: prune(2, 5000, 1, 7000), want: segResult(1),
+			check: func(t *testing.T, _, after *State) {
+				if _, ok := after.Segment(1); ok {
+					t.Fatal("segment 1 still there")
+				}
+				if g, ok := after.Segment(2); !ok || g.State != sgDropped {
+					t.Fatal("segment 2 must stay (max count 1)")
+				}
+				if got := after.SegmentsOfVChannel(v0); len(got) != 2 || after.SegmentCountBy(sgDropped, lvL1) != 1 {
+					t.Fatalf("indexes after prune: %d segments on v0, %d dropped", len(got), after.SegmentCountBy(sgDropped, lvL1))
+				}
+				if ms, ok := after.OldestDroppedMs(); !ok || ms != 2000 {
+					t.Fatalf("oldest dropped %d %v", ms, ok)
+				}
+			}},
+		{name: "live segments are never pruned", setup: three, cmd: prune(2, 1000, 100, 1_000_000), want: segResult(1, 2),
+			check: wantSeg(3, sgGrowing, 0)},
+		{name: "decision from another term", setup: three, cmd: prune(1, 5000, 10, 7000), want: rejected(logpb.RejectCode_REJECT_STALE)},
+		{name: "retention below a second", setup: three, cmd: prune(2, 10, 10, 7000), want: rejected(logpb.RejectCode_REJECT_INVALID)},
+	})
+}

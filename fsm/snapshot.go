@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -116,10 +117,39 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if string(magic) != snapshotMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", errSnapshot, magic)
 	}
-	unmarshal := protodelim.UnmarshalOptions{MaxSize: maxSnapshotRecord}
+	// Records are read raw; segments (most of a large snapshot) are decoded
+	// straight into their compact form (segment_codec.go), the rest by the
+	// generated code.
+	var scratch []byte
+	var pendingSegment *Segment
 	read := func() (*logpb.SnapshotRecord, error) {
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+		if n > maxSnapshotRecord {
+			return nil, fmt.Errorf("record of %d bytes (max %d)", n, maxSnapshotRecord)
+		}
+		if uint64(cap(scratch)) < n {
+			scratch = make([]byte, n)
+		}
+		raw := scratch[:n]
+		if _, err := io.ReadFull(br, raw); err != nil {
+			return nil, fmt.Errorf("read %d-byte record: %w", n, io.ErrUnexpectedEOF)
+		}
+		if payload, ok := segmentPayload(raw); ok {
+			g, err := decodeSegment(payload)
+			if err != nil {
+				return nil, err
+			}
+			pendingSegment = g
+			return &logpb.SnapshotRecord{Record: &logpb.SnapshotRecord_Segment{}}, nil
+		}
 		var rec logpb.SnapshotRecord
-		if err := unmarshal.UnmarshalFrom(br, &rec); err != nil {
+		if err := proto.Unmarshal(raw, &rec); err != nil {
 			return nil, err
 		}
 		return &rec, nil
@@ -166,14 +196,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *logpb.SnapshotRecord_BroadcastTask:
 			s.bc.put(v.BroadcastTask)
 		case *logpb.SnapshotRecord_Segment:
-			if err := segs.addSegment(s, v.Segment); err != nil {
+			if err := segs.addSegmentRecord(s, pendingSegment); err != nil {
 				return nil, fmt.Errorf("%w: record %d: %v", errSnapshot, i+1, err)
 			}
 		case *logpb.SnapshotRecord_ChannelCheckpoint:
 			segs.addCheckpoint(s, v.ChannelCheckpoint)
 		case *logpb.SnapshotRecord_Dedup:
-			d := v.Dedup
-			s.dedup = s.dedup.record(d.RequestId, d.Index, commands.Type(d.Type), d.Result)
+			s.dedup = s.dedup.record(v.Dedup)
 		default:
 			return nil, fmt.Errorf("%w: record %d has unexpected kind %T", errSnapshot, i+1, rec.Record)
 		}

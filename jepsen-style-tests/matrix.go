@@ -19,8 +19,8 @@ var storageFaults = []nemesis.Kind{nemesis.DiskLoss, nemesis.StorageDamage, neme
 var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
-// kind at least once, the two broken-build checks and the channel
-// workload, about 2.5 minutes together on two cores.
+// kind at least once, the broken-build checks, the channel workload and
+// the write-path (flush) workload.
 func Smoke() []scenario.Scenario {
 	d := 16 * time.Second
 	return []scenario.Scenario{
@@ -41,6 +41,11 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// The write path: inserts and flushes while coordd members and
+		// streaming nodes are killed, paused and cut off.
+		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
+			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
+			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
 	}
 }
 
@@ -136,8 +141,9 @@ func brokenClient() scenario.Scenario {
 // runs; every run gets its own seed (the printed base seed plus its index).
 const FullRuns = 10
 
-// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of ten templates
-// (100 seeded schedules), 12 s of faults each, named <template>-r<round>.
+// Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of every template
+// (at least 100 seeded schedules), 12 s of faults each, named
+// <template>-r<round>.
 // Rounds come one after the other, so a partial run covers every template.
 // Many short schedules explore more fault orders than a few long ones; the
 // long-partition template still holds partitions for 5-10 s.
@@ -161,6 +167,10 @@ func Full() []scenario.Scenario {
 		// pauses past the TTL, with every coordd fault kind.
 		{Name: "channels-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// The write path under every coordd fault kind and streaming-node
+		// kills and pauses.
+		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
+			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
 	}
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {

@@ -40,9 +40,13 @@ func TestRequestIDDedupThroughRaft(t *testing.T) {
 	if !proto.Equal(r1, r2) {
 		t.Fatalf("repeat of dup-1 returned %v, first returned %v", r2, r1)
 	}
-	// The first result wins even if the repeat carries a different body.
-	if r3 := mustPropose(t, leader, &logpb.ReserveIDs{Count: 100}, "dup-1"); !proto.Equal(r1, r3) {
-		t.Fatalf("repeat of dup-1 with another body returned %v, first returned %v", r3, r1)
+	// A request ID means one request: reused with another body it is
+	// refused, and nothing is reserved.
+	rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
+	r3, rerr := propose(rctx, leader, &logpb.ReserveIDs{Count: 100}, "dup-1")
+	rcancel()
+	if rerr != nil || r3.GetRejection().GetCode() != logpb.RejectCode_REJECT_INVALID {
+		t.Fatalf("repeat of dup-1 with another body = %v, %v; want REJECT_INVALID", r3, rerr)
 	}
 	if first, count := idRange(t, r1); first != start || count != 7 {
 		t.Fatalf("dup-1 reserved [%d,+%d), want [%d,+7)", first, count, start)

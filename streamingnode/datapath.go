@@ -129,18 +129,20 @@ func (h flusherHost) WALEnd(p string, term int64) (uint64, error) {
 }
 
 func (h flusherHost) Tick(ctx context.Context, p string, term int64) (uint64, uint64, error) {
-	s, err := h.heldSlot(p, term)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer s.mu.Unlock()
-	// Appends take their timestamps under this lock from the same source,
-	// so a fresh timestamp taken here is above every record in the log and
-	// below every later one.
+	// The timestamp is taken before the lock (so a slow TSO does not hold
+	// up appends): appends take theirs from the same source while holding
+	// the lock, so every append not yet in the log when the lock is taken
+	// gets a later timestamp, and every record below the offset read under
+	// the lock is what the flusher must have consumed.
 	h.n.tso.Discard()
 	ts, err := h.n.tso.Next(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
+	s, err := h.heldSlot(p, term)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.mu.Unlock()
 	return s.w.NextOffset(), ts, nil
 }

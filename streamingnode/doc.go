@@ -9,6 +9,12 @@
 // recorded durably, so a node that lost a channel cannot write to it even if
 // it has not heard so yet.
 //
+// The node is also both halves of the data path
+// (docs/semantics.md#flusher-and-recovery): Insert asks coordd for room in a growing segment
+// and appends an insert message naming it (package dml), and the flusher
+// (package flusher) turns each held PChannel's inserts into binlogs in the
+// object store (Config.ObjectStore) and reports them to coordd.
+//
 // Shutdown is controlled: RequestDrain, wait until coordd has moved every
 // channel away, Deregister, stop serving, close the WALs.
 package streamingnode

@@ -36,6 +36,8 @@ type fakeCoord struct {
 	version   *coordpb.Version
 	watchers  map[chan *coordpb.AssignmentUpdate]bool
 	channels  map[string]*coordpb.ChannelAssignment // the assignment view's channels
+	listCalls int                                   // ListPChannels calls
+	data      fakeData                              // DataCoord: segment allocation (insert_test.go)
 }
 
 type fakeNode struct {
@@ -58,6 +60,7 @@ func startFakeCoord(t *testing.T) *fakeCoord {
 	coordpb.RegisterStreamingNodeRegistryServer(f.srv, f)
 	coordpb.RegisterChannelsServer(f.srv, f)
 	coordpb.RegisterAllocatorServer(f.srv, f)
+	coordpb.RegisterDataCoordServer(f.srv, &f.data)
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
 	return f
@@ -179,6 +182,25 @@ func (f *fakeCoord) viewLocked() *coordpb.AssignmentUpdate {
 		u.Channels = append(u.Channels, proto.Clone(c).(*coordpb.ChannelAssignment))
 	}
 	return u
+}
+
+// setChannelQuiet records pchannel at term on node without telling the
+// watchers, like an assignment stream from a member that is cut off.
+func (f *fakeCoord) setChannelQuiet(pchannel string, term int64, node uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.channels[pchannel] = &coordpb.ChannelAssignment{Pchannel: pchannel, Term: term, State: "ASSIGNING", NodeId: node, AccessMode: "RW"}
+}
+
+func (f *fakeCoord) ListPChannels(context.Context, *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listCalls++
+	resp := &coordpb.ListPChannelsResponse{Version: proto.Clone(f.version).(*coordpb.Version)}
+	for _, c := range f.channels {
+		resp.Pchannels = append(resp.Pchannels, &coordpb.PChannel{Name: c.Pchannel, Term: c.Term, State: c.State, NodeId: c.NodeId})
+	}
+	return resp, nil
 }
 
 // setChannel records pchannel at term on node in the assignment view (as

@@ -44,8 +44,19 @@ func (n *Node) kickHeartbeat() {
 
 // awaitConfirmed waits until ready (called with n.mu held) holds, for at
 // most Config.ConfirmTimeout or until ctx ends; it reports whether it held.
+// It asks for a heartbeat at once; if that and the assignment stream have
+// not confirmed it after a quarter of the wait, it asks coordd for the
+// PChannels directly (the stream may come from a member that is cut off).
 func (n *Node) awaitConfirmed(ctx context.Context, ready func() bool) bool {
-	var timer *time.Timer
+	n.mu.Lock()
+	ok := ready()
+	n.mu.Unlock()
+	if ok { // the common case: nothing to wait for
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ConfirmTimeout)
+	defer cancel()
+	var ask *time.Timer
 	for {
 		n.mu.Lock()
 		ok := ready()
@@ -54,18 +65,51 @@ func (n *Node) awaitConfirmed(ctx context.Context, ready func() bool) bool {
 		if ok {
 			return true
 		}
-		if timer == nil {
-			timer = time.NewTimer(n.cfg.ConfirmTimeout)
-			defer timer.Stop()
+		if ask == nil {
+			ask = time.NewTimer(n.cfg.ConfirmTimeout / 4)
+			defer ask.Stop()
 		}
 		n.kickHeartbeat()
 		select {
 		case <-ch:
+		case <-ask.C:
+			n.refreshView(ctx)
 		case <-ctx.Done():
 			return false
-		case <-timer.C:
-			return false
 		}
+	}
+}
+
+// refreshView reads the PChannels from coordd (linearizable, so through
+// the leader; trying the next endpoint on trouble) and raises the view's
+// terms and the confirmed coordinator term from the answer.
+func (n *Node) refreshView(ctx context.Context) {
+	for attempt := 0; attempt < len(n.pool.conns) && ctx.Err() == nil; attempt++ {
+		i, conn := n.pool.pick()
+		resp, err := coordpb.NewChannelsClient(conn).ListPChannels(ctx,
+			&coordpb.ListPChannelsRequest{Consistency: coordpb.ReadConsistency_LINEARIZABLE})
+		if err != nil {
+			if !endpointTrouble(err) {
+				return
+			}
+			n.pool.failed(i)
+			continue
+		}
+		n.mu.Lock()
+		if n.view == nil {
+			n.view = map[string]viewChannel{}
+		}
+		for _, p := range resp.Pchannels {
+			if p.Term >= n.view[p.Name].term {
+				n.view[p.Name] = viewChannel{term: p.Term, node: p.NodeId}
+			}
+		}
+		if g := resp.Version.GetGlobal(); g > n.maxCoordTerm {
+			n.maxCoordTerm = g
+		}
+		n.changedLocked()
+		n.mu.Unlock()
+		return
 	}
 }
 

@@ -238,3 +238,27 @@ func TestUnsafeNoFenceBreaksTheNode(t *testing.T) {
 		t.Fatalf("read after the zombie write: %v", err)
 	}
 }
+
+// TestAssignConfirmedByAskingCoorddWhenTheStreamLags: the assignment
+// stream has not delivered the new assignment (its member may be cut
+// off); the node reads the PChannels from coordd and accepts the Assign.
+func TestAssignConfirmedByAskingCoorddWhenTheStreamLags(t *testing.T) {
+	f := startFakeCoord(t)
+	n := startNode(t, f, t.TempDir(), func(c *Config) { c.ConfirmTimeout = 2 * time.Second })
+	waitFor(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
+	id, epoch := n.Session()
+	f.setChannelQuiet(pch, 2, id)
+	_, err := n.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: pch, Term: 2, AccessMode: "RW", CoordTerm: 3,
+		NodeId: id, Epoch: epoch})
+	if err != nil {
+		t.Fatalf("assign the stream has not shown yet: %v", err)
+	}
+	f.mu.Lock()
+	calls := f.listCalls
+	f.mu.Unlock()
+	if calls == 0 {
+		t.Fatal("the node did not ask coordd for the PChannels")
+	}
+	// A term coordd does not report is still refused after asking.
+	wantErr(t, n.forgedAssign(pch, 9, 3), codes.Unavailable, "not confirmed")
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -116,7 +117,7 @@ func startTestNodeWith(t *testing.T, opts ...Option) *testNode {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	self := Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
+	self := raftnode.Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	logger := testLogger(t)
 	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: logger})
@@ -464,7 +465,7 @@ func TestBroadcastErrorMapping(t *testing.T) {
 		{"lock timeout", lockErr, codes.DeadlineExceeded, "waited 2s for resource key CollectionName:db1:c1@X"},
 		{"wrapped lock timeout", fmt.Errorf("broadcast: %w", lockErr), codes.DeadlineExceeded, "CollectionName:db1:c1@X"},
 		{"abandoned", fmt.Errorf("broadcast %d: %w: operator gave up", pending, broadcaster.ErrAbandoned), codes.Aborted, "broadcast abandoned"},
-		{"not leader", broadcaster.ErrNotLeader, codes.Unavailable, "not the established leader"},
+		{"not leader", fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader), codes.Unavailable, "not the leader"},
 		{"task not found", fmt.Errorf("broadcast %d: %w", pending, broadcaster.ErrTaskNotFound), codes.NotFound, "broadcast task not found"},
 		{"task finished", fmt.Errorf("broadcast %d: %w", pending, broadcaster.ErrTaskFinished), codes.FailedPrecondition, "already finished"},
 		{"rejected not primary", &broadcaster.RejectedError{Code: logpb.RejectCode_REJECT_NOT_PRIMARY, Message: "cluster is not primary"},
@@ -542,7 +543,7 @@ func TestBroadcastTasks(t *testing.T) {
 		Vchannels:    []string{bcCChan, vA}, // sorted
 		Acked: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, Offset: 10, TimeTick: 1 << 60},
 			{Vchannel: vA, Term: 2, Offset: 1 << 63, TimeTick: 1<<60 + 1}},
-		AckSyncUp: true, IdempotencyKey: "coll/9/5:evt-1", CreatedUnixMs: taskA.CreatedMs, TombstonedUnixMs: taskA.TombstonedMs, PayloadBytes: 3}
+		AckSyncUp: true, IdempotencyKey: "coll/9/5:evt-1", CreatedUnixMs: taskA.CreatedMs, TombstonedUnixMs: taskA.TombstonedMs} // a tombstone has no payload
 	if !proto.Equal(infoA, wantA) {
 		t.Errorf("GetBroadcast(A):\n got %v\nwant %v", infoA, wantA)
 	}

@@ -173,12 +173,39 @@ func (s *Server) UpdateChannelCheckpoints(ctx context.Context, req *coordpb.Upda
 	}); handled {
 		return resp, err
 	}
+	// Fail fast on the leader: a checkpoint not newer than the stored one
+	// (checkpoints only grow) or for a dropped VChannel is refused without
+	// a log entry; Apply checks everything again for the rest.
+	var refused []string
+	keep := b.Checkpoints[:0:0]
+	st := s.node.State()
+	for _, u := range b.Checkpoints {
+		if old, ok := st.ChannelCheckpoint(u.Vchannel); ok {
+			if old.Dropped() {
+				refused = append(refused, u.Vchannel+": vchannel is dropped")
+				continue
+			}
+			if !old.Position.Less(fsm.Position{Term: u.Position.Term, Offset: u.Position.Offset, Timestamp: u.Position.Timestamp}) {
+				refused = append(refused, u.Vchannel+": not newer than the stored checkpoint")
+				continue
+			}
+		}
+		keep = append(keep, u)
+	}
+	if len(keep) == 0 {
+		return &coordpb.UpdateChannelCheckpointsResponse{Refused: refused}, nil
+	}
+	if len(keep) < len(b.Checkpoints) {
+		if c, err = commands.New(&logpb.UpdateChannelCheckpoints{NodeId: b.NodeId, Checkpoints: keep}, ""); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+	}
 	res, err := s.commit(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	r := res.GetCheckpoints()
-	return &coordpb.UpdateChannelCheckpointsResponse{Accepted: r.GetAccepted(), Refused: r.GetRefused()}, nil
+	return &coordpb.UpdateChannelCheckpointsResponse{Accepted: r.GetAccepted(), Refused: append(refused, r.GetRefused()...)}, nil
 }
 
 // flushTasks is the current flush work of a streaming-node session: the

@@ -188,6 +188,15 @@ func TestDataFlushEndToEnd(t *testing.T) {
 	if r, err := dc.UpdateChannelCheckpoints(ctx, cp(1, dv1, tick)); err != nil || r.Accepted != 0 || len(r.Refused) != 1 {
 		t.Fatalf("checkpoint from a non-owner must be refused: %v %v", r, err)
 	}
+	// A checkpoint that is not newer is refused on the leader: no log entry.
+	idx := tn.node.State().AppliedIndex()
+	if r, err := dc.UpdateChannelCheckpoints(ctx, cp(1, dv0, tick)); err != nil || r.Accepted != 0 ||
+		len(r.Refused) != 1 || r.Refused[0] != dv0+": not newer than the stored checkpoint" {
+		t.Fatalf("repeated checkpoint: %v %v", r, err)
+	}
+	if got := tn.node.State().AppliedIndex(); got != idx {
+		t.Fatalf("a checkpoint refused on the leader still reached the log (%d → %d)", idx, got)
+	}
 	fs, _ = dc.GetFlushState(ctx, &coordpb.GetFlushStateRequest{SegmentIds: fr.SealedSegmentIds, FlushTs: fr.FlushTs, CollectionId: dataColl})
 	if fs.Flushed || len(fs.Behind) != 1 || fs.Behind[0].Vchannel != dv1 || fs.Behind[0].State != "none" {
 		t.Fatalf("one vchannel behind: %v", fs)

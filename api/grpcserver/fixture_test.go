@@ -29,7 +29,7 @@ type testNode struct {
 	node    *raftnode.Node
 	srv     *Server
 	grpc    *grpc.Server
-	self    Self
+	self    raftnode.Self
 	conn    *grpc.ClientConn
 	cluster coordpb.ClusterClient
 	alloc   coordpb.AllocatorClient
@@ -54,7 +54,7 @@ func startTestNode(t *testing.T) *testNode {
 	}
 	// The raft transport is in memory: its address is never dialled, but it
 	// must be a valid host:port because it is recorded in the FSM.
-	self := Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
+	self := raftnode.Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	logger := testLogger(t)
 	node, err := raftnode.Open(raftnode.Config{

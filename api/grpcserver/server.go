@@ -23,14 +23,6 @@ import (
 	"github.com/coordd/coordd/raftnode"
 )
 
-// Self is this member's identity and addresses.
-type Self struct {
-	ID       string
-	RaftAddr string
-	GRPCAddr string
-	HTTPAddr string
-}
-
 // Server implements every coordd gRPC service on one node.
 type Server struct {
 	coordpb.UnimplementedClusterServer
@@ -41,7 +33,7 @@ type Server struct {
 	coordpb.UnimplementedDataCoordServer
 
 	node       *raftnode.Node
-	self       Self
+	self       raftnode.Self
 	tso        *allocator.TSO
 	ids        *allocator.IDs
 	logger     hclog.Logger
@@ -106,7 +98,7 @@ func (s *Server) Watchers() int64 { return s.watchers.Load() }
 
 // New wires a server around a node. The allocators' leader routine is
 // registered on the node here.
-func New(node *raftnode.Node, self Self, logger hclog.Logger, opts ...Option) *Server {
+func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, opts ...Option) *Server {
 	s := &Server{
 		node:       node,
 		self:       self,

@@ -77,7 +77,7 @@ const (
 
 func startBroadcastGateway(t *testing.T) *broadcastGateway {
 	t.Helper()
-	self := grpcserver.Self{ID: "bg1", RaftAddr: "127.0.0.1:4"}
+	self := raftnode.Self{ID: "bg1", RaftAddr: "127.0.0.1:4"}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: hclog.NewNullLogger()})
 	if err != nil {
@@ -309,7 +309,7 @@ func TestBroadcastListJSON(t *testing.T) {
 			t.Errorf("%s = %#v, want %#v", k, b[k], want)
 		}
 	}
-	for k, want := range map[string]string{"callback_attempts": "0", "payload_bytes": "4"} {
+	for k, want := range map[string]string{"callback_attempts": "0", "payload_bytes": "0"} { // a tombstone keeps no payload
 		if got := number(t, b, k); got != want {
 			t.Errorf("%s = %s, want %s", k, got, want)
 		}

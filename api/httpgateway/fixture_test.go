@@ -41,7 +41,7 @@ type gatewayNode struct {
 	grpc    *grpc.Server
 	http    *httptest.Server
 	client  *http.Client
-	self    grpcserver.Self
+	self    raftnode.Self
 	metrics *metrics.Registry
 	conn    *grpc.ClientConn
 	dataDir string
@@ -79,7 +79,7 @@ func startGatewayNode() (*gatewayNode, error) {
 		return g, err
 	}
 	g.http = httptest.NewUnstartedServer(nil) // listens on 127.0.0.1:0
-	g.self = grpcserver.Self{ID: "gw1", RaftAddr: "127.0.0.1:1", GRPCAddr: grpcLis.Addr().String(), HTTPAddr: g.http.Listener.Addr().String()}
+	g.self = raftnode.Self{ID: "gw1", RaftAddr: "127.0.0.1:1", GRPCAddr: grpcLis.Addr().String(), HTTPAddr: g.http.Listener.Addr().String()}
 
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(g.self.RaftAddr))
 	g.node, err = raftnode.Open(raftnode.Config{ID: g.self.ID, DataDir: g.dataDir, RaftAddr: g.self.RaftAddr, Transport: trans, Logger: logger})

@@ -50,6 +50,8 @@ type result struct {
 	// idle period of the same length before it
 	LogEntries     int64 `json:"log_entries,omitempty"`
 	IdleLogEntries int64 `json:"idle_log_entries,omitempty"`
+	// flush latency
+	FlushCells []flushCell `json:"flush_cells,omitempty"`
 }
 
 type options struct {
@@ -64,7 +66,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, status, failover, sn-failover, balance, watchers, broadcast, assign or timeticks")
+	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, status, failover, sn-failover, balance, watchers, broadcast, assign, timeticks or flush")
 	flag.IntVar(&o.clients, "clients", 64, "concurrent clients (load workloads)")
 	flag.IntVar(&o.conns, "conns", 8, "gRPC connections shared by the clients")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time per load workload")
@@ -113,6 +115,9 @@ func run(o options) error {
 	case "broadcast":
 		cfg.StreamingNodes = 2
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", "256")
+	case "flush":
+		cfg.StreamingNodes = 2
+		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", "64", "--segment-check-interval", "200ms")
 	case "assign", "timeticks":
 		cfg.StreamingNodes = 1
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", "4")
@@ -131,6 +136,10 @@ func run(o options) error {
 		res, err = load(l, o.workload, o.clients, o.conns, o.duration, o.maxOps)
 	case "assign", "timeticks":
 		res, err = dataLoad(l, o.workload, o.clients, o.conns, o.duration)
+	case "flush":
+		var cells []flushCell
+		res, cells, err = flushLatency(l, o.trials)
+		res.FlushCells = cells
 	case "failover":
 		res, err = failover(l, o.trials)
 	case "sn-failover":

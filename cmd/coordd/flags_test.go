@@ -152,6 +152,7 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "jitter of 1", args: with("--segment-seal-proportion-jitter", "1"), want: "--segment-seal-proportion-jitter must be in [0, 1)"},
 		{name: "segment life too short", args: with("--segment-max-life", "1ms"), want: "--segment-max-life and --segment-max-idle must be at least 1s"},
 		{name: "no binlog files", args: with("--segment-max-binlog-files", "0"), want: "--segment-max-binlog-files must be positive"},
+		{name: "dropped retention too short", args: with("--segment-dropped-retention", "1ms"), want: "--segment-dropped-retention must be at least 1s"},
 		{name: "expiration too short", args: with("--segment-assignment-expiration", "1ms"), want: "--segment-assignment-expiration and --segment-check-interval must be at least 10ms"},
 		{name: "zero http connection cap", args: with("--http-max-conns", "0"), want: "--http-max-conns must be in 1.."},
 		{name: "zero watcher cap", args: with("--max-watchers", "0"), want: "--max-watchers must be in 1.."},
@@ -216,7 +217,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute},
 		Segments: segmentFlags{MaxSizeMB: 1024, SealProportion: 0.12, SealProportionJitter: 0.1, MaxLife: 24 * time.Hour,
 			MaxIdle: 10 * time.Minute, MinSizeFromIdleToSealed: 16, MaxBinlogFiles: 32, ChannelGrowingMB: 4096,
-			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second},
+			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second, DroppedRetention: 3 * time.Hour},
 		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
 			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute}}
 	want := func(f func(c *serveConfig)) serveConfig {

@@ -21,6 +21,7 @@ type segmentFlags struct {
 	ChannelGrowingMB        int64
 	AssignmentExpiration    time.Duration
 	CheckInterval           time.Duration
+	DroppedRetention        time.Duration
 }
 
 func (s *segmentFlags) register(fs *flag.FlagSet) {
@@ -34,6 +35,7 @@ func (s *segmentFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&s.ChannelGrowingMB, "segment-channel-growing-mb", flush.DefaultChannelGrowingBytes>>20, "seal the largest growing segments of a VChannel holding more than this (MiB)")
 	fs.DurationVar(&s.AssignmentExpiration, "segment-assignment-expiration", flush.DefaultAllocationExpiry, "how long a segment allocation may be used")
 	fs.DurationVar(&s.CheckInterval, "segment-check-interval", flush.DefaultInterval, "how often the leader checks seal policies and flushable segments")
+	fs.DurationVar(&s.DroppedRetention, "segment-dropped-retention", flush.DefaultDroppedRetention, "how long a Dropped segment's record is kept before it is forgotten")
 }
 
 func (s segmentFlags) validate() error {
@@ -48,6 +50,8 @@ func (s segmentFlags) validate() error {
 		return badConfig("--segment-max-life and --segment-max-idle must be at least 1s")
 	case s.MinSizeFromIdleToSealed < 0 || s.ChannelGrowingMB < 1 || s.MaxBinlogFiles < 1:
 		return badConfig("--segment-min-size-from-idle-mb must not be negative, --segment-channel-growing-mb and --segment-max-binlog-files must be positive")
+	case s.DroppedRetention < time.Second:
+		return badConfig("--segment-dropped-retention must be at least 1s, got %v", s.DroppedRetention)
 	case s.AssignmentExpiration < 10*time.Millisecond || s.CheckInterval < 10*time.Millisecond:
 		return badConfig("--segment-assignment-expiration and --segment-check-interval must be at least 10ms")
 	}
@@ -59,6 +63,6 @@ func (s segmentFlags) config() flush.Config {
 		SegmentMaxSize: s.MaxSizeMB << 20, SealProportion: s.SealProportion, SealProportionJitter: s.SealProportionJitter,
 		MaxLifetime: s.MaxLife, MaxIdle: s.MaxIdle, MinSizeFromIdleToSealed: s.MinSizeFromIdleToSealed << 20,
 		MaxBinlogFiles: s.MaxBinlogFiles, ChannelGrowingBytes: s.ChannelGrowingMB << 20,
-		AllocationExpiry: s.AssignmentExpiration, Interval: s.CheckInterval,
+		AllocationExpiry: s.AssignmentExpiration, Interval: s.CheckInterval, DroppedRetention: s.DroppedRetention,
 	}
 }

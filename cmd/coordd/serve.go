@@ -26,8 +26,8 @@ import (
 	"github.com/coordd/coordd/raftnode"
 )
 
-func selfOf(c serveConfig) grpcserver.Self {
-	return grpcserver.Self{ID: c.ID, RaftAddr: c.RaftAddr, GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr}
+func selfOf(c serveConfig) raftnode.Self {
+	return raftnode.Self{ID: c.ID, RaftAddr: c.RaftAddr, GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr}
 }
 
 // serve runs one member until ctx ends, then shuts down in reverse order:

@@ -1463,11 +1463,16 @@ func (x *LeadershipState) GetEstablishedAtUnixMs() int64 {
 }
 
 type DedupRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Type          uint32                 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"`
-	Result        *Result                `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Index     uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Type      uint32                 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"`
+	Result    *Result                `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// fingerprint identifies the request (commands.Fingerprint: a hash of the
+	// type and the encoded body). A repeat of the ID with another fingerprint
+	// is refused. Empty in records written before it existed: then only the
+	// type is compared.
+	Fingerprint   []byte `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1526,6 +1531,13 @@ func (x *DedupRecord) GetType() uint32 {
 func (x *DedupRecord) GetResult() *Result {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *DedupRecord) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
 	}
 	return nil
 }
@@ -5127,6 +5139,69 @@ func (x *UpdateChannelCheckpoints) GetCheckpoints() []*ChannelCheckpointUpdate {
 	return nil
 }
 
+// PruneDroppedSegments forgets, oldest first, at most max_count segments
+// that have been Dropped for at least retention_ms (ProposedAtUnixMs minus
+// their drop time). A leader routine's decision.
+type PruneDroppedSegments struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RetentionMs   int64                  `protobuf:"varint,1,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
+	MaxCount      uint32                 `protobuf:"varint,2,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	DecisionTerm  uint64                 `protobuf:"varint,3,opt,name=decision_term,json=decisionTerm,proto3" json:"decision_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PruneDroppedSegments) Reset() {
+	*x = PruneDroppedSegments{}
+	mi := &file_log_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PruneDroppedSegments) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PruneDroppedSegments) ProtoMessage() {}
+
+func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
+func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *PruneDroppedSegments) GetRetentionMs() int64 {
+	if x != nil {
+		return x.RetentionMs
+	}
+	return 0
+}
+
+func (x *PruneDroppedSegments) GetMaxCount() uint32 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+func (x *PruneDroppedSegments) GetDecisionTerm() uint64 {
+	if x != nil {
+		return x.DecisionTerm
+	}
+	return 0
+}
+
 type SegmentIDList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ids           []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -5136,7 +5211,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5148,7 +5223,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5161,7 +5236,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5181,7 +5256,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5193,7 +5268,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5206,7 +5281,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5233,7 +5308,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5245,7 +5320,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5258,7 +5333,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5304,7 +5379,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5316,7 +5391,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5329,7 +5404,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -5492,7 +5567,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5504,7 +5579,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5517,7 +5592,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -5620,13 +5695,14 @@ const file_log_proto_rawDesc = "" +
 	"\x0fLeadershipState\x12)\n" +
 	"\x10established_term\x18\x01 \x01(\x04R\x0festablishedTerm\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x123\n" +
-	"\x16established_at_unix_ms\x18\x03 \x01(\x03R\x13establishedAtUnixMs\"\x85\x01\n" +
+	"\x16established_at_unix_ms\x18\x03 \x01(\x03R\x13establishedAtUnixMs\"\xa7\x01\n" +
 	"\vDedupRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
-	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\"\xee\x06\n" +
+	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xee\x06\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -5897,7 +5973,11 @@ const file_log_proto_rawDesc = "" +
 	"\bposition\x18\x03 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"}\n" +
 	"\x18UpdateChannelCheckpoints\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12H\n" +
-	"\vcheckpoints\x18\x02 \x03(\v2&.coordd.log.v1.ChannelCheckpointUpdateR\vcheckpoints\"!\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2&.coordd.log.v1.ChannelCheckpointUpdateR\vcheckpoints\"{\n" +
+	"\x14PruneDroppedSegments\x12!\n" +
+	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12\x1b\n" +
+	"\tmax_count\x18\x02 \x01(\rR\bmaxCount\x12#\n" +
+	"\rdecision_term\x18\x03 \x01(\x04R\fdecisionTerm\"!\n" +
 	"\rSegmentIDList\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\"`\n" +
 	"\x15SaveBinlogPathsResult\x12\x14\n" +
@@ -6016,7 +6096,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -6095,11 +6175,12 @@ var file_log_proto_goTypes = []any{
 	(*SaveBinlogPaths)(nil),              // 74: coordd.log.v1.SaveBinlogPaths
 	(*ChannelCheckpointUpdate)(nil),      // 75: coordd.log.v1.ChannelCheckpointUpdate
 	(*UpdateChannelCheckpoints)(nil),     // 76: coordd.log.v1.UpdateChannelCheckpoints
-	(*SegmentIDList)(nil),                // 77: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 78: coordd.log.v1.SaveBinlogPathsResult
-	(*CheckpointsResult)(nil),            // 79: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 80: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 81: coordd.log.v1.ChannelCheckpointRecord
+	(*PruneDroppedSegments)(nil),         // 77: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 78: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 79: coordd.log.v1.SaveBinlogPathsResult
+	(*CheckpointsResult)(nil),            // 80: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 81: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 82: coordd.log.v1.ChannelCheckpointRecord
 }
 var file_log_proto_depIdxs = []int32{
 	10, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
@@ -6111,9 +6192,9 @@ var file_log_proto_depIdxs = []int32{
 	44, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
 	61, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
 	62, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	77, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	78, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	79, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	78, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	79, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	80, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
 	17, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
 	12, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
 	20, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
@@ -6127,8 +6208,8 @@ var file_log_proto_depIdxs = []int32{
 	49, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
 	63, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
 	65, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	80, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	81, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	81, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	82, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
 	1,  // 27: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
 	27, // 28: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
 	29, // 29: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
@@ -6221,7 +6302,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   73,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -18,7 +18,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/leadership"
 )
 
 // Leader is what the broadcaster needs from the raft node.
@@ -241,13 +241,13 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 	for {
 		term := m.leader.EstablishedTerm()
 		if term == 0 {
-			return nil, ErrNotLeader
+			return nil, errNotLeader
 		}
 		m.mu.Lock()
 		cur, ready, closed := m.cur, m.ready, m.closed
 		m.mu.Unlock()
 		if closed {
-			return nil, ErrNotLeader
+			return nil, errNotLeader
 		}
 		if cur != nil && cur.term == term && cur.ctx.Err() == nil {
 			return cur, nil
@@ -280,7 +280,7 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	if m.leader.EstablishedTerm() == 0 {
-		return Result{}, ErrNotLeader
+		return Result{}, errNotLeader
 	}
 	req = withTypeKeys(req)
 	if id, ok := m.original(req); ok {
@@ -378,7 +378,7 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 // unknown or finished tasks and already-acked VChannels are no-ops.
 func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 	if m.leader.EstablishedTerm() == 0 {
-		return ErrNotLeader
+		return errNotLeader
 	}
 	if ack.FromNode == 0 {
 		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
@@ -402,7 +402,7 @@ func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 func (m *Manager) Retry(id uint64) error {
 	ts := m.current()
 	if ts == nil || m.leader.EstablishedTerm() != ts.term {
-		return ErrNotLeader
+		return errNotLeader
 	}
 	return ts.retry(id)
 }
@@ -413,7 +413,7 @@ func (m *Manager) Retry(id uint64) error {
 // callers return ErrAbandoned.
 func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
-		return ErrNotLeader
+		return errNotLeader
 	}
 	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
 	if err != nil {
@@ -444,7 +444,7 @@ func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, reque
 	backoff := m.cfg.BackoffInitial
 	for {
 		res, err := commands.Propose(ctx, m.leader, body, requestID)
-		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}
 		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/leadership"
 )
 
 func mustMarshal(t *testing.T, m proto.Message) []byte {
@@ -519,7 +519,7 @@ func TestLeadershipChange(t *testing.T) {
 }
 
 // TestBroadcastWaitsForRebuild: a Broadcast before Run has rebuilt the
-// current term waits; without leadership it fails with ErrNotLeader.
+// current term waits; without leadership it fails with leadership.ErrNotLeader.
 func TestBroadcastWaitsForRebuild(t *testing.T) {
 	h := newHarness(t, nil)
 	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"})
@@ -534,16 +534,16 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 	}
 	h.leader.SetEstablished(0)
 	h.leader.SetRefuse(true)
-	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, ErrNotLeader) {
+	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("not leader: %v", err)
 	}
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 1, Checkpoints: nil}); !errors.Is(err, ErrNotLeader) {
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 1, Checkpoints: nil}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Ack not leader: %v", err)
 	}
-	if err := h.m.Abandon(context.Background(), 1, "x"); !errors.Is(err, ErrNotLeader) {
+	if err := h.m.Abandon(context.Background(), 1, "x"); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Abandon not leader: %v", err)
 	}
-	if err := h.m.Retry(1); !errors.Is(err, ErrNotLeader) {
+	if err := h.m.Retry(1); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Retry not leader: %v", err)
 	}
 }
@@ -861,7 +861,7 @@ func TestCreateOutcomeUnknown(t *testing.T) {
 	h.leader.SetAfterApply(func(body proto.Message) error {
 		var err error
 		if _, ok := body.(*logpb.CreateBroadcast); ok {
-			once.Do(func() { err = fmt.Errorf("%w: leadership lost while committing", raftnode.ErrOutcomeUnknown) })
+			once.Do(func() { err = fmt.Errorf("%w: leadership lost while committing", leadership.ErrOutcomeUnknown) })
 		}
 		return err
 	})
@@ -904,7 +904,7 @@ func TestClose(t *testing.T) {
 		t.Fatalf("current %v, appender closed %v", m.current(), app.closed.Load())
 	}
 	m.Run(ctx, testTerm) // returns at once
-	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, ErrNotLeader) {
+	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Broadcast after Close: %v", err)
 	}
 	if _, err := New(nil, app, Config{}); err == nil {

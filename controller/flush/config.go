@@ -29,6 +29,9 @@ type Config struct {
 	AllocationExpiry time.Duration
 	// Interval between seal/flush rounds (time-tick reports also trigger one).
 	Interval time.Duration
+	// DroppedRetention: Dropped segments are forgotten this long after
+	// their drop (at most PruneBatch per round).
+	DroppedRetention time.Duration
 }
 
 // Defaults (Milvus's, docs/semantics.md#defaults-and-limits).
@@ -43,6 +46,9 @@ const (
 	DefaultChannelGrowingBytes     = 4096 << 20
 	DefaultAllocationExpiry        = 2 * time.Second
 	DefaultInterval                = time.Second
+	DefaultDroppedRetention        = 3 * time.Hour
+	// PruneBatch bounds the segments one prune command forgets.
+	PruneBatch = 1024
 )
 
 // WithDefaults fills zero fields.
@@ -76,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
+	}
+	if c.DroppedRetention <= 0 {
+		c.DroppedRetention = DefaultDroppedRetention
 	}
 	return c
 }

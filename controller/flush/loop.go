@@ -33,12 +33,15 @@ func (m *Manager) Run(ctx context.Context, term uint64) {
 type RoundResult struct {
 	Sealed   []Decision
 	Flushing []int64
+	// Pruned: Dropped segments forgotten after their retention.
+	Pruned []int64
 }
 
 // Round runs one seal and flush check in term: it seals what the policy
-// decides (one SealSegments per reason, at a fresh TSO timestamp) and marks
+// decides (one SealSegments per reason, at a fresh TSO timestamp), marks
 // Flushing every sealed segment whose VChannel's time tick has passed its
-// seal time and whose allocations have expired. The new leader seals nothing
+// seal time and whose allocations have expired, and forgets Dropped
+// segments past their retention. The new leader seals nothing
 // during its first expiry period (it cannot see its predecessor's
 // allocations yet).
 func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
@@ -69,7 +72,31 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 			return res, err
 		}
 	}
+	if oldest, ok := st.OldestDroppedMs(); ok && now.Sub(time.UnixMilli(oldest)) >= m.cfg.DroppedRetention {
+		pruned, err := m.prune(ctx, term)
+		res.Pruned = pruned
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// prune forgets the oldest Dropped segments past their retention.
+func (m *Manager) prune(ctx context.Context, term uint64) ([]int64, error) {
+	c, err := commands.New(&logpb.PruneDroppedSegments{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
+		MaxCount: PruneBatch, DecisionTerm: term}, "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	res, err := m.l.Propose(ctx, c.DecidedIn(term))
+	if err != nil {
+		return nil, err
+	}
+	if rej := res.GetRejection(); rej != nil {
+		return nil, fmt.Errorf("prune dropped segments: %s: %s", rej.Code, rej.Message)
+	}
+	return res.GetSegments().GetIds(), nil
 }
 
 // views reads the active segments of st with this term's memory. The state
@@ -79,6 +106,13 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 	var sealed []FlushView
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Forget the memory of segments that left the pipeline (sealed
+	// segments keep theirs until they are flushed: it holds their expiry).
+	for id := range m.segs {
+		if g, ok := st.Segment(id); !ok || (g.State != logpb.SegmentState_SEGMENT_GROWING && g.State != logpb.SegmentState_SEGMENT_SEALED) {
+			delete(m.segs, id)
+		}
+	}
 	inheritedExpire := termStart.Add(m.cfg.AllocationExpiry)
 	inheritedTs := fsm.ComposeTS(inheritedExpire.UnixMilli() + 1)
 	st.EachActiveSegment(func(g *fsm.Segment) bool {
@@ -99,8 +133,12 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 			if mem != nil && mem.expire.After(v.Expire) {
 				v.Expire, v.ExpireTs = mem.expire, mem.expireTs
 			}
+			// Only the current owner's tick counts: a deposed owner's
+			// consumption was lost with its buffers.
 			if t, ok := m.ticks[g.VChannel]; ok {
-				v.Tick = t.Tick
+				if p, ok := st.PChannel(commands.PChannelOf(g.VChannel)); ok && p.Term == t.PChannelTerm {
+					v.Tick = t.Tick
+				}
 			}
 			sealed = append(sealed, v)
 		}

@@ -99,3 +99,33 @@ func TestDeposedRoutineChangesNothing(t *testing.T) {
 		t.Fatalf("applied index moved from %d to %d", before, got)
 	}
 }
+
+// TestRoundPrunesDroppedSegmentsAfterRetention: a Dropped segment is kept
+// for the retention, then forgotten by a command of the routine's term.
+func TestRoundPrunesDroppedSegmentsAfterRetention(t *testing.T) {
+	cfg := small
+	cfg.DroppedRetention = time.Hour
+	m, l, clock := fixture(t, cfg)
+	ctx := context.Background()
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a[0].SegmentID
+	l.MustPropose(t, &logpb.SaveBinlogPaths{NodeId: node1, Vchannel: vch0, PchannelTerm: 2, SegmentId: id, CollectionId: coll,
+		PartitionId: 1, Level: logpb.SegmentLevel_LEVEL_L1, Dropped: true})
+	clock.Advance(59 * time.Minute)
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 0 {
+		t.Fatalf("pruned %v before the retention (err %v)", r.Pruned, err)
+	}
+	clock.Advance(time.Minute)
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 1 || r.Pruned[0] != id {
+		t.Fatalf("after the retention: pruned %v (err %v)", r.Pruned, err)
+	}
+	if _, ok := l.State().Segment(id); ok {
+		t.Fatal("the dropped segment is still there")
+	}
+	if terms := decidedIn[*logpb.PruneDroppedSegments](l); len(terms) != 1 || terms[0] != 2 {
+		t.Fatalf("prune decision terms %v", terms)
+	}
+}

@@ -115,6 +115,13 @@ func (m *Manager) termLocked() (uint64, error) {
 	return term, nil
 }
 
+// Tracked is the number of segments whose allocations are in memory.
+func (m *Manager) Tracked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.segs)
+}
+
 // Allocations is the number of allocations in memory not yet expired.
 func (m *Manager) Allocations() int {
 	now := m.clock.Now()

@@ -205,6 +205,16 @@ func TestFlushWaitsForTickAndExpiry(t *testing.T) {
 	if g := mustSeg(t, l, id); g.State != logpb.SegmentState_SEGMENT_FLUSHING {
 		t.Fatalf("segment is %s", g.State)
 	}
+	// Once it has left the pipeline its allocation memory is forgotten.
+	if n := m.Tracked(); n != 1 {
+		t.Fatalf("%d segments tracked before the next round, want 1", n)
+	}
+	if _, err := m.Round(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Tracked(); n != 0 {
+		t.Fatalf("%d segments still tracked after the segment became Flushing", n)
+	}
 }
 
 func TestNewLeaderTreatsInheritedSegmentsAsAllocated(t *testing.T) {
@@ -229,5 +239,36 @@ func TestNewLeaderTreatsInheritedSegmentsAsAllocated(t *testing.T) {
 	m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, fsm.ComposeTS(clock.Now().UnixMilli() + 1)}})
 	if r, err := m.Round(ctx, 3); err != nil || len(r.Flushing) != 1 || r.Flushing[0] != a[0].SegmentID {
 		t.Fatalf("after one expiry period: %v (err %v)", r.Flushing, err)
+	}
+}
+
+// TestDeposedOwnersTickDoesNotFlush: a tick reported by the PChannel's
+// previous owner does not make a segment flushable once the PChannel has
+// moved (the new owner has not consumed anything yet).
+func TestDeposedOwnersTickDoesNotFlush(t *testing.T) {
+	m, l, clock := fixture(t, small)
+	ctx := context.Background()
+	clock.Advance(3 * time.Second)
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SealCollection(ctx, coll, fsm.ComposeTS(clock.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	if _, _, err := m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, a[0].ExpireTs + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// dml_0 moves to node 2 at term 3 before the round runs.
+	l.MustPropose(t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: pch0, NodeId: node2, ExpectedTerm: 2}}})
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Flushing) != 0 {
+		t.Fatalf("flushing %v on the old owner's tick (err %v)", r.Flushing, err)
+	}
+	if _, _, err := m.ReportTimeTicks(node2, []TimeTick{{vch0, 3, a[0].ExpireTs + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Flushing) != 1 {
+		t.Fatalf("the new owner's tick: flushing %v (err %v)", r.Flushing, err)
 	}
 }

@@ -181,11 +181,38 @@ func (t *Tracker) reset() {
 func (t *Tracker) expired(now time.Time) []*logpb.StreamingNodeRecord {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v := judge(t.leader.State().StreamingNodes(), t.sessions, now, t.cfg.TTL)
+	nodes := t.leader.State().StreamingNodes()
+	v := judge(nodes, t.sessions, now, t.cfg.TTL)
 	for _, n := range v.firstSeen {
 		t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
 	}
+	t.pruneLocked(nodes)
 	return v.down
+}
+
+// pruneLocked forgets the sessions of nodes that are DOWN or no longer in
+// the FSM, so crash-looping nodes (a new ID per restart) cannot grow the
+// map for as long as one leader reigns. A late heartbeat of such a node
+// is refused by the API (it is not live), so nothing recreates them.
+func (t *Tracker) pruneLocked(nodes []*logpb.StreamingNodeRecord) {
+	live := make(map[uint64]bool, len(nodes))
+	for _, n := range nodes {
+		if n.State != logpb.NodeState_NODE_DOWN {
+			live[n.Id] = true
+		}
+	}
+	for id := range t.sessions {
+		if !live[id] {
+			delete(t.sessions, id)
+		}
+	}
+}
+
+// Sessions is the number of sessions the tracker keeps.
+func (t *Tracker) Sessions() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sessions)
 }
 
 // verdict is one tick's decision.

@@ -78,6 +78,15 @@ func ChannelWorkloads(nodes int) []workload.Workload {
 		&workload.Alloc{NClients: nodes}}
 }
 
+// FlushArgs are ChannelArgs plus quick seal/flush rounds and short
+// segment allocations.
+var FlushArgs = append(append([]string(nil), ChannelArgs...), "--segment-check-interval", "200ms", "--segment-assignment-expiration", "1s")
+
+// FlushWorkloads is the write-path workload.
+func FlushWorkloads(int) []workload.Workload {
+	return []workload.Workload{&workload.Flush{}}
+}
+
 // Allocators is the allocator workload, two clients per member.
 func Allocators(nodes int) []workload.Workload {
 	return []workload.Workload{&workload.Alloc{NClients: 2 * nodes}}

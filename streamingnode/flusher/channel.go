@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/binlog"
 	"github.com/coordd/coordd/client"
@@ -90,13 +94,8 @@ type segBuf struct {
 
 // session is one recovery plus the consumption that follows it.
 type session struct {
-	c   *channel
-	log interface {
-		Info(string, ...any)
-		Warn(string, ...any)
-		Debug(string, ...any)
-		Error(string, ...any)
-	}
+	c        *channel
+	log      hclog.Logger
 	vch      map[string]*vstate
 	bufs     map[int64]*segBuf
 	from     uint64            // where replay started
@@ -106,6 +105,7 @@ type session struct {
 	snap     map[int64]uint64  // flush task -> WAL end when it was first seen
 	done     map[int64]bool    // flushed in this session
 	lastTick time.Time
+	lastList time.Time // last refresh of the VChannel list
 }
 
 var errRestart = errors.New("flusher: replay must start earlier")
@@ -140,6 +140,7 @@ func (s *session) run(ctx context.Context) error {
 		return err
 	}
 	defer r.Close()
+	s.lastList = time.Now()
 	s.log.Info("flusher recovered", "vchannels", len(s.vch), "seek_offset", s.from)
 	for {
 		caughtUp := false
@@ -153,6 +154,11 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 			if err := s.consume(ctx, &rec); err != nil {
+				return err
+			}
+		}
+		if time.Since(s.lastList) >= m.cfg.RefreshInterval {
+			if err := s.refresh(ctx); err != nil {
 				return err
 			}
 		}
@@ -213,14 +219,8 @@ func (s *session) consume(ctx context.Context, rec *wal.Record) error {
 	}
 	vs := s.vch[rec.VChannel]
 	if vs == nil {
-		// A collection created after recovery: its recovery information
-		// must not need anything before where replay started.
-		st, err := s.recoverVChannel(ctx, rec.VChannel, ins.Collection)
-		if err != nil {
+		if err := s.addVChannel(ctx, rec.VChannel, ins.Collection); err != nil {
 			return err
-		}
-		if !st.Dropped && (st.Seek == nil && s.from > 0 || st.Seek != nil && st.Seek.Offset < s.from) {
-			return fmt.Errorf("%w: vchannel %s appeared at offset %d and needs offset %v", errRestart, rec.VChannel, rec.ID.Offset, st.Seek)
 		}
 		vs = s.vch[rec.VChannel]
 	}
@@ -236,6 +236,52 @@ func (s *session) consume(ctx context.Context, rec *wal.Record) error {
 	}
 	for _, pk := range ins.PKs {
 		b.rows = append(b.rows, binlog.Row{PK: pk, TS: rec.Timestamp})
+	}
+	return nil
+}
+
+// addVChannel starts following a VChannel created after recovery (found
+// by a refresh of the list or by its first record). Its records all come
+// after the listing recovery read, hence after where replay started;
+// recovery information that needs an earlier position restarts the
+// session.
+func (s *session) addVChannel(ctx context.Context, v string, collection int64) error {
+	st, err := s.recoverVChannel(ctx, v, collection)
+	if status.Code(err) == codes.NotFound {
+		// coordd no longer knows the VChannel (its collection was dropped
+		// and forgotten): nothing of it is to be persisted.
+		st = client.RecoveryState{VChannel: v, Dropped: true}
+		s.vch[v] = &vstate{name: v, collection: collection, dropped: true, filter: client.NewReplayFilter(st)}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Dropped && st.Seek != nil && st.Seek.Offset < s.from {
+		delete(s.vch, v)
+		return fmt.Errorf("%w: vchannel %s needs offset %d, replay started at %d", errRestart, v, st.Seek.Offset, s.from)
+	}
+	return nil
+}
+
+// refresh adds the PChannel's VChannels created since the last listing,
+// so they get time ticks and checkpoints before their first record.
+func (s *session) refresh(ctx context.Context) error {
+	s.lastList = time.Now()
+	colls, err := s.c.m.cfg.Coord.ListVirtualChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE, 0)
+	if err != nil {
+		s.log.Debug("listing vchannels failed", "error", err)
+		return nil
+	}
+	for _, cv := range colls {
+		for _, v := range cv.Vchannels {
+			if commands.PChannelOf(v) != s.c.pchannel || commands.IsCChannel(v) || s.vch[v] != nil {
+				continue
+			}
+			if err := s.addVChannel(ctx, v, cv.CollectionId); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -256,11 +302,14 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 	c, m := s.c, s.c.m
 	s.lastTick = time.Now()
 	if caughtUp {
+		// Without a timestamp (coordd unreachable) or once the PChannel
+		// is gone (the manager stops this flusher) the tick stays where it
+		// is this round.
 		next, ts, err := m.cfg.Host.Tick(ctx, c.pchannel, c.term)
-		if err != nil {
-			return fmt.Errorf("tick: %w", err)
-		}
-		if next == s.next {
+		switch {
+		case err != nil:
+			s.log.Debug("no fresh time tick", "error", err)
+		case next == s.next:
 			s.tick = max(s.tick, ts)
 		}
 	}

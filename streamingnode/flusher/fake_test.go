@@ -3,7 +3,11 @@ package flusher
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
@@ -54,6 +58,13 @@ func (f *fakeCoord) ListVirtualChannels(ctx context.Context, _ coordpb.ReadConsi
 func (f *fakeCoord) GetRecoveryInfo(ctx context.Context, v string) (*coordpb.GetRecoveryInfoResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	known := false
+	for _, vs := range f.vchs {
+		known = known || slices.Contains(vs, v)
+	}
+	if !known {
+		return nil, status.Errorf(codes.NotFound, "vchannel %s is not known", v)
+	}
 	resp := &coordpb.GetRecoveryInfoResponse{Vchannel: v, SeekPosition: f.cps[v]}
 	for _, s := range f.segs {
 		if s.vch != v {

@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/coordd/coordd/binlog"
 	"github.com/coordd/coordd/objectstore"
@@ -26,9 +31,15 @@ type rig struct {
 	stop  func()
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWithStore(t, "") }
+
+// newRigWithStore uses the object store at url ("" = a directory).
+func newRigWithStore(t *testing.T, url string) *rig {
 	dir := t.TempDir()
-	store, err := objectstore.Open(context.Background(), filepath.Join(dir, "objects"))
+	if url == "" {
+		url = filepath.Join(dir, "objects")
+	}
+	store, err := objectstore.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +71,7 @@ func (r *rig) takeOver() {
 	r.coord.owner[testP] = r.term
 	r.coord.mu.Unlock()
 	m := New(Config{Host: r.host, Coord: r.coord, Store: r.store, TickInterval: 5 * time.Millisecond, PollInterval: time.Millisecond,
-		ReconcileInterval: 5 * time.Millisecond})
+		ReconcileInterval: 5 * time.Millisecond, RefreshInterval: 5 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
@@ -268,5 +279,86 @@ func TestTasksOfAnotherTermIgnored(t *testing.T) {
 	r.waitFlushed(11)
 	if st := r.coord.state(10); st != "Flushing" {
 		t.Fatalf("segment flushed for a task of another term: %s", st)
+	}
+}
+
+// Rows of a VChannel coordd no longer knows (a dropped collection) are
+// skipped; the flusher goes on with the others.
+func TestUnknownVChannelSkipped(t *testing.T) {
+	r := newRig(t)
+	r.coord.segment(10, 1, testP+"_1v0")
+	r.insert(3, 99, 1, 2) // collection 3 is not known to coordd
+	r.insert(1, 10, 3)
+	r.coord.flush(r.term, 10)
+	r.waitFlushed(10)
+	if got := r.persisted(); len(got) != 1 || got[3] != 1 {
+		t.Fatalf("persisted %v, want only pk 3", got)
+	}
+}
+
+// The flusher writes through any object store: here an S3-protocol server
+// started by the test.
+func TestFlushToS3(t *testing.T) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("binlogs"); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: gofakes3.New(backend).Server()}
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Close() })
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	r := newRigWithStore(t, "s3://binlogs?endpoint=http://"+lis.Addr().String()+"&use_path_style=true&region=us-east-1")
+	r.coord.segment(10, 1, testP+"_1v0")
+	r.insert(1, 10, 1, 2, 3)
+	r.coord.flush(r.term, 10)
+	r.waitFlushed(10)
+	if got := r.persisted(); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("persisted %v", got)
+	}
+	keys, err := r.store.List(context.Background(), "insert_log/1/0/10/")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("objects in the bucket: %v, %v", keys, err)
+	}
+}
+
+// A collection created after the flusher started gets time ticks and a
+// checkpoint before any row is written to it (a flush of it must be able
+// to complete), and its later rows are flushed as usual.
+func TestNewCollectionFollowed(t *testing.T) {
+	r := newRig(t)
+	r.coord.segment(10, 1, testP+"_1v0")
+	r.insert(1, 10, 1)
+	r.coord.flush(r.term, 10)
+	r.waitFlushed(10)
+	v := testP + "_4v0"
+	r.coord.mu.Lock()
+	r.coord.vchs[4] = []string{v}
+	r.coord.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.coord.mu.Lock()
+		cp, tick := r.coord.cps[v], r.coord.ticks[v]
+		r.coord.mu.Unlock()
+		if cp != nil && tick > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint or tick for the new collection's vchannel (cp %v, tick %d)", cp, tick)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	r.coord.segment(40, 4, v)
+	r.insert(4, 40, 7, 8)
+	r.coord.flush(r.term, 40)
+	r.waitFlushed(40)
+	if got := r.persisted(); got[7] != 1 || got[8] != 1 || got[1] != 1 {
+		t.Fatalf("persisted %v", got)
 	}
 }

@@ -37,9 +37,10 @@ type Host interface {
 	// WALEnd is the offset the next append to pchannel gets, if the node
 	// still holds it at term.
 	WALEnd(pchannel string, term int64) (next uint64, err error)
-	// Tick is WALEnd plus a fresh timestamp that is above every record
-	// already in the log and below every later one (taken under the
-	// PChannel's append lock).
+	// Tick is a fresh timestamp ts and the WAL end next read after it was
+	// taken: every record appended after next has a larger timestamp, so a
+	// flusher that has consumed everything below next has consumed every
+	// record with a timestamp up to ts.
 	Tick(ctx context.Context, pchannel string, term int64) (next, ts uint64, err error)
 }
 
@@ -70,6 +71,9 @@ type Config struct {
 	// ReconcileInterval: how often the manager compares the PChannels it
 	// flushes with those the node holds (default 50ms).
 	ReconcileInterval time.Duration
+	// RefreshInterval: how often a flusher lists VChannels to find new
+	// ones (default 1s).
+	RefreshInterval time.Duration
 }
 
 // Manager runs one flusher per PChannel the node holds and routes coordd's
@@ -93,6 +97,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 50 * time.Millisecond
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

@@ -294,9 +294,11 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	keys := commands.NormalizeResourceKeys(req.ResourceKeys)
-	guard, wait, err := ts.locks.lock(ctx, keys, func(k *logpb.ResourceKey, d time.Duration) {
+	lockCtx, cancelLock := lockWaitContext(ctx)
+	guard, wait, err := ts.locks.lock(lockCtx, keys, func(k *logpb.ResourceKey, d time.Duration) {
 		m.cfg.Metrics.observeLock(k, d.Seconds())
 	})
+	cancelLock()
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
@@ -315,6 +317,24 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+// maxLockMargin bounds how much earlier than its caller's deadline a lock
+// wait gives up.
+const maxLockMargin = 500 * time.Millisecond
+
+// lockWaitContext ends a lock wait a little before ctx's deadline (a tenth
+// of the time left, at most maxLockMargin), so the LockTimeoutError naming
+// the key reaches the caller, through a forwarding member and a client
+// with the same deadline, before the caller's own deadline ends the call
+// with a bare "context deadline exceeded".
+func lockWaitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	margin := min(time.Until(dl)/10, maxLockMargin)
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 // original returns the task that already holds req's idempotency scope.

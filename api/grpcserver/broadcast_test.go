@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -25,7 +21,6 @@ import (
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
-	"github.com/coordd/coordd/raftnode"
 )
 
 // fakeBroadcasts records what the API hands the broadcaster. Broadcast
@@ -107,49 +102,6 @@ func (f *fakeBroadcasts) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.reqs) + len(f.acks) + len(f.retries) + len(f.abandons)
-}
-
-// startTestNodeWith is startTestNode with server options (the broadcaster
-// must be set before the server serves).
-func startTestNodeWith(t *testing.T, opts ...Option) *testNode {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	self := raftnode.Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
-	logger := testLogger(t)
-	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: logger})
-	if err != nil {
-		lis.Close()
-		t.Fatalf("open node: %v", err)
-	}
-	tn := &testNode{node: node, self: self}
-	t.Cleanup(func() {
-		if tn.conn != nil {
-			tn.conn.Close()
-		}
-		tn.grpc.Stop()
-		tn.srv.Close()
-		if err := node.Shutdown(); err != nil {
-			t.Errorf("node shutdown: %v", err)
-		}
-	})
-	tn.srv = New(node, self, logger.Named("api"), opts...)
-	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
-	tn.srv.Register(tn.grpc)
-	go func() { _ = tn.grpc.Serve(lis) }()
-	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	if tn.conn, err = grpc.NewClient(self.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		t.Fatalf("dial %s: %v", self.GRPCAddr, err)
-	}
-	tn.cluster = coordpb.NewClusterClient(tn.conn)
-	tn.alloc = coordpb.NewAllocatorClient(tn.conn)
-	waitFor(t, readyTimeout, "node to become the established leader", func() bool { return node.EstablishedTerm() != 0 })
-	return tn
 }
 
 const (

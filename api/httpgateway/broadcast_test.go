@@ -24,6 +24,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -84,7 +85,12 @@ func startBroadcastGateway(t *testing.T) *broadcastGateway {
 		t.Fatalf("open: %v", err)
 	}
 	g := &broadcastGateway{node: node, fake: &fakeBroadcasts{}}
-	srv := grpcserver.New(node, self, hclog.NewNullLogger(), grpcserver.WithBroadcaster(g.fake),
+	set, err := routines.New(node, routines.Config{})
+	if err != nil {
+		t.Fatalf("controllers: %v", err)
+	}
+	node.AddLeaderRoutine(routines.Name, set.Run)
+	srv := grpcserver.New(node, self, hclog.NewNullLogger(), set, grpcserver.WithBroadcaster(g.fake),
 		grpcserver.WithPanicObserver(func(surface, method string) {
 			g.fake.mu.Lock()
 			defer g.fake.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -29,7 +28,7 @@ func TestDeriveClusterID(t *testing.T) {
 // TestPeersAndJoinTogetherAreRefused: bootstrap and join are exclusive.
 func TestPeersAndJoinTogetherAreRefused(t *testing.T) {
 	err := cluster.CheckOptions(cluster.Options{
-		Self:  grpcserver.Self{ID: "n1", RaftAddr: "127.0.0.1:7101"},
+		Self:  raftnode.Self{ID: "n1", RaftAddr: "127.0.0.1:7101"},
 		Peers: []raftnode.Peer{{ID: "n1", RaftAddr: "127.0.0.1:7101"}},
 		Join:  "127.0.0.1:7002",
 	})

@@ -14,14 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/raftnode"
 )
 
 // Options says how this member enters the cluster.
 type Options struct {
-	Self   grpcserver.Self
+	Self   raftnode.Self
 	Peers  []raftnode.Peer // static bootstrap list (may be empty with Join)
 	Join   string          // gRPC address of any member
 	Logger hclog.Logger
@@ -190,7 +189,7 @@ func KeepRegistered(ctx context.Context, node *raftnode.Node, o Options) {
 	}
 }
 
-func registered(node *raftnode.Node, self grpcserver.Self) bool {
+func registered(node *raftnode.Node, self raftnode.Self) bool {
 	m, ok := node.State().Member(self.ID)
 	return ok && m.RaftAddr == self.RaftAddr && m.GrpcAddr == self.GRPCAddr && m.HttpAddr == self.HTTPAddr
 }

@@ -147,8 +147,15 @@ func completion(tombstoned bool, callbackErr string) *logpb.Result {
 	return &logpb.Result{Value: &logpb.Result_Completion{Completion: &logpb.BroadcastCompletion{Tombstoned: tombstoned, CallbackError: callbackErr}}}
 }
 
+// tombstone finishes t. The payload is dropped: a tombstone answers
+// duplicates from its checkpoints and is never appended again, and tombstones
+// are kept by the thousand (the idempotency window), so their payloads would
+// dominate the state's size.
 func tombstone(next *State, t *logpb.BroadcastTask, nowMs int64, abandonReason string) {
+	payload := t.Payload
+	t.Payload = nil // not cloned: the clone below must not copy it
 	nt := proto.Clone(t).(*logpb.BroadcastTask)
+	t.Payload = payload
 	nt.State = logpb.BroadcastState_BROADCAST_TOMBSTONE
 	nt.TombstonedMs = nowMs
 	nt.AbandonedReason = abandonReason

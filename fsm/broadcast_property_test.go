@@ -223,7 +223,12 @@ func checkBroadcastStep(t *rapid.T, prev, next *State, cmds []commands.Command, 
 		if !ok {
 			continue // pruned (checked per command below)
 		}
-		if pt.MessageType != nt.MessageType || !bytes.Equal(pt.Payload, nt.Payload) || pt.IdempotencyKey != nt.IdempotencyKey ||
+		// A tombstone keeps no payload; until then the payload never changes.
+		payloadKept := bytes.Equal(pt.Payload, nt.Payload) || nt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE && len(nt.Payload) == 0
+		if nt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE && len(nt.Payload) != 0 {
+			t.Fatalf("tombstone %d kept its %d-byte payload", nt.Id, len(nt.Payload))
+		}
+		if pt.MessageType != nt.MessageType || !payloadKept || pt.IdempotencyKey != nt.IdempotencyKey ||
 			pt.AckSyncUp != nt.AckSyncUp || pt.CreatedMs != nt.CreatedMs || fmt.Sprint(pt.Vchannels) != fmt.Sprint(nt.Vchannels) ||
 			len(pt.ResourceKeys) != len(nt.ResourceKeys) {
 			t.Fatalf("broadcast %d changed what it broadcasts:\n %v\n %v", pt.Id, pt, nt)
@@ -410,7 +415,7 @@ func checkBroadcastCommand(t *rapid.T, cur, nx *State, c commands.Command, r *lo
 		}
 		before, _ := cur.BroadcastTask(b.BroadcastId)
 		want := proto.Clone(before).(*logpb.BroadcastTask)
-		want.State, want.AbandonedReason = logpb.BroadcastState_BROADCAST_TOMBSTONE, b.Reason
+		want.State, want.AbandonedReason, want.Payload = logpb.BroadcastState_BROADCAST_TOMBSTONE, b.Reason, nil
 		want.TombstonedMs, want.TombstoneSeq = c.ProposedAtUnixMs, cur.bc.meta.NextTombstoneSeq
 		if got, _ := nx.BroadcastTask(b.BroadcastId); before.State == logpb.BroadcastState_BROADCAST_TOMBSTONE || !proto.Equal(got, want) {
 			t.Fatalf("abandoned broadcast %d: %v, want %v", b.BroadcastId, got, want)

@@ -771,8 +771,8 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 		return wantTask(id, func(t *testing.T, task *logpb.BroadcastTask) {
 			t.Helper()
 			if task.State != logpb.BroadcastState_BROADCAST_TOMBSTONE || task.TombstonedMs != at || task.TombstoneSeq == 0 ||
-				task.AbandonedReason != "" {
-				t.Fatalf("task %v, want a completed tombstone at %d", task, at)
+				task.AbandonedReason != "" || len(task.Payload) != 0 {
+				t.Fatalf("task %v, want a completed tombstone at %d without its payload", task, at)
 			}
 		})
 	}

@@ -549,9 +549,11 @@ type BroadcastInfo struct {
 	CallbackAttempts uint32         `protobuf:"varint,11,opt,name=callback_attempts,json=callbackAttempts,proto3" json:"callback_attempts,omitempty"`
 	LastError        string         `protobuf:"bytes,12,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	AbandonedReason  string         `protobuf:"bytes,13,opt,name=abandoned_reason,json=abandonedReason,proto3" json:"abandoned_reason,omitempty"`
-	PayloadBytes     uint32         `protobuf:"varint,14,opt,name=payload_bytes,json=payloadBytes,proto3" json:"payload_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Size of the payload; 0 once the task is a TOMBSTONE (tombstones drop
+	// their payloads).
+	PayloadBytes  uint32 `protobuf:"varint,14,opt,name=payload_bytes,json=payloadBytes,proto3" json:"payload_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BroadcastInfo) Reset() {

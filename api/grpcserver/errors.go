@@ -13,9 +13,9 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -70,13 +70,11 @@ var errorTable = []errorRule{
 	{match: is(broadcaster.ErrTaskNotFound), code: codes.NotFound},
 	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrNotPrimary), code: codes.FailedPrecondition},
-	{match: is(broadcaster.ErrNotLeader), code: codes.Unavailable},
 	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
-	{match: is(raftnode.ErrOutcomeUnknown), code: codes.Unavailable},
-	{match: is(raftnode.ErrNotLeader), code: codes.Unavailable},
-	{match: is(raftnode.ErrNotEstablished), code: codes.Unavailable},
+	{match: is(leadership.ErrOutcomeUnknown), code: codes.Unavailable},
+	{match: is(leadership.ErrNotLeader), code: codes.Unavailable},
+	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
 	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
-	{match: is(allocator.ErrNotLeader), code: codes.Unavailable},
 	{match: is(errNoLeader), code: codes.Unavailable},
 	{match: is(flush.ErrNotLeader), code: codes.Unavailable},
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
@@ -154,7 +152,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		}
 	}
 	md := metadata.MD{}
-	if errors.Is(err, raftnode.ErrOutcomeUnknown) {
+	if errors.Is(err, leadership.ErrOutcomeUnknown) {
 		md.Set(MDOutcome, "unknown")
 	}
 	if code == codes.Unavailable {

@@ -17,9 +17,10 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -51,7 +52,7 @@ func TestToStatus(t *testing.T) {
 		{"not leader", fmt.Errorf("add voter: %w", &raftnode.NotLeaderError{LeaderID: "n1"}), codes.Unavailable, leaderMD},
 		{"not established", raftnode.ErrNotEstablished, codes.Unavailable, leaderMD},
 		{"shutting down", raftnode.ErrShuttingDown, codes.Unavailable, leaderMD},
-		{"allocator not leader", fmt.Errorf("alloc: %w", allocator.ErrNotLeader), codes.Unavailable, leaderMD},
+		{"allocator not leader", fmt.Errorf("allocator: %w", leadership.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"no leader", fmt.Errorf("cannot forward: %w", errNoLeader), codes.Unavailable, leaderMD},
 		{"commands invalid", fmt.Errorf("%w: member id too long", commands.ErrInvalid), codes.InvalidArgument, noMD},
 		{"commands too large", fmt.Errorf("%w: entry is 9 MiB", commands.ErrTooLarge), codes.InvalidArgument, noMD},
@@ -66,7 +67,7 @@ func TestToStatus(t *testing.T) {
 		{"broadcast unknown", fmt.Errorf("broadcast 9: %w", broadcaster.ErrTaskNotFound), codes.NotFound, noMD},
 		{"broadcast finished", fmt.Errorf("broadcast 9: %w", broadcaster.ErrTaskFinished), codes.FailedPrecondition, noMD},
 		{"broadcast not primary", broadcaster.ErrNotPrimary, codes.FailedPrecondition, noMD},
-		{"broadcaster not leader", broadcaster.ErrNotLeader, codes.Unavailable, leaderMD},
+		{"broadcaster not leader", fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"broadcast abandoned", fmt.Errorf("%w: broadcast 9: operator", broadcaster.ErrAbandoned), codes.Aborted, noMD},
 		{"write path not leader", fmt.Errorf("assign: %w", flush.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"write path not owner", fmt.Errorf("%w: node 2 at term 1", flush.ErrNotOwner), codes.Aborted, noMD},
@@ -162,7 +163,11 @@ func TestToStatusNoLeaderKnown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	s := New(node, Self{ID: "lonely", RaftAddr: "127.0.0.1:3"}, testLogger(t))
+	set, err := routines.New(node, routines.Config{})
+	if err != nil {
+		t.Fatalf("controllers: %v", err)
+	}
+	s := New(node, raftnode.Self{ID: "lonely", RaftAddr: "127.0.0.1:3"}, testLogger(t), set)
 	defer func() {
 		s.Close()
 		if err := node.Shutdown(); err != nil {

@@ -231,7 +231,7 @@ func TestStatus(t *testing.T) {
 }
 
 // checkMembers wants exactly the fixture's registered member.
-func checkMembers(t *testing.T, what string, got []*coordpb.Member, self Self) {
+func checkMembers(t *testing.T, what string, got []*coordpb.Member, self raftnode.Self) {
 	t.Helper()
 	want := &coordpb.Member{Id: self.ID, RaftAddr: self.RaftAddr, GrpcAddr: self.GRPCAddr, HttpAddr: self.HTTPAddr, Suffrage: "voter", Leader: true}
 	if len(got) != 1 || got[0].String() != want.String() {

@@ -1,9 +1,10 @@
 package grpcserver
 
 import (
+	"google.golang.org/grpc"
+
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/fsm"
-	"google.golang.org/grpc"
 )
 
 // WatchAssignments streams the assignment view from this node's applied

@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/metrics"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -41,7 +42,7 @@ type gatewayNode struct {
 	grpc    *grpc.Server
 	http    *httptest.Server
 	client  *http.Client
-	self    grpcserver.Self
+	self    raftnode.Self
 	metrics *metrics.Registry
 	conn    *grpc.ClientConn
 	dataDir string
@@ -79,7 +80,7 @@ func startGatewayNode() (*gatewayNode, error) {
 		return g, err
 	}
 	g.http = httptest.NewUnstartedServer(nil) // listens on 127.0.0.1:0
-	g.self = grpcserver.Self{ID: "gw1", RaftAddr: "127.0.0.1:1", GRPCAddr: grpcLis.Addr().String(), HTTPAddr: g.http.Listener.Addr().String()}
+	g.self = raftnode.Self{ID: "gw1", RaftAddr: "127.0.0.1:1", GRPCAddr: grpcLis.Addr().String(), HTTPAddr: g.http.Listener.Addr().String()}
 
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(g.self.RaftAddr))
 	g.node, err = raftnode.Open(raftnode.Config{ID: g.self.ID, DataDir: g.dataDir, RaftAddr: g.self.RaftAddr, Transport: trans, Logger: logger})
@@ -94,7 +95,13 @@ func startGatewayNode() (*gatewayNode, error) {
 	g.node.SetProposeObserver(func(d time.Duration) { g.metrics.ApplyLatency.Observe(d.Seconds()) })
 	g.node.SetApplyObserver(func(uint64, int) { g.metrics.Applied.Inc() })
 
-	g.srv = grpcserver.New(g.node, g.self, logger.Named("api"))
+	set, err := routines.New(g.node, routines.Config{})
+	if err != nil {
+		grpcLis.Close()
+		return g, err
+	}
+	g.node.AddLeaderRoutine(routines.Name, set.Run)
+	g.srv = grpcserver.New(g.node, g.self, logger.Named("api"), set)
 	g.grpc = grpc.NewServer()
 	g.srv.Register(g.grpc)
 	go func() { _ = g.grpc.Serve(grpcLis) }()

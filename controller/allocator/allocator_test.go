@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/leadership"
 )
 
 func TestTSOStartsAboveCommittedWindowAndExtends(t *testing.T) {
@@ -101,7 +102,7 @@ func TestAllocatorsRefuseWithoutLeadership(t *testing.T) {
 	}
 	l.SetVerifyError(nil)
 	l.SetEstablished(0)
-	if _, err := tso.Alloc(ctx, 1); !errors.Is(err, ErrNotLeader) {
+	if _, err := tso.Alloc(ctx, 1); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("TSO on a non-leader: %v, want ErrNotLeader", err)
 	}
 	for _, n := range []uint32{0, maxLogical} {

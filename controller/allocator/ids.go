@@ -49,7 +49,7 @@ func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	}
 	term := a.leader.EstablishedTerm()
 	if term == 0 {
-		return 0, ErrNotLeader
+		return 0, errNotLeader
 	}
 	// The range is reserved for this term's decisions only.
 	first, err := a.take(commands.WithDecisionTerm(ctx, term), term, uint64(count))
@@ -60,7 +60,7 @@ func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
 		return 0, err
 	}
 	if a.leader.EstablishedTerm() != term {
-		return 0, ErrNotLeader
+		return 0, errNotLeader
 	}
 	return first, nil
 }

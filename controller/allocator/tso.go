@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/leadership"
 )
 
 // Hybrid timestamp layout: physical milliseconds << LogicalBits | logical.
@@ -19,8 +19,9 @@ const (
 	maxLogical  = 1 << LogicalBits
 )
 
-// ErrNotLeader is returned when this node does not lead an established term.
-var ErrNotLeader = errors.New("allocator: this node is not an established leader")
+// errNotLeader is returned when this node does not lead an established
+// term; it is leadership.ErrNotLeader.
+var errNotLeader = fmt.Errorf("allocator: %w", leadership.ErrNotLeader)
 
 // ComposeTS builds a hybrid timestamp.
 func ComposeTS(physicalMs, logical int64) uint64 {
@@ -87,7 +88,7 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	}
 	term := t.leader.EstablishedTerm()
 	if term == 0 {
-		return 0, ErrNotLeader
+		return 0, errNotLeader
 	}
 	// The window is extended for this term's decisions only.
 	first, err := t.take(commands.WithDecisionTerm(ctx, term), term, int64(count))
@@ -98,7 +99,7 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 		return 0, err
 	}
 	if t.leader.EstablishedTerm() != term {
-		return 0, ErrNotLeader
+		return 0, errNotLeader
 	}
 	return first, nil
 }
@@ -130,7 +131,7 @@ func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error
 					time.Duration(t.physical-now)*time.Millisecond, ctx.Err())
 			}
 			if t.term != term {
-				return 0, ErrNotLeader
+				return 0, errNotLeader
 			}
 			now = t.cfg.Clock.Now().UnixMilli()
 		}

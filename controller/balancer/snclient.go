@@ -2,13 +2,10 @@ package balancer
 
 import (
 	"context"
-	"sync"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/conncache"
 )
 
 // StreamingClient makes the WAL lifecycle calls to streaming nodes.
@@ -35,27 +32,20 @@ func targetOf(n *logpb.StreamingNodeRecord) NodeTarget {
 	return NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch}
 }
 
-// grpcStreamingClient keeps one connection per node address.
+// grpcStreamingClient keeps one connection per node address (unused ones
+// are closed, conncache).
 type grpcStreamingClient struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	conns *conncache.Cache
 }
 
 func newGRPCStreamingClient() *grpcStreamingClient {
-	return &grpcStreamingClient{conns: map[string]*grpc.ClientConn{}}
+	return &grpcStreamingClient{conns: conncache.New(0, nil)}
 }
 
 func (c *grpcStreamingClient) client(addr string) (coordpb.StreamingNodeServiceClient, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn, ok := c.conns[addr]
-	if !ok {
-		var err error
-		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		c.conns[addr] = conn
+	conn, err := c.conns.Get(addr)
+	if err != nil {
+		return nil, err
 	}
 	return coordpb.NewStreamingNodeServiceClient(conn), nil
 }
@@ -87,11 +77,4 @@ func (c *grpcStreamingClient) Remove(ctx context.Context, node NodeTarget, pchan
 	return err
 }
 
-func (c *grpcStreamingClient) Close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for a, conn := range c.conns {
-		conn.Close()
-		delete(c.conns, a)
-	}
-}
+func (c *grpcStreamingClient) Close() { c.conns.Close() }

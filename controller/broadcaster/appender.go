@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/conncache"
 )
 
 // Appender appends one broadcast message to the owner of a VChannel's
@@ -42,32 +40,23 @@ type NodeTarget struct {
 const MDCoordTerm = "coordd-coord-term"
 
 // GRPCAppender is the Appender over coordpb.StreamingNodeService, with one
-// connection per node address.
+// connection per node address (unused ones are closed, conncache).
 type GRPCAppender struct {
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	closed bool
+	conns *conncache.Cache
 }
 
 // NewGRPCAppender returns an appender that dials nodes lazily.
-func NewGRPCAppender() *GRPCAppender { return &GRPCAppender{conns: map[string]*grpc.ClientConn{}} }
+func NewGRPCAppender() *GRPCAppender { return &GRPCAppender{conns: conncache.New(0, nil)} }
 
 var errAppenderClosed = errors.New("broadcaster: appender closed")
 
 func (a *GRPCAppender) client(addr string) (coordpb.StreamingNodeServiceClient, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
+	conn, err := a.conns.Get(addr)
+	if errors.Is(err, conncache.ErrClosed) {
 		return nil, errAppenderClosed
 	}
-	conn, ok := a.conns[addr]
-	if !ok {
-		var err error
-		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		a.conns[addr] = conn
+	if err != nil {
+		return nil, err
 	}
 	return coordpb.NewStreamingNodeServiceClient(conn), nil
 }
@@ -93,15 +82,7 @@ func (a *GRPCAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 }
 
 // Close drops every connection; later appends fail.
-func (a *GRPCAppender) Close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closed = true
-	for addr, c := range a.conns {
-		c.Close()
-		delete(a.conns, addr)
-	}
-}
+func (a *GRPCAppender) Close() { a.conns.Close() }
 
 // unrecoverableCode says whether an append error can never succeed by
 // retrying (the same request would be refused again), and its label.

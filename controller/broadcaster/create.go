@@ -28,7 +28,7 @@ func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, gu
 	if ts.stopped {
 		ts.mu.Unlock()
 		guard.release()
-		return 0, false, ErrNotLeader
+		return 0, false, errNotLeader
 	}
 	ts.wg.Add(1) // never concurrent with stop's Wait: stop sets stopped first
 	ts.mu.Unlock()
@@ -43,8 +43,8 @@ func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, gu
 		switch {
 		case err != nil:
 			guard.release()
-			if ts.ctx.Err() != nil && !errors.Is(err, ErrNotLeader) {
-				err = fmt.Errorf("%w (leadership ended while creating the task: %v)", ErrNotLeader, err)
+			if ts.ctx.Err() != nil && !errors.Is(err, errNotLeader) {
+				err = fmt.Errorf("%w (leadership ended while creating the task: %v)", errNotLeader, err)
 			}
 			ch <- out{err: err}
 		case res.Rejection != nil:

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
@@ -42,48 +44,70 @@ func (ts *termState) step(t *task) outcome {
 	t.assignSeen = st.AssignmentVersion()
 	ts.mu.Unlock()
 	if !fsm.AllAcked(bt) {
-		if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
-			return ts.idle(t, bt) // replicated messages are acked by the nodes
-		}
-		targets := ts.toAppend(t, bt)
-		if len(targets) > 0 {
-			cps, err := ts.appendAll(st, bt, targets)
-			if len(cps) > 0 {
-				if bt.AckSyncUp {
-					ts.mu.Lock()
-					if t.appended == nil {
-						t.appended = map[string]bool{}
-					}
-					for _, cp := range cps {
-						t.appended[cp.Vchannel] = true
-					}
-					ts.mu.Unlock()
-				} else if aerr := ts.ack(bt.Id, cps); aerr != nil {
-					if ts.ctx.Err() == nil {
-						log.Warn("recording broadcast acks failed", "error", aerr)
-					}
-					return outBackoff
-				}
-			}
-			if err != nil {
-				if ts.ctx.Err() == nil {
-					log.Warn("broadcast append failed; retrying", "error", err)
-				}
-				return outBackoff
-			}
-		}
-		bt, ok = ts.m.leader.State().BroadcastTask(t.id)
-		if !ok || bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
-			return outDone
-		}
-		if !fsm.AllAcked(bt) {
-			if bt.AckSyncUp {
-				return ts.idle(t, bt)
-			}
-			log.Warn("broadcast targets appended but not all acked", "acked", len(bt.Acked), "targets", len(bt.Vchannels))
-			return outBackoff
+		if out, acked := ts.appendPending(log, t, st, bt); !acked {
+			return out
 		}
 	}
+	return ts.complete(log, t)
+}
+
+// appendPending appends bt to the targets still to append and records the
+// FastAck checkpoints; acked reports whether every target is acked now
+// (otherwise out says what the task does next).
+func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt *logpb.BroadcastTask) (out outcome, acked bool) {
+	if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
+		return ts.idle(t, bt), false // replicated messages are acked by the nodes
+	}
+	if targets := ts.toAppend(t, bt); len(targets) > 0 {
+		cps, err := ts.appendAll(st, bt, targets)
+		if len(cps) > 0 {
+			if aerr := ts.recordAppended(t, bt, cps); aerr != nil {
+				if ts.ctx.Err() == nil {
+					log.Warn("recording broadcast acks failed", "error", aerr)
+				}
+				return outBackoff, false
+			}
+		}
+		if err != nil {
+			if ts.ctx.Err() == nil {
+				log.Warn("broadcast append failed; retrying", "error", err)
+			}
+			return outBackoff, false
+		}
+	}
+	bt, ok := ts.m.leader.State().BroadcastTask(t.id)
+	if !ok || bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		return outDone, false
+	}
+	if !fsm.AllAcked(bt) {
+		if bt.AckSyncUp {
+			return ts.idle(t, bt), false
+		}
+		log.Warn("broadcast targets appended but not all acked", "acked", len(bt.Acked), "targets", len(bt.Vchannels))
+		return outBackoff, false
+	}
+	return outDone, true // out is unused when acked
+}
+
+// recordAppended notes the appended targets of an ack_sync_up task (the
+// nodes ack them), or commits the checkpoints as acks (FastAck).
+func (ts *termState) recordAppended(t *task, bt *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint) error {
+	if !bt.AckSyncUp {
+		return ts.ack(bt.Id, cps)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t.appended == nil {
+		t.appended = map[string]bool{}
+	}
+	for _, cp := range cps {
+		t.appended[cp.Vchannel] = true
+	}
+	return nil
+}
+
+// complete runs the task's callback and tombstones it (one command).
+func (ts *termState) complete(log hclog.Logger, t *task) outcome {
 	if !t.executed {
 		t.executed = true
 		ts.m.cfg.Metrics.observeExecution(t.msgType, time.Since(t.admitted).Seconds())

@@ -222,7 +222,7 @@ func (lt *lockTable) lock(ctx context.Context, keys []*logpb.ResourceKey, observ
 			g.release()
 			waited := time.Since(start)
 			if err == errLocksClosed {
-				return nil, waited, ErrNotLeader
+				return nil, waited, errNotLeader
 			}
 			return nil, waited, &LockTimeoutError{Key: KeyName(k), Waited: waited, Err: err}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -272,14 +273,14 @@ func TestLockTableClose(t *testing.T) {
 	lt.close()
 	select {
 	case err := <-errc:
-		if !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("err = %v, want ErrNotLeader", err)
+		if !errors.Is(err, leadership.ErrNotLeader) {
+			t.Fatalf("err = %v, want leadership.ErrNotLeader", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("waiter not woken by close")
 	}
 	held.release() // no-op, no panic
-	if _, _, err := lt.lock(context.Background(), commands.NormalizeResourceKeys(nil), nil); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := lt.lock(context.Background(), commands.NormalizeResourceKeys(nil), nil); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("lock after close: %v", err)
 	}
 	if _, ok := lt.tryLock(commands.NormalizeResourceKeys(nil)); ok {

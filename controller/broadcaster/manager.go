@@ -18,7 +18,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/leadership"
 )
 
 // Leader is what the broadcaster needs from the raft node.
@@ -241,13 +241,13 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 	for {
 		term := m.leader.EstablishedTerm()
 		if term == 0 {
-			return nil, ErrNotLeader
+			return nil, errNotLeader
 		}
 		m.mu.Lock()
 		cur, ready, closed := m.cur, m.ready, m.closed
 		m.mu.Unlock()
 		if closed {
-			return nil, ErrNotLeader
+			return nil, errNotLeader
 		}
 		if cur != nil && cur.term == term && cur.ctx.Err() == nil {
 			return cur, nil
@@ -280,7 +280,7 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	if m.leader.EstablishedTerm() == 0 {
-		return Result{}, ErrNotLeader
+		return Result{}, errNotLeader
 	}
 	req = withTypeKeys(req)
 	if id, ok := m.original(req); ok {
@@ -294,9 +294,11 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	keys := commands.NormalizeResourceKeys(req.ResourceKeys)
-	guard, wait, err := ts.locks.lock(ctx, keys, func(k *logpb.ResourceKey, d time.Duration) {
+	lockCtx, cancelLock := lockWaitContext(ctx)
+	guard, wait, err := ts.locks.lock(lockCtx, keys, func(k *logpb.ResourceKey, d time.Duration) {
 		m.cfg.Metrics.observeLock(k, d.Seconds())
 	})
+	cancelLock()
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
@@ -315,6 +317,24 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+// maxLockMargin bounds how much earlier than its caller's deadline a lock
+// wait gives up.
+const maxLockMargin = 500 * time.Millisecond
+
+// lockWaitContext ends a lock wait a little before ctx's deadline (a tenth
+// of the time left, at most maxLockMargin), so the LockTimeoutError naming
+// the key reaches the caller, through a forwarding member and a client
+// with the same deadline, before the caller's own deadline ends the call
+// with a bare "context deadline exceeded".
+func lockWaitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	margin := min(time.Until(dl)/10, maxLockMargin)
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 // original returns the task that already holds req's idempotency scope.
@@ -378,7 +398,7 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 // unknown or finished tasks and already-acked VChannels are no-ops.
 func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 	if m.leader.EstablishedTerm() == 0 {
-		return ErrNotLeader
+		return errNotLeader
 	}
 	if ack.FromNode == 0 {
 		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
@@ -402,7 +422,7 @@ func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 func (m *Manager) Retry(id uint64) error {
 	ts := m.current()
 	if ts == nil || m.leader.EstablishedTerm() != ts.term {
-		return ErrNotLeader
+		return errNotLeader
 	}
 	return ts.retry(id)
 }
@@ -413,7 +433,7 @@ func (m *Manager) Retry(id uint64) error {
 // callers return ErrAbandoned.
 func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
-		return ErrNotLeader
+		return errNotLeader
 	}
 	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
 	if err != nil {
@@ -444,7 +464,7 @@ func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, reque
 	backoff := m.cfg.BackoffInitial
 	for {
 		res, err := commands.Propose(ctx, m.leader, body, requestID)
-		if err == nil || !errors.Is(err, raftnode.ErrOutcomeUnknown) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}
 		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)

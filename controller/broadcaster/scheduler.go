@@ -133,7 +133,7 @@ func (ts *termState) start() {
 }
 
 // stop ends the leadership: workers and appends are cancelled, lock waiters
-// fail with ErrNotLeader, and all memory is dropped.
+// fail with errNotLeader, and all memory is dropped.
 func (ts *termState) stop() {
 	ts.cancel()
 	ts.locks.close()

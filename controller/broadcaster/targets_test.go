@@ -212,3 +212,23 @@ func TestReplicateConfigCheckedUnderTheLock(t *testing.T) {
 		t.Fatalf("%d pending tasks after the refusal", n)
 	}
 }
+
+// TestLockTimeoutBeatsTheCallersDeadline: a lock wait gives up before the
+// caller's deadline, so the error naming the key is what the caller (and a
+// forwarding member with the same deadline) sees, not its own timeout.
+func TestLockTimeoutBeatsTheCallersDeadline(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	key := collKey("db", "held", false)
+	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{key}))
+	defer g.release()
+	ctx := ctxTimeout(t, time.Second)
+	_, err := h.m.Broadcast(ctx, Request{MessageType: "CreateIndex", ResourceKeys: []*logpb.ResourceKey{key}})
+	var lt *LockTimeoutError
+	if !errors.As(err, &lt) || !strings.Contains(err.Error(), "CollectionName:db:held") {
+		t.Fatalf("err = %v, want a lock timeout naming the key", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the lock wait ran into the caller's deadline (%v)", ctx.Err())
+	}
+}

@@ -2,9 +2,11 @@ package broadcaster
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/leadership"
 )
 
 // Request is one broadcast as the API hands it to the manager.
@@ -40,8 +42,9 @@ var (
 	// ErrNotPrimary: the cluster is a replication secondary; nothing was
 	// locked or created.
 	ErrNotPrimary = errors.New("cluster is not primary, cannot do any DDL/DCL")
-	// ErrNotLeader: this node cannot run broadcasts (the API forwards).
-	ErrNotLeader = errors.New("broadcaster: this node is not the established leader")
+	// errNotLeader: this node cannot run broadcasts (the API forwards). It
+	// is leadership.ErrNotLeader.
+	errNotLeader = fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader)
 	// ErrAbandoned: the task was abandoned by an operator.
 	ErrAbandoned = errors.New("broadcast abandoned")
 	// ErrTaskNotFound: no such broadcast task (never created, or its

@@ -158,12 +158,14 @@ func (t *Tracker) LastSeen(node uint64) (time.Duration, bool) {
 	return t.cfg.Clock.Now().Sub(s.lastSeen), true
 }
 
-// reset gives every live node a fresh TTL (called when leadership starts).
+// Reset gives every live node a fresh TTL; Run calls it when leadership
+// starts, and so must whoever runs Watch instead, before anything reads
+// the tracker in the new term.
 // A node live before this term was admitted by an earlier leader, so it
 // counts as caught up to its registration: otherwise every node would be
 // unhealthy until its first heartbeat to this leader, and the first one to
 // heartbeat would be handed every other node's channels.
-func (t *Tracker) reset() {
+func (t *Tracker) Reset() {
 	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -181,11 +183,38 @@ func (t *Tracker) reset() {
 func (t *Tracker) expired(now time.Time) []*logpb.StreamingNodeRecord {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v := judge(t.leader.State().StreamingNodes(), t.sessions, now, t.cfg.TTL)
+	nodes := t.leader.State().StreamingNodes()
+	v := judge(nodes, t.sessions, now, t.cfg.TTL)
 	for _, n := range v.firstSeen {
 		t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now}
 	}
+	t.pruneLocked(nodes)
 	return v.down
+}
+
+// pruneLocked forgets the sessions of nodes that are DOWN or no longer in
+// the FSM, so crash-looping nodes (a new ID per restart) cannot grow the
+// map for as long as one leader reigns. A late heartbeat of such a node
+// is refused by the API (it is not live), so nothing recreates them.
+func (t *Tracker) pruneLocked(nodes []*logpb.StreamingNodeRecord) {
+	live := make(map[uint64]bool, len(nodes))
+	for _, n := range nodes {
+		if n.State != logpb.NodeState_NODE_DOWN {
+			live[n.Id] = true
+		}
+	}
+	for id := range t.sessions {
+		if !live[id] {
+			delete(t.sessions, id)
+		}
+	}
+}
+
+// Sessions is the number of sessions the tracker keeps.
+func (t *Tracker) Sessions() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sessions)
 }
 
 // verdict is one tick's decision.
@@ -215,11 +244,16 @@ func judge(nodes []*logpb.StreamingNodeRecord, sessions map[uint64]*session, now
 	return v
 }
 
-// Run is the leader routine: fresh TTLs now, then propose every node whose
-// session expires as down.
+// Run is the leader routine: fresh TTLs now (Reset), then Watch.
 func (t *Tracker) Run(ctx context.Context, term uint64) {
+	t.Reset()
+	t.Watch(ctx, term)
+}
+
+// Watch proposes every node whose session expires as down, until ctx
+// ends. Reset must have run in this term first.
+func (t *Tracker) Watch(ctx context.Context, term uint64) {
 	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
-	t.reset()
 	tick := t.cfg.Clock.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
 	defer tick.Stop()
 	for {

@@ -269,6 +269,27 @@ func TestRunMarksSilentNodesDown(t *testing.T) {
 	}
 }
 
+// TestSessionsOfDownNodesArePruned: once a node is DOWN its session is
+// dropped at the next check, so sessions do not accumulate.
+func TestSessionsOfDownNodesArePruned(t *testing.T) {
+	tr, leader, clock := newTracker(t)
+	n1 := register(t, leader, "10.0.0.1:1001")
+	n2 := register(t, leader, "10.0.0.2:1002")
+	startRun(t, tr, clock, 3)
+	tr.Heartbeat(n2.Id, n2.Epoch, rv(n2))
+	if n := tr.Sessions(); n != 2 {
+		t.Fatalf("%d sessions, want 2", n)
+	}
+	leader.MustPropose(t, &logpb.MarkStreamingNodeDown{NodeId: n1.Id, Epoch: n1.Epoch, Reason: "test"})
+	advance(t, tr, clock, 100*time.Millisecond)
+	if n := tr.Sessions(); n != 1 {
+		t.Fatalf("%d sessions after node %d went DOWN, want 1", n, n1.Id)
+	}
+	if _, ok := tr.LastSeen(n1.Id); ok {
+		t.Fatal("the DOWN node's session is still kept")
+	}
+}
+
 func TestNewLeadershipGivesFreshTTL(t *testing.T) {
 	tr, leader, clock := newTracker(t)
 	n1 := register(t, leader, "10.0.0.1:1001")

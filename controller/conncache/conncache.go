@@ -1,0 +1,93 @@
+// Package conncache keeps one gRPC client connection per streaming-node
+// address for the leader's controllers, and closes the ones no call has
+// used for a while: node addresses change with restarts, pods and IPs, and
+// each cached connection keeps resolver and balancer goroutines alive.
+package conncache
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// DefaultIdle is how long an unused connection is kept.
+const DefaultIdle = 10 * time.Minute
+
+// ErrClosed: the cache was closed.
+var ErrClosed = errors.New("conncache: closed")
+
+type entry struct {
+	conn     *grpc.ClientConn
+	lastUsed time.Time
+}
+
+// Cache maps addresses to connections.
+type Cache struct {
+	idle time.Duration
+	now  func() time.Time
+
+	mu     sync.Mutex
+	conns  map[string]*entry
+	closed bool
+}
+
+// New returns a cache that closes connections unused for idle (DefaultIdle
+// when idle <= 0); now is the clock (time.Now when nil).
+func New(idle time.Duration, now func() time.Time) *Cache {
+	if idle <= 0 {
+		idle = DefaultIdle
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Cache{idle: idle, now: now, conns: map[string]*entry{}}
+}
+
+// Get returns the connection to addr, dialling it (lazily) if needed, and
+// closes every other connection idle for longer than the cache's limit.
+func (c *Cache) Get(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	now := c.now()
+	for a, e := range c.conns {
+		if a != addr && now.Sub(e.lastUsed) > c.idle {
+			_ = e.conn.Close()
+			delete(c.conns, a)
+		}
+	}
+	e, ok := c.conns[addr]
+	if !ok {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		e = &entry{conn: conn}
+		c.conns[addr] = e
+	}
+	e.lastUsed = now
+	return e.conn, nil
+}
+
+// Len is the number of cached connections.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
+}
+
+// Close closes every connection; later Gets fail with ErrClosed.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for a, e := range c.conns {
+		_ = e.conn.Close()
+		delete(c.conns, a)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	supervise "github.com/coordd/coordd/proc"
 )
 
 // LauncherConfig describes a local multi-process cluster on one host:
@@ -258,15 +260,10 @@ func (l *Launcher) StopStreamingNode(i int, grace time.Duration) error {
 	if p == nil {
 		return fmt.Errorf("%w: %s", ErrNotRunning, name)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not exit within %v of SIGTERM", name, grace)
+	if err := supervise.Stop(p.cmd.Process, p.done, grace); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	return nil
 }
 
 func (l *Launcher) signal(name string, sig syscall.Signal) error {
@@ -279,11 +276,15 @@ func (l *Launcher) signal(name string, sig syscall.Signal) error {
 	if p == nil {
 		return fmt.Errorf("%w: %s", ErrNotRunning, name)
 	}
+	if sig == syscall.SIGKILL {
+		// Continued first if paused, as every launcher does (package proc).
+		if err := supervise.Kill(p.cmd.Process, p.done, time.Minute); err != nil {
+			return fmt.Errorf("kill %s: %w", name, err)
+		}
+		return nil
+	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signal %s: %w", name, err)
-	}
-	if sig == syscall.SIGKILL {
-		<-p.done
 	}
 	return nil
 }
@@ -305,14 +306,7 @@ func (l *Launcher) Stop() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot exit
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-p.done:
-				case <-time.After(5 * time.Second):
-					_ = p.cmd.Process.Kill()
-					<-p.done
-				}
+				_ = supervise.Stop(p.cmd.Process, p.done, 5*time.Second)
 			}()
 		}
 		wg.Wait()

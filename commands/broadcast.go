@@ -8,9 +8,9 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// Broadcast message types whose ack callbacks coordd runs itself. Any other
-// type (1..64 bytes of [A-Za-z0-9_]) is broadcast, acked and recorded with
-// no callback.
+// Broadcast message types whose ack callbacks coordd runs itself. The other
+// known types (KnownMessageTypes; clients may send no others) are
+// broadcast, acked and recorded with no callback.
 const (
 	MsgCreateCollection     = "CreateCollection"
 	MsgDropCollection       = "DropCollection"

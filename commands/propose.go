@@ -24,8 +24,8 @@ type Proposer interface {
 	//     or ctx ended while the entry was in flight. The command may still
 	//     be applied; retrying is safe only with a request ID or for an
 	//     idempotent command.
-	// The raft node's errors say which (raftnode.ErrNotLeader,
-	// raftnode.ErrOutcomeUnknown, ...).
+	// The errors of package leadership say which (leadership.ErrNotLeader,
+	// leadership.ErrOutcomeUnknown, ...).
 	//
 	// c carries its decision term (Command.DecidedIn, or the term of a
 	// leader routine's ctx, see WithDecisionTerm); Apply refuses it with

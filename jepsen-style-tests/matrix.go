@@ -41,6 +41,11 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
+		// Broadcasts while operators race incompatible replication updates
+		// and abandon pending tasks; the Cluster key must never stay held.
+		{Name: "smoke-broadcast-ops-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
+			Duration: 12 * time.Second, Recovery: 4 * time.Second, ExtraArgs: scenario.ChannelArgs,
+			StreamingNodes: 2, Workloads: scenario.BroadcastOpsWorkloads},
 		// The write path: inserts and flushes while coordd members and
 		// streaming nodes are killed, paused and cut off.
 		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},

@@ -28,6 +28,7 @@ type Node struct {
 	snaps   *raft.FileSnapshotStore
 	trans   raft.Transport
 	ident   *identityStore
+	logs    *watchedLogStore
 	storage *Storage
 
 	proposer *batcher
@@ -63,6 +64,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
+	n.logs = &watchedLogStore{LogStore: st.store}
 
 	var err error
 	n.trans = cfg.Transport
@@ -80,7 +82,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	err = guard(cfg.DataDir, "starting raft on it", func() error {
 		var rerr error
-		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.trans)
+		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans)
 		return rerr
 	})
 	if err != nil {

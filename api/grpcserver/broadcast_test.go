@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -25,7 +21,6 @@ import (
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
-	"github.com/coordd/coordd/raftnode"
 )
 
 // fakeBroadcasts records what the API hands the broadcaster. Broadcast
@@ -109,49 +104,6 @@ func (f *fakeBroadcasts) calls() int {
 	return len(f.reqs) + len(f.acks) + len(f.retries) + len(f.abandons)
 }
 
-// startTestNodeWith is startTestNode with server options (the broadcaster
-// must be set before the server serves).
-func startTestNodeWith(t *testing.T, opts ...Option) *testNode {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	self := raftnode.Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
-	logger := testLogger(t)
-	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: logger})
-	if err != nil {
-		lis.Close()
-		t.Fatalf("open node: %v", err)
-	}
-	tn := &testNode{node: node, self: self}
-	t.Cleanup(func() {
-		if tn.conn != nil {
-			tn.conn.Close()
-		}
-		tn.grpc.Stop()
-		tn.srv.Close()
-		if err := node.Shutdown(); err != nil {
-			t.Errorf("node shutdown: %v", err)
-		}
-	})
-	tn.srv = New(node, self, logger.Named("api"), opts...)
-	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
-	tn.srv.Register(tn.grpc)
-	go func() { _ = tn.grpc.Serve(lis) }()
-	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	if tn.conn, err = grpc.NewClient(self.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		t.Fatalf("dial %s: %v", self.GRPCAddr, err)
-	}
-	tn.cluster = coordpb.NewClusterClient(tn.conn)
-	tn.alloc = coordpb.NewAllocatorClient(tn.conn)
-	waitFor(t, readyTimeout, "node to become the established leader", func() bool { return node.EstablishedTerm() != 0 })
-	return tn
-}
-
 const (
 	bcCluster = "by-dev"
 	bcP0      = "by-dev-rootcoord-dml_0"
@@ -209,13 +161,13 @@ func TestBroadcasterBadInput(t *testing.T) {
 	tn, fb, bc := startBroadcastNode(t)
 	// A pending task, so that Retry and Abandon have something to refuse
 	// for the right reason.
-	pending := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
+	pending := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "AlterCollection", Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
 
 	send := func(r *coordpb.BroadcastRequest) func(context.Context) error {
 		return func(ctx context.Context) error { _, err := bc.Broadcast(ctx, r); return err }
 	}
 	custom := func(mut func(r *coordpb.BroadcastRequest)) func(context.Context) error {
-		r := &coordpb.BroadcastRequest{MessageType: "Custom", Vchannels: []string{bcCChan}}
+		r := &coordpb.BroadcastRequest{MessageType: "AlterCollection", Vchannels: []string{bcCChan}}
 		mut(r)
 		return send(r)
 	}
@@ -289,6 +241,7 @@ func TestBroadcasterBadInput(t *testing.T) {
 		{"Broadcast/bad vchannel", custom(func(r *coordpb.BroadcastRequest) { r.Vchannels = []string{bcP1 + "_01v0"} }), "bad collection id"},
 		{"Broadcast/target twice", custom(func(r *coordpb.BroadcastRequest) { r.Vchannels = []string{bcCChan, bcP1, bcP1} }), "listed twice"},
 		{"Broadcast/too many targets", custom(func(r *coordpb.BroadcastRequest) { r.Vchannels = tooManyTargets }), "1..4096 target channels, got 4097"},
+		{"Broadcast/unknown message type", send(&coordpb.BroadcastRequest{MessageType: "Bogus"}), "\"Bogus\" is not a known broadcast message type"},
 		{"Broadcast/payload too large", custom(func(r *coordpb.BroadcastRequest) { r.Payload = make([]byte, commands.MaxBroadcastPayload+1) }), "payload is 524289 bytes"},
 		{"Broadcast/CreateCollection bad payload", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: []byte{0xff}}), "CreateCollection payload"},
 		{"Broadcast/CreateCollection collection 0", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: ccPayload(0, 2)}), "collection id must be positive, got 0"},
@@ -385,7 +338,7 @@ func TestBroadcastConvertsRequest(t *testing.T) {
 			}
 			before := observe(t, tn.node)
 			n := len(fb.requests())
-			resp, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: "Custom_Type", Payload: []byte{1, 2, 3},
+			resp, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: "AlterUser", Payload: []byte{1, 2, 3},
 				ResourceKeys: keys, Vchannels: targets, AckSyncUp: true, IdempotencyKey: tc.ik})
 			if err != nil {
 				t.Fatal(err)
@@ -395,7 +348,7 @@ func TestBroadcastConvertsRequest(t *testing.T) {
 				t.Fatalf("%d broadcasts, want %d", len(reqs), n+1)
 			}
 			got := reqs[n]
-			if got.MessageType != "Custom_Type" || string(got.Payload) != "\x01\x02\x03" || !got.AckSyncUp ||
+			if got.MessageType != "AlterUser" || string(got.Payload) != "\x01\x02\x03" || !got.AckSyncUp ||
 				!slices.Equal(got.VChannels, targets) || got.IdempotencyKey != tc.want {
 				t.Errorf("broadcaster got %+v", got)
 			}
@@ -452,7 +405,7 @@ func TestBroadcastDefaultTargets(t *testing.T) {
 // documented codes, on every RPC that calls it.
 func TestBroadcastErrorMapping(t *testing.T) {
 	tn, fb, bc := startBroadcastNode(t)
-	pending := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
+	pending := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "AlterCollection", Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
 	lockErr := &broadcaster.LockTimeoutError{Key: "CollectionName:db1:c1@X", Waited: 2 * time.Second, Err: context.DeadlineExceeded}
 	for _, tc := range []struct {
 		name    string
@@ -479,7 +432,7 @@ func TestBroadcastErrorMapping(t *testing.T) {
 			})
 			fb.setErr(tc.err)
 			ctx := callCtx(t)
-			_, err := bc.Broadcast(ctx, &coordpb.BroadcastRequest{MessageType: "Custom"})
+			_, err := bc.Broadcast(ctx, &coordpb.BroadcastRequest{MessageType: "AlterCollection"})
 			checkStatus(t, "Broadcast", err, tc.code, tc.message)
 			_, err = bc.Ack(ctx, &coordpb.AckRequest{BroadcastId: pending, Checkpoints: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, TimeTick: 1}},
 				NodeId: 1, Epoch: 1})
@@ -507,7 +460,7 @@ func TestBroadcastTasks(t *testing.T) {
 	vA := commands.VChannelName(bcP1, 9, 0)
 	// A: completed, with keys, an idempotency key, acks, a payload.
 	idemA, _ := commands.CollectionScopedKey(9, "evt-1")
-	a := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Payload: []byte("abc"), AckSyncUp: true, IdempotencyKey: idemA,
+	a := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "AlterCollection", Payload: []byte("abc"), AckSyncUp: true, IdempotencyKey: idemA,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: "db1:c9"}},
 		Vchannels:    []string{vA, bcCChan}}).GetBroadcast().GetBroadcastId()
 	cpsA := []*logpb.VChannelCheckpoint{{Vchannel: bcCChan, Term: 1, Offset: 10, TimeTick: 1 << 60}, {Vchannel: vA, Term: 2, Offset: 1 << 63, TimeTick: 1<<60 + 1}}
@@ -516,7 +469,7 @@ func TestBroadcastTasks(t *testing.T) {
 		t.Fatalf("complete A: %v", c)
 	}
 	// B: pending, one of two targets acked.
-	b := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Other", Vchannels: []string{bcCChan, bcP2}}).GetBroadcast().GetBroadcastId()
+	b := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "DropPartition", Vchannels: []string{bcCChan, bcP2}}).GetBroadcast().GetBroadcastId()
 	mustCommit(t, tn, &logpb.AckBroadcast{BroadcastId: b, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: bcP2, Term: 1, Offset: 1, TimeTick: 5}}})
 	// C: pending, its callback refused (collection 5 was allocated directly
 	// with 2 vchannels after its CreateCollection of 1 shard was created).
@@ -529,7 +482,7 @@ func TestBroadcastTasks(t *testing.T) {
 		t.Fatalf("complete C: %v; want a refused callback", comp)
 	}
 	// D: abandoned.
-	d := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
+	d := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "AlterCollection", Vchannels: []string{bcCChan}}).GetBroadcast().GetBroadcastId()
 	mustCommit(t, tn, &logpb.AbandonBroadcast{BroadcastId: d, Reason: "streaming node gone"})
 
 	ctx := callCtx(t)
@@ -538,7 +491,7 @@ func TestBroadcastTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	taskA, _ := tn.node.State().BroadcastTask(a)
-	wantA := &coordpb.BroadcastInfo{BroadcastId: a, MessageType: "Custom", State: "TOMBSTONE",
+	wantA := &coordpb.BroadcastInfo{BroadcastId: a, MessageType: "AlterCollection", State: "TOMBSTONE",
 		ResourceKeys: []*coordpb.ResourceKey{{Domain: "COLLECTION_NAME", Key: "db1:c9"}, {Domain: "CLUSTER", Shared: true}},
 		Vchannels:    []string{bcCChan, vA}, // sorted
 		Acked: []*coordpb.Checkpoint{{Vchannel: bcCChan, Term: 1, Offset: 10, TimeTick: 1 << 60},
@@ -643,10 +596,10 @@ func TestBroadcasterNotConfigured(t *testing.T) {
 		{Pchannel: bcP1, NodeId: owner.NodeId, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p1.Term}}}).GetAssign().GetAssigned()
 	mustCommit(t, tn, &logpb.AssignPChannelsDone{Channels: assigned})
 	term := assigned[0].Term
-	id := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "Custom", Vchannels: []string{bcCChan, bcP1}, AckSyncUp: true}).GetBroadcast().GetBroadcastId()
+	id := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "AlterCollection", Vchannels: []string{bcCChan, bcP1}, AckSyncUp: true}).GetBroadcast().GetBroadcastId()
 	bc := coordpb.NewBroadcasterClient(tn.conn)
 	ctx := callCtx(t)
-	_, err := bc.Broadcast(ctx, &coordpb.BroadcastRequest{MessageType: "Custom"})
+	_, err := bc.Broadcast(ctx, &coordpb.BroadcastRequest{MessageType: "AlterCollection"})
 	checkStatus(t, "Broadcast", err, codes.Unavailable, "broadcaster not configured")
 	_, err = bc.RetryBroadcast(ctx, &coordpb.RetryBroadcastRequest{BroadcastId: id})
 	checkStatus(t, "RetryBroadcast", err, codes.Unavailable, "broadcaster not configured")

@@ -19,10 +19,6 @@ import (
 // Allocations and time ticks are answered from the leader's memory; saves
 // and checkpoints are commands whose owner check runs inside Apply.
 
-// WithDataConfig sets the seal and allocation policy (default: the
-// documented defaults).
-func WithDataConfig(cfg flush.Config) Option { return func(s *Server) { s.dataCfg = cfg } }
-
 // Data is the leader's write-path manager (for metrics and benchmarks).
 func (s *Server) Data() *flush.Manager { return s.data }
 

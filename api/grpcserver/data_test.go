@@ -12,6 +12,8 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/testutil"
 )
 
 const dataColl = int64(100)
@@ -26,7 +28,7 @@ var (
 // them; allocations expire after 50 ms and rounds run every 20 ms.
 func startDataNode(t *testing.T) (*testNode, coordpb.DataCoordClient) {
 	t.Helper()
-	tn := startTestNodeWith(t, WithDataConfig(flush.Config{AllocationExpiry: 50 * time.Millisecond, Interval: 20 * time.Millisecond}))
+	tn := startTestNodeCfg(t, routines.Config{Data: flush.Config{AllocationExpiry: 50 * time.Millisecond, Interval: 20 * time.Millisecond}})
 	for _, body := range []proto.Message{
 		&logpb.InitStreaming{ClusterId: "c", Pchannels: []string{"dml_0", "dml_1"}},
 		&logpb.RegisterStreamingNode{Address: "127.0.0.1:9001", Incarnation: "a"},
@@ -146,7 +148,7 @@ func TestDataFlushEndToEnd(t *testing.T) {
 	}
 	// The flusher reports time ticks past the seal and the allocation.
 	tick := max(fr.FlushTs, a.ExpireTs) + 1
-	waitFor(t, readyTimeout, "the segment to become Flushing", func() bool {
+	testutil.EventuallyWithin(t, readyTimeout, "the segment to become Flushing", func() bool {
 		_, err := dc.ReportTimeTicks(ctx, &coordpb.ReportTimeTicksRequest{NodeId: 1, Ticks: []*coordpb.ChannelTimeTick{{Vchannel: dv0, PchannelTerm: 2, TimeTick: tick}}})
 		if err != nil {
 			t.Fatal(err)

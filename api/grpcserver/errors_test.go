@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -162,7 +163,11 @@ func TestToStatusNoLeaderKnown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	s := New(node, raftnode.Self{ID: "lonely", RaftAddr: "127.0.0.1:3"}, testLogger(t))
+	set, err := routines.New(node, routines.Config{})
+	if err != nil {
+		t.Fatalf("controllers: %v", err)
+	}
+	s := New(node, raftnode.Self{ID: "lonely", RaftAddr: "127.0.0.1:3"}, testLogger(t), set)
 	defer func() {
 		s.Close()
 		if err := node.Shutdown(); err != nil {

@@ -13,7 +13,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // Every wait in these tests is bounded by one of these.
@@ -48,6 +50,34 @@ func testLogger(t *testing.T) hclog.Logger {
 // Everything is stopped by t.Cleanup.
 func startTestNode(t *testing.T) *testNode {
 	t.Helper()
+	tn := startTestNodeWith(t)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	self := tn.self
+	if _, err := tn.cluster.RegisterMember(ctx, &coordpb.RegisterMemberRequest{
+		Id: self.ID, RaftAddr: self.RaftAddr, GrpcAddr: self.GRPCAddr, HttpAddr: self.HTTPAddr,
+	}); err != nil {
+		t.Fatalf("RegisterMember: %v", err)
+	}
+	m, ok := tn.node.State().Member(self.ID)
+	if !ok || m.GrpcAddr != self.GRPCAddr || m.HttpAddr != self.HTTPAddr {
+		t.Fatalf("after RegisterMember the FSM has %v (found %v); want the registered addresses", m, ok)
+	}
+	return tn
+}
+
+// startTestNodeWith is startTestNode with server options and without the
+// member registration.
+func startTestNodeWith(t *testing.T, opts ...Option) *testNode {
+	t.Helper()
+	return startTestNodeCfg(t, routines.Config{}, opts...)
+}
+
+// startTestNodeCfg starts the member with controllers built from rc (no
+// balancer or broadcaster unless rc sets them) registered as its leader
+// routine, as cmd/coordd does, and the server built with opts.
+func startTestNodeCfg(t *testing.T, rc routines.Config, opts ...Option) *testNode {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -57,12 +87,16 @@ func startTestNode(t *testing.T) *testNode {
 	self := raftnode.Self{ID: "n1", RaftAddr: "127.0.0.1:1", GRPCAddr: lis.Addr().String(), HTTPAddr: "127.0.0.1:2"}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	logger := testLogger(t)
-	node, err := raftnode.Open(raftnode.Config{
-		ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: logger,
-	})
+	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: logger})
 	if err != nil {
 		lis.Close()
 		t.Fatalf("open node: %v", err)
+	}
+	set, err := routines.New(node, rc)
+	if err != nil {
+		lis.Close()
+		node.Shutdown()
+		t.Fatalf("controllers: %v", err)
 	}
 	tn := &testNode{node: node, self: self}
 	t.Cleanup(func() {
@@ -71,52 +105,27 @@ func startTestNode(t *testing.T) *testNode {
 		}
 		tn.grpc.Stop()
 		tn.srv.Close()
+		set.Close()
 		if err := node.Shutdown(); err != nil {
 			t.Errorf("node shutdown: %v", err)
 		}
 	})
-	// New registers the allocators' leader routine, so it must run before
-	// the node can become leader.
-	tn.srv = New(node, self, logger.Named("api"))
+	// The leader routine must be registered before the node can lead.
+	node.AddLeaderRoutine(routines.Name, set.Run)
+	tn.srv = New(node, self, logger.Named("api"), set, opts...)
 	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
 	tn.srv.Register(tn.grpc)
 	go func() { _ = tn.grpc.Serve(lis) }()
-
 	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
-	tn.conn, err = grpc.NewClient(self.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	if tn.conn, err = grpc.NewClient(self.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		t.Fatalf("dial %s: %v", self.GRPCAddr, err)
 	}
 	tn.cluster = coordpb.NewClusterClient(tn.conn)
 	tn.alloc = coordpb.NewAllocatorClient(tn.conn)
-
-	waitFor(t, readyTimeout, "node to become the established leader", func() bool { return node.EstablishedTerm() != 0 })
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, err := tn.cluster.RegisterMember(ctx, &coordpb.RegisterMemberRequest{
-		Id: self.ID, RaftAddr: self.RaftAddr, GrpcAddr: self.GRPCAddr, HttpAddr: self.HTTPAddr,
-	}); err != nil {
-		t.Fatalf("RegisterMember: %v", err)
-	}
-	m, ok := node.State().Member(self.ID)
-	if !ok || m.GrpcAddr != self.GRPCAddr || m.HttpAddr != self.HTTPAddr {
-		t.Fatalf("after RegisterMember the FSM has %v (found %v); want the registered addresses", m, ok)
-	}
+	testutil.EventuallyWithin(t, readyTimeout, "node to become the established leader", func() bool { return node.EstablishedTerm() != 0 })
 	return tn
-}
-
-// waitFor polls cond every 10ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func callCtx(t *testing.T) context.Context {

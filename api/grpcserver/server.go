@@ -18,7 +18,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/flush"
-	"github.com/coordd/coordd/controller/nodehealth"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -43,7 +43,6 @@ type Server struct {
 	rebalancer Rebalancer
 	broadcasts Broadcasts
 	data       *flush.Manager
-	dataCfg    flush.Config
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -86,24 +85,24 @@ type Option func(*Server)
 // untracked one that never judges nodes).
 func WithNodeHealth(h NodeHealth) Option { return func(s *Server) { s.health = h } }
 
-// WithUnsafeIDReuse breaks the ID allocator on purpose (see
-// allocator.IDs.UnsafeSkipReservation); test-only.
-func WithUnsafeIDReuse() Option { return func(s *Server) { s.ids.UnsafeSkipReservation() } }
-
 // WithRebalancer sets where manual rebalance requests go.
 func WithRebalancer(r Rebalancer) Option { return func(s *Server) { s.rebalancer = r } }
 
 // Watchers is the number of open assignment streams on this node.
 func (s *Server) Watchers() int64 { return s.watchers.Load() }
 
-// New wires a server around a node. The allocators' leader routine is
-// registered on the node here.
-func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, opts ...Option) *Server {
+// New wires a server around a node and the leader's controllers (built
+// by routines.New; their leader routine is registered by the caller, see
+// cmd/coordd). The set's balancer and broadcaster, when present, serve
+// rebalance and broadcast requests unless an option overrides them.
+func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *routines.Set, opts ...Option) *Server {
 	s := &Server{
 		node:       node,
 		self:       self,
-		tso:        allocator.NewTSO(node, allocator.TSOConfig{}),
-		ids:        allocator.NewIDs(node, 0),
+		tso:        set.TSO,
+		ids:        set.IDs,
+		data:       set.Data,
+		health:     set.Health,
 		logger:     logger,
 		grpcHealth: health.NewServer(),
 		conns:      map[string]*grpc.ClientConn{},
@@ -112,18 +111,18 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, opts ...O
 		maxWatchers: DefaultMaxWatchers,
 		maxWait:     DefaultMaxWait,
 	}
+	if set.Balancer != nil {
+		s.rebalancer = set.Balancer
+	}
+	if set.Broadcaster != nil {
+		s.broadcasts = set.Broadcaster
+	}
 	for _, o := range opts {
 		o(s)
-	}
-	if s.health == nil {
-		s.health = nodehealth.New(node, nodehealth.Config{})
 	}
 	if s.rebalancer == nil {
 		s.rebalancer = noRebalancer{}
 	}
-	node.AddLeaderRoutine("tso-window", s.tso.Run)
-	s.data = flush.New(node, s.tso, nil, s.dataCfg)
-	node.AddLeaderRoutine("segments", s.data.Run)
 	return s
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -84,7 +85,12 @@ func startBroadcastGateway(t *testing.T) *broadcastGateway {
 		t.Fatalf("open: %v", err)
 	}
 	g := &broadcastGateway{node: node, fake: &fakeBroadcasts{}}
-	srv := grpcserver.New(node, self, hclog.NewNullLogger(), grpcserver.WithBroadcaster(g.fake),
+	set, err := routines.New(node, routines.Config{})
+	if err != nil {
+		t.Fatalf("controllers: %v", err)
+	}
+	node.AddLeaderRoutine(routines.Name, set.Run)
+	srv := grpcserver.New(node, self, hclog.NewNullLogger(), set, grpcserver.WithBroadcaster(g.fake),
 		grpcserver.WithPanicObserver(func(surface, method string) {
 			g.fake.mu.Lock()
 			defer g.fake.mu.Unlock()
@@ -179,7 +185,7 @@ func TestBroadcastPostJSON(t *testing.T) {
 	g := startBroadcastGateway(t)
 	g.fake.result = broadcaster.Result{BroadcastID: 1<<62 + 3, Duplicated: true, LockWait: 1234 * time.Millisecond,
 		Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: gwCChan, Term: 3, Offset: 1<<63 + 1, TimeTick: 1<<60 + 7}}}
-	body := `{"message_type":"Custom","payload":"AQID","ack_sync_up":true,
+	body := `{"message_type":"AlterCollection","payload":"AQID","ack_sync_up":true,
 		"resource_keys":[{"domain":"collection_name","key":"db1:c1"},{"domain":"DB_NAME","key":"db1","shared":true}],
 		"vchannels":["` + gwCChan + `","` + gwP1 + `_9v0"],
 		"idempotency_key":{"scope":"COLLECTION","scope_id":9,"key":"evt:1"}}`
@@ -214,7 +220,7 @@ func TestBroadcastPostJSON(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("%d broadcasts, want 1", len(reqs))
 	}
-	want := broadcaster.Request{MessageType: "Custom", Payload: []byte{1, 2, 3}, AckSyncUp: true,
+	want := broadcaster.Request{MessageType: "AlterCollection", Payload: []byte{1, 2, 3}, AckSyncUp: true,
 		VChannels: []string{gwCChan, gwP1 + "_9v0"}, IdempotencyKey: "coll/9/5:evt:1"}
 	got := reqs[0]
 	wantKeys := []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: "db1:c1"}, {Domain: logpb.ResourceDomain_RK_DB_NAME, Key: "db1", Shared: true}}
@@ -239,11 +245,11 @@ func TestBroadcastPostJSON(t *testing.T) {
 
 	// Bad input: 400 with the JSON error body, nothing broadcast.
 	for _, tc := range []struct{ body, message string }{
-		{`{"message_type":"Custom","resource_keys":[{"domain":"TABLE","key":"t"}]}`, `unknown resource key domain \"TABLE\"`},
+		{`{"message_type":"AlterCollection","resource_keys":[{"domain":"TABLE","key":"t"}]}`, `unknown resource key domain \"TABLE\"`},
 		{`{"message_type":"Custom Type"}`, "not allowed"},
-		{`{"message_type":"Custom","idempotency_key":{"scope":"TENANT","key":"k"}}`, "idempotency scope"},
-		{`{"message_type":"Custom","vchannels":["x"]}`, "vchannel name"},
-		{`{"message_type":"Custom","bogus":1}`, "bogus"},
+		{`{"message_type":"AlterCollection","idempotency_key":{"scope":"TENANT","key":"k"}}`, "idempotency scope"},
+		{`{"message_type":"AlterCollection","vchannels":["x"]}`, "vchannel name"},
+		{`{"message_type":"AlterCollection","bogus":1}`, "bogus"},
 	} {
 		code, data := g.do(t, http.MethodPost, "/v1/broadcasts", tc.body)
 		if code != http.StatusBadRequest || !bytes.Contains(data, []byte(`"code":"InvalidArgument"`)) || !bytes.Contains(data, []byte(tc.message)) {
@@ -270,13 +276,13 @@ func TestBroadcastListJSON(t *testing.T) {
 
 	v := commands.VChannelName(gwP1, 9, 0)
 	idem, _ := commands.DatabaseScopedKey(3, "k")
-	done := g.commit(t, &logpb.CreateBroadcast{MessageType: "Custom", Payload: []byte("abcd"), Vchannels: []string{gwCChan, v}, AckSyncUp: true,
+	done := g.commit(t, &logpb.CreateBroadcast{MessageType: "AlterCollection", Payload: []byte("abcd"), Vchannels: []string{gwCChan, v}, AckSyncUp: true,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_DB_NAME, Key: "db3", Shared: true}}, IdempotencyKey: idem}).GetBroadcast().GetBroadcastId()
 	g.commit(t, &logpb.AckBroadcast{BroadcastId: done, Checkpoints: []*logpb.VChannelCheckpoint{
 		{Vchannel: gwCChan, Term: 2, Offset: 1 << 63, TimeTick: 1 << 60}, {Vchannel: v, Term: 2, Offset: 4, TimeTick: 1<<60 + 1}}})
 	g.commit(t, &logpb.CompleteBroadcast{BroadcastId: done})
-	g.commit(t, &logpb.CreateBroadcast{MessageType: "Other", Vchannels: []string{gwCChan}}) // pending
-	abandoned := g.commit(t, &logpb.CreateBroadcast{MessageType: "Other", Vchannels: []string{gwCChan}}).GetBroadcast().GetBroadcastId()
+	g.commit(t, &logpb.CreateBroadcast{MessageType: "DropPartition", Vchannels: []string{gwCChan}}) // pending
+	abandoned := g.commit(t, &logpb.CreateBroadcast{MessageType: "DropPartition", Vchannels: []string{gwCChan}}).GetBroadcast().GetBroadcastId()
 	g.commit(t, &logpb.AbandonBroadcast{BroadcastId: abandoned, Reason: "gave up"})
 
 	list := func(query string) []map[string]any {
@@ -303,7 +309,7 @@ func TestBroadcastListJSON(t *testing.T) {
 	if got := keysOf(b); !reflect.DeepEqual(got, broadcastInfoFields) {
 		t.Errorf("fields %v\nwant   %v", got, broadcastInfoFields)
 	}
-	for k, want := range map[string]any{"message_type": "Custom", "state": "TOMBSTONE", "ack_sync_up": true, "idempotency_key": "db/3/1:k",
+	for k, want := range map[string]any{"message_type": "AlterCollection", "state": "TOMBSTONE", "ack_sync_up": true, "idempotency_key": "db/3/1:k",
 		"last_error": "", "abandoned_reason": ""} {
 		if b[k] != want {
 			t.Errorf("%s = %#v, want %#v", k, b[k], want)

@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/metrics"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -94,7 +95,13 @@ func startGatewayNode() (*gatewayNode, error) {
 	g.node.SetProposeObserver(func(d time.Duration) { g.metrics.ApplyLatency.Observe(d.Seconds()) })
 	g.node.SetApplyObserver(func(uint64, int) { g.metrics.Applied.Inc() })
 
-	g.srv = grpcserver.New(g.node, g.self, logger.Named("api"))
+	set, err := routines.New(g.node, routines.Config{})
+	if err != nil {
+		grpcLis.Close()
+		return g, err
+	}
+	g.node.AddLeaderRoutine(routines.Name, set.Run)
+	g.srv = grpcserver.New(g.node, g.self, logger.Named("api"), set)
 	g.grpc = grpc.NewServer()
 	g.srv.Register(g.grpc)
 	go func() { _ = g.grpc.Serve(grpcLis) }()

@@ -78,7 +78,7 @@ func broadcasts(l *cluster.Launcher, callers int) (result, []broadcastCell, erro
 							key = "db:hot"
 						}
 						t0 := time.Now()
-						_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: "Bench", Payload: []byte("x"), VChannels: tg,
+						_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: "AlterDatabase", Payload: []byte("x"), VChannels: tg,
 							ResourceKeys: []*coordpb.ResourceKey{{Domain: "COLLECTION_NAME", Key: key}}})
 						mu.Lock()
 						if err != nil && firstErr == nil {
@@ -123,7 +123,7 @@ func broadcastLeaderKill(l *cluster.Launcher, c *client.Client, tg []string, cal
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil && i < 10000; i++ {
 				cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
-				_, _ = c.Broadcast(cctx, client.BroadcastSpec{MessageType: "Bench", Payload: []byte("k"), VChannels: tg,
+				_, _ = c.Broadcast(cctx, client.BroadcastSpec{MessageType: "AlterDatabase", Payload: []byte("k"), VChannels: tg,
 					ResourceKeys: []*coordpb.ResourceKey{{Domain: "COLLECTION_NAME", Key: fmt.Sprintf("db:k%d-%d", w, i)}}})
 				ccancel()
 			}

@@ -20,9 +20,9 @@ import (
 	"github.com/coordd/coordd/api/httpgateway"
 	"github.com/coordd/coordd/api/metrics"
 	"github.com/coordd/coordd/cluster"
-	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/nodehealth"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -32,132 +32,44 @@ func selfOf(c serveConfig) raftnode.Self {
 
 // serve runs one member until ctx ends, then shuts down in reverse order:
 // stop accepting client calls, stop leader work and raft, close stores.
+// Each step is one function below, in the order they run.
 func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name: "coordd", Level: hclog.LevelFromString(c.LogLevel), Output: logOut,
 	}).With("id", c.ID)
-
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
-	rc := c.Raft
-	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
-	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
-	if len(c.RaftDial) > 0 {
-		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
-	}
-	// Check and lock the data dir before binding any port: a data dir in
-	// use, damaged, or one that lost its raft state is refused at once.
-	storage, err := raftnode.OpenStorage(rc)
+	node, lis, err := openNode(c, logger)
 	if err != nil {
-		return err
-	}
-	rc.Storage = storage
-	// Listen before starting raft so a port clash fails fast.
-	grpcLis, err := net.Listen("tcp", c.GRPCAddr)
-	if err != nil {
-		storage.Close()
-		return fmt.Errorf("listen on --grpc-addr: %w", err)
-	}
-	httpLis, err := net.Listen("tcp", c.HTTPAddr)
-	if err != nil {
-		grpcLis.Close()
-		storage.Close()
-		return fmt.Errorf("listen on --http-addr: %w", err)
-	}
-	node, err := raftnode.Open(rc)
-	if err != nil {
-		grpcLis.Close()
-		httpLis.Close()
 		return err
 	}
 	defer node.Shutdown()
-
-	reg, err := metrics.New(node)
+	reg, err := newMetrics(node)
 	if err != nil {
 		return err
 	}
-	node.SetProposeObserver(func(d time.Duration) { reg.ApplyLatency.Observe(d.Seconds()) })
-	node.SetApplyObserver(func(uint64, int) { reg.Applied.Inc() })
-
-	tracker := nodehealth.New(node, nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth")})
-	bcfg := c.Channels.balancerConfig()
-	bcfg.Logger = logger.Named("balancer")
-	bal, err := balancer.New(node, tracker, bcfg)
-	if err != nil {
-		return configError{fmt.Errorf("balancer: %w", err)}
-	}
-	defer bal.Close()
-	node.AddLeaderRoutine("node-health", tracker.Run)
-	node.AddLeaderRoutine("balancer", bal.Run)
-	bm, err := broadcaster.NewMetrics(reg.Registerer())
+	set, err := newControllers(c, node, reg, logger)
 	if err != nil {
 		return err
 	}
-	bcast, err := broadcaster.New(node, broadcaster.NewGRPCAppender(), broadcaster.Config{
-		Logger: logger.Named("broadcaster"), Metrics: bm,
-		TombstoneMaxCount: c.Broadcast.TombstoneMaxCount, TombstoneMaxLifetime: c.Broadcast.TombstoneMaxLifetime,
-		TombstoneCheckInterval:    c.Broadcast.TombstoneCheckInterval,
-		UnsafeReleaseKeysAtCreate: c.TestOnlyUnsafeBroadcastOrder,
-	})
+	defer set.Close()
+	node.AddLeaderRoutine(routines.Name, set.Run) // every leader routine, in order
+	srv, err := newAPI(c, node, set, reg, logger)
 	if err != nil {
-		return configError{fmt.Errorf("broadcaster: %w", err)}
+		return err
 	}
-	defer bcast.Close()
-	node.AddLeaderRoutine("broadcaster", bcast.Run)
-	srvOpts := []grpcserver.Option{grpcserver.WithNodeHealth(tracker), grpcserver.WithRebalancer(bal), grpcserver.WithBroadcaster(bcast),
-		grpcserver.WithDataConfig(c.Segments.config()),
-		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
-		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
-	if c.TestOnlyUnsafeBroadcastOrder {
-		logger.Warn("TEST ONLY: the broadcast order is deliberately broken (--test-only-unsafe-broadcast-order)")
-	}
-	if c.TestOnlyUnsafeIDReuse {
-		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
-		srvOpts = append(srvOpts, grpcserver.WithUnsafeIDReuse())
-	}
-	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), srvOpts...)
 	defer srv.Close()
-	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
-		return err
-	}
-	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
+	g, hs, err := newServers(c, node, srv, reg, lis, logger)
 	if err != nil {
 		return err
 	}
-	srv.Data().SetFlushObserver(observeFlush)
-	// The logging interceptors run outside the recovery ones, so a
-	// recovered panic (answered Internal) is logged with its request ID too.
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),
-		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
-		srv.RecoveryInterceptors()...)...)
-	srv.Register(g)
-	httpLimited := httpgateway.LimitListener(httpLis, c.Limits.HTTPMaxConns)
-	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, httpLimited) }); err != nil {
-		return err
-	}
-	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
-	var handler http.Handler = gw
-	if c.EnablePprof {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.Handle("/", gw)
-		handler = mux
-	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
-		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)
-	go func() { defer wg.Done(); errc <- g.Serve(grpcLis) }()
-	go func() { defer wg.Done(); errc <- hs.Serve(httpLimited) }()
+	go func() { defer wg.Done(); errc <- g.Serve(lis.grpc) }()
+	go func() { defer wg.Done(); errc <- hs.Serve(lis.http) }()
 
 	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger,
 		TestOnlySkipIdentityCheck: c.TestOnlySkipIdentityCheck}
@@ -192,6 +104,141 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	wg.Wait()
 	return runErr
+}
+
+// listeners are the member's client-facing ports.
+type listeners struct {
+	grpc net.Listener
+	http *httpgateway.LimitedListener
+}
+
+// openNode checks and locks the data dir, binds the ports and opens the
+// raft node, in that order: a data dir in use, damaged, or one that lost
+// its raft state is refused before any port is bound, and a port clash
+// fails before raft starts.
+func openNode(c serveConfig, logger hclog.Logger) (*raftnode.Node, listeners, error) {
+	rc := c.Raft
+	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
+	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	if len(c.RaftDial) > 0 {
+		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
+	}
+	storage, err := raftnode.OpenStorage(rc)
+	if err != nil {
+		return nil, listeners{}, err
+	}
+	rc.Storage = storage
+	grpcLis, err := net.Listen("tcp", c.GRPCAddr)
+	if err != nil {
+		storage.Close()
+		return nil, listeners{}, fmt.Errorf("listen on --grpc-addr: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		grpcLis.Close()
+		storage.Close()
+		return nil, listeners{}, fmt.Errorf("listen on --http-addr: %w", err)
+	}
+	node, err := raftnode.Open(rc)
+	if err != nil {
+		grpcLis.Close()
+		httpLis.Close()
+		return nil, listeners{}, err
+	}
+	return node, listeners{grpc: grpcLis, http: httpgateway.LimitListener(httpLis, c.Limits.HTTPMaxConns)}, nil
+}
+
+// newMetrics registers the node's metrics and observes its proposals.
+func newMetrics(node *raftnode.Node) (*metrics.Registry, error) {
+	reg, err := metrics.New(node)
+	if err != nil {
+		return nil, err
+	}
+	node.SetProposeObserver(func(d time.Duration) { reg.ApplyLatency.Observe(d.Seconds()) })
+	node.SetApplyObserver(func(uint64, int) { reg.Applied.Inc() })
+	return reg, nil
+}
+
+// newControllers builds every leader-only controller from the flags.
+func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, logger hclog.Logger) (*routines.Set, error) {
+	bcfg := c.Channels.balancerConfig()
+	bcfg.Logger = logger.Named("balancer")
+	bm, err := broadcaster.NewMetrics(reg.Registerer())
+	if err != nil {
+		return nil, err
+	}
+	if c.TestOnlyUnsafeBroadcastOrder {
+		logger.Warn("TEST ONLY: the broadcast order is deliberately broken (--test-only-unsafe-broadcast-order)")
+	}
+	if c.TestOnlyUnsafeIDReuse {
+		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
+	}
+	set, err := routines.New(node, routines.Config{
+		NodeHealth: nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth")},
+		Balancer:   &bcfg,
+		Broadcaster: &broadcaster.Config{
+			Logger: logger.Named("broadcaster"), Metrics: bm,
+			TombstoneMaxCount: c.Broadcast.TombstoneMaxCount, TombstoneMaxLifetime: c.Broadcast.TombstoneMaxLifetime,
+			TombstoneCheckInterval:    c.Broadcast.TombstoneCheckInterval,
+			UnsafeReleaseKeysAtCreate: c.TestOnlyUnsafeBroadcastOrder,
+		},
+		Data:          c.Segments.config(),
+		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
+	})
+	if err != nil {
+		return nil, configError{err}
+	}
+	return set, nil
+}
+
+// newAPI builds the gRPC services over the node and the controllers, and
+// registers the metrics that read them.
+func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logger hclog.Logger) (*grpcserver.Server, error) {
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set,
+		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
+		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() }))
+	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	srv.Data().SetFlushObserver(observeFlush)
+	return srv, nil
+}
+
+// newServers builds the gRPC server and the HTTP gateway (with pprof when
+// enabled) over srv.
+func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg *metrics.Registry, lis listeners, logger hclog.Logger) (*grpc.Server, *http.Server, error) {
+	// The logging interceptors run outside the recovery ones, so a
+	// recovered panic (answered Internal) is logged with its request ID too.
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),
+		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
+		srv.RecoveryInterceptors()...)...)
+	srv.Register(g)
+	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, lis.http) }); err != nil {
+		return nil, nil, err
+	}
+	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
+	var handler http.Handler = gw
+	if c.EnablePprof {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/", gw)
+		handler = mux
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
+		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
+	return g, hs, nil
 }
 
 // limitsOf reports each bound with its use and refusals, for metrics.

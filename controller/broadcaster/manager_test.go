@@ -155,7 +155,7 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 func TestAckSyncUpResend(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.AckSyncUpResend = 30 * time.Millisecond })
 	h.run(h.m, testTerm)
-	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Truncate", AckSyncUp: true, VChannels: []string{h.cch}})
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "TruncateCollection", AckSyncUp: true, VChannels: []string{h.cch}})
 	h.eventually("re-append", func() bool { return len(h.app.Calls()) >= 2 })
 	c := h.app.Calls()[0]
 	if ids := h.app.walIDs(h.cch); len(ids) != 1 {
@@ -288,9 +288,9 @@ func TestNonConflictingParallel(t *testing.T) {
 			return errors.New("the other broadcast never started appending")
 		}
 	})
-	a := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "A",
+	a := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "AlterAlias",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "a", false)}, VChannels: []string{h.vch(1, 1)}})
-	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "B",
+	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropAlias",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "b", false)}, VChannels: []string{h.vch(1, 2)}})
 	ra, rb := h.wait(a), h.wait(b)
 	if ra.err != nil || rb.err != nil {
@@ -309,7 +309,7 @@ func TestLockTimeoutCreatesNoTask(t *testing.T) {
 	h.run(h.m, testTerm)
 	release := make(chan struct{})
 	h.app.setOnAppend(func(c appendCall) error { <-release; return nil })
-	first := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropCollection_",
+	first := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropPartition",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db1", "c1", false)}})
 	h.eventually("first appending", func() bool { return len(h.app.Calls()) > 0 })
 	before := len(h.leader.State().BroadcastTasks())
@@ -373,7 +373,7 @@ func TestIdempotencySequential(t *testing.T) {
 		t.Fatalf("%d CreateBroadcast commands, want 1", n)
 	}
 	// Another message type is another scope.
-	req.MessageType = "Import2"
+	req.MessageType = "CreateDatabase"
 	r3, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
 	if err != nil || r3.Duplicated || r3.BroadcastID == r1.BroadcastID {
 		t.Fatalf("other scope: %+v, %v", r3, err)
@@ -395,7 +395,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 			results := make(chan asyncResult, n)
 			for i := 0; i < n; i++ {
 				go func() {
-					results <- <-broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "Flush",
+					results <- <-broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "ManualFlush",
 						ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", shared)}, IdempotencyKey: key})
 				}()
 			}
@@ -462,7 +462,7 @@ func TestLeadershipChange(t *testing.T) {
 	if locksOf(h.m) != nil {
 		t.Fatalf("leader memory kept after Run returned")
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"}); err == nil {
+	if _, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"}); err == nil {
 		t.Fatalf("Broadcast without a running leadership succeeded")
 	}
 
@@ -479,7 +479,7 @@ func TestLeadershipChange(t *testing.T) {
 	})
 	m2 := h.newManager()
 	// A broadcast arriving before the rebuild waits for it.
-	conflict := broadcastAsync(ctxTimeout(t, 10*time.Second), m2, Request{MessageType: "DropCollection_",
+	conflict := broadcastAsync(ctxTimeout(t, 10*time.Second), m2, Request{MessageType: "DropPartition",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c1", false)}, VChannels: []string{h.vch(1, 100)}})
 	h.eventually("the broadcast waiting for a leadership", func() bool { return m2.awaiting.Load() == 1 })
 	if n := len(h.leader.State().PendingBroadcasts()); n != 3 {
@@ -522,11 +522,11 @@ func TestLeadershipChange(t *testing.T) {
 // current term waits; without leadership it fails with leadership.ErrNotLeader.
 func TestBroadcastWaitsForRebuild(t *testing.T) {
 	h := newHarness(t, nil)
-	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"})
+	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("before Run: %v", err)
 	}
-	ch := broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "X"})
+	ch := broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "CreateIndex"})
 	h.eventually("the broadcast waiting for a leadership", func() bool { return h.m.awaiting.Load() == 1 })
 	h.run(h.m, testTerm)
 	if r := h.wait(ch); r.err != nil {
@@ -534,7 +534,7 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 	}
 	h.leader.SetEstablished(0)
 	h.leader.SetRefuse(true)
-	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, leadership.ErrNotLeader) {
+	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("not leader: %v", err)
 	}
 	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 1, Checkpoints: nil}); !errors.Is(err, leadership.ErrNotLeader) {
@@ -583,7 +583,7 @@ func TestCallbackRefusalAndAbandon(t *testing.T) {
 	}
 	t.Logf("last error after %d attempts: %s", bt.CallbackAttempts, bt.LastError)
 	// A conflicting broadcast waits behind it.
-	next := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropCollection_",
+	next := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropPartition",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
 	h.eventually("conflicting broadcast waiting", func() bool {
 		_, _, w := locksOf(h.m).holders(collKey("db", "c", false))
@@ -643,7 +643,7 @@ func TestRetryResetsBackoff(t *testing.T) {
 		}
 		return nil
 	})
-	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X", VChannels: []string{h.cch}})
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "CreateIndex", VChannels: []string{h.cch}})
 	h.eventually("first attempt", func() bool { return len(h.app.Calls()) == 1 })
 	id := h.app.Calls()[0].ID
 	h.never("retried before the backoff", 30*time.Millisecond, func() bool { return len(h.app.Calls()) > 1 })
@@ -663,7 +663,7 @@ func TestChannelNotAssigned(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.BackoffInitial, c.BackoffMax = time.Hour, time.Hour })
 	h.run(h.m, testTerm)
 	h.unassign(h.pch[2])
-	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "X", VChannels: []string{h.vch(2, 5)}})
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "CreateIndex", VChannels: []string{h.vch(2, 5)}})
 	h.eventually("cchannel appended", func() bool { return len(h.app.Calls()) == 1 })
 	// The ack of the successful append is proposed after the append returns.
 	h.eventually("the successful append acked", func() bool {
@@ -685,7 +685,7 @@ func TestCtxEndTaskContinues(t *testing.T) {
 	h.run(h.m, testTerm)
 	gate := make(chan struct{})
 	h.app.setOnAppend(func(appendCall) error { <-gate; return nil })
-	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "X"})
+	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
@@ -711,7 +711,7 @@ func TestNotPrimary(t *testing.T) {
 	// Hold the key: a call that locked would block and time out instead.
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{clusterKey(false)}))
 	defer g.release()
-	_, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X",
+	_, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
 	if !errors.Is(err, ErrNotPrimary) {
 		t.Fatalf("err = %v, want ErrNotPrimary", err)
@@ -756,7 +756,7 @@ func TestRejectionKeepsFSMMessage(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X",
+	_, err = h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
 	var rej *RejectedError
 	if !errors.Is(err, ErrNotPrimary) || !errors.As(err, &rej) || rej.Message == "" {
@@ -777,7 +777,7 @@ func TestTombstoneGC(t *testing.T) {
 	})
 	h.run(h.m, testTerm)
 	for i := 0; i < 5; i++ {
-		if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "X"}); err != nil {
+		if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -808,7 +808,7 @@ func TestMetricsRecorded(t *testing.T) {
 	}
 	h := newHarness(t, func(c *Config) { c.Metrics = met })
 	h.run(h.m, testTerm)
-	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "X",
+	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -817,22 +817,22 @@ func TestMetricsRecorded(t *testing.T) {
 		return counterValue(t, reg, "coordd_broadcaster_callback_failures_total", map[string]string{"message_type": commands.MsgCreateCollection}) >= 2
 	})
 	h.app.setOnAppend(func(appendCall) error { return status.Error(codes.InvalidArgument, "payload too big") })
-	_ = broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "Y",
+	_ = broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "DropIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "y", false)}})
 	h.eventually("unrecoverable appends counted", func() bool {
 		return counterValue(t, reg, "coordd_broadcaster_append_unrecoverable_total",
-			map[string]string{"message_type": "Y", "code": "InvalidArgument"}) >= 1
+			map[string]string{"message_type": "DropIndex", "code": "InvalidArgument"}) >= 1
 	})
 	checks := []struct {
 		name   string
 		labels map[string]string
 		min    float64
 	}{
-		{"coordd_broadcaster_task_total", map[string]string{"message_type": "X", "state": "tombstone"}, 1},
+		{"coordd_broadcaster_task_total", map[string]string{"message_type": "CreateIndex", "state": "tombstone"}, 1},
 		{"coordd_broadcaster_task_total", map[string]string{"message_type": commands.MsgCreateCollection, "state": "pending"}, 1},
-		{"coordd_broadcaster_task_execution_duration_seconds", map[string]string{"message_type": "X"}, 1},
-		{"coordd_broadcaster_task_broadcast_duration_seconds", map[string]string{"message_type": "X"}, 1},
-		{"coordd_broadcaster_task_ack_callback_duration_seconds", map[string]string{"message_type": "X"}, 1},
+		{"coordd_broadcaster_task_execution_duration_seconds", map[string]string{"message_type": "CreateIndex"}, 1},
+		{"coordd_broadcaster_task_broadcast_duration_seconds", map[string]string{"message_type": "CreateIndex"}, 1},
+		{"coordd_broadcaster_task_ack_callback_duration_seconds", map[string]string{"message_type": "CreateIndex"}, 1},
 		{"coordd_broadcaster_task_acquire_lock_duration_seconds", map[string]string{"rk_lock": "CollectionName@X"}, 1},
 		{"coordd_broadcaster_task_acquire_lock_duration_seconds", map[string]string{"rk_lock": "Cluster@R"}, 1},
 	}
@@ -866,7 +866,7 @@ func TestCreateOutcomeUnknown(t *testing.T) {
 		return err
 	})
 	// The retry waits for a backoff on the fake clock: wait advances it.
-	r := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "X",
+	r := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}}))
 	if r.err != nil || r.res.Duplicated {
 		t.Fatalf("Broadcast: %+v, %v", r.res, r.err)
@@ -904,7 +904,7 @@ func TestClose(t *testing.T) {
 		t.Fatalf("current %v, appender closed %v", m.current(), app.closed.Load())
 	}
 	m.Run(ctx, testTerm) // returns at once
-	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "X"}); !errors.Is(err, leadership.ErrNotLeader) {
+	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Broadcast after Close: %v", err)
 	}
 	if _, err := New(nil, app, Config{}); err == nil {

@@ -11,9 +11,12 @@ import (
 )
 
 // CheckRequest validates what can be checked without state: the message
-// type, payload size, resource keys, idempotency key and any explicit
+// type (one of commands.KnownMessageTypes), payload size, resource keys, idempotency key and any explicit
 // targets. The API calls it before forwarding; Broadcast calls it again.
 func CheckRequest(req Request) error {
+	if err := commands.ValidateKnownMessageType(req.MessageType); err != nil {
+		return err
+	}
 	return commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,
 		ResourceKeys: req.ResourceKeys, Vchannels: req.VChannels, IdempotencyKey: req.IdempotencyKey})
 }

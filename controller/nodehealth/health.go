@@ -158,12 +158,14 @@ func (t *Tracker) LastSeen(node uint64) (time.Duration, bool) {
 	return t.cfg.Clock.Now().Sub(s.lastSeen), true
 }
 
-// reset gives every live node a fresh TTL (called when leadership starts).
+// Reset gives every live node a fresh TTL; Run calls it when leadership
+// starts, and so must whoever runs Watch instead, before anything reads
+// the tracker in the new term.
 // A node live before this term was admitted by an earlier leader, so it
 // counts as caught up to its registration: otherwise every node would be
 // unhealthy until its first heartbeat to this leader, and the first one to
 // heartbeat would be handed every other node's channels.
-func (t *Tracker) reset() {
+func (t *Tracker) Reset() {
 	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -242,11 +244,16 @@ func judge(nodes []*logpb.StreamingNodeRecord, sessions map[uint64]*session, now
 	return v
 }
 
-// Run is the leader routine: fresh TTLs now, then propose every node whose
-// session expires as down.
+// Run is the leader routine: fresh TTLs now (Reset), then Watch.
 func (t *Tracker) Run(ctx context.Context, term uint64) {
+	t.Reset()
+	t.Watch(ctx, term)
+}
+
+// Watch proposes every node whose session expires as down, until ctx
+// ends. Reset must have run in this term first.
+func (t *Tracker) Watch(ctx context.Context, term uint64) {
 	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
-	t.reset()
 	tick := t.cfg.Clock.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
 	defer tick.Stop()
 	for {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/jepsen-style-tests/proxy"
+	supervise "github.com/coordd/coordd/proc"
 )
 
 // Ports used on each member's own loopback address.
@@ -372,20 +373,17 @@ func (c *Cluster) take(i int) *proc {
 	return p
 }
 
-// Kill SIGKILLs member i by PID and waits for it to die. Killing a stopped
-// member is a no-op.
+// Kill SIGKILLs member i by PID (continuing it first if paused) and waits
+// for it to die. Killing a stopped member is a no-op.
 func (c *Cluster) Kill(i int) error {
 	p := c.take(i)
 	if p == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not die within 10s of SIGKILL", c.members[i].ID, p.cmd.Process.Pid)
+	if err := supervise.Kill(p.cmd.Process, p.done, 10*time.Second); err != nil {
+		return fmt.Errorf("%s: %w", c.members[i].ID, err)
 	}
+	return nil
 }
 
 // Pause SIGSTOPs member i.
@@ -432,12 +430,8 @@ func (c *Cluster) Close() {
 		if p == nil {
 			continue
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			c.t.Logf("harness: %s (pid %d) did not die", c.members[i].ID, p.cmd.Process.Pid)
+		if err := supervise.Kill(p.cmd.Process, p.done, 10*time.Second); err != nil {
+			c.t.Logf("harness: %s: %v", c.members[i].ID, err)
 		}
 	}
 	for _, p := range c.Links() {

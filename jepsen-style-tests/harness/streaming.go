@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	supervise "github.com/coordd/coordd/proc"
 )
 
 var (
@@ -174,14 +176,10 @@ func (s *StreamingNodes) Kill(i int) error {
 	if p == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s did not die within 10s of SIGKILL", s.ID(i))
+	if err := supervise.Kill(p.cmd.Process, p.done, 10*time.Second); err != nil {
+		return fmt.Errorf("%s: %w", s.ID(i), err)
 	}
+	return nil
 }
 
 // Pause SIGSTOPs streaming node i; Resume SIGCONTs it.

@@ -133,12 +133,19 @@ func TestDelay(t *testing.T) {
 		t.Fatalf("delayed stream reordered or cut: err=%v", err)
 	}
 	p.Pass()
-	start = time.Now()
-	if _, err := c.roundTrip("fast", time.Second); err != nil {
-		t.Fatal(err)
+	// A delay still in force makes every round trip take at least 100 ms;
+	// a loaded machine only slows some. So the fastest of a few round trips
+	// must be well under that.
+	fastest := time.Hour
+	for i := 0; i < 5 && fastest > 80*time.Millisecond; i++ {
+		start = time.Now()
+		if _, err := c.roundTrip("fast", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		fastest = min(fastest, time.Since(start))
 	}
-	if el := time.Since(start); el > 80*time.Millisecond {
-		t.Fatalf("after heal the round trip took %v", el)
+	if fastest > 80*time.Millisecond {
+		t.Fatalf("after heal the fastest of 5 round trips took %v", fastest)
 	}
 }
 

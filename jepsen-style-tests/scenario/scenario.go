@@ -78,6 +78,12 @@ func ChannelWorkloads(nodes int) []workload.Workload {
 		&workload.Alloc{NClients: nodes}}
 }
 
+// BroadcastOpsWorkloads is the broadcast workload with operators racing
+// replication updates and abandoning pending broadcasts.
+func BroadcastOpsWorkloads(int) []workload.Workload {
+	return []workload.Workload{&workload.Broadcast{NClients: 3, PChannels: 3}, &workload.Operator{}}
+}
+
 // FlushArgs are ChannelArgs plus quick seal/flush rounds and short
 // segment allocations.
 var FlushArgs = append(append([]string(nil), ChannelArgs...), "--segment-check-interval", "200ms", "--segment-assignment-expiration", "1s")

@@ -17,7 +17,7 @@ import (
 )
 
 // Broadcast is the broadcast workload: concurrent clients broadcast a
-// custom message type to two of a few VChannels (one per PChannel), each
+// AlterAlias message (a type without a callback) to two of a few VChannels (one per PChannel), each
 // taking one of two exclusive resource keys, half of them with an
 // idempotency key (and some of those repeated with the same key).
 type Broadcast struct {
@@ -121,7 +121,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 
 func (b *Broadcast) one(ctx context.Context, cl *client.Client, rec *history.Recorder, id int, in BroadcastIn) {
 	spec := client.BroadcastSpec{
-		MessageType:  "JepsenMsg",
+		MessageType:  "AlterAlias",
 		Payload:      []byte(in.Payload),
 		ResourceKeys: []*coordpb.ResourceKey{{Domain: client.DomainCollectionName, Key: in.Key}},
 		VChannels:    in.VChannels,

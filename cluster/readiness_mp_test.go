@@ -1,0 +1,91 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/cluster"
+)
+
+// TestReadyzReportsAFollowerThatCannotAppend is probe D14: a follower whose
+// file size limit (a stand-in for a full disk) stops its raft log from
+// growing keeps getting heartbeats, but /readyz must stop saying ready.
+func TestReadyzReportsAFollowerThatCannotAppend(t *testing.T) {
+	l := startClusterWith(t, cluster.LauncherConfig{})
+	c := dialAll(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	leader := leaderIndex(t, l, c, -1)
+	f := (leader + 1) % 3
+	m := l.Members()[f]
+	if err := l.Kill(f); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "limited.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	// 192 KiB: enough to start, not enough for the entries below.
+	cmd := exec.Command("sh", append([]string{"-c", `ulimit -f 192; exec "$0" "$@"`, coorddBinary}, memberArgs(l, f)...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("--- limited follower log ---\n%s", tail(string(b), 30))
+		}
+	})
+	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	for id := int64(1); id <= 3000; id++ {
+		if err := allocCollection(ctx, c, id); err != nil {
+			t.Fatalf("commit %d on the healthy members: %v", id, err)
+		}
+		if id%50 != 0 {
+			continue
+		}
+		code, b := readyz(t, m.HTTPAddr)
+		if code == http.StatusServiceUnavailable && strings.Contains(b["status"].(string), "cannot append to its raft log") {
+			body = b
+			break
+		}
+	}
+	if body == nil {
+		t.Fatal("the follower that cannot append still says ready after 3000 entries")
+	}
+	t.Logf("limited follower: %v", body)
+}
+
+func readyz(t *testing.T, addr string) (int, map[string]any) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0, map[string]any{"status": err.Error()}
+	}
+	defer resp.Body.Close()
+	var b map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&b)
+	if b == nil {
+		b = map[string]any{"status": ""}
+	}
+	if _, ok := b["status"].(string); !ok {
+		b["status"] = ""
+	}
+	return resp.StatusCode, b
+}

@@ -1,0 +1,155 @@
+// Package routines builds every leader-only controller of a member and runs
+// them as one leader routine, in a defined order. It is the one place the
+// leader's work is wired: cmd/coordd registers Set.Run on the raft node,
+// and the API server serves requests with the controllers it built.
+//
+// Order at each established term (docs/architecture.md#leader-routines):
+//  1. the node-health tracker gives every live node a fresh TTL
+//     (synchronously, so no one reads a previous term's sessions);
+//  2. then, concurrently: the TSO window, the node-health watch, the
+//     balancer, the broadcaster and the segment (flush) manager.
+//
+// Run returns when every controller has returned after ctx ends.
+package routines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/balancer"
+	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/nodehealth"
+	"github.com/coordd/coordd/fsm"
+)
+
+// Name is the name Set.Run is registered under on the raft node.
+const Name = "controllers"
+
+// Node is what the controllers need from the raft node; raftnode.Node
+// implements it. Propose's contract is commands.Proposer's.
+type Node interface {
+	State() *fsm.State
+	StateChanged() <-chan struct{}
+	EstablishedTerm() uint64
+	VerifyLeader(ctx context.Context) error
+	commands.Proposer
+}
+
+// Config configures every controller. Balancer and Broadcaster are
+// optional: nil leaves that controller out (tests of other parts).
+type Config struct {
+	NodeHealth nodehealth.Config
+	TSO        allocator.TSOConfig
+	// IDBatch is how many IDs one ReserveIDs takes (0: the default).
+	IDBatch uint64
+	// UnsafeIDReuse breaks the ID allocator on purpose (see
+	// allocator.IDs.UnsafeSkipReservation); test-only.
+	UnsafeIDReuse bool
+	Data          flush.Config
+	DataClock     flush.Clock // nil: the real clock
+	Balancer      *balancer.Config
+	Broadcaster   *broadcaster.Config
+	// Appender sends broadcast appends (nil: gRPC to the streaming nodes).
+	Appender broadcaster.Appender
+}
+
+// Set is every leader-only controller of a member.
+type Set struct {
+	Health      *nodehealth.Tracker
+	TSO         *allocator.TSO
+	IDs         *allocator.IDs
+	Data        *flush.Manager
+	Balancer    *balancer.Balancer   // nil when not configured
+	Broadcaster *broadcaster.Manager // nil when not configured
+
+	// starting, if set, is called before each concurrent routine starts
+	// (a test's view of the order).
+	starting func(name string)
+}
+
+// New builds the controllers. A configuration error names the controller.
+func New(node Node, cfg Config) (*Set, error) {
+	if node == nil {
+		return nil, errors.New("routines: a node is required")
+	}
+	s := &Set{
+		Health: nodehealth.New(node, cfg.NodeHealth),
+		TSO:    allocator.NewTSO(node, cfg.TSO),
+		IDs:    allocator.NewIDs(node, cfg.IDBatch),
+	}
+	if cfg.UnsafeIDReuse {
+		s.IDs.UnsafeSkipReservation()
+	}
+	s.Data = flush.New(node, s.TSO, cfg.DataClock, cfg.Data)
+	if cfg.Balancer != nil {
+		b, err := balancer.New(node, s.Health, *cfg.Balancer)
+		if err != nil {
+			return nil, fmt.Errorf("balancer: %w", err)
+		}
+		s.Balancer = b
+	}
+	if cfg.Broadcaster != nil {
+		app := cfg.Appender
+		if app == nil {
+			app = broadcaster.NewGRPCAppender()
+		}
+		m, err := broadcaster.New(node, app, *cfg.Broadcaster)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("broadcaster: %w", err)
+		}
+		s.Broadcaster = m
+	}
+	return s, nil
+}
+
+// routine is one concurrent step of Run.
+type routine struct {
+	name string
+	run  func(ctx context.Context, term uint64)
+}
+
+// concurrent lists what Run starts after the health reset, in start order.
+func (s *Set) concurrent() []routine {
+	rs := []routine{{"tso-window", s.TSO.Run}, {"node-health", s.Health.Watch}}
+	if s.Balancer != nil {
+		rs = append(rs, routine{"balancer", s.Balancer.Run})
+	}
+	if s.Broadcaster != nil {
+		rs = append(rs, routine{"broadcaster", s.Broadcaster.Run})
+	}
+	return append(rs, routine{"segments", s.Data.Run})
+}
+
+// Run is the leader routine of the whole set (see the package doc for the
+// order). It returns once every controller has returned after ctx ends.
+func (s *Set) Run(ctx context.Context, term uint64) {
+	s.Health.Reset()
+	var wg sync.WaitGroup
+	for _, r := range s.concurrent() {
+		if s.starting != nil {
+			s.starting(r.name)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.run(ctx, term)
+		}()
+	}
+	wg.Wait()
+}
+
+// Close releases what the controllers hold (connections, leader memory).
+func (s *Set) Close() {
+	if s.Balancer != nil {
+		s.Balancer.Close()
+	}
+	if s.Broadcaster != nil {
+		s.Broadcaster.Close()
+	}
+}

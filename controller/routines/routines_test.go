@@ -1,0 +1,73 @@
+package routines
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/controller/nodehealth"
+	"github.com/coordd/coordd/testutil"
+)
+
+// The health tracker resets before any other routine starts, so nothing
+// reads a previous term's sessions; the rest start in their listed order.
+func TestRunResetsHealthBeforeStartingTheRoutines(t *testing.T) {
+	clock := controllertest.NewClock()
+	l := controllertest.NewLeader(t, clock, 3)
+	id := l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "10.0.0.1:1", Incarnation: "a"}).GetRegisterNode().GetNodeId()
+	set, err := New(l, Config{
+		NodeHealth:  nodehealth.Config{Clock: clock},
+		Broadcaster: &broadcaster.Config{Clock: clock},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if set.Health.Healthy(id) {
+		t.Fatal("healthy before any leadership: the test cannot tell a reset")
+	}
+	var mu sync.Mutex
+	var order []string
+	set.starting = func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !set.Health.Healthy(id) {
+			t.Errorf("%s started before the health tracker's reset", name)
+		}
+		order = append(order, name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); set.Run(ctx, 3) }()
+	testutil.Eventually(t, "every routine started", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 4
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(testutil.Timeout(testutil.DefaultWait)):
+		t.Fatal("Run did not return after cancel")
+	}
+	if want := []string{"tso-window", "node-health", "broadcaster", "segments"}; !slices.Equal(order, want) {
+		t.Fatalf("start order %v, want %v", order, want)
+	}
+}
+
+func TestNewNamesTheControllerWithABadConfig(t *testing.T) {
+	l := controllertest.NewLeader(t, controllertest.NewClock(), 1)
+	_, err := New(l, Config{Broadcaster: &broadcaster.Config{BackoffInitial: time.Second, BackoffMax: time.Millisecond}})
+	if err == nil || !strings.Contains(err.Error(), "broadcaster:") {
+		t.Fatalf("bad broadcaster config: %v", err)
+	}
+	if _, err := New(nil, Config{}); err == nil {
+		t.Fatal("New without a node succeeded")
+	}
+}

@@ -1,0 +1,164 @@
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/coordd/coordd/"
+
+// groups are the units of layering, most specific first: a package belongs
+// to the first group its path is or lies under.
+var groups = []string{
+	"api/coordpb", // generated wire schema, shared by clients and servers
+	"commands", "leadership", "testutil", "binlog", "objectstore", "proc",
+	"fsm", "raftnode", "controller", "api", "cluster",
+	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
+}
+
+// allowed lists the other groups each group may import (a group may always
+// import itself). A group missing here may import no other group.
+var allowed = map[string][]string{
+	"fsm":      {"commands"},
+	"raftnode": {"commands", "fsm", "leadership"},
+	// Controllers see the raft node only through their Leader interfaces,
+	// and talk to streaming nodes with the generated clients.
+	"controller":    {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
+	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller"},
+	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc"},
+	"client":        {"api/coordpb", "commands"},
+	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore"},
+	"cmd": {"api/coordpb", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
+		"client", "streamingnode", "binlog", "objectstore"},
+	"jepsen-style-tests": {"api/coordpb", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc"},
+	"bench":              {"api/coordpb", "commands", "client", "cluster", "testutil"},
+	"docs":               {},
+}
+
+// groupOf returns the group of a coordd package path (without the module
+// prefix), or "" when it is in none.
+func groupOf(rel string) string {
+	for _, g := range groups {
+		if rel == g || strings.HasPrefix(rel, g+"/") {
+			return g
+		}
+	}
+	return ""
+}
+
+// pkg is the part of `go list -json` the rules read.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+// violations lists every import that breaks the table, as "a imports b".
+func violations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		rel, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok {
+			continue
+		}
+		from := groupOf(rel)
+		if from == "" {
+			out = append(out, fmt.Sprintf("%s is in no layering group: add it to groups and allowed", rel))
+			continue
+		}
+		for _, imp := range p.Imports {
+			irel, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			to := groupOf(irel)
+			if to == from || contains(allowed[from], to) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s (%s) imports %s (%s)", rel, from, irel, to))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportsPointDownward runs go list over the module and checks every
+// non-test import against the table.
+func TestImportsPointDownward(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH; the layering test needs go list")
+	}
+	cmd := exec.Command("go", "list", "-e", "-tags", "hashicorpmetrics", "-json=ImportPath,Imports", "./...")
+	cmd.Dir = ".." // the module root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(outb))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found only %d packages; is the test running in the module?", len(pkgs))
+	}
+	for _, v := range violations(pkgs) {
+		t.Errorf("upward or sideways import: %s", v)
+	}
+}
+
+// The rules themselves: each wrong edge the brief names is caught.
+func TestViolationsCatchesWrongEdges(t *testing.T) {
+	for _, tc := range []struct{ from, to string }{
+		{"fsm", "raftnode"},
+		{"commands", "fsm"},
+		{"commands/logpb", "leadership"},
+		{"controller/broadcaster", "raftnode"},
+		{"controller/nodehealth", "api/grpcserver"},
+		{"api/grpcserver", "cmd/coordd"},
+		{"cluster", "api/grpcserver"},
+		{"client", "fsm"},
+		{"raftnode", "controller/allocator"},
+		{"streamingnode", "jepsen-style-tests/harness"},
+		{"newthing", "commands"},
+	} {
+		got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to}}})
+		if len(got) != 1 {
+			t.Errorf("%s importing %s: violations %v, want one", tc.from, tc.to, got)
+		}
+	}
+	for _, tc := range []struct{ from, to string }{
+		{"fsm", "commands/logpb"},
+		{"controller/balancer", "controller/balancer/policy"},
+		{"controller/broadcaster", "leadership"},
+		{"api/httpgateway", "api/grpcserver"},
+		{"cmd/coordd", "cluster"},
+		{"raftnode", "fsm"},
+	} {
+		if got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to, "fmt"}}}); len(got) != 0 {
+			t.Errorf("%s importing %s: violations %v, want none", tc.from, tc.to, got)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func join(ctx context.Context, node *raftnode.Node, o Options) error {
 	defer conn.Close()
 	c := coordpb.NewClusterClient(conn)
 	req := &coordpb.AddVoterRequest{Id: o.Self.ID, RaftAddr: o.Self.RaftAddr, GrpcAddr: o.Self.GRPCAddr, HttpAddr: o.Self.HTTPAddr,
-		ClusterId: node.ClusterID()}
+		ClusterId: node.ClusterID(), Joining: true}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)

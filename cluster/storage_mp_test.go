@@ -79,13 +79,23 @@ func expectRefusal(t *testing.T, args []string, want string) {
 }
 
 // allocCollection commits one AllocVirtualChannels through any member and
-// returns whether it was acknowledged.
+// returns whether it was acknowledged. Right after a cluster forms, its
+// leader has not created the PChannels yet: that refusal is retried.
 func allocCollection(ctx context.Context, c *clients, id int64) error {
-	_, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.AllocVirtualChannelsResponse, error) {
-		return coordpb.NewChannelsClient(conn).AllocVirtualChannels(ctx, &coordpb.AllocVirtualChannelsRequest{
-			CollectionId: id, Count: 1, RequestId: fmt.Sprintf("storage-%d", id)})
-	})
-	return err
+	for {
+		_, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.AllocVirtualChannelsResponse, error) {
+			return coordpb.NewChannelsClient(conn).AllocVirtualChannels(ctx, &coordpb.AllocVirtualChannelsRequest{
+				CollectionId: id, Count: 1, RequestId: fmt.Sprintf("storage-%d", id)})
+		})
+		if err == nil || !strings.Contains(err.Error(), "only 0 are available") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // collectionsOn lists the collections member conn has applied (a stale

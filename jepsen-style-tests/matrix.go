@@ -144,7 +144,7 @@ func brokenClient() scenario.Scenario {
 
 // FullRuns is how many seeded schedules of each template the full matrix
 // runs; every run gets its own seed (the printed base seed plus its index).
-const FullRuns = 10
+const FullRuns = 9
 
 // Full is the matrix JEPSEN_FULL=1 runs: FullRuns rounds of every template
 // (at least 100 seeded schedules), 12 s of faults each, named

@@ -20,6 +20,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // TestMain fails the package if any goroutine (raft, transports, batchers,
@@ -376,15 +377,7 @@ func (c *testCluster) waitConverged(nodes ...int) *fsm.State {
 // waitFor polls cond until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for "+format, append([]any{timeout}, args...)...)
-		}
-		<-tick.C
-	}
+	testutil.EventuallyWithin(t, timeout, fmt.Sprintf(format, args...), cond)
 }
 
 func contains(xs []int, x int) bool {

@@ -168,7 +168,9 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 // reads on start: bolt has no checksums on values, so a flipped byte in an
 // entry would otherwise surface later as a panic inside raft.
 func checkEntries(dir string, store *raftboltdb.BoltStore, rep storageReport) error {
-	for idx := rep.firstIndex; rep.lastIndex > 0 && idx <= rep.lastIndex; idx++ {
+	// Only what raft reads on start: the entries after the snapshot it
+	// restores (checkStorage made sure they are all there).
+	for idx := max(rep.firstIndex, rep.usableSnap+1); rep.lastIndex > 0 && idx <= rep.lastIndex; idx++ {
 		var e raft.Log
 		if err := store.GetLog(idx, &e); err != nil {
 			return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: log entry %d cannot be read: %v", RaftDBFile, idx, err)}
@@ -222,6 +224,7 @@ type storageReport struct {
 	hasTerm    bool   // the stable store records a current term
 	firstIndex uint64 // first log index (0: empty log)
 	lastIndex  uint64
+	afterSnap  uint64 // log entries above usableSnap
 	snapshots  int    // snapshot directories present
 	usableSnap uint64 // index of the newest snapshot that reads back intact (0: none)
 }

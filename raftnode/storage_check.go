@@ -36,6 +36,9 @@ func setPanicOnFault() { debug.SetPanicOnFault(true) }
 //     every entry after the snapshot on start.
 func checkStorage(dir string, logger hclog.Logger) (storageReport, error) {
 	var rep storageReport
+	if err := checkSnapshots(dir, logger, &rep); err != nil {
+		return rep, err
+	}
 	path := filepath.Join(dir, RaftDBFile)
 	fi, err := os.Stat(path)
 	switch {
@@ -50,14 +53,19 @@ func checkStorage(dir string, logger hclog.Logger) (storageReport, error) {
 			return rep, err
 		}
 	}
-	if err := checkSnapshots(dir, logger, &rep); err != nil {
-		return rep, err
-	}
-	if rep.lastIndex > 0 && rep.firstIndex > rep.usableSnap+1 {
-		reason := fmt.Sprintf("the log starts at index %d but no intact snapshot covers the entries before it", rep.firstIndex)
-		if rep.usableSnap > 0 {
+	// Raft reads every entry after the snapshot it restores (entries at or
+	// below it may have gaps: raft leaves them after installing a snapshot).
+	if rep.lastIndex > rep.usableSnap && rep.afterSnap != rep.lastIndex-rep.usableSnap {
+		var reason string
+		switch {
+		case rep.firstIndex > rep.usableSnap+1 && rep.usableSnap == 0:
+			reason = fmt.Sprintf("the log starts at index %d but no intact snapshot covers the entries before it", rep.firstIndex)
+		case rep.firstIndex > rep.usableSnap+1:
 			reason = fmt.Sprintf("the log starts at index %d but the newest intact snapshot ends at index %d (entries %d..%d are gone)",
 				rep.firstIndex, rep.usableSnap, rep.usableSnap+1, rep.firstIndex-1)
+		default:
+			reason = fmt.Sprintf("%s: the log holds %d of the entries %d..%d after the newest intact snapshot (entries are missing)",
+				RaftDBFile, rep.afterSnap, rep.usableSnap+1, rep.lastIndex)
 		}
 		return rep, &DamagedError{Dir: dir, Reason: reason}
 	}
@@ -108,21 +116,20 @@ func checkBolt(dir, path string, size int64, rep *storageReport) error {
 		}
 	}
 	if b := tx.Bucket(boltLogsBucket); b != nil {
-		var n uint64
+		first := true
 		c := b.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if len(k) != 8 {
 				return damaged("log key of %d bytes", len(k))
 			}
 			idx := binary.BigEndian.Uint64(k)
-			if n == 0 {
-				rep.firstIndex = idx
+			if first {
+				rep.firstIndex, first = idx, false
 			}
 			rep.lastIndex = idx
-			n++
-		}
-		if n > 0 && rep.lastIndex-rep.firstIndex+1 != n {
-			return damaged("the log has %d entries between index %d and %d (entries are missing)", n, rep.firstIndex, rep.lastIndex)
+			if idx > rep.usableSnap {
+				rep.afterSnap++
+			}
 		}
 	}
 	return nil

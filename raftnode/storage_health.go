@@ -43,13 +43,14 @@ func (s *watchedLogStore) record(err error) error {
 	return err
 }
 
-// AppendError reports why this member's last append to its raft log failed
-// and since when appends have been failing, or nil once an append succeeds.
-func (n *Node) AppendError() (err error, since time.Time) {
+// AppendError reports since when appends to this member's raft log have
+// been failing and why the last one failed, or a nil error once an append
+// succeeds.
+func (n *Node) AppendError() (since time.Time, err error) {
 	n.logs.mu.Lock()
 	defer n.logs.mu.Unlock()
 	if n.logs.lastErr == nil {
-		return nil, time.Time{}
+		return time.Time{}, nil
 	}
-	return fmt.Errorf("cannot append to its raft log: %w", n.logs.lastErr), n.logs.failingSince
+	return n.logs.failingSince, fmt.Errorf("cannot append to its raft log: %w", n.logs.lastErr)
 }

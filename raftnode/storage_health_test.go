@@ -15,25 +15,25 @@ func TestAppendErrorIsRemembered(t *testing.T) {
 	fail := errors.New("file too large")
 	s := &watchedLogStore{LogStore: &failingStore{LogStore: inner, err: fail}}
 	n := &Node{logs: s}
-	if err, _ := n.AppendError(); err != nil {
+	if _, err := n.AppendError(); err != nil {
 		t.Fatalf("fresh store reports %v", err)
 	}
 	if err := s.StoreLogs([]*raft.Log{{Index: 1}}); !errors.Is(err, fail) {
 		t.Fatalf("StoreLogs: %v", err)
 	}
-	err, since := n.AppendError()
+	since, err := n.AppendError()
 	if !errors.Is(err, fail) || !strings.Contains(err.Error(), "cannot append to its raft log") || since.IsZero() {
 		t.Fatalf("after a failure: %v since %v", err, since)
 	}
 	s.StoreLog(&raft.Log{Index: 1})
-	if _, again := n.AppendError(); !again.Equal(since) {
+	if again, _ := n.AppendError(); !again.Equal(since) {
 		t.Fatalf("a second failure moved the start of the failures from %v to %v", since, again)
 	}
 	s.LogStore.(*failingStore).err = nil
 	if err := s.StoreLogs([]*raft.Log{{Index: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if err, _ := n.AppendError(); err != nil {
+	if _, err := n.AppendError(); err != nil {
 		t.Fatalf("after a successful append: %v", err)
 	}
 }

@@ -219,3 +219,38 @@ func listing(t *testing.T, dir string) string {
 	})
 	return strings.Join(parts, " ")
 }
+
+// TestLogGapBelowSnapshotIsAccepted: a follower that installed a snapshot
+// keeps some entries from before it, then a gap, then the entries after
+// it. Raft never reads below the snapshot, so the member must restart.
+func TestLogGapBelowSnapshotIsAccepted(t *testing.T) {
+	c := newCluster(t, 3, withConfig(smallSnapshots))
+	l := c.waitLeader()
+	f := (l + 1) % 3
+	writeEntries(t, c.node(l), "before", 20)
+	c.isolate(f)
+	writeEntries(t, c.node(l), "while-lagging", 300)
+	if err := c.node(l).Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c.heal(f)
+	c.waitConverged(0, 1, 2)
+	writeEntries(t, c.node(c.waitLeader()), "after", 10)
+	c.waitConverged(0, 1, 2)
+	first, err := c.node(f).FirstLogIndex()
+	snap, _, ok := c.node(f).LastSnapshot()
+	if err != nil || !ok || first >= snap {
+		t.Fatalf("precondition: follower log starts at %d (%v), snapshot at %d (%v): want entries left below the snapshot", first, err, snap, ok)
+	}
+	c.stop(f)
+	cfg := c.cfgs[f]
+	_, cfg.Transport = raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
+	n, err := raftnode.Open(cfg)
+	if err != nil && strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a member that installed a snapshot is refused: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Shutdown()
+}

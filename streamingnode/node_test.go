@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/testutil"
 )
 
 const (
@@ -67,17 +68,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // wantErr checks a gRPC error's code and that its message contains substr.
@@ -187,12 +177,12 @@ func TestRegisterAndHeartbeat(t *testing.T) {
 		t.Fatalf("registered %+v, node addr %s", fn, n.Addr())
 	}
 	// Heartbeats carry the version seen on the assignment stream.
-	waitFor(t, "heartbeats with the seen version", func() bool {
+	testutil.Eventually(t, "heartbeats with the seen version", func() bool {
 		fn := f.node(id)
 		return fn.heartbeats >= 3 && fn.seen.GetGlobal() == 3 && fn.seen.GetLocal() >= 2
 	})
 	f.push(&coordpb.Version{Global: 4, Local: 0})
-	waitFor(t, "newer version", func() bool { return f.node(id).seen.GetGlobal() == 4 })
+	testutil.Eventually(t, "newer version", func() bool { return f.node(id).seen.GetGlobal() == 4 })
 	// Older and equal versions are ignored.
 	f.push(&coordpb.Version{Global: 3, Local: 99})
 	f.push(&coordpb.Version{Global: 4, Local: 0})
@@ -236,7 +226,7 @@ func TestReRegisterAfterNotFound(t *testing.T) {
 	}
 	oldInc := f.node(id).inc
 	f.markDown(id)
-	waitFor(t, "a new registration", func() bool {
+	testutil.Eventually(t, "a new registration", func() bool {
 		nid, _ := n.Session()
 		return nid != 0 && nid != id
 	})
@@ -249,14 +239,14 @@ func TestReRegisterAfterNotFound(t *testing.T) {
 	}
 	_, err := n.append(vch, 0, "x", 0)
 	wantErr(t, err, codes.FailedPrecondition, "not the owner")
-	waitFor(t, "heartbeats of the new session", func() bool { return f.node(nid).heartbeats > 0 })
+	testutil.Eventually(t, "heartbeats of the new session", func() bool { return f.node(nid).heartbeats > 0 })
 }
 
 func TestAssignRemoveFencing(t *testing.T) {
 	f := startFakeCoord(t)
 	n := startNode(t, f, t.TempDir(), nil)
 	// The heartbeat taught the node coordinator term 3.
-	waitFor(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
+	testutil.Eventually(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
 	wantErr(t, n.assign(t, pch, 2, 2), codes.FailedPrecondition, "stale coordinator term")
 	if err := n.assign(t, pch, 2, 5); err != nil {
 		t.Fatal(err)
@@ -300,7 +290,7 @@ func TestAssignRemoveFencing(t *testing.T) {
 	wantErr(t, n.assign(t, pch, 3, 6), codes.FailedPrecondition, "stale pchannel term")
 	// A coordinator term learned from a heartbeat fences too.
 	f.setCoordTerm(9)
-	waitFor(t, "coord term 9", func() bool { return n.Status().MaxCoordTerm == 9 })
+	testutil.Eventually(t, "coord term 9", func() bool { return n.Status().MaxCoordTerm == 9 })
 	wantErr(t, n.assign(t, pch, 5, 8), codes.FailedPrecondition, "stale coordinator term")
 	// Bad input.
 	wantErr(t, n.assign(t, "../x_1", 5, 9), codes.InvalidArgument, "")
@@ -492,7 +482,7 @@ func TestControlledShutdown(t *testing.T) {
 	id, _ := n.Session()
 	other := startNode(t, f, t.TempDir(), nil) // somewhere for the channels to go
 	oid, _ := other.Session()
-	waitFor(t, "the other node in the assignment view", func() bool { return n.otherNodeUp(id) })
+	testutil.Eventually(t, "the other node in the assignment view", func() bool { return n.otherNodeUp(id) })
 	if err := n.assign(t, pch, 2, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +542,7 @@ func TestShutdownDoesNotWaitWithoutAnotherNode(t *testing.T) {
 	f := startFakeCoord(t)
 	n := startNode(t, f, t.TempDir(), nil)
 	id, _ := n.Session()
-	waitFor(t, "own registration in the assignment view", func() bool {
+	testutil.Eventually(t, "own registration in the assignment view", func() bool {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		_, ok := n.liveNodes[id]
@@ -579,7 +569,7 @@ func TestRunStopsOnContext(t *testing.T) {
 		errc <- Run(ctx, Config{Coord: []string{f.addr}, Addr: "127.0.0.1:0", WALDir: t.TempDir(),
 			HeartbeatInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()})
 	}()
-	waitFor(t, "registration", func() bool {
+	testutil.Eventually(t, "registration", func() bool {
 		for _, c := range f.callLog() {
 			if c == "register" {
 				return true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/testutil"
 )
 
 // shortConfirm keeps the wait for a confirmation short in tests that
@@ -34,7 +35,7 @@ func (n *testNode) forgedAssign(p string, term int64, coordTerm uint64) error {
 func TestForgedTermsAreRefused(t *testing.T) {
 	f := startFakeCoord(t)
 	n := startNode(t, f, t.TempDir(), shortConfirm)
-	waitFor(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
+	testutil.Eventually(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
 
 	wantErr(t, n.forgedAssign(pch, 1<<62, math.MaxInt64), codes.Unavailable, "coordinator term 9223372036854775807 is not confirmed by coordd")
 	// The real coordinator term with a PChannel term coordd never assigned.
@@ -77,7 +78,7 @@ func TestForgedTermsAreRefused(t *testing.T) {
 func TestNewCoordinatorTermIsConfirmedByAskingCoordd(t *testing.T) {
 	f := startFakeCoord(t)
 	n := startNode(t, f, t.TempDir(), func(c *Config) { c.HeartbeatInterval = time.Hour })
-	waitFor(t, "first heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
+	testutil.Eventually(t, "first heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
 	id, epoch := n.Session()
 	f.mu.Lock()
 	f.coordTerm = 8 // heartbeats answer 8; the assignment stream still says 3
@@ -245,7 +246,7 @@ func TestUnsafeNoFenceBreaksTheNode(t *testing.T) {
 func TestAssignConfirmedByAskingCoorddWhenTheStreamLags(t *testing.T) {
 	f := startFakeCoord(t)
 	n := startNode(t, f, t.TempDir(), func(c *Config) { c.ConfirmTimeout = 2 * time.Second })
-	waitFor(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
+	testutil.Eventually(t, "coord term from heartbeat", func() bool { return n.Status().MaxCoordTerm == 3 })
 	id, epoch := n.Session()
 	f.setChannelQuiet(pch, 2, id)
 	_, err := n.cl.Assign(context.Background(), &coordpb.AssignRequest{Pchannel: pch, Term: 2, AccessMode: "RW", CoordTerm: 3,

@@ -429,10 +429,13 @@ type AddVoterRequest struct {
 	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	HttpAddr string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	// The cluster ID recorded in the joining member's data dir: empty for a
-	// new member. A member of another cluster is refused, and so is an empty
-	// ID for a member already in the configuration (it lost its data dir and
-	// must be removed first).
-	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// new member. A member of another cluster is refused.
+	ClusterId string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// joining is set by a member asking to join from its own data dir
+	// (coordd --join). With an empty cluster_id, a member already in the
+	// configuration is then refused: it lost its data dir and must be removed
+	// first. An operator re-adding a member leaves it unset.
+	Joining       bool `protobuf:"varint,6,opt,name=joining,proto3" json:"joining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,6 +503,13 @@ func (x *AddVoterRequest) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *AddVoterRequest) GetJoining() bool {
+	if x != nil {
+		return x.Joining
+	}
+	return false
 }
 
 type AddVoterResponse struct {
@@ -1147,14 +1157,15 @@ const file_coordd_v1_coordd_proto_rawDesc = "" +
 	"\x0eMembersRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\">\n" +
 	"\x0fMembersResponse\x12+\n" +
-	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\"\x97\x01\n" +
+	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\"\xb1\x01\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"^\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12\x18\n" +
+	"\ajoining\x18\x06 \x01(\bR\ajoining\"^\n" +
 	"\x10AddVoterResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.coordd.v1.MemberR\amembers\x12\x1d\n" +
 	"\n" +

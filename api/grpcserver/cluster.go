@@ -114,7 +114,7 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	if err := s.checkAddressFree(m); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	if err := s.checkJoinerCluster(m.Id, req.ClusterId); err != nil {
+	if err := s.checkJoinerCluster(m.Id, req.ClusterId, req.Joining); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	// Record the addresses first: a member raft knows about should always
@@ -132,15 +132,16 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	return &coordpb.AddVoterResponse{Members: members, ClusterId: s.node.ClusterID()}, nil
 }
 
-// checkJoinerCluster refuses a joining member of another cluster, and a
-// member already in the configuration whose data dir never joined (it lost
-// its data dir, and its term and vote with it: it must be removed first).
-func (s *Server) checkJoinerCluster(id, clusterID string) error {
+// checkJoinerCluster refuses a member of another cluster, and a member
+// joining from a data dir that never joined while it is already in the
+// configuration (it lost its data dir, and its term and vote with it: it
+// must be removed first).
+func (s *Server) checkJoinerCluster(id, clusterID string, joining bool) error {
 	own := s.node.ClusterID()
 	if clusterID != "" && clusterID != own {
 		return fmt.Errorf("%w: member %s belongs to cluster %s, this cluster is %s", errPrecondition, id, clusterID, own)
 	}
-	if clusterID == "" {
+	if clusterID == "" && joining {
 		if _, err := s.findServer(id); err == nil {
 			return fmt.Errorf("%w: member %s is already in the cluster but its data dir never joined it; "+
 				"if it lost its data dir, remove it first (coordctl cluster remove %s), then join it again", errPrecondition, id, id)

@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/testutil"
 )
 
 const dataColl = int64(100)
@@ -147,7 +148,7 @@ func TestDataFlushEndToEnd(t *testing.T) {
 	}
 	// The flusher reports time ticks past the seal and the allocation.
 	tick := max(fr.FlushTs, a.ExpireTs) + 1
-	waitFor(t, readyTimeout, "the segment to become Flushing", func() bool {
+	testutil.EventuallyWithin(t, readyTimeout, "the segment to become Flushing", func() bool {
 		_, err := dc.ReportTimeTicks(ctx, &coordpb.ReportTimeTicksRequest{NodeId: 1, Ticks: []*coordpb.ChannelTimeTick{{Vchannel: dv0, PchannelTerm: 2, TimeTick: tick}}})
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/testutil"
 )
 
 // TestWatcherCap: past the cap, WatchAssignments answers
@@ -47,7 +48,7 @@ func TestWatcherCap(t *testing.T) {
 		t.Fatalf("limits %+v", l)
 	}
 	cancels[0]()
-	waitFor(t, 5*time.Second, "the closed stream's slot", func() bool { return tn.srv.Watchers() == 1 })
+	testutil.EventuallyWithin(t, 5*time.Second, "the closed stream's slot", func() bool { return tn.srv.Watchers() == 1 })
 	if _, err := open(callCtx(t)); err != nil {
 		t.Fatalf("a stream after one closed: %v", err)
 	}

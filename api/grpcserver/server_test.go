@@ -114,7 +114,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"AddVoter/raft port 99999", addVoter(&coordpb.AddVoterRequest{Id: "n2", RaftAddr: "h:99999"}), codes.InvalidArgument, "port must be 1..65535"},
 		{"AddVoter/raft addr empty", addVoter(&coordpb.AddVoterRequest{Id: "n2", RaftAddr: ""}), codes.InvalidArgument, "raft_addr is required"},
 		{"AddVoter/member of another cluster", addVoter(&coordpb.AddVoterRequest{Id: "n2", RaftAddr: "127.0.0.1:7", ClusterId: "other"}), codes.FailedPrecondition, "member n2 belongs to cluster other"},
-		{"AddVoter/existing member from a data dir that never joined", addVoter(&coordpb.AddVoterRequest{Id: self.ID, RaftAddr: self.RaftAddr}), codes.FailedPrecondition, "is already in the cluster but its data dir never joined it"},
+		{"AddVoter/existing member from a data dir that never joined", addVoter(&coordpb.AddVoterRequest{Id: self.ID, RaftAddr: self.RaftAddr, Joining: true}), codes.FailedPrecondition, "is already in the cluster but its data dir never joined it"},
 		{"AddVoter/raft addr empty host", addVoter(&coordpb.AddVoterRequest{Id: "n2", RaftAddr: ":7000"}), codes.InvalidArgument, "host is empty"},
 		{"AddVoter/bad grpc addr", addVoter(&coordpb.AddVoterRequest{Id: "n2", RaftAddr: "127.0.0.1:7", GrpcAddr: "h:0"}), codes.InvalidArgument, "grpc_addr"},
 		{"AddVoter/bad http addr", addVoter(&coordpb.AddVoterRequest{Id: "n2", RaftAddr: "127.0.0.1:7", HttpAddr: "nohost"}), codes.InvalidArgument, "http_addr"},

@@ -32,7 +32,7 @@ func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
 	leader, _ := p.Node.Leader()
 	r := p.Node.Raft()
 	commit, applied := r.CommitIndex(), r.AppliedIndex()
-	appendErr, since := p.Node.AppendError()
+	since, appendErr := p.Node.AppendError()
 	body := map[string]any{"leader_id": leader, "commit_index": commit, "applied_index": applied}
 	switch {
 	case leader == "":

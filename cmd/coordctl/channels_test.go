@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client/clienttest"
+	"github.com/coordd/coordd/testutil"
 )
 
 // sampleCluster is a fake cluster holding clienttest.SampleChannelState.
@@ -320,17 +321,6 @@ func ctlAsync(ctx context.Context, fc *clienttest.Cluster, stdout, stderr io.Wri
 	return done
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestAssignmentWatchJSON(t *testing.T) {
 	fc := clienttest.Start(t, 2)
 	feed := make(chan *coordpb.AssignmentUpdate, 4)
@@ -349,8 +339,8 @@ func TestAssignmentWatchJSON(t *testing.T) {
 
 	var stdout, stderr syncBuffer
 	done := ctlAsync(context.Background(), fc, &stdout, &stderr, "assignment", "watch", "--count", "2", "--duration", "5s", "-o", "json")
-	waitFor(t, "the first view", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
-	waitFor(t, "the watcher to resume on the second member", func() bool { return fc.Nodes[1].OpenWatches() == 1 })
+	testutil.Eventually(t, "the first view", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+	testutil.Eventually(t, "the watcher to resume on the second member", func() bool { return fc.Nodes[1].OpenWatches() == 1 })
 	// Older and equal versions are not views; the delta moves dml_2 to
 	// node 1 and drops node 2.
 	feed <- &coordpb.AssignmentUpdate{Version: &coordpb.Version{Global: 3, Local: 6}, Cchannel: "dml_0_vcchan",
@@ -432,7 +422,7 @@ func TestAssignmentWatchTableAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	done := ctlAsync(ctx, fc, &stdout, &stderr, "assignment", "watch")
-	waitFor(t, "a view", func() bool { return strings.Contains(stdout.String(), "version 3.7") })
+	testutil.Eventually(t, "a view", func() bool { return strings.Contains(stdout.String(), "version 3.7") })
 	cancel()
 	select {
 	case code := <-done:

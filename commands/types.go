@@ -10,7 +10,7 @@ import (
 )
 
 // Type identifies a command's body message. Blocks of numbers belong to
-// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments.
+// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments, 0x0500.. access control.
 type Type uint32
 
 // Ignorable marks a type that an older replica may skip when it does not know it.
@@ -48,6 +48,9 @@ const (
 	TypeSaveBinlogPaths          Type = 0x0304
 	TypeUpdateChannelCheckpoints Type = 0x0305
 	TypePruneDroppedSegments     Type = 0x0306
+
+	TypeCreateToken Type = 0x0500
+	TypeRevokeToken Type = 0x0501
 )
 
 // spec describes how one command type is encoded.
@@ -93,6 +96,9 @@ var registry = map[Type]spec{
 	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
+
+	TypeCreateToken: {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
+	TypeRevokeToken: {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
 }
 
 // String names the type for logs and errors.

@@ -45,6 +45,9 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
+
+	commands.TypeCreateToken: applyCreateToken,
+	commands.TypeRevokeToken: applyRevokeToken,
 }
 
 // Apply applies the log entry at index and returns the new state and one

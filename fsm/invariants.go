@@ -27,6 +27,9 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkBroadcastInvariants(); err != nil {
 		return err
 	}
+	if err := s.checkTokenInvariants(); err != nil {
+		return err
+	}
 	return s.checkSegmentInvariants()
 }
 

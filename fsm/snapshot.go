@@ -38,7 +38,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		return fmt.Errorf("write snapshot magic: %w", err)
 	}
 	count := uint64(4+s.cluster.members.Len()+s.dedup.byID.Len()+
-		s.ch.pchannels.Len()+s.ch.nodes.Len()+s.ch.collections.Len()+s.bc.tasks.Len()) + s.segmentRecordCount()
+		s.ch.pchannels.Len()+s.ch.nodes.Len()+s.ch.collections.Len()+s.bc.tasks.Len()) + s.segmentRecordCount() + s.tokenRecordCount()
 	write := func(r *logpb.SnapshotRecord) error {
 		if _, err := delimWriter.MarshalTo(bw, r); err != nil {
 			return fmt.Errorf("write snapshot record: %w", err)
@@ -91,6 +91,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		}
 	}
 	if err := s.writeSegmentRecords(write); err != nil {
+		return err
+	}
+	if err := s.writeTokenRecords(write); err != nil {
 		return err
 	}
 	for it := s.dedup.bySeq.Iterator(); !it.Done(); {
@@ -204,7 +207,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *logpb.SnapshotRecord_Dedup:
 			s.dedup = s.dedup.record(v.Dedup)
 		default:
-			return nil, fmt.Errorf("%w: record %d has unexpected kind %T", errSnapshot, i+1, rec.Record)
+			if !s.readTokenRecord(rec) {
+				return nil, fmt.Errorf("%w: record %d has unexpected kind %T", errSnapshot, i+1, rec.Record)
+			}
 		}
 	}
 	if _, err := read(); !errors.Is(err, io.EOF) {

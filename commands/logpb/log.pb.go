@@ -527,6 +527,60 @@ func (SealReason) EnumDescriptor() ([]byte, []int) {
 	return file_log_proto_rawDescGZIP(), []int{8}
 }
 
+// TokenRole is what a bearer token may do; each role includes the ones
+// before it (admin can do what node can, node what read can).
+type TokenRole int32
+
+const (
+	TokenRole_TOKEN_ROLE_UNKNOWN TokenRole = 0
+	TokenRole_TOKEN_ROLE_READ    TokenRole = 1
+	TokenRole_TOKEN_ROLE_NODE    TokenRole = 2
+	TokenRole_TOKEN_ROLE_ADMIN   TokenRole = 3
+)
+
+// Enum value maps for TokenRole.
+var (
+	TokenRole_name = map[int32]string{
+		0: "TOKEN_ROLE_UNKNOWN",
+		1: "TOKEN_ROLE_READ",
+		2: "TOKEN_ROLE_NODE",
+		3: "TOKEN_ROLE_ADMIN",
+	}
+	TokenRole_value = map[string]int32{
+		"TOKEN_ROLE_UNKNOWN": 0,
+		"TOKEN_ROLE_READ":    1,
+		"TOKEN_ROLE_NODE":    2,
+		"TOKEN_ROLE_ADMIN":   3,
+	}
+)
+
+func (x TokenRole) Enum() *TokenRole {
+	p := new(TokenRole)
+	*p = x
+	return p
+}
+
+func (x TokenRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TokenRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_log_proto_enumTypes[9].Descriptor()
+}
+
+func (TokenRole) Type() protoreflect.EnumType {
+	return &file_log_proto_enumTypes[9]
+}
+
+func (x TokenRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TokenRole.Descriptor instead.
+func (TokenRole) EnumDescriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{9}
+}
+
 // Entry is the payload of one raft log entry: one or more commands applied in
 // order, atomically with respect to readers (one entry, one published state).
 type Entry struct {
@@ -1559,6 +1613,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_BroadcastMeta
 	//	*SnapshotRecord_Segment
 	//	*SnapshotRecord_ChannelCheckpoint
+	//	*SnapshotRecord_Token
+	//	*SnapshotRecord_SecurityMeta
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1718,6 +1774,24 @@ func (x *SnapshotRecord) GetChannelCheckpoint() *ChannelCheckpointRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetToken() *TokenRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Token); ok {
+			return x.Token
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetSecurityMeta() *SecurityMeta {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SecurityMeta); ok {
+			return x.SecurityMeta
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1774,6 +1848,15 @@ type SnapshotRecord_ChannelCheckpoint struct {
 	ChannelCheckpoint *ChannelCheckpointRecord `protobuf:"bytes,13,opt,name=channel_checkpoint,json=channelCheckpoint,proto3,oneof"`
 }
 
+type SnapshotRecord_Token struct {
+	// 30..39: access control (fsm/tokens.go).
+	Token *TokenRecord `protobuf:"bytes,30,opt,name=token,proto3,oneof"`
+}
+
+type SnapshotRecord_SecurityMeta struct {
+	SecurityMeta *SecurityMeta `protobuf:"bytes,31,opt,name=security_meta,json=securityMeta,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
@@ -1799,6 +1882,10 @@ func (*SnapshotRecord_BroadcastMeta) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_ChannelCheckpoint) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Token) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SecurityMeta) isSnapshotRecord_Record() {}
 
 // InitStreaming is proposed once, by the first established leader, from its
 // flags: it records the cluster ID and creates the initial PChannels; the
@@ -5630,6 +5717,232 @@ func (x *ChannelCheckpointRecord) GetUpdatedMs() int64 {
 	return 0
 }
 
+// TokenRecord is one API token. Only the SHA-256 of the token's secret part
+// is stored: the secret itself is shown once, at creation, and never
+// replicated.
+type TokenRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`     // 16 lower-case hex digits, public
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // operator's label
+	Role          TokenRole              `protobuf:"varint,3,opt,name=role,proto3,enum=coordd.log.v1.TokenRole" json:"role,omitempty"`
+	SecretSha256  []byte                 `protobuf:"bytes,4,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"` // 32 bytes
+	CreatedMs     int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`         // leader-stamped
+	Bootstrap     bool                   `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`                          // installed from --bootstrap-token-file
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenRecord) Reset() {
+	*x = TokenRecord{}
+	mi := &file_log_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenRecord) ProtoMessage() {}
+
+func (x *TokenRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
+func (*TokenRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *TokenRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TokenRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TokenRecord) GetRole() TokenRole {
+	if x != nil {
+		return x.Role
+	}
+	return TokenRole_TOKEN_ROLE_UNKNOWN
+}
+
+func (x *TokenRecord) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *TokenRecord) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *TokenRecord) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+// SecurityMeta is written to snapshots only once a bootstrap token was
+// installed, so a cluster that never used tokens snapshots as before.
+type SecurityMeta struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	BootstrapTokenInstalled bool                   `protobuf:"varint,1,opt,name=bootstrap_token_installed,json=bootstrapTokenInstalled,proto3" json:"bootstrap_token_installed,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *SecurityMeta) Reset() {
+	*x = SecurityMeta{}
+	mi := &file_log_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecurityMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecurityMeta) ProtoMessage() {}
+
+func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecurityMeta.ProtoReflect.Descriptor instead.
+func (*SecurityMeta) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
+	if x != nil {
+		return x.BootstrapTokenInstalled
+	}
+	return false
+}
+
+// CreateToken (0x0500) adds a token. A bootstrap token is accepted once per
+// cluster: after it has been installed (and maybe revoked), another
+// bootstrap CreateToken is refused, so a restarted member still holding the
+// old --bootstrap-token-file cannot bring a revoked token back.
+type CreateToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *TokenRecord           `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateToken) Reset() {
+	*x = CreateToken{}
+	mi := &file_log_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateToken) ProtoMessage() {}
+
+func (x *CreateToken) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateToken.ProtoReflect.Descriptor instead.
+func (*CreateToken) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *CreateToken) GetToken() *TokenRecord {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// RevokeToken (0x0501) deletes a token.
+type RevokeToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeToken) Reset() {
+	*x = RevokeToken{}
+	mi := &file_log_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeToken) ProtoMessage() {}
+
+func (x *RevokeToken) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
+func (*RevokeToken) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *RevokeToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 var File_log_proto protoreflect.FileDescriptor
 
 const file_log_proto_rawDesc = "" +
@@ -5702,7 +6015,7 @@ const file_log_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
-	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xee\x06\n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xe6\a\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -5721,7 +6034,9 @@ const file_log_proto_rawDesc = "" +
 	" \x01(\v2\x1c.coordd.log.v1.BroadcastTaskH\x00R\rbroadcastTask\x12E\n" +
 	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMeta\x128\n" +
 	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
-	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpointB\b\n" +
+	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x122\n" +
+	"\x05token\x18\x1e \x01(\v2\x1a.coordd.log.v1.TokenRecordH\x00R\x05token\x12B\n" +
+	"\rsecurity_meta\x18\x1f \x01(\v2\x1b.coordd.log.v1.SecurityMetaH\x00R\fsecurityMetaB\b\n" +
 	"\x06record\"L\n" +
 	"\rInitStreaming\x12\x1d\n" +
 	"\n" +
@@ -6018,7 +6333,21 @@ const file_log_proto_rawDesc = "" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12#\n" +
 	"\rpchannel_term\x18\x04 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs*\x9c\x01\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"\xc1\x01\n" +
+	"\vTokenRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x18.coordd.log.v1.TokenRoleR\x04role\x12#\n" +
+	"\rsecret_sha256\x18\x04 \x01(\fR\fsecretSha256\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x05 \x01(\x03R\tcreatedMs\x12\x1c\n" +
+	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\"J\n" +
+	"\fSecurityMeta\x12:\n" +
+	"\x19bootstrap_token_installed\x18\x01 \x01(\bR\x17bootstrapTokenInstalled\"?\n" +
+	"\vCreateToken\x120\n" +
+	"\x05token\x18\x01 \x01(\v2\x1a.coordd.log.v1.TokenRecordR\x05token\"\x1d\n" +
+	"\vRevokeToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id*\x9c\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -6081,7 +6410,12 @@ const file_log_proto_rawDesc = "" +
 	"\rSEAL_LIFETIME\x10\x03\x12\r\n" +
 	"\tSEAL_IDLE\x10\x04\x12\x16\n" +
 	"\x12SEAL_BINLOG_NUMBER\x10\x05\x12\x16\n" +
-	"\x12SEAL_GROWING_BYTES\x10\x06B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
+	"\x12SEAL_GROWING_BYTES\x10\x06*c\n" +
+	"\tTokenRole\x12\x16\n" +
+	"\x12TOKEN_ROLE_UNKNOWN\x10\x00\x12\x13\n" +
+	"\x0fTOKEN_ROLE_READ\x10\x01\x12\x13\n" +
+	"\x0fTOKEN_ROLE_NODE\x10\x02\x12\x14\n" +
+	"\x10TOKEN_ROLE_ADMIN\x10\x03B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
 
 var (
 	file_log_proto_rawDescOnce sync.Once
@@ -6095,8 +6429,8 @@ func file_log_proto_rawDescGZIP() []byte {
 	return file_log_proto_rawDescData
 }
 
-var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -6107,161 +6441,170 @@ var file_log_proto_goTypes = []any{
 	(SegmentState)(0),                    // 6: coordd.log.v1.SegmentState
 	(SegmentLevel)(0),                    // 7: coordd.log.v1.SegmentLevel
 	(SealReason)(0),                      // 8: coordd.log.v1.SealReason
-	(*Entry)(nil),                        // 9: coordd.log.v1.Entry
-	(*Envelope)(nil),                     // 10: coordd.log.v1.Envelope
-	(*Rejection)(nil),                    // 11: coordd.log.v1.Rejection
-	(*Result)(nil),                       // 12: coordd.log.v1.Result
-	(*IDRange)(nil),                      // 13: coordd.log.v1.IDRange
-	(*LeaderEstablished)(nil),            // 14: coordd.log.v1.LeaderEstablished
-	(*UpsertMember)(nil),                 // 15: coordd.log.v1.UpsertMember
-	(*RemoveMember)(nil),                 // 16: coordd.log.v1.RemoveMember
-	(*Member)(nil),                       // 17: coordd.log.v1.Member
-	(*ExtendTSOWindow)(nil),              // 18: coordd.log.v1.ExtendTSOWindow
-	(*ReserveIDs)(nil),                   // 19: coordd.log.v1.ReserveIDs
-	(*SnapshotHeader)(nil),               // 20: coordd.log.v1.SnapshotHeader
-	(*AllocatorState)(nil),               // 21: coordd.log.v1.AllocatorState
-	(*LeadershipState)(nil),              // 22: coordd.log.v1.LeadershipState
-	(*DedupRecord)(nil),                  // 23: coordd.log.v1.DedupRecord
-	(*SnapshotRecord)(nil),               // 24: coordd.log.v1.SnapshotRecord
-	(*InitStreaming)(nil),                // 25: coordd.log.v1.InitStreaming
-	(*AddPChannels)(nil),                 // 26: coordd.log.v1.AddPChannels
-	(*PChannelAssignment)(nil),           // 27: coordd.log.v1.PChannelAssignment
-	(*AssignPChannels)(nil),              // 28: coordd.log.v1.AssignPChannels
-	(*PChannelTerm)(nil),                 // 29: coordd.log.v1.PChannelTerm
-	(*AssignPChannelsDone)(nil),          // 30: coordd.log.v1.AssignPChannelsDone
-	(*MarkPChannelsUnavailable)(nil),     // 31: coordd.log.v1.MarkPChannelsUnavailable
-	(*RecordAssignFailure)(nil),          // 32: coordd.log.v1.RecordAssignFailure
-	(*RegisterStreamingNode)(nil),        // 33: coordd.log.v1.RegisterStreamingNode
-	(*MarkStreamingNodeDown)(nil),        // 34: coordd.log.v1.MarkStreamingNodeDown
-	(*SetStreamingNodeDrain)(nil),        // 35: coordd.log.v1.SetStreamingNodeDrain
-	(*AllocVirtualChannels)(nil),         // 36: coordd.log.v1.AllocVirtualChannels
-	(*DropVirtualChannels)(nil),          // 37: coordd.log.v1.DropVirtualChannels
-	(*ReplicateCluster)(nil),             // 38: coordd.log.v1.ReplicateCluster
-	(*ReplicateTopology)(nil),            // 39: coordd.log.v1.ReplicateTopology
-	(*ReplicateConfiguration)(nil),       // 40: coordd.log.v1.ReplicateConfiguration
-	(*UpdateReplicateConfiguration)(nil), // 41: coordd.log.v1.UpdateReplicateConfiguration
-	(*AssignResult)(nil),                 // 42: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 43: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 44: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 45: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 46: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 47: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 48: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 49: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 50: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 51: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 52: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 53: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 54: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 55: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 56: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 57: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 58: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 59: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 60: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 61: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 62: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 63: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 64: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 65: coordd.log.v1.BroadcastMeta
-	(*WALPosition)(nil),                  // 66: coordd.log.v1.WALPosition
-	(*LogRef)(nil),                       // 67: coordd.log.v1.LogRef
-	(*FieldLogs)(nil),                    // 68: coordd.log.v1.FieldLogs
-	(*CreateSegment)(nil),                // 69: coordd.log.v1.CreateSegment
-	(*SealSegments)(nil),                 // 70: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 71: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 72: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 73: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 74: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 75: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 76: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 77: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 78: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 79: coordd.log.v1.SaveBinlogPathsResult
-	(*CheckpointsResult)(nil),            // 80: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 81: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 82: coordd.log.v1.ChannelCheckpointRecord
+	(TokenRole)(0),                       // 9: coordd.log.v1.TokenRole
+	(*Entry)(nil),                        // 10: coordd.log.v1.Entry
+	(*Envelope)(nil),                     // 11: coordd.log.v1.Envelope
+	(*Rejection)(nil),                    // 12: coordd.log.v1.Rejection
+	(*Result)(nil),                       // 13: coordd.log.v1.Result
+	(*IDRange)(nil),                      // 14: coordd.log.v1.IDRange
+	(*LeaderEstablished)(nil),            // 15: coordd.log.v1.LeaderEstablished
+	(*UpsertMember)(nil),                 // 16: coordd.log.v1.UpsertMember
+	(*RemoveMember)(nil),                 // 17: coordd.log.v1.RemoveMember
+	(*Member)(nil),                       // 18: coordd.log.v1.Member
+	(*ExtendTSOWindow)(nil),              // 19: coordd.log.v1.ExtendTSOWindow
+	(*ReserveIDs)(nil),                   // 20: coordd.log.v1.ReserveIDs
+	(*SnapshotHeader)(nil),               // 21: coordd.log.v1.SnapshotHeader
+	(*AllocatorState)(nil),               // 22: coordd.log.v1.AllocatorState
+	(*LeadershipState)(nil),              // 23: coordd.log.v1.LeadershipState
+	(*DedupRecord)(nil),                  // 24: coordd.log.v1.DedupRecord
+	(*SnapshotRecord)(nil),               // 25: coordd.log.v1.SnapshotRecord
+	(*InitStreaming)(nil),                // 26: coordd.log.v1.InitStreaming
+	(*AddPChannels)(nil),                 // 27: coordd.log.v1.AddPChannels
+	(*PChannelAssignment)(nil),           // 28: coordd.log.v1.PChannelAssignment
+	(*AssignPChannels)(nil),              // 29: coordd.log.v1.AssignPChannels
+	(*PChannelTerm)(nil),                 // 30: coordd.log.v1.PChannelTerm
+	(*AssignPChannelsDone)(nil),          // 31: coordd.log.v1.AssignPChannelsDone
+	(*MarkPChannelsUnavailable)(nil),     // 32: coordd.log.v1.MarkPChannelsUnavailable
+	(*RecordAssignFailure)(nil),          // 33: coordd.log.v1.RecordAssignFailure
+	(*RegisterStreamingNode)(nil),        // 34: coordd.log.v1.RegisterStreamingNode
+	(*MarkStreamingNodeDown)(nil),        // 35: coordd.log.v1.MarkStreamingNodeDown
+	(*SetStreamingNodeDrain)(nil),        // 36: coordd.log.v1.SetStreamingNodeDrain
+	(*AllocVirtualChannels)(nil),         // 37: coordd.log.v1.AllocVirtualChannels
+	(*DropVirtualChannels)(nil),          // 38: coordd.log.v1.DropVirtualChannels
+	(*ReplicateCluster)(nil),             // 39: coordd.log.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),            // 40: coordd.log.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),       // 41: coordd.log.v1.ReplicateConfiguration
+	(*UpdateReplicateConfiguration)(nil), // 42: coordd.log.v1.UpdateReplicateConfiguration
+	(*AssignResult)(nil),                 // 43: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 44: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 45: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 46: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 47: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 48: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 49: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 50: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 51: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 52: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 53: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 54: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 55: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 56: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 57: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 58: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 59: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 60: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 61: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 62: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 63: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 64: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 65: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 66: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 67: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 68: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 69: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 70: coordd.log.v1.CreateSegment
+	(*SealSegments)(nil),                 // 71: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 72: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 73: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 74: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 75: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 76: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 77: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 78: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 79: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 80: coordd.log.v1.SaveBinlogPathsResult
+	(*CheckpointsResult)(nil),            // 81: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 82: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 83: coordd.log.v1.ChannelCheckpointRecord
+	(*TokenRecord)(nil),                  // 84: coordd.log.v1.TokenRecord
+	(*SecurityMeta)(nil),                 // 85: coordd.log.v1.SecurityMeta
+	(*CreateToken)(nil),                  // 86: coordd.log.v1.CreateToken
+	(*RevokeToken)(nil),                  // 87: coordd.log.v1.RevokeToken
 }
 var file_log_proto_depIdxs = []int32{
-	10, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
+	11, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
-	11, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
-	13, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	42, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	43, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	44, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	61, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	62, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	78, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	79, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	80, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	17, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	12, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	20, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	17, // 15: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	21, // 16: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	22, // 17: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	23, // 18: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	50, // 19: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	47, // 20: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	48, // 21: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	49, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	63, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	65, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	81, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	82, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	1,  // 27: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	27, // 28: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	29, // 29: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 30: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 31: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	38, // 32: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	39, // 33: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	40, // 34: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	29, // 35: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	45, // 36: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 37: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 38: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 39: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	46, // 40: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 41: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	45, // 42: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	40, // 43: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	45, // 44: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 45: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	51, // 46: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	52, // 47: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	51, // 48: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 49: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	52, // 50: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	64, // 51: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	67, // 52: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	8,  // 53: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	66, // 54: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	66, // 55: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 56: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	68, // 57: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 58: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 59: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	72, // 60: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	73, // 61: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	66, // 62: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	75, // 63: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 64: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 65: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 66: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	66, // 67: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	66, // 68: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 69: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	68, // 70: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 71: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 72: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	66, // 73: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	12, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
+	14, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
+	43, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	44, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	45, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	62, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	63, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	79, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	80, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	81, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	18, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	13, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	21, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	18, // 15: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	22, // 16: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	23, // 17: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	24, // 18: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	51, // 19: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	48, // 20: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	49, // 21: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	50, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	64, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	66, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	82, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	83, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	84, // 27: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
+	85, // 28: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
+	1,  // 29: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	28, // 30: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	30, // 31: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	30, // 32: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	30, // 33: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	39, // 34: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	40, // 35: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	41, // 36: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	30, // 37: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	46, // 38: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 39: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 40: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 41: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	47, // 42: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 43: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	46, // 44: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	41, // 45: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	46, // 46: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 47: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	52, // 48: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	53, // 49: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	52, // 50: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 51: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	53, // 52: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	65, // 53: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	68, // 54: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	8,  // 55: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	67, // 56: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	67, // 57: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 58: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	69, // 59: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 60: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 61: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	73, // 62: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	74, // 63: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	67, // 64: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	76, // 65: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 66: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 67: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 68: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	67, // 69: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	67, // 70: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 71: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	69, // 72: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 73: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 74: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	67, // 75: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	9,  // 76: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
+	84, // 77: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	78, // [78:78] is the sub-list for method output_type
+	78, // [78:78] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -6295,14 +6638,16 @@ func file_log_proto_init() {
 		(*SnapshotRecord_BroadcastMeta)(nil),
 		(*SnapshotRecord_Segment)(nil),
 		(*SnapshotRecord_ChannelCheckpoint)(nil),
+		(*SnapshotRecord_Token)(nil),
+		(*SnapshotRecord_SecurityMeta)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   74,
+			NumEnums:      10,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

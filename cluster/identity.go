@@ -55,7 +55,7 @@ func agreeClusterID(ctx context.Context, node *raftnode.Node, o Options) (string
 			if _, done := incs[p.ID]; done {
 				continue
 			}
-			who, err := raftnode.ProbeMember(p.RaftAddr, time.Second)
+			who, err := raftnode.ProbeMember(p.RaftAddr, time.Second, o.RaftTLS.ClientConfig())
 			switch {
 			case err != nil:
 				missing = append(missing, fmt.Sprintf("%s (%v)", p.ID, err))

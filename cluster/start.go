@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -26,6 +28,12 @@ type Options struct {
 	Logger hclog.Logger
 	// TestOnlySkipIdentityCheck: see raftnode.Config.
 	TestOnlySkipIdentityCheck bool
+	// RaftTLS is the raft port's TLS (probes of peers before bootstrap);
+	// nil for a plaintext cluster.
+	RaftTLS *raftnode.RaftTLS
+	// APITLS, when set, is the client TLS for calls to other members'
+	// gRPC ports (join) and to this member's own (registration).
+	APITLS *tls.Config
 }
 
 // ParsePeers parses "id=raftaddr,id=raftaddr,...".
@@ -115,7 +123,7 @@ func Enter(ctx context.Context, node *raftnode.Node, o Options) error {
 
 // join asks the cluster, through any member, to add this member as a voter.
 func join(ctx context.Context, node *raftnode.Node, o Options) error {
-	conn, err := grpc.NewClient(o.Join, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(o.Join, o.transportCredentials())
 	if err != nil {
 		return fmt.Errorf("dial --join %s: %w", o.Join, err)
 	}
@@ -156,7 +164,7 @@ func join(ctx context.Context, node *raftnode.Node, o Options) error {
 // addresses, re-checking periodically until ctx ends. It goes through the
 // member's own gRPC server, which forwards to the leader.
 func KeepRegistered(ctx context.Context, node *raftnode.Node, o Options) {
-	conn, err := grpc.NewClient(o.Self.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(o.Self.GRPCAddr, o.transportCredentials())
 	if err != nil {
 		o.Logger.Error("registration: cannot dial own gRPC address", "error", err)
 		return
@@ -192,4 +200,14 @@ func KeepRegistered(ctx context.Context, node *raftnode.Node, o Options) {
 func registered(node *raftnode.Node, self raftnode.Self) bool {
 	m, ok := node.State().Member(self.ID)
 	return ok && m.RaftAddr == self.RaftAddr && m.GrpcAddr == self.GRPCAddr && m.HttpAddr == self.HTTPAddr
+}
+
+// transportCredentials is how this member dials members' gRPC ports: TLS
+// with its server certificate (which identifies it as a server, so the
+// callee lets it join and register) when configured, else plaintext.
+func (o Options) transportCredentials() grpc.DialOption {
+	if o.APITLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(o.APITLS))
 }

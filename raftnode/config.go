@@ -41,6 +41,10 @@ type Config struct {
 	// otherwise Open opens DataDir itself.
 	Storage *Storage
 
+	// TLS, when set, runs the TCP transport over mutual TLS that admits
+	// only peers with the server identity (docs/security.md).
+	TLS *RaftTLS
+
 	// TestOnlySkipIdentityCheck turns off the refusal of a data dir that
 	// lost its raft state and the cluster-ID check on raft connections, so
 	// the Jepsen-style suite can show that its disk-loss scenario catches a

@@ -2,6 +2,8 @@ package raftnode
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -29,6 +31,11 @@ import (
 //
 // After an accepted "raft" handshake the connection carries raft's own
 // protocol unchanged; after a "probe" the acceptor closes it.
+//
+// With TLS configured (Config.TLS) all of this runs inside mutual TLS: both
+// sides present a certificate from the cluster's CA that carries the server
+// identity (security.ServerURI), so a client certificate from the same CA
+// cannot speak raft (docs/security.md).
 
 const (
 	handshakeMagic   = "CDRH"
@@ -68,12 +75,31 @@ type handshakeLayer struct {
 	// Jepsen-style suite prove its disk-loss scenario catches a member that
 	// does not check identities).
 	acceptAny bool
+	// tls, when set, wraps every connection in mutual TLS.
+	tls *RaftTLS
+}
+
+// RaftTLS is the raft port's mutual TLS: Server for accepted connections,
+// Client for dialled ones (package security builds both).
+type RaftTLS struct {
+	Server, Client *tls.Config
+}
+
+// ClientConfig is t.Client, or nil for a plaintext transport (t nil).
+func (t *RaftTLS) ClientConfig() *tls.Config {
+	if t == nil {
+		return nil
+	}
+	return t.Client
 }
 
 func (l *handshakeLayer) Accept() (net.Conn, error) {
 	c, err := l.ln.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if l.tls != nil {
+		c = tls.Server(c, l.tls.Server)
 	}
 	return &acceptedConn{Conn: c, l: l}, nil
 }
@@ -83,7 +109,7 @@ func (l *handshakeLayer) Addr() net.Addr { return l.advertise }
 
 func (l *handshakeLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	own := l.ident.get()
-	c, reply, err := dialHandshake(string(address), timeout, kindRaft, hello{ClusterID: own.ClusterID, MemberID: own.MemberID})
+	c, reply, err := dialHandshake(string(address), timeout, l.tls.ClientConfig(), kindRaft, hello{ClusterID: own.ClusterID, MemberID: own.MemberID})
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +120,9 @@ func (l *handshakeLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 	return c, nil
 }
 
-// dialHandshake connects to address and runs the dialer's side.
-func dialHandshake(address string, timeout time.Duration, kind byte, h hello) (net.Conn, PeerIdentity, error) {
+// dialHandshake connects to address (through TLS when tlsCfg is set) and
+// runs the dialer's side.
+func dialHandshake(address string, timeout time.Duration, tlsCfg *tls.Config, kind byte, h hello) (net.Conn, PeerIdentity, error) {
 	if timeout <= 0 {
 		timeout = handshakeTimeout
 	}
@@ -104,6 +131,17 @@ func dialHandshake(address string, timeout time.Duration, kind byte, h hello) (n
 		return nil, PeerIdentity{}, err
 	}
 	c.SetDeadline(time.Now().Add(timeout))
+	if tlsCfg != nil {
+		tc := tls.Client(c, tlsCfg)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, PeerIdentity{}, fmt.Errorf("raft TLS handshake with %s: %w", address, err)
+		}
+		c = tc
+	}
 	body, err := json.Marshal(h)
 	if err != nil {
 		c.Close()
@@ -168,12 +206,22 @@ func (c *acceptedConn) Read(p []byte) (int, error) {
 // log a decode error on top of this layer's own message.
 func (c *acceptedConn) handshake() error {
 	c.Conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	remote := c.Conn.RemoteAddr()
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			c.l.logger.Error("refused a raft connection: TLS handshake failed (plaintext peer, unknown CA, expired certificate, or a certificate without the server identity)",
+				"remote", remote, "error", err)
+			return io.EOF
+		}
+	}
 	br := bufio.NewReaderSize(c.Conn, 64)
 	var hdr [len(handshakeMagic) + 3]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
 		return io.EOF
 	}
-	remote := c.Conn.RemoteAddr()
 	if string(hdr[:len(handshakeMagic)]) != handshakeMagic {
 		c.l.logger.Error("refused a raft connection without a coordd handshake (an older coordd or another program)", "remote", remote)
 		return io.EOF
@@ -247,9 +295,10 @@ type prefixedConn struct {
 func (c *prefixedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // ProbeMember asks the member whose raft transport listens on raftAddr who
-// it is, without opening a raft connection.
-func ProbeMember(raftAddr string, timeout time.Duration) (PeerIdentity, error) {
-	c, reply, err := dialHandshake(raftAddr, timeout, kindProbe, hello{})
+// it is, without opening a raft connection. tlsCfg is the raft port's
+// client TLS (RaftTLS.Client), nil for a plaintext cluster.
+func ProbeMember(raftAddr string, timeout time.Duration, tlsCfg *tls.Config) (PeerIdentity, error) {
+	c, reply, err := dialHandshake(raftAddr, timeout, tlsCfg, kindProbe, hello{})
 	if err != nil {
 		return PeerIdentity{}, err
 	}
@@ -271,7 +320,7 @@ func newTCPTransport(cfg Config, ident *identityStore) (*raft.NetworkTransport, 
 		return nil, fmt.Errorf("listen on raft address %s: %w", cfg.RaftAddr, err)
 	}
 	layer := &handshakeLayer{ln: ln, advertise: addr, ident: ident, logger: cfg.Logger.Named("handshake"),
-		acceptAny: cfg.TestOnlySkipIdentityCheck}
+		acceptAny: cfg.TestOnlySkipIdentityCheck, tls: cfg.TLS}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: cfg.AddressProvider,
 		Logger:                cfg.Logger.Named("transport"),

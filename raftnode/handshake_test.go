@@ -112,7 +112,7 @@ func TestProbeAndForeignClients(t *testing.T) {
 			}()
 		}
 	}()
-	who, err := ProbeMember(b.ln.Addr().String(), 2*time.Second)
+	who, err := ProbeMember(b.ln.Addr().String(), 2*time.Second, nil)
 	if err != nil || who.MemberID != "b" || who.ClusterID != "c1" || who.Incarnation != "inc-b" {
 		t.Fatalf("probe: %+v, %v", who, err)
 	}

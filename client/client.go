@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -80,8 +79,7 @@ func (c *Client) addEndpointLocked(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient(addr, append(c.cfg.dialOptions(),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			// grpc's default reconnect backoff grows to two minutes; a
 			// restarted node should be usable again within seconds.
@@ -92,7 +90,7 @@ func (c *Client) addEndpointLocked(addr string) (*grpc.ClientConn, error) {
 				MaxDelay:   2 * time.Second,
 			},
 			MinConnectTimeout: c.cfg.DialTimeout,
-		}),
+		}))...,
 	)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -46,6 +47,12 @@ type Config struct {
 	// target) is retried after an attempt whose outcome is unknown. Zero
 	// means DefaultOutcomeUnknownRetries; negative means never.
 	OutcomeUnknownRetries int
+	// TLS, when set, is the transport security of every connection
+	// (LoadTLS builds it); nil means plaintext.
+	TLS *tls.Config
+	// Token, when set, is sent as "authorization: Bearer <token>" with
+	// every call; it needs TLS.
+	Token string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -65,6 +72,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("client: no endpoints configured")
 	}
 	c.Endpoints = eps
+	if err := c.checkSecurity(); err != nil {
+		return c, err
+	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}

@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,12 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/flush"
@@ -31,6 +34,7 @@ type Server struct {
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
 	coordpb.UnimplementedDataCoordServer
+	coordpb.UnimplementedTokensServer
 
 	node       *raftnode.Node
 	self       raftnode.Self
@@ -53,6 +57,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // leader gRPC address → connection
+
+	auth    *auth.Authenticator // nil: authentication disabled (--insecure)
+	peerTLS *tls.Config         // nil: forward to the leader in plaintext
 }
 
 // NodeHealth is the leader's view of streaming-node sessions.
@@ -135,6 +142,7 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterStreamingNodeRegistryServer(g, s)
 	coordpb.RegisterBroadcasterServer(g, s)
 	coordpb.RegisterDataCoordServer(g, s)
+	coordpb.RegisterTokensServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -191,7 +199,11 @@ func (s *Server) leaderConn(ctx context.Context) (conn *grpc.ClientConn, ok bool
 	if c, found := s.conns[addr]; found {
 		return c, true, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if s.peerTLS != nil {
+		creds = credentials.NewTLS(s.peerTLS)
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, false, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
 	}
@@ -221,7 +233,9 @@ func forward[Resp any](s *Server, ctx context.Context, call func(ctx context.Con
 	defer cancel()
 	moved := make(chan struct{})
 	go s.cancelOnLeaderChange(fctx, target, cancel, moved)
-	out := metadata.AppendToOutgoingContext(fctx, MDForwarded, s.self.ID)
+	// The caller's role travels with the call: the leader checks it again,
+	// so forwarding never runs a call with more than the caller's rights.
+	out := auth.OutgoingCaller(ctx, metadata.AppendToOutgoingContext(fctx, MDForwarded, s.self.ID))
 	var trailer metadata.MD
 	resp, err = call(out, conn, grpc.Trailer(&trailer))
 	if len(trailer) > 0 {

@@ -68,14 +68,16 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
 	rs = append(rs, channelRoutes(s)...)
 	rs = append(rs, dataRoutes(s)...)
+	rs = append(rs, tokenRoutes(s)...)
 	return append(rs, broadcastRoutes(s)...)
 }
 
 // Gateway is the HTTP handler of one node.
 type Gateway struct {
-	mux     *http.ServeMux
-	server  *grpcserver.Server
-	timeout time.Duration
+	mux      *http.ServeMux
+	server   *grpcserver.Server
+	timeout  time.Duration
+	patterns []string // every registered pattern, for the route/role test
 }
 
 // New builds the gateway. probes supplies /healthz and /readyz, metrics
@@ -83,18 +85,18 @@ type Gateway struct {
 func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 	g := &Gateway{mux: http.NewServeMux(), server: s, timeout: 10 * time.Second}
 	for _, r := range routes(s) {
-		g.mux.HandleFunc(r.method+" "+r.path, g.serveRPC(r))
+		g.Handle(r.method+" "+r.path, g.serveRPC(r))
 	}
-	g.mux.HandleFunc("GET /v1/snapshot", g.serveSnapshot)
-	g.mux.HandleFunc("GET /healthz", probes.healthz)
-	g.mux.HandleFunc("GET /readyz", probes.readyz)
-	g.mux.Handle("GET /metrics", metrics)
+	g.Handle("GET /v1/snapshot", http.HandlerFunc(g.serveSnapshot))
+	g.Handle("GET /healthz", http.HandlerFunc(probes.healthz))
+	g.Handle("GET /readyz", http.HandlerFunc(probes.readyz))
+	g.Handle("GET /metrics", metrics)
 	allowed := map[string][]string{"/v1/snapshot": {http.MethodGet}, "/healthz": {http.MethodGet},
 		"/readyz": {http.MethodGet}, "/metrics": {http.MethodGet}}
 	for _, r := range routes(s) {
 		allowed[r.path] = append(allowed[r.path], r.method)
 	}
-	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	g.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if methods, ok := allowed[r.URL.Path]; ok {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
 			writeErrorStatus(w, http.StatusMethodNotAllowed,
@@ -102,7 +104,7 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 			return
 		}
 		writeError(w, status.Error(codes.NotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)), "", "")
-	})
+	}))
 	return g
 }
 
@@ -121,6 +123,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, g.server.Recovered(r.Context(), "http", route, v), "", "")
 		}
 	}()
+	r, ok := g.authorize(w, r)
+	if !ok {
+		return
+	}
 	g.mux.ServeHTTP(w, r)
 }
 

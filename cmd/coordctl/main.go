@@ -50,7 +50,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "coordctl: %s\n", oneLine(err.Error()))
 		return exitUsage
 	}
-	c, err := client.New(ctx, client.Config{Endpoints: inv.g.endpointList, RequestTimeout: inv.g.timeout})
+	cfg := client.Config{Endpoints: inv.g.endpointList, RequestTimeout: inv.g.timeout}
+	if err := inv.g.tls.apply(&cfg); err != nil {
+		fmt.Fprintf(stderr, "coordctl: %s\n", oneLine(err.Error()))
+		return exitFail
+	}
+	c, err := client.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "coordctl: %s\n", oneLine(err.Error()))
 		return exitFail

@@ -24,6 +24,7 @@ type globals struct {
 	endpointsSrc string // where endpoints came from, for error messages
 	output       string
 	timeout      time.Duration
+	tls          tlsFlags
 
 	endpointList []string // parsed from endpoints by check
 }
@@ -33,6 +34,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json")
 	fs.StringVar(&g.output, "output", g.output, "same as -o")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on each request, retries included")
+	g.tls.register(fs)
 }
 
 // noteSource records that --endpoints was given on the command line.
@@ -58,7 +60,7 @@ func (g *globals) check() error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("bad --timeout %v: must be positive", g.timeout)
 	}
-	return nil
+	return g.tls.check()
 }
 
 // env is what a command runs with.
@@ -92,7 +94,7 @@ type group struct {
 	cmds    []*command
 }
 
-var groups = []*group{clusterGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup, broadcastGroup,
+var groups = []*group{clusterGroup, tokenGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup, broadcastGroup,
 	insertGroup, flushGroup, segmentGroup, checkpointGroup, recoveryInfoGroup, binlogGroup}
 
 // invocation is a parsed command line.
@@ -113,6 +115,7 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	if v := strings.TrimSpace(getenv(envEndpoints)); v != "" {
 		g.endpoints, g.endpointsSrc = v, envEndpoints
 	}
+	g.tls.fromEnv(getenv)
 
 	root := newFlagSet("coordctl", g)
 	rest, err := parseFlags(root, args, false)

@@ -120,6 +120,13 @@ func TestBadInput(t *testing.T) {
 		{[]string{"replicate", "set", ""}, "", "FILE is empty"},
 		{[]string{"replicate", "set", "/nonexistent/replicate.json"}, "", "no such file"},
 		{[]string{"pchannel", "list", "-o", "yaml"}, "", `bad output format "yaml"`},
+		{[]string{"token", "create"}, "", "want ROLE, got 0"},
+		{[]string{"token", "create", "root"}, "", `unknown role "root"`},
+		{[]string{"token", "revoke", "xyz"}, "", "16 lower-case hex"},
+		{[]string{"--token", "t", "cluster", "status"}, "", "a token needs TLS"},
+		{[]string{"--tls-ca", "ca.crt", "--token", "t", "--token-file", "f", "cluster", "status"}, "", "not both"},
+		{[]string{"--tls-cert", "c.crt", "cluster", "status"}, "", "need --tls-ca"},
+		{[]string{"--tls-ca", "ca.crt", "--tls-cert", "c.crt", "cluster", "status"}, "", "together"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -188,7 +195,12 @@ func TestParse(t *testing.T) {
 		{[]string{"replicate", "get", "--timeout", "1s"}, "", nil, "table", time.Second, "replicate get"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			inv, err := parse(tc.args, func(string) string { return tc.env })
+			inv, err := parse(tc.args, func(k string) string {
+				if k == envEndpoints {
+					return tc.env
+				}
+				return ""
+			})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,101 @@
+package auth
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Interceptors returns the unary and stream interceptors that check every
+// call against the method table before the handler runs.
+func (a *Authenticator) Interceptors() []grpc.ServerOption {
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		ctx, err := a.check(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return h(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ctx, err := a.check(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return h(srv, &identityStream{ServerStream: ss, ctx: ctx})
+	}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream)}
+}
+
+type identityStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *identityStream) Context() context.Context { return s.ctx }
+
+// check authenticates and authorises one call; the returned context carries
+// the caller's Identity.
+func (a *Authenticator) check(ctx context.Context, method string) (context.Context, error) {
+	need, _ := MethodRole(method)
+	if need == RoleNone {
+		return ctx, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	c := Credentials{Authorization: first(md, "authorization"), CallerRole: first(md, MDCallerRole), PeerCert: grpcPeerCert(ctx)}
+	who, err := a.Authenticate(c)
+	if err == nil {
+		err = Authorize(who, need)
+	}
+	if err != nil {
+		return ctx, StatusOf(err)
+	}
+	return WithIdentity(ctx, who), nil
+}
+
+// StatusOf maps ErrUnauthenticated and ErrPermissionDenied to their gRPC
+// codes.
+func StatusOf(err error) error {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func first(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// grpcPeerCert is the caller's verified client certificate, or nil.
+func grpcPeerCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+		return nil
+	}
+	return ti.State.PeerCertificates[0]
+}
+
+// OutgoingCaller returns ctx with the caller's role added for a call
+// forwarded to another member (a no-op without an identity in ctx).
+func OutgoingCaller(ctx, out context.Context) context.Context {
+	if who, ok := IdentityFrom(ctx); ok {
+		return metadata.AppendToOutgoingContext(out, MDCallerRole, who.Role.String())
+	}
+	return out
+}

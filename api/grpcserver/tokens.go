@@ -1,0 +1,140 @@
+package grpcserver
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/auth"
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// WithAuth turns on authentication and authorisation (docs/security.md):
+// AuthInterceptors and the HTTP gateway check every call against the
+// tables of package auth, with tokens looked up in this node's FSM.
+func WithAuth() Option {
+	return func(s *Server) {
+		s.auth = auth.New(func(id string) (*logpb.TokenRecord, bool) { return s.node.State().Token(id) })
+	}
+}
+
+// WithPeerTLS makes calls forwarded to the leader use TLS with cfg (the
+// member's server certificate, which lets the leader trust the forwarded
+// caller role) instead of plaintext.
+func WithPeerTLS(cfg *tls.Config) Option { return func(s *Server) { s.peerTLS = cfg } }
+
+// Authenticator is the server's authenticator, nil when authentication is
+// disabled.
+func (s *Server) Authenticator() *auth.Authenticator { return s.auth }
+
+// AuthInterceptors are the gRPC server options that check every call, or
+// none when authentication is disabled. They must run before any handler.
+func (s *Server) AuthInterceptors() []grpc.ServerOption {
+	if s.auth == nil {
+		return nil
+	}
+	return s.auth.Interceptors()
+}
+
+// CreateToken draws a token, commits its hash with the requested role, and
+// returns the secret (the only time it is shown). InvalidArgument for a bad
+// role or name; ResourceExhausted when the table is full.
+func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenRequest) (*coordpb.CreateTokenResponse, error) {
+	role, err := auth.ParseRole(req.Role)
+	if err != nil {
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
+	}
+	tok, err := auth.NewToken()
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	rec := &logpb.TokenRecord{Id: tok.ID, Name: req.Name, Role: role.TokenRole(), SecretSha256: tok.SecretHash()}
+	cmd, err := commands.New(&logpb.CreateToken{Token: rec}, "")
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.CreateTokenResponse, error) {
+		return coordpb.NewTokensClient(c).CreateToken(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.commit(ctx, cmd); err != nil {
+		return nil, err
+	}
+	stored, ok := s.node.State().Token(tok.ID)
+	if !ok { // revoked since the commit
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: token %s was revoked right after its creation", errNotFound, tok.ID))
+	}
+	return &coordpb.CreateTokenResponse{Token: apiToken(stored), Secret: tok.String()}, nil
+}
+
+// ListTokens lists every token (never a secret or its hash), from this
+// node's state.
+func (s *Server) ListTokens(ctx context.Context, _ *coordpb.ListTokensRequest) (*coordpb.ListTokensResponse, error) {
+	out := &coordpb.ListTokensResponse{}
+	for _, t := range s.node.State().Tokens() {
+		out.Tokens = append(out.Tokens, apiToken(t))
+	}
+	return out, nil
+}
+
+// RevokeToken deletes a token; NotFound for an unknown ID.
+func (s *Server) RevokeToken(ctx context.Context, req *coordpb.RevokeTokenRequest) (*coordpb.RevokeTokenResponse, error) {
+	cmd, err := commands.New(&logpb.RevokeToken{Id: req.Id}, "")
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RevokeTokenResponse, error) {
+		return coordpb.NewTokensClient(c).RevokeToken(ctx, req, o...)
+	}); handled {
+		return resp, err
+	}
+	if _, err := s.commit(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &coordpb.RevokeTokenResponse{}, nil
+}
+
+func apiToken(t *logpb.TokenRecord) *coordpb.TokenInfo {
+	return &coordpb.TokenInfo{Id: t.Id, Name: t.Name, Role: auth.FromTokenRole(t.Role).String(),
+		CreatedUnixMs: t.CreatedMs, Bootstrap: t.Bootstrap}
+}
+
+// BootstrapTokenRoutine is a leader routine that installs tok as the
+// cluster's admin bootstrap token once: it does nothing when a bootstrap
+// token was ever installed (so a revoked one stays revoked), and retries a
+// failed proposal until it succeeds or the term ends.
+func BootstrapTokenRoutine(node *raftnode.Node, tok auth.Token, logger interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) raftnode.LeaderRoutine {
+	return func(ctx context.Context, term uint64) {
+		rec := &logpb.TokenRecord{Id: tok.ID, Name: "bootstrap", Role: logpb.TokenRole_TOKEN_ROLE_ADMIN,
+			SecretSha256: tok.SecretHash(), Bootstrap: true}
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			if node.State().BootstrapTokenInstalled() {
+				return
+			}
+			res, err := commands.Propose(ctx, node, &logpb.CreateToken{Token: rec}, "")
+			switch {
+			case err == nil && res.Rejection == nil:
+				logger.Info("installed the bootstrap admin token", "token_id", tok.ID, "term", term)
+				return
+			case err == nil:
+				logger.Warn("bootstrap token refused", "token_id", tok.ID, "reason", res.Rejection.Message)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+	}
+}

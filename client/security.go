@@ -1,0 +1,82 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/security"
+)
+
+// TLSFiles are the PEM files a client needs for a TLS cluster: the
+// cluster's CA (required) and, for mutual TLS, a client certificate and
+// key. ServerName overrides the name servers are verified against
+// (default security.ServerName, which every coordd server certificate
+// carries).
+type TLSFiles struct {
+	CA, Cert, Key, ServerName string
+}
+
+// LoadTLS reads f into a client TLS configuration.
+func LoadTLS(f TLSFiles) (*tls.Config, error) {
+	m, err := security.Load(security.Files{CA: f.CA, Cert: f.Cert, Key: f.Key})
+	if err != nil {
+		return nil, fmt.Errorf("client TLS: %w", err)
+	}
+	return m.APIClient(f.ServerName), nil
+}
+
+// ReadTokenFile reads a bearer token from a file (surrounding white space
+// dropped), for --token-file style flags.
+func ReadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// checkSecurity validates the TLS/token combination of a config.
+func (c Config) checkSecurity() error {
+	if c.Token != "" && c.TLS == nil {
+		return errors.New("client: a token needs TLS (it would cross the network in clear text); set Config.TLS")
+	}
+	if strings.ContainsAny(c.Token, " \t\r\n") {
+		return errors.New("client: the token contains white space")
+	}
+	return nil
+}
+
+// dialOptions are the transport and per-call credentials of every
+// connection the client opens.
+func (c Config) dialOptions() []grpc.DialOption {
+	if c.TLS == nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(c.TLS))}
+	if c.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(c.Token)))
+	}
+	return opts
+}
+
+// bearer sends "authorization: Bearer <token>" with every call, and only
+// over TLS.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }

@@ -1,0 +1,39 @@
+package client
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/coordpb"
+)
+
+// CreateToken creates a token with role (read, node or admin) and a label,
+// and returns it with its secret, which the cluster shows only this once.
+func (c *Client) CreateToken(ctx context.Context, role, name string) (*coordpb.CreateTokenResponse, error) {
+	var resp *coordpb.CreateTokenResponse
+	_, err := c.do(ctx, "CreateToken", mutation, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
+		resp, err = coordpb.NewTokensClient(cc).CreateToken(ctx, &coordpb.CreateTokenRequest{Role: role, Name: name}, opts...)
+		return err
+	})
+	return resp, err
+}
+
+// ListTokens lists every token (IDs, labels, roles; never secrets).
+func (c *Client) ListTokens(ctx context.Context) ([]*coordpb.TokenInfo, error) {
+	var resp *coordpb.ListTokensResponse
+	_, err := c.do(ctx, "ListTokens", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
+		resp, err = coordpb.NewTokensClient(cc).ListTokens(ctx, &coordpb.ListTokensRequest{}, opts...)
+		return err
+	})
+	return resp.GetTokens(), err
+}
+
+// RevokeToken deletes token id.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	_, err := c.do(ctx, "RevokeToken("+id+")", mutation, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
+		_, err = coordpb.NewTokensClient(cc).RevokeToken(ctx, &coordpb.RevokeTokenRequest{Id: id}, opts...)
+		return err
+	})
+	return err
+}

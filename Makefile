@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build run test test-short bench jepsen proto lint fuzz clean
+.PHONY: all build run run-secure test test-short bench jepsen proto lint fuzz clean
 
 all: build
 
@@ -24,6 +24,11 @@ build:
 # A local three-node cluster on loopback, data under ./data/dev. Ctrl-C stops it.
 run: build
 	$(BIN)/coordd dev --data-dir ./data/dev
+
+# The same cluster with TLS everywhere, mutual TLS on raft and tokens: a
+# throwaway CA, certificates and an admin token under ./data/dev-secure/pki.
+run-secure: build
+	$(BIN)/coordd dev --secure --data-dir ./data/dev-secure
 
 test: build lint
 	$(GO) test $(GOFLAGS_B) -count=1 -timeout 12m ./...

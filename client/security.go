@@ -60,13 +60,18 @@ func (c Config) checkSecurity() error {
 
 // dialOptions are the transport and per-call credentials of every
 // connection the client opens.
-func (c Config) dialOptions() []grpc.DialOption {
-	if c.TLS == nil {
+func (c Config) dialOptions() []grpc.DialOption { return TransportOptions(c.TLS, c.Token) }
+
+// TransportOptions are the dial options for coordd's gRPC port: TLS with
+// tlsCfg (plaintext when nil) and, when token is set, the bearer token on
+// every call (only ever sent over TLS). Streaming nodes use it too.
+func TransportOptions(tlsCfg *tls.Config, token string) []grpc.DialOption {
+	if tlsCfg == nil {
 		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(c.TLS))}
-	if c.Token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(c.Token)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 	}
 	return opts
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	supervise "github.com/coordd/coordd/proc"
+	"github.com/coordd/coordd/security"
 )
 
 // LauncherConfig describes a local multi-process cluster on one host:
@@ -35,6 +36,50 @@ type LauncherConfig struct {
 	StreamingNodes     int
 	StreamingBinary    string   // path to the streamingnode binary
 	StreamingExtraArgs []string // appended to every streaming node's command line
+
+	// Security, when set, runs every process with TLS and authentication
+	// (`coordd dev --secure`); nil runs them with --insecure.
+	Security *LaunchSecurity
+}
+
+// LaunchSecurity is the TLS material and bootstrap token of a secure
+// launched cluster (security.WriteDevPKI writes a matching set).
+type LaunchSecurity struct {
+	Server             security.Files // every member's server certificate
+	Node               security.Files // streaming nodes' client certificate (role node)
+	BootstrapTokenFile string
+}
+
+// memberArgs are the security flags of a member.
+func (s *LaunchSecurity) memberArgs() []string {
+	if s == nil {
+		return []string{"--insecure"}
+	}
+	args := []string{"--insecure=false", "--tls-ca", s.Server.CA, "--tls-cert", s.Server.Cert, "--tls-key", s.Server.Key}
+	if s.BootstrapTokenFile != "" {
+		args = append(args, "--bootstrap-token-file", s.BootstrapTokenFile)
+	}
+	return args
+}
+
+// streamingArgs are the security flags of a streaming node.
+func (s *LaunchSecurity) streamingArgs() []string {
+	if s == nil {
+		return nil
+	}
+	return []string{"--tls-ca", s.Node.CA, "--tls-cert", s.Node.Cert, "--tls-key", s.Node.Key}
+}
+
+// httpClient is how the launcher probes members' /readyz.
+func (s *LaunchSecurity) httpClient() (*http.Client, string, error) {
+	if s == nil {
+		return &http.Client{Timeout: time.Second}, "http://", nil
+	}
+	m, err := security.Load(security.Files{CA: s.Server.CA})
+	if err != nil {
+		return nil, "", err
+	}
+	return &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: m.APIClient("")}}, "https://", nil
 }
 
 // LocalMember is one coordd member of a launched cluster.
@@ -154,7 +199,7 @@ func (l *Launcher) StartMember(i int) error {
 	args := append([]string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
-		"--peers", l.peers()}, l.cfg.ExtraArgs...)
+		"--peers", l.peers()}, append(l.cfg.Security.memberArgs(), l.cfg.ExtraArgs...)...)
 	if l.cfg.MemberArgs != nil {
 		args = append(args, l.cfg.MemberArgs(i)...)
 	}
@@ -168,7 +213,7 @@ func (l *Launcher) StartStreamingNode(i int) error {
 		return fmt.Errorf("create wal dir: %w", err)
 	}
 	args := append([]string{"--coord", l.Endpoints(), "--addr", sn.Addr, "--wal-dir", l.WALDir(),
-		"--data-dir", sn.DataDir}, l.cfg.StreamingExtraArgs...)
+		"--data-dir", sn.DataDir}, append(l.cfg.Security.streamingArgs(), l.cfg.StreamingExtraArgs...)...)
 	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
 }
 
@@ -216,9 +261,12 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 func (l *Launcher) WaitReady(ctx context.Context, i int, timeout time.Duration) error {
 	m := l.members[i]
 	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: time.Second}
+	client, scheme, err := l.cfg.Security.httpClient()
+	if err != nil {
+		return fmt.Errorf("member %s readiness probe: %w", m.ID, err)
+	}
 	for time.Now().Before(deadline) {
-		resp, err := client.Get("http://" + m.HTTPAddr + "/readyz")
+		resp, err := client.Get(scheme + m.HTTPAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -43,6 +43,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// Members started directly by tests (not through the launcher, which
+	// passes --insecure itself) run plaintext without authentication unless
+	// a test passes TLS flags and --insecure=false (secure_mp_test.go).
+	os.Setenv("COORDD_INSECURE", "true")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -17,7 +17,7 @@ const module = "github.com/coordd/coordd/"
 // to the first group its path is or lies under.
 var groups = []string{
 	"api/coordpb", // generated wire schema, shared by clients and servers
-	"commands", "leadership", "testutil", "binlog", "objectstore", "proc",
+	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "security",
 	"fsm", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
 }
@@ -30,12 +30,12 @@ var allowed = map[string][]string{
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
 	"controller":    {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
-	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller"},
-	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc"},
-	"client":        {"api/coordpb", "commands"},
+	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller", "security"},
+	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc", "security"},
+	"client":        {"api/coordpb", "commands", "security"},
 	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore"},
 	"cmd": {"api/coordpb", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
-		"client", "streamingnode", "binlog", "objectstore"},
+		"client", "streamingnode", "binlog", "objectstore", "security"},
 	"jepsen-style-tests": {"api/coordpb", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc"},
 	"bench":              {"api/coordpb", "commands", "client", "cluster", "testutil"},
 	"docs":               {},

@@ -135,13 +135,26 @@ func (kp KeyPair) Write(dir, name string) (certPath, keyPath string, err error) 
 
 // DevPKI is what WriteDevPKI wrote.
 type DevPKI struct {
-	Server, Client Files
+	// Server is every member's certificate; Client identifies a user
+	// (the role then comes from a token); Node carries the node role,
+	// for streaming nodes.
+	Server, Client, Node Files
+}
+
+// DevPKIIn names the files WriteDevPKI writes into dir.
+func DevPKIIn(dir string) DevPKI {
+	ca := filepath.Join(dir, "ca.crt")
+	f := func(name string) Files {
+		return Files{CA: ca, Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
+	}
+	return DevPKI{Server: f("server"), Client: f("client"), Node: f("node")}
 }
 
 // WriteDevPKI creates dir and writes a fresh CA (ca.crt; its key is not
 // kept: nothing more is ever signed with it), a server certificate for
-// loopback (server.crt/.key) and a client certificate without a role
-// (client.crt/.key), valid from now-1h for validity.
+// loopback (server.crt/.key), a client certificate without a role
+// (client.crt/.key) and one with the node role (node.crt/.key), valid from
+// now-1h for validity.
 func WriteDevPKI(dir string, now time.Time, validity time.Duration) (DevPKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return DevPKI{}, fmt.Errorf("create %s: %w", dir, err)
@@ -163,12 +176,14 @@ func WriteDevPKI(dir string, now time.Time, validity time.Duration) (DevPKI, err
 	if err != nil {
 		return DevPKI{}, err
 	}
-	out := DevPKI{Server: Files{CA: caPath}, Client: Files{CA: caPath}}
-	if out.Server.Cert, out.Server.Key, err = srv.Write(dir, "server"); err != nil {
+	node, err := ca.IssueClient("streamingnode", "node", from, to)
+	if err != nil {
 		return DevPKI{}, err
 	}
-	if out.Client.Cert, out.Client.Key, err = cli.Write(dir, "client"); err != nil {
-		return DevPKI{}, err
+	for name, kp := range map[string]KeyPair{"server": srv, "client": cli, "node": node} {
+		if _, _, err := kp.Write(dir, name); err != nil {
+			return DevPKI{}, err
+		}
 	}
-	return out, nil
+	return DevPKIIn(dir), nil
 }

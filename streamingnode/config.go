@@ -1,6 +1,7 @@
 package streamingnode
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,12 @@ type Config struct {
 	// Coord lists coordd gRPC endpoints (host:port). Any member will do:
 	// followers forward to the leader.
 	Coord []string
+	// CoordTLS, when set, is the TLS of the connections to coordd
+	// (client.LoadTLS builds it); CoordToken, when set, is sent as the
+	// bearer token (it needs CoordTLS). A secure cluster needs the node
+	// role: a token of that role, or a client certificate carrying it.
+	CoordTLS   *tls.Config
+	CoordToken string
 	// Addr is the listen address of the StreamingNodeService and the address
 	// registered with coordd. With port 0 (tests) the bound address is
 	// registered instead.
@@ -82,6 +89,9 @@ func (c *Config) setDefaults() {
 }
 
 func (c *Config) validate() error {
+	if c.CoordToken != "" && c.CoordTLS == nil {
+		return errors.New("streamingnode: a coordd token needs TLS (CoordTLS)")
+	}
 	if len(c.Coord) == 0 {
 		return errors.New("streamingnode: at least one coordd endpoint is required")
 	}

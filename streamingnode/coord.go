@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -24,10 +23,10 @@ type coordPool struct {
 	cur   atomic.Int64
 }
 
-func newCoordPool(addrs []string) (*coordPool, error) {
+func newCoordPool(addrs []string, opts ...grpc.DialOption) (*coordPool, error) {
 	p := &coordPool{addrs: addrs}
 	for _, a := range addrs {
-		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(a, opts...)
 		if err != nil {
 			p.close()
 			return nil, fmt.Errorf("streamingnode: coordd endpoint %s: %w", a, err)

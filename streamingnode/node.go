@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/streamingnode/wal"
 )
 
@@ -94,7 +95,7 @@ func Start(cfg Config) (*Node, error) {
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" || port == "" {
 		addr = lis.Addr().String()
 	}
-	pool, err := newCoordPool(cfg.Coord)
+	pool, err := newCoordPool(cfg.Coord, client.TransportOptions(cfg.CoordTLS, cfg.CoordToken)...)
 	if err != nil {
 		lis.Close()
 		return nil, err

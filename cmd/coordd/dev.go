@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/security"
 )
 
 type devConfig struct {
@@ -17,6 +19,7 @@ type devConfig struct {
 	BasePort        int
 	StreamingNodes  int
 	StreamingBinary string
+	Secure          bool
 }
 
 func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
@@ -28,6 +31,7 @@ func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
 	fs.IntVar(&c.BasePort, "base-port", 7001, "member i listens on gRPC base+i-1, HTTP base+1000+i-1, raft base+100+i-1; streaming node i on base+200+i-1")
 	fs.IntVar(&c.StreamingNodes, "streaming-nodes", 2, "reference streaming nodes to start beside the cluster (0..16)")
 	fs.StringVar(&c.StreamingBinary, "streamingnode-binary", "", "streamingnode binary (default: next to this coordd binary)")
+	fs.BoolVar(&c.Secure, "secure", false, "TLS everywhere, mutual TLS on raft, and tokens: a throwaway CA, certificates and an admin token under DATA_DIR/pki (kept and reused on later runs)")
 	if err := fs.Parse(args); err != nil {
 		return c, errUsage
 	}
@@ -62,17 +66,27 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 			return badConfig("streaming node binary: %v (build it with 'make build', or pass --streaming-nodes 0)", err)
 		}
 	}
+	var sec *cluster.LaunchSecurity
+	if c.Secure {
+		if sec, err = devSecurity(filepath.Join(c.DataDir, "pki"), time.Now()); err != nil {
+			return err
+		}
+	}
 	l := cluster.NewLauncher(cluster.LauncherConfig{
 		Binary: exe, DataDir: c.DataDir, Nodes: c.Nodes, BasePort: c.BasePort, Host: "127.0.0.1", LogOut: stderr,
-		StreamingNodes: c.StreamingNodes, StreamingBinary: snBinary,
+		StreamingNodes: c.StreamingNodes, StreamingBinary: snBinary, Security: sec,
 	})
 	if err := l.Start(ctx); err != nil {
 		return err
 	}
 	defer l.Stop()
 	fmt.Fprintln(stdout, "coordd dev cluster is up (Ctrl-C stops it):")
+	scheme := "http"
+	if sec != nil {
+		scheme = "https"
+	}
 	for _, m := range l.Members() {
-		fmt.Fprintf(stdout, "  %-4s grpc %-16s http http://%-16s raft %-16s data %s\n", m.ID, m.GRPCAddr, m.HTTPAddr, m.RaftAddr, m.DataDir)
+		fmt.Fprintf(stdout, "  %-4s grpc %-16s http %s://%-16s raft %-16s data %s\n", m.ID, m.GRPCAddr, scheme, m.HTTPAddr, m.RaftAddr, m.DataDir)
 	}
 	for _, sn := range l.StreamingNodes() {
 		fmt.Fprintf(stdout, "  %-4s streaming node %-16s data %s (WALs in %s)\n", sn.Name, sn.Addr, sn.DataDir, l.WALDir())
@@ -81,7 +95,15 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 		objects := filepath.Join(filepath.Dir(l.WALDir()), "objects")
 		fmt.Fprintf(stdout, "  binlogs: file://%s (the streaming nodes' default object store; coordctl binlog dump --object-store %s)\n", objects, objects)
 	}
-	fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s cluster status\n", l.Endpoints())
+	if sec != nil {
+		pki := filepath.Dir(sec.Server.CA)
+		fmt.Fprintf(stdout, "  secure: TLS on every port, mutual TLS on raft; CA, certificates and the admin token in %s\n", pki)
+		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s --tls-ca %s --token-file %s cluster status\n",
+			l.Endpoints(), sec.Server.CA, sec.BootstrapTokenFile)
+		fmt.Fprintf(stdout, "     (then 'token create read --name me' and revoke the bootstrap token: docs/security.md)\n")
+	} else {
+		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s cluster status\n", l.Endpoints())
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-l.Exited():
@@ -89,4 +111,31 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "stopping")
 	return nil
+}
+
+// devSecurity returns the PKI and admin token of a secure dev cluster in
+// dir, creating them on the first run. Later runs reuse them: the cluster
+// in the data dir installed that admin token once and would refuse a new
+// one (docs/security.md#bootstrap-token).
+func devSecurity(dir string, now time.Time) (*cluster.LaunchSecurity, error) {
+	files := security.DevPKIIn(dir)
+	tokenPath := filepath.Join(dir, "admin.token")
+	if _, err := os.Stat(files.Server.CA); os.IsNotExist(err) {
+		if files, err = security.WriteDevPKI(dir, now, 90*24*time.Hour); err != nil {
+			return nil, fmt.Errorf("dev PKI: %w", err)
+		}
+		tok, err := generateToken()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(tokenPath, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write admin token: %w", err)
+		}
+	}
+	for _, p := range []string{files.Server.Cert, files.Node.Cert, tokenPath} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, badConfig("dev PKI in %s is incomplete (%v): remove the directory to start over", dir, err)
+		}
+	}
+	return &cluster.LaunchSecurity{Server: files.Server, Node: files.Node, BootstrapTokenFile: tokenPath}, nil
 }

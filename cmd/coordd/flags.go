@@ -41,6 +41,7 @@ type serveConfig struct {
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
 	Limits                                    limitFlags
+	Security                                  securityFlags
 	Raft                                      raftnode.Config
 }
 
@@ -71,6 +72,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	c.Broadcast.register(fs)
 	c.Segments.register(fs)
 	c.Limits.register(fs)
+	c.Security.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "raft leader lease (<= heartbeat timeout)")
@@ -212,6 +214,9 @@ func (c serveConfig) validate() error {
 		return err
 	}
 	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	if err := c.Security.validate(); err != nil {
 		return err
 	}
 	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {

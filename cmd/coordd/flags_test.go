@@ -17,7 +17,15 @@ import (
 // env is a fake environment for parseServeFlags.
 type env map[string]string
 
-func (e env) get(k string) string { return e[k] }
+// get looks k up; COORDD_INSECURE defaults to "true" so the many cases
+// about other flags need not repeat the security choice
+// (securityflags_test.go covers it, with the default off).
+func (e env) get(k string) string {
+	if v, ok := e[k]; ok || k != "COORDD_INSECURE" {
+		return v
+	}
+	return "true"
+}
 
 // writeFile writes a config file into a fresh temporary directory.
 func writeFile(t *testing.T, content string) string {
@@ -219,7 +227,8 @@ func TestParseServeFlagsValid(t *testing.T) {
 			MaxIdle: 10 * time.Minute, MinSizeFromIdleToSealed: 16, MaxBinlogFiles: 32, ChannelGrowingMB: 4096,
 			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second, DroppedRetention: 3 * time.Hour},
 		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
-			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute}}
+			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute},
+		Security: securityFlags{Insecure: true}}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
 		f(&c)
@@ -368,6 +377,7 @@ func clearEnv(t *testing.T) {
 // starts: bad configuration and usage errors exit 2 with a message.
 func TestRunExitCodes(t *testing.T) {
 	clearEnv(t)
+	t.Setenv("COORDD_INSECURE", "true")
 	tests := []struct {
 		name   string
 		args   []string

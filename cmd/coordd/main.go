@@ -1,7 +1,8 @@
 // Command coordd is the coordd server.
 //
 //	coordd [serve] --id ID --data-dir DIR --raft-addr A --grpc-addr A --http-addr A (--peers ... | --join A)
-//	coordd dev [--data-dir ./data/dev]     a three-node cluster on loopback, in the foreground
+//	coordd dev [--data-dir ./data/dev] [--secure]   a three-node cluster on loopback, in the foreground
+//	coordd token generate                  print a fresh token for --bootstrap-token-file
 //
 // Every flag has an environment equivalent (COORDD_ plus the flag name in
 // upper snake case) and may be set in a JSON config file (--config) keyed by
@@ -26,7 +27,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "dev" || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "dev" || args[0] == "token" || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -35,6 +36,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var cfg serveConfig
 		if cfg, err = parseServeFlags(args, os.Getenv, stderr); err == nil {
 			err = serve(ctx, cfg, stderr)
+		}
+	case "token":
+		if len(args) != 1 || args[0] != "generate" {
+			fmt.Fprintln(stderr, "usage: coordd token generate")
+			return 2
+		}
+		var tok string
+		if tok, err = generateToken(); err == nil {
+			fmt.Fprintln(stdout, tok)
 		}
 	case "dev":
 		var cfg devConfig
@@ -62,4 +72,9 @@ const usage = `coordd — a Raft-replicated coordinator for streaming vector dat
 
 usage:
   coordd [serve] [flags]   run one member (see 'coordd serve -h')
-  coordd dev [flags]       run a local three-node cluster on loopback (see 'coordd dev -h')`
+  coordd dev [flags]       run a local three-node cluster on loopback (see 'coordd dev -h')
+  coordd token generate    print a fresh admin token for --bootstrap-token-file
+
+coordd serve is secure by default (TLS, mutual TLS on raft, tokens): give
+--tls-ca/--tls-cert/--tls-key, or --insecure for plaintext without
+authentication (development only). See docs/security.md.`

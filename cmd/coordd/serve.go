@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/coordd/coordd/api/grpcserver"
@@ -40,7 +41,14 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
-	node, lis, err := openNode(c, logger)
+	sec, err := c.Security.load()
+	if err != nil {
+		return err
+	}
+	if sec == nil {
+		logger.Warn("INSECURE: plaintext on every port and no authentication (--insecure); anyone who can reach a port controls the cluster")
+	}
+	node, lis, err := openNode(c, sec, logger)
 	if err != nil {
 		return err
 	}
@@ -55,12 +63,15 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	defer set.Close()
 	node.AddLeaderRoutine(routines.Name, set.Run) // every leader routine, in order
-	srv, err := newAPI(c, node, set, reg, logger)
+	if sec != nil && sec.bootstrap != nil {
+		node.AddLeaderRoutine("bootstrap-token", grpcserver.BootstrapTokenRoutine(node, *sec.bootstrap, logger.Named("auth")))
+	}
+	srv, err := newAPI(c, sec, node, set, reg, logger)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	g, hs, err := newServers(c, node, srv, reg, lis, logger)
+	g, hs, err := newServers(c, sec, node, srv, reg, lis, logger)
 	if err != nil {
 		return err
 	}
@@ -69,10 +80,21 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	errc := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- g.Serve(lis.grpc) }()
-	go func() { defer wg.Done(); errc <- hs.Serve(lis.http) }()
+	go func() {
+		defer wg.Done()
+		if hs.TLSConfig != nil {
+			errc <- hs.ServeTLS(lis.http, "", "") // certificates are in TLSConfig
+			return
+		}
+		errc <- hs.Serve(lis.http)
+	}()
 
 	opts := cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join, Logger: logger,
 		TestOnlySkipIdentityCheck: c.TestOnlySkipIdentityCheck}
+	if sec != nil {
+		opts.RaftTLS = &raftnode.RaftTLS{Server: sec.tls.RaftServer(), Client: sec.tls.RaftClient()}
+		opts.APITLS = sec.tls.APIClient("")
+	}
 	bgctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := cluster.Enter(bgctx, node, opts); err != nil {
@@ -116,9 +138,12 @@ type listeners struct {
 // raft node, in that order: a data dir in use, damaged, or one that lost
 // its raft state is refused before any port is bound, and a port clash
 // fails before raft starts.
-func openNode(c serveConfig, logger hclog.Logger) (*raftnode.Node, listeners, error) {
+func openNode(c serveConfig, sec *secureSetup, logger hclog.Logger) (*raftnode.Node, listeners, error) {
 	rc := c.Raft
 	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
+	if sec != nil {
+		rc.TLS = &raftnode.RaftTLS{Server: sec.tls.RaftServer(), Client: sec.tls.RaftClient()}
+	}
 	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
 	if len(c.RaftDial) > 0 {
 		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
@@ -193,10 +218,13 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 
 // newAPI builds the gRPC services over the node and the controllers, and
 // registers the metrics that read them.
-func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logger hclog.Logger) (*grpcserver.Server, error) {
-	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set,
-		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
-		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() }))
+func newAPI(c serveConfig, sec *secureSetup, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logger hclog.Logger) (*grpcserver.Server, error) {
+	opts := []grpcserver.Option{grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
+		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
+	if sec != nil {
+		opts = append(opts, grpcserver.WithAuth(), grpcserver.WithPeerTLS(sec.tls.APIClient("")))
+	}
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set, opts...)
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
 		srv.Close()
 		return nil, err
@@ -216,32 +244,37 @@ func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.
 
 // newServers builds the gRPC server and the HTTP gateway (with pprof when
 // enabled) over srv.
-func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg *metrics.Registry, lis listeners, logger hclog.Logger) (*grpc.Server, *http.Server, error) {
-	// The logging interceptors run outside the recovery ones, so a
-	// recovered panic (answered Internal) is logged with its request ID too.
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(8 << 20),
+func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcserver.Server, reg *metrics.Registry, lis listeners, logger hclog.Logger) (*grpc.Server, *http.Server, error) {
+	// Authorisation runs first, before any handler; the logging
+	// interceptors run outside the recovery ones, so a recovered panic
+	// (answered Internal) is logged with its request ID too.
+	opts := srv.AuthInterceptors()
+	if sec != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls.APIServer())))
+	}
+	g := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(8<<20),
 		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())),
 		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
 	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, lis.http) }); err != nil {
 		return nil, nil, err
 	}
 	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
-	var handler http.Handler = gw
 	if c.EnablePprof {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.Handle("/", gw)
-		handler = mux
+		// On the gateway, so they need the admin role like every route.
+		gw.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
+		gw.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		gw.Handle("/debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+		gw.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
+	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
 		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
+	if sec != nil {
+		hs.TLSConfig = sec.tls.APIServer()
+	}
 	return g, hs, nil
 }
 

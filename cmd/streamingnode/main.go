@@ -30,6 +30,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/streamingnode"
 )
 
@@ -69,7 +70,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return 0
 }
 
-func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string) *flag.FlagSet {
+// secFlags name the files of a secure coordd cluster (docs/security.md).
+type secFlags struct{ ca, cert, key, tokenFile string }
+
+func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("streamingnode", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -82,6 +86,10 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string) *flag.FlagSe
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away")
 	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA")
+	fs.StringVar(&sec.cert, "tls-cert", "", "client certificate file for mutual TLS (one carrying the node role needs no token)")
+	fs.StringVar(&sec.key, "tls-key", "", "key of --tls-cert")
+	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding a coordd token with the node role (needs --tls-ca)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "test-only-unsafe-no-fence", false,
 		"TEST ONLY, breaks the node: appends ignore the WAL fence and Remove is ignored, so a deposed owner keeps writing (tests of the Jepsen-style checkers)")
 	return fs
@@ -93,7 +101,7 @@ func usage() string {
 	b.WriteString("usage: streamingnode --coord HOST:PORT[,...] --addr HOST:PORT --wal-dir DIR [flags]\n\nflags (environment: STREAMINGNODE_<FLAG>, e.g. STREAMINGNODE_WAL_DIR):\n")
 	var cfg streamingnode.Config
 	var coord, level string
-	newFlagSet(&cfg, &coord, &level).VisitAll(func(f *flag.Flag) {
+	newFlagSet(&cfg, &coord, &level, &secFlags{}).VisitAll(func(f *flag.Flag) {
 		fmt.Fprintf(&b, "  --%s\n        %s", f.Name, f.Usage)
 		if f.DefValue != "" {
 			fmt.Fprintf(&b, " (default %s)", f.DefValue)
@@ -112,7 +120,8 @@ func envName(flagName string) string {
 func parseFlags(args []string, getenv func(string) string) (streamingnode.Config, string, error) {
 	var cfg streamingnode.Config
 	var coord, logLevel string
-	fs := newFlagSet(&cfg, &coord, &logLevel)
+	var sec secFlags
+	fs := newFlagSet(&cfg, &coord, &logLevel, &sec)
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
 	}
@@ -163,7 +172,31 @@ func parseFlags(args []string, getenv func(string) string) (streamingnode.Config
 	if hclog.LevelFromString(logLevel) == hclog.NoLevel {
 		return cfg, "", fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
 	}
+	if err := sec.load(&cfg); err != nil {
+		return cfg, "", err
+	}
 	return cfg, logLevel, nil
+}
+
+// load reads the TLS files and token into cfg.
+func (s secFlags) load(cfg *streamingnode.Config) error {
+	if s.ca == "" {
+		if s.cert != "" || s.key != "" || s.tokenFile != "" {
+			return errors.New("--tls-cert, --tls-key and --token-file need --tls-ca")
+		}
+		return nil
+	}
+	tc, err := client.LoadTLS(client.TLSFiles{CA: s.ca, Cert: s.cert, Key: s.key})
+	if err != nil {
+		return err
+	}
+	cfg.CoordTLS = tc
+	if s.tokenFile != "" {
+		if cfg.CoordToken, err = client.ReadTokenFile(s.tokenFile); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkAddr checks HOST:PORT. The listen address is also what other

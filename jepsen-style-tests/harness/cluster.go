@@ -299,6 +299,9 @@ func (c *Cluster) args(i int) []string {
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
 		"--raft-dial", strings.Join(dial, ","), "--log-level", c.cfg.LogLevel,
+		// Plaintext without authentication: the faults under test are
+		// about consensus, not transport security (docs/security.md).
+		"--insecure",
 	}
 	if via, ok := c.join[i]; ok {
 		args = append(args, "--join", via)

@@ -59,6 +59,7 @@ $(STATICCHECK):
 
 fuzz:
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzDecode -fuzztime=30s ./commands
+	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzParseAuthorization -fuzztime=30s ./api/auth
 
 clean:
 	rm -rf $(BIN) data

@@ -113,7 +113,7 @@ func startTestNodeCfg(t *testing.T, rc routines.Config, opts ...Option) *testNod
 	// The leader routine must be registered before the node can lead.
 	node.AddLeaderRoutine(routines.Name, set.Run)
 	tn.srv = New(node, self, logger.Named("api"), set, opts...)
-	tn.grpc = grpc.NewServer(tn.srv.RecoveryInterceptors()...)
+	tn.grpc = grpc.NewServer(append(tn.srv.AuthInterceptors(), tn.srv.RecoveryInterceptors()...)...)
 	tn.srv.Register(tn.grpc)
 	go func() { _ = tn.grpc.Serve(lis) }()
 	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {

@@ -46,6 +46,7 @@ type gatewayNode struct {
 	metrics *metrics.Registry
 	conn    *grpc.ClientConn
 	dataDir string
+	set     *routines.Set // the controllers, for extra servers over the same node
 }
 
 var shared *gatewayNode
@@ -101,6 +102,7 @@ func startGatewayNode() (*gatewayNode, error) {
 		return g, err
 	}
 	g.node.AddLeaderRoutine(routines.Name, set.Run)
+	g.set = set
 	g.srv = grpcserver.New(g.node, g.self, logger.Named("api"), set)
 	g.grpc = grpc.NewServer()
 	g.srv.Register(g.grpc)

@@ -1,0 +1,183 @@
+package cluster_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/auth"
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/security"
+	"github.com/coordd/coordd/testutil"
+)
+
+// TestSecureCluster runs three coordd processes and a streaming node the way
+// `coordd dev --secure` does (TLS on every port, mutual TLS on raft, a
+// bootstrap admin token, the streaming node authenticated by a node-role
+// certificate) and checks, over real sockets:
+//   - the bootstrap token works on every member; the streaming node registered;
+//   - a plaintext client and a plaintext HTTP request are refused;
+//   - on the raft port a client certificate from the cluster's own CA is
+//     refused, a server certificate accepted;
+//   - roles hold through a follower: a read token reads (forwarded) but cannot
+//     drain; an admin token creates a token through a follower (forwarded);
+//     a server certificate forwarding a read caller cannot act as admin;
+//   - a revoked token stops working on every member; coordctl creates tokens.
+func TestSecureCluster(t *testing.T) {
+	dir := t.TempDir()
+	pki, err := security.WriteDevPKI(filepath.Join(dir, "pki"), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := auth.NewToken()
+	bootFile := filepath.Join(dir, "pki", "admin.token")
+	if err := os.WriteFile(bootFile, []byte(boot.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1,
+		Security: &cluster.LaunchSecurity{Server: pki.Server, Node: pki.Node, BootstrapTokenFile: bootFile}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clientTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Client.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := func(token string, endpoints ...string) *client.Client {
+		t.Helper()
+		c, err := client.New(ctx, client.Config{Endpoints: endpoints, TLS: clientTLS, Token: token, RequestTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	code := func(err error) codes.Code { return status.Code(err) }
+
+	// The first leader installs the bootstrap token; every member accepts it.
+	admin := connect(boot.String(), strings.Split(l.Endpoints(), ",")...)
+	var leaderID string
+	testutil.Eventually(t, "the bootstrap token to work", func() bool {
+		st, err := admin.Status(ctx)
+		if err == nil {
+			leaderID = st.GetLeaderId()
+		}
+		return err == nil && leaderID != ""
+	})
+	follower := l.Members()[0]
+	if follower.ID == leaderID {
+		follower = l.Members()[1]
+	}
+	testutil.Eventually(t, "the streaming node (node-role certificate) to register", func() bool {
+		ns, err := admin.ListNodes(ctx, coordpb.ReadConsistency_STALE, true)
+		return err == nil && len(ns) == 1 && ns[0].GetState() == "UP"
+	})
+
+	// Plaintext is refused on the gRPC and HTTP ports.
+	plain, err := client.New(ctx, client.Config{Endpoints: []string{follower.GRPCAddr}, MaxRetries: -1, RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Status(ctx); err == nil {
+		t.Fatal("a plaintext client got an answer from a TLS member")
+	}
+	if resp, err := http.Get("http://" + follower.HTTPAddr + "/v1/cluster/status"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("plaintext HTTP: %d, want 400", resp.StatusCode)
+		}
+	}
+	https := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	if resp, err := https.Get("https://" + follower.HTTPAddr + "/v1/cluster/status"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("HTTPS without a token: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// The raft port: the CVE-2021-37219 shape (a client certificate from the
+	// same CA) is refused; a server certificate is accepted.
+	raftTLS := func(f security.Files) *raftnode.RaftTLS {
+		m, err := security.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raftnode.RaftTLS{Server: m.RaftServer(), Client: m.RaftClient()}
+	}
+	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Node).Client); err == nil {
+		t.Fatalf("raft port answered a client certificate: %+v", who)
+	}
+	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, nil); err == nil {
+		t.Fatalf("raft port answered a plaintext probe: %+v", who)
+	}
+	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Server).Client); err != nil || who.MemberID != follower.ID {
+		t.Fatalf("raft port refused a server certificate: %+v %v", who, err)
+	}
+
+	// Roles through a follower.
+	created, err := connect(boot.String(), follower.GRPCAddr).CreateToken(ctx, "read", "dashboard")
+	if err != nil {
+		t.Fatalf("admin creates a token through a follower: %v", err)
+	}
+	reader := connect(created.GetSecret(), follower.GRPCAddr)
+	testutil.Eventually(t, "the new read token to reach the follower", func() bool {
+		_, err := reader.Members(ctx, coordpb.ReadConsistency_LINEARIZABLE) // forwarded to the leader
+		return err == nil
+	})
+	if _, err := reader.DrainNode(ctx, 1, true, ""); code(err) != codes.PermissionDenied {
+		t.Fatalf("read token drains a node: %v, want PermissionDenied", err)
+	}
+	// A server certificate vouching for a read caller gets read rights, not
+	// its own admin rights, at the leader.
+	serverTLS, err := security.Load(pki.Server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaderAddr string
+	for _, m := range l.Members() {
+		if m.ID == leaderID {
+			leaderAddr = m.GRPCAddr
+		}
+	}
+	conn, err := grpc.NewClient(leaderAddr, grpc.WithTransportCredentials(credentials.NewTLS(serverTLS.APIClient(""))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fwd := metadata.AppendToOutgoingContext(ctx, auth.MDCallerRole, "read")
+	if _, err := coordpb.NewChannelsClient(conn).DrainNode(fwd, &coordpb.DrainNodeRequest{NodeId: 1}); code(err) != codes.PermissionDenied {
+		t.Fatalf("forwarded read caller drains a node: %v, want PermissionDenied", err)
+	}
+
+	// Revocation reaches every member.
+	if err := admin.RevokeToken(ctx, created.GetToken().GetId()); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range l.Members() {
+		c := connect(created.GetSecret(), m.GRPCAddr)
+		testutil.Eventually(t, "the revoked token to be refused by "+m.ID, func() bool {
+			_, err := c.Status(ctx)
+			return code(err) == codes.Unauthenticated
+		})
+	}
+
+	// coordctl speaks TLS with a token file and prints a new secret once.
+	out, err := exec.CommandContext(ctx, coordctlBinary, "--endpoints", l.Endpoints(), "--tls-ca", pki.Client.CA,
+		"--token-file", bootFile, "token", "create", "node", "--name", "proxy").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cdt_") {
+		t.Fatalf("coordctl token create: %v\n%s", err, out)
+	}
+}

@@ -31,7 +31,8 @@ type fakeCoord struct {
 	cpRegress int
 	stale     int // saves answered stale
 	// deferSaves: that many partial saves are answered with an error and
-	// recorded only after the next GetRecoveryInfo — a save that commits
+	// recorded only after the next GetRecoveryInfo of their VChannel has
+	// answered without them — a save that commits
 	// after its flusher gave up on it and recovered without it.
 	deferSaves int
 	deferred   []*coordpb.SaveBinlogPathsRequest
@@ -86,10 +87,15 @@ func (f *fakeCoord) GetRecoveryInfo(ctx context.Context, v string) (*coordpb.Get
 			resp.Unflushed = append(resp.Unflushed, ref)
 		}
 	}
+	var later []*coordpb.SaveBinlogPathsRequest
 	for _, req := range f.deferred {
-		f.save(req)
+		if req.Vchannel == v {
+			f.save(req)
+		} else {
+			later = append(later, req)
+		}
 	}
-	f.deferred = nil
+	f.deferred = later
 	return resp, nil
 }
 

@@ -89,6 +89,8 @@ func RestoreDataDir(c RestoreConfig) (Identity, error) {
 	if c.Index == 0 {
 		return Identity{}, errors.New("the backup holds an empty state (index 0): bootstrap a new cluster instead of restoring it")
 	}
+	_, statErr := os.Stat(c.Dir)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return Identity{}, fmt.Errorf("create data dir: %w", err)
 	}
@@ -104,6 +106,9 @@ func RestoreDataDir(c RestoreConfig) (Identity, error) {
 		entries, _ := os.ReadDir(c.Dir)
 		for _, e := range entries {
 			os.RemoveAll(filepath.Join(c.Dir, e.Name()))
+		}
+		if created {
+			os.Remove(c.Dir)
 		}
 		return Identity{}, err
 	}

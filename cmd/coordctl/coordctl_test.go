@@ -154,4 +154,3 @@ func TestBadInputSendsNothing(t *testing.T) {
 		}
 	}
 }
-

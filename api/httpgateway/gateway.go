@@ -24,6 +24,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
+	"github.com/coordd/coordd/api/statuspage"
 )
 
 // maxBodyBytes bounds a request body.
@@ -76,23 +77,46 @@ type Gateway struct {
 	mux     *http.ServeMux
 	server  *grpcserver.Server
 	timeout time.Duration
+	// patterns lists every "METHOD /path" registered on mux, in order: the
+	// OpenAPI test checks it against the document both ways.
+	patterns []string
+}
+
+// extraRoute is an endpoint that is not an RPC; the OpenAPI document lists
+// these too (summary and content type of the answer).
+type extraRoute struct {
+	method, path, summary, contentType string
+	handler                            http.Handler
+}
+
+// extraRoutes are the non-RPC endpoints. Handlers may be nil when only the
+// table is wanted (the OpenAPI generator).
+func (g *Gateway) extraRoutes(probes Probes, metrics http.Handler) []extraRoute {
+	return []extraRoute{
+		{http.MethodGet, "/v1/snapshot", "A consistent snapshot of the state machine, from the leader", "application/octet-stream", http.HandlerFunc(g.serveSnapshot)},
+		{http.MethodGet, "/healthz", "Liveness: the process serves HTTP", "application/json", http.HandlerFunc(probes.healthz)},
+		{http.MethodGet, "/readyz", "Readiness: a leader is known and this member is caught up", "application/json", http.HandlerFunc(probes.readyz)},
+		{http.MethodGet, "/metrics", "Prometheus metrics of this member", "text/plain", metrics},
+		{http.MethodGet, "/ui", "The status page (HTML, reloads itself; ?refresh=SECONDS, 0 = never)", "text/html", g.statusPage()},
+		{http.MethodGet, "/v1/openapi.json", "This OpenAPI document", "application/json", http.HandlerFunc(serveOpenAPI)},
+	}
 }
 
 // New builds the gateway. probes supplies /healthz and /readyz, metrics
 // /metrics.
 func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 	g := &Gateway{mux: http.NewServeMux(), server: s, timeout: 10 * time.Second}
-	for _, r := range routes(s) {
-		g.mux.HandleFunc(r.method+" "+r.path, g.serveRPC(r))
+	allowed := map[string][]string{}
+	handle := func(method, path string, h http.Handler) {
+		g.patterns = append(g.patterns, method+" "+path)
+		g.mux.Handle(method+" "+path, h)
+		allowed[path] = append(allowed[path], method)
 	}
-	g.mux.HandleFunc("GET /v1/snapshot", g.serveSnapshot)
-	g.mux.HandleFunc("GET /healthz", probes.healthz)
-	g.mux.HandleFunc("GET /readyz", probes.readyz)
-	g.mux.Handle("GET /metrics", metrics)
-	allowed := map[string][]string{"/v1/snapshot": {http.MethodGet}, "/healthz": {http.MethodGet},
-		"/readyz": {http.MethodGet}, "/metrics": {http.MethodGet}}
 	for _, r := range routes(s) {
-		allowed[r.path] = append(allowed[r.path], r.method)
+		handle(r.method, r.path, g.serveRPC(r))
+	}
+	for _, r := range g.extraRoutes(probes, metrics) {
+		handle(r.method, r.path, r.handler)
 	}
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if methods, ok := allowed[r.URL.Path]; ok {
@@ -104,6 +128,14 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 		writeError(w, status.Error(codes.NotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)), "", "")
 	})
 	return g
+}
+
+// statusPage serves /ui from this member's API server.
+func (g *Gateway) statusPage() http.Handler {
+	if g.server == nil {
+		return nil
+	}
+	return statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(&http.Client{Timeout: 2 * time.Second}), Now: time.Now}
 }
 
 // ServeHTTP serves one request. A handler panic is logged and counted by

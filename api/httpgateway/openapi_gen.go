@@ -255,4 +255,3 @@ func (b *docBuilder) scalar(fd protoreflect.FieldDescriptor) map[string]any {
 	}
 	return map[string]any{}
 }
-

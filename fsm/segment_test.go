@@ -78,7 +78,7 @@ func fromNode(n uint64, term int64) saveEdit {
 	return func(b *logpb.SaveBinlogPaths) { b.NodeId, b.PchannelTerm = n, term }
 }
 func noBinlogs(b *logpb.SaveBinlogPaths) { b.Binlogs = nil; b.Checkpoints[0].NumOfRows = 0 }
-func afterDML(b *logpb.SaveBinlogPaths) { b.AfterDml = true }
+func afterDML(b *logpb.SaveBinlogPaths)  { b.AfterDml = true }
 
 // tsRange sets the time ticks of the save's binlogs.
 func tsRange(from, to uint64) saveEdit {

@@ -229,7 +229,7 @@ func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg 
 	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, lis.http) }); err != nil {
 		return nil, nil, err
 	}
-	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
+	gw := httpgateway.New(srv, httpgateway.Probes{Node: node, MaxLag: c.ReadyMaxLag}, reg.Handler())
 	var handler http.Handler = gw
 	if c.EnablePprof {
 		mux := http.NewServeMux()

@@ -23,7 +23,12 @@ import (
 // threshold 64, as the flags no longer allow, to make that case reachable).
 func seededDataDir(t *testing.T) string {
 	t.Helper()
-	c := newCluster(t, 1, withConfig(smallSnapshots))
+	// Only the two snapshots taken here: a timed one in between would
+	// leave the log covering the older snapshot.
+	c := newCluster(t, 1, withConfig(func(i int, cfg *raftnode.Config) {
+		smallSnapshots(i, cfg)
+		cfg.SnapshotInterval = time.Hour
+	}))
 	n := c.node(c.waitLeader())
 	writeEntries(t, n, "a", 120)
 	if err := n.Snapshot(); err != nil {

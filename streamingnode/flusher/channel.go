@@ -114,6 +114,7 @@ type session struct {
 	snap     map[int64]uint64    // flush task -> WAL end when it was first seen
 	seen     map[int64]time.Time // flush task -> when it was first seen
 	done     map[int64]bool      // flushed in this session
+	ins      dml.Insert          // the last insert consumed (its PK slice is reused)
 	lastTick time.Time
 	lastList time.Time // last refresh of the VChannel list
 }
@@ -226,8 +227,8 @@ func (s *session) consume(ctx context.Context, rec *wal.Record) error {
 		s.advance(rec.Timestamp, "")
 		return nil
 	}
-	ins, err := dml.DecodeInsert(rec.Payload)
-	if err != nil {
+	ins := &s.ins // decoded in place: its rows are copied into the buffer below
+	if err := dml.DecodeInsertInto(rec.Payload, ins); err != nil {
 		s.c.m.metrics.fail(classDecode)
 		s.log.Error("skipping an unreadable DML message", "offset", rec.ID.Offset, "error", err)
 		s.advance(rec.Timestamp, "")

@@ -54,7 +54,7 @@ func freeBasePort(t *testing.T, nodes int) int {
 	for base := 20000 + os.Getpid()%400*50; base < 60000; base += 37 {
 		ok := true
 		for i := 0; i < nodes && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 1000 + i} {
+			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 1000 + i, base + 1200 + i} {
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false

@@ -82,6 +82,9 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 	}
 	if len(l.StreamingNodes()) > 0 {
 		objects := filepath.Join(filepath.Dir(l.WALDir()), "objects")
+		if abs, err := filepath.Abs(objects); err == nil {
+			objects = abs
+		}
 		fmt.Fprintf(stdout, "  binlogs: file://%s (the streaming nodes' default object store; coordctl binlog dump --object-store %s)\n", objects, objects)
 	}
 	fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s cluster status\n", l.Endpoints())

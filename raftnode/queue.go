@@ -16,6 +16,10 @@ import (
 // learns about saturation at once instead of waiting behind it.
 const DefaultMaxPendingProposals = 4096
 
+// MaxInflightEntries is how many log entries the batcher keeps with raft
+// at once; proposals queue only while all of them are out.
+const MaxInflightEntries = 8
+
 // OverloadRetryAfter is the wait an overloaded refusal suggests to its
 // caller: about the time a saturated pipeline takes to commit a few entries.
 const OverloadRetryAfter = 100 * time.Millisecond
@@ -50,7 +54,7 @@ func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded
 type QueueStats struct {
 	Max      int64  // the bound
 	Pending  int64  // proposals waiting for the batcher now
-	Inflight int    // log entries with raft now, not yet answered (at most 8)
+	Inflight int    // log entries with raft now, not yet answered (at most MaxInflightEntries)
 	Admitted uint64 // proposals admitted so far
 	Rejected uint64 // proposals refused with *OverloadedError so far
 }

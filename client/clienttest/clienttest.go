@@ -62,8 +62,10 @@ type Cluster struct {
 	nextID   uint64
 	snapshot []byte
 	forward  bool
-	ch       channels
-	bc       broadcasts
+	// backupLie: SaveSnapshot sends a wrong checksum.
+	backupLie bool
+	ch        channels
+	bc        broadcasts
 }
 
 // Node is one fake coordd node.
@@ -73,6 +75,7 @@ type Node struct {
 	coordpb.UnimplementedChannelsServer
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
+	coordpb.UnimplementedBackupServer
 
 	ID   string
 	Addr string // gRPC address
@@ -104,6 +107,7 @@ func Start(t testing.TB, n int) *Cluster {
 		coordpb.RegisterChannelsServer(nd.srv, nd)
 		coordpb.RegisterStreamingNodeRegistryServer(nd.srv, nd)
 		coordpb.RegisterBroadcasterServer(nd.srv, nd)
+		coordpb.RegisterBackupServer(nd.srv, nd)
 		go nd.srv.Serve(lis)
 		t.Cleanup(nd.srv.Stop)
 		c.Nodes = append(c.Nodes, nd)

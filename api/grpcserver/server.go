@@ -31,6 +31,7 @@ type Server struct {
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
 	coordpb.UnimplementedDataCoordServer
+	coordpb.UnimplementedBackupServer
 
 	node       *raftnode.Node
 	self       raftnode.Self
@@ -135,6 +136,7 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterStreamingNodeRegistryServer(g, s)
 	coordpb.RegisterBroadcasterServer(g, s)
 	coordpb.RegisterDataCoordServer(g, s)
+	coordpb.RegisterBackupServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

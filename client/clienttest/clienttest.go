@@ -59,8 +59,10 @@ type Cluster struct {
 	nextID   uint64
 	snapshot []byte
 	forward  bool
-	ch       channels
-	bc       broadcasts
+	// backupLie: SaveSnapshot sends a wrong checksum.
+	backupLie bool
+	ch        channels
+	bc        broadcasts
 }
 
 // Node is one fake coordd node.
@@ -70,6 +72,7 @@ type Node struct {
 	coordpb.UnimplementedChannelsServer
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
+	coordpb.UnimplementedBackupServer
 
 	ID   string
 	Addr string // gRPC address
@@ -101,6 +104,7 @@ func Start(t testing.TB, n int) *Cluster {
 		coordpb.RegisterChannelsServer(nd.srv, nd)
 		coordpb.RegisterStreamingNodeRegistryServer(nd.srv, nd)
 		coordpb.RegisterBroadcasterServer(nd.srv, nd)
+		coordpb.RegisterBackupServer(nd.srv, nd)
 		go nd.srv.Serve(lis)
 		t.Cleanup(nd.srv.Stop)
 		c.Nodes = append(c.Nodes, nd)

@@ -30,6 +30,7 @@ const (
 type gatewayNode struct {
 	*apitest.Node
 	node    *raftnode.Node
+	srv     *grpcserver.Server
 	http    *httptest.Server
 	client  *http.Client
 	self    raftnode.Self
@@ -60,8 +61,8 @@ func startGatewayNode() (*gatewayNode, error) {
 			}
 			n.Raft.SetProposeObserver(func(d time.Duration) { g.metrics.ApplyLatency.Observe(d.Seconds()) })
 			n.Raft.SetApplyObserver(func(uint64, int) { g.metrics.Applied.Inc() })
-			srv := grpcserver.New(n.Raft, n.Self, n.Logger.Named("api"), n.Routines)
-			return apitest.Services{Register: srv.Register, HTTP: New(srv, Probes{Node: n.Raft}, g.metrics.Handler()), Close: srv.Close}, nil
+			g.srv = grpcserver.New(n.Raft, n.Self, n.Logger.Named("api"), n.Routines)
+			return apitest.Services{Register: g.srv.Register, HTTP: New(g.srv, Probes{Node: n.Raft}, g.metrics.Handler()), Close: g.srv.Close}, nil
 		}})
 	if err != nil {
 		return nil, err

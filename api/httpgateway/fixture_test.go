@@ -1,18 +1,23 @@
 package httpgateway
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/apitest"
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/metrics"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -35,6 +40,27 @@ type gatewayNode struct {
 	client  *http.Client
 	self    raftnode.Self
 	metrics *metrics.Registry
+	// logs is the API server's logging; its lines go to logOut.
+	logs   *logging.Logs
+	logOut *lockedBuffer
+}
+
+// lockedBuffer is a log output the tests read while the server writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var shared *gatewayNode
@@ -61,8 +87,18 @@ func startGatewayNode() (*gatewayNode, error) {
 			}
 			n.Raft.SetProposeObserver(func(d time.Duration) { g.metrics.ApplyLatency.Observe(d.Seconds()) })
 			n.Raft.SetApplyObserver(func(uint64, int) { g.metrics.Applied.Inc() })
-			g.srv = grpcserver.New(n.Raft, n.Self, n.Logger.Named("api"), n.Routines)
-			return apitest.Services{Register: g.srv.Register, HTTP: New(g.srv, Probes{Node: n.Raft}, g.metrics.Handler()), Close: g.srv.Close}, nil
+			// The API server's log lines go to logOut, which tests read.
+			g.logOut = &lockedBuffer{}
+			var logOut io.Writer = g.logOut
+			if os.Getenv("COORDD_TEST_LOG") != "" {
+				logOut = io.MultiWriter(g.logOut, os.Stderr)
+			}
+			if g.logs, err = logging.New(logging.Options{Name: "httpgateway-test", Level: "info", Output: logOut}); err != nil {
+				return apitest.Services{}, err
+			}
+			g.srv = grpcserver.New(n.Raft, n.Self, g.logs.Logger().Named("api"), n.Routines, grpcserver.WithLogs(g.logs))
+			return apitest.Services{Register: g.srv.Register, GRPCOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(g.srv.UnaryInterceptor())},
+				HTTP: New(g.srv, Probes{Node: n.Raft}, g.metrics.Handler()), Close: g.srv.Close}, nil
 		}})
 	if err != nil {
 		return nil, err

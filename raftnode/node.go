@@ -27,6 +27,7 @@ type Node struct {
 	store   *raftboltdb.BoltStore
 	snaps   *raft.FileSnapshotStore
 	trans   raft.Transport
+	watch   *commitWatch
 	ident   *identityStore
 	logs    *watchedLogStore
 	storage *Storage
@@ -67,13 +68,14 @@ func Open(cfg Config) (*Node, error) {
 	n.logs = &watchedLogStore{LogStore: st.store}
 
 	var err error
-	n.trans = cfg.Transport
-	if n.trans == nil {
-		if n.trans, err = newTCPTransport(cfg, n.ident); err != nil {
+	trans := cfg.Transport
+	if trans == nil {
+		if trans, err = newTCPTransport(cfg, n.ident); err != nil {
 			st.Close()
 			return nil, err
 		}
 	}
+	n.trans, n.watch = watchCommits(trans)
 	notify := make(chan bool, 16)
 	rc, err := cfg.raftConfig(notify)
 	if err != nil {

@@ -33,6 +33,7 @@ type serveConfig struct {
 	Join                                      string
 	LogLevel                                  string
 	EnablePprof                               bool
+	ReadyMaxLag                               uint64
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
 	TestOnlyUnsafeBroadcastOrder              bool
@@ -67,6 +68,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
+	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", raftnode.DefaultReadyMaxLag,
+		"/readyz answers 503 when this member is more than this many entries behind the commit index a leader told it about")
 	c.Channels.register(fs)
 	c.Broadcast.register(fs)
 	c.Segments.register(fs)
@@ -188,6 +191,9 @@ func (c serveConfig) validate() error {
 		if d.v < 5*time.Millisecond {
 			return badConfig("%s must be at least 5ms, got %v", d.name, d.v)
 		}
+	}
+	if c.ReadyMaxLag == 0 {
+		return badConfig("--ready-max-lag must be positive")
 	}
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")

@@ -232,7 +232,7 @@ func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg 
 	if c.EnablePprof {
 		gwOpts = append(gwOpts, httpgateway.WithPprof())
 	}
-	var handler http.Handler = httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler(), gwOpts...)
+	var handler http.Handler = httpgateway.New(srv, httpgateway.Probes{Node: node, MaxLag: c.ReadyMaxLag}, reg.Handler(), gwOpts...)
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
 		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
 	return g, hs, nil

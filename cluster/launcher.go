@@ -35,6 +35,9 @@ type LauncherConfig struct {
 	StreamingNodes     int
 	StreamingBinary    string   // path to the streamingnode binary
 	StreamingExtraArgs []string // appended to every streaming node's command line
+	// StreamingMetrics: streaming node i serves Prometheus metrics on
+	// BasePort+1200+i (--metrics-addr).
+	StreamingMetrics bool
 }
 
 // LocalMember is one coordd member of a launched cluster.
@@ -45,6 +48,7 @@ type LocalMember struct {
 // LocalStreamingNode is one streaming node of a launched cluster.
 type LocalStreamingNode struct {
 	Name, Addr, DataDir string
+	MetricsAddr         string // "" unless LauncherConfig.StreamingMetrics
 }
 
 // ErrNotRunning is returned for operations on a stopped process.
@@ -87,9 +91,13 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 	}
 	for i := 0; i < cfg.StreamingNodes; i++ {
 		name := fmt.Sprintf("sn%d", i+1)
-		l.sns = append(l.sns, LocalStreamingNode{
+		sn := LocalStreamingNode{
 			Name: name, Addr: fmt.Sprintf("%s:%d", cfg.Host, cfg.BasePort+200+i), DataDir: filepath.Join(cfg.DataDir, name),
-		})
+		}
+		if cfg.StreamingMetrics {
+			sn.MetricsAddr = fmt.Sprintf("%s:%d", cfg.Host, cfg.BasePort+1200+i)
+		}
+		l.sns = append(l.sns, sn)
 	}
 	return l
 }
@@ -167,8 +175,11 @@ func (l *Launcher) StartStreamingNode(i int) error {
 	if err := os.MkdirAll(l.WALDir(), 0o755); err != nil {
 		return fmt.Errorf("create wal dir: %w", err)
 	}
-	args := append([]string{"--coord", l.Endpoints(), "--addr", sn.Addr, "--wal-dir", l.WALDir(),
-		"--data-dir", sn.DataDir}, l.cfg.StreamingExtraArgs...)
+	args := []string{"--coord", l.Endpoints(), "--addr", sn.Addr, "--wal-dir", l.WALDir(), "--data-dir", sn.DataDir}
+	if sn.MetricsAddr != "" {
+		args = append(args, "--metrics-addr", sn.MetricsAddr)
+	}
+	args = append(args, l.cfg.StreamingExtraArgs...)
 	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
 }
 

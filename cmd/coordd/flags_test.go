@@ -317,8 +317,9 @@ func TestParseDevFlags(t *testing.T) {
 		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2}},
 		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2}},
 		// The highest port is HTTP base+1000+nodes-1, which may be 65535.
-		{[]string{"--nodes", "1", "--base-port", "64535"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535, StreamingNodes: 2}},
-		{[]string{"--nodes", "5", "--base-port", "64531"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531, StreamingNodes: 2}},
+		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535}},
+		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531}},
+		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2}},
 	}
 	for _, tc := range valid {
 		got, err := parseDevFlags(tc.args, io.Discard)
@@ -341,6 +342,7 @@ func TestParseDevFlags(t *testing.T) {
 		{[]string{"--nodes", "1", "--base-port", "64536"}, false, "--base-port 64536 leaves no room for 1 members below 65536"},
 		{[]string{"--nodes", "5", "--base-port", "64532"}, false, "--base-port 64532 leaves no room for 5 members"},
 		{[]string{"--base-port", "70000"}, false, "--base-port 70000"},
+		{[]string{"--base-port", "64335"}, false, "--base-port 64335 leaves no room for the metrics of 2 streaming nodes"},
 		{[]string{"stray"}, false, `unexpected argument "stray"`},
 		{[]string{"--nodes", "three"}, true, "usage"},
 		{[]string{"--peers", "x"}, true, "usage"},

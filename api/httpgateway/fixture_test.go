@@ -1,6 +1,7 @@
 package httpgateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/metrics"
 	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -46,6 +49,27 @@ type gatewayNode struct {
 	metrics *metrics.Registry
 	conn    *grpc.ClientConn
 	dataDir string
+	// logs is the API server's logging; its lines go to logOut.
+	logs   *logging.Logs
+	logOut *lockedBuffer
+}
+
+// lockedBuffer is a log output the tests read while the server writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var shared *gatewayNode
@@ -101,8 +125,17 @@ func startGatewayNode() (*gatewayNode, error) {
 		return g, err
 	}
 	g.node.AddLeaderRoutine(routines.Name, set.Run)
-	g.srv = grpcserver.New(g.node, g.self, logger.Named("api"), set)
-	g.grpc = grpc.NewServer()
+	g.logOut = &lockedBuffer{}
+	var logOut io.Writer = g.logOut
+	if os.Getenv("COORDD_TEST_LOG") != "" {
+		logOut = io.MultiWriter(g.logOut, os.Stderr)
+	}
+	if g.logs, err = logging.New(logging.Options{Name: "httpgateway-test", Level: "info", Output: logOut}); err != nil {
+		grpcLis.Close()
+		return g, err
+	}
+	g.srv = grpcserver.New(g.node, g.self, g.logs.Logger().Named("api"), set, grpcserver.WithLogs(g.logs))
+	g.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(g.srv.UnaryInterceptor()))
 	g.srv.Register(g.grpc)
 	go func() { _ = g.grpc.Serve(grpcLis) }()
 	g.http.Config.Handler = New(g.srv, Probes{Node: g.node}, g.metrics.Handler())

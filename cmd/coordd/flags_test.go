@@ -139,6 +139,7 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},
 		{name: "ready max lag negative", args: with("--ready-max-lag", "-1"), usage: true, want: "usage"},
 		{name: "bad log level", args: with("--log-level", "loud"), want: `--log-level "loud": want trace, debug, info, warn or error`},
+		{name: "bad log format", args: with("--log-format", "xml"), want: `--log-format "xml": want text or json`},
 		{name: "bad cluster id", args: with("--cluster-id", "a b"), want: `--cluster-id: cluster id "a b"`},
 		{name: "zero pchannels", args: with("--pchannels", "0"), want: "--pchannels must be in 1..65536, got 0"},
 		{name: "too many pchannels", args: with("--pchannels", "70000"), want: "--pchannels must be in 1..65536"},
@@ -213,7 +214,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240,
 	}
-	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
+	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
 			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute},
 		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute},

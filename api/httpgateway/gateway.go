@@ -28,6 +28,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/statuspage"
+	"github.com/coordd/coordd/raftnode"
 )
 
 // maxBodyBytes bounds a request body.
@@ -96,6 +97,7 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
 	rs = append(rs, channelRoutes(s)...)
 	rs = append(rs, dataRoutes(s)...)
+	rs = append(rs, diagnosticsRoutes(s)...)
 	return append(rs, broadcastRoutes(s)...)
 }
 
@@ -216,7 +218,17 @@ func (g *Gateway) serveRPC(rt route) http.HandlerFunc {
 			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(grpcserver.MDRequestID, id))
 		}
 		req := rt.newReq()
-		if err := decodeRequest(r, req); err != nil {
+		err := decodeRequest(r, req)
+		// Every line logged while serving the request names it; the ID
+		// (the caller's X-Request-Id, the request's request_id, or a fresh
+		// one) is sent back in X-Request-Id.
+		ctx, id := g.server.WithRequestLogger(ctx, req)
+		w.Header().Set("X-Request-Id", id)
+		start := time.Now()
+		defer func() {
+			g.server.Logger(ctx).Debug("http call", "route", rt.method+" "+rt.path, "duration", time.Since(start))
+		}()
+		if err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, errMediaType) {
 				code = http.StatusUnsupportedMediaType
@@ -368,6 +380,10 @@ func writeError(w http.ResponseWriter, err error, leaderID, leaderGRPC string) {
 	writeErrorStatus(w, grpcserver.HTTPStatus(st.Code()), st, leaderID, leaderGRPC)
 }
 
+// retryAfterSeconds is the Retry-After of a 429: whole seconds, at least
+// raftnode.OverloadRetryAfter.
+var retryAfterSeconds = strconv.Itoa(int(max(1, (raftnode.OverloadRetryAfter+time.Second-1)/time.Second)))
+
 func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, leaderID, leaderGRPC string) {
 	var body errorBody
 	body.Error.Code = st.Code().String()
@@ -376,6 +392,11 @@ func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, le
 		body.Error.LeaderID, body.Error.LeaderGRPC = leaderID, leaderGRPC
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if httpCode == http.StatusTooManyRequests {
+		// 429 is only ever a transient refusal (the proposal queue was
+		// full); deterministic capacity refusals are 412.
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	w.WriteHeader(httpCode)
 	_ = json.NewEncoder(w).Encode(body)
 }

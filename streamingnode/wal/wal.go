@@ -52,8 +52,8 @@ type Writer struct {
 	index     map[dedupKey]dedupVal
 	truncated int64
 	closed    bool
-	broken    error // set after a failure that leaves the file in doubt
-	noFence   bool  // test only: Append ignores the fence (UnsafeSkipFence)
+	broken    error  // set after a failure that leaves the file in doubt
+	noFence   bool   // test only: Append ignores the fence (UnsafeSkipFence)
 	scratch   []byte // the last encoded record's buffer, reused by the next Append
 }
 

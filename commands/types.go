@@ -10,7 +10,7 @@ import (
 )
 
 // Type identifies a command's body message. Blocks of numbers belong to
-// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments.
+// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments, 0x0400.. segment manifests.
 type Type uint32
 
 // Ignorable marks a type that an older replica may skip when it does not know it.
@@ -48,6 +48,8 @@ const (
 	TypeSaveBinlogPaths          Type = 0x0304
 	TypeUpdateChannelCheckpoints Type = 0x0305
 	TypePruneDroppedSegments     Type = 0x0306
+
+	TypeCommitSegmentManifests Type = 0x0401
 )
 
 // spec describes how one command type is encoded.
@@ -93,6 +95,8 @@ var registry = map[Type]spec{
 	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
+
+	TypeCommitSegmentManifests: {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
 }
 
 // String names the type for logs and errors.

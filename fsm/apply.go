@@ -45,6 +45,8 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
+
+	commands.TypeCommitSegmentManifests: applyCommitSegmentManifests,
 }
 
 // Apply applies the log entry at index and returns the new state and one

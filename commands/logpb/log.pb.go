@@ -733,6 +733,7 @@ type Result struct {
 	//	*Result_Segments
 	//	*Result_SaveBinlogs
 	//	*Result_Checkpoints
+	//	*Result_ManifestCommit
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -872,6 +873,15 @@ func (x *Result) GetCheckpoints() *CheckpointsResult {
 	return nil
 }
 
+func (x *Result) GetManifestCommit() *ManifestCommitResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ManifestCommit); ok {
+			return x.ManifestCommit
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -916,6 +926,10 @@ type Result_Checkpoints struct {
 	Checkpoints *CheckpointsResult `protobuf:"bytes,11,opt,name=checkpoints,proto3,oneof"`
 }
 
+type Result_ManifestCommit struct {
+	ManifestCommit *ManifestCommitResult `protobuf:"bytes,20,opt,name=manifest_commit,json=manifestCommit,proto3,oneof"`
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
@@ -935,6 +949,8 @@ func (*Result_Segments) isResult_Value() {}
 func (*Result_SaveBinlogs) isResult_Value() {}
 
 func (*Result_Checkpoints) isResult_Value() {}
+
+func (*Result_ManifestCommit) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1559,6 +1575,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_BroadcastMeta
 	//	*SnapshotRecord_Segment
 	//	*SnapshotRecord_ChannelCheckpoint
+	//	*SnapshotRecord_SegmentIndex
+	//	*SnapshotRecord_SegmentStats
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1718,6 +1736,24 @@ func (x *SnapshotRecord) GetChannelCheckpoint() *ChannelCheckpointRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSegmentIndex() *SegmentIndexRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SegmentIndex); ok {
+			return x.SegmentIndex
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetSegmentStats() *SegmentStatsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SegmentStats); ok {
+			return x.SegmentStats
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1774,6 +1810,14 @@ type SnapshotRecord_ChannelCheckpoint struct {
 	ChannelCheckpoint *ChannelCheckpointRecord `protobuf:"bytes,13,opt,name=channel_checkpoint,json=channelCheckpoint,proto3,oneof"`
 }
 
+type SnapshotRecord_SegmentIndex struct {
+	SegmentIndex *SegmentIndexRecord `protobuf:"bytes,20,opt,name=segment_index,json=segmentIndex,proto3,oneof"`
+}
+
+type SnapshotRecord_SegmentStats struct {
+	SegmentStats *SegmentStatsRecord `protobuf:"bytes,21,opt,name=segment_stats,json=segmentStats,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
@@ -1799,6 +1843,10 @@ func (*SnapshotRecord_BroadcastMeta) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_ChannelCheckpoint) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SegmentIndex) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SegmentStats) isSnapshotRecord_Record() {}
 
 // InitStreaming is proposed once, by the first established leader, from its
 // flags: it records the cluster ID and creates the initial PChannels; the
@@ -5630,6 +5678,644 @@ func (x *ChannelCheckpointRecord) GetUpdatedMs() int64 {
 	return 0
 }
 
+// ManifestStats is one stats key and the object keys of its files.
+type ManifestStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Files         []string               `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestStats) Reset() {
+	*x = ManifestStats{}
+	mi := &file_log_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestStats) ProtoMessage() {}
+
+func (x *ManifestStats) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
+func (*ManifestStats) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ManifestStats) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ManifestStats) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// SegmentIndexRecord is a finished index build of a segment, recorded in
+// the catalog together with the manifest revision that lists its files.
+type SegmentIndexRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BuildId        int64                  `protobuf:"varint,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	SegmentId      int64                  `protobuf:"varint,2,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	CollectionId   int64                  `protobuf:"varint,3,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	IndexId        int64                  `protobuf:"varint,4,opt,name=index_id,json=indexId,proto3" json:"index_id,omitempty"`
+	FieldId        int64                  `protobuf:"varint,5,opt,name=field_id,json=fieldId,proto3" json:"field_id,omitempty"`
+	Files          []string               `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	SerializedSize int64                  `protobuf:"varint,7,opt,name=serialized_size,json=serializedSize,proto3" json:"serialized_size,omitempty"`
+	// published_version is the manifest version that published the record.
+	PublishedVersion int64 `protobuf:"varint,8,opt,name=published_version,json=publishedVersion,proto3" json:"published_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SegmentIndexRecord) Reset() {
+	*x = SegmentIndexRecord{}
+	mi := &file_log_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentIndexRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentIndexRecord) ProtoMessage() {}
+
+func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
+func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *SegmentIndexRecord) GetBuildId() int64 {
+	if x != nil {
+		return x.BuildId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetIndexId() int64 {
+	if x != nil {
+		return x.IndexId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetFieldId() int64 {
+	if x != nil {
+		return x.FieldId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *SegmentIndexRecord) GetSerializedSize() int64 {
+	if x != nil {
+		return x.SerializedSize
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetPublishedVersion() int64 {
+	if x != nil {
+		return x.PublishedVersion
+	}
+	return 0
+}
+
+// SegmentStatsRecord is the catalog's stats fields of one segment (text
+// and JSON-key stats: key -> files), visible with the manifest pointer.
+type SegmentStatsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Stats         []*ManifestStats       `protobuf:"bytes,2,rep,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentStatsRecord) Reset() {
+	*x = SegmentStatsRecord{}
+	mi := &file_log_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentStatsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentStatsRecord) ProtoMessage() {}
+
+func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
+func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *SegmentStatsRecord) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentStatsRecord) GetStats() []*ManifestStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// ManifestNewSegment creates the segment the publication names (compaction
+// or import outputs). Its ID must have been allocated and must not exist.
+type ManifestNewSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId   int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Level         SegmentLevel           `protobuf:"varint,4,opt,name=level,proto3,enum=coordd.log.v1.SegmentLevel" json:"level,omitempty"`
+	NumOfRows     int64                  `protobuf:"varint,5,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestNewSegment) Reset() {
+	*x = ManifestNewSegment{}
+	mi := &file_log_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestNewSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestNewSegment) ProtoMessage() {}
+
+func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
+func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ManifestNewSegment) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *ManifestNewSegment) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *ManifestNewSegment) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *ManifestNewSegment) GetLevel() SegmentLevel {
+	if x != nil {
+		return x.Level
+	}
+	return SegmentLevel_LEVEL_UNKNOWN
+}
+
+func (x *ManifestNewSegment) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+// ManifestCatalogMutation becomes visible together with the pointer.
+type ManifestCatalogMutation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state: SEGMENT_UNKNOWN leaves it; otherwise FLUSHED or DROPPED.
+	State SegmentState `protobuf:"varint,1,opt,name=state,proto3,enum=coordd.log.v1.SegmentState" json:"state,omitempty"`
+	// stats replace the stored stats fields with the same keys.
+	Stats        []*ManifestStats      `protobuf:"bytes,2,rep,name=stats,proto3" json:"stats,omitempty"`
+	IndexUpserts []*SegmentIndexRecord `protobuf:"bytes,3,rep,name=index_upserts,json=indexUpserts,proto3" json:"index_upserts,omitempty"`
+	IndexRemoves []int64               `protobuf:"varint,4,rep,packed,name=index_removes,json=indexRemoves,proto3" json:"index_removes,omitempty"` // build IDs
+	NewSegment   *ManifestNewSegment   `protobuf:"bytes,5,opt,name=new_segment,json=newSegment,proto3" json:"new_segment,omitempty"`
+	// num_of_rows, when set_num_of_rows, replaces the segment's row count.
+	SetNumOfRows  bool  `protobuf:"varint,6,opt,name=set_num_of_rows,json=setNumOfRows,proto3" json:"set_num_of_rows,omitempty"`
+	NumOfRows     int64 `protobuf:"varint,7,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestCatalogMutation) Reset() {
+	*x = ManifestCatalogMutation{}
+	mi := &file_log_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestCatalogMutation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestCatalogMutation) ProtoMessage() {}
+
+func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
+func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ManifestCatalogMutation) GetState() SegmentState {
+	if x != nil {
+		return x.State
+	}
+	return SegmentState_SEGMENT_UNKNOWN
+}
+
+func (x *ManifestCatalogMutation) GetStats() []*ManifestStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetIndexUpserts() []*SegmentIndexRecord {
+	if x != nil {
+		return x.IndexUpserts
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetIndexRemoves() []int64 {
+	if x != nil {
+		return x.IndexRemoves
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetNewSegment() *ManifestNewSegment {
+	if x != nil {
+		return x.NewSegment
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetSetNumOfRows() bool {
+	if x != nil {
+		return x.SetNumOfRows
+	}
+	return false
+}
+
+func (x *ManifestCatalogMutation) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+// ManifestPublish publishes one segment's next revision.
+type ManifestPublish struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	// base is the pointer the leader read before writing next (empty for a
+	// segment without one). Apply requires the current pointer to still be
+	// base (base stability) unless prepared.
+	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// next is the revision to publish (a manifest pointer).
+	Next string `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	// prepared: next was prepared elsewhere (PublishPreparedManifest); Apply
+	// requires the same base path and a version not below the current one
+	// (equal: an idempotent retry) instead of base stability.
+	Prepared bool `protobuf:"varint,4,opt,name=prepared,proto3" json:"prepared,omitempty"`
+	// expected_version, with check_expected, must equal the current version.
+	CheckExpected   bool                     `protobuf:"varint,5,opt,name=check_expected,json=checkExpected,proto3" json:"check_expected,omitempty"`
+	ExpectedVersion int64                    `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	Catalog         *ManifestCatalogMutation `protobuf:"bytes,7,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ManifestPublish) Reset() {
+	*x = ManifestPublish{}
+	mi := &file_log_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestPublish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestPublish) ProtoMessage() {}
+
+func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
+func (*ManifestPublish) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ManifestPublish) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *ManifestPublish) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestPublish) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+func (x *ManifestPublish) GetPrepared() bool {
+	if x != nil {
+		return x.Prepared
+	}
+	return false
+}
+
+func (x *ManifestPublish) GetCheckExpected() bool {
+	if x != nil {
+		return x.CheckExpected
+	}
+	return false
+}
+
+func (x *ManifestPublish) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *ManifestPublish) GetCatalog() *ManifestCatalogMutation {
+	if x != nil {
+		return x.Catalog
+	}
+	return nil
+}
+
+// CommitSegmentManifests publishes every listed segment's revision and
+// catalog mutation, or nothing (a batch is one command). Members whose
+// segment is Dropped are skipped in a batch of more than one; a single
+// publication for a Dropped segment is NotFound.
+type CommitSegmentManifests struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Publishes     []*ManifestPublish     `protobuf:"bytes,1,rep,name=publishes,proto3" json:"publishes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSegmentManifests) Reset() {
+	*x = CommitSegmentManifests{}
+	mi := &file_log_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSegmentManifests) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSegmentManifests) ProtoMessage() {}
+
+func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
+func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
+	if x != nil {
+		return x.Publishes
+	}
+	return nil
+}
+
+type ManifestPublished struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Version   int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// skipped: the segment is Dropped (batch) and nothing was published.
+	Skipped       bool `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestPublished) Reset() {
+	*x = ManifestPublished{}
+	mi := &file_log_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestPublished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestPublished) ProtoMessage() {}
+
+func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
+func (*ManifestPublished) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ManifestPublished) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *ManifestPublished) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ManifestPublished) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+type ManifestCommitResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Published     []*ManifestPublished   `protobuf:"bytes,1,rep,name=published,proto3" json:"published,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestCommitResult) Reset() {
+	*x = ManifestCommitResult{}
+	mi := &file_log_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestCommitResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestCommitResult) ProtoMessage() {}
+
+func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
+func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
 var File_log_proto protoreflect.FileDescriptor
 
 const file_log_proto_rawDesc = "" +
@@ -5648,7 +6334,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xaa\x05\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xfa\x05\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -5663,7 +6349,8 @@ const file_log_proto_rawDesc = "" +
 	"\bsegments\x18\t \x01(\v2\x1c.coordd.log.v1.SegmentIDListH\x00R\bsegments\x12I\n" +
 	"\fsave_binlogs\x18\n" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
-	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpointsB\a\n" +
+	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
+	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommitB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -5702,7 +6389,7 @@ const file_log_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
-	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xee\x06\n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\x82\b\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -5721,7 +6408,9 @@ const file_log_proto_rawDesc = "" +
 	" \x01(\v2\x1c.coordd.log.v1.BroadcastTaskH\x00R\rbroadcastTask\x12E\n" +
 	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMeta\x128\n" +
 	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
-	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpointB\b\n" +
+	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x12H\n" +
+	"\rsegment_index\x18\x14 \x01(\v2!.coordd.log.v1.SegmentIndexRecordH\x00R\fsegmentIndex\x12H\n" +
+	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStatsB\b\n" +
 	"\x06record\"L\n" +
 	"\rInitStreaming\x12\x1d\n" +
 	"\n" +
@@ -6018,7 +6707,57 @@ const file_log_proto_rawDesc = "" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12#\n" +
 	"\rpchannel_term\x18\x04 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs*\x9c\x01\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"7\n" +
+	"\rManifestStats\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05files\x18\x02 \x03(\tR\x05files\"\x95\x02\n" +
+	"\x12SegmentIndexRecord\x12\x19\n" +
+	"\bbuild_id\x18\x01 \x01(\x03R\abuildId\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x02 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rcollection_id\x18\x03 \x01(\x03R\fcollectionId\x12\x19\n" +
+	"\bindex_id\x18\x04 \x01(\x03R\aindexId\x12\x19\n" +
+	"\bfield_id\x18\x05 \x01(\x03R\afieldId\x12\x14\n" +
+	"\x05files\x18\x06 \x03(\tR\x05files\x12'\n" +
+	"\x0fserialized_size\x18\a \x01(\x03R\x0eserializedSize\x12+\n" +
+	"\x11published_version\x18\b \x01(\x03R\x10publishedVersion\"g\n" +
+	"\x12SegmentStatsRecord\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x122\n" +
+	"\x05stats\x18\x02 \x03(\v2\x1c.coordd.log.v1.ManifestStatsR\x05stats\"\xcb\x01\n" +
+	"\x12ManifestNewSegment\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1a\n" +
+	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x121\n" +
+	"\x05level\x18\x04 \x01(\x0e2\x1b.coordd.log.v1.SegmentLevelR\x05level\x12\x1e\n" +
+	"\vnum_of_rows\x18\x05 \x01(\x03R\tnumOfRows\"\xf8\x02\n" +
+	"\x17ManifestCatalogMutation\x121\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\x122\n" +
+	"\x05stats\x18\x02 \x03(\v2\x1c.coordd.log.v1.ManifestStatsR\x05stats\x12F\n" +
+	"\rindex_upserts\x18\x03 \x03(\v2!.coordd.log.v1.SegmentIndexRecordR\findexUpserts\x12#\n" +
+	"\rindex_removes\x18\x04 \x03(\x03R\findexRemoves\x12B\n" +
+	"\vnew_segment\x18\x05 \x01(\v2!.coordd.log.v1.ManifestNewSegmentR\n" +
+	"newSegment\x12%\n" +
+	"\x0fset_num_of_rows\x18\x06 \x01(\bR\fsetNumOfRows\x12\x1e\n" +
+	"\vnum_of_rows\x18\a \x01(\x03R\tnumOfRows\"\x88\x02\n" +
+	"\x0fManifestPublish\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\tR\x04next\x12\x1a\n" +
+	"\bprepared\x18\x04 \x01(\bR\bprepared\x12%\n" +
+	"\x0echeck_expected\x18\x05 \x01(\bR\rcheckExpected\x12)\n" +
+	"\x10expected_version\x18\x06 \x01(\x03R\x0fexpectedVersion\x12@\n" +
+	"\acatalog\x18\a \x01(\v2&.coordd.log.v1.ManifestCatalogMutationR\acatalog\"V\n" +
+	"\x16CommitSegmentManifests\x12<\n" +
+	"\tpublishes\x18\x01 \x03(\v2\x1e.coordd.log.v1.ManifestPublishR\tpublishes\"f\n" +
+	"\x11ManifestPublished\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\bR\askipped\"V\n" +
+	"\x14ManifestCommitResult\x12>\n" +
+	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished*\x9c\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -6096,7 +6835,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -6181,6 +6920,15 @@ var file_log_proto_goTypes = []any{
 	(*CheckpointsResult)(nil),            // 80: coordd.log.v1.CheckpointsResult
 	(*SegmentRecord)(nil),                // 81: coordd.log.v1.SegmentRecord
 	(*ChannelCheckpointRecord)(nil),      // 82: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 83: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 84: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 85: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 86: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 87: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 88: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 89: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 90: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 91: coordd.log.v1.ManifestCommitResult
 }
 var file_log_proto_depIdxs = []int32{
 	10, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
@@ -6195,73 +6943,85 @@ var file_log_proto_depIdxs = []int32{
 	78, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
 	79, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
 	80, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	17, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	12, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	20, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	17, // 15: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	21, // 16: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	22, // 17: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	23, // 18: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	50, // 19: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	47, // 20: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	48, // 21: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	49, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	63, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	65, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	81, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	82, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	1,  // 27: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	27, // 28: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	29, // 29: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 30: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 31: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	38, // 32: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	39, // 33: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	40, // 34: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	29, // 35: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	45, // 36: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 37: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 38: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 39: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	46, // 40: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 41: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	45, // 42: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	40, // 43: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	45, // 44: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 45: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	51, // 46: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	52, // 47: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	51, // 48: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 49: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	52, // 50: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	64, // 51: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	67, // 52: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	8,  // 53: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	66, // 54: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	66, // 55: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 56: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	68, // 57: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 58: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 59: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	72, // 60: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	73, // 61: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	66, // 62: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	75, // 63: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 64: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 65: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 66: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	66, // 67: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	66, // 68: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 69: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	68, // 70: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 71: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 72: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	66, // 73: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	91, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	17, // 13: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	12, // 14: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	20, // 15: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	17, // 16: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	21, // 17: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	22, // 18: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	23, // 19: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	50, // 20: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	47, // 21: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	48, // 22: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	49, // 23: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	63, // 24: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	65, // 25: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	81, // 26: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	82, // 27: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	84, // 28: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	85, // 29: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	1,  // 30: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	27, // 31: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	29, // 32: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 33: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 34: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	38, // 35: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	39, // 36: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	40, // 37: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	29, // 38: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	45, // 39: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 40: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 41: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 42: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	46, // 43: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 44: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	45, // 45: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	40, // 46: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	45, // 47: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 48: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	51, // 49: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	52, // 50: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	51, // 51: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 52: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	52, // 53: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	64, // 54: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	67, // 55: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	8,  // 56: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	66, // 57: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	66, // 58: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 59: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	68, // 60: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 61: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	67, // 62: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	72, // 63: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	73, // 64: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	66, // 65: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	75, // 66: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 67: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 68: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 69: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	66, // 70: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	66, // 71: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 72: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	68, // 73: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 74: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	67, // 75: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	66, // 76: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	83, // 77: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,  // 78: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 79: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	83, // 80: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	84, // 81: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	86, // 82: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	87, // 83: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	88, // 84: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	90, // 85: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	86, // [86:86] is the sub-list for method output_type
+	86, // [86:86] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -6280,6 +7040,7 @@ func file_log_proto_init() {
 		(*Result_Segments)(nil),
 		(*Result_SaveBinlogs)(nil),
 		(*Result_Checkpoints)(nil),
+		(*Result_ManifestCommit)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -6295,6 +7056,8 @@ func file_log_proto_init() {
 		(*SnapshotRecord_BroadcastMeta)(nil),
 		(*SnapshotRecord_Segment)(nil),
 		(*SnapshotRecord_ChannelCheckpoint)(nil),
+		(*SnapshotRecord_SegmentIndex)(nil),
+		(*SnapshotRecord_SegmentStats)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6302,7 +7065,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   74,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -243,3 +243,38 @@ func TestManifestShapeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// SaveBinlogPaths publishes a manifest pointer inline (the flush path's
+// single writer, fenced by the owner check): never backwards, never to
+// another base, the same pointer again is a no-op.
+func TestUpdateManifestAllowsStorageV3Advancement(t *testing.T) {
+	withPtr := func(seg, v int64) saveEdit {
+		return func(b *logpb.SaveBinlogPaths) { b.ManifestPath, b.StorageVersion = mptr(seg, v), StorageV3 }
+	}
+	s := build(t, mfBase(createSeg(v0, 1, 2))...) // segment 100 (the next ID), Growing
+	const id = 100
+	s, res := mustApply(t, s, save(id, 500, 10, 10, withPtr(id, 2)))
+	if res[0].Rejection != nil || pointerOf(t, s, id) != 2 {
+		t.Fatalf("first publication: %v", res[0])
+	}
+	s, res = mustApply(t, s, save(id, 501, 10, 11, withPtr(id, 2)))
+	if res[0].Rejection != nil || res[0].GetSaveBinlogs().Stale || pointerOf(t, s, id) != 2 {
+		t.Fatalf("identical pointer: %v", res[0])
+	}
+	next, res := mustApply(t, s, save(id, 502, 10, 12, withPtr(id, 1)))
+	if !res[0].GetSaveBinlogs().GetStale() || pointerOf(t, next, id) != 2 {
+		t.Fatalf("older pointer: %v", res[0])
+	}
+	other := func(b *logpb.SaveBinlogPaths) { b.ManifestPath = `{"ver":3,"base_path":"elsewhere/100"}` }
+	_, res = mustApply(t, s, save(id, 502, 10, 12, other))
+	checkResult(t, res[0], rejected(logpb.RejectCode_REJECT_INVALID), "base")
+	_, res = mustApply(t, s, save(id, 502, 10, 12, func(b *logpb.SaveBinlogPaths) { b.ManifestPath = "not json" }))
+	checkResult(t, res[0], rejected(logpb.RejectCode_REJECT_INVALID), "manifest pointer")
+	s, res = mustApply(t, s, save(id, 502, 10, 12, withPtr(id, 3), flushed))
+	if res[0].Rejection != nil || pointerOf(t, s, id) != 3 {
+		t.Fatalf("advance: %v", res[0])
+	}
+	// The manifest commit then builds on the inline publication.
+	_, res = mustApply(t, s, mcommit(advance(id, 3)))
+	checkResult(t, res[0], published(id, 4), "")
+}

@@ -35,6 +35,7 @@ const (
 	TypeAllocVirtualChannels         Type = 0x010A
 	TypeDropVirtualChannels          Type = 0x010B
 	TypeUpdateReplicateConfiguration Type = 0x010C
+	TypeResetReplicateRole           Type = 0x010D
 
 	TypeCreateBroadcast          Type = 0x0201
 	TypeAckBroadcast             Type = 0x0202
@@ -78,6 +79,7 @@ var registry = map[Type]spec{
 	TypeAllocVirtualChannels:         {"AllocVirtualChannels", 1, func() proto.Message { return &logpb.AllocVirtualChannels{} }},
 	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
+	TypeResetReplicateRole:           {"ResetReplicateRole", 1, func() proto.Message { return &logpb.ResetReplicateRole{} }},
 
 	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
 	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1

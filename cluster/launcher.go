@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -62,15 +61,9 @@ type Launcher struct {
 	sns     []LocalStreamingNode
 
 	mu       sync.Mutex
-	procs    map[string]*proc // by process name: n1.., sn1..
+	procs    map[string]*supervise.Child // by process name: n1.., sn1..
 	exited   chan error
 	stopping bool // set once Stop begins, so deliberate exits are not reported
-}
-
-// proc is one running process; done closes when it has exited.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // NewLauncher plans the processes; nothing starts until Start.
@@ -78,7 +71,7 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 	if cfg.LogOut == nil {
 		cfg.LogOut = io.Discard
 	}
-	l := &Launcher{cfg: cfg, exited: make(chan error, cfg.Nodes+cfg.StreamingNodes), procs: map[string]*proc{}}
+	l := &Launcher{cfg: cfg, exited: make(chan error, cfg.Nodes+cfg.StreamingNodes), procs: map[string]*supervise.Child{}}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		l.members = append(l.members, LocalMember{
@@ -188,25 +181,10 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	logPath := filepath.Join(dir, logName)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open %s log: %w", name, err)
-	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	var p *supervise.Child
 	l.mu.Lock()
-	l.procs[name] = p
-	l.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		close(p.done)
-		logf.Close()
+	defer l.mu.Unlock()
+	p, err := supervise.Start(supervise.Spec{Name: name, Path: binary, Args: args, Log: logPath}, func(err error) {
 		l.mu.Lock()
 		deliberate := l.stopping || l.procs[name] != p
 		if !deliberate {
@@ -219,7 +197,11 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 			default:
 			}
 		}
-	}()
+	})
+	if err != nil {
+		return err
+	}
+	l.procs[name] = p
 	return nil
 }
 
@@ -271,7 +253,7 @@ func (l *Launcher) StopStreamingNode(i int, grace time.Duration) error {
 	if p == nil {
 		return fmt.Errorf("%w: %s", ErrNotRunning, name)
 	}
-	if err := supervise.Stop(p.cmd.Process, p.done, grace); err != nil {
+	if err := p.Stop(grace); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
@@ -289,12 +271,12 @@ func (l *Launcher) signal(name string, sig syscall.Signal) error {
 	}
 	if sig == syscall.SIGKILL {
 		// Continued first if paused, as every launcher does (package proc).
-		if err := supervise.Kill(p.cmd.Process, p.done, time.Minute); err != nil {
+		if err := p.Kill(time.Minute); err != nil {
 			return fmt.Errorf("kill %s: %w", name, err)
 		}
 		return nil
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signal %s: %w", name, err)
 	}
 	return nil
@@ -306,7 +288,7 @@ func (l *Launcher) Stop() {
 	l.mu.Lock()
 	l.stopping = true
 	procs := l.procs
-	l.procs = map[string]*proc{}
+	l.procs = map[string]*supervise.Child{}
 	l.mu.Unlock()
 	stop := func(names func(string) bool) {
 		var wg sync.WaitGroup
@@ -317,7 +299,7 @@ func (l *Launcher) Stop() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = supervise.Stop(p.cmd.Process, p.done, 5*time.Second)
+				_ = p.Stop(5 * time.Second)
 			}()
 		}
 		wg.Wait()

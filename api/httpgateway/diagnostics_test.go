@@ -95,7 +95,7 @@ func TestRequestIDInEveryLine(t *testing.T) {
 	// gRPC: the caller's x-request-id metadata names the lines.
 	mark = len(shared.logOut.String())
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-request-id", "req-grpc-1")
-	if _, err := coordpb.NewDiagnosticsClient(shared.conn).SetLogLevel(ctx, &coordpb.SetLogLevelRequest{Level: "trace"}); err != nil {
+	if _, err := coordpb.NewDiagnosticsClient(shared.Conn).SetLogLevel(ctx, &coordpb.SetLogLevelRequest{Level: "trace"}); err != nil {
 		t.Fatal(err)
 	}
 	changed, calls = linesWith(mark, "log level changed"), linesWith(mark, "grpc call")

@@ -99,7 +99,7 @@ func Open(cfg Config) (*Node, error) {
 		n.fsm.advance(snaps[0].Index)
 	}
 	n.verify.n = n
-	n.proposer = newBatcher(n, 8)
+	n.proposer = newBatcher(n, MaxInflightEntries, cfg.MaxPendingProposals)
 	n.leader = newLeadership(n, notify)
 	return n, nil
 }
@@ -147,6 +147,13 @@ func (n *Node) StateChanged() <-chan struct{} { return n.fsm.changedCh() }
 // SetApplyObserver installs a hook called after every applied command entry.
 // Call it before the node serves traffic.
 func (n *Node) SetApplyObserver(o ApplyObserver) { n.fsm.observer = o }
+
+// ProposalQueue reports the proposal queue's bound, depth and refusals.
+func (n *Node) ProposalQueue() QueueStats {
+	s := n.proposer.q.stats()
+	s.Inflight = int(n.proposer.inflight.Load())
+	return s
+}
 
 // SetProposeObserver installs a hook told how long each successful
 // proposal took (commit and apply). Call it before the node serves traffic.

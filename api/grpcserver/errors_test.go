@@ -39,8 +39,8 @@ func (s *trailerStream) SetTrailer(md metadata.MD) error {
 func TestToStatus(t *testing.T) {
 	tn := startTestNode(t)
 	type mdWant map[string]string // key → value; "" means absent
-	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: ""}
-	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: ""}
+	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: "", MDRetryAfter: ""}
+	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: "", MDRetryAfter: ""}
 	tests := []struct {
 		name string
 		err  error
@@ -73,6 +73,8 @@ func TestToStatus(t *testing.T) {
 		{"write path not owner", fmt.Errorf("%w: node 2 at term 1", flush.ErrNotOwner), codes.Aborted, noMD},
 		{"write path invalid", fmt.Errorf("%w: rows and bytes are both 0", flush.ErrInvalid), codes.InvalidArgument, noMD},
 		{"write path not found", fmt.Errorf("%w: collection 9", flush.ErrNotFound), codes.NotFound, noMD},
+		{"proposal queue full", fmt.Errorf("create broadcast: %w", &raftnode.OverloadedError{Pending: 64, Max: 64, RetryAfter: 250 * time.Millisecond}),
+			codes.ResourceExhausted, mdWant{MDRetryAfter: "250", MDOutcome: "", MDLeaderID: ""}},
 		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
 		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
 	}

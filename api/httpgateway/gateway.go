@@ -28,6 +28,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/statuspage"
+	"github.com/coordd/coordd/raftnode"
 )
 
 // maxBodyBytes bounds a request body.
@@ -379,6 +380,10 @@ func writeError(w http.ResponseWriter, err error, leaderID, leaderGRPC string) {
 	writeErrorStatus(w, grpcserver.HTTPStatus(st.Code()), st, leaderID, leaderGRPC)
 }
 
+// retryAfterSeconds is the Retry-After of a 429: whole seconds, at least
+// raftnode.OverloadRetryAfter.
+var retryAfterSeconds = strconv.Itoa(int(max(1, (raftnode.OverloadRetryAfter+time.Second-1)/time.Second)))
+
 func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, leaderID, leaderGRPC string) {
 	var body errorBody
 	body.Error.Code = st.Code().String()
@@ -387,6 +392,11 @@ func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, le
 		body.Error.LeaderID, body.Error.LeaderGRPC = leaderID, leaderGRPC
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if httpCode == http.StatusTooManyRequests {
+		// 429 is only ever a transient refusal (the proposal queue was
+		// full); deterministic capacity refusals are 412.
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	w.WriteHeader(httpCode)
 	_ = json.NewEncoder(w).Encode(body)
 }

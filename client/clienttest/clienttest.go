@@ -13,8 +13,10 @@ import (
 	"net"
 	"path"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +32,7 @@ const (
 	mdLeaderID   = "coordd-leader-id"
 	mdLeaderGRPC = "coordd-leader-grpc"
 	mdOutcome    = "coordd-outcome"
+	mdRetryAfter = "coordd-retry-after-ms"
 )
 
 // Fixed values the fake reports, for assertions.
@@ -184,6 +187,14 @@ func NotLeader(ctx context.Context, leaderID, leaderAddr string, inHeader bool) 
 func OutcomeUnknown(ctx context.Context) error {
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(mdOutcome, "unknown"))
 	return status.Error(codes.Unavailable, "leadership lost; outcome unknown")
+}
+
+// Overloaded sets the retry hint ("coordd-retry-after-ms") in the trailer
+// and returns the ResourceExhausted error of a member whose proposal queue
+// is full.
+func Overloaded(ctx context.Context, retryAfter time.Duration) error {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(mdRetryAfter, strconv.FormatInt(retryAfter.Milliseconds(), 10)))
+	return status.Error(codes.ResourceExhausted, "proposal queue is full: retry later")
 }
 
 // DownAddr returns a loopback address nothing listens on.

@@ -159,6 +159,9 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "expiration too short", args: with("--segment-assignment-expiration", "1ms"), want: "--segment-assignment-expiration and --segment-check-interval must be at least 10ms"},
 		{name: "zero http connection cap", args: with("--http-max-conns", "0"), want: "--http-max-conns must be in 1.."},
 		{name: "zero watcher cap", args: with("--max-watchers", "0"), want: "--max-watchers must be in 1.."},
+		{name: "zero proposal queue", args: with("--max-pending-proposals", "0"), want: "--max-pending-proposals must be in 1..1048576, got 0"},
+		{name: "negative proposal queue", args: with("--max-pending-proposals", "-5"), want: "--max-pending-proposals must be in 1..1048576, got -5"},
+		{name: "proposal queue too large", args: with("--max-pending-proposals", "2000000"), want: "--max-pending-proposals must be in 1..1048576, got 2000000"},
 		{name: "zero grpc streams", args: with("--grpc-max-streams", "0"), want: "--grpc-max-streams must be in 1.."},
 		{name: "http read timeout too short", args: with("--http-read-timeout", "1ms"), want: "--http-read-timeout must be at least 100ms"},
 		{name: "request wait too short", args: with("--max-request-wait", "0s"), want: "--max-request-wait must be at least 100ms"},
@@ -222,7 +225,8 @@ func TestParseServeFlagsValid(t *testing.T) {
 			MaxIdle: 10 * time.Minute, MinSizeFromIdleToSealed: 16, MaxBinlogFiles: 32, ChannelGrowingMB: 4096,
 			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second, DroppedRetention: 3 * time.Hour},
 		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
-			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute}}
+			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute,
+			MaxPendingProposals: raftnode.DefaultMaxPendingProposals}}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
 		f(&c)
@@ -293,6 +297,10 @@ func TestParseServeFlagsValid(t *testing.T) {
 		{"flag overrides env for peers", with("--peers", "n1="+raftAddr), env{"COORDD_PEERS": "bad"},
 			want(func(c *serveConfig) { c.Peers = three[:1] })},
 		{"empty env var is unset", baseArgs(), env{"COORDD_LOG_LEVEL": ""}, base},
+		{"proposal queue bound", with("--max-pending-proposals", "64"), nil,
+			want(func(c *serveConfig) { c.Limits.MaxPendingProposals = 64 })},
+		{"proposal queue bound from the environment", baseArgs(), env{"COORDD_MAX_PENDING_PROPOSALS": "1"},
+			want(func(c *serveConfig) { c.Limits.MaxPendingProposals = 1 })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

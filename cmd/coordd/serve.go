@@ -122,6 +122,7 @@ func openNode(c serveConfig, logger hclog.Logger) (*raftnode.Node, listeners, er
 	rc := c.Raft
 	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
 	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	rc.MaxPendingProposals = c.Limits.MaxPendingProposals
 	if len(c.RaftDial) > 0 {
 		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
 	}
@@ -228,7 +229,7 @@ func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg 
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
 		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
-	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, lis.http) }); err != nil {
+	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, node, lis.http) }); err != nil {
 		return nil, nil, err
 	}
 	var gwOpts []httpgateway.Option
@@ -242,9 +243,12 @@ func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg 
 }
 
 // limitsOf reports each bound with its use and refusals, for metrics.
-func limitsOf(l limitFlags, srv *grpcserver.Server, httpLis *httpgateway.LimitedListener) []metrics.Limit {
+func limitsOf(l limitFlags, srv *grpcserver.Server, node *raftnode.Node, httpLis *httpgateway.LimitedListener) []metrics.Limit {
 	sl := srv.Limits()
+	pq := node.ProposalQueue()
 	return []metrics.Limit{
+		{Name: "pending_proposals", Max: float64(pq.Max), InUse: float64(pq.Pending), Refused: pq.Rejected},
+		{Name: "raft_inflight_entries", Max: float64(raftnode.MaxInflightEntries), InUse: float64(pq.Inflight)},
 		{Name: "http_connections", Max: float64(l.HTTPMaxConns), InUse: float64(httpLis.Open()), Refused: httpLis.Refused()},
 		{Name: "assignment_watchers", Max: float64(sl.MaxWatchers), InUse: float64(srv.Watchers()), Refused: sl.WatchersRefused},
 		{Name: "grpc_streams_per_connection", Max: float64(l.GRPCMaxStreams), InUse: -1},

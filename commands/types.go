@@ -35,6 +35,7 @@ const (
 	TypeAllocVirtualChannels         Type = 0x010A
 	TypeDropVirtualChannels          Type = 0x010B
 	TypeUpdateReplicateConfiguration Type = 0x010C
+	TypeResetReplicateRole           Type = 0x010D
 
 	TypeCreateBroadcast          Type = 0x0201
 	TypeAckBroadcast             Type = 0x0202
@@ -80,6 +81,7 @@ var registry = map[Type]spec{
 	TypeAllocVirtualChannels:         {"AllocVirtualChannels", 1, func() proto.Message { return &logpb.AllocVirtualChannels{} }},
 	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
+	TypeResetReplicateRole:           {"ResetReplicateRole", 1, func() proto.Message { return &logpb.ResetReplicateRole{} }},
 
 	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
 	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1
@@ -89,10 +91,12 @@ var registry = map[Type]spec{
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},
 
+	// Segments. SaveBinlogPaths v2 adds after_dml: a v1 replica would append a save
+	// that v2 replicas refuse as stale, so it must stop.
 	TypeCreateSegment:            {"CreateSegment", 1, func() proto.Message { return &logpb.CreateSegment{} }},
 	TypeSealSegments:             {"SealSegments", 1, func() proto.Message { return &logpb.SealSegments{} }},
 	TypeMarkSegmentsFlushing:     {"MarkSegmentsFlushing", 1, func() proto.Message { return &logpb.MarkSegmentsFlushing{} }},
-	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
+	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 2, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -27,6 +28,11 @@ const (
 	MDLeaderGRPC = "coordd-leader-grpc"
 	MDOutcome    = "coordd-outcome" // "unknown" when the write may have happened
 	MDForwarded  = "coordd-forwarded"
+	// MDRetryAfter is set (milliseconds) on a ResourceExhausted answer
+	// that asking again later may change: the member's proposal queue
+	// was full. The client SDK retries such answers after at least this
+	// long; a ResourceExhausted without it is not worth retrying as is.
+	MDRetryAfter = "coordd-retry-after-ms"
 )
 
 // errorRule maps one class of internal error to a gRPC code (codeOf, when
@@ -82,6 +88,7 @@ var errorTable = []errorRule{
 	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrNotPrimary), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
+	{match: is(raftnode.ErrOverloaded), code: codes.ResourceExhausted},
 	{match: is(leadership.ErrOutcomeUnknown), code: codes.Unavailable},
 	{match: is(leadership.ErrNotLeader), code: codes.Unavailable},
 	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
@@ -170,6 +177,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	md := metadata.MD{}
 	if errors.Is(err, leadership.ErrOutcomeUnknown) {
 		md.Set(MDOutcome, "unknown")
+	}
+	var oe *raftnode.OverloadedError
+	if errors.As(err, &oe) {
+		md.Set(MDRetryAfter, strconv.FormatInt(max(oe.RetryAfter.Milliseconds(), 1), 10))
 	}
 	if code == codes.Unavailable {
 		if id, addr := s.leaderHint(); id != "" {

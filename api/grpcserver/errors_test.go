@@ -40,8 +40,8 @@ func (s *trailerStream) SetTrailer(md metadata.MD) error {
 func TestToStatus(t *testing.T) {
 	tn := startTestNode(t)
 	type mdWant map[string]string // key → value; "" means absent
-	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: ""}
-	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: ""}
+	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: "", MDRetryAfter: ""}
+	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: "", MDRetryAfter: ""}
 	tests := []struct {
 		name string
 		err  error
@@ -79,6 +79,8 @@ func TestToStatus(t *testing.T) {
 		{"manifest invalid", fmt.Errorf("%w: no mutation", manifest.ErrInvalid), codes.InvalidArgument, noMD},
 		{"manifest not found", fmt.Errorf("%w: segment 5", manifest.ErrNotFound), codes.NotFound, noMD},
 		{"manifest no store", manifest.ErrNoStore, codes.FailedPrecondition, noMD},
+		{"proposal queue full", fmt.Errorf("create broadcast: %w", &raftnode.OverloadedError{Pending: 64, Max: 64, RetryAfter: 250 * time.Millisecond}),
+			codes.ResourceExhausted, mdWant{MDRetryAfter: "250", MDOutcome: "", MDLeaderID: ""}},
 		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
 		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
 	}

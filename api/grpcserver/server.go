@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -33,12 +34,15 @@ type Server struct {
 	coordpb.UnimplementedBroadcasterServer
 	coordpb.UnimplementedDataCoordServer
 	coordpb.UnimplementedManifestServiceServer
+	coordpb.UnimplementedDiagnosticsServer
+	coordpb.UnimplementedBackupServer
 
 	node       *raftnode.Node
 	self       raftnode.Self
 	tso        *allocator.TSO
 	ids        *allocator.IDs
 	logger     hclog.Logger
+	logs       *logging.Logs
 	grpcHealth *health.Server
 
 	health     NodeHealth
@@ -140,6 +144,8 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterBroadcasterServer(g, s)
 	coordpb.RegisterDataCoordServer(g, s)
 	coordpb.RegisterManifestServiceServer(g, s)
+	coordpb.RegisterDiagnosticsServer(g, s)
+	coordpb.RegisterBackupServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

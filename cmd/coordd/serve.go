@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -34,9 +34,11 @@ func selfOf(c serveConfig) raftnode.Self {
 // stop accepting client calls, stop leader work and raft, close stores.
 // Each step is one function below, in the order they run.
 func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name: "coordd", Level: hclog.LevelFromString(c.LogLevel), Output: logOut,
-	}).With("id", c.ID)
+	logs, err := logging.New(logging.Options{Name: "coordd", Level: c.LogLevel, Format: c.LogFormat, Output: logOut})
+	if err != nil {
+		return configError{err}
+	}
+	logger := logs.Logger().With("id", c.ID)
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
@@ -55,7 +57,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	defer set.Close()
 	node.AddLeaderRoutine(routines.Name, set.Run) // every leader routine, in order
-	srv, err := newAPI(c, node, set, reg, logger)
+	srv, err := newAPI(c, node, set, reg, logs, logger)
 	if err != nil {
 		return err
 	}
@@ -120,6 +122,7 @@ func openNode(c serveConfig, logger hclog.Logger) (*raftnode.Node, listeners, er
 	rc := c.Raft
 	rc.ID, rc.DataDir, rc.RaftAddr, rc.Logger = c.ID, c.DataDir, c.RaftAddr, logger
 	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	rc.MaxPendingProposals = c.Limits.MaxPendingProposals
 	if len(c.RaftDial) > 0 {
 		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
 	}
@@ -201,8 +204,8 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 
 // newAPI builds the gRPC services over the node and the controllers, and
 // registers the metrics that read them.
-func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logger hclog.Logger) (*grpcserver.Server, error) {
-	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set,
+func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logs *logging.Logs, logger hclog.Logger) (*grpcserver.Server, error) {
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set, grpcserver.WithLogs(logs),
 		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() }))
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {
@@ -234,29 +237,26 @@ func newServers(c serveConfig, node *raftnode.Node, srv *grpcserver.Server, reg 
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())},
 		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
-	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, lis.http) }); err != nil {
+	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, node, lis.http) }); err != nil {
 		return nil, nil, err
 	}
-	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
-	var handler http.Handler = gw
+	var gwOpts []httpgateway.Option
 	if c.EnablePprof {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.Handle("/", gw)
-		handler = mux
+		gwOpts = append(gwOpts, httpgateway.WithPprof())
 	}
+	var handler http.Handler = httpgateway.New(srv, httpgateway.Probes{Node: node, MaxLag: c.ReadyMaxLag}, reg.Handler(), gwOpts...)
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
 		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
 	return g, hs, nil
 }
 
 // limitsOf reports each bound with its use and refusals, for metrics.
-func limitsOf(l limitFlags, srv *grpcserver.Server, httpLis *httpgateway.LimitedListener) []metrics.Limit {
+func limitsOf(l limitFlags, srv *grpcserver.Server, node *raftnode.Node, httpLis *httpgateway.LimitedListener) []metrics.Limit {
 	sl := srv.Limits()
+	pq := node.ProposalQueue()
 	return []metrics.Limit{
+		{Name: "pending_proposals", Max: float64(pq.Max), InUse: float64(pq.Pending), Refused: pq.Rejected},
+		{Name: "raft_inflight_entries", Max: float64(raftnode.MaxInflightEntries), InUse: float64(pq.Inflight)},
 		{Name: "http_connections", Max: float64(l.HTTPMaxConns), InUse: float64(httpLis.Open()), Refused: httpLis.Refused()},
 		{Name: "assignment_watchers", Max: float64(sl.MaxWatchers), InUse: float64(srv.Watchers()), Refused: sl.WatchersRefused},
 		{Name: "grpc_streams_per_connection", Max: float64(l.GRPCMaxStreams), InUse: -1},

@@ -734,6 +734,7 @@ type Result struct {
 	//	*Result_SaveBinlogs
 	//	*Result_Checkpoints
 	//	*Result_ManifestCommit
+	//	*Result_ReplicateConfig
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -882,6 +883,15 @@ func (x *Result) GetManifestCommit() *ManifestCommitResult {
 	return nil
 }
 
+func (x *Result) GetReplicateConfig() *ReplicateConfiguration {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ReplicateConfig); ok {
+			return x.ReplicateConfig
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -930,6 +940,10 @@ type Result_ManifestCommit struct {
 	ManifestCommit *ManifestCommitResult `protobuf:"bytes,20,opt,name=manifest_commit,json=manifestCommit,proto3,oneof"`
 }
 
+type Result_ReplicateConfig struct {
+	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,14,opt,name=replicate_config,json=replicateConfig,proto3,oneof"` // ResetReplicateRole: the configuration installed
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
@@ -951,6 +965,8 @@ func (*Result_SaveBinlogs) isResult_Value() {}
 func (*Result_Checkpoints) isResult_Value() {}
 
 func (*Result_ManifestCommit) isResult_Value() {}
+
+func (*Result_ReplicateConfig) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2745,6 +2761,56 @@ func (x *UpdateReplicateConfiguration) GetConfig() *ReplicateConfiguration {
 	return nil
 }
 
+// ResetReplicateRole makes a replication secondary a primary again: Apply
+// installs a configuration listing only this cluster, with the PChannels the
+// installed configuration gives it, and no topology. Apply computes that
+// configuration from the state it applies to and refuses a cluster that is
+// a primary already, so a reset never overwrites a configuration installed
+// after the operator looked. The reason is the operator's, for the record.
+type ResetReplicateRole struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetReplicateRole) Reset() {
+	*x = ResetReplicateRole{}
+	mi := &file_log_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetReplicateRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetReplicateRole) ProtoMessage() {}
+
+func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetReplicateRole.ProtoReflect.Descriptor instead.
+func (*ResetReplicateRole) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResetReplicateRole) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Results of channel commands.
 type AssignResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2755,7 +2821,7 @@ type AssignResult struct {
 
 func (x *AssignResult) Reset() {
 	*x = AssignResult{}
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2833,7 @@ func (x *AssignResult) String() string {
 func (*AssignResult) ProtoMessage() {}
 
 func (x *AssignResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2846,7 @@ func (x *AssignResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
 func (*AssignResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{33}
+	return file_log_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AssignResult) GetAssigned() []*PChannelTerm {
@@ -2801,7 +2867,7 @@ type RegisterNodeResult struct {
 
 func (x *RegisterNodeResult) Reset() {
 	*x = RegisterNodeResult{}
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2879,7 @@ func (x *RegisterNodeResult) String() string {
 func (*RegisterNodeResult) ProtoMessage() {}
 
 func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2892,7 @@ func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResult.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{34}
+	return file_log_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterNodeResult) GetNodeId() uint64 {
@@ -2859,7 +2925,7 @@ type VChannelList struct {
 
 func (x *VChannelList) Reset() {
 	*x = VChannelList{}
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2937,7 @@ func (x *VChannelList) String() string {
 func (*VChannelList) ProtoMessage() {}
 
 func (x *VChannelList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2950,7 @@ func (x *VChannelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelList.ProtoReflect.Descriptor instead.
 func (*VChannelList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{35}
+	return file_log_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VChannelList) GetVchannels() []string {
@@ -2904,7 +2970,7 @@ type AssignmentVersion struct {
 
 func (x *AssignmentVersion) Reset() {
 	*x = AssignmentVersion{}
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +2982,7 @@ func (x *AssignmentVersion) String() string {
 func (*AssignmentVersion) ProtoMessage() {}
 
 func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +2995,7 @@ func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentVersion.ProtoReflect.Descriptor instead.
 func (*AssignmentVersion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{36}
+	return file_log_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AssignmentVersion) GetGlobal() uint64 {
@@ -2957,7 +3023,7 @@ type PChannelHistory struct {
 
 func (x *PChannelHistory) Reset() {
 	*x = PChannelHistory{}
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3035,7 @@ func (x *PChannelHistory) String() string {
 func (*PChannelHistory) ProtoMessage() {}
 
 func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3048,7 @@ func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelHistory.ProtoReflect.Descriptor instead.
 func (*PChannelHistory) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{37}
+	return file_log_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PChannelHistory) GetTerm() int64 {
@@ -3026,7 +3092,7 @@ type PChannelRecord struct {
 
 func (x *PChannelRecord) Reset() {
 	*x = PChannelRecord{}
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3104,7 @@ func (x *PChannelRecord) String() string {
 func (*PChannelRecord) ProtoMessage() {}
 
 func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3117,7 @@ func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelRecord.ProtoReflect.Descriptor instead.
 func (*PChannelRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{38}
+	return file_log_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PChannelRecord) GetName() string {
@@ -3159,7 +3225,7 @@ type StreamingNodeRecord struct {
 
 func (x *StreamingNodeRecord) Reset() {
 	*x = StreamingNodeRecord{}
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3237,7 @@ func (x *StreamingNodeRecord) String() string {
 func (*StreamingNodeRecord) ProtoMessage() {}
 
 func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3250,7 @@ func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamingNodeRecord.ProtoReflect.Descriptor instead.
 func (*StreamingNodeRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{39}
+	return file_log_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamingNodeRecord) GetId() uint64 {
@@ -3274,7 +3340,7 @@ type CollectionVChannels struct {
 
 func (x *CollectionVChannels) Reset() {
 	*x = CollectionVChannels{}
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3352,7 @@ func (x *CollectionVChannels) String() string {
 func (*CollectionVChannels) ProtoMessage() {}
 
 func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3365,7 @@ func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
 func (*CollectionVChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{40}
+	return file_log_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CollectionVChannels) GetCollectionId() int64 {
@@ -3333,7 +3399,7 @@ type ChannelsMeta struct {
 
 func (x *ChannelsMeta) Reset() {
 	*x = ChannelsMeta{}
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3411,7 @@ func (x *ChannelsMeta) String() string {
 func (*ChannelsMeta) ProtoMessage() {}
 
 func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3424,7 @@ func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelsMeta.ProtoReflect.Descriptor instead.
 func (*ChannelsMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{41}
+	return file_log_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChannelsMeta) GetClusterId() string {
@@ -3421,7 +3487,7 @@ type ResourceKey struct {
 
 func (x *ResourceKey) Reset() {
 	*x = ResourceKey{}
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3499,7 @@ func (x *ResourceKey) String() string {
 func (*ResourceKey) ProtoMessage() {}
 
 func (x *ResourceKey) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3512,7 @@ func (x *ResourceKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceKey.ProtoReflect.Descriptor instead.
 func (*ResourceKey) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{42}
+	return file_log_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResourceKey) GetDomain() ResourceDomain {
@@ -3484,7 +3550,7 @@ type VChannelCheckpoint struct {
 
 func (x *VChannelCheckpoint) Reset() {
 	*x = VChannelCheckpoint{}
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3562,7 @@ func (x *VChannelCheckpoint) String() string {
 func (*VChannelCheckpoint) ProtoMessage() {}
 
 func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3575,7 @@ func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelCheckpoint.ProtoReflect.Descriptor instead.
 func (*VChannelCheckpoint) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{43}
+	return file_log_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *VChannelCheckpoint) GetVchannel() string {
@@ -3560,7 +3626,7 @@ type CreateBroadcast struct {
 
 func (x *CreateBroadcast) Reset() {
 	*x = CreateBroadcast{}
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3572,7 +3638,7 @@ func (x *CreateBroadcast) String() string {
 func (*CreateBroadcast) ProtoMessage() {}
 
 func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3585,7 +3651,7 @@ func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBroadcast.ProtoReflect.Descriptor instead.
 func (*CreateBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{44}
+	return file_log_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateBroadcast) GetMessageType() string {
@@ -3649,7 +3715,7 @@ type AckBroadcast struct {
 
 func (x *AckBroadcast) Reset() {
 	*x = AckBroadcast{}
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3727,7 @@ func (x *AckBroadcast) String() string {
 func (*AckBroadcast) ProtoMessage() {}
 
 func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3740,7 @@ func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBroadcast.ProtoReflect.Descriptor instead.
 func (*AckBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{45}
+	return file_log_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AckBroadcast) GetBroadcastId() uint64 {
@@ -3717,7 +3783,7 @@ type CompleteBroadcast struct {
 
 func (x *CompleteBroadcast) Reset() {
 	*x = CompleteBroadcast{}
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +3795,7 @@ func (x *CompleteBroadcast) String() string {
 func (*CompleteBroadcast) ProtoMessage() {}
 
 func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +3808,7 @@ func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBroadcast.ProtoReflect.Descriptor instead.
 func (*CompleteBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{46}
+	return file_log_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompleteBroadcast) GetBroadcastId() uint64 {
@@ -3765,7 +3831,7 @@ type AbandonBroadcast struct {
 
 func (x *AbandonBroadcast) Reset() {
 	*x = AbandonBroadcast{}
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3777,7 +3843,7 @@ func (x *AbandonBroadcast) String() string {
 func (*AbandonBroadcast) ProtoMessage() {}
 
 func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3856,7 @@ func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBroadcast.ProtoReflect.Descriptor instead.
 func (*AbandonBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{47}
+	return file_log_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AbandonBroadcast) GetBroadcastId() uint64 {
@@ -3820,7 +3886,7 @@ type PruneBroadcastTombstones struct {
 
 func (x *PruneBroadcastTombstones) Reset() {
 	*x = PruneBroadcastTombstones{}
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3898,7 @@ func (x *PruneBroadcastTombstones) String() string {
 func (*PruneBroadcastTombstones) ProtoMessage() {}
 
 func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3911,7 @@ func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneBroadcastTombstones.ProtoReflect.Descriptor instead.
 func (*PruneBroadcastTombstones) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{48}
+	return file_log_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PruneBroadcastTombstones) GetMaxCount() uint32 {
@@ -3873,7 +3939,7 @@ type CreateCollectionPayload struct {
 
 func (x *CreateCollectionPayload) Reset() {
 	*x = CreateCollectionPayload{}
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +3951,7 @@ func (x *CreateCollectionPayload) String() string {
 func (*CreateCollectionPayload) ProtoMessage() {}
 
 func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +3964,7 @@ func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
 func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{49}
+	return file_log_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateCollectionPayload) GetCollectionId() int64 {
@@ -3924,7 +3990,7 @@ type DropCollectionPayload struct {
 
 func (x *DropCollectionPayload) Reset() {
 	*x = DropCollectionPayload{}
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4002,7 @@ func (x *DropCollectionPayload) String() string {
 func (*DropCollectionPayload) ProtoMessage() {}
 
 func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4015,7 @@ func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
 func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{50}
+	return file_log_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DropCollectionPayload) GetCollectionId() int64 {
@@ -3967,7 +4033,7 @@ type FlushAllPayload struct {
 
 func (x *FlushAllPayload) Reset() {
 	*x = FlushAllPayload{}
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4045,7 @@ func (x *FlushAllPayload) String() string {
 func (*FlushAllPayload) ProtoMessage() {}
 
 func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4058,7 @@ func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllPayload.ProtoReflect.Descriptor instead.
 func (*FlushAllPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{51}
+	return file_log_proto_rawDescGZIP(), []int{52}
 }
 
 type BroadcastCreated struct {
@@ -4005,7 +4071,7 @@ type BroadcastCreated struct {
 
 func (x *BroadcastCreated) Reset() {
 	*x = BroadcastCreated{}
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4083,7 @@ func (x *BroadcastCreated) String() string {
 func (*BroadcastCreated) ProtoMessage() {}
 
 func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4096,7 @@ func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCreated.ProtoReflect.Descriptor instead.
 func (*BroadcastCreated) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{52}
+	return file_log_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BroadcastCreated) GetBroadcastId() uint64 {
@@ -4060,7 +4126,7 @@ type BroadcastCompletion struct {
 
 func (x *BroadcastCompletion) Reset() {
 	*x = BroadcastCompletion{}
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4138,7 @@ func (x *BroadcastCompletion) String() string {
 func (*BroadcastCompletion) ProtoMessage() {}
 
 func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4151,7 @@ func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCompletion.ProtoReflect.Descriptor instead.
 func (*BroadcastCompletion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{53}
+	return file_log_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BroadcastCompletion) GetTombstoned() bool {
@@ -4128,7 +4194,7 @@ type BroadcastTask struct {
 
 func (x *BroadcastTask) Reset() {
 	*x = BroadcastTask{}
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4140,7 +4206,7 @@ func (x *BroadcastTask) String() string {
 func (*BroadcastTask) ProtoMessage() {}
 
 func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4153,7 +4219,7 @@ func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastTask.ProtoReflect.Descriptor instead.
 func (*BroadcastTask) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{54}
+	return file_log_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BroadcastTask) GetId() uint64 {
@@ -4278,7 +4344,7 @@ type PChannelTimeTick struct {
 
 func (x *PChannelTimeTick) Reset() {
 	*x = PChannelTimeTick{}
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4290,7 +4356,7 @@ func (x *PChannelTimeTick) String() string {
 func (*PChannelTimeTick) ProtoMessage() {}
 
 func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4303,7 +4369,7 @@ func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTimeTick.ProtoReflect.Descriptor instead.
 func (*PChannelTimeTick) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{55}
+	return file_log_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PChannelTimeTick) GetPchannel() string {
@@ -4333,7 +4399,7 @@ type BroadcastMeta struct {
 
 func (x *BroadcastMeta) Reset() {
 	*x = BroadcastMeta{}
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +4411,7 @@ func (x *BroadcastMeta) String() string {
 func (*BroadcastMeta) ProtoMessage() {}
 
 func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4358,7 +4424,7 @@ func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastMeta.ProtoReflect.Descriptor instead.
 func (*BroadcastMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{56}
+	return file_log_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BroadcastMeta) GetNextTombstoneSeq() uint64 {
@@ -4395,7 +4461,7 @@ type WALPosition struct {
 
 func (x *WALPosition) Reset() {
 	*x = WALPosition{}
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4407,7 +4473,7 @@ func (x *WALPosition) String() string {
 func (*WALPosition) ProtoMessage() {}
 
 func (x *WALPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4420,7 +4486,7 @@ func (x *WALPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALPosition.ProtoReflect.Descriptor instead.
 func (*WALPosition) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{57}
+	return file_log_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WALPosition) GetTerm() int64 {
@@ -4458,7 +4524,7 @@ type LogRef struct {
 
 func (x *LogRef) Reset() {
 	*x = LogRef{}
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4536,7 @@ func (x *LogRef) String() string {
 func (*LogRef) ProtoMessage() {}
 
 func (x *LogRef) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4549,7 @@ func (x *LogRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
 func (*LogRef) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{58}
+	return file_log_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LogRef) GetLogId() int64 {
@@ -4531,7 +4597,7 @@ type FieldLogs struct {
 
 func (x *FieldLogs) Reset() {
 	*x = FieldLogs{}
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4609,7 @@ func (x *FieldLogs) String() string {
 func (*FieldLogs) ProtoMessage() {}
 
 func (x *FieldLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4622,7 @@ func (x *FieldLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldLogs.ProtoReflect.Descriptor instead.
 func (*FieldLogs) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{59}
+	return file_log_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FieldLogs) GetFieldId() int64 {
@@ -4589,7 +4655,7 @@ type CreateSegment struct {
 
 func (x *CreateSegment) Reset() {
 	*x = CreateSegment{}
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4667,7 @@ func (x *CreateSegment) String() string {
 func (*CreateSegment) ProtoMessage() {}
 
 func (x *CreateSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4680,7 @@ func (x *CreateSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSegment.ProtoReflect.Descriptor instead.
 func (*CreateSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{60}
+	return file_log_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateSegment) GetCollectionId() int64 {
@@ -4669,7 +4735,7 @@ type SealSegments struct {
 
 func (x *SealSegments) Reset() {
 	*x = SealSegments{}
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4681,7 +4747,7 @@ func (x *SealSegments) String() string {
 func (*SealSegments) ProtoMessage() {}
 
 func (x *SealSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4694,7 +4760,7 @@ func (x *SealSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
 func (*SealSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{61}
+	return file_log_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SealSegments) GetSegmentIds() []int64 {
@@ -4744,7 +4810,7 @@ type MarkSegmentsFlushing struct {
 
 func (x *MarkSegmentsFlushing) Reset() {
 	*x = MarkSegmentsFlushing{}
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +4822,7 @@ func (x *MarkSegmentsFlushing) String() string {
 func (*MarkSegmentsFlushing) ProtoMessage() {}
 
 func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +4835,7 @@ func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
 func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{62}
+	return file_log_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
@@ -4797,7 +4863,7 @@ type SegmentCheckpointUpdate struct {
 
 func (x *SegmentCheckpointUpdate) Reset() {
 	*x = SegmentCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +4875,7 @@ func (x *SegmentCheckpointUpdate) String() string {
 func (*SegmentCheckpointUpdate) ProtoMessage() {}
 
 func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +4888,7 @@ func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{63}
+	return file_log_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
@@ -4856,7 +4922,7 @@ type SegmentStartUpdate struct {
 
 func (x *SegmentStartUpdate) Reset() {
 	*x = SegmentStartUpdate{}
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4868,7 +4934,7 @@ func (x *SegmentStartUpdate) String() string {
 func (*SegmentStartUpdate) ProtoMessage() {}
 
 func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4881,7 +4947,7 @@ func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{64}
+	return file_log_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SegmentStartUpdate) GetSegmentId() int64 {
@@ -4919,13 +4985,18 @@ type SaveBinlogPaths struct {
 	WithFullBinlogs bool                       `protobuf:"varint,15,opt,name=with_full_binlogs,json=withFullBinlogs,proto3" json:"with_full_binlogs,omitempty"`
 	StorageVersion  uint32                     `protobuf:"varint,16,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
 	ManifestPath    string                     `protobuf:"bytes,17,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// after_dml (v2): the binlogs hold only rows after the segment's stored
+	// DML position. A save with a new binlog that starts at or before it
+	// overlaps rows already recorded (a partial save that committed after its
+	// flusher gave up on it) and is stale: nothing is written.
+	AfterDml      bool `protobuf:"varint,18,opt,name=after_dml,json=afterDml,proto3" json:"after_dml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SaveBinlogPaths) Reset() {
 	*x = SaveBinlogPaths{}
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5008,7 @@ func (x *SaveBinlogPaths) String() string {
 func (*SaveBinlogPaths) ProtoMessage() {}
 
 func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5021,7 @@ func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{65}
+	return file_log_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SaveBinlogPaths) GetNodeId() uint64 {
@@ -5072,6 +5143,13 @@ func (x *SaveBinlogPaths) GetManifestPath() string {
 	return ""
 }
 
+func (x *SaveBinlogPaths) GetAfterDml() bool {
+	if x != nil {
+		return x.AfterDml
+	}
+	return false
+}
+
 type ChannelCheckpointUpdate struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Vchannel      string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
@@ -5083,7 +5161,7 @@ type ChannelCheckpointUpdate struct {
 
 func (x *ChannelCheckpointUpdate) Reset() {
 	*x = ChannelCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5095,7 +5173,7 @@ func (x *ChannelCheckpointUpdate) String() string {
 func (*ChannelCheckpointUpdate) ProtoMessage() {}
 
 func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5108,7 +5186,7 @@ func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{66}
+	return file_log_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ChannelCheckpointUpdate) GetVchannel() string {
@@ -5145,7 +5223,7 @@ type UpdateChannelCheckpoints struct {
 
 func (x *UpdateChannelCheckpoints) Reset() {
 	*x = UpdateChannelCheckpoints{}
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5157,7 +5235,7 @@ func (x *UpdateChannelCheckpoints) String() string {
 func (*UpdateChannelCheckpoints) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5170,7 +5248,7 @@ func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{67}
+	return file_log_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
@@ -5201,7 +5279,7 @@ type PruneDroppedSegments struct {
 
 func (x *PruneDroppedSegments) Reset() {
 	*x = PruneDroppedSegments{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5291,7 @@ func (x *PruneDroppedSegments) String() string {
 func (*PruneDroppedSegments) ProtoMessage() {}
 
 func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5304,7 @@ func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
 func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PruneDroppedSegments) GetRetentionMs() int64 {
@@ -5259,7 +5337,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5271,7 +5349,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5284,7 +5362,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5304,7 +5382,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5316,7 +5394,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5329,7 +5407,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5356,7 +5434,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5446,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5459,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5427,7 +5505,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5439,7 +5517,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5452,7 +5530,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -5615,7 +5693,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5627,7 +5705,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5640,7 +5718,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -5689,7 +5767,7 @@ type ManifestStats struct {
 
 func (x *ManifestStats) Reset() {
 	*x = ManifestStats{}
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5701,7 +5779,7 @@ func (x *ManifestStats) String() string {
 func (*ManifestStats) ProtoMessage() {}
 
 func (x *ManifestStats) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5714,7 +5792,7 @@ func (x *ManifestStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
 func (*ManifestStats) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{74}
+	return file_log_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ManifestStats) GetKey() string {
@@ -5750,7 +5828,7 @@ type SegmentIndexRecord struct {
 
 func (x *SegmentIndexRecord) Reset() {
 	*x = SegmentIndexRecord{}
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5762,7 +5840,7 @@ func (x *SegmentIndexRecord) String() string {
 func (*SegmentIndexRecord) ProtoMessage() {}
 
 func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5775,7 +5853,7 @@ func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
 func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{75}
+	return file_log_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SegmentIndexRecord) GetBuildId() int64 {
@@ -5846,7 +5924,7 @@ type SegmentStatsRecord struct {
 
 func (x *SegmentStatsRecord) Reset() {
 	*x = SegmentStatsRecord{}
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5858,7 +5936,7 @@ func (x *SegmentStatsRecord) String() string {
 func (*SegmentStatsRecord) ProtoMessage() {}
 
 func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5871,7 +5949,7 @@ func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
 func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{76}
+	return file_log_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SegmentStatsRecord) GetSegmentId() int64 {
@@ -5903,7 +5981,7 @@ type ManifestNewSegment struct {
 
 func (x *ManifestNewSegment) Reset() {
 	*x = ManifestNewSegment{}
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5915,7 +5993,7 @@ func (x *ManifestNewSegment) String() string {
 func (*ManifestNewSegment) ProtoMessage() {}
 
 func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5928,7 +6006,7 @@ func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
 func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{77}
+	return file_log_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ManifestNewSegment) GetCollectionId() int64 {
@@ -5985,7 +6063,7 @@ type ManifestCatalogMutation struct {
 
 func (x *ManifestCatalogMutation) Reset() {
 	*x = ManifestCatalogMutation{}
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5997,7 +6075,7 @@ func (x *ManifestCatalogMutation) String() string {
 func (*ManifestCatalogMutation) ProtoMessage() {}
 
 func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6010,7 +6088,7 @@ func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
 func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{78}
+	return file_log_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ManifestCatalogMutation) GetState() SegmentState {
@@ -6086,7 +6164,7 @@ type ManifestPublish struct {
 
 func (x *ManifestPublish) Reset() {
 	*x = ManifestPublish{}
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6098,7 +6176,7 @@ func (x *ManifestPublish) String() string {
 func (*ManifestPublish) ProtoMessage() {}
 
 func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6111,7 +6189,7 @@ func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
 func (*ManifestPublish) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{79}
+	return file_log_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ManifestPublish) GetSegmentId() int64 {
@@ -6176,7 +6254,7 @@ type CommitSegmentManifests struct {
 
 func (x *CommitSegmentManifests) Reset() {
 	*x = CommitSegmentManifests{}
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6188,7 +6266,7 @@ func (x *CommitSegmentManifests) String() string {
 func (*CommitSegmentManifests) ProtoMessage() {}
 
 func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6201,7 +6279,7 @@ func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
 func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{80}
+	return file_log_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
@@ -6223,7 +6301,7 @@ type ManifestPublished struct {
 
 func (x *ManifestPublished) Reset() {
 	*x = ManifestPublished{}
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6235,7 +6313,7 @@ func (x *ManifestPublished) String() string {
 func (*ManifestPublished) ProtoMessage() {}
 
 func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6248,7 +6326,7 @@ func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
 func (*ManifestPublished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{81}
+	return file_log_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ManifestPublished) GetSegmentId() int64 {
@@ -6281,7 +6359,7 @@ type ManifestCommitResult struct {
 
 func (x *ManifestCommitResult) Reset() {
 	*x = ManifestCommitResult{}
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6293,7 +6371,7 @@ func (x *ManifestCommitResult) String() string {
 func (*ManifestCommitResult) ProtoMessage() {}
 
 func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6306,7 +6384,7 @@ func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
 func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{82}
+	return file_log_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
@@ -6334,7 +6412,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xfa\x05\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xce\x06\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -6350,7 +6428,8 @@ const file_log_proto_rawDesc = "" +
 	"\fsave_binlogs\x18\n" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
 	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
-	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommitB\a\n" +
+	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12R\n" +
+	"\x10replicate_config\x18\x0e \x01(\v2%.coordd.log.v1.ReplicateConfigurationH\x00R\x0freplicateConfigB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -6464,7 +6543,9 @@ const file_log_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1f.coordd.log.v1.ReplicateClusterR\bclusters\x12<\n" +
 	"\btopology\x18\x02 \x03(\v2 .coordd.log.v1.ReplicateTopologyR\btopology\"]\n" +
 	"\x1cUpdateReplicateConfiguration\x12=\n" +
-	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\"G\n" +
+	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\",\n" +
+	"\x12ResetReplicateRole\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"G\n" +
 	"\fAssignResult\x127\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bassigned\"\x7f\n" +
 	"\x12RegisterNodeResult\x12\x17\n" +
@@ -6635,7 +6716,7 @@ const file_log_proto_rawDesc = "" +
 	"\x12SegmentStartUpdate\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x126\n" +
-	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\xea\x05\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\x87\x06\n" +
 	"\x0fSaveBinlogPaths\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
 	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
@@ -6655,7 +6736,8 @@ const file_log_proto_rawDesc = "" +
 	"\adropped\x18\x0e \x01(\bR\adropped\x12*\n" +
 	"\x11with_full_binlogs\x18\x0f \x01(\bR\x0fwithFullBinlogs\x12'\n" +
 	"\x0fstorage_version\x18\x10 \x01(\rR\x0estorageVersion\x12#\n" +
-	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\"\x92\x01\n" +
+	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\x12\x1b\n" +
+	"\tafter_dml\x18\x12 \x01(\bR\bafterDml\"\x92\x01\n" +
 	"\x17ChannelCheckpointUpdate\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12#\n" +
 	"\rpchannel_term\x18\x02 \x01(\x03R\fpchannelTerm\x126\n" +
@@ -6835,7 +6917,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -6879,149 +6961,151 @@ var file_log_proto_goTypes = []any{
 	(*ReplicateTopology)(nil),            // 39: coordd.log.v1.ReplicateTopology
 	(*ReplicateConfiguration)(nil),       // 40: coordd.log.v1.ReplicateConfiguration
 	(*UpdateReplicateConfiguration)(nil), // 41: coordd.log.v1.UpdateReplicateConfiguration
-	(*AssignResult)(nil),                 // 42: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 43: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 44: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 45: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 46: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 47: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 48: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 49: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 50: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 51: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 52: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 53: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 54: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 55: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 56: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 57: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 58: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 59: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 60: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 61: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 62: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 63: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 64: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 65: coordd.log.v1.BroadcastMeta
-	(*WALPosition)(nil),                  // 66: coordd.log.v1.WALPosition
-	(*LogRef)(nil),                       // 67: coordd.log.v1.LogRef
-	(*FieldLogs)(nil),                    // 68: coordd.log.v1.FieldLogs
-	(*CreateSegment)(nil),                // 69: coordd.log.v1.CreateSegment
-	(*SealSegments)(nil),                 // 70: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 71: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 72: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 73: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 74: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 75: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 76: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 77: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 78: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 79: coordd.log.v1.SaveBinlogPathsResult
-	(*CheckpointsResult)(nil),            // 80: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 81: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 82: coordd.log.v1.ChannelCheckpointRecord
-	(*ManifestStats)(nil),                // 83: coordd.log.v1.ManifestStats
-	(*SegmentIndexRecord)(nil),           // 84: coordd.log.v1.SegmentIndexRecord
-	(*SegmentStatsRecord)(nil),           // 85: coordd.log.v1.SegmentStatsRecord
-	(*ManifestNewSegment)(nil),           // 86: coordd.log.v1.ManifestNewSegment
-	(*ManifestCatalogMutation)(nil),      // 87: coordd.log.v1.ManifestCatalogMutation
-	(*ManifestPublish)(nil),              // 88: coordd.log.v1.ManifestPublish
-	(*CommitSegmentManifests)(nil),       // 89: coordd.log.v1.CommitSegmentManifests
-	(*ManifestPublished)(nil),            // 90: coordd.log.v1.ManifestPublished
-	(*ManifestCommitResult)(nil),         // 91: coordd.log.v1.ManifestCommitResult
+	(*ResetReplicateRole)(nil),           // 42: coordd.log.v1.ResetReplicateRole
+	(*AssignResult)(nil),                 // 43: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 44: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 45: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 46: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 47: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 48: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 49: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 50: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 51: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 52: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 53: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 54: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 55: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 56: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 57: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 58: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 59: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 60: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 61: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 62: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 63: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 64: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 65: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 66: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 67: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 68: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 69: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 70: coordd.log.v1.CreateSegment
+	(*SealSegments)(nil),                 // 71: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 72: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 73: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 74: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 75: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 76: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 77: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 78: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 79: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 80: coordd.log.v1.SaveBinlogPathsResult
+	(*CheckpointsResult)(nil),            // 81: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 82: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 83: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 84: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 85: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 86: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 87: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 88: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 89: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 90: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 91: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 92: coordd.log.v1.ManifestCommitResult
 }
 var file_log_proto_depIdxs = []int32{
 	10, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
 	11, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
 	13, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	42, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	43, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	44, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	61, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	62, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	78, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	79, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	80, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	91, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
-	17, // 13: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	12, // 14: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	20, // 15: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	17, // 16: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	21, // 17: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	22, // 18: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	23, // 19: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	50, // 20: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	47, // 21: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	48, // 22: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	49, // 23: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	63, // 24: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	65, // 25: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	81, // 26: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	82, // 27: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	84, // 28: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
-	85, // 29: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
-	1,  // 30: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	27, // 31: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	29, // 32: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 33: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 34: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	38, // 35: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	39, // 36: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	40, // 37: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	29, // 38: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	45, // 39: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 40: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 41: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 42: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	46, // 43: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 44: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	45, // 45: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	40, // 46: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	45, // 47: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 48: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	51, // 49: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	52, // 50: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	51, // 51: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 52: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	52, // 53: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	64, // 54: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	67, // 55: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	8,  // 56: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	66, // 57: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	66, // 58: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 59: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	68, // 60: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 61: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 62: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	72, // 63: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	73, // 64: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	66, // 65: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	75, // 66: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 67: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 68: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 69: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	66, // 70: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	66, // 71: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 72: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	68, // 73: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 74: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 75: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	66, // 76: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	83, // 77: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
-	7,  // 78: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 79: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
-	83, // 80: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
-	84, // 81: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
-	86, // 82: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
-	87, // 83: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
-	88, // 84: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
-	90, // 85: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
-	86, // [86:86] is the sub-list for method output_type
-	86, // [86:86] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	43, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	44, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	45, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	62, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	63, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	79, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	80, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	81, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	92, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	40, // 13: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	17, // 14: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	12, // 15: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	20, // 16: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	17, // 17: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	21, // 18: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	22, // 19: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	23, // 20: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	51, // 21: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	48, // 22: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	49, // 23: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	50, // 24: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	64, // 25: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	66, // 26: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	82, // 27: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	83, // 28: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	85, // 29: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	86, // 30: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	1,  // 31: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	27, // 32: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	29, // 33: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 34: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 35: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	38, // 36: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	39, // 37: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	40, // 38: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	29, // 39: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	46, // 40: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 41: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 42: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 43: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	47, // 44: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 45: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	46, // 46: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	40, // 47: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	46, // 48: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 49: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	52, // 50: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	53, // 51: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	52, // 52: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 53: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	53, // 54: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	65, // 55: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	68, // 56: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	8,  // 57: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	67, // 58: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	67, // 59: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 60: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	69, // 61: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 62: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 63: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	73, // 64: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	74, // 65: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	67, // 66: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	76, // 67: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 68: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 69: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 70: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	67, // 71: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	67, // 72: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 73: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	69, // 74: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 75: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 76: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	67, // 77: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	84, // 78: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,  // 79: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 80: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	84, // 81: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	85, // 82: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	87, // 83: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	88, // 84: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	89, // 85: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	91, // 86: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	87, // [87:87] is the sub-list for method output_type
+	87, // [87:87] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -7041,6 +7125,7 @@ func file_log_proto_init() {
 		(*Result_SaveBinlogs)(nil),
 		(*Result_Checkpoints)(nil),
 		(*Result_ManifestCommit)(nil),
+		(*Result_ReplicateConfig)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -7065,7 +7150,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   83,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

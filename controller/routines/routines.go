@@ -7,8 +7,8 @@
 //  1. the node-health tracker gives every live node a fresh TTL
 //     (synchronously, so no one reads a previous term's sessions);
 //  2. then, concurrently: the TSO window, the node-health watch, the
-//     balancer, the broadcaster, the segment (flush) manager and the
-//     manifest orphan collector.
+//     balancer, the broadcaster, the segment (flush) manager and, with an
+//     object store, the manifest orphan collector.
 //
 // Run returns when every controller has returned after ctx ends.
 package routines
@@ -130,7 +130,11 @@ func (s *Set) concurrent() []routine {
 	if s.Broadcaster != nil {
 		rs = append(rs, routine{"broadcaster", s.Broadcaster.Run})
 	}
-	return append(rs, routine{"segments", s.Data.Run}, routine{"manifest-gc", s.Manifests.RunGC})
+	rs = append(rs, routine{"segments", s.Data.Run})
+	if s.Manifests.Store() != nil {
+		rs = append(rs, routine{"manifest-gc", s.Manifests.RunGC})
+	}
+	return rs
 }
 
 // Run is the leader routine of the whole set (see the package doc for the

@@ -60,6 +60,7 @@ $(STATICCHECK):
 
 fuzz:
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzDecode -fuzztime=30s ./commands
+	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzRead -fuzztime=30s ./backup
 
 clean:
 	rm -rf $(BIN) data

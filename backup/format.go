@@ -160,7 +160,8 @@ func (w *Writer) Finish() (Header, []byte, error) {
 type File struct {
 	Header Header
 	SHA256 string // hex of the checksum
-	f      *os.File
+	r      io.ReaderAt
+	closer io.Closer
 }
 
 // Open opens path and verifies it: magic, header, size and checksum. Every
@@ -170,53 +171,66 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	bf, err := verify(f)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: not a regular file", path, ErrCorrupt)
+	}
+	bf, err := Read(f, fi.Size())
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	bf.closer = f
 	return bf, nil
 }
 
-func verify(f *os.File) (*File, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: not a regular file", ErrCorrupt)
-	}
+// Read verifies a backup of size bytes held by r (Open does this for a
+// file).
+func Read(r io.ReaderAt, size int64) (*File, error) {
 	block := make([]byte, HeaderSize)
-	if _, err := io.ReadFull(f, block); err != nil {
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorrupt, fi.Size(), HeaderSize)
+	if size < HeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorrupt, size, HeaderSize)
+	}
+	if _, err := r.ReadAt(block, 0); err != nil {
+		return nil, fmt.Errorf("read backup header: %w", err)
 	}
 	h, err := decodeHeader(block)
 	if err != nil {
 		return nil, err
 	}
 	want := int64(HeaderSize) + int64(h.Size) + sumSize
-	if h.Size > uint64(fi.Size()) || fi.Size() != want {
-		return nil, fmt.Errorf("%w: %d bytes, but the header says %d (truncated or extended)", ErrCorrupt, fi.Size(), want)
+	if h.Size > uint64(size) || size != want {
+		return nil, fmt.Errorf("%w: %d bytes, but the header says %d (truncated or extended)", ErrCorrupt, size, want)
 	}
 	sum := sha256.New()
-	if _, err := io.Copy(sum, io.NewSectionReader(f, 0, want-sumSize)); err != nil {
+	if _, err := io.Copy(sum, io.NewSectionReader(r, 0, want-sumSize)); err != nil {
 		return nil, fmt.Errorf("read backup: %w", err)
 	}
 	stored := make([]byte, sumSize)
-	if _, err := f.ReadAt(stored, want-sumSize); err != nil {
+	if _, err := r.ReadAt(stored, want-sumSize); err != nil {
 		return nil, fmt.Errorf("read backup checksum: %w", err)
 	}
 	got := sum.Sum(nil)
 	if !bytes.Equal(got, stored) {
 		return nil, fmt.Errorf("%w: SHA-256 mismatch (file says %x, content is %x)", ErrCorrupt, stored, got)
 	}
-	return &File{Header: h, SHA256: hex.EncodeToString(got), f: f}, nil
+	return &File{Header: h, SHA256: hex.EncodeToString(got), r: r}, nil
 }
 
 // Body returns a reader of the state machine snapshot.
 func (b *File) Body() io.Reader {
-	return io.NewSectionReader(b.f, HeaderSize, int64(b.Header.Size))
+	return io.NewSectionReader(b.r, HeaderSize, int64(b.Header.Size))
 }
 
-// Close closes the file.
-func (b *File) Close() error { return b.f.Close() }
+// Close closes the file (nothing for Read's backups).
+func (b *File) Close() error {
+	if b.closer == nil {
+		return nil
+	}
+	return b.closer.Close()
+}

@@ -213,7 +213,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "backup.snap")
-	ackedBefore, maxIDBefore, _ := ld.snapshot()
+	ackedBefore, maxIDBefore, maxTSBefore := ld.snapshot()
 	start := time.Now()
 	code, out := runTool(t, coordctlBinary, "--endpoints", l.Endpoints(), "snapshot", "save", file)
 	t.Logf("snapshot save under load took %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
@@ -290,7 +290,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	if err != nil || len(st.Members) != 3 {
 		t.Fatalf("new cluster members: %v %v", st.GetMembers(), err)
 	}
-	checkAllocatorsAhead(t, ctx, nc, maxIDBefore, 0)
+	checkAllocatorsAhead(t, ctx, nc, maxIDBefore, maxTSBefore)
 
 	// Saved again from the new cluster: the same tables.
 	again := filepath.Join(dir, "again.snap")

@@ -101,6 +101,10 @@ func (l *Launcher) Members() []LocalMember { return l.members }
 // StreamingNodes lists the planned streaming nodes.
 func (l *Launcher) StreamingNodes() []LocalStreamingNode { return l.sns }
 
+// ObjectStoreDir is the object store every member writes manifest
+// revisions to: the streaming nodes' default binlog store.
+func (l *Launcher) ObjectStoreDir() string { return filepath.Join(l.cfg.DataDir, "objects") }
+
 // WALDir is the WAL directory shared by every streaming node.
 func (l *Launcher) WALDir() string { return filepath.Join(l.cfg.DataDir, "wal") }
 
@@ -155,7 +159,7 @@ func (l *Launcher) StartMember(i int) error {
 	args := append([]string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
-		"--peers", l.peers()}, l.cfg.ExtraArgs...)
+		"--peers", l.peers(), "--object-store", l.ObjectStoreDir()}, l.cfg.ExtraArgs...)
 	if l.cfg.MemberArgs != nil {
 		args = append(args, l.cfg.MemberArgs(i)...)
 	}

@@ -32,6 +32,7 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeAllocVirtualChannels:         applyAllocVirtualChannels,
 	commands.TypeDropVirtualChannels:          applyDropVirtualChannels,
 	commands.TypeUpdateReplicateConfiguration: applyUpdateReplicateConfiguration,
+	commands.TypeResetReplicateRole:           applyResetReplicateRole,
 
 	commands.TypeCreateBroadcast:          applyCreateBroadcast,
 	commands.TypeAckBroadcast:             applyAckBroadcast,
@@ -45,6 +46,8 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
+
+	commands.TypeCommitSegmentManifests: applyCommitSegmentManifests,
 }
 
 // Apply applies the log entry at index and returns the new state and one

@@ -1,25 +1,14 @@
 package proc
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/testutil"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
 
 // TestStartLogsAndReaps: output is appended to the log after the banner
 // (a restart keeps the earlier run), the tee sees it too, and onExit has
@@ -27,7 +16,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func TestStartLogsAndReaps(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "sub", "c.log")
 	var exitErr error
-	var tee syncBuffer
+	var tee testutil.Buffer
 	for run, script := range []string{"echo first", "echo second; exit 3"} {
 		c, err := Start(Spec{Name: "c", Path: "sh", Args: []string{"-c", script}, Log: log,
 			Banner: "=== run", Tee: &tee, DieWithParent: run == 1}, func(err error) { exitErr = err })
@@ -50,7 +39,7 @@ func TestStartLogsAndReaps(t *testing.T) {
 	if want := "=== run\nfirst\n=== run\nsecond\n"; string(b) != want {
 		t.Errorf("log = %q; want %q", b, want)
 	}
-	if got := tee.b.String(); got != "first\nsecond\n" {
+	if got := tee.String(); got != "first\nsecond\n" {
 		t.Errorf("tee = %q; want both runs' output without banners", got)
 	}
 }

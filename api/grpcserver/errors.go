@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -70,6 +71,16 @@ func rejectedCode(err error) codes.Code {
 	return codes.Internal
 }
 
+// manifestRejectedCode is the code of a manifest commit Apply refused.
+func manifestRejectedCode(err error) codes.Code {
+	var rej *manifest.RejectedError
+	errors.As(err, &rej)
+	if c, ok := rejectionCodes[rej.Code]; ok {
+		return c
+	}
+	return codes.Internal
+}
+
 var errorTable = []errorRule{
 	{match: as[*broadcaster.RejectedError](), codeOf: rejectedCode},
 	{match: as[*broadcaster.LockTimeoutError](), code: codes.DeadlineExceeded},
@@ -87,6 +98,11 @@ var errorTable = []errorRule{
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
 	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(flush.ErrNotFound), code: codes.NotFound},
+	{match: as[*manifest.StaleError](), code: codes.Aborted},
+	{match: as[*manifest.RejectedError](), codeOf: manifestRejectedCode},
+	{match: is(manifest.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(manifest.ErrNotFound), code: codes.NotFound},
+	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errInvalid), code: codes.InvalidArgument},
@@ -186,6 +202,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 var internalPrefixes = []string{
 	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
 	errInvalid.Error() + ": ", errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
+	manifest.ErrInvalid.Error() + ": ",
 }
 
 // publicMessage is msg without the internal sentinel prefixes, wherever

@@ -18,6 +18,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/logging"
@@ -32,6 +33,7 @@ type Server struct {
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
 	coordpb.UnimplementedDataCoordServer
+	coordpb.UnimplementedManifestServiceServer
 	coordpb.UnimplementedDiagnosticsServer
 	coordpb.UnimplementedBackupServer
 
@@ -47,6 +49,7 @@ type Server struct {
 	rebalancer Rebalancer
 	broadcasts Broadcasts
 	data       *flush.Manager
+	manifests  *manifest.Committer
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -106,6 +109,7 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 		tso:        set.TSO,
 		ids:        set.IDs,
 		data:       set.Data,
+		manifests:  set.Manifests,
 		health:     set.Health,
 		logger:     logger,
 		grpcHealth: health.NewServer(),
@@ -139,6 +143,7 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterStreamingNodeRegistryServer(g, s)
 	coordpb.RegisterBroadcasterServer(g, s)
 	coordpb.RegisterDataCoordServer(g, s)
+	coordpb.RegisterManifestServiceServer(g, s)
 	coordpb.RegisterDiagnosticsServer(g, s)
 	coordpb.RegisterBackupServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)

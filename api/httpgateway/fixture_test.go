@@ -1,14 +1,12 @@
 package httpgateway
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/coordd/coordd/api/metrics"
 	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // Every wait in these tests is bounded by one of these.
@@ -42,25 +41,7 @@ type gatewayNode struct {
 	metrics *metrics.Registry
 	// logs is the API server's logging; its lines go to logOut.
 	logs   *logging.Logs
-	logOut *lockedBuffer
-}
-
-// lockedBuffer is a log output the tests read while the server writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logOut *testutil.Buffer
 }
 
 var shared *gatewayNode
@@ -88,7 +69,7 @@ func startGatewayNode() (*gatewayNode, error) {
 			n.Raft.SetProposeObserver(func(d time.Duration) { g.metrics.ApplyLatency.Observe(d.Seconds()) })
 			n.Raft.SetApplyObserver(func(uint64, int) { g.metrics.Applied.Inc() })
 			// The API server's log lines go to logOut, which tests read.
-			g.logOut = &lockedBuffer{}
+			g.logOut = &testutil.Buffer{}
 			var logOut io.Writer = g.logOut
 			if os.Getenv("COORDD_TEST_LOG") != "" {
 				logOut = io.MultiWriter(g.logOut, os.Stderr)

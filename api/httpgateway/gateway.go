@@ -97,6 +97,7 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
 	rs = append(rs, channelRoutes(s)...)
 	rs = append(rs, dataRoutes(s)...)
+	rs = append(rs, manifestRoutes(s)...)
 	rs = append(rs, diagnosticsRoutes(s)...)
 	return append(rs, broadcastRoutes(s)...)
 }

@@ -41,6 +41,7 @@ type serveConfig struct {
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
+	Manifests                                 manifestFlags
 	Limits                                    limitFlags
 	Raft                                      raftnode.Config
 }
@@ -74,6 +75,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	c.Channels.register(fs)
 	c.Broadcast.register(fs)
 	c.Segments.register(fs)
+	c.Manifests.register(fs)
 	c.Limits.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 250*time.Millisecond, "raft election timeout")
@@ -216,6 +218,9 @@ func (c serveConfig) validate() error {
 		return err
 	}
 	if err := c.Segments.validate(); err != nil {
+		return err
+	}
+	if err := c.Manifests.validate(); err != nil {
 		return err
 	}
 	if err := c.Broadcast.validate(); err != nil {

@@ -224,6 +224,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 		Segments: segmentFlags{MaxSizeMB: 1024, SealProportion: 0.12, SealProportionJitter: 0.1, MaxLife: 24 * time.Hour,
 			MaxIdle: 10 * time.Minute, MinSizeFromIdleToSealed: 16, MaxBinlogFiles: 32, ChannelGrowingMB: 4096,
 			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second, DroppedRetention: 3 * time.Hour},
+		Manifests: manifestFlags{GCInterval: time.Minute, GCGrace: 10 * time.Minute},
 		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
 			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute,
 			MaxPendingProposals: raftnode.DefaultMaxPendingProposals}}

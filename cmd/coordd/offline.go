@@ -109,7 +109,11 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "Cluster ID:\t%s\n", orDash(rep.Identity.ClusterID))
 	fmt.Fprintf(w, "Current term:\t%d\n", rep.CurrentTerm)
 	fmt.Fprintf(w, "Last index:\t%d (term %d)\n", rep.LastIndex, rep.LastTerm)
-	fmt.Fprintf(w, "Log:\tentries %d..%d\n", rep.FirstIndex, max(rep.FirstIndex, rep.LastIndex))
+	if rep.FirstIndex == 0 {
+		fmt.Fprintf(w, "Log:\tempty (the state is all in the newest snapshot)\n")
+	} else {
+		fmt.Fprintf(w, "Log:\tentries %d..%d\n", rep.FirstIndex, rep.LastIndex)
+	}
 	var conf []string
 	for _, s := range rep.Configuration {
 		suffrage := "voter"

@@ -163,6 +163,23 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 	data[backup.HeaderSize+5] ^= 1
 	os.WriteFile(corrupt, data, 0o600)
 
+	// A file whose checksum is right but whose state is not a valid
+	// snapshot (written by a broken tool): refused by the state check.
+	badState := filepath.Join(t.TempDir(), "badstate.snap")
+	if f, err := os.Create(badState); err != nil {
+		t.Fatal(err)
+	} else {
+		w, err := backup.NewWriter(f, backup.Header{ClusterID: "x", Index: 7, Term: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("COORDSN1 not records"))
+		if _, _, err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+
 	seeded := filepath.Join(t.TempDir(), "seeded")
 	if code, _, errs := runCmd("restore", "--snapshot", file, "--data-dir", seeded, "--id", "n1", "--raft-addr", "127.0.0.1:7101"); code != 0 {
 		t.Fatal(errs)
@@ -202,6 +219,7 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 		{"restore positional", append(restore(), "extra"), 2, "unexpected argument"},
 		{"restore unknown flag", append(restore(), "--peers", "x"), 2, ""},
 		{"restore corrupt file", restore("--snapshot", corrupt), 1, "SHA-256 mismatch"},
+		{"restore invalid state", restore("--snapshot", badState), 1, "invalid snapshot"},
 		{"restore missing file", restore("--snapshot", corrupt+".missing"), 1, "no such file"},
 		{"restore non-empty dir", restore("--data-dir", nonEmpty), 1, "is not empty"},
 		{"restore over a member", restore("--data-dir", seeded), 1, "is not empty"},

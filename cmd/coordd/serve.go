@@ -176,7 +176,12 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 	}
+	mcfg, err := c.Manifests.config(reg, logger)
+	if err != nil {
+		return nil, err
+	}
 	set, err := routines.New(node, routines.Config{
+		Manifest:   mcfg,
 		NodeHealth: nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth")},
 		Balancer:   &bcfg,
 		Broadcaster: &broadcaster.Config{
@@ -189,6 +194,9 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
 	})
 	if err != nil {
+		if mcfg.Store != nil {
+			mcfg.Store.Close()
+		}
 		return nil, configError{err}
 	}
 	return set, nil

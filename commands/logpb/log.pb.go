@@ -733,6 +733,8 @@ type Result struct {
 	//	*Result_Segments
 	//	*Result_SaveBinlogs
 	//	*Result_Checkpoints
+	//	*Result_ManifestCommit
+	//	*Result_ReplicateConfig
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -872,6 +874,24 @@ func (x *Result) GetCheckpoints() *CheckpointsResult {
 	return nil
 }
 
+func (x *Result) GetManifestCommit() *ManifestCommitResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ManifestCommit); ok {
+			return x.ManifestCommit
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetReplicateConfig() *ReplicateConfiguration {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ReplicateConfig); ok {
+			return x.ReplicateConfig
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -916,6 +936,14 @@ type Result_Checkpoints struct {
 	Checkpoints *CheckpointsResult `protobuf:"bytes,11,opt,name=checkpoints,proto3,oneof"`
 }
 
+type Result_ManifestCommit struct {
+	ManifestCommit *ManifestCommitResult `protobuf:"bytes,20,opt,name=manifest_commit,json=manifestCommit,proto3,oneof"`
+}
+
+type Result_ReplicateConfig struct {
+	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,14,opt,name=replicate_config,json=replicateConfig,proto3,oneof"` // ResetReplicateRole: the configuration installed
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
@@ -935,6 +963,10 @@ func (*Result_Segments) isResult_Value() {}
 func (*Result_SaveBinlogs) isResult_Value() {}
 
 func (*Result_Checkpoints) isResult_Value() {}
+
+func (*Result_ManifestCommit) isResult_Value() {}
+
+func (*Result_ReplicateConfig) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1559,6 +1591,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_BroadcastMeta
 	//	*SnapshotRecord_Segment
 	//	*SnapshotRecord_ChannelCheckpoint
+	//	*SnapshotRecord_SegmentIndex
+	//	*SnapshotRecord_SegmentStats
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1718,6 +1752,24 @@ func (x *SnapshotRecord) GetChannelCheckpoint() *ChannelCheckpointRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSegmentIndex() *SegmentIndexRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SegmentIndex); ok {
+			return x.SegmentIndex
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetSegmentStats() *SegmentStatsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SegmentStats); ok {
+			return x.SegmentStats
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1774,6 +1826,14 @@ type SnapshotRecord_ChannelCheckpoint struct {
 	ChannelCheckpoint *ChannelCheckpointRecord `protobuf:"bytes,13,opt,name=channel_checkpoint,json=channelCheckpoint,proto3,oneof"`
 }
 
+type SnapshotRecord_SegmentIndex struct {
+	SegmentIndex *SegmentIndexRecord `protobuf:"bytes,20,opt,name=segment_index,json=segmentIndex,proto3,oneof"`
+}
+
+type SnapshotRecord_SegmentStats struct {
+	SegmentStats *SegmentStatsRecord `protobuf:"bytes,21,opt,name=segment_stats,json=segmentStats,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
@@ -1799,6 +1859,10 @@ func (*SnapshotRecord_BroadcastMeta) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_ChannelCheckpoint) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SegmentIndex) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SegmentStats) isSnapshotRecord_Record() {}
 
 // InitStreaming is proposed once, by the first established leader, from its
 // flags: it records the cluster ID and creates the initial PChannels; the
@@ -2697,6 +2761,56 @@ func (x *UpdateReplicateConfiguration) GetConfig() *ReplicateConfiguration {
 	return nil
 }
 
+// ResetReplicateRole makes a replication secondary a primary again: Apply
+// installs a configuration listing only this cluster, with the PChannels the
+// installed configuration gives it, and no topology. Apply computes that
+// configuration from the state it applies to and refuses a cluster that is
+// a primary already, so a reset never overwrites a configuration installed
+// after the operator looked. The reason is the operator's, for the record.
+type ResetReplicateRole struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetReplicateRole) Reset() {
+	*x = ResetReplicateRole{}
+	mi := &file_log_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetReplicateRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetReplicateRole) ProtoMessage() {}
+
+func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetReplicateRole.ProtoReflect.Descriptor instead.
+func (*ResetReplicateRole) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResetReplicateRole) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Results of channel commands.
 type AssignResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2707,7 +2821,7 @@ type AssignResult struct {
 
 func (x *AssignResult) Reset() {
 	*x = AssignResult{}
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2833,7 @@ func (x *AssignResult) String() string {
 func (*AssignResult) ProtoMessage() {}
 
 func (x *AssignResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2846,7 @@ func (x *AssignResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
 func (*AssignResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{33}
+	return file_log_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AssignResult) GetAssigned() []*PChannelTerm {
@@ -2753,7 +2867,7 @@ type RegisterNodeResult struct {
 
 func (x *RegisterNodeResult) Reset() {
 	*x = RegisterNodeResult{}
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2879,7 @@ func (x *RegisterNodeResult) String() string {
 func (*RegisterNodeResult) ProtoMessage() {}
 
 func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2892,7 @@ func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResult.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{34}
+	return file_log_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterNodeResult) GetNodeId() uint64 {
@@ -2811,7 +2925,7 @@ type VChannelList struct {
 
 func (x *VChannelList) Reset() {
 	*x = VChannelList{}
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2937,7 @@ func (x *VChannelList) String() string {
 func (*VChannelList) ProtoMessage() {}
 
 func (x *VChannelList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2950,7 @@ func (x *VChannelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelList.ProtoReflect.Descriptor instead.
 func (*VChannelList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{35}
+	return file_log_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VChannelList) GetVchannels() []string {
@@ -2856,7 +2970,7 @@ type AssignmentVersion struct {
 
 func (x *AssignmentVersion) Reset() {
 	*x = AssignmentVersion{}
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2982,7 @@ func (x *AssignmentVersion) String() string {
 func (*AssignmentVersion) ProtoMessage() {}
 
 func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2995,7 @@ func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentVersion.ProtoReflect.Descriptor instead.
 func (*AssignmentVersion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{36}
+	return file_log_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AssignmentVersion) GetGlobal() uint64 {
@@ -2909,7 +3023,7 @@ type PChannelHistory struct {
 
 func (x *PChannelHistory) Reset() {
 	*x = PChannelHistory{}
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3035,7 @@ func (x *PChannelHistory) String() string {
 func (*PChannelHistory) ProtoMessage() {}
 
 func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3048,7 @@ func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelHistory.ProtoReflect.Descriptor instead.
 func (*PChannelHistory) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{37}
+	return file_log_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PChannelHistory) GetTerm() int64 {
@@ -2978,7 +3092,7 @@ type PChannelRecord struct {
 
 func (x *PChannelRecord) Reset() {
 	*x = PChannelRecord{}
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3104,7 @@ func (x *PChannelRecord) String() string {
 func (*PChannelRecord) ProtoMessage() {}
 
 func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3117,7 @@ func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelRecord.ProtoReflect.Descriptor instead.
 func (*PChannelRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{38}
+	return file_log_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PChannelRecord) GetName() string {
@@ -3111,7 +3225,7 @@ type StreamingNodeRecord struct {
 
 func (x *StreamingNodeRecord) Reset() {
 	*x = StreamingNodeRecord{}
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3237,7 @@ func (x *StreamingNodeRecord) String() string {
 func (*StreamingNodeRecord) ProtoMessage() {}
 
 func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3250,7 @@ func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamingNodeRecord.ProtoReflect.Descriptor instead.
 func (*StreamingNodeRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{39}
+	return file_log_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamingNodeRecord) GetId() uint64 {
@@ -3226,7 +3340,7 @@ type CollectionVChannels struct {
 
 func (x *CollectionVChannels) Reset() {
 	*x = CollectionVChannels{}
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3352,7 @@ func (x *CollectionVChannels) String() string {
 func (*CollectionVChannels) ProtoMessage() {}
 
 func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3365,7 @@ func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
 func (*CollectionVChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{40}
+	return file_log_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CollectionVChannels) GetCollectionId() int64 {
@@ -3285,7 +3399,7 @@ type ChannelsMeta struct {
 
 func (x *ChannelsMeta) Reset() {
 	*x = ChannelsMeta{}
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3411,7 @@ func (x *ChannelsMeta) String() string {
 func (*ChannelsMeta) ProtoMessage() {}
 
 func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3424,7 @@ func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelsMeta.ProtoReflect.Descriptor instead.
 func (*ChannelsMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{41}
+	return file_log_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChannelsMeta) GetClusterId() string {
@@ -3373,7 +3487,7 @@ type ResourceKey struct {
 
 func (x *ResourceKey) Reset() {
 	*x = ResourceKey{}
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3385,7 +3499,7 @@ func (x *ResourceKey) String() string {
 func (*ResourceKey) ProtoMessage() {}
 
 func (x *ResourceKey) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3398,7 +3512,7 @@ func (x *ResourceKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceKey.ProtoReflect.Descriptor instead.
 func (*ResourceKey) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{42}
+	return file_log_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResourceKey) GetDomain() ResourceDomain {
@@ -3436,7 +3550,7 @@ type VChannelCheckpoint struct {
 
 func (x *VChannelCheckpoint) Reset() {
 	*x = VChannelCheckpoint{}
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3562,7 @@ func (x *VChannelCheckpoint) String() string {
 func (*VChannelCheckpoint) ProtoMessage() {}
 
 func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3575,7 @@ func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelCheckpoint.ProtoReflect.Descriptor instead.
 func (*VChannelCheckpoint) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{43}
+	return file_log_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *VChannelCheckpoint) GetVchannel() string {
@@ -3512,7 +3626,7 @@ type CreateBroadcast struct {
 
 func (x *CreateBroadcast) Reset() {
 	*x = CreateBroadcast{}
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3638,7 @@ func (x *CreateBroadcast) String() string {
 func (*CreateBroadcast) ProtoMessage() {}
 
 func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3651,7 @@ func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBroadcast.ProtoReflect.Descriptor instead.
 func (*CreateBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{44}
+	return file_log_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateBroadcast) GetMessageType() string {
@@ -3601,7 +3715,7 @@ type AckBroadcast struct {
 
 func (x *AckBroadcast) Reset() {
 	*x = AckBroadcast{}
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3727,7 @@ func (x *AckBroadcast) String() string {
 func (*AckBroadcast) ProtoMessage() {}
 
 func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3740,7 @@ func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBroadcast.ProtoReflect.Descriptor instead.
 func (*AckBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{45}
+	return file_log_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AckBroadcast) GetBroadcastId() uint64 {
@@ -3669,7 +3783,7 @@ type CompleteBroadcast struct {
 
 func (x *CompleteBroadcast) Reset() {
 	*x = CompleteBroadcast{}
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +3795,7 @@ func (x *CompleteBroadcast) String() string {
 func (*CompleteBroadcast) ProtoMessage() {}
 
 func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +3808,7 @@ func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBroadcast.ProtoReflect.Descriptor instead.
 func (*CompleteBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{46}
+	return file_log_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompleteBroadcast) GetBroadcastId() uint64 {
@@ -3717,7 +3831,7 @@ type AbandonBroadcast struct {
 
 func (x *AbandonBroadcast) Reset() {
 	*x = AbandonBroadcast{}
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +3843,7 @@ func (x *AbandonBroadcast) String() string {
 func (*AbandonBroadcast) ProtoMessage() {}
 
 func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +3856,7 @@ func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBroadcast.ProtoReflect.Descriptor instead.
 func (*AbandonBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{47}
+	return file_log_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AbandonBroadcast) GetBroadcastId() uint64 {
@@ -3772,7 +3886,7 @@ type PruneBroadcastTombstones struct {
 
 func (x *PruneBroadcastTombstones) Reset() {
 	*x = PruneBroadcastTombstones{}
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +3898,7 @@ func (x *PruneBroadcastTombstones) String() string {
 func (*PruneBroadcastTombstones) ProtoMessage() {}
 
 func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +3911,7 @@ func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneBroadcastTombstones.ProtoReflect.Descriptor instead.
 func (*PruneBroadcastTombstones) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{48}
+	return file_log_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PruneBroadcastTombstones) GetMaxCount() uint32 {
@@ -3825,7 +3939,7 @@ type CreateCollectionPayload struct {
 
 func (x *CreateCollectionPayload) Reset() {
 	*x = CreateCollectionPayload{}
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3951,7 @@ func (x *CreateCollectionPayload) String() string {
 func (*CreateCollectionPayload) ProtoMessage() {}
 
 func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3964,7 @@ func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
 func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{49}
+	return file_log_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateCollectionPayload) GetCollectionId() int64 {
@@ -3876,7 +3990,7 @@ type DropCollectionPayload struct {
 
 func (x *DropCollectionPayload) Reset() {
 	*x = DropCollectionPayload{}
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +4002,7 @@ func (x *DropCollectionPayload) String() string {
 func (*DropCollectionPayload) ProtoMessage() {}
 
 func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +4015,7 @@ func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
 func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{50}
+	return file_log_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DropCollectionPayload) GetCollectionId() int64 {
@@ -3919,7 +4033,7 @@ type FlushAllPayload struct {
 
 func (x *FlushAllPayload) Reset() {
 	*x = FlushAllPayload{}
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4045,7 @@ func (x *FlushAllPayload) String() string {
 func (*FlushAllPayload) ProtoMessage() {}
 
 func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4058,7 @@ func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllPayload.ProtoReflect.Descriptor instead.
 func (*FlushAllPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{51}
+	return file_log_proto_rawDescGZIP(), []int{52}
 }
 
 type BroadcastCreated struct {
@@ -3957,7 +4071,7 @@ type BroadcastCreated struct {
 
 func (x *BroadcastCreated) Reset() {
 	*x = BroadcastCreated{}
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3969,7 +4083,7 @@ func (x *BroadcastCreated) String() string {
 func (*BroadcastCreated) ProtoMessage() {}
 
 func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3982,7 +4096,7 @@ func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCreated.ProtoReflect.Descriptor instead.
 func (*BroadcastCreated) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{52}
+	return file_log_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BroadcastCreated) GetBroadcastId() uint64 {
@@ -4012,7 +4126,7 @@ type BroadcastCompletion struct {
 
 func (x *BroadcastCompletion) Reset() {
 	*x = BroadcastCompletion{}
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4138,7 @@ func (x *BroadcastCompletion) String() string {
 func (*BroadcastCompletion) ProtoMessage() {}
 
 func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4151,7 @@ func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCompletion.ProtoReflect.Descriptor instead.
 func (*BroadcastCompletion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{53}
+	return file_log_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BroadcastCompletion) GetTombstoned() bool {
@@ -4080,7 +4194,7 @@ type BroadcastTask struct {
 
 func (x *BroadcastTask) Reset() {
 	*x = BroadcastTask{}
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4092,7 +4206,7 @@ func (x *BroadcastTask) String() string {
 func (*BroadcastTask) ProtoMessage() {}
 
 func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4105,7 +4219,7 @@ func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastTask.ProtoReflect.Descriptor instead.
 func (*BroadcastTask) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{54}
+	return file_log_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BroadcastTask) GetId() uint64 {
@@ -4230,7 +4344,7 @@ type PChannelTimeTick struct {
 
 func (x *PChannelTimeTick) Reset() {
 	*x = PChannelTimeTick{}
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4242,7 +4356,7 @@ func (x *PChannelTimeTick) String() string {
 func (*PChannelTimeTick) ProtoMessage() {}
 
 func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4255,7 +4369,7 @@ func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTimeTick.ProtoReflect.Descriptor instead.
 func (*PChannelTimeTick) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{55}
+	return file_log_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PChannelTimeTick) GetPchannel() string {
@@ -4285,7 +4399,7 @@ type BroadcastMeta struct {
 
 func (x *BroadcastMeta) Reset() {
 	*x = BroadcastMeta{}
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4411,7 @@ func (x *BroadcastMeta) String() string {
 func (*BroadcastMeta) ProtoMessage() {}
 
 func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4424,7 @@ func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastMeta.ProtoReflect.Descriptor instead.
 func (*BroadcastMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{56}
+	return file_log_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BroadcastMeta) GetNextTombstoneSeq() uint64 {
@@ -4347,7 +4461,7 @@ type WALPosition struct {
 
 func (x *WALPosition) Reset() {
 	*x = WALPosition{}
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4359,7 +4473,7 @@ func (x *WALPosition) String() string {
 func (*WALPosition) ProtoMessage() {}
 
 func (x *WALPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4372,7 +4486,7 @@ func (x *WALPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALPosition.ProtoReflect.Descriptor instead.
 func (*WALPosition) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{57}
+	return file_log_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WALPosition) GetTerm() int64 {
@@ -4410,7 +4524,7 @@ type LogRef struct {
 
 func (x *LogRef) Reset() {
 	*x = LogRef{}
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4422,7 +4536,7 @@ func (x *LogRef) String() string {
 func (*LogRef) ProtoMessage() {}
 
 func (x *LogRef) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +4549,7 @@ func (x *LogRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
 func (*LogRef) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{58}
+	return file_log_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LogRef) GetLogId() int64 {
@@ -4483,7 +4597,7 @@ type FieldLogs struct {
 
 func (x *FieldLogs) Reset() {
 	*x = FieldLogs{}
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4609,7 @@ func (x *FieldLogs) String() string {
 func (*FieldLogs) ProtoMessage() {}
 
 func (x *FieldLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4622,7 @@ func (x *FieldLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldLogs.ProtoReflect.Descriptor instead.
 func (*FieldLogs) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{59}
+	return file_log_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FieldLogs) GetFieldId() int64 {
@@ -4541,7 +4655,7 @@ type CreateSegment struct {
 
 func (x *CreateSegment) Reset() {
 	*x = CreateSegment{}
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4553,7 +4667,7 @@ func (x *CreateSegment) String() string {
 func (*CreateSegment) ProtoMessage() {}
 
 func (x *CreateSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4566,7 +4680,7 @@ func (x *CreateSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSegment.ProtoReflect.Descriptor instead.
 func (*CreateSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{60}
+	return file_log_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateSegment) GetCollectionId() int64 {
@@ -4621,7 +4735,7 @@ type SealSegments struct {
 
 func (x *SealSegments) Reset() {
 	*x = SealSegments{}
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +4747,7 @@ func (x *SealSegments) String() string {
 func (*SealSegments) ProtoMessage() {}
 
 func (x *SealSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +4760,7 @@ func (x *SealSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
 func (*SealSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{61}
+	return file_log_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SealSegments) GetSegmentIds() []int64 {
@@ -4696,7 +4810,7 @@ type MarkSegmentsFlushing struct {
 
 func (x *MarkSegmentsFlushing) Reset() {
 	*x = MarkSegmentsFlushing{}
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +4822,7 @@ func (x *MarkSegmentsFlushing) String() string {
 func (*MarkSegmentsFlushing) ProtoMessage() {}
 
 func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +4835,7 @@ func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
 func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{62}
+	return file_log_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
@@ -4749,7 +4863,7 @@ type SegmentCheckpointUpdate struct {
 
 func (x *SegmentCheckpointUpdate) Reset() {
 	*x = SegmentCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4761,7 +4875,7 @@ func (x *SegmentCheckpointUpdate) String() string {
 func (*SegmentCheckpointUpdate) ProtoMessage() {}
 
 func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4774,7 +4888,7 @@ func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{63}
+	return file_log_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
@@ -4808,7 +4922,7 @@ type SegmentStartUpdate struct {
 
 func (x *SegmentStartUpdate) Reset() {
 	*x = SegmentStartUpdate{}
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4820,7 +4934,7 @@ func (x *SegmentStartUpdate) String() string {
 func (*SegmentStartUpdate) ProtoMessage() {}
 
 func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4833,7 +4947,7 @@ func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{64}
+	return file_log_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SegmentStartUpdate) GetSegmentId() int64 {
@@ -4882,7 +4996,7 @@ type SaveBinlogPaths struct {
 
 func (x *SaveBinlogPaths) Reset() {
 	*x = SaveBinlogPaths{}
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4894,7 +5008,7 @@ func (x *SaveBinlogPaths) String() string {
 func (*SaveBinlogPaths) ProtoMessage() {}
 
 func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4907,7 +5021,7 @@ func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{65}
+	return file_log_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SaveBinlogPaths) GetNodeId() uint64 {
@@ -5047,7 +5161,7 @@ type ChannelCheckpointUpdate struct {
 
 func (x *ChannelCheckpointUpdate) Reset() {
 	*x = ChannelCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5059,7 +5173,7 @@ func (x *ChannelCheckpointUpdate) String() string {
 func (*ChannelCheckpointUpdate) ProtoMessage() {}
 
 func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5072,7 +5186,7 @@ func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{66}
+	return file_log_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ChannelCheckpointUpdate) GetVchannel() string {
@@ -5109,7 +5223,7 @@ type UpdateChannelCheckpoints struct {
 
 func (x *UpdateChannelCheckpoints) Reset() {
 	*x = UpdateChannelCheckpoints{}
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5121,7 +5235,7 @@ func (x *UpdateChannelCheckpoints) String() string {
 func (*UpdateChannelCheckpoints) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5134,7 +5248,7 @@ func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{67}
+	return file_log_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
@@ -5165,7 +5279,7 @@ type PruneDroppedSegments struct {
 
 func (x *PruneDroppedSegments) Reset() {
 	*x = PruneDroppedSegments{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5177,7 +5291,7 @@ func (x *PruneDroppedSegments) String() string {
 func (*PruneDroppedSegments) ProtoMessage() {}
 
 func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5190,7 +5304,7 @@ func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
 func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PruneDroppedSegments) GetRetentionMs() int64 {
@@ -5223,7 +5337,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5235,7 +5349,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5248,7 +5362,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5268,7 +5382,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5280,7 +5394,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5293,7 +5407,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5320,7 +5434,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5332,7 +5446,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5345,7 +5459,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5391,7 +5505,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5403,7 +5517,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5416,7 +5530,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -5579,7 +5693,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5591,7 +5705,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5604,7 +5718,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -5642,6 +5756,644 @@ func (x *ChannelCheckpointRecord) GetUpdatedMs() int64 {
 	return 0
 }
 
+// ManifestStats is one stats key and the object keys of its files.
+type ManifestStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Files         []string               `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestStats) Reset() {
+	*x = ManifestStats{}
+	mi := &file_log_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestStats) ProtoMessage() {}
+
+func (x *ManifestStats) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
+func (*ManifestStats) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ManifestStats) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ManifestStats) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// SegmentIndexRecord is a finished index build of a segment, recorded in
+// the catalog together with the manifest revision that lists its files.
+type SegmentIndexRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BuildId        int64                  `protobuf:"varint,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	SegmentId      int64                  `protobuf:"varint,2,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	CollectionId   int64                  `protobuf:"varint,3,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	IndexId        int64                  `protobuf:"varint,4,opt,name=index_id,json=indexId,proto3" json:"index_id,omitempty"`
+	FieldId        int64                  `protobuf:"varint,5,opt,name=field_id,json=fieldId,proto3" json:"field_id,omitempty"`
+	Files          []string               `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	SerializedSize int64                  `protobuf:"varint,7,opt,name=serialized_size,json=serializedSize,proto3" json:"serialized_size,omitempty"`
+	// published_version is the manifest version that published the record.
+	PublishedVersion int64 `protobuf:"varint,8,opt,name=published_version,json=publishedVersion,proto3" json:"published_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SegmentIndexRecord) Reset() {
+	*x = SegmentIndexRecord{}
+	mi := &file_log_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentIndexRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentIndexRecord) ProtoMessage() {}
+
+func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
+func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *SegmentIndexRecord) GetBuildId() int64 {
+	if x != nil {
+		return x.BuildId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetIndexId() int64 {
+	if x != nil {
+		return x.IndexId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetFieldId() int64 {
+	if x != nil {
+		return x.FieldId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *SegmentIndexRecord) GetSerializedSize() int64 {
+	if x != nil {
+		return x.SerializedSize
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetPublishedVersion() int64 {
+	if x != nil {
+		return x.PublishedVersion
+	}
+	return 0
+}
+
+// SegmentStatsRecord is the catalog's stats fields of one segment (text
+// and JSON-key stats: key -> files), visible with the manifest pointer.
+type SegmentStatsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Stats         []*ManifestStats       `protobuf:"bytes,2,rep,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentStatsRecord) Reset() {
+	*x = SegmentStatsRecord{}
+	mi := &file_log_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentStatsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentStatsRecord) ProtoMessage() {}
+
+func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
+func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *SegmentStatsRecord) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentStatsRecord) GetStats() []*ManifestStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// ManifestNewSegment creates the segment the publication names (compaction
+// or import outputs). Its ID must have been allocated and must not exist.
+type ManifestNewSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId   int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Level         SegmentLevel           `protobuf:"varint,4,opt,name=level,proto3,enum=coordd.log.v1.SegmentLevel" json:"level,omitempty"`
+	NumOfRows     int64                  `protobuf:"varint,5,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestNewSegment) Reset() {
+	*x = ManifestNewSegment{}
+	mi := &file_log_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestNewSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestNewSegment) ProtoMessage() {}
+
+func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
+func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ManifestNewSegment) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *ManifestNewSegment) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *ManifestNewSegment) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *ManifestNewSegment) GetLevel() SegmentLevel {
+	if x != nil {
+		return x.Level
+	}
+	return SegmentLevel_LEVEL_UNKNOWN
+}
+
+func (x *ManifestNewSegment) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+// ManifestCatalogMutation becomes visible together with the pointer.
+type ManifestCatalogMutation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state: SEGMENT_UNKNOWN leaves it; otherwise FLUSHED or DROPPED.
+	State SegmentState `protobuf:"varint,1,opt,name=state,proto3,enum=coordd.log.v1.SegmentState" json:"state,omitempty"`
+	// stats replace the stored stats fields with the same keys.
+	Stats        []*ManifestStats      `protobuf:"bytes,2,rep,name=stats,proto3" json:"stats,omitempty"`
+	IndexUpserts []*SegmentIndexRecord `protobuf:"bytes,3,rep,name=index_upserts,json=indexUpserts,proto3" json:"index_upserts,omitempty"`
+	IndexRemoves []int64               `protobuf:"varint,4,rep,packed,name=index_removes,json=indexRemoves,proto3" json:"index_removes,omitempty"` // build IDs
+	NewSegment   *ManifestNewSegment   `protobuf:"bytes,5,opt,name=new_segment,json=newSegment,proto3" json:"new_segment,omitempty"`
+	// num_of_rows, when set_num_of_rows, replaces the segment's row count.
+	SetNumOfRows  bool  `protobuf:"varint,6,opt,name=set_num_of_rows,json=setNumOfRows,proto3" json:"set_num_of_rows,omitempty"`
+	NumOfRows     int64 `protobuf:"varint,7,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestCatalogMutation) Reset() {
+	*x = ManifestCatalogMutation{}
+	mi := &file_log_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestCatalogMutation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestCatalogMutation) ProtoMessage() {}
+
+func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
+func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ManifestCatalogMutation) GetState() SegmentState {
+	if x != nil {
+		return x.State
+	}
+	return SegmentState_SEGMENT_UNKNOWN
+}
+
+func (x *ManifestCatalogMutation) GetStats() []*ManifestStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetIndexUpserts() []*SegmentIndexRecord {
+	if x != nil {
+		return x.IndexUpserts
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetIndexRemoves() []int64 {
+	if x != nil {
+		return x.IndexRemoves
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetNewSegment() *ManifestNewSegment {
+	if x != nil {
+		return x.NewSegment
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetSetNumOfRows() bool {
+	if x != nil {
+		return x.SetNumOfRows
+	}
+	return false
+}
+
+func (x *ManifestCatalogMutation) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+// ManifestPublish publishes one segment's next revision.
+type ManifestPublish struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	// base is the pointer the leader read before writing next (empty for a
+	// segment without one). Apply requires the current pointer to still be
+	// base (base stability) unless prepared.
+	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// next is the revision to publish (a manifest pointer).
+	Next string `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	// prepared: next was prepared elsewhere (PublishPreparedManifest); Apply
+	// requires the same base path and a version not below the current one
+	// (equal: an idempotent retry) instead of base stability.
+	Prepared bool `protobuf:"varint,4,opt,name=prepared,proto3" json:"prepared,omitempty"`
+	// expected_version, with check_expected, must equal the current version.
+	CheckExpected   bool                     `protobuf:"varint,5,opt,name=check_expected,json=checkExpected,proto3" json:"check_expected,omitempty"`
+	ExpectedVersion int64                    `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	Catalog         *ManifestCatalogMutation `protobuf:"bytes,7,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ManifestPublish) Reset() {
+	*x = ManifestPublish{}
+	mi := &file_log_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestPublish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestPublish) ProtoMessage() {}
+
+func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
+func (*ManifestPublish) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ManifestPublish) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *ManifestPublish) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestPublish) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+func (x *ManifestPublish) GetPrepared() bool {
+	if x != nil {
+		return x.Prepared
+	}
+	return false
+}
+
+func (x *ManifestPublish) GetCheckExpected() bool {
+	if x != nil {
+		return x.CheckExpected
+	}
+	return false
+}
+
+func (x *ManifestPublish) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *ManifestPublish) GetCatalog() *ManifestCatalogMutation {
+	if x != nil {
+		return x.Catalog
+	}
+	return nil
+}
+
+// CommitSegmentManifests publishes every listed segment's revision and
+// catalog mutation, or nothing (a batch is one command). Members whose
+// segment is Dropped are skipped in a batch of more than one; a single
+// publication for a Dropped segment is NotFound.
+type CommitSegmentManifests struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Publishes     []*ManifestPublish     `protobuf:"bytes,1,rep,name=publishes,proto3" json:"publishes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSegmentManifests) Reset() {
+	*x = CommitSegmentManifests{}
+	mi := &file_log_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSegmentManifests) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSegmentManifests) ProtoMessage() {}
+
+func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
+func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
+	if x != nil {
+		return x.Publishes
+	}
+	return nil
+}
+
+type ManifestPublished struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Version   int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// skipped: the segment is Dropped (batch) and nothing was published.
+	Skipped       bool `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestPublished) Reset() {
+	*x = ManifestPublished{}
+	mi := &file_log_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestPublished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestPublished) ProtoMessage() {}
+
+func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
+func (*ManifestPublished) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ManifestPublished) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *ManifestPublished) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ManifestPublished) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+type ManifestCommitResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Published     []*ManifestPublished   `protobuf:"bytes,1,rep,name=published,proto3" json:"published,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestCommitResult) Reset() {
+	*x = ManifestCommitResult{}
+	mi := &file_log_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestCommitResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestCommitResult) ProtoMessage() {}
+
+func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
+func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
 var File_log_proto protoreflect.FileDescriptor
 
 const file_log_proto_rawDesc = "" +
@@ -5660,7 +6412,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xaa\x05\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xce\x06\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -5675,7 +6427,9 @@ const file_log_proto_rawDesc = "" +
 	"\bsegments\x18\t \x01(\v2\x1c.coordd.log.v1.SegmentIDListH\x00R\bsegments\x12I\n" +
 	"\fsave_binlogs\x18\n" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
-	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpointsB\a\n" +
+	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
+	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12R\n" +
+	"\x10replicate_config\x18\x0e \x01(\v2%.coordd.log.v1.ReplicateConfigurationH\x00R\x0freplicateConfigB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -5714,7 +6468,7 @@ const file_log_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
-	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xee\x06\n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\x82\b\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -5733,7 +6487,9 @@ const file_log_proto_rawDesc = "" +
 	" \x01(\v2\x1c.coordd.log.v1.BroadcastTaskH\x00R\rbroadcastTask\x12E\n" +
 	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMeta\x128\n" +
 	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
-	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpointB\b\n" +
+	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x12H\n" +
+	"\rsegment_index\x18\x14 \x01(\v2!.coordd.log.v1.SegmentIndexRecordH\x00R\fsegmentIndex\x12H\n" +
+	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStatsB\b\n" +
 	"\x06record\"L\n" +
 	"\rInitStreaming\x12\x1d\n" +
 	"\n" +
@@ -5787,7 +6543,9 @@ const file_log_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1f.coordd.log.v1.ReplicateClusterR\bclusters\x12<\n" +
 	"\btopology\x18\x02 \x03(\v2 .coordd.log.v1.ReplicateTopologyR\btopology\"]\n" +
 	"\x1cUpdateReplicateConfiguration\x12=\n" +
-	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\"G\n" +
+	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\",\n" +
+	"\x12ResetReplicateRole\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"G\n" +
 	"\fAssignResult\x127\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bassigned\"\x7f\n" +
 	"\x12RegisterNodeResult\x12\x17\n" +
@@ -6031,7 +6789,57 @@ const file_log_proto_rawDesc = "" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12#\n" +
 	"\rpchannel_term\x18\x04 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs*\x9c\x01\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"7\n" +
+	"\rManifestStats\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05files\x18\x02 \x03(\tR\x05files\"\x95\x02\n" +
+	"\x12SegmentIndexRecord\x12\x19\n" +
+	"\bbuild_id\x18\x01 \x01(\x03R\abuildId\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x02 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rcollection_id\x18\x03 \x01(\x03R\fcollectionId\x12\x19\n" +
+	"\bindex_id\x18\x04 \x01(\x03R\aindexId\x12\x19\n" +
+	"\bfield_id\x18\x05 \x01(\x03R\afieldId\x12\x14\n" +
+	"\x05files\x18\x06 \x03(\tR\x05files\x12'\n" +
+	"\x0fserialized_size\x18\a \x01(\x03R\x0eserializedSize\x12+\n" +
+	"\x11published_version\x18\b \x01(\x03R\x10publishedVersion\"g\n" +
+	"\x12SegmentStatsRecord\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x122\n" +
+	"\x05stats\x18\x02 \x03(\v2\x1c.coordd.log.v1.ManifestStatsR\x05stats\"\xcb\x01\n" +
+	"\x12ManifestNewSegment\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1a\n" +
+	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x121\n" +
+	"\x05level\x18\x04 \x01(\x0e2\x1b.coordd.log.v1.SegmentLevelR\x05level\x12\x1e\n" +
+	"\vnum_of_rows\x18\x05 \x01(\x03R\tnumOfRows\"\xf8\x02\n" +
+	"\x17ManifestCatalogMutation\x121\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\x122\n" +
+	"\x05stats\x18\x02 \x03(\v2\x1c.coordd.log.v1.ManifestStatsR\x05stats\x12F\n" +
+	"\rindex_upserts\x18\x03 \x03(\v2!.coordd.log.v1.SegmentIndexRecordR\findexUpserts\x12#\n" +
+	"\rindex_removes\x18\x04 \x03(\x03R\findexRemoves\x12B\n" +
+	"\vnew_segment\x18\x05 \x01(\v2!.coordd.log.v1.ManifestNewSegmentR\n" +
+	"newSegment\x12%\n" +
+	"\x0fset_num_of_rows\x18\x06 \x01(\bR\fsetNumOfRows\x12\x1e\n" +
+	"\vnum_of_rows\x18\a \x01(\x03R\tnumOfRows\"\x88\x02\n" +
+	"\x0fManifestPublish\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\tR\x04next\x12\x1a\n" +
+	"\bprepared\x18\x04 \x01(\bR\bprepared\x12%\n" +
+	"\x0echeck_expected\x18\x05 \x01(\bR\rcheckExpected\x12)\n" +
+	"\x10expected_version\x18\x06 \x01(\x03R\x0fexpectedVersion\x12@\n" +
+	"\acatalog\x18\a \x01(\v2&.coordd.log.v1.ManifestCatalogMutationR\acatalog\"V\n" +
+	"\x16CommitSegmentManifests\x12<\n" +
+	"\tpublishes\x18\x01 \x03(\v2\x1e.coordd.log.v1.ManifestPublishR\tpublishes\"f\n" +
+	"\x11ManifestPublished\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\bR\askipped\"V\n" +
+	"\x14ManifestCommitResult\x12>\n" +
+	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished*\x9c\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -6109,7 +6917,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -6153,128 +6961,151 @@ var file_log_proto_goTypes = []any{
 	(*ReplicateTopology)(nil),            // 39: coordd.log.v1.ReplicateTopology
 	(*ReplicateConfiguration)(nil),       // 40: coordd.log.v1.ReplicateConfiguration
 	(*UpdateReplicateConfiguration)(nil), // 41: coordd.log.v1.UpdateReplicateConfiguration
-	(*AssignResult)(nil),                 // 42: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 43: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 44: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 45: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 46: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 47: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 48: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 49: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 50: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 51: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 52: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 53: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 54: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 55: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 56: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 57: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 58: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 59: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 60: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 61: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 62: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 63: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 64: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 65: coordd.log.v1.BroadcastMeta
-	(*WALPosition)(nil),                  // 66: coordd.log.v1.WALPosition
-	(*LogRef)(nil),                       // 67: coordd.log.v1.LogRef
-	(*FieldLogs)(nil),                    // 68: coordd.log.v1.FieldLogs
-	(*CreateSegment)(nil),                // 69: coordd.log.v1.CreateSegment
-	(*SealSegments)(nil),                 // 70: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 71: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 72: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 73: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 74: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 75: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 76: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 77: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 78: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 79: coordd.log.v1.SaveBinlogPathsResult
-	(*CheckpointsResult)(nil),            // 80: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 81: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 82: coordd.log.v1.ChannelCheckpointRecord
+	(*ResetReplicateRole)(nil),           // 42: coordd.log.v1.ResetReplicateRole
+	(*AssignResult)(nil),                 // 43: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 44: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 45: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 46: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 47: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 48: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 49: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 50: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 51: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 52: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 53: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 54: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 55: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 56: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 57: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 58: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 59: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 60: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 61: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 62: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 63: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 64: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 65: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 66: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 67: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 68: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 69: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 70: coordd.log.v1.CreateSegment
+	(*SealSegments)(nil),                 // 71: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 72: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 73: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 74: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 75: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 76: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 77: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 78: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 79: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 80: coordd.log.v1.SaveBinlogPathsResult
+	(*CheckpointsResult)(nil),            // 81: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 82: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 83: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 84: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 85: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 86: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 87: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 88: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 89: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 90: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 91: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 92: coordd.log.v1.ManifestCommitResult
 }
 var file_log_proto_depIdxs = []int32{
 	10, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
 	11, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
 	13, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	42, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	43, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	44, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	61, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	62, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	78, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	79, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	80, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	17, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	12, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	20, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	17, // 15: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	21, // 16: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	22, // 17: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	23, // 18: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	50, // 19: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	47, // 20: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	48, // 21: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	49, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	63, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	65, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	81, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	82, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	1,  // 27: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	27, // 28: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	29, // 29: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 30: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	29, // 31: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	38, // 32: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	39, // 33: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	40, // 34: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	29, // 35: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	45, // 36: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 37: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 38: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 39: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	46, // 40: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 41: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	45, // 42: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	40, // 43: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	45, // 44: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 45: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	51, // 46: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	52, // 47: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	51, // 48: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 49: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	52, // 50: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	64, // 51: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	67, // 52: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	8,  // 53: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	66, // 54: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	66, // 55: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 56: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	68, // 57: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 58: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 59: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	72, // 60: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	73, // 61: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	66, // 62: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	75, // 63: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 64: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 65: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 66: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	66, // 67: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	66, // 68: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 69: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	68, // 70: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 71: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	67, // 72: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	66, // 73: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	43, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	44, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	45, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	62, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	63, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	79, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	80, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	81, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	92, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	40, // 13: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	17, // 14: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	12, // 15: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	20, // 16: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	17, // 17: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	21, // 18: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	22, // 19: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	23, // 20: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	51, // 21: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	48, // 22: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	49, // 23: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	50, // 24: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	64, // 25: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	66, // 26: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	82, // 27: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	83, // 28: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	85, // 29: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	86, // 30: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	1,  // 31: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	27, // 32: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	29, // 33: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 34: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	29, // 35: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	38, // 36: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	39, // 37: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	40, // 38: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	29, // 39: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	46, // 40: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 41: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 42: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 43: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	47, // 44: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 45: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	46, // 46: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	40, // 47: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	46, // 48: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 49: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	52, // 50: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	53, // 51: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	52, // 52: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 53: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	53, // 54: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	65, // 55: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	68, // 56: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	8,  // 57: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	67, // 58: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	67, // 59: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 60: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	69, // 61: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 62: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 63: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	73, // 64: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	74, // 65: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	67, // 66: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	76, // 67: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 68: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 69: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 70: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	67, // 71: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	67, // 72: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 73: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	69, // 74: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 75: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	68, // 76: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	67, // 77: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	84, // 78: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,  // 79: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 80: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	84, // 81: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	85, // 82: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	87, // 83: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	88, // 84: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	89, // 85: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	91, // 86: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	87, // [87:87] is the sub-list for method output_type
+	87, // [87:87] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -6293,6 +7124,8 @@ func file_log_proto_init() {
 		(*Result_Segments)(nil),
 		(*Result_SaveBinlogs)(nil),
 		(*Result_Checkpoints)(nil),
+		(*Result_ManifestCommit)(nil),
+		(*Result_ReplicateConfig)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -6308,6 +7141,8 @@ func file_log_proto_init() {
 		(*SnapshotRecord_BroadcastMeta)(nil),
 		(*SnapshotRecord_Segment)(nil),
 		(*SnapshotRecord_ChannelCheckpoint)(nil),
+		(*SnapshotRecord_SegmentIndex)(nil),
+		(*SnapshotRecord_SegmentStats)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6315,7 +7150,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   74,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,7 +15,6 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/controller/controllertest"
-	"github.com/coordd/coordd/testutil"
 )
 
 // appliedOf returns the applied bodies of type T, in order.
@@ -293,26 +292,7 @@ func (h *harness) channelsOn(id uint64) []string {
 
 // runBalancer starts Run and returns a stop function that waits for it.
 func (h *harness) runBalancer() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	b := h.b
-	go func() {
-		defer close(done)
-		b.Run(ctx, testTerm)
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(testutil.Timeout(testutil.DefaultWait)):
-				h.t.Errorf("Run did not return after cancel")
-			}
-		})
-	}
-	h.t.Cleanup(stop)
-	return stop
+	return controllertest.RunRoutine(h.t, h.b.Run, testTerm)
 }
 
 // eventually waits for cond while Run works, advancing the fake clock by

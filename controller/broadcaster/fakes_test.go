@@ -258,24 +258,7 @@ func (h *harness) unassign(p string) *logpb.PChannelTerm {
 
 // run starts m.Run at term and returns a stop function that waits for it.
 func (h *harness) run(m *Manager, term uint64) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx, term)
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(testutil.Timeout(testutil.DefaultWait)):
-				h.t.Errorf("Run did not return after cancel")
-			}
-		})
-	}
-	h.t.Cleanup(stop)
+	stop = controllertest.RunRoutine(h.t, m.Run, term)
 	h.eventually("leadership published", func() bool { return m.current() != nil })
 	return stop
 }

@@ -1,17 +1,16 @@
 package harness
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
+	"github.com/coordd/coordd/testutil"
 )
 
 // Storage faults on a stopped member's data dir (nemesis disk-loss and
@@ -129,7 +128,7 @@ func (c *Cluster) StartJoining(i int) error {
 // last output line is returned. A member still running then stays running,
 // as after Start.
 func (c *Cluster) TryStart(i int, within time.Duration) (bool, string, error) {
-	var out lockedBuffer
+	var out testutil.Buffer
 	exited := make(chan error, 1)
 	c.mu.Lock()
 	// The data dir is not created: a missing one is what some faults test.
@@ -156,21 +155,4 @@ func (c *Cluster) TryStart(i int, within time.Duration) (bool, string, error) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/testutil"
 )
 
 // failingStore fails the first n Puts.
@@ -41,22 +41,10 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]map[string]float6
 			if len(m.Label) > 0 {
 				label = m.Label[0].GetValue()
 			}
-			out[f.GetName()][label] = value(m)
+			out[f.GetName()][label] = testutil.SampleValue(m)
 		}
 	}
 	return out
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	}
-	return -1
 }
 
 // The flusher's metrics count binlogs, bytes and rows by kind, time

@@ -71,7 +71,15 @@ func TestPartialSaveByAge(t *testing.T) {
 	r.insert(1, 10, 1)
 	r.waitFor("the row buffered", func() bool { return r.m.metrics != nil && bufferedRows(r.m) == 1 })
 	clock.Advance(59 * time.Second)
-	time.Sleep(50 * time.Millisecond) // give a wrong save the chance to happen
+	// Two more time tick reports: the flusher's loop has passed its
+	// partial-save check (which follows the report) at least once since.
+	tick := func() uint64 {
+		r.coord.mu.Lock()
+		defer r.coord.mu.Unlock()
+		return r.coord.ticks[testP+"_1v0"]
+	}
+	t0 := tick()
+	r.waitFor("two time tick reports", func() bool { return tick() >= t0+2 })
 	if n := len(r.seg(10).logs); n != 0 {
 		t.Fatalf("saved after 59s: %d binlogs", n)
 	}

@@ -162,6 +162,7 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 		}
 		return nil, err
 	}
+	c.deleteSkipped(ctx, pubs)
 	out := make([]*coordpb.CommitSegmentManifestResponse, 0, len(pubs))
 	for i, p := range res.GetManifestCommit().GetPublished() {
 		next, _ := commands.ParseManifestPointer(pubs[i].Next)
@@ -172,6 +173,29 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// deleteSkipped removes the versions a successful structured publication
+// stepped over (taken by orphans of a crashed or deposed leader). They can
+// never be referenced: the pointer went from base straight to next, and a
+// pointer never goes back. Without this they would sit below the pointer,
+// where the collector does not look. Best effort (the lock is still held).
+func (c *Committer) deleteSkipped(ctx context.Context, pubs []*logpb.ManifestPublish) {
+	for _, p := range pubs {
+		if p.Prepared {
+			continue
+		}
+		base, _ := commands.ParseManifestPointer(p.Base)
+		next, _ := commands.ParseManifestPointer(p.Next)
+		for v := base.Version + 1; v < next.Version; v++ {
+			key := commands.ManifestKey(next.Base, v)
+			if err := c.cfg.Store.Delete(ctx, key); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+				c.log.Warn("could not delete a skipped manifest revision; it stays an orphan", "key", key, "error", err)
+			} else if err == nil {
+				c.cfg.Metrics.orphans(1, 1)
+			}
+		}
+	}
 }
 
 // recorded answers a request ID whose first command committed successfully

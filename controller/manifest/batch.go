@@ -61,6 +61,9 @@ func (c *Committer) CommitBatch(ctx context.Context, reqs []*coordpb.CommitSegme
 	if term == 0 {
 		return nil, leadership.ErrNotEstablished
 	}
+	if out, ok := c.recorded(requestID); ok {
+		return out, nil // a retry of a batch that is already applied
+	}
 	pubs, answers, err := c.prepareAll(ctx, reqs)
 	if err != nil {
 		return nil, err

@@ -108,6 +108,9 @@ func (c *Committer) Commit(ctx context.Context, req *coordpb.CommitSegmentManife
 	if term == 0 {
 		return nil, leadership.ErrNotEstablished
 	}
+	if out, ok := c.recorded(req.RequestId); ok {
+		return out[0], nil // a retry of a commit that is already applied
+	}
 	pub, skipped, err := c.prepare(ctx, c.leader.State(), req, false)
 	if err != nil {
 		return nil, err
@@ -116,7 +119,7 @@ func (c *Committer) Commit(ctx context.Context, req *coordpb.CommitSegmentManife
 		return skipped, nil
 	}
 	c.pauseForTest(ctx)
-	out, err := c.propose(ctx, term, "", []*logpb.ManifestPublish{pub})
+	out, err := c.propose(ctx, term, req.RequestId, []*logpb.ManifestPublish{pub})
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +146,14 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 	if err != nil {
 		return nil, err
 	}
+	if res.Rejection != nil && requestID != "" {
+		// An earlier attempt with this request ID may have committed
+		// while this one was being prepared (its caller gave up waiting):
+		// the first result recorded for the ID is the answer.
+		if out, ok := c.recorded(requestID); ok {
+			return out, nil
+		}
+	}
 	if res.Rejection != nil {
 		err := rejectionError(res.Rejection)
 		var stale *StaleError
@@ -151,6 +162,7 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 		}
 		return nil, err
 	}
+	c.deleteSkipped(ctx, pubs)
 	out := make([]*coordpb.CommitSegmentManifestResponse, 0, len(pubs))
 	for i, p := range res.GetManifestCommit().GetPublished() {
 		next, _ := commands.ParseManifestPointer(pubs[i].Next)
@@ -161,6 +173,51 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// deleteSkipped removes the versions a successful structured publication
+// stepped over (taken by orphans of a crashed or deposed leader). They can
+// never be referenced: the pointer went from base straight to next, and a
+// pointer never goes back. Without this they would sit below the pointer,
+// where the collector does not look. Best effort (the lock is still held).
+func (c *Committer) deleteSkipped(ctx context.Context, pubs []*logpb.ManifestPublish) {
+	for _, p := range pubs {
+		if p.Prepared {
+			continue
+		}
+		base, _ := commands.ParseManifestPointer(p.Base)
+		next, _ := commands.ParseManifestPointer(p.Next)
+		for v := base.Version + 1; v < next.Version; v++ {
+			key := commands.ManifestKey(next.Base, v)
+			if err := c.cfg.Store.Delete(ctx, key); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+				c.log.Warn("could not delete a skipped manifest revision; it stays an orphan", "key", key, "error", err)
+			} else if err == nil {
+				c.cfg.Metrics.orphans(1, 1)
+			}
+		}
+	}
+}
+
+// recorded answers a request ID whose first command committed successfully
+// (the FSM's dedup table), with the published versions and base paths.
+func (c *Committer) recorded(requestID string) ([]*coordpb.CommitSegmentManifestResponse, bool) {
+	if requestID == "" {
+		return nil, false
+	}
+	st := c.leader.State()
+	res, ok := st.LookupRequest(requestID)
+	if !ok || res.Rejection != nil || res.GetManifestCommit() == nil {
+		return nil, false
+	}
+	var out []*coordpb.CommitSegmentManifestResponse
+	for _, p := range res.GetManifestCommit().GetPublished() {
+		r := &coordpb.CommitSegmentManifestResponse{SegmentId: p.SegmentId, Version: p.Version, Skipped: p.Skipped}
+		if ptr, _, err := st.ManifestPointer(p.SegmentId); err == nil && !p.Skipped {
+			r.BasePath = ptr.Base
+		}
+		out = append(out, r)
+	}
+	return out, len(out) > 0
 }
 
 // ValidateRequest checks a commit's shape before anything is read or

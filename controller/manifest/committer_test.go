@@ -70,9 +70,10 @@ func TestCommitSegmentManifestPublishesOnlyAfterCatalogSuccess(t *testing.T) {
 		t.Fatalf("failed proposal: %v, version %d", err, f.version(5))
 	}
 	f.l.SetBeforePropose(nil)
-	// The orphan (v2) is stepped over, never overwritten.
+	// The orphan (v2) is stepped over, never overwritten, and deleted once
+	// v3 is published (nothing can reference it any more).
 	resp, err := f.c.Commit(context.Background(), statsReq(5, "k2", "f"))
-	if err != nil || resp.Version != 3 || len(f.objects()) != 3 {
+	if err != nil || resp.Version != 3 || len(f.objects()) != 2 {
 		t.Fatalf("next commit: %v %v, objects %v", resp, err, f.objects())
 	}
 	if rev := f.revision(5); len(rev.Stats) != 1 || rev.Stats[0].Key != "k2" {

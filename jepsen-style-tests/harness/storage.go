@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
 )
@@ -29,7 +32,7 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 	}
 	dir := c.members[i].DataDir
 	db := filepath.Join(dir, "raft.db")
-	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	snaps := snapshotDirs(dir)
 	switch damage {
 	case nemesis.LoseRaftDB:
 		return "raft.db deleted", ignoreMissing(os.Remove(db))
@@ -73,8 +76,74 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 			}
 		}
 		return fmt.Sprintf("%d state.bin flipped", len(snaps)), nil
+	case nemesis.HoleInLog:
+		return holeInLog(db, newestSnapshot(snaps))
 	}
 	return "", fmt.Errorf("unknown damage %q", damage)
+}
+
+// snapshotDirs lists the finished snapshots (a member killed while writing
+// one leaves a <id>.tmp directory, which coordd ignores).
+func snapshotDirs(dir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	var out []string
+	for _, s := range all {
+		if !strings.HasSuffix(s, ".tmp") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// newestSnapshot is the highest index among snapshot directories named
+// term-index-time (0: none).
+func newestSnapshot(snaps []string) uint64 {
+	var newest uint64
+	for _, s := range snaps {
+		var term, idx, ts uint64
+		if _, err := fmt.Sscanf(filepath.Base(s), "%d-%d-%d", &term, &idx, &ts); err == nil && idx > newest {
+			newest = idx
+		}
+	}
+	return newest
+}
+
+// holeInLog deletes the log entry halfway between the snapshot index and
+// the end of the log, if there are at least two entries after the snapshot
+// (otherwise there is nothing raft would read through, and it says so).
+func holeInLog(db string, snap uint64) (string, error) {
+	b, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", db, err)
+	}
+	defer b.Close()
+	detail := ""
+	err = b.Update(func(tx *bolt.Tx) error {
+		logs := tx.Bucket([]byte("logs"))
+		if logs == nil {
+			detail = "no log to punch a hole in"
+			return nil
+		}
+		k, _ := logs.Cursor().Last()
+		if k == nil {
+			detail = "no log to punch a hole in"
+			return nil
+		}
+		last := binary.BigEndian.Uint64(k)
+		if last < snap+2 {
+			detail = fmt.Sprintf("no entry between the newest snapshot (%d) and the end of the log (%d) to delete", snap, last)
+			return nil
+		}
+		victim := snap + 1 + (last-snap-1)/2
+		key := binary.BigEndian.AppendUint64(nil, victim)
+		if logs.Get(key) == nil {
+			detail = fmt.Sprintf("log entry %d already missing", victim)
+			return nil
+		}
+		detail = fmt.Sprintf("log entry %d of %d..%d deleted (newest snapshot %d)", victim, snap+1, last, snap)
+		return logs.Delete(key)
+	})
+	return detail, err
 }
 
 func ignoreMissing(err error) error {

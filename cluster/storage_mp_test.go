@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -396,24 +395,7 @@ func TestReplaceMemberThatLostItsDisk(t *testing.T) {
 	if err := os.MkdirAll(m.DataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(t.TempDir(), "replacement.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(coorddBinary, joinArgs...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("--- replacement log ---\n%s", tail(string(b), 40))
-		}
-	})
+	startProcess(t, "replacement", coorddBinary, joinArgs...)
 	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -87,10 +87,12 @@ var registry = map[Type]spec{
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},
 
+	// Segments. SaveBinlogPaths v2 adds after_dml: a v1 replica would append a save
+	// that v2 replicas refuse as stale, so it must stop.
 	TypeCreateSegment:            {"CreateSegment", 1, func() proto.Message { return &logpb.CreateSegment{} }},
 	TypeSealSegments:             {"SealSegments", 1, func() proto.Message { return &logpb.SealSegments{} }},
 	TypeMarkSegmentsFlushing:     {"MarkSegmentsFlushing", 1, func() proto.Message { return &logpb.MarkSegmentsFlushing{} }},
-	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
+	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 2, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
 }

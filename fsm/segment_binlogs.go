@@ -20,9 +20,10 @@ func saveResult(stale bool, st logpb.SegmentState) *logpb.Result {
 //     otherwise nothing changes;
 //   - an unknown L0 segment is created Flushed; another unknown segment is
 //     NotFound;
-//   - a Dropped segment, a Flushed one (unless this drops it) or a DML
-//     position older than the stored one makes the request stale: success
-//     with no write, so the flusher stops retrying;
+//   - a Dropped segment, a Flushed one (unless this drops it), a DML
+//     position older than the stored one or (after_dml) a new binlog that
+//     starts at or before the stored DML position makes the request stale:
+//     success with no write, so the flusher stops retrying;
 //   - binlogs append (deduplicated by log ID) or, with_full_binlogs, replace;
 //   - dropped → Dropped; flushed → Flushed, and Dropped if it holds no rows
 //     and is not L0.
@@ -64,6 +65,9 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	}
 	own := ownCheckpoint(b)
 	if own != nil && !g.DML.IsZero() && positionOf(own.Position).Less(g.DML) {
+		return saveResult(true, g.State)
+	}
+	if b.AfterDml && !b.WithFullBinlogs && overlapsDML(g, b.Binlogs) {
 		return saveResult(true, g.State)
 	}
 	if g.StorageVersion != 0 && b.StorageVersion != 0 && g.StorageVersion != b.StorageVersion {
@@ -115,6 +119,31 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	next.seg.put(&ng)
 	applyOtherCheckpoints(next, b, c.ProposedAtUnixMs)
 	return saveResult(false, ng.State)
+}
+
+// overlapsDML reports whether a binlog in add that g does not hold yet
+// starts at or before g's DML position: its rows (WAL time ticks strictly
+// increase within a PChannel) were already recorded by an earlier save,
+// typically a partial save whose answer the flusher never saw and which
+// committed after the flusher had recovered without it.
+func overlapsDML(g *Segment, add []*logpb.FieldLogs) bool {
+	if g.DML.IsZero() {
+		return false
+	}
+	have := map[int64]bool{}
+	for _, f := range g.Binlogs {
+		for _, l := range f.Logs {
+			have[l.LogID] = true
+		}
+	}
+	for _, f := range add {
+		for _, l := range f.Logs {
+			if !have[l.LogId] && l.TimestampFrom <= g.DML.Timestamp {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ownCheckpoint is the request's checkpoint of its own segment, if any.

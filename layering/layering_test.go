@@ -29,8 +29,9 @@ var allowed = map[string][]string{
 	"raftnode": {"commands", "fsm", "leadership"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
-	"controller":    {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
-	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller"},
+	"controller": {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
+	// api/apitest waits with testutil's scaled timeouts.
+	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller", "testutil"},
 	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc"},
 	"client":        {"api/coordpb", "commands"},
 	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore"},

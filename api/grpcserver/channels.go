@@ -365,11 +365,11 @@ func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetRepli
 		}
 	}
 	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: self, Pchannels: own}}}
-	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason, "previous", old.String())
+	s.log(ctx).Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason, "previous", old.String())
 	if _, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}); err != nil {
 		return nil, err
 	}
-	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason)
+	s.log(ctx).Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason)
 	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(cfg), ClusterId: self, Role: "PRIMARY"}, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -31,6 +32,7 @@ type Server struct {
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
 	coordpb.UnimplementedDataCoordServer
+	coordpb.UnimplementedDiagnosticsServer
 	coordpb.UnimplementedBackupServer
 
 	node       *raftnode.Node
@@ -38,6 +40,7 @@ type Server struct {
 	tso        *allocator.TSO
 	ids        *allocator.IDs
 	logger     hclog.Logger
+	logs       *logging.Logs
 	grpcHealth *health.Server
 
 	health     NodeHealth
@@ -136,6 +139,7 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterStreamingNodeRegistryServer(g, s)
 	coordpb.RegisterBroadcasterServer(g, s)
 	coordpb.RegisterDataCoordServer(g, s)
+	coordpb.RegisterDiagnosticsServer(g, s)
 	coordpb.RegisterBackupServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)

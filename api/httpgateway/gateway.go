@@ -96,6 +96,7 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
 	rs = append(rs, channelRoutes(s)...)
 	rs = append(rs, dataRoutes(s)...)
+	rs = append(rs, diagnosticsRoutes(s)...)
 	return append(rs, broadcastRoutes(s)...)
 }
 
@@ -216,7 +217,17 @@ func (g *Gateway) serveRPC(rt route) http.HandlerFunc {
 			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(grpcserver.MDRequestID, id))
 		}
 		req := rt.newReq()
-		if err := decodeRequest(r, req); err != nil {
+		err := decodeRequest(r, req)
+		// Every line logged while serving the request names it; the ID
+		// (the caller's X-Request-Id, the request's request_id, or a fresh
+		// one) is sent back in X-Request-Id.
+		ctx, id := g.server.WithRequestLogger(ctx, req)
+		w.Header().Set("X-Request-Id", id)
+		start := time.Now()
+		defer func() {
+			g.server.Logger(ctx).Debug("http call", "route", rt.method+" "+rt.path, "duration", time.Since(start))
+		}()
+		if err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, errMediaType) {
 				code = http.StatusUnsupportedMediaType

@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -32,6 +31,7 @@ type serveConfig struct {
 	Peers                                     []raftnode.Peer
 	Join                                      string
 	LogLevel                                  string
+	LogFormat                                 string
 	EnablePprof                               bool
 	ReadyMaxLag                               uint64
 	RaftDial                                  map[string]string
@@ -58,7 +58,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.HTTPAddr, "http-addr", "", "HTTP/JSON listen address host:port")
 	fs.StringVar(&peers, "peers", "", "static bootstrap list id=raftaddr,... (identical on every member)")
 	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (changeable at runtime: coordctl log-level)")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log line format: text or json")
 	fs.BoolVar(&c.TestOnlyUnsafeIDReuse, "test-only-unsafe-id-reuse", false,
 		"TEST ONLY: break the ID allocator (no committed reservation) so the Jepsen-style checkers can be shown to catch it")
 	fs.BoolVar(&c.TestOnlyUnsafeBroadcastOrder, "test-only-unsafe-broadcast-order", false,
@@ -205,8 +206,11 @@ func (c serveConfig) validate() error {
 		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
 			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
 	}
-	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+	if _, _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if err := logging.CheckFormat(c.LogFormat); err != nil {
+		return badConfig("--log-format %q: want text or json", c.LogFormat)
 	}
 	if err := c.Channels.validate(); err != nil {
 		return err

@@ -139,6 +139,7 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},
 		{name: "ready max lag negative", args: with("--ready-max-lag", "-1"), usage: true, want: "usage"},
 		{name: "bad log level", args: with("--log-level", "loud"), want: `--log-level "loud": want trace, debug, info, warn or error`},
+		{name: "bad log format", args: with("--log-format", "xml"), want: `--log-format "xml": want text or json`},
 		{name: "bad cluster id", args: with("--cluster-id", "a b"), want: `--cluster-id: cluster id "a b"`},
 		{name: "zero pchannels", args: with("--pchannels", "0"), want: "--pchannels must be in 1..65536, got 0"},
 		{name: "too many pchannels", args: with("--pchannels", "70000"), want: "--pchannels must be in 1..65536"},
@@ -213,7 +214,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240,
 	}
-	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
+	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
 			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute},
 		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute},
@@ -317,8 +318,9 @@ func TestParseDevFlags(t *testing.T) {
 		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2}},
 		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2}},
 		// The highest port is HTTP base+1000+nodes-1, which may be 65535.
-		{[]string{"--nodes", "1", "--base-port", "64535"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535, StreamingNodes: 2}},
-		{[]string{"--nodes", "5", "--base-port", "64531"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531, StreamingNodes: 2}},
+		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535}},
+		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531}},
+		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2}},
 	}
 	for _, tc := range valid {
 		got, err := parseDevFlags(tc.args, io.Discard)
@@ -341,6 +343,7 @@ func TestParseDevFlags(t *testing.T) {
 		{[]string{"--nodes", "1", "--base-port", "64536"}, false, "--base-port 64536 leaves no room for 1 members below 65536"},
 		{[]string{"--nodes", "5", "--base-port", "64532"}, false, "--base-port 64532 leaves no room for 5 members"},
 		{[]string{"--base-port", "70000"}, false, "--base-port 70000"},
+		{[]string{"--base-port", "64335"}, false, "--base-port 64335 leaves no room for the metrics of 2 streaming nodes"},
 		{[]string{"stray"}, false, `unexpected argument "stray"`},
 		{[]string{"--nodes", "three"}, true, "usage"},
 		{[]string{"--peers", "x"}, true, "usage"},

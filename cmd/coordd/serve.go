@@ -22,6 +22,7 @@ import (
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -33,9 +34,11 @@ func selfOf(c serveConfig) raftnode.Self {
 // stop accepting client calls, stop leader work and raft, close stores.
 // Each step is one function below, in the order they run.
 func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name: "coordd", Level: hclog.LevelFromString(c.LogLevel), Output: logOut,
-	}).With("id", c.ID)
+	logs, err := logging.New(logging.Options{Name: "coordd", Level: c.LogLevel, Format: c.LogFormat, Output: logOut})
+	if err != nil {
+		return configError{err}
+	}
+	logger := logs.Logger().With("id", c.ID)
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
@@ -54,7 +57,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	defer set.Close()
 	node.AddLeaderRoutine(routines.Name, set.Run) // every leader routine, in order
-	srv, err := newAPI(c, node, set, reg, logger)
+	srv, err := newAPI(c, node, set, reg, logs, logger)
 	if err != nil {
 		return err
 	}
@@ -192,8 +195,8 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 
 // newAPI builds the gRPC services over the node and the controllers, and
 // registers the metrics that read them.
-func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logger hclog.Logger) (*grpcserver.Server, error) {
-	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set,
+func newAPI(c serveConfig, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logs *logging.Logs, logger hclog.Logger) (*grpcserver.Server, error) {
+	srv := grpcserver.New(node, selfOf(c), logger.Named("api"), set, grpcserver.WithLogs(logs),
 		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() }))
 	if err := reg.RegisterChannels(node, srv.Watchers); err != nil {

@@ -4871,8 +4871,13 @@ type SaveBinlogPaths struct {
 	WithFullBinlogs bool                       `protobuf:"varint,15,opt,name=with_full_binlogs,json=withFullBinlogs,proto3" json:"with_full_binlogs,omitempty"`
 	StorageVersion  uint32                     `protobuf:"varint,16,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
 	ManifestPath    string                     `protobuf:"bytes,17,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// after_dml (v2): the binlogs hold only rows after the segment's stored
+	// DML position. A save with a new binlog that starts at or before it
+	// overlaps rows already recorded (a partial save that committed after its
+	// flusher gave up on it) and is stale: nothing is written.
+	AfterDml      bool `protobuf:"varint,18,opt,name=after_dml,json=afterDml,proto3" json:"after_dml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SaveBinlogPaths) Reset() {
@@ -5022,6 +5027,13 @@ func (x *SaveBinlogPaths) GetManifestPath() string {
 		return x.ManifestPath
 	}
 	return ""
+}
+
+func (x *SaveBinlogPaths) GetAfterDml() bool {
+	if x != nil {
+		return x.AfterDml
+	}
+	return false
 }
 
 type ChannelCheckpointUpdate struct {
@@ -5946,7 +5958,7 @@ const file_log_proto_rawDesc = "" +
 	"\x12SegmentStartUpdate\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x126\n" +
-	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\xea\x05\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\x87\x06\n" +
 	"\x0fSaveBinlogPaths\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
 	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
@@ -5966,7 +5978,8 @@ const file_log_proto_rawDesc = "" +
 	"\adropped\x18\x0e \x01(\bR\adropped\x12*\n" +
 	"\x11with_full_binlogs\x18\x0f \x01(\bR\x0fwithFullBinlogs\x12'\n" +
 	"\x0fstorage_version\x18\x10 \x01(\rR\x0estorageVersion\x12#\n" +
-	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\"\x92\x01\n" +
+	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\x12\x1b\n" +
+	"\tafter_dml\x18\x12 \x01(\bR\bafterDml\"\x92\x01\n" +
 	"\x17ChannelCheckpointUpdate\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12#\n" +
 	"\rpchannel_term\x18\x02 \x01(\x03R\fpchannelTerm\x126\n" +

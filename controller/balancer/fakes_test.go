@@ -240,10 +240,12 @@ func (h *harness) bootstrap() {
 
 // round runs one round on a fresh snapshot, as Run does.
 func (h *harness) round() (bool, error) {
-	st := h.leader.State()
-	l, _ := h.b.layout(st)
+	plan, err := h.b.decide(h.leader.State(), "")
+	if err != nil {
+		return false, err
+	}
 	// As in Run: the round decides in the routine's term.
-	return h.b.round(commands.WithDecisionTerm(context.Background(), testTerm), st, l)
+	return h.b.execute(commands.WithDecisionTerm(context.Background(), testTerm), plan)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -200,57 +198,21 @@ func (c *Cluster) StartJoining(i int) error {
 // last output line is returned. A member still running then stays running,
 // as after Start.
 func (c *Cluster) TryStart(i int, within time.Duration) (bool, string, error) {
-	m := c.members[i]
+	var out lockedBuffer
+	exited := make(chan error, 1)
 	c.mu.Lock()
-	if c.state[i] != Stopped {
-		c.mu.Unlock()
-		return false, "", fmt.Errorf("start %s: already %s", m.ID, c.state[i])
-	}
-	args := c.args(i)
+	// The data dir is not created: a missing one is what some faults test.
+	spec := c.spec(i, "trying")
+	spec.Banner += " (a refusal is expected)"
+	spec.Tee = &out
+	p, err := c.startLocked(i, spec, true, exited)
 	c.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(m.DataDir), 0o755); err != nil {
-		return false, "", err
-	}
-	logf, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return false, "", err
 	}
-	fmt.Fprintf(logf, "=== harness: trying %s at %.3fs (a refusal is expected)\n", m.ID, time.Since(c.t0).Seconds())
-	var out lockedBuffer
-	cmd := exec.Command(c.bin.Coordd, args...)
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(logf, &out), io.MultiWriter(logf, &out)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return false, "", fmt.Errorf("start %s: %w", m.ID, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf}
-	c.mu.Lock()
-	c.procs[i], c.state[i] = p, Running
-	c.mu.Unlock()
-	exited := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		exited <- err
-		c.mu.Lock()
-		mine := c.procs[i] == p
-		if mine {
-			c.procs[i], c.state[i] = nil, Stopped
-		}
-		late := mine && p.adopted
-		if late {
-			c.exits = append(c.exits, Exit{Member: m.ID, At: c.Now(), Err: fmt.Sprint(err)})
-		}
-		c.mu.Unlock()
-		logf.Close()
-		close(p.done)
-		if late {
-			c.t.Logf("UNEXPECTED EXIT of %s at %.3fs: %v (log %s)", m.ID, time.Since(c.t0).Seconds(), err, m.LogPath)
-		}
-	}()
 	select {
 	case <-exited:
-		<-p.done
+		<-p.child.Done()
 		return true, lastLine(out.String()), nil
 	case <-time.After(within):
 		c.mu.Lock()

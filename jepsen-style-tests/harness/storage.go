@@ -75,7 +75,24 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 		}
 		return fmt.Sprintf("%d state.bin flipped", len(snaps)), nil
 	case nemesis.HoleInLog:
-		return holeInLog(db, newestSnapshot(snaps))
+		detail, punched, err := holeInLog(db, newestSnapshot(snaps))
+		if err != nil || punched || len(snaps) < 2 {
+			return detail, err
+		}
+		// Too few entries after the newest snapshot: drop it, so raft
+		// would restore the older one and read the log from there.
+		newest := ""
+		for _, s := range snaps {
+			if newestSnapshot([]string{s}) == newestSnapshot(snaps) {
+				newest = s
+			}
+		}
+		if err := os.RemoveAll(newest); err != nil {
+			return "", err
+		}
+		rest := snapshotDirs(dir)
+		d2, _, err := holeInLog(db, newestSnapshot(rest))
+		return "newest snapshot " + filepath.Base(newest) + " deleted; " + d2, err
 	}
 	return "", fmt.Errorf("unknown damage %q", damage)
 }
@@ -109,13 +126,12 @@ func newestSnapshot(snaps []string) uint64 {
 // holeInLog deletes the log entry halfway between the snapshot index and
 // the end of the log, if there are at least two entries after the snapshot
 // (otherwise there is nothing raft would read through, and it says so).
-func holeInLog(db string, snap uint64) (string, error) {
+func holeInLog(db string, snap uint64) (detail string, punched bool, err error) {
 	b, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
-		return "", fmt.Errorf("open %s: %w", db, err)
+		return "", false, fmt.Errorf("open %s: %w", db, err)
 	}
 	defer b.Close()
-	detail := ""
 	err = b.Update(func(tx *bolt.Tx) error {
 		logs := tx.Bucket([]byte("logs"))
 		if logs == nil {
@@ -138,10 +154,10 @@ func holeInLog(db string, snap uint64) (string, error) {
 			detail = fmt.Sprintf("log entry %d already missing", victim)
 			return nil
 		}
-		detail = fmt.Sprintf("log entry %d of %d..%d deleted (newest snapshot %d)", victim, snap+1, last, snap)
+		detail, punched = fmt.Sprintf("log entry %d of %d..%d deleted (newest snapshot %d)", victim, snap+1, last, snap), true
 		return logs.Delete(key)
 	})
-	return detail, err
+	return detail, punched, err
 }
 
 func ignoreMissing(err error) error {

@@ -191,6 +191,19 @@ func flipAt(t *testing.T, path string, off int64, n int) {
 	}
 }
 
+// finishedSnapshots lists dir's snapshot directories, leaving out a
+// <id>.tmp one a member killed while writing it leaves behind.
+func finishedSnapshots(dir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	var out []string
+	for _, s := range all {
+		if !strings.HasSuffix(s, ".tmp") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // writeUntilSnapshots commits collections from *next on until member f's
 // data dir holds two snapshots and a compacted log.
 func writeUntilSnapshots(t *testing.T, ctx context.Context, c *clients, dir string, next *int64, acked *[]int64) {
@@ -201,7 +214,7 @@ func writeUntilSnapshots(t *testing.T, ctx context.Context, c *clients, dir stri
 		}
 		*acked = append(*acked, *next)
 		*next++
-		if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*")); len(snaps) >= 2 && k > 100 {
+		if len(finishedSnapshots(dir)) >= 2 && k > 100 {
 			return
 		}
 	}
@@ -230,7 +243,7 @@ func TestDamagedOrLostStorageIsRefused(t *testing.T) {
 	copyTree(t, dir, good)
 	db := filepath.Join(dir, "raft.db")
 	snapDirs := func() []string {
-		s, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+		s := finishedSnapshots(dir)
 		sort.Strings(s)
 		return s
 	}

@@ -182,11 +182,21 @@ type harness struct {
 	cch    string
 	node   uint64
 	epoch  uint64 // the session epoch of node
+	// deadline ends when the test has run for harnessDeadline; anything a
+	// test blocks on by design (a held append) must also give up on it.
+	deadline context.Context
 }
+
+// harnessDeadline bounds every harness test (scaled by
+// COORDD_TEST_MULTIPLIER): each takes well under a second when it passes.
+const harnessDeadline = 30 * time.Second
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: controllertest.NewClock()}
+	// Every harness test waits on the manager's goroutines; a bug that
+	// wedges them must fail the test fast, not eat go test's timeout.
+	deadline := testutil.Deadline(t, harnessDeadline)
+	h := &harness{t: t, clock: controllertest.NewClock(), deadline: deadline}
 	h.leader = controllertest.NewLeader(t, h.clock, testTerm)
 	h.app = newFakeAppender(h.leader)
 	for i := 0; i < 4; i++ {

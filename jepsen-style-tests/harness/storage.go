@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
 	"github.com/coordd/coordd/testutil"
@@ -26,7 +29,7 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 	}
 	dir := c.members[i].DataDir
 	db := filepath.Join(dir, "raft.db")
-	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	snaps := snapshotDirs(dir)
 	switch damage {
 	case nemesis.LoseRaftDB:
 		return "raft.db deleted", ignoreMissing(os.Remove(db))
@@ -70,8 +73,90 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 			}
 		}
 		return fmt.Sprintf("%d state.bin flipped", len(snaps)), nil
+	case nemesis.HoleInLog:
+		detail, punched, err := holeInLog(db, newestSnapshot(snaps))
+		if err != nil || punched || len(snaps) < 2 {
+			return detail, err
+		}
+		// Too few entries after the newest snapshot: drop it, so raft
+		// would restore the older one and read the log from there.
+		newest := ""
+		for _, s := range snaps {
+			if newestSnapshot([]string{s}) == newestSnapshot(snaps) {
+				newest = s
+			}
+		}
+		if err := os.RemoveAll(newest); err != nil {
+			return "", err
+		}
+		rest := snapshotDirs(dir)
+		d2, _, err := holeInLog(db, newestSnapshot(rest))
+		return "newest snapshot " + filepath.Base(newest) + " deleted; " + d2, err
 	}
 	return "", fmt.Errorf("unknown damage %q", damage)
+}
+
+// snapshotDirs lists the finished snapshots (a member killed while writing
+// one leaves a <id>.tmp directory, which coordd ignores).
+func snapshotDirs(dir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	var out []string
+	for _, s := range all {
+		if !strings.HasSuffix(s, ".tmp") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// newestSnapshot is the highest index among snapshot directories named
+// term-index-time (0: none).
+func newestSnapshot(snaps []string) uint64 {
+	var newest uint64
+	for _, s := range snaps {
+		var term, idx, ts uint64
+		if _, err := fmt.Sscanf(filepath.Base(s), "%d-%d-%d", &term, &idx, &ts); err == nil && idx > newest {
+			newest = idx
+		}
+	}
+	return newest
+}
+
+// holeInLog deletes the log entry halfway between the snapshot index and
+// the end of the log, if there are at least two entries after the snapshot
+// (otherwise there is nothing raft would read through, and it says so).
+func holeInLog(db string, snap uint64) (detail string, punched bool, err error) {
+	b, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return "", false, fmt.Errorf("open %s: %w", db, err)
+	}
+	defer b.Close()
+	err = b.Update(func(tx *bolt.Tx) error {
+		logs := tx.Bucket([]byte("logs"))
+		if logs == nil {
+			detail = "no log to punch a hole in"
+			return nil
+		}
+		k, _ := logs.Cursor().Last()
+		if k == nil {
+			detail = "no log to punch a hole in"
+			return nil
+		}
+		last := binary.BigEndian.Uint64(k)
+		if last < snap+2 {
+			detail = fmt.Sprintf("no entry between the newest snapshot (%d) and the end of the log (%d) to delete", snap, last)
+			return nil
+		}
+		victim := snap + 1 + (last-snap-1)/2
+		key := binary.BigEndian.AppendUint64(nil, victim)
+		if logs.Get(key) == nil {
+			detail = fmt.Sprintf("log entry %d already missing", victim)
+			return nil
+		}
+		detail, punched = fmt.Sprintf("log entry %d of %d..%d deleted (newest snapshot %d)", victim, snap+1, last, snap), true
+		return logs.Delete(key)
+	})
+	return detail, punched, err
 }
 
 func ignoreMissing(err error) error {

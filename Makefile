@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build run run-secure test test-short bench jepsen proto lint fuzz clean
+.PHONY: all build run run-secure test test-short bench jepsen proto openapi lint fuzz clean
 
 all: build
 
@@ -47,6 +47,12 @@ proto:
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I commands/proto --go_out=. --go_opt=module=github.com/coordd/coordd commands/proto/log.proto
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I api/proto --go_out=. --go_opt=module=github.com/coordd/coordd \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/coordd/coordd api/proto/coordd/v1/*.proto
+	$(MAKE) openapi
+
+# The OpenAPI document of the HTTP API, generated from the gateway's route
+# table and the proto descriptors; committed, served at /v1/openapi.json.
+openapi:
+	$(GO) run $(GOFLAGS_B) ./api/httpgateway/genopenapi api/httpgateway/openapi.json
 
 # gofmt (generated code excluded), go vet, staticcheck at the pinned version.
 lint: $(STATICCHECK)
@@ -60,6 +66,7 @@ $(STATICCHECK):
 fuzz:
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzDecode -fuzztime=30s ./commands
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzParseAuthorization -fuzztime=30s ./api/auth
+	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzRead -fuzztime=30s ./backup
 
 clean:
 	rm -rf $(BIN) data

@@ -422,3 +422,57 @@ func TestConfigAndClose(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// TestOverloadedRetriedAfterHint: ResourceExhausted with a retry hint (a
+// full proposal queue; nothing was done) is retried, by writes too, after
+// at least the hinted wait; one that never clears ends at the caller's
+// deadline, without starting a wait that would outlast it, and reports
+// ResourceExhausted. Without the hint it stays definitive
+// (TestDefinitiveErrorsNotRetried).
+func TestOverloadedRetriedAfterHint(t *testing.T) {
+	const hint = 150 * time.Millisecond
+	t.Run("clears", func(t *testing.T) {
+		fc := clienttest.Start(t, 1)
+		n := fc.Nodes[0]
+		n.SetHook(func(ctx context.Context, _ string, call int) error {
+			if call <= 2 {
+				return clienttest.Overloaded(ctx, hint)
+			}
+			return nil
+		})
+		c := newClient(t, client.Config{Endpoints: fc.Endpoints()})
+		start := time.Now()
+		if _, err := c.AddVoter(context.Background(), client.MemberSpec{ID: "n9", RaftAddr: "127.0.0.1:8009"}); err != nil {
+			t.Fatal(err)
+		}
+		// Two waits of at least the hint, less the client's 20% jitter.
+		if took := time.Since(start); took < 2*hint*8/10 {
+			t.Fatalf("AddVoter succeeded after %v; the two overloaded answers asked for %v each", took, hint)
+		}
+		if got := n.Calls("AddVoter"); got != 3 {
+			t.Fatalf("AddVoter reached the server %d times, want 3", got)
+		}
+	})
+	t.Run("never clears", func(t *testing.T) {
+		fc := clienttest.Start(t, 1)
+		n := fc.Nodes[0]
+		n.SetHook(func(ctx context.Context, _ string, _ int) error { return clienttest.Overloaded(ctx, hint) })
+		c := newClient(t, client.Config{Endpoints: fc.Endpoints()})
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, _, err := c.AllocID(ctx, 1)
+		took := time.Since(start)
+		var ce *client.Error
+		if status.Code(err) != codes.ResourceExhausted || !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v; want ResourceExhausted, stopped by the deadline", err)
+		}
+		if took > 500*time.Millisecond+400*time.Millisecond {
+			t.Fatalf("gave up after %v, deadline 500ms", took)
+		}
+		// Waits of at least 150ms in 500ms: at most 4 attempts.
+		if ce.Attempts < 2 || ce.Attempts > 4 || n.Calls("AllocID") != ce.Attempts {
+			t.Fatalf("%d attempts (%d calls) in 500ms with a %v hint; want 2..4", ce.Attempts, n.Calls("AllocID"), hint)
+		}
+	})
+}

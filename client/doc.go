@@ -42,8 +42,14 @@
 // Which errors are retried:
 //
 //   - Definitive answers (InvalidArgument, NotFound, FailedPrecondition,
-//     AlreadyExists, Aborted, ResourceExhausted, and every other code except
-//     the two below) are returned at once.
+//     AlreadyExists, Aborted, and every other code except the ones below)
+//     are returned at once. So is a ResourceExhausted without a retry hint
+//     (e.g. a message over the size limit).
+//   - ResourceExhausted with the trailer "coordd-retry-after-ms" (the
+//     leader's proposal queue was full; nothing was done) is retried, for
+//     every kind of call, after at least the hinted wait and with the same
+//     exponential backoff, until the call's deadline or retry budget runs
+//     out: a wait that would outlast the deadline is not started.
 //   - Unavailable is retried. When its trailer carries "coordd-outcome:
 //     unknown" (the write may or may not have been committed), reads,
 //     allocations and idempotent writes (request-ID-deduplicated calls,

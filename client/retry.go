@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +25,15 @@ const (
 	MDOutcome = "coordd-outcome"
 	// OutcomeUnknown is the value of MDOutcome for an unknown outcome.
 	OutcomeUnknown = "unknown"
+	// MDRetryAfter (milliseconds) marks a ResourceExhausted answer that
+	// asking again later may change (the leader's proposal queue was
+	// full; nothing was done).
+	MDRetryAfter = "coordd-retry-after-ms"
 )
+
+// maxRetryAfter caps a server's retry hint, so a bad value cannot park a
+// call; the call's deadline bounds every wait anyway.
+const maxRetryAfter = 5 * time.Second
 
 // Error is the error of a failed call. status.Code(err) and
 // status.Convert(err) report the status of the last attempt.
@@ -204,10 +213,34 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 			e.Stopped = errRetryBudget
 			return "", e
 		}
+		if wait, ok := retryAfter(err, md); ok {
+			// The leader is saturated: every endpoint forwards to it, so
+			// wait (at least its hint) before any next attempt.
+			if err := sleep(ctx, max(delay, wait)); err != nil {
+				e.Stopped = err
+				return "", e
+			}
+			delay = min(2*delay, backoffCap)
+			clear(tried)
+			continue
+		}
 		if h := first(md, MDLeaderGRPC); h != "" && h != addr {
 			hint = h
 		}
 	}
+}
+
+// retryAfter returns the server's wait hint of an overloaded answer
+// (ResourceExhausted with MDRetryAfter), capped by maxRetryAfter.
+func retryAfter(err error, md metadata.MD) (time.Duration, bool) {
+	if status.Code(err) != codes.ResourceExhausted {
+		return 0, false
+	}
+	ms, perr := strconv.ParseInt(first(md, MDRetryAfter), 10, 64)
+	if perr != nil || ms < 0 {
+		return 0, false
+	}
+	return min(time.Duration(ms)*time.Millisecond, maxRetryAfter), true
 }
 
 // attempt makes one call on addr and returns the response metadata
@@ -239,6 +272,11 @@ func classify(err error, md metadata.MD) (retry, unknownOutcome bool) {
 		return true, first(md, MDOutcome) == OutcomeUnknown
 	case codes.DeadlineExceeded:
 		return true, true
+	case codes.ResourceExhausted:
+		// Retried only when the server says asking later may help; the
+		// request was not submitted, so the outcome is known.
+		_, ok := retryAfter(err, md)
+		return ok, false
 	default:
 		return false, false
 	}

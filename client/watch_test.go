@@ -17,6 +17,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/client/clienttest"
+	"github.com/coordd/coordd/testutil"
 )
 
 // Builders for assignment updates.
@@ -244,7 +245,7 @@ func TestWatcherIgnoresOlderVersions(t *testing.T) {
 
 	// The lagging member is asked for what follows our version; its older
 	// full view and equal delta do not replace what we hold.
-	waitCond(t, "the watcher to reach the lagging member", func() bool { return lagging.OpenWatches() == 1 })
+	testutil.Eventually(t, "the watcher to reach the lagging member", func() bool { return lagging.OpenWatches() == 1 })
 	lagFeed <- update(false, ver(5, 5), nil, chn("dml_1", 3, "ASSIGNED", 1))
 	v = waitVersion(t, w, client.Version{Global: 5, Local: 5})
 	wantChannel(t, v, "dml_0", 2, "ASSIGNED", 1)
@@ -407,7 +408,7 @@ func TestWatcherWaitNewer(t *testing.T) {
 		if !errors.Is(r.err, context.Canceled) || r.v != nil {
 			t.Fatalf("cancelled WaitNewer = %v, %v", r.v, r.err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(testutil.Timeout(2 * time.Second)):
 		t.Fatal("WaitNewer ignored ctx cancellation")
 	}
 }
@@ -547,25 +548,14 @@ func TestWatcherRunEnds(t *testing.T) {
 	w := c.NewWatcher()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()
-	waitCond(t, "the stream to open", func() bool { return fc.Nodes[0].OpenWatches() == 1 })
+	testutil.Eventually(t, "the stream to open", func() bool { return fc.Nodes[0].OpenWatches() == 1 })
 	c.Close()
 	select {
 	case err := <-done:
 		if !errors.Is(err, client.ErrClosed) {
 			t.Fatalf("Run after Close = %v, want ErrClosed", err)
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(testutil.Timeout(3 * time.Second)):
 		t.Fatal("Run did not end after Close")
-	}
-}
-
-func waitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/testutil"
 )
 
 // channelArgs make channel management fast enough to test: short TTL,
@@ -58,17 +59,12 @@ func placements(t *testing.T, c *client.Client) map[string]placement {
 // waitPlacement polls until ok(placements) or the timeout.
 func waitPlacement(t *testing.T, c *client.Client, timeout time.Duration, what string, ok func(map[string]placement) bool) map[string]placement {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last map[string]placement
-	for time.Now().Before(deadline) {
+	testutil.EventuallyEvery(t, timeout, 50*time.Millisecond, what, func() bool {
 		last = placements(t, c)
-		if ok(last) {
-			return last
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last placement: %v", what, last)
-	return nil
+		return ok(last)
+	})
+	return last
 }
 
 func allAssigned(ps map[string]placement, avoid uint64) bool {
@@ -168,10 +164,11 @@ func TestStreamingNodeKillAndRejoin(t *testing.T) {
 	})
 	// Held WALs agree with the FSM: exactly one holder per channel, at the
 	// FSM's term.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	bad := "" // logged when it changes, so a failure shows the disagreement
+	testutil.EventuallyEvery(t, 10*time.Second, 100*time.Millisecond, "WAL holders to agree with the FSM", func() bool {
 		held := heldWALs(t, l)
-		bad := ""
+		prev := bad
+		bad = ""
 		for name, p := range final {
 			hs := held[name]
 			if len(hs) != 1 || !strings.HasSuffix(hs[0], fmt.Sprintf("@%d", p.term)) {
@@ -179,15 +176,14 @@ func TestStreamingNodeKillAndRejoin(t *testing.T) {
 				break
 			}
 		}
-		if bad == "" {
-			break
+		if bad != "" && bad != prev {
+			t.Logf("WAL holders disagree with the FSM: %s", bad)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("WAL holders disagree with the FSM: %s", bad)
+		if bad != "" {
+			final = placements(t, c)
 		}
-		time.Sleep(100 * time.Millisecond)
-		final = placements(t, c)
-	}
+		return bad == ""
+	})
 }
 
 // TestLeaderKillMidRebalance: drain a streaming node so channels start

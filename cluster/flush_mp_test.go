@@ -23,9 +23,14 @@ import (
 
 var flushArgs = append(append([]string{}, channelArgs...), "--segment-check-interval", "200ms", "--segment-assignment-expiration", "1s")
 
+// flushSNArgs: the flushers save growing segments every 300 ms, so the
+// flushes of these tests (and the recoveries after kills) meet segments
+// that already hold partial saves.
+var flushSNArgs = []string{"--flusher-save-interval", "300ms"}
+
 func startFlushCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *client.Client, objectstore.Store) {
 	t.Helper()
-	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: flushArgs, StreamingNodes: streamingNodes})
+	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: flushArgs, StreamingNodes: streamingNodes, StreamingExtraArgs: flushSNArgs})
 	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -136,22 +141,76 @@ func checkExactlyOnce(t *testing.T, count map[int64]int, ranges ...*client.Inser
 
 func TestInsertFlushExactlyOnce(t *testing.T) {
 	_, c, store := startFlushCluster(t, 2)
-	newCollection(t, c, 101, 4)
+	vs := newCollection(t, c, 101, 4)
 	a := insertRows(t, c, 101, 3000)
+	// Partial saves: while the segments are still growing the flushers
+	// save their rows, so each VChannel's recovery information shows a
+	// growing segment with binlogs and a DML position, and a checkpoint
+	// (where a recovery would seek) at or past it. Without partial saves
+	// the checkpoint stays at the segment's first row until the flush.
+	waitPartialSaves(t, c, vs)
+	more := insertRows(t, c, 101, 1000) // into the same growing segments
 	f := flushAndWait(t, c, 101, 60*time.Second)
 	if len(f.SealedSegmentIds) == 0 {
 		t.Fatalf("flush sealed nothing: %+v", f)
 	}
-	checkExactlyOnce(t, persistedRows(t, c, store, 101), a)
+	checkExactlyOnce(t, persistedRows(t, c, store, 101), a, more)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := c.GetSegmentInfo(ctx, f.SealedSegmentIds, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := 0
+	for _, s := range info.Segments {
+		if len(s.BinlogPaths) > 1 {
+			multi++
+		}
+	}
+	if multi == 0 {
+		t.Fatalf("no flushed segment holds more than one binlog (partial saves, then the flush's remainder): %v", info.Segments)
+	}
 	// Rows inserted after the flush go to new segments and are persisted
 	// by the next flush, once.
 	b := insertRows(t, c, 101, 500)
 	flushAndWait(t, c, 101, 60*time.Second)
-	checkExactlyOnce(t, persistedRows(t, c, store, 101), a, b)
+	checkExactlyOnce(t, persistedRows(t, c, store, 101), a, more, b)
 	// A collection nothing was written to flushes too: its VChannels get
 	// checkpoints from the flushers' time ticks alone.
 	newCollection(t, c, 111, 3)
 	flushAndWait(t, c, 111, 30*time.Second)
+}
+
+// waitPartialSaves waits until every VChannel in vs has a growing segment
+// with saved rows and a checkpoint at or past its DML position.
+func waitPartialSaves(t *testing.T, c *client.Client, vs []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range vs {
+		var last *coordpb.GetRecoveryInfoResponse
+		for {
+			info, err := c.GetRecoveryInfo(ctx, v)
+			if err == nil {
+				last = info
+				saved := false
+				for _, s := range info.Unflushed {
+					if s.State == "Growing" && s.NumOfRows > 0 && s.DmlPosition != nil && info.SeekPosition != nil &&
+						info.SeekPosition.Offset > s.DmlPosition.Offset {
+						saved = true
+					}
+				}
+				if saved {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: no partial save of a growing segment with the checkpoint past it (last recovery info %v, error %v)", v, last, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // TestStreamingNodeKillMidFlush: SIGKILL the streaming node that owns a

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,6 +35,9 @@ type LauncherConfig struct {
 	StreamingNodes     int
 	StreamingBinary    string   // path to the streamingnode binary
 	StreamingExtraArgs []string // appended to every streaming node's command line
+	// StreamingMetrics: streaming node i serves Prometheus metrics on
+	// BasePort+1200+i (--metrics-addr).
+	StreamingMetrics bool
 
 	// Security, when set, runs every process with TLS and authentication
 	// (`coordd dev --secure`); nil runs them with --insecure.
@@ -90,6 +92,7 @@ type LocalMember struct {
 // LocalStreamingNode is one streaming node of a launched cluster.
 type LocalStreamingNode struct {
 	Name, Addr, DataDir string
+	MetricsAddr         string // "" unless LauncherConfig.StreamingMetrics
 }
 
 // ErrNotRunning is returned for operations on a stopped process.
@@ -103,15 +106,9 @@ type Launcher struct {
 	sns     []LocalStreamingNode
 
 	mu       sync.Mutex
-	procs    map[string]*proc // by process name: n1.., sn1..
+	procs    map[string]*supervise.Child // by process name: n1.., sn1..
 	exited   chan error
 	stopping bool // set once Stop begins, so deliberate exits are not reported
-}
-
-// proc is one running process; done closes when it has exited.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // NewLauncher plans the processes; nothing starts until Start.
@@ -119,7 +116,7 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 	if cfg.LogOut == nil {
 		cfg.LogOut = io.Discard
 	}
-	l := &Launcher{cfg: cfg, exited: make(chan error, cfg.Nodes+cfg.StreamingNodes), procs: map[string]*proc{}}
+	l := &Launcher{cfg: cfg, exited: make(chan error, cfg.Nodes+cfg.StreamingNodes), procs: map[string]*supervise.Child{}}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		l.members = append(l.members, LocalMember{
@@ -132,9 +129,13 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 	}
 	for i := 0; i < cfg.StreamingNodes; i++ {
 		name := fmt.Sprintf("sn%d", i+1)
-		l.sns = append(l.sns, LocalStreamingNode{
+		sn := LocalStreamingNode{
 			Name: name, Addr: fmt.Sprintf("%s:%d", cfg.Host, cfg.BasePort+200+i), DataDir: filepath.Join(cfg.DataDir, name),
-		})
+		}
+		if cfg.StreamingMetrics {
+			sn.MetricsAddr = fmt.Sprintf("%s:%d", cfg.Host, cfg.BasePort+1200+i)
+		}
+		l.sns = append(l.sns, sn)
 	}
 	return l
 }
@@ -144,6 +145,10 @@ func (l *Launcher) Members() []LocalMember { return l.members }
 
 // StreamingNodes lists the planned streaming nodes.
 func (l *Launcher) StreamingNodes() []LocalStreamingNode { return l.sns }
+
+// ObjectStoreDir is the object store every member writes manifest
+// revisions to: the streaming nodes' default binlog store.
+func (l *Launcher) ObjectStoreDir() string { return filepath.Join(l.cfg.DataDir, "objects") }
 
 // WALDir is the WAL directory shared by every streaming node.
 func (l *Launcher) WALDir() string { return filepath.Join(l.cfg.DataDir, "wal") }
@@ -199,7 +204,7 @@ func (l *Launcher) StartMember(i int) error {
 	args := append([]string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
-		"--peers", l.peers()}, append(l.cfg.Security.memberArgs(), l.cfg.ExtraArgs...)...)
+		"--peers", l.peers(), "--object-store", l.ObjectStoreDir()}, append(l.cfg.Security.memberArgs(), l.cfg.ExtraArgs...)...)
 	if l.cfg.MemberArgs != nil {
 		args = append(args, l.cfg.MemberArgs(i)...)
 	}
@@ -212,8 +217,12 @@ func (l *Launcher) StartStreamingNode(i int) error {
 	if err := os.MkdirAll(l.WALDir(), 0o755); err != nil {
 		return fmt.Errorf("create wal dir: %w", err)
 	}
-	args := append([]string{"--coord", l.Endpoints(), "--addr", sn.Addr, "--wal-dir", l.WALDir(),
-		"--data-dir", sn.DataDir}, append(l.cfg.Security.streamingArgs(), l.cfg.StreamingExtraArgs...)...)
+	args := []string{"--coord", l.Endpoints(), "--addr", sn.Addr, "--wal-dir", l.WALDir(), "--data-dir", sn.DataDir}
+	if sn.MetricsAddr != "" {
+		args = append(args, "--metrics-addr", sn.MetricsAddr)
+	}
+	args = append(args, l.cfg.Security.streamingArgs()...)
+	args = append(args, l.cfg.StreamingExtraArgs...)
 	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
 }
 
@@ -222,25 +231,10 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	logPath := filepath.Join(dir, logName)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open %s log: %w", name, err)
-	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	var p *supervise.Child
 	l.mu.Lock()
-	l.procs[name] = p
-	l.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		close(p.done)
-		logf.Close()
+	defer l.mu.Unlock()
+	p, err := supervise.Start(supervise.Spec{Name: name, Path: binary, Args: args, Log: logPath}, func(err error) {
 		l.mu.Lock()
 		deliberate := l.stopping || l.procs[name] != p
 		if !deliberate {
@@ -253,7 +247,11 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 			default:
 			}
 		}
-	}()
+	})
+	if err != nil {
+		return err
+	}
+	l.procs[name] = p
 	return nil
 }
 
@@ -308,7 +306,7 @@ func (l *Launcher) StopStreamingNode(i int, grace time.Duration) error {
 	if p == nil {
 		return fmt.Errorf("%w: %s", ErrNotRunning, name)
 	}
-	if err := supervise.Stop(p.cmd.Process, p.done, grace); err != nil {
+	if err := p.Stop(grace); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
@@ -326,12 +324,12 @@ func (l *Launcher) signal(name string, sig syscall.Signal) error {
 	}
 	if sig == syscall.SIGKILL {
 		// Continued first if paused, as every launcher does (package proc).
-		if err := supervise.Kill(p.cmd.Process, p.done, time.Minute); err != nil {
+		if err := p.Kill(time.Minute); err != nil {
 			return fmt.Errorf("kill %s: %w", name, err)
 		}
 		return nil
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signal %s: %w", name, err)
 	}
 	return nil
@@ -343,7 +341,7 @@ func (l *Launcher) Stop() {
 	l.mu.Lock()
 	l.stopping = true
 	procs := l.procs
-	l.procs = map[string]*proc{}
+	l.procs = map[string]*supervise.Child{}
 	l.mu.Unlock()
 	stop := func(names func(string) bool) {
 		var wg sync.WaitGroup
@@ -354,7 +352,7 @@ func (l *Launcher) Stop() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = supervise.Stop(p.cmd.Process, p.done, 5*time.Second)
+				_ = p.Stop(5 * time.Second)
 			}()
 		}
 		wg.Wait()

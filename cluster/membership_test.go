@@ -3,10 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/testutil"
 )
 
 // TestJoinTransferRemove: a fourth process joins through a follower's gRPC
@@ -32,26 +30,9 @@ func TestJoinTransferRemove(t *testing.T) {
 	dir := t.TempDir()
 	n4 := struct{ raft, grpc, http string }{
 		fmt.Sprintf("127.0.0.1:%d", base+100), fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1000)}
-	logf, err := os.Create(filepath.Join(dir, "n4.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(coorddBinary, "serve", "--id", "n4", "--data-dir", filepath.Join(dir, "n4"),
+	startProcess(t, "n4", coorddBinary, "serve", "--id", "n4", "--data-dir", filepath.Join(dir, "n4"),
 		"--raft-addr", n4.raft, "--grpc-addr", n4.grpc, "--http-addr", n4.http,
 		"--join", l.Members()[follower].GRPCAddr)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "n4.log"))
-			t.Logf("--- n4 log ---\n%s", tail(string(b), 40))
-		}
-	})
 
 	// n4 appears as a voter with all three addresses.
 	waitFor(t, ctx, "n4 to join as a voter with addresses", func() bool {
@@ -81,7 +62,7 @@ func TestJoinTransferRemove(t *testing.T) {
 	}
 
 	// Removing an unknown member is NotFound and changes nothing.
-	_, err = anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.RemoveMemberResponse, error) {
+	_, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.RemoveMemberResponse, error) {
 		return coordpb.NewClusterClient(conn).RemoveMember(ctx, &coordpb.RemoveMemberRequest{Id: "nope"})
 	})
 	if status.Code(err) != codes.NotFound {
@@ -105,13 +86,14 @@ func TestJoinTransferRemove(t *testing.T) {
 	}
 }
 
+// waitFor polls cond (every 50 ms: each check is an RPC to another
+// process) until it holds, failing the test when ctx's deadline (scaled
+// by testutil's multiplier) passes first.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(50 * time.Millisecond):
-		}
+	wait := testutil.DefaultWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = time.Until(d)
 	}
+	testutil.EventuallyEvery(t, wait, 50*time.Millisecond, what, cond)
 }

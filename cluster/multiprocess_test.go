@@ -20,6 +20,8 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/proc"
+	"github.com/coordd/coordd/testutil"
 )
 
 // coorddBinary, streamingBinary and coordctlBinary are built once per test binary by
@@ -58,7 +60,7 @@ func freeBasePort(t *testing.T, nodes int) int {
 	for base := 20000 + os.Getpid()%400*50; base < 60000; base += 37 {
 		ok := true
 		for i := 0; i < nodes && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 1000 + i} {
+			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 1000 + i, base + 1200 + i} {
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false
@@ -110,6 +112,28 @@ func startClusterWith(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launche
 		}
 	})
 	return l
+}
+
+// startProcess starts one more process (outside the launcher) with proc,
+// its output in a log under t.TempDir; cleanup kills it and, when the test
+// failed, prints the log's tail.
+func startProcess(t *testing.T, name, path string, args ...string) *proc.Child {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), name+".log")
+	c, err := proc.Start(proc.Spec{Name: name, Path: path, Args: args, Log: log, DieWithParent: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Kill(time.Minute); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("--- %s log ---\n%s", name, tail(string(b), 40))
+		}
+	})
+	return c
 }
 
 func tail(s string, n int) string {
@@ -176,8 +200,8 @@ func status0(ctx context.Context, conn *grpc.ClientConn) (*coordpb.StatusRespons
 // leaderIndex returns the launcher index of the current leader.
 func leaderIndex(t *testing.T, l *cluster.Launcher, c *clients, skip int) int {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	testutil.EventuallyEvery(t, 15*time.Second, 20*time.Millisecond, "an established leader", func() bool {
 		for i, conn := range c.conns {
 			if i == skip {
 				continue
@@ -186,13 +210,13 @@ func leaderIndex(t *testing.T, l *cluster.Launcher, c *clients, skip int) int {
 			st, err := status0(ctx, conn)
 			cancel()
 			if err == nil && st.State == "Leader" && st.EstablishedTerm == st.Term {
-				return i
+				leader = i
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no established leader within 15s")
-	return -1
+		return false
+	})
+	return leader
 }
 
 // op is one completed allocation, with its real-time window.

@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,26 +25,8 @@ func TestReadyzReportsAFollowerThatCannotAppend(t *testing.T) {
 	if err := l.Kill(f); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(t.TempDir(), "limited.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
 	// 192 KiB: enough to start, not enough for the entries below.
-	cmd := exec.Command("sh", append([]string{"-c", `ulimit -f 192; exec "$0" "$@"`, coorddBinary}, memberArgs(l, f)...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- limited follower log ---\n%s", tail(string(b), 30))
-		}
-	})
+	startProcess(t, "limited-follower", "sh", append([]string{"-c", `ulimit -f 192; exec "$0" "$@"`, coorddBinary}, memberArgs(l, f)...)...)
 	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

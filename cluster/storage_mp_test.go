@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +97,30 @@ func allocCollection(ctx context.Context, c *clients, id int64) error {
 	}
 }
 
+// allocCollections commits collections 1..n through any member and fails
+// the test unless each is acknowledged; it returns their IDs.
+func allocCollections(t *testing.T, ctx context.Context, c *clients, n int64) []int64 {
+	t.Helper()
+	var acked []int64
+	for id := int64(1); id <= n; id++ {
+		if err := allocCollection(ctx, c, id); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, id)
+	}
+	return acked
+}
+
+// waitHolds waits until the member behind conn has applied every
+// collection in acked; who names it in the failure.
+func waitHolds(t *testing.T, ctx context.Context, conn *grpc.ClientConn, acked []int64, who string) {
+	t.Helper()
+	waitFor(t, ctx, who+" to hold every acknowledged collection", func() bool {
+		have, err := collectionsOn(ctx, conn)
+		return err == nil && len(missing(acked, have)) == 0
+	})
+}
+
 // collectionsOn lists the collections member conn has applied (a stale
 // read: what that member itself holds).
 func collectionsOn(ctx context.Context, conn *grpc.ClientConn) (map[int64]bool, error) {
@@ -168,6 +191,19 @@ func flipAt(t *testing.T, path string, off int64, n int) {
 	}
 }
 
+// finishedSnapshots lists dir's snapshot directories, leaving out a
+// <id>.tmp one a member killed while writing it leaves behind.
+func finishedSnapshots(dir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	var out []string
+	for _, s := range all {
+		if !strings.HasSuffix(s, ".tmp") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // writeUntilSnapshots commits collections from *next on until member f's
 // data dir holds two snapshots and a compacted log.
 func writeUntilSnapshots(t *testing.T, ctx context.Context, c *clients, dir string, next *int64, acked *[]int64) {
@@ -178,7 +214,7 @@ func writeUntilSnapshots(t *testing.T, ctx context.Context, c *clients, dir stri
 		}
 		*acked = append(*acked, *next)
 		*next++
-		if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*")); len(snaps) >= 2 && k > 100 {
+		if len(finishedSnapshots(dir)) >= 2 && k > 100 {
 			return
 		}
 	}
@@ -207,7 +243,7 @@ func TestDamagedOrLostStorageIsRefused(t *testing.T) {
 	copyTree(t, dir, good)
 	db := filepath.Join(dir, "raft.db")
 	snapDirs := func() []string {
-		s, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+		s := finishedSnapshots(dir)
 		sort.Strings(s)
 		return s
 	}
@@ -257,10 +293,7 @@ func TestDamagedOrLostStorageIsRefused(t *testing.T) {
 	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the restored member to hold every acknowledged collection", func() bool {
-		have, err := collectionsOn(ctx, c.conns[f])
-		return err == nil && len(missing(acked, have)) == 0
-	})
+	waitHolds(t, ctx, c.conns[f], acked, "the restored member")
 }
 
 // TestLostRaftStateOnTwoMembersDoesNotFork is probe D1's worst case: every
@@ -272,13 +305,7 @@ func TestLostRaftStateOnTwoMembersDoesNotFork(t *testing.T) {
 	c := dialAll(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var acked []int64
-	for id := int64(1); id <= 5; id++ {
-		if err := allocCollection(ctx, c, id); err != nil {
-			t.Fatal(err)
-		}
-		acked = append(acked, id)
-	}
+	acked := allocCollections(t, ctx, c, 5)
 	before, err := status0(ctx, c.conns[2])
 	if err != nil {
 		t.Fatal(err)
@@ -334,10 +361,7 @@ func TestLostRaftStateOnTwoMembersDoesNotFork(t *testing.T) {
 	}
 	acked = append(acked, 6)
 	for i := 0; i < 3; i++ {
-		waitFor(t, ctx, fmt.Sprintf("member %d to hold every acknowledged collection", i), func() bool {
-			have, err := collectionsOn(ctx, c.conns[i])
-			return err == nil && len(missing(acked, have)) == 0
-		})
+		waitHolds(t, ctx, c.conns[i], acked, fmt.Sprintf("member %d", i))
 	}
 }
 
@@ -351,13 +375,7 @@ func TestReplaceMemberThatLostItsDisk(t *testing.T) {
 	c := dialAll(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var acked []int64
-	for id := int64(1); id <= 5; id++ {
-		if err := allocCollection(ctx, c, id); err != nil {
-			t.Fatal(err)
-		}
-		acked = append(acked, id)
-	}
+	acked := allocCollections(t, ctx, c, 5)
 	leader := leaderIndex(t, l, c, -1)
 	f := (leader + 1) % 3
 	other := 3 - leader - f
@@ -383,31 +401,11 @@ func TestReplaceMemberThatLostItsDisk(t *testing.T) {
 	if err := os.MkdirAll(m.DataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(t.TempDir(), "replacement.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(coorddBinary, joinArgs...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("--- replacement log ---\n%s", tail(string(b), 40))
-		}
-	})
+	startProcess(t, "replacement", coorddBinary, joinArgs...)
 	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the replacement to hold every acknowledged collection", func() bool {
-		have, err := collectionsOn(ctx, c.conns[f])
-		return err == nil && len(missing(acked, have)) == 0
-	})
+	waitHolds(t, ctx, c.conns[f], acked, "the replacement")
 	// The replacement is a voter: with another member down, the leader and
 	// the replacement still commit.
 	if err := l.Kill(other); err != nil {
@@ -417,8 +415,5 @@ func TestReplaceMemberThatLostItsDisk(t *testing.T) {
 		t.Fatalf("commit with the replacement as the second voter: %v", err)
 	}
 	acked = append(acked, 6)
-	waitFor(t, ctx, "the replacement to apply the new entry", func() bool {
-		have, err := collectionsOn(ctx, c.conns[f])
-		return err == nil && len(missing(acked, have)) == 0
-	})
+	waitHolds(t, ctx, c.conns[f], acked, "the replacement (with the new entry)")
 }

@@ -85,6 +85,9 @@ var fixedSamples = map[Type]func() proto.Message{
 			Topology: []*logpb.ReplicateTopology{{SourceClusterId: "by-dev", TargetClusterId: "backup"}},
 		}}
 	},
+	TypeResetReplicateRole: func() proto.Message {
+		return &logpb.ResetReplicateRole{Reason: "primary site lost"}
+	},
 
 	// 0x0200.. broadcaster. Every field set, as for the channel block.
 	TypeCreateBroadcast: func() proto.Message {
@@ -345,7 +348,9 @@ func TestTypeString(t *testing.T) {
 		{TypeUpdateReplicateConfiguration, "UpdateReplicateConfiguration"},
 		{0x0101, "InitStreaming"},
 		{0x010C, "UpdateReplicateConfiguration"},
-		{0x010D, "Type(0x010d)"},
+		{TypeResetReplicateRole, "ResetReplicateRole"},
+		{0x010D, "ResetReplicateRole"},
+		{0x01FF, "Type(0x01ff)"},
 		{TypeCreateBroadcast, "CreateBroadcast"},
 		{0x0205, "PruneBroadcastTombstones"},
 		{0x0206, "Type(0x0206)"},

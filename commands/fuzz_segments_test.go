@@ -45,7 +45,7 @@ func segmentDecodeSeeds(tb testing.TB) [][]byte {
 		out = append(out, rawEnvelope(uint32(c.Type), 1, "seg", mustMarshalTB(tb, body)))
 	}
 	out = append(out,
-		rawEnvelope(uint32(TypeSaveBinlogPaths), 2, "", nil),                                     // newer version
+		rawEnvelope(uint32(TypeSaveBinlogPaths), 3, "", nil),                                     // newer version
 		rawEnvelope(uint32(TypeSaveBinlogPaths), 1, "", []byte{0x42, 0x04, 0x0a, 0x02, 0x08}),    // truncated field logs
 		rawEnvelope(uint32(TypeUpdateChannelCheckpoints), 1, "", []byte{0x12, 0x03, 0x0a, 0xff}), // bad nested string
 		rawEnvelope(0x0307, 1, "", nil),                                                          // next unassigned number in the block

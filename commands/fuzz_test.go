@@ -68,6 +68,7 @@ func FuzzDecode(f *testing.F) {
 		&logpb.AllocVirtualChannels{CollectionId: -1, Count: 1 << 31},
 		&logpb.DropVirtualChannels{},
 		&logpb.UpdateReplicateConfiguration{},
+		&logpb.ResetReplicateRole{Reason: " "},
 		&logpb.UpdateReplicateConfiguration{Config: &logpb.ReplicateConfiguration{
 			Clusters: []*logpb.ReplicateCluster{{ClusterId: "a"}, {ClusterId: "a", Pchannels: []string{"x"}}},
 			Topology: []*logpb.ReplicateTopology{{SourceClusterId: "a", TargetClusterId: "a"}, {}},

@@ -37,7 +37,7 @@ func init() {
 				Checkpoints:    []*logpb.SegmentCheckpointUpdate{{SegmentId: 449326400, Position: pos(4, 120, 449326302000000), NumOfRows: 1000}},
 				StartPositions: []*logpb.SegmentStartUpdate{{SegmentId: 449326400, Position: pos(4, 100, 449326301000000)}},
 				Flushed:        true, Dropped: true, WithFullBinlogs: true, StorageVersion: 2,
-				ManifestPath: `{"base":"manifests/449326400","ver":1}`,
+				ManifestPath: `{"base":"manifests/449326400","ver":1}`, AfterDml: true,
 			}
 		},
 		TypePruneDroppedSegments: func() proto.Message {

@@ -10,7 +10,7 @@ import (
 )
 
 // Type identifies a command's body message. Blocks of numbers belong to
-// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments, 0x0500.. access control.
+// subsystems: 0x0001.. core, 0x0100.. channels, 0x0200.. broadcast, 0x0300.. segments, 0x0400.. segment manifests, 0x0500.. access control.
 type Type uint32
 
 // Ignorable marks a type that an older replica may skip when it does not know it.
@@ -35,6 +35,7 @@ const (
 	TypeAllocVirtualChannels         Type = 0x010A
 	TypeDropVirtualChannels          Type = 0x010B
 	TypeUpdateReplicateConfiguration Type = 0x010C
+	TypeResetReplicateRole           Type = 0x010D
 
 	TypeCreateBroadcast          Type = 0x0201
 	TypeAckBroadcast             Type = 0x0202
@@ -49,6 +50,7 @@ const (
 	TypeUpdateChannelCheckpoints Type = 0x0305
 	TypePruneDroppedSegments     Type = 0x0306
 
+	TypeCommitSegmentManifests Type = 0x0401
 	TypeCreateToken Type = 0x0500
 	TypeRevokeToken Type = 0x0501
 )
@@ -81,6 +83,7 @@ var registry = map[Type]spec{
 	TypeAllocVirtualChannels:         {"AllocVirtualChannels", 1, func() proto.Message { return &logpb.AllocVirtualChannels{} }},
 	TypeDropVirtualChannels:          {"DropVirtualChannels", 1, func() proto.Message { return &logpb.DropVirtualChannels{} }},
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
+	TypeResetReplicateRole:           {"ResetReplicateRole", 1, func() proto.Message { return &logpb.ResetReplicateRole{} }},
 
 	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
 	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1
@@ -90,13 +93,16 @@ var registry = map[Type]spec{
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},
 
+	// Segments. SaveBinlogPaths v2 adds after_dml: a v1 replica would append a save
+	// that v2 replicas refuse as stale, so it must stop.
 	TypeCreateSegment:            {"CreateSegment", 1, func() proto.Message { return &logpb.CreateSegment{} }},
 	TypeSealSegments:             {"SealSegments", 1, func() proto.Message { return &logpb.SealSegments{} }},
 	TypeMarkSegmentsFlushing:     {"MarkSegmentsFlushing", 1, func() proto.Message { return &logpb.MarkSegmentsFlushing{} }},
-	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 1, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
+	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 2, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
 
+	TypeCommitSegmentManifests: {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
 	TypeCreateToken: {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
 	TypeRevokeToken: {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
 }

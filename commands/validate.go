@@ -60,6 +60,9 @@ func Validate(c Command) error {
 	if err, ok := validateSegmentCommand(c.Body); ok {
 		return err
 	}
+	if err, ok := validateManifestCommand(c.Body); ok {
+		return err
+	}
 	if err, ok := validateTokenCommand(c.Body); ok {
 		return err
 	}

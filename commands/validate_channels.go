@@ -102,6 +102,11 @@ func validateChannelCommand(body any) (err error, ok bool) {
 		return nil, true
 	case *logpb.UpdateReplicateConfiguration:
 		return ValidateReplicateConfiguration(b.Config), true
+	case *logpb.ResetReplicateRole:
+		if strings.TrimSpace(b.Reason) == "" {
+			return invalid("a replication role reset needs a reason"), true
+		}
+		return checkReason(b.Reason), true
 	}
 	return nil, false
 }

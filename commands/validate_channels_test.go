@@ -335,6 +335,16 @@ func TestValidateUpdateReplicateConfiguration(t *testing.T) {
 	}
 }
 
+func TestValidateResetReplicateRole(t *testing.T) {
+	runValidateCases(t, []validateCase{
+		{"reason", &logpb.ResetReplicateRole{Reason: "primary site lost"}, ""},
+		{"reason of 1024 bytes", &logpb.ResetReplicateRole{Reason: strings.Repeat("r", MaxReasonBytes)}, ""},
+		{"no reason", &logpb.ResetReplicateRole{}, "needs a reason"},
+		{"blank reason", &logpb.ResetReplicateRole{Reason: " \t\n"}, "needs a reason"},
+		{"reason of 1025 bytes", &logpb.ResetReplicateRole{Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
+	})
+}
+
 func TestTruncateReason(t *testing.T) {
 	euro := "€" // 3 bytes
 	tests := []struct {

@@ -32,6 +32,7 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeAllocVirtualChannels:         applyAllocVirtualChannels,
 	commands.TypeDropVirtualChannels:          applyDropVirtualChannels,
 	commands.TypeUpdateReplicateConfiguration: applyUpdateReplicateConfiguration,
+	commands.TypeResetReplicateRole:           applyResetReplicateRole,
 
 	commands.TypeCreateBroadcast:          applyCreateBroadcast,
 	commands.TypeAckBroadcast:             applyAckBroadcast,
@@ -46,6 +47,7 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
 
+	commands.TypeCommitSegmentManifests: applyCommitSegmentManifests,
 	commands.TypeCreateToken: applyCreateToken,
 	commands.TypeRevokeToken: applyRevokeToken,
 }

@@ -27,10 +27,13 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkBroadcastInvariants(); err != nil {
 		return err
 	}
-	if err := s.checkTokenInvariants(); err != nil {
+	if err := s.checkSegmentInvariants(); err != nil {
 		return err
 	}
-	return s.checkSegmentInvariants()
+	if err := s.checkManifestInvariants(); err != nil {
+		return err
+	}
+	return s.checkTokenInvariants()
 }
 
 // Successor checks the invariants that relate a state to the state it was
@@ -62,5 +65,8 @@ func Successor(prev, next *State) error {
 			return fmt.Errorf("pchannel %s term moved from %d to %d (must grow by at most 1 per command)", name, p.Term, np.Term)
 		}
 	}
-	return segmentSuccessor(prev, next)
+	if err := segmentSuccessor(prev, next); err != nil {
+		return err
+	}
+	return manifestSuccessor(prev, next)
 }

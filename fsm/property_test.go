@@ -157,7 +157,7 @@ func pickTerms(t *rapid.T, label string, s *State, want logpb.PChannelState) []*
 }
 
 func genChannelCommand(t *rapid.T, label string, s *State) commands.Command {
-	switch kind := rapid.IntRange(0, 13).Draw(t, label+".channelKind"); kind {
+	switch kind := rapid.IntRange(0, 14).Draw(t, label+".channelKind"); kind {
 	case 0:
 		b := &logpb.RegisterStreamingNode{
 			Address:     rapid.SampledFrom(poolNodeAddrs).Draw(t, label+".addr"),
@@ -202,6 +202,8 @@ func genChannelCommand(t *rapid.T, label string, s *State) commands.Command {
 		return dropV(rapid.Int64Range(0, 7).Draw(t, label+".coll"))
 	case 13:
 		return genReplicate(t, label, s)
+	case 14:
+		return resetRole(rapid.SampledFrom([]string{"primary site lost", "promote", " "}).Draw(t, label+".reason"))
 	default:
 		t.Fatalf("channel kind %d", kind)
 		return commands.Command{}

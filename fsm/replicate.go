@@ -34,6 +34,35 @@ func updateReplicateConfiguration(next *State, cfg *logpb.ReplicateConfiguration
 	return accepted()
 }
 
+// applyResetReplicateRole makes a secondary a primary again
+// (docs/semantics.md#replication-configuration). The guard and the new
+// configuration both come from the state this applies to, not from what
+// the handler saw: a primary (no configuration, or no edge targets this
+// cluster) is refused with REJECT_CONFLICT and nothing changes; a
+// secondary gets a configuration listing only this cluster, with the
+// PChannels the installed configuration gives it, and no topology. The
+// result carries the configuration installed.
+func applyResetReplicateRole(next *State, _ commands.Command) *logpb.Result {
+	self := next.ch.meta.ClusterId
+	if next.IsPrimary() {
+		return reject(logpb.RejectCode_REJECT_CONFLICT,
+			"cluster %s is already a primary; change its configuration with UpdateReplicateConfiguration", self)
+	}
+	var own []string
+	if cl := next.ownReplicateCluster(); cl != nil {
+		own = append(own, cl.Pchannels...)
+	}
+	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: self, Pchannels: own}}}
+	if msg := next.replicateConfigProblem(cfg); msg != "" {
+		// Unreachable while the installed configuration was itself
+		// checked on install; refuse rather than install something odd.
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "cannot reset the replication role: %s", msg)
+	}
+	next.setMeta(func(m *logpb.ChannelsMeta) { m.ReplicateConfig = cfg })
+	next.bumpVersion()
+	return &logpb.Result{Value: &logpb.Result_ReplicateConfig{ReplicateConfig: proto.Clone(cfg).(*logpb.ReplicateConfiguration)}}
+}
+
 // CheckReplicateConfiguration says whether cfg could be installed on this
 // state (nil) or why not; the API asks before broadcasting it, so a
 // configuration the callback would refuse never holds the Cluster key.

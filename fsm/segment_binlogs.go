@@ -20,9 +20,10 @@ func saveResult(stale bool, st logpb.SegmentState) *logpb.Result {
 //     otherwise nothing changes;
 //   - an unknown L0 segment is created Flushed; another unknown segment is
 //     NotFound;
-//   - a Dropped segment, a Flushed one (unless this drops it) or a DML
-//     position older than the stored one makes the request stale: success
-//     with no write, so the flusher stops retrying;
+//   - a Dropped segment, a Flushed one (unless this drops it), a DML
+//     position older than the stored one or (after_dml) a new binlog that
+//     starts at or before the stored DML position makes the request stale:
+//     success with no write, so the flusher stops retrying;
 //   - binlogs append (deduplicated by log ID) or, with_full_binlogs, replace;
 //   - dropped → Dropped; flushed → Flushed, and Dropped if it holds no rows
 //     and is not L0.
@@ -66,8 +67,18 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	if own != nil && !g.DML.IsZero() && positionOf(own.Position).Less(g.DML) {
 		return saveResult(true, g.State)
 	}
+	if b.AfterDml && !b.WithFullBinlogs && overlapsDML(g, b.Binlogs) {
+		return saveResult(true, g.State)
+	}
 	if g.StorageVersion != 0 && b.StorageVersion != 0 && g.StorageVersion != b.StorageVersion {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "segment %d has storage version %d, the save says %d", g.ID, g.StorageVersion, b.StorageVersion)
+	}
+	pointer, rej := inlinePointer(g, b)
+	if rej != nil {
+		return rej
+	}
+	if pointer == nil {
+		return saveResult(true, g.State) // an older manifest pointer: stale
 	}
 	ng := *g
 	if b.WithFullBinlogs {
@@ -86,9 +97,7 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	if b.StorageVersion != 0 {
 		ng.StorageVersion = b.StorageVersion
 	}
-	if b.ManifestPath != "" {
-		ng.ManifestPath = b.ManifestPath
-	}
+	ng.ManifestPath = *pointer
 	if own != nil {
 		ng.DML = positionOf(own.Position)
 		ng.NumRows = own.NumOfRows
@@ -115,6 +124,56 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	next.seg.put(&ng)
 	applyOtherCheckpoints(next, b, c.ProposedAtUnixMs)
 	return saveResult(false, ng.State)
+}
+
+// inlinePointer is the manifest pointer a save leaves on the segment (the
+// single-writer publication path, docs/semantics.md#manifest-commit): the
+// stored one when the save names none; the named one when it parses, keeps
+// the base and does not go back (the same pointer again is a no-op). nil
+// with no rejection: the named pointer is older, so the save is stale.
+func inlinePointer(g *Segment, b *logpb.SaveBinlogPaths) (*string, *logpb.Result) {
+	if b.ManifestPath == "" {
+		return &g.ManifestPath, nil
+	}
+	np, err := commands.ParseManifestPointer(b.ManifestPath)
+	if err != nil {
+		return nil, reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: %v", g.ID, err)
+	}
+	if cur, err := commands.ParseManifestPointer(g.ManifestPath); err == nil && !cur.IsZero() {
+		if cur.Base != np.Base {
+			return nil, reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: manifest base %q, the segment's is %q", g.ID, np.Base, cur.Base)
+		}
+		if np.Version < cur.Version {
+			return nil, nil
+		}
+	}
+	out := np.String()
+	return &out, nil
+}
+
+// overlapsDML reports whether a binlog in add that g does not hold yet
+// starts at or before g's DML position: its rows (WAL time ticks strictly
+// increase within a PChannel) were already recorded by an earlier save,
+// typically a partial save whose answer the flusher never saw and which
+// committed after the flusher had recovered without it.
+func overlapsDML(g *Segment, add []*logpb.FieldLogs) bool {
+	if g.DML.IsZero() {
+		return false
+	}
+	have := map[int64]bool{}
+	for _, f := range g.Binlogs {
+		for _, l := range f.Logs {
+			have[l.LogID] = true
+		}
+	}
+	for _, f := range add {
+		for _, l := range f.Logs {
+			if !have[l.LogId] && l.TimestampFrom <= g.DML.Timestamp {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ownCheckpoint is the request's checkpoint of its own segment, if any.

@@ -78,6 +78,18 @@ func fromNode(n uint64, term int64) saveEdit {
 	return func(b *logpb.SaveBinlogPaths) { b.NodeId, b.PchannelTerm = n, term }
 }
 func noBinlogs(b *logpb.SaveBinlogPaths) { b.Binlogs = nil; b.Checkpoints[0].NumOfRows = 0 }
+func afterDML(b *logpb.SaveBinlogPaths)  { b.AfterDml = true }
+
+// tsRange sets the time ticks of the save's binlogs.
+func tsRange(from, to uint64) saveEdit {
+	return func(b *logpb.SaveBinlogPaths) {
+		for _, f := range b.Binlogs {
+			for _, l := range f.Logs {
+				l.TimestampFrom, l.TimestampTo = from, to
+			}
+		}
+	}
+}
 
 func cpUpdate(node uint64, vch string, term int64, ts uint64) commands.Command {
 	return cmd(&logpb.UpdateChannelCheckpoints{NodeId: node, Checkpoints: []*logpb.ChannelCheckpointUpdate{
@@ -210,6 +222,27 @@ func TestApplySaveBinlogPaths(t *testing.T) {
 			cmd: save(1, 51, 10, 200), want: saveResult(true, sgFlushed), unchanged: true},
 		{name: "older dml position is stale, no write", setup: with(save(1, 50, 10, 100)),
 			cmd: save(1, 51, 10, 90), want: saveResult(true, sgGrowing), unchanged: true},
+		// after_dml: a partial save committed after its flusher gave up on
+		// it; the flusher recovered without it and saves the same rows again
+		// (under a new log id, with a DML position at or past the first).
+		{name: "after_dml: a binlog overlapping the stored dml position is stale, no write",
+			setup: with(save(1, 50, 10, 100, tsRange(91, 100))),
+			cmd:   save(1, 51, 12, 120, tsRange(95, 120), afterDML), want: saveResult(true, sgGrowing), unchanged: true},
+		{name: "after_dml: the same overlap with flushed is stale too",
+			setup: with(save(1, 50, 10, 100, tsRange(91, 100))),
+			cmd:   save(1, 51, 10, 100, tsRange(91, 100), afterDML, flushed), want: saveResult(true, sgGrowing), unchanged: true},
+		{name: "without after_dml the overlap is appended (v1 saves)",
+			setup: with(save(1, 50, 10, 100, tsRange(91, 100))),
+			cmd:   save(1, 51, 12, 120, tsRange(95, 120)), want: saveResult(false, sgGrowing), check: wantSeg(1, sgGrowing, 22)},
+		{name: "after_dml: rows after the dml position append, then flush the remainder",
+			setup: with(save(1, 50, 10, 100, tsRange(91, 100), afterDML)),
+			cmd:   save(1, 51, 5, 130, tsRange(101, 130), afterDML, flushed), want: saveResult(false, sgFlushed), check: wantSeg(1, sgFlushed, 15)},
+		{name: "after_dml: a retry of the recorded save (same log id) is harmless",
+			setup: with(save(1, 50, 10, 100, tsRange(91, 100), afterDML)),
+			cmd:   save(1, 50, 10, 100, tsRange(91, 100), afterDML), want: saveResult(false, sgGrowing), check: wantSeg(1, sgGrowing, 10)},
+		{name: "after_dml: a flush without binlogs after partial saves keeps their rows",
+			setup: with(save(1, 50, 10, 100, tsRange(91, 100), afterDML)),
+			cmd:   save(1, 0, 0, 140, noBinlogs, afterDML, flushed), want: saveResult(false, sgFlushed), check: wantSeg(1, sgFlushed, 10)},
 		{name: "dropped segment: stale, no write", setup: with(save(1, 50, 10, 100, droppedSave)),
 			cmd: save(1, 51, 10, 200, flushed), want: saveResult(true, sgDropped), unchanged: true},
 		{name: "drop a flushed segment", setup: with(save(1, 50, 10, 100, flushed)),

@@ -38,7 +38,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		return fmt.Errorf("write snapshot magic: %w", err)
 	}
 	count := uint64(4+s.cluster.members.Len()+s.dedup.byID.Len()+
-		s.ch.pchannels.Len()+s.ch.nodes.Len()+s.ch.collections.Len()+s.bc.tasks.Len()) + s.segmentRecordCount() + s.tokenRecordCount()
+		s.ch.pchannels.Len()+s.ch.nodes.Len()+s.ch.collections.Len()+s.bc.tasks.Len()) + s.segmentRecordCount() + s.manifestRecordCount() + s.tokenRecordCount()
 	write := func(r *logpb.SnapshotRecord) error {
 		if _, err := delimWriter.MarshalTo(bw, r); err != nil {
 			return fmt.Errorf("write snapshot record: %w", err)
@@ -91,6 +91,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		}
 	}
 	if err := s.writeSegmentRecords(write); err != nil {
+		return err
+	}
+	if err := s.writeManifestRecords(write); err != nil {
 		return err
 	}
 	if err := s.writeTokenRecords(write); err != nil {
@@ -204,6 +207,14 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			}
 		case *logpb.SnapshotRecord_ChannelCheckpoint:
 			segs.addCheckpoint(s, v.ChannelCheckpoint)
+		case *logpb.SnapshotRecord_SegmentIndex:
+			if err := s.restoreSegmentIndex(v.SegmentIndex); err != nil {
+				return nil, fmt.Errorf("%w: record %d: %v", errSnapshot, i+1, err)
+			}
+		case *logpb.SnapshotRecord_SegmentStats:
+			if err := s.restoreSegmentStats(v.SegmentStats); err != nil {
+				return nil, fmt.Errorf("%w: record %d: %v", errSnapshot, i+1, err)
+			}
 		case *logpb.SnapshotRecord_Dedup:
 			s.dedup = s.dedup.record(v.Dedup)
 		default:

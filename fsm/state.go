@@ -17,6 +17,7 @@ type State struct {
 	ch      channelsState
 	bc      broadcastState
 	seg     segmentsState
+	mf      manifestState
 	tok     tokensState
 	// nowMs is the leader-stamped time of the command being applied, for
 	// apply paths shared between commands (never part of a snapshot).
@@ -53,6 +54,7 @@ func New() *State {
 		ch:      newChannelsState(),
 		bc:      newBroadcastState(),
 		seg:     newSegmentsState(),
+		mf:      newManifestState(),
 		tok:     newTokensState(),
 	}
 }

@@ -50,7 +50,7 @@ func Smoke() []scenario.Scenario {
 		// streaming nodes are killed, paused and cut off.
 		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
-			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
+			StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs, Workloads: scenario.FlushWorkloads},
 	}
 }
 
@@ -175,7 +175,8 @@ func Full() []scenario.Scenario {
 		// The write path under every coordd fault kind and streaming-node
 		// kills and pauses.
 		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
-			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.FlushWorkloads},
+			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs,
+			Workloads: scenario.FlushWorkloads},
 	}
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {

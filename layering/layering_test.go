@@ -17,8 +17,8 @@ const module = "github.com/coordd/coordd/"
 // to the first group its path is or lies under.
 var groups = []string{
 	"api/coordpb", // generated wire schema, shared by clients and servers
-	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "security",
-	"fsm", "raftnode", "controller", "api", "cluster",
+	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "logging", "security",
+	"fsm", "backup", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
 }
 
@@ -26,16 +26,18 @@ var groups = []string{
 // import itself). A group missing here may import no other group.
 var allowed = map[string][]string{
 	"fsm":      {"commands"},
+	"backup":   {"commands", "fsm"}, // the backup file format and its summaries
 	"raftnode": {"commands", "fsm", "leadership"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
-	"controller":    {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
-	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller", "security"},
+	"controller": {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
+	// api/apitest waits with testutil's scaled timeouts.
+	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security"},
 	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc", "security"},
 	"client":        {"api/coordpb", "commands", "security"},
 	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore"},
 	"cmd": {"api/coordpb", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
-		"client", "streamingnode", "binlog", "objectstore", "security"},
+		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	"jepsen-style-tests": {"api/coordpb", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc"},
 	"bench":              {"api/coordpb", "commands", "client", "cluster", "testutil"},
 	"docs":               {},

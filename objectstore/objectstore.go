@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -39,6 +40,12 @@ type Store interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// List returns the keys that start with prefix, in lexical order.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Create writes data under key only if no object is there (ErrExists
+	// otherwise); two racing creators never both succeed. Readers never
+	// see a partial object.
+	Create(ctx context.Context, key string, data []byte) error
+	// ListInfo is List with each object's size and modification time.
+	ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error)
 	// Delete removes the object under key; ErrNotFound when there is none.
 	Delete(ctx context.Context, key string) error
 	// URL is the URL the store was opened with (normalized).
@@ -51,7 +58,15 @@ var (
 	ErrNotFound   = errors.New("objectstore: object not found")
 	ErrInvalidKey = errors.New("objectstore: invalid key")
 	ErrInvalidURL = errors.New("objectstore: invalid URL")
+	ErrExists     = errors.New("objectstore: object already exists")
 )
+
+// ObjectInfo describes one listed object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
 
 // MaxKeyBytes bounds a key's length.
 const MaxKeyBytes = 1024
@@ -112,6 +127,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		}
 		u.RawQuery = q.Encode()
 		b, err = (&fileblob.URLOpener{}).OpenBucketURL(ctx, u)
+		if err == nil {
+			return &bucket{b: b, url: rawURL, dir: filepath.Clean(u.Path)}, nil
+		}
 	case s3blob.Scheme:
 		if u.Host == "" {
 			return nil, fmt.Errorf("%w: %q: no bucket (s3://bucket?endpoint=...)", ErrInvalidURL, rawURL)
@@ -129,6 +147,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 type bucket struct {
 	b   *blob.Bucket
 	url string
+	dir string // the directory of a file:// store, "" otherwise
 }
 
 func (s *bucket) URL() string  { return s.url }
@@ -182,6 +201,23 @@ func (s *bucket) List(ctx context.Context, prefix string) ([]string, error) {
 		}
 		if !obj.IsDir {
 			keys = append(keys, obj.Key)
+		}
+	}
+}
+
+func (s *bucket) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	it := s.b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, s.wrap("list", prefix+"*", err)
+		}
+		if !obj.IsDir {
+			out = append(out, ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
 		}
 	}
 }

@@ -1,8 +1,10 @@
 // Package proc is the one place coordd's launchers (cluster's dev
-// launcher and the Jepsen-style harness) end child processes, so they
-// cannot drift: a paused (SIGSTOPped) process is always continued first,
-// since it cannot act on SIGTERM while stopped, and Kill does the same so
-// that every launcher ends a paused process the same way.
+// launcher, the Jepsen-style harness and the multi-process tests) start
+// and end child processes, so they cannot drift. Start runs a child in its
+// own process group with its output appended to a log and reaps it.
+// Kill and Stop end it: a paused (SIGSTOPped) process is always continued
+// first, since it cannot act on SIGTERM while stopped, and Kill does the
+// same so that every launcher ends a paused process the same way.
 package proc
 
 import (

@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 const (
 	electTimeout = 10 * time.Second // a leader is elected and established
 	opTimeout    = 10 * time.Second // one operation, retries included
+	// clusterTestDeadline bounds a whole test that uses newCluster.
+	clusterTestDeadline = 90 * time.Second
 )
 
 // testCluster is N in-process nodes joined by raft in-memory transports.
@@ -75,6 +77,9 @@ func withSetup(f func(i int, n *raftnode.Node)) clusterOption {
 // with the same peer list.
 func newCluster(t *testing.T, n int, opts ...clusterOption) *testCluster {
 	t.Helper()
+	// A wedged raft or batcher must fail the test, not eat go test's
+	// timeout: each cluster test takes a few seconds when it passes.
+	testutil.Deadline(t, clusterTestDeadline)
 	c := &testCluster{
 		t:        t,
 		nodes:    make([]*raftnode.Node, n),

@@ -28,6 +28,11 @@ type Config struct {
 	MaxAppendEntries   int           // default 256
 	ApplyTimeout       time.Duration // enqueue timeout for one entry, default 5s
 
+	// MaxPendingProposals bounds the proposals waiting for the batcher;
+	// past it Propose refuses a caller's proposal with *OverloadedError
+	// (default DefaultMaxPendingProposals).
+	MaxPendingProposals int
+
 	// AddressProvider, when set, resolves peer IDs to dial addresses (the
 	// Jepsen-style tests route every link through a fault proxy with it).
 	AddressProvider raft.ServerAddressProvider
@@ -72,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
+	}
+	if c.MaxPendingProposals <= 0 {
+		c.MaxPendingProposals = DefaultMaxPendingProposals
 	}
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = 256

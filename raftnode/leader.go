@@ -99,6 +99,9 @@ func (l *leadership) startTerm() *leaderTerm {
 func (l *leadership) establish(ctx context.Context) {
 	n := l.n
 	term := n.raft.CurrentTerm()
+	// The routines' proposals (and LeaderEstablished) wait for room in
+	// the proposal queue; only callers' proposals are refused when it is full.
+	ctx = withRoutine(ctx)
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return

@@ -27,6 +27,7 @@ type Node struct {
 	store   *raftboltdb.BoltStore
 	snaps   *raft.FileSnapshotStore
 	trans   raft.Transport
+	watch   *commitWatch
 	ident   *identityStore
 	logs    *watchedLogStore
 	storage *Storage
@@ -67,13 +68,14 @@ func Open(cfg Config) (*Node, error) {
 	n.logs = &watchedLogStore{LogStore: st.store}
 
 	var err error
-	n.trans = cfg.Transport
-	if n.trans == nil {
-		if n.trans, err = newTCPTransport(cfg, n.ident); err != nil {
+	trans := cfg.Transport
+	if trans == nil {
+		if trans, err = newTCPTransport(cfg, n.ident); err != nil {
 			st.Close()
 			return nil, err
 		}
 	}
+	n.trans, n.watch = watchCommits(trans)
 	notify := make(chan bool, 16)
 	rc, err := cfg.raftConfig(notify)
 	if err != nil {
@@ -97,7 +99,7 @@ func Open(cfg Config) (*Node, error) {
 		n.fsm.advance(snaps[0].Index)
 	}
 	n.verify.n = n
-	n.proposer = newBatcher(n, 8)
+	n.proposer = newBatcher(n, MaxInflightEntries, cfg.MaxPendingProposals)
 	n.leader = newLeadership(n, notify)
 	return n, nil
 }
@@ -145,6 +147,13 @@ func (n *Node) StateChanged() <-chan struct{} { return n.fsm.changedCh() }
 // SetApplyObserver installs a hook called after every applied command entry.
 // Call it before the node serves traffic.
 func (n *Node) SetApplyObserver(o ApplyObserver) { n.fsm.observer = o }
+
+// ProposalQueue reports the proposal queue's bound, depth and refusals.
+func (n *Node) ProposalQueue() QueueStats {
+	s := n.proposer.q.stats()
+	s.Inflight = int(n.proposer.inflight.Load())
+	return s
+}
 
 // SetProposeObserver installs a hook told how long each successful
 // proposal took (commit and apply). Call it before the node serves traffic.

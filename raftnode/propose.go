@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -24,7 +25,9 @@ const maxEntryBodyBytes = 2 << 20
 // commands.WithDecisionTerm), else the term current at submission. Apply
 // refuses it once a newer leader has established itself. Errors:
 // *NotLeaderError (nothing done), ErrOutcomeUnknown, ErrShuttingDown,
-// commands.ErrInvalid for a command not built by commands.New (nothing done).
+// commands.ErrInvalid for a command not built by commands.New (nothing done),
+// *OverloadedError when Config.MaxPendingProposals proposals are waiting
+// already (nothing done; a leader routine's proposal waits instead).
 func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
 	if !c.Checked() {
 		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
@@ -39,12 +42,8 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 		return nil, n.notLeader()
 	}
 	p := &proposal{cmd: c, size: proto.Size(c.Body), done: make(chan proposalResult, 1)}
-	select {
-	case n.proposer.in <- p:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("propose %s: %w (not submitted)", c.Type, ctx.Err())
-	case <-n.closed:
-		return nil, ErrShuttingDown
+	if err := n.proposer.q.offer(ctx, p, isRoutine(ctx), n.closed); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	select {
@@ -74,19 +73,23 @@ type proposalResult struct {
 // batcher is the group-commit loop: it takes whatever proposals are waiting,
 // packs them into one log entry, and keeps at most `inflight` entries
 // waiting on raft at once. Under light load each proposal goes out alone at
-// once; under heavy load entries grow instead of queueing.
+// once; under heavy load entries grow instead of queueing, and once
+// `inflight` entries are with raft, proposals wait in q, which refuses
+// callers past its bound.
 type batcher struct {
 	n     *Node
-	in    chan *proposal
+	q     *proposalQueue
 	slots chan struct{}
-	stopc chan struct{}
-	done  chan struct{}
+	// inflight counts the entries submitted and not yet answered.
+	inflight atomic.Int64
+	stopc    chan struct{}
+	done     chan struct{}
 }
 
-func newBatcher(n *Node, inflight int) *batcher {
+func newBatcher(n *Node, inflight, maxPending int) *batcher {
 	b := &batcher{
 		n:     n,
-		in:    make(chan *proposal, 4096),
+		q:     newProposalQueue(maxPending),
 		slots: make(chan struct{}, inflight),
 		stopc: make(chan struct{}),
 		done:  make(chan struct{}),
@@ -104,28 +107,35 @@ func (b *batcher) run() {
 	defer close(b.done)
 	var carry *proposal
 	for {
+		// A slot first: while every slot is taken, proposals stay in q,
+		// so q's depth is exactly what waits for raft and its bound
+		// refuses callers.
+		select {
+		case b.slots <- struct{}{}:
+		case <-b.stopc:
+			if carry != nil {
+				carry.done <- proposalResult{err: ErrShuttingDown}
+			}
+			b.failPending()
+			return
+		}
 		first := carry
 		carry = nil
 		if first == nil {
 			select {
-			case first = <-b.in:
+			case first = <-b.q.ch:
+				b.q.taken()
 			case <-b.stopc:
 				b.failPending()
 				return
 			}
 		}
-		select {
-		case b.slots <- struct{}{}:
-		case <-b.stopc:
-			first.done <- proposalResult{err: ErrShuttingDown}
-			b.failPending()
-			return
-		}
 		batch, size := []*proposal{first}, first.size
 	drain:
 		for len(batch) < commands.MaxCommandsPerEntry {
 			select {
-			case p := <-b.in:
+			case p := <-b.q.ch:
+				b.q.taken()
 				if size+p.size > maxEntryBodyBytes {
 					carry = p
 					break drain
@@ -144,7 +154,8 @@ func (b *batcher) run() {
 func (b *batcher) failPending() {
 	for {
 		select {
-		case p := <-b.in:
+		case p := <-b.q.ch:
+			b.q.taken()
 			p.done <- proposalResult{err: ErrShuttingDown}
 		default:
 			return
@@ -155,7 +166,8 @@ func (b *batcher) failPending() {
 // submit stamps, encodes and applies one entry, then answers its proposals
 // from a goroutine so the loop can build the next entry meanwhile.
 func (b *batcher) submit(batch []*proposal) {
-	release := func() { <-b.slots }
+	b.inflight.Add(1)
+	release := func() { b.inflight.Add(-1); <-b.slots }
 	term := b.n.raft.CurrentTerm()
 	now := time.Now().UnixMilli()
 	cmds := make([]commands.Command, len(batch))

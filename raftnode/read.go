@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -77,4 +79,24 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 	case <-n.closed:
 		return ErrShuttingDown
 	}
+}
+
+// EntryTerm returns the term of the log entry at index, from the log or,
+// when the log no longer holds it, from a snapshot taken exactly there.
+func (n *Node) EntryTerm(index uint64) (uint64, error) {
+	if index == 0 {
+		return 0, nil
+	}
+	var e raft.Log
+	if err := n.store.GetLog(index, &e); err == nil {
+		return e.Term, nil
+	}
+	if metas, err := n.snaps.List(); err == nil {
+		for _, m := range metas {
+			if m.Index == index {
+				return m.Term, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("the term of entry %d is in neither the log nor a snapshot", index)
 }

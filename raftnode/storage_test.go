@@ -1,6 +1,7 @@
 package raftnode_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/coordd/coordd/raftnode"
 )
@@ -21,7 +23,12 @@ import (
 // threshold 64, as the flags no longer allow, to make that case reachable).
 func seededDataDir(t *testing.T) string {
 	t.Helper()
-	c := newCluster(t, 1, withConfig(smallSnapshots))
+	// Only the two snapshots taken here: a timed one in between would
+	// leave the log covering the older snapshot.
+	c := newCluster(t, 1, withConfig(func(i int, cfg *raftnode.Config) {
+		smallSnapshots(i, cfg)
+		cfg.SnapshotInterval = time.Hour
+	}))
 	n := c.node(c.waitLeader())
 	writeEntries(t, n, "a", 120)
 	if err := n.Snapshot(); err != nil {
@@ -137,6 +144,14 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 				flipBytes(t, filepath.Join(s, "state.bin"), 10, 1)
 			}
 		}, false, "CRC mismatch"},
+		{"log entry above the newest snapshot deleted", func(t *testing.T, d string) {
+			// A hole the snapshot does not cover: raft would read through it.
+			_, last, snap := logBounds(t, d)
+			if last < snap+3 {
+				t.Fatalf("precondition: log ends at %d, newest snapshot at %d", last, snap)
+			}
+			deleteLogEntries(t, d, last-2)
+		}, false, "entries are missing"},
 		{"identity record garbled", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, raftnode.IdentityFile), []byte("{not json"), 0o600)
 		}, false, "identity.json is not valid"},
@@ -178,6 +193,21 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 		}
 		n.Shutdown()
 	})
+	t.Run("log hole below the newest snapshot opens", func(t *testing.T) {
+		// What a follower's log looks like after installing a snapshot:
+		// entries before it, a hole, the entries after it.
+		dir := copyDir(t, seed)
+		first, _, snap := logBounds(t, dir)
+		if first+4 >= snap {
+			t.Fatalf("precondition: log starts at %d, newest snapshot at %d", first, snap)
+		}
+		deleteLogEntries(t, dir, first+2, first+3, snap-1, snap)
+		n, err := raftnode.Open(openCfg(dir))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		n.Shutdown()
+	})
 	t.Run("newest snapshot bit-flipped, log still covers the older", func(t *testing.T) {
 		// Default settings keep more trailing logs than the threshold, so
 		// raft falls back to the older snapshot; nothing is refused.
@@ -203,6 +233,59 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 		}
 		n2.Shutdown()
 	})
+}
+
+// logBounds returns the first and last index in a stopped member's log and
+// the index of its newest snapshot (from the snapshot directory names,
+// term-index-time).
+func logBounds(t *testing.T, dir string) (first, last, snap uint64) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte("logs")).Cursor()
+		k, _ := c.First()
+		first = binary.BigEndian.Uint64(k)
+		k, _ = c.Last()
+		last = binary.BigEndian.Uint64(k)
+		return nil
+	})
+	for _, s := range snapshotDirs(t, dir) {
+		var term, idx, ts uint64
+		if _, err := fmt.Sscanf(filepath.Base(s), "%d-%d-%d", &term, &idx, &ts); err == nil && idx > snap {
+			snap = idx
+		}
+	}
+	return first, last, snap
+}
+
+// deleteLogEntries removes the given indexes from a stopped member's log.
+func deleteLogEntries(t *testing.T, dir string, idxs ...uint64) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("logs"))
+		for _, i := range idxs {
+			k := binary.BigEndian.AppendUint64(nil, i)
+			if b.Get(k) == nil {
+				return fmt.Errorf("no log entry %d", i)
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // listing names every file with its size, to prove a refusal wrote nothing.

@@ -65,6 +65,16 @@ type Config struct {
 	// FlusherTickInterval: how often the flusher reports time ticks and
 	// checkpoints (default 200ms).
 	FlusherTickInterval time.Duration
+	// FlusherSaveInterval: the flusher saves a growing segment's buffered
+	// rows (binlog + SaveBinlogPaths without flushing) once the oldest has
+	// waited this long; 0: never by age.
+	FlusherSaveInterval time.Duration
+	// FlusherSaveBytes: the same once a segment has this many bytes
+	// buffered (16 per row); 0: never by size.
+	FlusherSaveBytes int64
+	// MetricsAddr (optional) is where Prometheus metrics are served
+	// (HTTP, path /metrics); port 0 picks one (Node.MetricsAddr).
+	MetricsAddr string
 }
 
 func (c *Config) setDefaults() {
@@ -111,6 +121,17 @@ func (c *Config) validate() error {
 	}
 	if c.WALDir == "" {
 		return errors.New("streamingnode: the WAL directory is required")
+	}
+	if c.FlusherSaveInterval < 0 {
+		return fmt.Errorf("streamingnode: flusher save interval must not be negative, got %v", c.FlusherSaveInterval)
+	}
+	if c.FlusherSaveBytes < 0 {
+		return fmt.Errorf("streamingnode: flusher save size must not be negative, got %d", c.FlusherSaveBytes)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("streamingnode: metrics address %q: %v", c.MetricsAddr, err)
+		}
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func (n *Node) startFlusher(ctx context.Context) error {
 	}
 	n.dp.store = store
 	n.dp.mgr = flusher.New(flusher.Config{Host: flusherHost{n}, Coord: cl, Store: store, Logger: n.log,
-		TickInterval: n.cfg.FlusherTickInterval})
+		TickInterval: n.cfg.FlusherTickInterval, SaveInterval: n.cfg.FlusherSaveInterval, SaveBytes: n.cfg.FlusherSaveBytes})
 	n.log.Info("flusher starting", "object_store", url)
 	n.wg.Add(1)
 	go func() {

@@ -48,7 +48,7 @@ type fakeNode struct {
 	seen          *coordpb.Version
 }
 
-func startFakeCoord(t *testing.T) *fakeCoord {
+func startFakeCoord(t testing.TB) *fakeCoord {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -3,6 +3,8 @@ package streamingnode
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -29,6 +31,14 @@ const allocationMargin = 500 * time.Millisecond
 // rowBytes is the size the write path declares per row (primary key and
 // timestamp).
 const rowBytes = 16
+
+// payloadPool reuses the buffers insert messages are encoded into: the WAL
+// copies a payload into its own record buffer during Append and keeps no
+// reference, so the buffer is free again when Append returns. Buffers
+// above maxPooledPayload are left to the garbage collector.
+var payloadPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledPayload = 1 << 20
 
 func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coordpb.InsertResponse, error) {
 	n := s.n
@@ -98,14 +108,7 @@ func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coor
 			}
 			return nil, status.Errorf(codes.Unavailable, "segment allocations expire before they can be used (expire ts %d, message ts %d)", a.ExpireTs, ts)
 		}
-		payload, err := dml.EncodeInsert(&dml.Insert{Collection: req.CollectionId, Partition: req.PartitionId, Segment: a.SegmentId, PKs: req.Pks})
-		if err != nil {
-			return nil, invalid("%v", err)
-		}
-		if len(payload) > wal.MaxPayloadBytes {
-			return nil, invalid("insert is %d bytes encoded (max %d): send fewer rows", len(payload), wal.MaxPayloadBytes)
-		}
-		res, err := sl.w.Append(req.Vchannel, payload, req.DedupId, ts)
+		res, err := appendInsert(sl.w, req, a.SegmentId, ts)
 		var te *wal.TimestampError
 		switch {
 		case err == nil:
@@ -123,6 +126,8 @@ func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coor
 			return nil, precondition("%v", err)
 		case errors.Is(err, wal.ErrInvalid):
 			return nil, invalid("%v", err)
+		case errors.As(err, new(badInsert)):
+			return nil, invalid("%v", err)
 		default:
 			term := sl.term
 			n.log.Error("WAL append failed; dropping the WAL and reporting it", "pchannel", p, "term", term, "error", err)
@@ -131,6 +136,33 @@ func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coor
 			return nil, status.Errorf(codes.Unavailable, "wal failure on pchannel %s (the insert may or may not be in the log): %v", p, err)
 		}
 	}
+}
+
+// badInsert: the insert cannot be encoded as one WAL message (nothing was
+// appended; the WAL is fine).
+type badInsert string
+
+func (e badInsert) Error() string { return string(e) }
+
+// appendInsert encodes the insert message into a pooled buffer and
+// appends it.
+func appendInsert(w *wal.Writer, req *coordpb.InsertRequest, segment int64, ts uint64) (wal.AppendResult, error) {
+	bp := payloadPool.Get().(*[]byte)
+	payload, err := dml.AppendInsert((*bp)[:0], &dml.Insert{Collection: req.CollectionId, Partition: req.PartitionId, Segment: segment, PKs: req.Pks})
+	if err != nil {
+		payloadPool.Put(bp)
+		return wal.AppendResult{}, badInsert(err.Error())
+	}
+	defer func() {
+		if cap(payload) <= maxPooledPayload {
+			*bp = payload[:0]
+			payloadPool.Put(bp)
+		}
+	}()
+	if len(payload) > wal.MaxPayloadBytes {
+		return wal.AppendResult{}, badInsert(fmt.Sprintf("insert is %d bytes encoded (max %d): send fewer rows", len(payload), wal.MaxPayloadBytes))
+	}
+	return w.Append(req.Vchannel, payload, req.DedupId, ts)
 }
 
 // passStatus returns a coordd error to the caller with its code and some

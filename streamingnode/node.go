@@ -44,7 +44,8 @@ type Node struct {
 	hbKick       chan struct{}          // asks the heartbeat loop to heartbeat now
 	slots        map[string]*slot
 	dp           dataPath // write path and flusher (datapath.go)
-	draining     bool     // controlled shutdown under way: do not register again
+	metrics      *metricsServer
+	draining     bool // controlled shutdown under way: do not register again
 	registered   chan struct{}
 	regOnce      sync.Once
 
@@ -121,6 +122,14 @@ func Start(cfg Config) (*Node, error) {
 		lis.Close()
 		pool.close()
 		return nil, fmt.Errorf("streamingnode: flusher: %w", err)
+	}
+	if err := n.startMetrics(); err != nil {
+		n.bgCancel()
+		n.wg.Wait()
+		n.closeDataPath()
+		lis.Close()
+		pool.close()
+		return nil, fmt.Errorf("streamingnode: %w", err)
 	}
 	n.wg.Add(2)
 	go func() {
@@ -250,6 +259,7 @@ func (n *Node) finish(hard bool) {
 	n.finishOnce.Do(func() {
 		n.sessCancel()
 		n.bgCancel()
+		n.stopMetrics()
 		if hard {
 			n.srv.Stop()
 		} else {

@@ -34,7 +34,7 @@ type testNode struct {
 	cl coordpb.StreamingNodeServiceClient
 }
 
-func startNode(t *testing.T, f *fakeCoord, walDir string, mod func(*Config)) *testNode {
+func startNode(t testing.TB, f *fakeCoord, walDir string, mod func(*Config)) *testNode {
 	t.Helper()
 	cfg := Config{
 		Coord: []string{f.addr}, Addr: "127.0.0.1:0", WALDir: walDir, DataDir: t.TempDir(),
@@ -63,7 +63,7 @@ func startNode(t *testing.T, f *fakeCoord, walDir string, mod func(*Config)) *te
 	return &testNode{Node: n, f: f, cl: coordpb.NewStreamingNodeServiceClient(conn)}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -81,12 +81,12 @@ func wantErr(t *testing.T, err error, code codes.Code, substr string) {
 // assign does what coordd does: it raises its own term to coordTerm (a new
 // leader) and records p at term on this node in the assignment view when
 // that is newer than the view's, then sends Assign to this node.
-func (n *testNode) assign(t *testing.T, p string, term int64, coordTerm uint64) error {
+func (n *testNode) assign(t testing.TB, p string, term int64, coordTerm uint64) error {
 	t.Helper()
 	return n.assignMode(t, p, term, coordTerm, "RW")
 }
 
-func (n *testNode) assignMode(t *testing.T, p string, term int64, coordTerm uint64, mode string) error {
+func (n *testNode) assignMode(t testing.TB, p string, term int64, coordTerm uint64, mode string) error {
 	t.Helper()
 	n.f.mu.Lock()
 	raise := coordTerm > n.f.coordTerm
@@ -569,9 +569,14 @@ func TestRunStopsOnContext(t *testing.T) {
 		errc <- Run(ctx, Config{Coord: []string{f.addr}, Addr: "127.0.0.1:0", WALDir: t.TempDir(),
 			HeartbeatInterval: 20 * time.Millisecond, Logger: hclog.NewNullLogger()})
 	}()
-	testutil.Eventually(t, "registration", func() bool {
-		for _, c := range f.callLog() {
-			if c == "register" {
+	// A heartbeat proves the node holds its session: the fake logs
+	// "register" before the node has stored the answer, and a shutdown in
+	// that window rightly has nothing to drain.
+	testutil.Eventually(t, "first heartbeat", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, n := range f.nodes {
+			if n.heartbeats > 0 {
 				return true
 			}
 		}

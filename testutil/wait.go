@@ -51,13 +51,20 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // EventuallyWithin is Eventually with another unscaled wait.
 func EventuallyWithin(t testing.TB, wait time.Duration, what string, cond func() bool) {
 	t.Helper()
+	EventuallyEvery(t, wait, pollInterval, what, cond)
+}
+
+// EventuallyEvery is EventuallyWithin checking cond every interval: for
+// conditions that cost something to check (an RPC to another process).
+func EventuallyEvery(t testing.TB, wait, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(Timeout(wait))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", Timeout(wait), what)
 			return
 		}
-		time.Sleep(pollInterval)
+		time.Sleep(interval)
 	}
 }
 

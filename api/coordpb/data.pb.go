@@ -1013,8 +1013,13 @@ type SaveBinlogPathsRequest struct {
 	StorageVersion  uint32 `protobuf:"varint,16,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
 	ManifestPath    string `protobuf:"bytes,17,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
 	RequestId       string `protobuf:"bytes,18,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// after_dml: every binlog holds only rows after the segment's stored DML
+	// position (the flusher's partial saves and flushes set it). A save whose
+	// new binlog starts at or before that position overlaps rows already
+	// recorded and is answered stale=true without a write.
+	AfterDml      bool `protobuf:"varint,19,opt,name=after_dml,json=afterDml,proto3" json:"after_dml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SaveBinlogPathsRequest) Reset() {
@@ -1171,6 +1176,13 @@ func (x *SaveBinlogPathsRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *SaveBinlogPathsRequest) GetAfterDml() bool {
+	if x != nil {
+		return x.AfterDml
+	}
+	return false
 }
 
 type SaveBinlogPathsResponse struct {
@@ -2899,7 +2911,7 @@ const file_coordd_v1_data_proto_rawDesc = "" +
 	"\x14SegmentStartPosition\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12/\n" +
-	"\bposition\x18\x02 \x01(\v2\x13.coordd.v1.PositionR\bposition\"\xfa\x05\n" +
+	"\bposition\x18\x02 \x01(\v2\x13.coordd.v1.PositionR\bposition\"\x97\x06\n" +
 	"\x16SaveBinlogPathsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
 	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
@@ -2921,7 +2933,8 @@ const file_coordd_v1_data_proto_rawDesc = "" +
 	"\x0fstorage_version\x18\x10 \x01(\rR\x0estorageVersion\x12#\n" +
 	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x12 \x01(\tR\trequestId\"E\n" +
+	"request_id\x18\x12 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tafter_dml\x18\x13 \x01(\bR\bafterDml\"E\n" +
 	"\x17SaveBinlogPathsResponse\x12\x14\n" +
 	"\x05stale\x18\x01 \x01(\bR\x05stale\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"\xcf\x01\n" +

@@ -3,7 +3,6 @@ package grpcserver
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -336,40 +335,33 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 }
 
 // ResetReplicateRole makes a secondary cluster a primary again: it commits
-// a configuration listing only this cluster, with the PChannels the
-// installed configuration gives it, and no topology. It is an operator's
-// decision (the reason is logged); a primary is refused, since its
-// configuration is changed with UpdateReplicateConfiguration.
+// ResetReplicateRole, whose Apply installs a configuration listing only
+// this cluster, with the PChannels the installed configuration gives it,
+// and no topology. It is an operator's decision (the reason is logged and
+// recorded in the log); a primary is refused (FailedPrecondition), since
+// its configuration is changed with UpdateReplicateConfiguration. Apply
+// runs the guard against the state it applies to, so a reset racing a
+// configuration change cannot overwrite it; the reads here only log.
 func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetReplicateRoleRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
-	if strings.TrimSpace(req.Reason) == "" || len(req.Reason) > commands.MaxReasonBytes {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: reason must be 1..%d bytes, got %d", errInvalid, commands.MaxReasonBytes, len(req.Reason)))
+	cmd, err := commands.New(&logpb.ResetReplicateRole{Reason: req.Reason}, "")
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetReplicateConfigurationResponse, error) {
 		return coordpb.NewChannelsClient(c).ResetReplicateRole(ctx, req, o...)
 	}); handled {
 		return resp, err
 	}
-	st, err := s.node.LinearizableRead(ctx)
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
+	st := s.node.State()
 	self := st.ChannelsMeta().ClusterId
-	if st.IsPrimary() {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: cluster %s is already a primary; change its configuration with UpdateReplicateConfiguration", errPrecondition, self))
-	}
-	old := st.ReplicateConfiguration()
-	var own []string
-	for _, cl := range old.GetClusters() {
-		if cl.ClusterId == self {
-			own = append(own, cl.Pchannels...)
-		}
-	}
-	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: self, Pchannels: own}}}
-	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason, "previous", old.String())
-	if _, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg}); err != nil {
+	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason,
+		"previous", st.ReplicateConfiguration().String())
+	res, err := s.commit(ctx, cmd)
+	if err != nil {
 		return nil, err
 	}
-	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason)
+	cfg := res.GetReplicateConfig()
+	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason, "config", cfg.String())
 	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(cfg), ClusterId: self, Role: "PRIMARY"}, nil
 }
 

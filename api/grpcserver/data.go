@@ -111,7 +111,7 @@ func saveBody(req *coordpb.SaveBinlogPathsRequest) (commands.Command, error) {
 		SegmentId: req.SegmentId, CollectionId: req.CollectionId, PartitionId: req.PartitionId, Level: level,
 		Binlogs: logFieldLogs(req.FieldBinlogs), Statslogs: logFieldLogs(req.FieldStatslogs),
 		Flushed: req.Flushed, Dropped: req.Dropped, WithFullBinlogs: req.WithFullBinlogs,
-		StorageVersion: req.StorageVersion, ManifestPath: req.ManifestPath}
+		StorageVersion: req.StorageVersion, ManifestPath: req.ManifestPath, AfterDml: req.AfterDml}
 	for _, f := range req.Deltalogs {
 		b.Deltalogs = append(b.Deltalogs, logLogs(f.Binlogs)...)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -15,6 +16,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -26,6 +28,11 @@ const (
 	MDLeaderGRPC = "coordd-leader-grpc"
 	MDOutcome    = "coordd-outcome" // "unknown" when the write may have happened
 	MDForwarded  = "coordd-forwarded"
+	// MDRetryAfter is set (milliseconds) on a ResourceExhausted answer
+	// that asking again later may change: the member's proposal queue
+	// was full. The client SDK retries such answers after at least this
+	// long; a ResourceExhausted without it is not worth retrying as is.
+	MDRetryAfter = "coordd-retry-after-ms"
 )
 
 // errorRule maps one class of internal error to a gRPC code (codeOf, when
@@ -64,6 +71,16 @@ func rejectedCode(err error) codes.Code {
 	return codes.Internal
 }
 
+// manifestRejectedCode is the code of a manifest commit Apply refused.
+func manifestRejectedCode(err error) codes.Code {
+	var rej *manifest.RejectedError
+	errors.As(err, &rej)
+	if c, ok := rejectionCodes[rej.Code]; ok {
+		return c
+	}
+	return codes.Internal
+}
+
 var errorTable = []errorRule{
 	{match: as[*broadcaster.RejectedError](), codeOf: rejectedCode},
 	{match: as[*broadcaster.LockTimeoutError](), code: codes.DeadlineExceeded},
@@ -71,6 +88,7 @@ var errorTable = []errorRule{
 	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrNotPrimary), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
+	{match: is(raftnode.ErrOverloaded), code: codes.ResourceExhausted},
 	{match: is(leadership.ErrOutcomeUnknown), code: codes.Unavailable},
 	{match: is(leadership.ErrNotLeader), code: codes.Unavailable},
 	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
@@ -80,6 +98,11 @@ var errorTable = []errorRule{
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
 	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(flush.ErrNotFound), code: codes.NotFound},
+	{match: as[*manifest.StaleError](), code: codes.Aborted},
+	{match: as[*manifest.RejectedError](), codeOf: manifestRejectedCode},
+	{match: is(manifest.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(manifest.ErrNotFound), code: codes.NotFound},
+	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errInvalid), code: codes.InvalidArgument},
@@ -155,6 +178,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	if errors.Is(err, leadership.ErrOutcomeUnknown) {
 		md.Set(MDOutcome, "unknown")
 	}
+	var oe *raftnode.OverloadedError
+	if errors.As(err, &oe) {
+		md.Set(MDRetryAfter, strconv.FormatInt(max(oe.RetryAfter.Milliseconds(), 1), 10))
+	}
 	if code == codes.Unavailable {
 		if id, addr := s.leaderHint(); id != "" {
 			md.Set(MDLeaderID, id)
@@ -175,6 +202,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 var internalPrefixes = []string{
 	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
 	errInvalid.Error() + ": ", errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
+	manifest.ErrInvalid.Error() + ": ",
 }
 
 // publicMessage is msg without the internal sentinel prefixes, wherever

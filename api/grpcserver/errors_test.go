@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
@@ -39,8 +40,8 @@ func (s *trailerStream) SetTrailer(md metadata.MD) error {
 func TestToStatus(t *testing.T) {
 	tn := startTestNode(t)
 	type mdWant map[string]string // key → value; "" means absent
-	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: ""}
-	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: ""}
+	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: "", MDRetryAfter: ""}
+	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: "", MDRetryAfter: ""}
 	tests := []struct {
 		name string
 		err  error
@@ -73,6 +74,13 @@ func TestToStatus(t *testing.T) {
 		{"write path not owner", fmt.Errorf("%w: node 2 at term 1", flush.ErrNotOwner), codes.Aborted, noMD},
 		{"write path invalid", fmt.Errorf("%w: rows and bytes are both 0", flush.ErrInvalid), codes.InvalidArgument, noMD},
 		{"write path not found", fmt.Errorf("%w: collection 9", flush.ErrNotFound), codes.NotFound, noMD},
+		{"manifest stale", fmt.Errorf("commit: %w", &manifest.StaleError{Segment: 5, Expected: 1, Current: 2}), codes.Aborted, noMD},
+		{"manifest refused", &manifest.RejectedError{Code: logpb.RejectCode_REJECT_NOT_FOUND, Message: "segment 5 is dropped"}, codes.NotFound, noMD},
+		{"manifest invalid", fmt.Errorf("%w: no mutation", manifest.ErrInvalid), codes.InvalidArgument, noMD},
+		{"manifest not found", fmt.Errorf("%w: segment 5", manifest.ErrNotFound), codes.NotFound, noMD},
+		{"manifest no store", manifest.ErrNoStore, codes.FailedPrecondition, noMD},
+		{"proposal queue full", fmt.Errorf("create broadcast: %w", &raftnode.OverloadedError{Pending: 64, Max: 64, RetryAfter: 250 * time.Millisecond}),
+			codes.ResourceExhausted, mdWant{MDRetryAfter: "250", MDOutcome: "", MDLeaderID: ""}},
 		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
 		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
 	}

@@ -76,43 +76,59 @@ func (s *Server) admitWatcher() error {
 	return nil
 }
 
-// UnaryInterceptor bounds every unary call by the server's maximum wait
-// and logs each call that fails with Internal, with its request ID.
+// UnaryInterceptor bounds every unary call by the server's maximum wait,
+// gives it a request-scoped logger (every line names its request ID), logs
+// each call at debug and each that fails with Internal at error.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.maxWait)
 		defer cancel()
+		ctx, _ = s.WithRequestLogger(ctx, req)
+		start := time.Now()
 		resp, err := handler(ctx, req)
+		s.log(ctx).Debug("grpc call", "method", info.FullMethod, "code", status.Code(err).String(), "duration", time.Since(start))
 		s.LogFailure(ctx, info.FullMethod, req, err)
 		return resp, err
 	}
 }
 
-// StreamInterceptor logs each stream that fails with Internal. Streams
-// (assignment watches) are long-lived by design and get no deadline.
+// StreamInterceptor gives each stream a request-scoped logger and logs
+// each that fails with Internal. Streams (assignment watches) are
+// long-lived by design and get no deadline.
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		err := handler(srv, ss)
-		s.LogFailure(ss.Context(), info.FullMethod, nil, err)
+		ctx, _ := s.WithRequestLogger(ss.Context(), nil)
+		s.log(ctx).Debug("grpc stream opened", "method", info.FullMethod)
+		err := handler(srv, &scopedStream{ServerStream: ss, ctx: ctx})
+		s.LogFailure(ctx, info.FullMethod, nil, err)
 		return err
 	}
 }
 
+// scopedStream is a stream whose context carries the request's logger.
+type scopedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *scopedStream) Context() context.Context { return s.ctx }
+
 // LogFailure logs err when it maps to Internal: an unexpected error is
-// never answered without a trace. The request ID is the request's own
-// request_id field, else the caller's x-request-id metadata, else a fresh
-// one (which is also sent back as x-request-id header metadata on gRPC).
+// never answered without a trace. The request ID is the one the request's
+// logger carries (see WithRequestLogger), else the request's own
+// request_id field or the caller's x-request-id metadata, else a fresh one.
+// An ID the caller did not send is sent back as x-request-id header
+// metadata on gRPC.
 func (s *Server) LogFailure(ctx context.Context, method string, req any, err error) {
 	if err == nil || status.Code(err) != codes.Internal {
 		return
 	}
 	s.internalFailures.Add(1)
-	id := RequestIDOf(ctx, req)
-	if id == "" {
-		id = NewRequestID()
+	ctx, id := s.WithRequestLogger(ctx, req)
+	if RequestIDOf(ctx, req) != id {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(MDRequestID, id))
 	}
-	s.logger.Error("request failed with an internal error", "method", method, "request_id", id, "error", err)
+	s.log(ctx).Error("request failed with an internal error", "method", method, "error", err)
 }
 
 // RequestIDOf returns the ID that names req in the logs: its request_id

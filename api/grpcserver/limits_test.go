@@ -1,12 +1,10 @@
 package grpcserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,30 +106,13 @@ func TestCapacityRefusalIsNot429(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestInterceptorLogsInternalAndBoundsWaits: a call failing with Internal
 // is logged with its request ID (the request's, else the caller's
 // x-request-id, else a fresh one); other failures are not; every unary
 // call runs under the server's maximum wait.
 func TestInterceptorLogsInternalAndBoundsWaits(t *testing.T) {
 	tn := startTestNodeWith(t, WithMaxWait(time.Second))
-	var buf syncBuffer
+	var buf testutil.Buffer
 	tn.srv.logger = hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
 	icpt := tn.srv.UnaryInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: "/coordd.v1.Channels/AllocVirtualChannels"}

@@ -24,7 +24,7 @@ func WithPanicObserver(o PanicObserver) Option { return func(s *Server) { s.onPa
 // so the status says the outcome is unknown. The HTTP gateway calls it for
 // its own handlers; gRPC calls go through RecoveryInterceptors.
 func (s *Server) Recovered(ctx context.Context, surface, method string, v any) error {
-	s.logger.Error("handler panic recovered", "surface", surface, "method", method, "panic", fmt.Sprint(v),
+	s.log(ctx).Error("handler panic recovered", "surface", surface, "method", method, "panic", fmt.Sprint(v),
 		"stack", string(debug.Stack()))
 	if s.onPanic != nil {
 		s.onPanic(surface, method)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
 )
 
 // secondaryConfig makes the broadcast fixture's cluster a secondary of "dr".
@@ -73,5 +74,61 @@ func TestResetReplicateRole(t *testing.T) {
 	}
 	if st := tn.node.State(); !st.IsPrimary() || !proto.Equal(st.ReplicateConfiguration(), want) {
 		t.Fatalf("after the reset: primary %v, config %v", st.IsPrimary(), st.ReplicateConfiguration())
+	}
+}
+
+// TestResetReplicateRoleBadInputChangesNothing: a missing, blank or
+// oversized reason is InvalidArgument before anything is proposed (the
+// log does not grow), and a reset of a primary is refused by Apply with
+// FailedPrecondition: in each case the configuration, the role and the
+// assignment version stay as they were.
+func TestResetReplicateRoleBadInputChangesNothing(t *testing.T) {
+	tn, _, _ := startBroadcastNode(t)
+	ch := coordpb.NewChannelsClient(tn.conn)
+	primaryCfg := &logpb.ReplicateConfiguration{
+		Clusters: []*logpb.ReplicateCluster{{ClusterId: bcCluster, Pchannels: []string{bcP0, bcP1}},
+			{ClusterId: "dr", Pchannels: []string{"dr_0", "dr_1"}}},
+		Topology: []*logpb.ReplicateTopology{{SourceClusterId: bcCluster, TargetClusterId: "dr"}},
+	}
+	type view struct {
+		cfg     *logpb.ReplicateConfiguration
+		primary bool
+		version fsm.AssignmentVersion
+		last    uint64
+	}
+	look := func() view {
+		st := tn.node.State()
+		return view{st.ReplicateConfiguration(), st.IsPrimary(), st.AssignmentVersion(), tn.node.Raft().LastIndex()}
+	}
+	same := func(a, b view, sameLog bool) bool {
+		return proto.Equal(a.cfg, b.cfg) && a.primary == b.primary && a.version == b.version && (!sameLog || a.last == b.last)
+	}
+	for _, setup := range []struct {
+		name string
+		cfg  *logpb.ReplicateConfiguration
+	}{{"secondary", secondaryConfig()}, {"primary", primaryCfg}} {
+		mustCommit(t, tn, &logpb.UpdateReplicateConfiguration{Config: setup.cfg})
+		for _, tc := range []struct {
+			reason, message string
+		}{
+			{"", "needs a reason"},
+			{" \t ", "needs a reason"},
+			{strings.Repeat("r", 1025), "reason is 1025 bytes (max 1024)"},
+		} {
+			before := look()
+			_, err := ch.ResetReplicateRole(callCtx(t), &coordpb.ResetReplicateRoleRequest{Reason: tc.reason})
+			checkStatus(t, setup.name+": ResetReplicateRole", err, codes.InvalidArgument, tc.message)
+			if after := look(); !same(before, after, true) {
+				t.Fatalf("%s: a reset with reason %q changed %+v to %+v", setup.name, tc.reason, before, after)
+			}
+		}
+	}
+	// The cluster is a primary now: a well-formed reset reaches Apply,
+	// which refuses it.
+	before := look()
+	_, err := ch.ResetReplicateRole(callCtx(t), &coordpb.ResetReplicateRoleRequest{Reason: "promote"})
+	checkStatus(t, "ResetReplicateRole on a primary", err, codes.FailedPrecondition, "already a primary")
+	if after := look(); !same(before, after, false) || !proto.Equal(after.cfg, primaryCfg) {
+		t.Fatalf("a refused reset changed %+v to %+v", before, after)
 	}
 }

@@ -21,8 +21,10 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -35,18 +37,23 @@ type Server struct {
 	coordpb.UnimplementedBroadcasterServer
 	coordpb.UnimplementedDataCoordServer
 	coordpb.UnimplementedTokensServer
+	coordpb.UnimplementedManifestServiceServer
+	coordpb.UnimplementedDiagnosticsServer
+	coordpb.UnimplementedBackupServer
 
 	node       *raftnode.Node
 	self       raftnode.Self
 	tso        *allocator.TSO
 	ids        *allocator.IDs
 	logger     hclog.Logger
+	logs       *logging.Logs
 	grpcHealth *health.Server
 
 	health     NodeHealth
 	rebalancer Rebalancer
 	broadcasts Broadcasts
 	data       *flush.Manager
+	manifests  *manifest.Committer
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -109,6 +116,7 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 		tso:        set.TSO,
 		ids:        set.IDs,
 		data:       set.Data,
+		manifests:  set.Manifests,
 		health:     set.Health,
 		logger:     logger,
 		grpcHealth: health.NewServer(),
@@ -143,6 +151,9 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterBroadcasterServer(g, s)
 	coordpb.RegisterDataCoordServer(g, s)
 	coordpb.RegisterTokensServer(g, s)
+	coordpb.RegisterManifestServiceServer(g, s)
+	coordpb.RegisterDiagnosticsServer(g, s)
+	coordpb.RegisterBackupServer(g, s)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

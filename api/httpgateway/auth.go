@@ -11,18 +11,10 @@ import (
 	"github.com/coordd/coordd/api/grpcserver"
 )
 
-// Handle serves an extra route on the gateway (pprof, status pages) so it
-// goes through the same authorisation as every other route: pattern needs
-// a row in auth's route table, or it needs admin.
-func (g *Gateway) Handle(pattern string, h http.Handler) {
-	g.mux.Handle(pattern, h)
-	g.patterns = append(g.patterns, pattern)
-}
-
-// Patterns lists every ServeMux pattern the gateway serves, sorted (the
-// route/role test walks them).
+// Patterns lists every ServeMux pattern the gateway serves, sorted, and
+// the "/" fallback (the route/role test walks them all).
 func (g *Gateway) Patterns() []string {
-	out := append([]string(nil), g.patterns...)
+	out := append([]string{"/"}, g.patterns...)
 	sort.Strings(out)
 	return out
 }

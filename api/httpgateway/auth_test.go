@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/pprof"
 	"strings"
 	"testing"
 
@@ -18,17 +17,13 @@ import (
 )
 
 // securedGateway serves the shared node through a gateway whose server
-// checks credentials, with pprof mounted as cmd/coordd does, and returns
+// checks credentials, with pprof on (coordd --enable-pprof), and returns
 // it with one bearer token per role.
 func securedGateway(t *testing.T) (*Gateway, *httptest.Server, map[auth.Role]string) {
 	t.Helper()
-	srv := grpcserver.New(shared.node, shared.self, hclog.NewNullLogger(), shared.set, grpcserver.WithAuth())
+	srv := grpcserver.New(shared.node, shared.self, hclog.NewNullLogger(), shared.Routines, grpcserver.WithAuth())
 	t.Cleanup(srv.Close)
-	gw := New(srv, Probes{Node: shared.node}, shared.metrics.Handler())
-	gw.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
-	gw.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
-	gw.Handle("/debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
-	gw.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+	gw := New(srv, Probes{Node: shared.node}, shared.metrics.Handler(), WithPprof())
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	tokens := map[auth.Role]string{}

@@ -17,14 +17,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/api/apitest"
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
-	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -78,42 +77,18 @@ const (
 
 func startBroadcastGateway(t *testing.T) *broadcastGateway {
 	t.Helper()
-	self := raftnode.Self{ID: "bg1", RaftAddr: "127.0.0.1:4"}
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
-	node, err := raftnode.Open(raftnode.Config{ID: self.ID, DataDir: t.TempDir(), RaftAddr: self.RaftAddr, Transport: trans, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	g := &broadcastGateway{node: node, fake: &fakeBroadcasts{}}
-	set, err := routines.New(node, routines.Config{})
-	if err != nil {
-		t.Fatalf("controllers: %v", err)
-	}
-	node.AddLeaderRoutine(routines.Name, set.Run)
-	srv := grpcserver.New(node, self, hclog.NewNullLogger(), set, grpcserver.WithBroadcaster(g.fake),
-		grpcserver.WithPanicObserver(func(surface, method string) {
-			g.fake.mu.Lock()
-			defer g.fake.mu.Unlock()
-			g.fake.panics = append(g.fake.panics, surface+" "+method)
-		}))
-	g.http = httptest.NewServer(New(srv, Probes{Node: node}, http.NotFoundHandler()))
-	t.Cleanup(func() {
-		g.http.Close()
-		srv.Close()
-		if err := node.Shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	if err := node.Bootstrap([]raftnode.Peer{{ID: self.ID, RaftAddr: self.RaftAddr}}); err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	deadline := time.Now().Add(readyTimeout)
-	for node.EstablishedTerm() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no established leader after %v", readyTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	g := &broadcastGateway{fake: &fakeBroadcasts{}}
+	n := apitest.StartT(t, apitest.Config{ID: "bg1", RaftAddr: "127.0.0.1:4", Logger: hclog.NewNullLogger(), HTTP: true, SkipRegister: true,
+		Serve: func(n *apitest.Node) (apitest.Services, error) {
+			srv := grpcserver.New(n.Raft, n.Self, hclog.NewNullLogger(), n.Routines, grpcserver.WithBroadcaster(g.fake),
+				grpcserver.WithPanicObserver(func(surface, method string) {
+					g.fake.mu.Lock()
+					defer g.fake.mu.Unlock()
+					g.fake.panics = append(g.fake.panics, surface+" "+method)
+				}))
+			return apitest.Services{HTTP: New(srv, Probes{Node: n.Raft}, http.NotFoundHandler()), Close: srv.Close}, nil
+		}})
+	g.node, g.http = n.Raft, n.HTTP
 	g.commit(t, &logpb.InitStreaming{ClusterId: "by-dev", Pchannels: []string{gwP0, gwP1}})
 	return g
 }

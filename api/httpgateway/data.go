@@ -1,7 +1,6 @@
 package httpgateway
 
 import (
-	"context"
 	"net/http"
 
 	"google.golang.org/protobuf/proto"
@@ -16,7 +15,7 @@ import (
 // task set here.
 func dataRoutes(s *grpcserver.Server) []route {
 	var rs []route
-	add := func(method, path string, newReq func() proto.Message, call func(context.Context, proto.Message) (proto.Message, error)) {
+	add := func(method, path string, newReq func() proto.Message, call rpcCall) {
 		rs = append(rs, route{method: method, path: path, newReq: newReq, call: call})
 	}
 	nr, c := rpc(func() *coordpb.AssignSegmentIDRequest { return &coordpb.AssignSegmentIDRequest{} }, s.AssignSegmentID)

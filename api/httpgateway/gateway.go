@@ -11,6 +11,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/pprof"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +27,8 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/grpcserver"
+	"github.com/coordd/coordd/api/statuspage"
+	"github.com/coordd/coordd/raftnode"
 )
 
 // maxBodyBytes bounds a request body.
@@ -35,19 +40,43 @@ type route struct {
 	path   string
 	// newReq returns an empty request; nil for routes with no body.
 	newReq func() proto.Message
-	call   func(ctx context.Context, req proto.Message) (proto.Message, error)
+	call   rpcCall
+}
+
+// rpcCall is one RPC handler with what the OpenAPI generator needs to know
+// about it: its name and its response message.
+type rpcCall struct {
+	fn   func(ctx context.Context, req proto.Message) (proto.Message, error)
+	name string // the handler's method name on grpcserver.Server
+	resp protoreflect.MessageDescriptor
 }
 
 // rpc adapts a typed handler to the route table.
-func rpc[Req proto.Message, Resp proto.Message](newReq func() Req, h func(context.Context, Req) (Resp, error)) (func() proto.Message, func(context.Context, proto.Message) (proto.Message, error)) {
+func rpc[Req proto.Message, Resp proto.Message](newReq func() Req, h func(context.Context, Req) (Resp, error)) (func() proto.Message, rpcCall) {
+	var zero Resp
 	return func() proto.Message { return newReq() },
-		func(ctx context.Context, m proto.Message) (proto.Message, error) { return h(ctx, m.(Req)) }
+		rpcCall{
+			fn:   func(ctx context.Context, m proto.Message) (proto.Message, error) { return h(ctx, m.(Req)) },
+			name: handlerName(h),
+			resp: zero.ProtoReflect().Descriptor(),
+		}
+}
+
+// handlerName is the method name of a method value such as s.Status
+// ("github.com/.../grpcserver.(*Server).Status-fm" → "Status").
+func handlerName(h any) string {
+	f := runtime.FuncForPC(reflect.ValueOf(h).Pointer())
+	if f == nil {
+		return ""
+	}
+	name := strings.TrimSuffix(f.Name(), "-fm")
+	return name[strings.LastIndex(name, ".")+1:]
 }
 
 // routes is the one table of HTTP endpoints; the README documents it.
 func routes(s *grpcserver.Server) []route {
 	var rs []route
-	add := func(method, path string, newReq func() proto.Message, call func(context.Context, proto.Message) (proto.Message, error)) {
+	add := func(method, path string, newReq func() proto.Message, call rpcCall) {
 		rs = append(rs, route{method: method, path: path, newReq: newReq, call: call})
 	}
 	nr, c := rpc(func() *coordpb.StatusRequest { return &coordpb.StatusRequest{} }, s.Status)
@@ -68,35 +97,85 @@ func routes(s *grpcserver.Server) []route {
 	add(http.MethodPost, "/v1/alloc/id", nr, c)
 	rs = append(rs, channelRoutes(s)...)
 	rs = append(rs, dataRoutes(s)...)
+	rs = append(rs, manifestRoutes(s)...)
+	rs = append(rs, diagnosticsRoutes(s)...)
 	rs = append(rs, tokenRoutes(s)...)
 	return append(rs, broadcastRoutes(s)...)
 }
 
 // Gateway is the HTTP handler of one node.
 type Gateway struct {
-	mux      *http.ServeMux
-	server   *grpcserver.Server
-	timeout  time.Duration
-	patterns []string // every registered pattern, for the route/role test
+	mux     *http.ServeMux
+	server  *grpcserver.Server
+	timeout time.Duration
+	// patterns lists every "METHOD /path" registered on mux, in order: the
+	// OpenAPI test checks it against the document both ways.
+	patterns []string
 }
+
+// extraRoute is an endpoint that is not an RPC; the OpenAPI document lists
+// these too (summary and content type of the answer).
+type extraRoute struct {
+	method, path, summary, contentType string
+	handler                            http.Handler
+	// pprof routes are served only with --enable-pprof.
+	pprof bool
+}
+
+// extraRoutes are the non-RPC endpoints. Handlers may be nil when only the
+// table is wanted (the OpenAPI generator).
+func (g *Gateway) extraRoutes(probes Probes, metrics http.Handler) []extraRoute {
+	return []extraRoute{
+		{http.MethodGet, "/v1/snapshot", "A consistent snapshot of the state machine, from the leader", "application/octet-stream", http.HandlerFunc(g.serveSnapshot), false},
+		{http.MethodGet, "/healthz", "Liveness: the process serves HTTP", "application/json", http.HandlerFunc(probes.healthz), false},
+		{http.MethodGet, "/readyz", "Readiness: a leader is known and this member is caught up", "application/json", http.HandlerFunc(probes.readyz), false},
+		{http.MethodGet, "/metrics", "Prometheus metrics of this member", "text/plain", metrics, false},
+		{http.MethodGet, "/ui", "The status page (HTML, reloads itself; ?refresh=SECONDS, 0 = never)", "text/html", g.statusPage(), false},
+		{http.MethodGet, "/v1/openapi.json", "This OpenAPI document", "application/json", http.HandlerFunc(serveOpenAPI), false},
+		{http.MethodGet, "/debug/pprof/", "Go profiles (index and named profiles); only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Index), true},
+		{http.MethodGet, "/debug/pprof/profile", "CPU profile (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Profile), true},
+		{http.MethodGet, "/debug/pprof/symbol", "Symbol lookup; only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Symbol), true},
+		{http.MethodGet, "/debug/pprof/trace", "Execution trace (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Trace), true},
+	}
+}
+
+// Option configures a Gateway.
+type Option func(*gatewayOptions)
+
+type gatewayOptions struct{ pprof bool }
+
+// WithPprof serves Go's profiles under /debug/pprof/ (coordd
+// --enable-pprof): they reveal memory contents and cost CPU, so they are
+// off unless asked for.
+func WithPprof() Option { return func(o *gatewayOptions) { o.pprof = true } }
 
 // New builds the gateway. probes supplies /healthz and /readyz, metrics
 // /metrics.
-func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
+func New(s *grpcserver.Server, probes Probes, metrics http.Handler, opts ...Option) *Gateway {
+	var o gatewayOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	g := &Gateway{mux: http.NewServeMux(), server: s, timeout: 10 * time.Second}
-	for _, r := range routes(s) {
-		g.Handle(r.method+" "+r.path, g.serveRPC(r))
+	allowed := map[string][]string{}
+	handle := func(method, path string, h http.Handler) {
+		g.patterns = append(g.patterns, method+" "+path)
+		g.mux.Handle(method+" "+path, h)
+		allowed[path] = append(allowed[path], method)
 	}
-	g.Handle("GET /v1/snapshot", http.HandlerFunc(g.serveSnapshot))
-	g.Handle("GET /healthz", http.HandlerFunc(probes.healthz))
-	g.Handle("GET /readyz", http.HandlerFunc(probes.readyz))
-	g.Handle("GET /metrics", metrics)
-	allowed := map[string][]string{"/v1/snapshot": {http.MethodGet}, "/healthz": {http.MethodGet},
-		"/readyz": {http.MethodGet}, "/metrics": {http.MethodGet}}
 	for _, r := range routes(s) {
-		allowed[r.path] = append(allowed[r.path], r.method)
+		handle(r.method, r.path, g.serveRPC(r))
 	}
-	g.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	for _, r := range g.extraRoutes(probes, metrics) {
+		if r.pprof && !o.pprof {
+			continue
+		}
+		handle(r.method, r.path, r.handler)
+	}
+	// The fallback is not in patterns (it is no route of the API); its row
+	// in auth's route table needs no credentials, so a caller without any
+	// learns only that a path does not exist.
+	g.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if methods, ok := allowed[r.URL.Path]; ok {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
 			writeErrorStatus(w, http.StatusMethodNotAllowed,
@@ -106,6 +185,14 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler) *Gateway {
 		writeError(w, status.Error(codes.NotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)), "", "")
 	}))
 	return g
+}
+
+// statusPage serves /ui from this member's API server.
+func (g *Gateway) statusPage() http.Handler {
+	if g.server == nil {
+		return nil
+	}
+	return statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(&http.Client{Timeout: 2 * time.Second}), Now: time.Now}
 }
 
 // ServeHTTP serves one request. A handler panic is logged and counted by
@@ -140,7 +227,17 @@ func (g *Gateway) serveRPC(rt route) http.HandlerFunc {
 			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(grpcserver.MDRequestID, id))
 		}
 		req := rt.newReq()
-		if err := decodeRequest(r, req); err != nil {
+		err := decodeRequest(r, req)
+		// Every line logged while serving the request names it; the ID
+		// (the caller's X-Request-Id, the request's request_id, or a fresh
+		// one) is sent back in X-Request-Id.
+		ctx, id := g.server.WithRequestLogger(ctx, req)
+		w.Header().Set("X-Request-Id", id)
+		start := time.Now()
+		defer func() {
+			g.server.Logger(ctx).Debug("http call", "route", rt.method+" "+rt.path, "duration", time.Since(start))
+		}()
+		if err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, errMediaType) {
 				code = http.StatusUnsupportedMediaType
@@ -148,7 +245,7 @@ func (g *Gateway) serveRPC(rt route) http.HandlerFunc {
 			writeErrorStatus(w, code, status.New(codes.InvalidArgument, err.Error()), "", "")
 			return
 		}
-		resp, err := rt.call(ctx, req)
+		resp, err := rt.call.fn(ctx, req)
 		if err != nil {
 			if _, ok := status.FromError(err); !ok && !errors.Is(err, context.DeadlineExceeded) {
 				err = status.Error(codes.Internal, err.Error())
@@ -292,6 +389,10 @@ func writeError(w http.ResponseWriter, err error, leaderID, leaderGRPC string) {
 	writeErrorStatus(w, grpcserver.HTTPStatus(st.Code()), st, leaderID, leaderGRPC)
 }
 
+// retryAfterSeconds is the Retry-After of a 429: whole seconds, at least
+// raftnode.OverloadRetryAfter.
+var retryAfterSeconds = strconv.Itoa(int(max(1, (raftnode.OverloadRetryAfter+time.Second-1)/time.Second)))
+
 func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, leaderID, leaderGRPC string) {
 	var body errorBody
 	body.Error.Code = st.Code().String()
@@ -300,6 +401,11 @@ func writeErrorStatus(w http.ResponseWriter, httpCode int, st *status.Status, le
 		body.Error.LeaderID, body.Error.LeaderGRPC = leaderID, leaderGRPC
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if httpCode == http.StatusTooManyRequests {
+		// 429 is only ever a transient refusal (the proposal queue was
+		// full); deterministic capacity refusals are 412.
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	w.WriteHeader(httpCode)
 	_ = json.NewEncoder(w).Encode(body)
 }

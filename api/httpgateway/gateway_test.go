@@ -12,12 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // decodeObject decodes a JSON object, keeping numbers as json.Number when
@@ -229,15 +229,12 @@ func TestProbes(t *testing.T) {
 	// commit and its apply (the TSO window routine writes in the
 	// background), so allow a few tries.
 	var m map[string]any
-	for try := 0; try < 50; try++ {
+	testutil.Eventually(t, "/readyz to answer 200", func() bool {
 		code, _, body = do(t, http.MethodGet, "/readyz", "")
 		m = decodeObject(t, body, false)
-		if code == http.StatusOK {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if code != http.StatusOK || m["status"] != "ready" || m["leader_id"] != shared.self.ID {
+		return code == http.StatusOK
+	})
+	if m["status"] != "ready" || m["leader_id"] != shared.self.ID {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
 	for _, k := range []string{"commit_index", "applied_index"} {

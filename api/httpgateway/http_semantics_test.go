@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // send posts body with the given Content-Type header ("" sends none).
@@ -80,6 +84,27 @@ func TestDecodeErrorsNameSnakeCaseFields(t *testing.T) {
 		_ = json.Unmarshal([]byte(data), &eb)
 		if code != http.StatusBadRequest || !strings.Contains(eb.Error.Message, tc.field) || strings.Contains(eb.Error.Message, tc.camel) {
 			t.Errorf("%s %s: %d %q; want 400 naming %s", tc.path, tc.body, code, eb.Error.Message, tc.field)
+		}
+	}
+}
+
+// TestOverloadAnswers429WithRetryAfter: a full proposal queue
+// (ResourceExhausted) is 429 with a Retry-After in whole seconds; other
+// refusals carry no Retry-After.
+func TestOverloadAnswers429WithRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		code       int
+		retryAfter string
+	}{
+		{status.Error(codes.ResourceExhausted, "proposal queue is full: 64 proposals are waiting"), http.StatusTooManyRequests, "1"},
+		{status.Error(codes.FailedPrecondition, "65536 broadcasts pending"), http.StatusPreconditionFailed, ""},
+		{status.Error(codes.Unavailable, "not the leader"), http.StatusServiceUnavailable, ""},
+	} {
+		rec := httptest.NewRecorder()
+		writeError(rec, tc.err, "", "")
+		if rec.Code != tc.code || rec.Header().Get("Retry-After") != tc.retryAfter {
+			t.Errorf("%v: HTTP %d, Retry-After %q; want %d, %q", tc.err, rec.Code, rec.Header().Get("Retry-After"), tc.code, tc.retryAfter)
 		}
 	}
 }

@@ -11,6 +11,10 @@ import (
 // Probes answers liveness and readiness checks.
 type Probes struct {
 	Node *raftnode.Node
+	// MaxLag is how many entries the member may trail the cluster's commit
+	// index and still be ready (coordd --ready-max-lag); 0 means
+	// raftnode.DefaultReadyMaxLag.
+	MaxLag uint64
 }
 
 // healthz: the process is up and serving HTTP.
@@ -18,37 +22,26 @@ func (p Probes) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeProbe(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
-// maxReadyLag is how far applied may trail commit on a ready node: under
-// write load a follower is always a few entries behind for a moment, and a
-// probe that flapped on that would be useless.
-const maxReadyLag = 64
-
-// readyz: a leader is known, this node's last append to its raft log did
-// not fail, and it has applied (within maxReadyLag) everything it knows to
-// be committed, so its stale reads are current and it can forward. A
-// follower that cannot append (a full disk) learns no new commit index, so
-// the append check is what tells it is falling behind.
+// readyz answers 200 when raftnode.Node.Readiness says the member is ready
+// (a leader is known, appends succeed, and it is within MaxLag entries of
+// the highest commit index a leader told it about) and 503 with the reason
+// otherwise.
 func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
-	leader, _ := p.Node.Leader()
-	r := p.Node.Raft()
-	commit, applied := r.CommitIndex(), r.AppliedIndex()
-	since, appendErr := p.Node.AppendError()
-	body := map[string]any{"leader_id": leader, "commit_index": commit, "applied_index": applied}
-	switch {
-	case leader == "":
-		body["status"] = "no leader known"
-		writeProbe(w, http.StatusServiceUnavailable, body)
-	case appendErr != nil:
-		body["status"] = appendErr.Error()
-		body["failing_since"] = since.UTC().Format(time.RFC3339Nano)
-		writeProbe(w, http.StatusServiceUnavailable, body)
-	case applied+maxReadyLag < commit:
-		body["status"] = "catching up"
-		writeProbe(w, http.StatusServiceUnavailable, body)
-	default:
-		body["status"] = "ready"
-		writeProbe(w, http.StatusOK, body)
+	maxLag := p.MaxLag
+	if maxLag == 0 {
+		maxLag = raftnode.DefaultReadyMaxLag
 	}
+	r := p.Node.Readiness(maxLag)
+	body := map[string]any{"status": r.Status, "leader_id": r.LeaderID, "commit_index": r.CommitIndex,
+		"applied_index": r.AppliedIndex, "leader_commit_index": r.LeaderCommitIndex, "max_lag": maxLag}
+	if !r.FailingSince.IsZero() {
+		body["failing_since"] = r.FailingSince.UTC().Format(time.RFC3339Nano)
+	}
+	code := http.StatusOK
+	if !r.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeProbe(w, code, body)
 }
 
 func writeProbe(w http.ResponseWriter, code int, body map[string]any) {

@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // scrape serves the registry once and returns every unlabelled sample.
@@ -67,13 +68,7 @@ func TestRegistry(t *testing.T) {
 	if err := node.Bootstrap([]raftnode.Peer{{ID: "m1", RaftAddr: "127.0.0.1:1"}}); err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for node.EstablishedTerm() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no established leader after 15s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.EventuallyWithin(t, 15*time.Second, "an established leader", func() bool { return node.EstablishedTerm() != 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	member := &logpb.Member{Id: "m1", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", HttpAddr: "127.0.0.1:3"}

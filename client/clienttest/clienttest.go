@@ -13,8 +13,10 @@ import (
 	"net"
 	"path"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +32,7 @@ const (
 	mdLeaderID   = "coordd-leader-id"
 	mdLeaderGRPC = "coordd-leader-grpc"
 	mdOutcome    = "coordd-outcome"
+	mdRetryAfter = "coordd-retry-after-ms"
 )
 
 // Fixed values the fake reports, for assertions.
@@ -59,8 +62,10 @@ type Cluster struct {
 	nextID   uint64
 	snapshot []byte
 	forward  bool
-	ch       channels
-	bc       broadcasts
+	// backupLie: SaveSnapshot sends a wrong checksum.
+	backupLie bool
+	ch        channels
+	bc        broadcasts
 }
 
 // Node is one fake coordd node.
@@ -70,6 +75,7 @@ type Node struct {
 	coordpb.UnimplementedChannelsServer
 	coordpb.UnimplementedStreamingNodeRegistryServer
 	coordpb.UnimplementedBroadcasterServer
+	coordpb.UnimplementedBackupServer
 
 	ID   string
 	Addr string // gRPC address
@@ -101,6 +107,7 @@ func Start(t testing.TB, n int) *Cluster {
 		coordpb.RegisterChannelsServer(nd.srv, nd)
 		coordpb.RegisterStreamingNodeRegistryServer(nd.srv, nd)
 		coordpb.RegisterBroadcasterServer(nd.srv, nd)
+		coordpb.RegisterBackupServer(nd.srv, nd)
 		go nd.srv.Serve(lis)
 		t.Cleanup(nd.srv.Stop)
 		c.Nodes = append(c.Nodes, nd)
@@ -180,6 +187,14 @@ func NotLeader(ctx context.Context, leaderID, leaderAddr string, inHeader bool) 
 func OutcomeUnknown(ctx context.Context) error {
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(mdOutcome, "unknown"))
 	return status.Error(codes.Unavailable, "leadership lost; outcome unknown")
+}
+
+// Overloaded sets the retry hint ("coordd-retry-after-ms") in the trailer
+// and returns the ResourceExhausted error of a member whose proposal queue
+// is full.
+func Overloaded(ctx context.Context, retryAfter time.Duration) error {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(mdRetryAfter, strconv.FormatInt(retryAfter.Milliseconds(), 10)))
+	return status.Error(codes.ResourceExhausted, "proposal queue is full: retry later")
 }
 
 // DownAddr returns a loopback address nothing listens on.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -293,25 +291,6 @@ func TestVChannelAlloc(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in
-// different goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // ctlAsync runs coordctl in the background; the returned channel yields
 // its exit code.
 func ctlAsync(ctx context.Context, fc *clienttest.Cluster, stdout, stderr io.Writer, args ...string) <-chan int {
@@ -337,7 +316,7 @@ func TestAssignmentWatchJSON(t *testing.T) {
 	fc.Nodes[0].ScriptWatch(clienttest.WatchStream{Updates: []*coordpb.AssignmentUpdate{full}, End: errors.New("injected: stream broken")})
 	fc.Nodes[1].ScriptWatch(clienttest.WatchStream{Feed: feed})
 
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	done := ctlAsync(context.Background(), fc, &stdout, &stderr, "assignment", "watch", "--count", "2", "--duration", "5s", "-o", "json")
 	testutil.Eventually(t, "the first view", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
 	testutil.Eventually(t, "the watcher to resume on the second member", func() bool { return fc.Nodes[1].OpenWatches() == 1 })
@@ -420,7 +399,7 @@ func TestAssignmentWatchTableAndStops(t *testing.T) {
 
 	// Ctrl-C (the context ends) stops it with exit 0.
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	done := ctlAsync(ctx, fc, &stdout, &stderr, "assignment", "watch")
 	testutil.Eventually(t, "a view", func() bool { return strings.Contains(stdout.String(), "version 3.7") })
 	cancel()

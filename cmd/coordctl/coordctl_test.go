@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -154,45 +152,5 @@ func TestBadInputSendsNothing(t *testing.T) {
 		if n := fc.Nodes[0].Calls(m); n != 0 {
 			t.Fatalf("%s reached the server %d times", m, n)
 		}
-	}
-}
-
-func TestSnapshotSave(t *testing.T) {
-	fc := clienttest.Start(t, 3)
-	fc.SetLeader(1)
-	data := bytes.Repeat([]byte("0123456789abcdef"), 100)
-	fc.SetSnapshot(data)
-	file := filepath.Join(t.TempDir(), "backup.snap")
-
-	code, out, errs := ctl(t, fc, "snapshot", "save", file, "-o", "json")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	if m := decode(t, out); m["leader_id"] != "n2" || m["bytes"] != json.Number("1600") {
-		t.Fatalf("output %s", out)
-	}
-	if got, _ := os.ReadFile(file); !bytes.Equal(got, data) {
-		t.Fatalf("file has %d bytes, want %d", len(got), len(data))
-	}
-	if _, err := os.Stat(file + ".tmp"); !os.IsNotExist(err) {
-		t.Fatalf("temporary file left behind: %v", err)
-	}
-
-	// FILE exists: refused before contacting the server.
-	before, beforeStatus := fc.Nodes[1].Calls("Snapshot"), fc.Nodes[0].Calls("Status")
-	code, _, errs = ctl(t, fc, "snapshot", "save", file)
-	if code != exitFail || !strings.Contains(errs, "already exists (use --force") || strings.Count(errs, "\n") != 1 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	if fc.Nodes[1].Calls("Snapshot") != before || fc.Nodes[0].Calls("Status") != beforeStatus {
-		t.Fatal("an existing FILE still contacted the server")
-	}
-
-	fc.SetSnapshot([]byte("new"))
-	if code, _, errs = ctl(t, fc, "snapshot", "save", "--force", file); code != exitOK {
-		t.Fatalf("--force: exit %d: %s", code, errs)
-	}
-	if got, _ := os.ReadFile(file); string(got) != "new" {
-		t.Fatalf("file = %q after --force", got)
 	}
 }

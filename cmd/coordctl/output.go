@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/backup"
 )
 
 // JSON shapes of -o json. Numbers are JSON numbers (protojson would quote
@@ -52,10 +53,30 @@ type allocJSON struct {
 }
 
 type snapshotJSON struct {
-	File           string `json:"file"`
-	Bytes          int64  `json:"bytes"`
-	LeaderID       string `json:"leader_id"`
-	LeaderGRPCAddr string `json:"leader_grpc_addr"`
+	File           string  `json:"file"`
+	Bytes          int64   `json:"bytes"`
+	StateBytes     uint64  `json:"state_bytes"`
+	LeaderID       string  `json:"leader_id"`
+	LeaderGRPCAddr string  `json:"leader_grpc_addr"`
+	ClusterID      string  `json:"cluster_id"`
+	Index          uint64  `json:"index"`
+	Term           uint64  `json:"term"`
+	SHA256         string  `json:"sha256"`
+	Seconds        float64 `json:"seconds"`
+}
+
+type inspectJSON struct {
+	File          string         `json:"file"`
+	FormatVersion int            `json:"format_version"`
+	ClusterID     string         `json:"cluster_id"`
+	LeaderID      string         `json:"leader_id"`
+	Index         uint64         `json:"index"`
+	Term          uint64         `json:"term"`
+	Created       string         `json:"created"`
+	StateBytes    uint64         `json:"state_bytes"`
+	SHA256        string         `json:"sha256"`
+	Checksum      string         `json:"checksum"`
+	Tables        []backup.Table `json:"tables"`
 }
 
 type versionJSON struct {

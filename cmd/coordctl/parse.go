@@ -95,7 +95,7 @@ type group struct {
 }
 
 var groups = []*group{clusterGroup, tokenGroup, snapshotGroup, allocGroup, pchannelGroup, nodeGroup, vchannelGroup, assignmentGroup, replicateGroup, broadcastGroup,
-	insertGroup, flushGroup, segmentGroup, checkpointGroup, recoveryInfoGroup, binlogGroup}
+	insertGroup, flushGroup, segmentGroup, manifestGroup, checkpointGroup, recoveryInfoGroup, binlogGroup, logLevelGroup, debugGroup}
 
 // invocation is a parsed command line.
 type invocation struct {

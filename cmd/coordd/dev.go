@@ -28,7 +28,7 @@ func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
 	var c devConfig
 	fs.StringVar(&c.DataDir, "data-dir", "./data/dev", "parent directory of the members' data dirs")
 	fs.IntVar(&c.Nodes, "nodes", 3, "number of members (1, 3 or 5)")
-	fs.IntVar(&c.BasePort, "base-port", 7001, "member i listens on gRPC base+i-1, HTTP base+1000+i-1, raft base+100+i-1; streaming node i on base+200+i-1")
+	fs.IntVar(&c.BasePort, "base-port", 7001, "member i listens on gRPC base+i-1, HTTP base+1000+i-1, raft base+100+i-1; streaming node i on base+200+i-1, its metrics on base+1200+i-1")
 	fs.IntVar(&c.StreamingNodes, "streaming-nodes", 2, "reference streaming nodes to start beside the cluster (0..16)")
 	fs.StringVar(&c.StreamingBinary, "streamingnode-binary", "", "streamingnode binary (default: next to this coordd binary)")
 	fs.BoolVar(&c.Secure, "secure", false, "TLS everywhere, mutual TLS on raft, and tokens: a throwaway CA, certificates and an admin token under DATA_DIR/pki (kept and reused on later runs)")
@@ -46,6 +46,9 @@ func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
 	}
 	if c.BasePort < 1024 || c.BasePort+1000+c.Nodes-1 > 65535 {
 		return c, badConfig("--base-port %d leaves no room for %d members below 65536", c.BasePort, c.Nodes)
+	}
+	if c.StreamingNodes > 0 && c.BasePort+1200+c.StreamingNodes-1 > 65535 {
+		return c, badConfig("--base-port %d leaves no room for the metrics of %d streaming nodes below 65536 (base+1200+i)", c.BasePort, c.StreamingNodes)
 	}
 	return c, nil
 }
@@ -74,7 +77,7 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 	}
 	l := cluster.NewLauncher(cluster.LauncherConfig{
 		Binary: exe, DataDir: c.DataDir, Nodes: c.Nodes, BasePort: c.BasePort, Host: "127.0.0.1", LogOut: stderr,
-		StreamingNodes: c.StreamingNodes, StreamingBinary: snBinary, Security: sec,
+		StreamingNodes: c.StreamingNodes, StreamingBinary: snBinary, StreamingMetrics: true, Security: sec,
 	})
 	if err := l.Start(ctx); err != nil {
 		return err
@@ -89,10 +92,13 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %-4s grpc %-16s http %s://%-16s raft %-16s data %s\n", m.ID, m.GRPCAddr, scheme, m.HTTPAddr, m.RaftAddr, m.DataDir)
 	}
 	for _, sn := range l.StreamingNodes() {
-		fmt.Fprintf(stdout, "  %-4s streaming node %-16s data %s (WALs in %s)\n", sn.Name, sn.Addr, sn.DataDir, l.WALDir())
+		fmt.Fprintf(stdout, "  %-4s streaming node %-16s metrics http://%s/metrics data %s (WALs in %s)\n", sn.Name, sn.Addr, sn.MetricsAddr, sn.DataDir, l.WALDir())
 	}
 	if len(l.StreamingNodes()) > 0 {
 		objects := filepath.Join(filepath.Dir(l.WALDir()), "objects")
+		if abs, err := filepath.Abs(objects); err == nil {
+			objects = abs
+		}
 		fmt.Fprintf(stdout, "  binlogs: file://%s (the streaming nodes' default object store; coordctl binlog dump --object-store %s)\n", objects, objects)
 	}
 	if sec != nil {

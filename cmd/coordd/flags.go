@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -32,7 +31,9 @@ type serveConfig struct {
 	Peers                                     []raftnode.Peer
 	Join                                      string
 	LogLevel                                  string
+	LogFormat                                 string
 	EnablePprof                               bool
+	ReadyMaxLag                               uint64
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
 	TestOnlyUnsafeBroadcastOrder              bool
@@ -40,6 +41,7 @@ type serveConfig struct {
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
+	Manifests                                 manifestFlags
 	Limits                                    limitFlags
 	Security                                  securityFlags
 	Raft                                      raftnode.Config
@@ -58,7 +60,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.HTTPAddr, "http-addr", "", "HTTP/JSON listen address host:port")
 	fs.StringVar(&peers, "peers", "", "static bootstrap list id=raftaddr,... (identical on every member)")
 	fs.StringVar(&c.Join, "join", "", "gRPC address of any member of a running cluster to join")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (changeable at runtime: coordctl log-level)")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log line format: text or json")
 	fs.BoolVar(&c.TestOnlyUnsafeIDReuse, "test-only-unsafe-id-reuse", false,
 		"TEST ONLY: break the ID allocator (no committed reservation) so the Jepsen-style checkers can be shown to catch it")
 	fs.BoolVar(&c.TestOnlyUnsafeBroadcastOrder, "test-only-unsafe-broadcast-order", false,
@@ -68,9 +71,12 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
+	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", raftnode.DefaultReadyMaxLag,
+		"/readyz answers 503 when this member is more than this many entries behind the commit index a leader told it about")
 	c.Channels.register(fs)
 	c.Broadcast.register(fs)
 	c.Segments.register(fs)
+	c.Manifests.register(fs)
 	c.Limits.register(fs)
 	c.Security.register(fs)
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 250*time.Millisecond, "raft heartbeat timeout")
@@ -191,6 +197,9 @@ func (c serveConfig) validate() error {
 			return badConfig("%s must be at least 5ms, got %v", d.name, d.v)
 		}
 	}
+	if c.ReadyMaxLag == 0 {
+		return badConfig("--ready-max-lag must be positive")
+	}
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
 	}
@@ -201,13 +210,19 @@ func (c serveConfig) validate() error {
 		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
 			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
 	}
-	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+	if _, _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if err := logging.CheckFormat(c.LogFormat); err != nil {
+		return badConfig("--log-format %q: want text or json", c.LogFormat)
 	}
 	if err := c.Channels.validate(); err != nil {
 		return err
 	}
 	if err := c.Segments.validate(); err != nil {
+		return err
+	}
+	if err := c.Manifests.validate(); err != nil {
 		return err
 	}
 	if err := c.Broadcast.validate(); err != nil {

@@ -144,7 +144,10 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "negative heartbeat", args: with("--heartbeat-timeout", "-1s", "--leader-lease-timeout", "-1s"), want: "--heartbeat-timeout must be at least 5ms"},
 		{name: "snapshot threshold 0", args: with("--snapshot-threshold", "0"), want: "--snapshot-threshold and --trailing-logs must be positive"},
 		{name: "trailing logs 0", args: with("--trailing-logs", "0"), want: "must be positive"},
+		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},
+		{name: "ready max lag negative", args: with("--ready-max-lag", "-1"), usage: true, want: "usage"},
 		{name: "bad log level", args: with("--log-level", "loud"), want: `--log-level "loud": want trace, debug, info, warn or error`},
+		{name: "bad log format", args: with("--log-format", "xml"), want: `--log-format "xml": want text or json`},
 		{name: "bad cluster id", args: with("--cluster-id", "a b"), want: `--cluster-id: cluster id "a b"`},
 		{name: "zero pchannels", args: with("--pchannels", "0"), want: "--pchannels must be in 1..65536, got 0"},
 		{name: "too many pchannels", args: with("--pchannels", "70000"), want: "--pchannels must be in 1..65536"},
@@ -164,6 +167,9 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "expiration too short", args: with("--segment-assignment-expiration", "1ms"), want: "--segment-assignment-expiration and --segment-check-interval must be at least 10ms"},
 		{name: "zero http connection cap", args: with("--http-max-conns", "0"), want: "--http-max-conns must be in 1.."},
 		{name: "zero watcher cap", args: with("--max-watchers", "0"), want: "--max-watchers must be in 1.."},
+		{name: "zero proposal queue", args: with("--max-pending-proposals", "0"), want: "--max-pending-proposals must be in 1..1048576, got 0"},
+		{name: "negative proposal queue", args: with("--max-pending-proposals", "-5"), want: "--max-pending-proposals must be in 1..1048576, got -5"},
+		{name: "proposal queue too large", args: with("--max-pending-proposals", "2000000"), want: "--max-pending-proposals must be in 1..1048576, got 2000000"},
 		{name: "zero grpc streams", args: with("--grpc-max-streams", "0"), want: "--grpc-max-streams must be in 1.."},
 		{name: "http read timeout too short", args: with("--http-read-timeout", "1ms"), want: "--http-read-timeout must be at least 100ms"},
 		{name: "request wait too short", args: with("--max-request-wait", "0s"), want: "--max-request-wait must be at least 100ms"},
@@ -219,15 +225,17 @@ func TestParseServeFlagsValid(t *testing.T) {
 		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240,
 	}
-	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", Raft: defaults,
+	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
 			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute},
 		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute},
 		Segments: segmentFlags{MaxSizeMB: 1024, SealProportion: 0.12, SealProportionJitter: 0.1, MaxLife: 24 * time.Hour,
 			MaxIdle: 10 * time.Minute, MinSizeFromIdleToSealed: 16, MaxBinlogFiles: 32, ChannelGrowingMB: 4096,
 			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second, DroppedRetention: 3 * time.Hour},
+		Manifests: manifestFlags{GCInterval: time.Minute, GCGrace: 10 * time.Minute},
 		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
-			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute},
+			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute,
+			MaxPendingProposals: raftnode.DefaultMaxPendingProposals},
 		Security: securityFlags{Insecure: true}}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
@@ -299,6 +307,10 @@ func TestParseServeFlagsValid(t *testing.T) {
 		{"flag overrides env for peers", with("--peers", "n1="+raftAddr), env{"COORDD_PEERS": "bad"},
 			want(func(c *serveConfig) { c.Peers = three[:1] })},
 		{"empty env var is unset", baseArgs(), env{"COORDD_LOG_LEVEL": ""}, base},
+		{"proposal queue bound", with("--max-pending-proposals", "64"), nil,
+			want(func(c *serveConfig) { c.Limits.MaxPendingProposals = 64 })},
+		{"proposal queue bound from the environment", baseArgs(), env{"COORDD_MAX_PENDING_PROPOSALS": "1"},
+			want(func(c *serveConfig) { c.Limits.MaxPendingProposals = 1 })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -324,8 +336,9 @@ func TestParseDevFlags(t *testing.T) {
 		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2}},
 		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2}},
 		// The highest port is HTTP base+1000+nodes-1, which may be 65535.
-		{[]string{"--nodes", "1", "--base-port", "64535"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535, StreamingNodes: 2}},
-		{[]string{"--nodes", "5", "--base-port", "64531"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531, StreamingNodes: 2}},
+		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535}},
+		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531}},
+		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2}},
 	}
 	for _, tc := range valid {
 		got, err := parseDevFlags(tc.args, io.Discard)
@@ -348,6 +361,7 @@ func TestParseDevFlags(t *testing.T) {
 		{[]string{"--nodes", "1", "--base-port", "64536"}, false, "--base-port 64536 leaves no room for 1 members below 65536"},
 		{[]string{"--nodes", "5", "--base-port", "64532"}, false, "--base-port 64532 leaves no room for 5 members"},
 		{[]string{"--base-port", "70000"}, false, "--base-port 70000"},
+		{[]string{"--base-port", "64335"}, false, "--base-port 64335 leaves no room for the metrics of 2 streaming nodes"},
 		{[]string{"stray"}, false, `unexpected argument "stray"`},
 		{[]string{"--nodes", "three"}, true, "usage"},
 		{[]string{"--peers", "x"}, true, "usage"},

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"syscall"
 	"time"
+
+	"github.com/coordd/coordd/raftnode"
 )
 
 // fdReserve is how many file descriptors the connection caps leave for
@@ -11,7 +13,7 @@ import (
 const fdReserve = 256
 
 // limitFlags bound what clients can make a member hold: connections,
-// streams, watchers and waits. Each is exported as coordd_limit_*.
+// streams, watchers, waits and queued proposals. Each is exported as coordd_limit_*.
 type limitFlags struct {
 	HTTPReadTimeout, HTTPWriteTimeout, HTTPIdleTimeout time.Duration
 	HTTPMaxConns                                       int
@@ -19,6 +21,7 @@ type limitFlags struct {
 	GRPCKeepaliveMinTime                               time.Duration
 	MaxWatchers                                        int
 	MaxRequestWait                                     time.Duration
+	MaxPendingProposals                                int
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
@@ -30,6 +33,8 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&l.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", 10*time.Second, "clients pinging more often than this are disconnected")
 	fs.IntVar(&l.MaxWatchers, "max-watchers", 1000, "assignment watch streams open at once on this member; more get ResourceExhausted")
 	fs.DurationVar(&l.MaxRequestWait, "max-request-wait", 2*time.Minute, "longest a unary gRPC call may wait on this member, whatever its deadline")
+	fs.IntVar(&l.MaxPendingProposals, "max-pending-proposals", raftnode.DefaultMaxPendingProposals,
+		"proposals waiting for the raft log at once while the leader's apply pipeline is saturated; more get ResourceExhausted (HTTP 429) with a retry hint")
 }
 
 func (l limitFlags) validate() error {
@@ -39,7 +44,8 @@ func (l limitFlags) validate() error {
 			return badConfig("%s must be at least 100ms, got %v", name, d)
 		}
 	}
-	for name, n := range map[string]int{"--http-max-conns": l.HTTPMaxConns, "--grpc-max-streams": l.GRPCMaxStreams, "--max-watchers": l.MaxWatchers} {
+	for name, n := range map[string]int{"--http-max-conns": l.HTTPMaxConns, "--grpc-max-streams": l.GRPCMaxStreams, "--max-watchers": l.MaxWatchers,
+		"--max-pending-proposals": l.MaxPendingProposals} {
 		if n < 1 || n > 1<<20 {
 			return badConfig("%s must be in 1..%d, got %d", name, 1<<20, n)
 		}

@@ -3,6 +3,9 @@
 //	coordd [serve] --id ID --data-dir DIR --raft-addr A --grpc-addr A --http-addr A (--peers ... | --join A)
 //	coordd dev [--data-dir ./data/dev] [--secure]   a three-node cluster on loopback, in the foreground
 //	coordd token generate                  print a fresh token for --bootstrap-token-file
+//	coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr A   seed a new cluster from a backup
+//	coordd inspect --data-dir DIR          what a stopped member's data dir holds
+//	coordd recover --data-dir DIR --peers-file FILE   rewrite a stopped member's configuration (quorum loss)
 //
 // Every flag has an environment equivalent (COORDD_ plus the flag name in
 // upper snake case) and may be set in a JSON config file (--config) keyed by
@@ -27,7 +30,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "dev" || args[0] == "token" || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "dev" || args[0] == "token" || offline[args[0]] || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -51,6 +54,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg, err = parseDevFlags(args, stderr); err == nil {
 			err = dev(ctx, cfg, stdout, stderr)
 		}
+	case "restore":
+		err = restoreCmd(args, stdout, stderr)
+	case "inspect":
+		err = inspectCmd(args, stdout, stderr)
+	case "recover":
+		err = recoverCmd(args, stdout, stderr)
 	default:
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -73,8 +82,14 @@ const usage = `coordd — a Raft-replicated coordinator for streaming vector dat
 usage:
   coordd [serve] [flags]   run one member (see 'coordd serve -h')
   coordd dev [flags]       run a local three-node cluster on loopback (see 'coordd dev -h')
+  coordd restore [flags]   seed a new cluster's first member from a backup (see 'coordd restore -h')
+  coordd inspect [flags]   show what a stopped member's data dir holds (see 'coordd inspect -h')
+  coordd recover [flags]   rewrite a stopped member's configuration after quorum loss (see 'coordd recover -h')
   coordd token generate    print a fresh admin token for --bootstrap-token-file
 
 coordd serve is secure by default (TLS, mutual TLS on raft, tokens): give
 --tls-ca/--tls-cert/--tls-key, or --insecure for plaintext without
 authentication (development only). See docs/security.md.`
+
+// offline names the subcommands that work on a stopped member's data dir.
+var offline = map[string]bool{"restore": true, "inspect": true, "recover": true}

@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -35,9 +35,11 @@ func selfOf(c serveConfig) raftnode.Self {
 // stop accepting client calls, stop leader work and raft, close stores.
 // Each step is one function below, in the order they run.
 func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name: "coordd", Level: hclog.LevelFromString(c.LogLevel), Output: logOut,
-	}).With("id", c.ID)
+	logs, err := logging.New(logging.Options{Name: "coordd", Level: c.LogLevel, Format: c.LogFormat, Output: logOut})
+	if err != nil {
+		return configError{err}
+	}
+	logger := logs.Logger().With("id", c.ID)
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
@@ -66,7 +68,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if sec != nil && sec.bootstrap != nil {
 		node.AddLeaderRoutine("bootstrap-token", grpcserver.BootstrapTokenRoutine(node, *sec.bootstrap, logger.Named("auth")))
 	}
-	srv, err := newAPI(c, sec, node, set, reg, logger)
+	srv, err := newAPI(c, sec, node, set, reg, logs, logger)
 	if err != nil {
 		return err
 	}
@@ -145,6 +147,7 @@ func openNode(c serveConfig, sec *secureSetup, logger hclog.Logger) (*raftnode.N
 		rc.TLS = &raftnode.RaftTLS{Server: sec.tls.RaftServer(), Client: sec.tls.RaftClient()}
 	}
 	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	rc.MaxPendingProposals = c.Limits.MaxPendingProposals
 	if len(c.RaftDial) > 0 {
 		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
 	}
@@ -198,7 +201,12 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 	}
+	mcfg, err := c.Manifests.config(reg, logger)
+	if err != nil {
+		return nil, err
+	}
 	set, err := routines.New(node, routines.Config{
+		Manifest:   mcfg,
 		NodeHealth: nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth")},
 		Balancer:   &bcfg,
 		Broadcaster: &broadcaster.Config{
@@ -211,6 +219,9 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
 	})
 	if err != nil {
+		if mcfg.Store != nil {
+			mcfg.Store.Close()
+		}
 		return nil, configError{err}
 	}
 	return set, nil
@@ -218,8 +229,9 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 
 // newAPI builds the gRPC services over the node and the controllers, and
 // registers the metrics that read them.
-func newAPI(c serveConfig, sec *secureSetup, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logger hclog.Logger) (*grpcserver.Server, error) {
-	opts := []grpcserver.Option{grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
+func newAPI(c serveConfig, sec *secureSetup, node *raftnode.Node, set *routines.Set, reg *metrics.Registry, logs *logging.Logs, logger hclog.Logger) (*grpcserver.Server, error) {
+	opts := []grpcserver.Option{grpcserver.WithLogs(logs),
+		grpcserver.WithMaxWatchers(c.Limits.MaxWatchers), grpcserver.WithMaxWait(c.Limits.MaxRequestWait),
 		grpcserver.WithPanicObserver(func(surface, method string) { reg.HandlerPanics.WithLabelValues(surface, method).Inc() })}
 	if sec != nil {
 		opts = append(opts, grpcserver.WithAuth(), grpcserver.WithPeerTLS(sec.tls.APIClient("")))
@@ -259,18 +271,15 @@ func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcs
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())),
 		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
-	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, lis.http) }); err != nil {
+	if err := reg.RegisterLimits(func() []metrics.Limit { return limitsOf(c.Limits, srv, node, lis.http) }); err != nil {
 		return nil, nil, err
 	}
-	gw := httpgateway.New(srv, httpgateway.Probes{Node: node}, reg.Handler())
+	var gwOpts []httpgateway.Option
 	if c.EnablePprof {
-		// On the gateway, so they need the admin role like every route.
-		gw.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
-		gw.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
-		gw.Handle("/debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
-		gw.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+		gwOpts = append(gwOpts, httpgateway.WithPprof())
 	}
-	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
+	var handler http.Handler = httpgateway.New(srv, httpgateway.Probes{Node: node, MaxLag: c.ReadyMaxLag}, reg.Handler(), gwOpts...)
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
 		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
 	if sec != nil {
 		hs.TLSConfig = sec.tls.APIServer()
@@ -279,9 +288,12 @@ func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcs
 }
 
 // limitsOf reports each bound with its use and refusals, for metrics.
-func limitsOf(l limitFlags, srv *grpcserver.Server, httpLis *httpgateway.LimitedListener) []metrics.Limit {
+func limitsOf(l limitFlags, srv *grpcserver.Server, node *raftnode.Node, httpLis *httpgateway.LimitedListener) []metrics.Limit {
 	sl := srv.Limits()
+	pq := node.ProposalQueue()
 	return []metrics.Limit{
+		{Name: "pending_proposals", Max: float64(pq.Max), InUse: float64(pq.Pending), Refused: pq.Rejected},
+		{Name: "raft_inflight_entries", Max: float64(raftnode.MaxInflightEntries), InUse: float64(pq.Inflight)},
 		{Name: "http_connections", Max: float64(l.HTTPMaxConns), InUse: float64(httpLis.Open()), Refused: httpLis.Refused()},
 		{Name: "assignment_watchers", Max: float64(sl.MaxWatchers), InUse: float64(srv.Watchers()), Refused: sl.WatchersRefused},
 		{Name: "grpc_streams_per_connection", Max: float64(l.GRPCMaxStreams), InUse: -1},

@@ -85,6 +85,11 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 	fs.StringVar(&cfg.ResourceGroup, "resource-group", "", "resource group to register in (default: coordd's default)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away")
+	fs.DurationVar(&cfg.FlusherSaveInterval, "flusher-save-interval", 10*time.Second,
+		"save a growing segment's buffered rows (binlog + SaveBinlogPaths, not flushed) once the oldest waited this long, so the checkpoint advances and recovery replays less; 0 = never by age")
+	fs.Int64Var(&cfg.FlusherSaveBytes, "flusher-save-bytes", 16<<20,
+		"save a growing segment's buffered rows once they reach this many bytes (16 per row); 0 = never by size")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT at /metrics (default: off)")
 	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA")
 	fs.StringVar(&sec.cert, "tls-cert", "", "client certificate file for mutual TLS (one carrying the node role needs no token)")
@@ -168,6 +173,17 @@ func parseFlags(args []string, getenv func(string) string) (streamingnode.Config
 	}
 	if cfg.DrainTimeout <= 0 {
 		return cfg, "", fmt.Errorf("--drain-timeout must be positive, got %v", cfg.DrainTimeout)
+	}
+	if cfg.FlusherSaveInterval != 0 && cfg.FlusherSaveInterval < 10*time.Millisecond {
+		return cfg, "", fmt.Errorf("--flusher-save-interval must be 0 (off) or at least 10ms, got %v", cfg.FlusherSaveInterval)
+	}
+	if cfg.FlusherSaveBytes != 0 && cfg.FlusherSaveBytes < 16 {
+		return cfg, "", fmt.Errorf("--flusher-save-bytes must be 0 (off) or at least 16 (one row), got %d", cfg.FlusherSaveBytes)
+	}
+	if cfg.MetricsAddr != "" {
+		if err := checkAddr("--metrics-addr", cfg.MetricsAddr, true); err != nil {
+			return cfg, "", err
+		}
 	}
 	if hclog.LevelFromString(logLevel) == hclog.NoLevel {
 		return cfg, "", fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", logLevel)

@@ -29,6 +29,13 @@ func TestBadFlagsExit2WithOneLine(t *testing.T) {
 		{append(base, "--log-level", "loud"), nil, `--log-level "loud"`},
 		{base, map[string]string{"STREAMINGNODE_HEARTBEAT_INTERVAL": "soon"}, `STREAMINGNODE_HEARTBEAT_INTERVAL="soon"`},
 		{append(base, "extra"), nil, `unexpected argument "extra"`},
+		{append(base, "--flusher-save-interval", "1ms"), nil, "--flusher-save-interval must be 0 (off) or at least 10ms"},
+		{append(base, "--flusher-save-interval", "-1s"), nil, "--flusher-save-interval must be 0 (off) or at least 10ms"},
+		{append(base, "--flusher-save-bytes", "8"), nil, "--flusher-save-bytes must be 0 (off) or at least 16"},
+		{append(base, "--flusher-save-bytes", "-1"), nil, "--flusher-save-bytes must be 0 (off) or at least 16"},
+		{append(base, "--flusher-save-bytes", "lots"), nil, `invalid value "lots" for flag -flusher-save-bytes`},
+		{append(base, "--metrics-addr", "nohost"), nil, `--metrics-addr "nohost": want HOST:PORT`},
+		{append(base, "--metrics-addr", "0.0.0.0:9100"), nil, "must name this host"},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
@@ -53,6 +60,15 @@ func TestEnvironmentAndFlags(t *testing.T) {
 		cfg.DataDir != "/d" || cfg.ResourceGroup != "rg" || cfg.HeartbeatInterval != 250*time.Millisecond ||
 		cfg.DrainTimeout != 30*time.Second || level != "debug" || cfg.UnsafeNoFence {
 		t.Fatalf("cfg %+v level %s", cfg, level)
+	}
+	// Partial saves are on by default; 0 turns each trigger off.
+	if cfg.FlusherSaveInterval != 10*time.Second || cfg.FlusherSaveBytes != 16<<20 || cfg.MetricsAddr != "" {
+		t.Fatalf("flusher defaults: %+v", cfg)
+	}
+	cfg, _, err = parseFlags([]string{"--coord", "127.0.0.1:1", "--addr", "127.0.0.1:7001", "--wal-dir", "/w",
+		"--flusher-save-interval", "0", "--flusher-save-bytes", "0", "--metrics-addr", "127.0.0.1:9100"}, env(nil))
+	if err != nil || cfg.FlusherSaveInterval != 0 || cfg.FlusherSaveBytes != 0 || cfg.MetricsAddr != "127.0.0.1:9100" {
+		t.Fatalf("flusher flags: %+v %v", cfg, err)
 	}
 	// The test-only breakage is off unless asked for.
 	cfg, _, err = parseFlags([]string{"--coord", "127.0.0.1:1", "--addr", "127.0.0.1:7001", "--wal-dir", "/w",

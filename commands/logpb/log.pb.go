@@ -787,6 +787,8 @@ type Result struct {
 	//	*Result_Segments
 	//	*Result_SaveBinlogs
 	//	*Result_Checkpoints
+	//	*Result_ManifestCommit
+	//	*Result_ReplicateConfig
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -926,6 +928,24 @@ func (x *Result) GetCheckpoints() *CheckpointsResult {
 	return nil
 }
 
+func (x *Result) GetManifestCommit() *ManifestCommitResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ManifestCommit); ok {
+			return x.ManifestCommit
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetReplicateConfig() *ReplicateConfiguration {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ReplicateConfig); ok {
+			return x.ReplicateConfig
+		}
+	}
+	return nil
+}
+
 type isResult_Value interface {
 	isResult_Value()
 }
@@ -970,6 +990,14 @@ type Result_Checkpoints struct {
 	Checkpoints *CheckpointsResult `protobuf:"bytes,11,opt,name=checkpoints,proto3,oneof"`
 }
 
+type Result_ManifestCommit struct {
+	ManifestCommit *ManifestCommitResult `protobuf:"bytes,20,opt,name=manifest_commit,json=manifestCommit,proto3,oneof"`
+}
+
+type Result_ReplicateConfig struct {
+	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,14,opt,name=replicate_config,json=replicateConfig,proto3,oneof"` // ResetReplicateRole: the configuration installed
+}
+
 func (*Result_IdRange) isResult_Value() {}
 
 func (*Result_Number) isResult_Value() {}
@@ -989,6 +1017,10 @@ func (*Result_Segments) isResult_Value() {}
 func (*Result_SaveBinlogs) isResult_Value() {}
 
 func (*Result_Checkpoints) isResult_Value() {}
+
+func (*Result_ManifestCommit) isResult_Value() {}
+
+func (*Result_ReplicateConfig) isResult_Value() {}
 
 type IDRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1613,6 +1645,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_BroadcastMeta
 	//	*SnapshotRecord_Segment
 	//	*SnapshotRecord_ChannelCheckpoint
+	//	*SnapshotRecord_SegmentIndex
+	//	*SnapshotRecord_SegmentStats
 	//	*SnapshotRecord_Token
 	//	*SnapshotRecord_SecurityMeta
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
@@ -1774,6 +1808,24 @@ func (x *SnapshotRecord) GetChannelCheckpoint() *ChannelCheckpointRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSegmentIndex() *SegmentIndexRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SegmentIndex); ok {
+			return x.SegmentIndex
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetSegmentStats() *SegmentStatsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SegmentStats); ok {
+			return x.SegmentStats
+		}
+	}
+	return nil
+}
+
 func (x *SnapshotRecord) GetToken() *TokenRecord {
 	if x != nil {
 		if x, ok := x.Record.(*SnapshotRecord_Token); ok {
@@ -1848,6 +1900,14 @@ type SnapshotRecord_ChannelCheckpoint struct {
 	ChannelCheckpoint *ChannelCheckpointRecord `protobuf:"bytes,13,opt,name=channel_checkpoint,json=channelCheckpoint,proto3,oneof"`
 }
 
+type SnapshotRecord_SegmentIndex struct {
+	SegmentIndex *SegmentIndexRecord `protobuf:"bytes,20,opt,name=segment_index,json=segmentIndex,proto3,oneof"`
+}
+
+type SnapshotRecord_SegmentStats struct {
+	SegmentStats *SegmentStatsRecord `protobuf:"bytes,21,opt,name=segment_stats,json=segmentStats,proto3,oneof"`
+}
+
 type SnapshotRecord_Token struct {
 	// 30..39: access control (fsm/tokens.go).
 	Token *TokenRecord `protobuf:"bytes,30,opt,name=token,proto3,oneof"`
@@ -1882,6 +1942,10 @@ func (*SnapshotRecord_BroadcastMeta) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_ChannelCheckpoint) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SegmentIndex) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SegmentStats) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Token) isSnapshotRecord_Record() {}
 
@@ -2784,6 +2848,56 @@ func (x *UpdateReplicateConfiguration) GetConfig() *ReplicateConfiguration {
 	return nil
 }
 
+// ResetReplicateRole makes a replication secondary a primary again: Apply
+// installs a configuration listing only this cluster, with the PChannels the
+// installed configuration gives it, and no topology. Apply computes that
+// configuration from the state it applies to and refuses a cluster that is
+// a primary already, so a reset never overwrites a configuration installed
+// after the operator looked. The reason is the operator's, for the record.
+type ResetReplicateRole struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetReplicateRole) Reset() {
+	*x = ResetReplicateRole{}
+	mi := &file_log_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetReplicateRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetReplicateRole) ProtoMessage() {}
+
+func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetReplicateRole.ProtoReflect.Descriptor instead.
+func (*ResetReplicateRole) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResetReplicateRole) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Results of channel commands.
 type AssignResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2794,7 +2908,7 @@ type AssignResult struct {
 
 func (x *AssignResult) Reset() {
 	*x = AssignResult{}
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2920,7 @@ func (x *AssignResult) String() string {
 func (*AssignResult) ProtoMessage() {}
 
 func (x *AssignResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2933,7 @@ func (x *AssignResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
 func (*AssignResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{33}
+	return file_log_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AssignResult) GetAssigned() []*PChannelTerm {
@@ -2840,7 +2954,7 @@ type RegisterNodeResult struct {
 
 func (x *RegisterNodeResult) Reset() {
 	*x = RegisterNodeResult{}
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2966,7 @@ func (x *RegisterNodeResult) String() string {
 func (*RegisterNodeResult) ProtoMessage() {}
 
 func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +2979,7 @@ func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResult.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{34}
+	return file_log_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterNodeResult) GetNodeId() uint64 {
@@ -2898,7 +3012,7 @@ type VChannelList struct {
 
 func (x *VChannelList) Reset() {
 	*x = VChannelList{}
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3024,7 @@ func (x *VChannelList) String() string {
 func (*VChannelList) ProtoMessage() {}
 
 func (x *VChannelList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3037,7 @@ func (x *VChannelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelList.ProtoReflect.Descriptor instead.
 func (*VChannelList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{35}
+	return file_log_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VChannelList) GetVchannels() []string {
@@ -2943,7 +3057,7 @@ type AssignmentVersion struct {
 
 func (x *AssignmentVersion) Reset() {
 	*x = AssignmentVersion{}
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3069,7 @@ func (x *AssignmentVersion) String() string {
 func (*AssignmentVersion) ProtoMessage() {}
 
 func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3082,7 @@ func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentVersion.ProtoReflect.Descriptor instead.
 func (*AssignmentVersion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{36}
+	return file_log_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AssignmentVersion) GetGlobal() uint64 {
@@ -2996,7 +3110,7 @@ type PChannelHistory struct {
 
 func (x *PChannelHistory) Reset() {
 	*x = PChannelHistory{}
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3122,7 @@ func (x *PChannelHistory) String() string {
 func (*PChannelHistory) ProtoMessage() {}
 
 func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3135,7 @@ func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelHistory.ProtoReflect.Descriptor instead.
 func (*PChannelHistory) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{37}
+	return file_log_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PChannelHistory) GetTerm() int64 {
@@ -3065,7 +3179,7 @@ type PChannelRecord struct {
 
 func (x *PChannelRecord) Reset() {
 	*x = PChannelRecord{}
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3191,7 @@ func (x *PChannelRecord) String() string {
 func (*PChannelRecord) ProtoMessage() {}
 
 func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3204,7 @@ func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelRecord.ProtoReflect.Descriptor instead.
 func (*PChannelRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{38}
+	return file_log_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PChannelRecord) GetName() string {
@@ -3198,7 +3312,7 @@ type StreamingNodeRecord struct {
 
 func (x *StreamingNodeRecord) Reset() {
 	*x = StreamingNodeRecord{}
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3324,7 @@ func (x *StreamingNodeRecord) String() string {
 func (*StreamingNodeRecord) ProtoMessage() {}
 
 func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3337,7 @@ func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamingNodeRecord.ProtoReflect.Descriptor instead.
 func (*StreamingNodeRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{39}
+	return file_log_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamingNodeRecord) GetId() uint64 {
@@ -3313,7 +3427,7 @@ type CollectionVChannels struct {
 
 func (x *CollectionVChannels) Reset() {
 	*x = CollectionVChannels{}
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3439,7 @@ func (x *CollectionVChannels) String() string {
 func (*CollectionVChannels) ProtoMessage() {}
 
 func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3452,7 @@ func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
 func (*CollectionVChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{40}
+	return file_log_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CollectionVChannels) GetCollectionId() int64 {
@@ -3372,7 +3486,7 @@ type ChannelsMeta struct {
 
 func (x *ChannelsMeta) Reset() {
 	*x = ChannelsMeta{}
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3498,7 @@ func (x *ChannelsMeta) String() string {
 func (*ChannelsMeta) ProtoMessage() {}
 
 func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3511,7 @@ func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelsMeta.ProtoReflect.Descriptor instead.
 func (*ChannelsMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{41}
+	return file_log_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChannelsMeta) GetClusterId() string {
@@ -3460,7 +3574,7 @@ type ResourceKey struct {
 
 func (x *ResourceKey) Reset() {
 	*x = ResourceKey{}
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3586,7 @@ func (x *ResourceKey) String() string {
 func (*ResourceKey) ProtoMessage() {}
 
 func (x *ResourceKey) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3599,7 @@ func (x *ResourceKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceKey.ProtoReflect.Descriptor instead.
 func (*ResourceKey) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{42}
+	return file_log_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResourceKey) GetDomain() ResourceDomain {
@@ -3523,7 +3637,7 @@ type VChannelCheckpoint struct {
 
 func (x *VChannelCheckpoint) Reset() {
 	*x = VChannelCheckpoint{}
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3649,7 @@ func (x *VChannelCheckpoint) String() string {
 func (*VChannelCheckpoint) ProtoMessage() {}
 
 func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3662,7 @@ func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelCheckpoint.ProtoReflect.Descriptor instead.
 func (*VChannelCheckpoint) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{43}
+	return file_log_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *VChannelCheckpoint) GetVchannel() string {
@@ -3599,7 +3713,7 @@ type CreateBroadcast struct {
 
 func (x *CreateBroadcast) Reset() {
 	*x = CreateBroadcast{}
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +3725,7 @@ func (x *CreateBroadcast) String() string {
 func (*CreateBroadcast) ProtoMessage() {}
 
 func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +3738,7 @@ func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBroadcast.ProtoReflect.Descriptor instead.
 func (*CreateBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{44}
+	return file_log_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateBroadcast) GetMessageType() string {
@@ -3688,7 +3802,7 @@ type AckBroadcast struct {
 
 func (x *AckBroadcast) Reset() {
 	*x = AckBroadcast{}
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +3814,7 @@ func (x *AckBroadcast) String() string {
 func (*AckBroadcast) ProtoMessage() {}
 
 func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +3827,7 @@ func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBroadcast.ProtoReflect.Descriptor instead.
 func (*AckBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{45}
+	return file_log_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AckBroadcast) GetBroadcastId() uint64 {
@@ -3756,7 +3870,7 @@ type CompleteBroadcast struct {
 
 func (x *CompleteBroadcast) Reset() {
 	*x = CompleteBroadcast{}
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +3882,7 @@ func (x *CompleteBroadcast) String() string {
 func (*CompleteBroadcast) ProtoMessage() {}
 
 func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +3895,7 @@ func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBroadcast.ProtoReflect.Descriptor instead.
 func (*CompleteBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{46}
+	return file_log_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompleteBroadcast) GetBroadcastId() uint64 {
@@ -3804,7 +3918,7 @@ type AbandonBroadcast struct {
 
 func (x *AbandonBroadcast) Reset() {
 	*x = AbandonBroadcast{}
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3930,7 @@ func (x *AbandonBroadcast) String() string {
 func (*AbandonBroadcast) ProtoMessage() {}
 
 func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3943,7 @@ func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBroadcast.ProtoReflect.Descriptor instead.
 func (*AbandonBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{47}
+	return file_log_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AbandonBroadcast) GetBroadcastId() uint64 {
@@ -3859,7 +3973,7 @@ type PruneBroadcastTombstones struct {
 
 func (x *PruneBroadcastTombstones) Reset() {
 	*x = PruneBroadcastTombstones{}
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +3985,7 @@ func (x *PruneBroadcastTombstones) String() string {
 func (*PruneBroadcastTombstones) ProtoMessage() {}
 
 func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +3998,7 @@ func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneBroadcastTombstones.ProtoReflect.Descriptor instead.
 func (*PruneBroadcastTombstones) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{48}
+	return file_log_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PruneBroadcastTombstones) GetMaxCount() uint32 {
@@ -3912,7 +4026,7 @@ type CreateCollectionPayload struct {
 
 func (x *CreateCollectionPayload) Reset() {
 	*x = CreateCollectionPayload{}
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4038,7 @@ func (x *CreateCollectionPayload) String() string {
 func (*CreateCollectionPayload) ProtoMessage() {}
 
 func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4051,7 @@ func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
 func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{49}
+	return file_log_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateCollectionPayload) GetCollectionId() int64 {
@@ -3963,7 +4077,7 @@ type DropCollectionPayload struct {
 
 func (x *DropCollectionPayload) Reset() {
 	*x = DropCollectionPayload{}
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4089,7 @@ func (x *DropCollectionPayload) String() string {
 func (*DropCollectionPayload) ProtoMessage() {}
 
 func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4102,7 @@ func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
 func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{50}
+	return file_log_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DropCollectionPayload) GetCollectionId() int64 {
@@ -4006,7 +4120,7 @@ type FlushAllPayload struct {
 
 func (x *FlushAllPayload) Reset() {
 	*x = FlushAllPayload{}
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4018,7 +4132,7 @@ func (x *FlushAllPayload) String() string {
 func (*FlushAllPayload) ProtoMessage() {}
 
 func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4031,7 +4145,7 @@ func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllPayload.ProtoReflect.Descriptor instead.
 func (*FlushAllPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{51}
+	return file_log_proto_rawDescGZIP(), []int{52}
 }
 
 type BroadcastCreated struct {
@@ -4044,7 +4158,7 @@ type BroadcastCreated struct {
 
 func (x *BroadcastCreated) Reset() {
 	*x = BroadcastCreated{}
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4056,7 +4170,7 @@ func (x *BroadcastCreated) String() string {
 func (*BroadcastCreated) ProtoMessage() {}
 
 func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4069,7 +4183,7 @@ func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCreated.ProtoReflect.Descriptor instead.
 func (*BroadcastCreated) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{52}
+	return file_log_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BroadcastCreated) GetBroadcastId() uint64 {
@@ -4099,7 +4213,7 @@ type BroadcastCompletion struct {
 
 func (x *BroadcastCompletion) Reset() {
 	*x = BroadcastCompletion{}
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4225,7 @@ func (x *BroadcastCompletion) String() string {
 func (*BroadcastCompletion) ProtoMessage() {}
 
 func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4238,7 @@ func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCompletion.ProtoReflect.Descriptor instead.
 func (*BroadcastCompletion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{53}
+	return file_log_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BroadcastCompletion) GetTombstoned() bool {
@@ -4167,7 +4281,7 @@ type BroadcastTask struct {
 
 func (x *BroadcastTask) Reset() {
 	*x = BroadcastTask{}
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4179,7 +4293,7 @@ func (x *BroadcastTask) String() string {
 func (*BroadcastTask) ProtoMessage() {}
 
 func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4192,7 +4306,7 @@ func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastTask.ProtoReflect.Descriptor instead.
 func (*BroadcastTask) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{54}
+	return file_log_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BroadcastTask) GetId() uint64 {
@@ -4317,7 +4431,7 @@ type PChannelTimeTick struct {
 
 func (x *PChannelTimeTick) Reset() {
 	*x = PChannelTimeTick{}
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4443,7 @@ func (x *PChannelTimeTick) String() string {
 func (*PChannelTimeTick) ProtoMessage() {}
 
 func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4456,7 @@ func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTimeTick.ProtoReflect.Descriptor instead.
 func (*PChannelTimeTick) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{55}
+	return file_log_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PChannelTimeTick) GetPchannel() string {
@@ -4372,7 +4486,7 @@ type BroadcastMeta struct {
 
 func (x *BroadcastMeta) Reset() {
 	*x = BroadcastMeta{}
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +4498,7 @@ func (x *BroadcastMeta) String() string {
 func (*BroadcastMeta) ProtoMessage() {}
 
 func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +4511,7 @@ func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastMeta.ProtoReflect.Descriptor instead.
 func (*BroadcastMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{56}
+	return file_log_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BroadcastMeta) GetNextTombstoneSeq() uint64 {
@@ -4434,7 +4548,7 @@ type WALPosition struct {
 
 func (x *WALPosition) Reset() {
 	*x = WALPosition{}
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4446,7 +4560,7 @@ func (x *WALPosition) String() string {
 func (*WALPosition) ProtoMessage() {}
 
 func (x *WALPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4459,7 +4573,7 @@ func (x *WALPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALPosition.ProtoReflect.Descriptor instead.
 func (*WALPosition) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{57}
+	return file_log_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WALPosition) GetTerm() int64 {
@@ -4497,7 +4611,7 @@ type LogRef struct {
 
 func (x *LogRef) Reset() {
 	*x = LogRef{}
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4623,7 @@ func (x *LogRef) String() string {
 func (*LogRef) ProtoMessage() {}
 
 func (x *LogRef) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4636,7 @@ func (x *LogRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
 func (*LogRef) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{58}
+	return file_log_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LogRef) GetLogId() int64 {
@@ -4570,7 +4684,7 @@ type FieldLogs struct {
 
 func (x *FieldLogs) Reset() {
 	*x = FieldLogs{}
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4696,7 @@ func (x *FieldLogs) String() string {
 func (*FieldLogs) ProtoMessage() {}
 
 func (x *FieldLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4709,7 @@ func (x *FieldLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldLogs.ProtoReflect.Descriptor instead.
 func (*FieldLogs) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{59}
+	return file_log_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FieldLogs) GetFieldId() int64 {
@@ -4628,7 +4742,7 @@ type CreateSegment struct {
 
 func (x *CreateSegment) Reset() {
 	*x = CreateSegment{}
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +4754,7 @@ func (x *CreateSegment) String() string {
 func (*CreateSegment) ProtoMessage() {}
 
 func (x *CreateSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +4767,7 @@ func (x *CreateSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSegment.ProtoReflect.Descriptor instead.
 func (*CreateSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{60}
+	return file_log_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateSegment) GetCollectionId() int64 {
@@ -4708,7 +4822,7 @@ type SealSegments struct {
 
 func (x *SealSegments) Reset() {
 	*x = SealSegments{}
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4834,7 @@ func (x *SealSegments) String() string {
 func (*SealSegments) ProtoMessage() {}
 
 func (x *SealSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4847,7 @@ func (x *SealSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
 func (*SealSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{61}
+	return file_log_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SealSegments) GetSegmentIds() []int64 {
@@ -4783,7 +4897,7 @@ type MarkSegmentsFlushing struct {
 
 func (x *MarkSegmentsFlushing) Reset() {
 	*x = MarkSegmentsFlushing{}
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4909,7 @@ func (x *MarkSegmentsFlushing) String() string {
 func (*MarkSegmentsFlushing) ProtoMessage() {}
 
 func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4922,7 @@ func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
 func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{62}
+	return file_log_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
@@ -4836,7 +4950,7 @@ type SegmentCheckpointUpdate struct {
 
 func (x *SegmentCheckpointUpdate) Reset() {
 	*x = SegmentCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4848,7 +4962,7 @@ func (x *SegmentCheckpointUpdate) String() string {
 func (*SegmentCheckpointUpdate) ProtoMessage() {}
 
 func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4861,7 +4975,7 @@ func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{63}
+	return file_log_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
@@ -4895,7 +5009,7 @@ type SegmentStartUpdate struct {
 
 func (x *SegmentStartUpdate) Reset() {
 	*x = SegmentStartUpdate{}
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5021,7 @@ func (x *SegmentStartUpdate) String() string {
 func (*SegmentStartUpdate) ProtoMessage() {}
 
 func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5034,7 @@ func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{64}
+	return file_log_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SegmentStartUpdate) GetSegmentId() int64 {
@@ -4958,13 +5072,18 @@ type SaveBinlogPaths struct {
 	WithFullBinlogs bool                       `protobuf:"varint,15,opt,name=with_full_binlogs,json=withFullBinlogs,proto3" json:"with_full_binlogs,omitempty"`
 	StorageVersion  uint32                     `protobuf:"varint,16,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
 	ManifestPath    string                     `protobuf:"bytes,17,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// after_dml (v2): the binlogs hold only rows after the segment's stored
+	// DML position. A save with a new binlog that starts at or before it
+	// overlaps rows already recorded (a partial save that committed after its
+	// flusher gave up on it) and is stale: nothing is written.
+	AfterDml      bool `protobuf:"varint,18,opt,name=after_dml,json=afterDml,proto3" json:"after_dml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SaveBinlogPaths) Reset() {
 	*x = SaveBinlogPaths{}
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5095,7 @@ func (x *SaveBinlogPaths) String() string {
 func (*SaveBinlogPaths) ProtoMessage() {}
 
 func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5108,7 @@ func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{65}
+	return file_log_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SaveBinlogPaths) GetNodeId() uint64 {
@@ -5111,6 +5230,13 @@ func (x *SaveBinlogPaths) GetManifestPath() string {
 	return ""
 }
 
+func (x *SaveBinlogPaths) GetAfterDml() bool {
+	if x != nil {
+		return x.AfterDml
+	}
+	return false
+}
+
 type ChannelCheckpointUpdate struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Vchannel      string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
@@ -5122,7 +5248,7 @@ type ChannelCheckpointUpdate struct {
 
 func (x *ChannelCheckpointUpdate) Reset() {
 	*x = ChannelCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5260,7 @@ func (x *ChannelCheckpointUpdate) String() string {
 func (*ChannelCheckpointUpdate) ProtoMessage() {}
 
 func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5273,7 @@ func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{66}
+	return file_log_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ChannelCheckpointUpdate) GetVchannel() string {
@@ -5184,7 +5310,7 @@ type UpdateChannelCheckpoints struct {
 
 func (x *UpdateChannelCheckpoints) Reset() {
 	*x = UpdateChannelCheckpoints{}
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5196,7 +5322,7 @@ func (x *UpdateChannelCheckpoints) String() string {
 func (*UpdateChannelCheckpoints) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5209,7 +5335,7 @@ func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{67}
+	return file_log_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
@@ -5240,7 +5366,7 @@ type PruneDroppedSegments struct {
 
 func (x *PruneDroppedSegments) Reset() {
 	*x = PruneDroppedSegments{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5252,7 +5378,7 @@ func (x *PruneDroppedSegments) String() string {
 func (*PruneDroppedSegments) ProtoMessage() {}
 
 func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5265,7 +5391,7 @@ func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
 func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PruneDroppedSegments) GetRetentionMs() int64 {
@@ -5298,7 +5424,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5310,7 +5436,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5323,7 +5449,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5343,7 +5469,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5355,7 +5481,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5368,7 +5494,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5395,7 +5521,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5407,7 +5533,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5420,7 +5546,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5466,7 +5592,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5478,7 +5604,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5491,7 +5617,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -5654,7 +5780,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +5792,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +5805,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -5717,6 +5843,644 @@ func (x *ChannelCheckpointRecord) GetUpdatedMs() int64 {
 	return 0
 }
 
+// ManifestStats is one stats key and the object keys of its files.
+type ManifestStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Files         []string               `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestStats) Reset() {
+	*x = ManifestStats{}
+	mi := &file_log_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestStats) ProtoMessage() {}
+
+func (x *ManifestStats) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
+func (*ManifestStats) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ManifestStats) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ManifestStats) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// SegmentIndexRecord is a finished index build of a segment, recorded in
+// the catalog together with the manifest revision that lists its files.
+type SegmentIndexRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BuildId        int64                  `protobuf:"varint,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	SegmentId      int64                  `protobuf:"varint,2,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	CollectionId   int64                  `protobuf:"varint,3,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	IndexId        int64                  `protobuf:"varint,4,opt,name=index_id,json=indexId,proto3" json:"index_id,omitempty"`
+	FieldId        int64                  `protobuf:"varint,5,opt,name=field_id,json=fieldId,proto3" json:"field_id,omitempty"`
+	Files          []string               `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	SerializedSize int64                  `protobuf:"varint,7,opt,name=serialized_size,json=serializedSize,proto3" json:"serialized_size,omitempty"`
+	// published_version is the manifest version that published the record.
+	PublishedVersion int64 `protobuf:"varint,8,opt,name=published_version,json=publishedVersion,proto3" json:"published_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SegmentIndexRecord) Reset() {
+	*x = SegmentIndexRecord{}
+	mi := &file_log_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentIndexRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentIndexRecord) ProtoMessage() {}
+
+func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
+func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *SegmentIndexRecord) GetBuildId() int64 {
+	if x != nil {
+		return x.BuildId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetIndexId() int64 {
+	if x != nil {
+		return x.IndexId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetFieldId() int64 {
+	if x != nil {
+		return x.FieldId
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *SegmentIndexRecord) GetSerializedSize() int64 {
+	if x != nil {
+		return x.SerializedSize
+	}
+	return 0
+}
+
+func (x *SegmentIndexRecord) GetPublishedVersion() int64 {
+	if x != nil {
+		return x.PublishedVersion
+	}
+	return 0
+}
+
+// SegmentStatsRecord is the catalog's stats fields of one segment (text
+// and JSON-key stats: key -> files), visible with the manifest pointer.
+type SegmentStatsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Stats         []*ManifestStats       `protobuf:"bytes,2,rep,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentStatsRecord) Reset() {
+	*x = SegmentStatsRecord{}
+	mi := &file_log_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentStatsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentStatsRecord) ProtoMessage() {}
+
+func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
+func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *SegmentStatsRecord) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentStatsRecord) GetStats() []*ManifestStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// ManifestNewSegment creates the segment the publication names (compaction
+// or import outputs). Its ID must have been allocated and must not exist.
+type ManifestNewSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId   int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Level         SegmentLevel           `protobuf:"varint,4,opt,name=level,proto3,enum=coordd.log.v1.SegmentLevel" json:"level,omitempty"`
+	NumOfRows     int64                  `protobuf:"varint,5,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestNewSegment) Reset() {
+	*x = ManifestNewSegment{}
+	mi := &file_log_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestNewSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestNewSegment) ProtoMessage() {}
+
+func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
+func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ManifestNewSegment) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *ManifestNewSegment) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *ManifestNewSegment) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *ManifestNewSegment) GetLevel() SegmentLevel {
+	if x != nil {
+		return x.Level
+	}
+	return SegmentLevel_LEVEL_UNKNOWN
+}
+
+func (x *ManifestNewSegment) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+// ManifestCatalogMutation becomes visible together with the pointer.
+type ManifestCatalogMutation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state: SEGMENT_UNKNOWN leaves it; otherwise FLUSHED or DROPPED.
+	State SegmentState `protobuf:"varint,1,opt,name=state,proto3,enum=coordd.log.v1.SegmentState" json:"state,omitempty"`
+	// stats replace the stored stats fields with the same keys.
+	Stats        []*ManifestStats      `protobuf:"bytes,2,rep,name=stats,proto3" json:"stats,omitempty"`
+	IndexUpserts []*SegmentIndexRecord `protobuf:"bytes,3,rep,name=index_upserts,json=indexUpserts,proto3" json:"index_upserts,omitempty"`
+	IndexRemoves []int64               `protobuf:"varint,4,rep,packed,name=index_removes,json=indexRemoves,proto3" json:"index_removes,omitempty"` // build IDs
+	NewSegment   *ManifestNewSegment   `protobuf:"bytes,5,opt,name=new_segment,json=newSegment,proto3" json:"new_segment,omitempty"`
+	// num_of_rows, when set_num_of_rows, replaces the segment's row count.
+	SetNumOfRows  bool  `protobuf:"varint,6,opt,name=set_num_of_rows,json=setNumOfRows,proto3" json:"set_num_of_rows,omitempty"`
+	NumOfRows     int64 `protobuf:"varint,7,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestCatalogMutation) Reset() {
+	*x = ManifestCatalogMutation{}
+	mi := &file_log_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestCatalogMutation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestCatalogMutation) ProtoMessage() {}
+
+func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
+func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ManifestCatalogMutation) GetState() SegmentState {
+	if x != nil {
+		return x.State
+	}
+	return SegmentState_SEGMENT_UNKNOWN
+}
+
+func (x *ManifestCatalogMutation) GetStats() []*ManifestStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetIndexUpserts() []*SegmentIndexRecord {
+	if x != nil {
+		return x.IndexUpserts
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetIndexRemoves() []int64 {
+	if x != nil {
+		return x.IndexRemoves
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetNewSegment() *ManifestNewSegment {
+	if x != nil {
+		return x.NewSegment
+	}
+	return nil
+}
+
+func (x *ManifestCatalogMutation) GetSetNumOfRows() bool {
+	if x != nil {
+		return x.SetNumOfRows
+	}
+	return false
+}
+
+func (x *ManifestCatalogMutation) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+// ManifestPublish publishes one segment's next revision.
+type ManifestPublish struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	// base is the pointer the leader read before writing next (empty for a
+	// segment without one). Apply requires the current pointer to still be
+	// base (base stability) unless prepared.
+	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// next is the revision to publish (a manifest pointer).
+	Next string `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	// prepared: next was prepared elsewhere (PublishPreparedManifest); Apply
+	// requires the same base path and a version not below the current one
+	// (equal: an idempotent retry) instead of base stability.
+	Prepared bool `protobuf:"varint,4,opt,name=prepared,proto3" json:"prepared,omitempty"`
+	// expected_version, with check_expected, must equal the current version.
+	CheckExpected   bool                     `protobuf:"varint,5,opt,name=check_expected,json=checkExpected,proto3" json:"check_expected,omitempty"`
+	ExpectedVersion int64                    `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	Catalog         *ManifestCatalogMutation `protobuf:"bytes,7,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ManifestPublish) Reset() {
+	*x = ManifestPublish{}
+	mi := &file_log_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestPublish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestPublish) ProtoMessage() {}
+
+func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
+func (*ManifestPublish) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ManifestPublish) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *ManifestPublish) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestPublish) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+func (x *ManifestPublish) GetPrepared() bool {
+	if x != nil {
+		return x.Prepared
+	}
+	return false
+}
+
+func (x *ManifestPublish) GetCheckExpected() bool {
+	if x != nil {
+		return x.CheckExpected
+	}
+	return false
+}
+
+func (x *ManifestPublish) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *ManifestPublish) GetCatalog() *ManifestCatalogMutation {
+	if x != nil {
+		return x.Catalog
+	}
+	return nil
+}
+
+// CommitSegmentManifests publishes every listed segment's revision and
+// catalog mutation, or nothing (a batch is one command). Members whose
+// segment is Dropped are skipped in a batch of more than one; a single
+// publication for a Dropped segment is NotFound.
+type CommitSegmentManifests struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Publishes     []*ManifestPublish     `protobuf:"bytes,1,rep,name=publishes,proto3" json:"publishes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSegmentManifests) Reset() {
+	*x = CommitSegmentManifests{}
+	mi := &file_log_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSegmentManifests) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSegmentManifests) ProtoMessage() {}
+
+func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
+func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
+	if x != nil {
+		return x.Publishes
+	}
+	return nil
+}
+
+type ManifestPublished struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	Version   int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// skipped: the segment is Dropped (batch) and nothing was published.
+	Skipped       bool `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestPublished) Reset() {
+	*x = ManifestPublished{}
+	mi := &file_log_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestPublished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestPublished) ProtoMessage() {}
+
+func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
+func (*ManifestPublished) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ManifestPublished) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *ManifestPublished) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ManifestPublished) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+type ManifestCommitResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Published     []*ManifestPublished   `protobuf:"bytes,1,rep,name=published,proto3" json:"published,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestCommitResult) Reset() {
+	*x = ManifestCommitResult{}
+	mi := &file_log_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestCommitResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestCommitResult) ProtoMessage() {}
+
+func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
+func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
 // TokenRecord is one API token. Only the SHA-256 of the token's secret part
 // is stored: the secret itself is shown once, at creation, and never
 // replicated.
@@ -5734,7 +6498,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5746,7 +6510,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5759,7 +6523,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{74}
+	return file_log_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *TokenRecord) GetId() string {
@@ -5815,7 +6579,7 @@ type SecurityMeta struct {
 
 func (x *SecurityMeta) Reset() {
 	*x = SecurityMeta{}
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5827,7 +6591,7 @@ func (x *SecurityMeta) String() string {
 func (*SecurityMeta) ProtoMessage() {}
 
 func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5840,7 +6604,7 @@ func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityMeta.ProtoReflect.Descriptor instead.
 func (*SecurityMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{75}
+	return file_log_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
@@ -5863,7 +6627,7 @@ type CreateToken struct {
 
 func (x *CreateToken) Reset() {
 	*x = CreateToken{}
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5875,7 +6639,7 @@ func (x *CreateToken) String() string {
 func (*CreateToken) ProtoMessage() {}
 
 func (x *CreateToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5888,7 +6652,7 @@ func (x *CreateToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToken.ProtoReflect.Descriptor instead.
 func (*CreateToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{76}
+	return file_log_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateToken) GetToken() *TokenRecord {
@@ -5908,7 +6672,7 @@ type RevokeToken struct {
 
 func (x *RevokeToken) Reset() {
 	*x = RevokeToken{}
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5920,7 +6684,7 @@ func (x *RevokeToken) String() string {
 func (*RevokeToken) ProtoMessage() {}
 
 func (x *RevokeToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5933,7 +6697,7 @@ func (x *RevokeToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
 func (*RevokeToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{77}
+	return file_log_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *RevokeToken) GetId() string {
@@ -5961,7 +6725,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xaa\x05\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xce\x06\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -5976,7 +6740,9 @@ const file_log_proto_rawDesc = "" +
 	"\bsegments\x18\t \x01(\v2\x1c.coordd.log.v1.SegmentIDListH\x00R\bsegments\x12I\n" +
 	"\fsave_binlogs\x18\n" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
-	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpointsB\a\n" +
+	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
+	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12R\n" +
+	"\x10replicate_config\x18\x0e \x01(\v2%.coordd.log.v1.ReplicateConfigurationH\x00R\x0freplicateConfigB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
@@ -6015,7 +6781,7 @@ const file_log_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
-	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xe6\a\n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xfa\b\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -6034,7 +6800,9 @@ const file_log_proto_rawDesc = "" +
 	" \x01(\v2\x1c.coordd.log.v1.BroadcastTaskH\x00R\rbroadcastTask\x12E\n" +
 	"\x0ebroadcast_meta\x18\v \x01(\v2\x1c.coordd.log.v1.BroadcastMetaH\x00R\rbroadcastMeta\x128\n" +
 	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
-	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x122\n" +
+	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x12H\n" +
+	"\rsegment_index\x18\x14 \x01(\v2!.coordd.log.v1.SegmentIndexRecordH\x00R\fsegmentIndex\x12H\n" +
+	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStats\x122\n" +
 	"\x05token\x18\x1e \x01(\v2\x1a.coordd.log.v1.TokenRecordH\x00R\x05token\x12B\n" +
 	"\rsecurity_meta\x18\x1f \x01(\v2\x1b.coordd.log.v1.SecurityMetaH\x00R\fsecurityMetaB\b\n" +
 	"\x06record\"L\n" +
@@ -6090,7 +6858,9 @@ const file_log_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1f.coordd.log.v1.ReplicateClusterR\bclusters\x12<\n" +
 	"\btopology\x18\x02 \x03(\v2 .coordd.log.v1.ReplicateTopologyR\btopology\"]\n" +
 	"\x1cUpdateReplicateConfiguration\x12=\n" +
-	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\"G\n" +
+	"\x06config\x18\x01 \x01(\v2%.coordd.log.v1.ReplicateConfigurationR\x06config\",\n" +
+	"\x12ResetReplicateRole\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"G\n" +
 	"\fAssignResult\x127\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bassigned\"\x7f\n" +
 	"\x12RegisterNodeResult\x12\x17\n" +
@@ -6261,7 +7031,7 @@ const file_log_proto_rawDesc = "" +
 	"\x12SegmentStartUpdate\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x126\n" +
-	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\xea\x05\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.coordd.log.v1.WALPositionR\bposition\"\x87\x06\n" +
 	"\x0fSaveBinlogPaths\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
 	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
@@ -6281,7 +7051,8 @@ const file_log_proto_rawDesc = "" +
 	"\adropped\x18\x0e \x01(\bR\adropped\x12*\n" +
 	"\x11with_full_binlogs\x18\x0f \x01(\bR\x0fwithFullBinlogs\x12'\n" +
 	"\x0fstorage_version\x18\x10 \x01(\rR\x0estorageVersion\x12#\n" +
-	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\"\x92\x01\n" +
+	"\rmanifest_path\x18\x11 \x01(\tR\fmanifestPath\x12\x1b\n" +
+	"\tafter_dml\x18\x12 \x01(\bR\bafterDml\"\x92\x01\n" +
 	"\x17ChannelCheckpointUpdate\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12#\n" +
 	"\rpchannel_term\x18\x02 \x01(\x03R\fpchannelTerm\x126\n" +
@@ -6333,7 +7104,57 @@ const file_log_proto_rawDesc = "" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12#\n" +
 	"\rpchannel_term\x18\x04 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"\xc1\x01\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"7\n" +
+	"\rManifestStats\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05files\x18\x02 \x03(\tR\x05files\"\x95\x02\n" +
+	"\x12SegmentIndexRecord\x12\x19\n" +
+	"\bbuild_id\x18\x01 \x01(\x03R\abuildId\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x02 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rcollection_id\x18\x03 \x01(\x03R\fcollectionId\x12\x19\n" +
+	"\bindex_id\x18\x04 \x01(\x03R\aindexId\x12\x19\n" +
+	"\bfield_id\x18\x05 \x01(\x03R\afieldId\x12\x14\n" +
+	"\x05files\x18\x06 \x03(\tR\x05files\x12'\n" +
+	"\x0fserialized_size\x18\a \x01(\x03R\x0eserializedSize\x12+\n" +
+	"\x11published_version\x18\b \x01(\x03R\x10publishedVersion\"g\n" +
+	"\x12SegmentStatsRecord\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x122\n" +
+	"\x05stats\x18\x02 \x03(\v2\x1c.coordd.log.v1.ManifestStatsR\x05stats\"\xcb\x01\n" +
+	"\x12ManifestNewSegment\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1a\n" +
+	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x121\n" +
+	"\x05level\x18\x04 \x01(\x0e2\x1b.coordd.log.v1.SegmentLevelR\x05level\x12\x1e\n" +
+	"\vnum_of_rows\x18\x05 \x01(\x03R\tnumOfRows\"\xf8\x02\n" +
+	"\x17ManifestCatalogMutation\x121\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\x122\n" +
+	"\x05stats\x18\x02 \x03(\v2\x1c.coordd.log.v1.ManifestStatsR\x05stats\x12F\n" +
+	"\rindex_upserts\x18\x03 \x03(\v2!.coordd.log.v1.SegmentIndexRecordR\findexUpserts\x12#\n" +
+	"\rindex_removes\x18\x04 \x03(\x03R\findexRemoves\x12B\n" +
+	"\vnew_segment\x18\x05 \x01(\v2!.coordd.log.v1.ManifestNewSegmentR\n" +
+	"newSegment\x12%\n" +
+	"\x0fset_num_of_rows\x18\x06 \x01(\bR\fsetNumOfRows\x12\x1e\n" +
+	"\vnum_of_rows\x18\a \x01(\x03R\tnumOfRows\"\x88\x02\n" +
+	"\x0fManifestPublish\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\tR\x04next\x12\x1a\n" +
+	"\bprepared\x18\x04 \x01(\bR\bprepared\x12%\n" +
+	"\x0echeck_expected\x18\x05 \x01(\bR\rcheckExpected\x12)\n" +
+	"\x10expected_version\x18\x06 \x01(\x03R\x0fexpectedVersion\x12@\n" +
+	"\acatalog\x18\a \x01(\v2&.coordd.log.v1.ManifestCatalogMutationR\acatalog\"V\n" +
+	"\x16CommitSegmentManifests\x12<\n" +
+	"\tpublishes\x18\x01 \x03(\v2\x1e.coordd.log.v1.ManifestPublishR\tpublishes\"f\n" +
+	"\x11ManifestPublished\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\bR\askipped\"V\n" +
+	"\x14ManifestCommitResult\x12>\n" +
+	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished\"\xc1\x01\n" +
 	"\vTokenRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -6430,7 +7251,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -6475,136 +7296,159 @@ var file_log_proto_goTypes = []any{
 	(*ReplicateTopology)(nil),            // 40: coordd.log.v1.ReplicateTopology
 	(*ReplicateConfiguration)(nil),       // 41: coordd.log.v1.ReplicateConfiguration
 	(*UpdateReplicateConfiguration)(nil), // 42: coordd.log.v1.UpdateReplicateConfiguration
-	(*AssignResult)(nil),                 // 43: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 44: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 45: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 46: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 47: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 48: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 49: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 50: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 51: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 52: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 53: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 54: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 55: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 56: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 57: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 58: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 59: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 60: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 61: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 62: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 63: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 64: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 65: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 66: coordd.log.v1.BroadcastMeta
-	(*WALPosition)(nil),                  // 67: coordd.log.v1.WALPosition
-	(*LogRef)(nil),                       // 68: coordd.log.v1.LogRef
-	(*FieldLogs)(nil),                    // 69: coordd.log.v1.FieldLogs
-	(*CreateSegment)(nil),                // 70: coordd.log.v1.CreateSegment
-	(*SealSegments)(nil),                 // 71: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 72: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 73: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 74: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 75: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 76: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 77: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 78: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 79: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 80: coordd.log.v1.SaveBinlogPathsResult
-	(*CheckpointsResult)(nil),            // 81: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 82: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 83: coordd.log.v1.ChannelCheckpointRecord
-	(*TokenRecord)(nil),                  // 84: coordd.log.v1.TokenRecord
-	(*SecurityMeta)(nil),                 // 85: coordd.log.v1.SecurityMeta
-	(*CreateToken)(nil),                  // 86: coordd.log.v1.CreateToken
-	(*RevokeToken)(nil),                  // 87: coordd.log.v1.RevokeToken
+	(*ResetReplicateRole)(nil),           // 43: coordd.log.v1.ResetReplicateRole
+	(*AssignResult)(nil),                 // 44: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 45: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 46: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 47: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 48: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 49: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 50: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 51: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 52: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 53: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 54: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 55: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 56: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 57: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 58: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 59: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 60: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 61: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 62: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 63: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 64: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 65: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 66: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 67: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 68: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 69: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 70: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 71: coordd.log.v1.CreateSegment
+	(*SealSegments)(nil),                 // 72: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 73: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 74: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 75: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 76: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 77: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 78: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 79: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 80: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 81: coordd.log.v1.SaveBinlogPathsResult
+	(*CheckpointsResult)(nil),            // 82: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 83: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 84: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 85: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 86: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 87: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 88: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 89: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 90: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 91: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 92: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 93: coordd.log.v1.ManifestCommitResult
+	(*TokenRecord)(nil),                  // 94: coordd.log.v1.TokenRecord
+	(*SecurityMeta)(nil),                 // 95: coordd.log.v1.SecurityMeta
+	(*CreateToken)(nil),                  // 96: coordd.log.v1.CreateToken
+	(*RevokeToken)(nil),                  // 97: coordd.log.v1.RevokeToken
 }
 var file_log_proto_depIdxs = []int32{
 	11, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
 	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
 	12, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
 	14, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	43, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	44, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	45, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	62, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	63, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	79, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	80, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	81, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	18, // 12: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	13, // 13: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	21, // 14: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	18, // 15: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	22, // 16: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	23, // 17: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	24, // 18: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	51, // 19: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	48, // 20: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	49, // 21: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	50, // 22: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	64, // 23: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	66, // 24: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	82, // 25: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	83, // 26: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	84, // 27: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
-	85, // 28: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
-	1,  // 29: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	28, // 30: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	30, // 31: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 32: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 33: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	39, // 34: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	40, // 35: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	41, // 36: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	30, // 37: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	46, // 38: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 39: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 40: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 41: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	47, // 42: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 43: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	46, // 44: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	41, // 45: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	46, // 46: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 47: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	52, // 48: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	53, // 49: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	52, // 50: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 51: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	53, // 52: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	65, // 53: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	68, // 54: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	8,  // 55: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	67, // 56: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	67, // 57: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 58: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	69, // 59: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 60: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 61: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	73, // 62: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	74, // 63: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	67, // 64: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	76, // 65: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 66: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 67: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 68: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	67, // 69: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	67, // 70: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 71: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	69, // 72: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 73: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	68, // 74: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	67, // 75: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	9,  // 76: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
-	84, // 77: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
-	78, // [78:78] is the sub-list for method output_type
-	78, // [78:78] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	44, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	45, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	46, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	63, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	64, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	80, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	81, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	82, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	93, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	41, // 13: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	18, // 14: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	13, // 15: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	21, // 16: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	18, // 17: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	22, // 18: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	23, // 19: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	24, // 20: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	52, // 21: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	49, // 22: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	50, // 23: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	51, // 24: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	65, // 25: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	67, // 26: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	83, // 27: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	84, // 28: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	86, // 29: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	87, // 30: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	94, // 31: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
+	95, // 32: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
+	1,  // 33: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	28, // 34: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	30, // 35: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	30, // 36: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	30, // 37: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	39, // 38: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	40, // 39: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	41, // 40: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	30, // 41: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	47, // 42: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 43: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 44: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 45: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	48, // 46: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 47: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	47, // 48: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	41, // 49: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	47, // 50: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 51: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	53, // 52: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	54, // 53: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	53, // 54: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 55: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	54, // 56: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	66, // 57: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	69, // 58: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	8,  // 59: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	68, // 60: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	68, // 61: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 62: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	70, // 63: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	70, // 64: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 65: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	74, // 66: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	75, // 67: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	68, // 68: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	77, // 69: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 70: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 71: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 72: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	68, // 73: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	68, // 74: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 75: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	70, // 76: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	70, // 77: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 78: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	68, // 79: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	85, // 80: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,  // 81: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 82: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	85, // 83: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	86, // 84: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	88, // 85: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	89, // 86: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	90, // 87: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	92, // 88: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	9,  // 89: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
+	94, // 90: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	91, // [91:91] is the sub-list for method output_type
+	91, // [91:91] is the sub-list for method input_type
+	91, // [91:91] is the sub-list for extension type_name
+	91, // [91:91] is the sub-list for extension extendee
+	0,  // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -6623,6 +7467,8 @@ func file_log_proto_init() {
 		(*Result_Segments)(nil),
 		(*Result_SaveBinlogs)(nil),
 		(*Result_Checkpoints)(nil),
+		(*Result_ManifestCommit)(nil),
+		(*Result_ReplicateConfig)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -6638,6 +7484,8 @@ func file_log_proto_init() {
 		(*SnapshotRecord_BroadcastMeta)(nil),
 		(*SnapshotRecord_Segment)(nil),
 		(*SnapshotRecord_ChannelCheckpoint)(nil),
+		(*SnapshotRecord_SegmentIndex)(nil),
+		(*SnapshotRecord_SegmentStats)(nil),
 		(*SnapshotRecord_Token)(nil),
 		(*SnapshotRecord_SecurityMeta)(nil),
 	}
@@ -6647,7 +7495,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   78,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -206,12 +205,18 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		if backoff > 0 && !forced {
 			continue // a failed round waits for its backoff timer
 		}
-		st := b.leader.State()
-		layout, sig := b.layout(st)
-		if !forced && sig == lastLayout {
+		balanced := lastLayout
+		if forced {
+			balanced = ""
+		}
+		plan, err := b.decide(b.leader.State(), balanced)
+		if !forced && plan.Signature == lastLayout {
 			continue
 		}
-		changed, err := b.round(ctx, st, layout)
+		changed := false
+		if err == nil {
+			changed, err = b.execute(ctx, plan)
+		}
 		b.mu.Lock()
 		b.rounds++
 		if err == nil && !changed {
@@ -235,7 +240,7 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 			resetTimer(timer, 0) // balance until no change
 		default:
 			backoff = 0
-			lastLayout = sig
+			lastLayout = plan.Signature
 			resetTimer(timer, b.cfg.Interval)
 		}
 	}
@@ -273,78 +278,20 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 	return nil
 }
 
-// layout builds the policy's view of st and a signature of everything that
-// should trigger a round when it changes.
-func (b *Balancer) layout(st *fsm.State) (policy.Layout, string) {
-	var l policy.Layout
-	l.NowMs = b.cfg.Clock.Now().UnixMilli()
-	healthy := map[uint64]bool{}
-	for _, n := range st.StreamingNodes() {
-		if n.State == logpb.NodeState_NODE_UP && b.health.Healthy(n.Id) {
-			healthy[n.Id] = true
-			l.Nodes = append(l.Nodes, n.Id)
-		}
-	}
-	colls := map[string][]int64{}
-	for _, c := range st.Collections() {
-		for _, v := range c.Vchannels {
-			p := commands.PChannelOf(v)
-			colls[p] = append(colls[p], c.CollectionId)
-		}
-	}
-	sig := fmt.Sprint(l.Nodes)
-	for _, p := range st.PChannels() {
-		ch := policy.Channel{Name: p.Name, Collections: colls[p.Name], LastAssignMs: p.LastAssignMs}
-		if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && healthy[p.NodeId] {
-			ch.Node = p.NodeId
-		}
-		l.Channels = append(l.Channels, ch)
-		sig += fmt.Sprintf("|%s:%d:%d:%d:%d", p.Name, p.State, p.NodeId, p.Term, len(ch.Collections))
-	}
-	return l, sig
+// decide is Decide on st (unless its signature is balanced) with this
+// balancer's health, clock and policy.
+func (b *Balancer) decide(st *fsm.State, balanced string) (Plan, error) {
+	return Decide(View{State: st, Healthy: b.health.Healthy, Balanced: balanced}, b.cfg.Clock.Now(), b.policy)
 }
 
-// round runs one balance round on layout l, built from st; changed reports
-// whether it committed an assignment (another round should follow at once).
-// The expected terms come from st, the state the decision was based on, so
-// the FSM rejects the commit if any of those channels moved on meanwhile.
-func (b *Balancer) round(ctx context.Context, st *fsm.State, l policy.Layout) (changed bool, err error) {
-	if len(l.Channels) == 0 {
+// execute commits plan's assignments and runs phase two for each channel
+// the FSM assigned; changed reports whether any was (another round
+// should follow at once).
+func (b *Balancer) execute(ctx context.Context, plan Plan) (changed bool, err error) {
+	if len(plan.Assignments) == 0 {
 		return false, nil
 	}
-	if len(l.Nodes) == 0 {
-		return false, policy.ErrNoNodes
-	}
-	expected, err := b.policy.Balance(l)
-	if err != nil {
-		return false, fmt.Errorf("policy %s: %w", b.policy.Name(), err)
-	}
-	var as []*logpb.PChannelAssignment
-	names := make([]string, 0, len(expected))
-	for name := range expected {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		p, ok := st.PChannel(name)
-		if !ok {
-			continue
-		}
-		node := expected[name]
-		if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED && p.NodeId == node {
-			continue
-		}
-		as = append(as, &logpb.PChannelAssignment{Pchannel: name, NodeId: node, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p.Term})
-	}
-	if len(as) == 0 {
-		return false, nil
-	}
-	// One command carries at most MaxPChannelsPerCmd assignments; the rest
-	// follow in the next round, which runs at once after a change.
-	if len(as) > commands.MaxPChannelsPerCmd {
-		as = as[:commands.MaxPChannelsPerCmd]
-	}
-	res, err := commands.Propose(ctx, b.leader, &logpb.AssignPChannels{Assignments: as}, "")
+	res, err := commands.Propose(ctx, b.leader, &logpb.AssignPChannels{Assignments: plan.Assignments}, "")
 	if err != nil {
 		return false, fmt.Errorf("commit assignment: %w", err)
 	}

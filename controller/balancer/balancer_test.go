@@ -696,12 +696,14 @@ func TestStaleDecisionIsRejected(t *testing.T) {
 		h, a, b := setupTwoNodes(t, nil)
 		h.settle()
 		h.health.Set(a, false)
-		st := h.leader.State()
-		l, _ := h.b.layout(st)
+		plan, err := h.b.decide(h.leader.State(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		bump(h, h.channelsOn(a)[0], b) // another decision commits meanwhile
 		before := snapshotPChannels(h)
 		h.client.Reset()
-		changed, err := h.b.round(context.Background(), st, l)
+		changed, err := h.b.execute(context.Background(), plan)
 		if err == nil || changed || !strings.Contains(err.Error(), "expected") {
 			t.Fatalf("round: changed=%v err=%v, want a stale rejection", changed, err)
 		}
@@ -826,7 +828,8 @@ func TestLayout(t *testing.T) {
 	unav := onA[0]
 	h.leader.MustPropose(t, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: unav, Term: h.pchannel(unav).Term}}})
 
-	l, sig := h.b.layout(h.leader.State())
+	plan, _ := h.b.decide(h.leader.State(), "")
+	l, sig := plan.Layout, plan.Signature
 	if !slices.Equal(l.Nodes, []uint64{a}) {
 		t.Fatalf("nodes %v, want [%d]", l.Nodes, a)
 	}
@@ -858,7 +861,7 @@ func TestLayout(t *testing.T) {
 	}
 	// The signature follows health.
 	h.health.Set(b, true)
-	if _, sig2 := h.b.layout(h.leader.State()); sig2 == sig {
+	if plan2, _ := h.b.decide(h.leader.State(), ""); plan2.Signature == sig {
 		t.Fatal("signature ignores a health change")
 	}
 }

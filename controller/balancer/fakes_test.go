@@ -15,7 +15,6 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/controller/controllertest"
-	"github.com/coordd/coordd/testutil"
 )
 
 // appliedOf returns the applied bodies of type T, in order.
@@ -240,10 +239,12 @@ func (h *harness) bootstrap() {
 
 // round runs one round on a fresh snapshot, as Run does.
 func (h *harness) round() (bool, error) {
-	st := h.leader.State()
-	l, _ := h.b.layout(st)
+	plan, err := h.b.decide(h.leader.State(), "")
+	if err != nil {
+		return false, err
+	}
 	// As in Run: the round decides in the routine's term.
-	return h.b.round(commands.WithDecisionTerm(context.Background(), testTerm), st, l)
+	return h.b.execute(commands.WithDecisionTerm(context.Background(), testTerm), plan)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.
@@ -291,26 +292,7 @@ func (h *harness) channelsOn(id uint64) []string {
 
 // runBalancer starts Run and returns a stop function that waits for it.
 func (h *harness) runBalancer() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	b := h.b
-	go func() {
-		defer close(done)
-		b.Run(ctx, testTerm)
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(testutil.Timeout(testutil.DefaultWait)):
-				h.t.Errorf("Run did not return after cancel")
-			}
-		})
-	}
-	h.t.Cleanup(stop)
-	return stop
+	return controllertest.RunRoutine(h.t, h.b.Run, testTerm)
 }
 
 // eventually waits for cond while Run works, advancing the fake clock by

@@ -182,11 +182,21 @@ type harness struct {
 	cch    string
 	node   uint64
 	epoch  uint64 // the session epoch of node
+	// deadline ends when the test has run for harnessDeadline; anything a
+	// test blocks on by design (a held append) must also give up on it.
+	deadline context.Context
 }
+
+// harnessDeadline bounds every harness test (scaled by
+// COORDD_TEST_MULTIPLIER): each takes well under a second when it passes.
+const harnessDeadline = 30 * time.Second
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: controllertest.NewClock()}
+	// Every harness test waits on the manager's goroutines; a bug that
+	// wedges them must fail the test fast, not eat go test's timeout.
+	deadline := testutil.Deadline(t, harnessDeadline)
+	h := &harness{t: t, clock: controllertest.NewClock(), deadline: deadline}
 	h.leader = controllertest.NewLeader(t, h.clock, testTerm)
 	h.app = newFakeAppender(h.leader)
 	for i := 0; i < 4; i++ {
@@ -258,24 +268,7 @@ func (h *harness) unassign(p string) *logpb.PChannelTerm {
 
 // run starts m.Run at term and returns a stop function that waits for it.
 func (h *harness) run(m *Manager, term uint64) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx, term)
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(testutil.Timeout(testutil.DefaultWait)):
-				h.t.Errorf("Run did not return after cancel")
-			}
-		})
-	}
-	h.t.Cleanup(stop)
+	stop = controllertest.RunRoutine(h.t, m.Run, term)
 	h.eventually("leadership published", func() bool { return m.current() != nil })
 	return stop
 }

@@ -307,8 +307,20 @@ func TestNonConflictingParallel(t *testing.T) {
 func TestLockTimeoutCreatesNoTask(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
+	// The first broadcast's appends are held until release, or until the
+	// test's deadline: a held append must never outlive a failed test.
 	release := make(chan struct{})
-	h.app.setOnAppend(func(c appendCall) error { <-release; return nil })
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	h.app.setOnAppend(func(c appendCall) error {
+		select {
+		case <-release:
+			return nil
+		case <-h.deadline.Done():
+			return fmt.Errorf("append held past the test's deadline: %w", h.deadline.Err())
+		}
+	})
 	first := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "DropPartition",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db1", "c1", false)}})
 	h.eventually("first appending", func() bool { return len(h.app.Calls()) > 0 })
@@ -335,7 +347,7 @@ func TestLockTimeoutCreatesNoTask(t *testing.T) {
 	if s, x, w := locksOf(h.m).holders(dbKey("db1")); s != 0 || x || w != 0 {
 		t.Fatalf("db key: shared %d exclusive %v waiting %d", s, x, w)
 	}
-	close(release)
+	open()
 	if r := h.wait(first); r.err != nil {
 		t.Fatalf("first: %v", r.err)
 	}

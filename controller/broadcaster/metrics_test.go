@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/coordd/coordd/testutil"
 )
 
 func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
@@ -25,13 +27,8 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 			if !labelsMatch(m, labels) {
 				continue
 			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
+			if v := testutil.SampleValue(m); v >= 0 {
+				return v
 			}
 		}
 	}

@@ -7,7 +7,8 @@
 //  1. the node-health tracker gives every live node a fresh TTL
 //     (synchronously, so no one reads a previous term's sessions);
 //  2. then, concurrently: the TSO window, the node-health watch, the
-//     balancer, the broadcaster and the segment (flush) manager.
+//     balancer, the broadcaster, the segment (flush) manager and, with an
+//     object store, the manifest orphan collector.
 //
 // Run returns when every controller has returned after ctx ends.
 package routines
@@ -23,6 +24,7 @@ import (
 	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
+	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/nodehealth"
 	"github.com/coordd/coordd/fsm"
 )
@@ -56,6 +58,9 @@ type Config struct {
 	Broadcaster   *broadcaster.Config
 	// Appender sends broadcast appends (nil: gRPC to the streaming nodes).
 	Appender broadcaster.Appender
+	// Manifest configures manifest commits and the orphan collector (no
+	// Store: commits are refused and the collector does not run).
+	Manifest manifest.Config
 }
 
 // Set is every leader-only controller of a member.
@@ -64,6 +69,7 @@ type Set struct {
 	TSO         *allocator.TSO
 	IDs         *allocator.IDs
 	Data        *flush.Manager
+	Manifests   *manifest.Committer
 	Balancer    *balancer.Balancer   // nil when not configured
 	Broadcaster *broadcaster.Manager // nil when not configured
 
@@ -86,6 +92,7 @@ func New(node Node, cfg Config) (*Set, error) {
 		s.IDs.UnsafeSkipReservation()
 	}
 	s.Data = flush.New(node, s.TSO, cfg.DataClock, cfg.Data)
+	s.Manifests = manifest.New(node, cfg.Manifest)
 	if cfg.Balancer != nil {
 		b, err := balancer.New(node, s.Health, *cfg.Balancer)
 		if err != nil {
@@ -123,7 +130,11 @@ func (s *Set) concurrent() []routine {
 	if s.Broadcaster != nil {
 		rs = append(rs, routine{"broadcaster", s.Broadcaster.Run})
 	}
-	return append(rs, routine{"segments", s.Data.Run})
+	rs = append(rs, routine{"segments", s.Data.Run})
+	if s.Manifests.Store() != nil {
+		rs = append(rs, routine{"manifest-gc", s.Manifests.RunGC})
+	}
+	return rs
 }
 
 // Run is the leader routine of the whole set (see the package doc for the
@@ -146,6 +157,9 @@ func (s *Set) Run(ctx context.Context, term uint64) {
 
 // Close releases what the controllers hold (connections, leader memory).
 func (s *Set) Close() {
+	if st := s.Manifests.Store(); st != nil {
+		st.Close()
+	}
 	if s.Balancer != nil {
 		s.Balancer.Close()
 	}

@@ -1,7 +1,6 @@
 package routines
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -42,20 +41,13 @@ func TestRunResetsHealthBeforeStartingTheRoutines(t *testing.T) {
 		}
 		order = append(order, name)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); set.Run(ctx, 3) }()
+	stop := controllertest.RunRoutine(t, set.Run, 3)
 	testutil.Eventually(t, "every routine started", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 4
 	})
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(testutil.Timeout(testutil.DefaultWait)):
-		t.Fatal("Run did not return after cancel")
-	}
+	stop()
 	if want := []string{"tso-window", "node-health", "broadcaster", "segments"}; !slices.Equal(order, want) {
 		t.Fatalf("start order %v, want %v", order, want)
 	}

@@ -14,11 +14,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,51 +52,17 @@ type Member struct {
 	ID, Host, RaftAddr, GRPCAddr, HTTPAddr, DataDir, LogPath string
 }
 
-// ProcState is what the harness did last to a member's process.
-type ProcState int
-
-const (
-	Stopped ProcState = iota
-	Running
-	Paused
-)
-
-func (s ProcState) String() string {
-	return [...]string{"stopped", "running", "paused"}[s]
-}
-
-// Exit is a process exit the harness did not ask for (a crash).
-type Exit struct {
-	Member string `json:"member"`
-	At     int64  `json:"at_ns"`
-	Err    string `json:"error"`
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *os.File
-	// adopted: started by TryStart and still running after its wait, so a
-	// later exit is a crash like any other.
-	adopted bool
-}
-
 // Cluster is a running coordd cluster.
 type Cluster struct {
-	t       testing.TB
-	cfg     Config
-	bin     Binaries
-	t0      time.Time
-	members []Member
-	links   [][]*proxy.Proxy // links[i][j]: i dials j
-	clients []*proxy.Proxy   // clients[i]: workload clients -> member i's gRPC address
-	http    *http.Client
+	procTable // one slot per member; its mu also guards join
+	cfg       Config
+	bin       Binaries
+	members   []Member
+	links     [][]*proxy.Proxy // links[i][j]: i dials j
+	clients   []*proxy.Proxy   // clients[i]: workload clients -> member i's gRPC address
+	http      *http.Client
 
-	mu    sync.Mutex
-	join  map[int]string // members replaced after a disk loss: --join through this gRPC address
-	state []ProcState
-	procs []*proc
-	exits []Exit
+	join map[int]string // members replaced after a disk loss: --join through this gRPC address
 }
 
 // Start builds (once) and launches a cluster, waits until every member is
@@ -123,9 +86,8 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 		cfg.LogLevel = "info"
 	}
 	c := &Cluster{
-		t: t, cfg: cfg, bin: bin, t0: t0,
-		http:  &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
-		state: make([]ProcState, cfg.Nodes), procs: make([]*proc, cfg.Nodes),
+		procTable: newProcTable(t, t0, cfg.Nodes), cfg: cfg, bin: bin,
+		http: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
 	hosts, err := pickHosts(cfg.Nodes)
 	if err != nil {
@@ -141,6 +103,7 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 			HTTPAddr: net.JoinHostPort(hosts[i], fmt.Sprint(httpPort)),
 			DataDir:  dir, LogPath: filepath.Join(cfg.Dir, id+".log"),
 		})
+		c.ids[i], c.logs[i] = id, c.members[i].LogPath
 	}
 	t.Cleanup(c.Close)
 	c.links = make([][]*proxy.Proxy, cfg.Nodes)
@@ -279,13 +242,6 @@ func (c *Cluster) Logf(format string, args ...any) {
 	c.t.Logf("[%7.3fs] %s", time.Since(c.t0).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// State is member i's process state.
-func (c *Cluster) State(i int) ProcState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state[i]
-}
-
 func (c *Cluster) args(i int) []string {
 	m := c.members[i]
 	var peers, dial []string
@@ -323,106 +279,19 @@ func (c *Cluster) args(i int) []string {
 // Start starts member i (again, after Kill: same data dir, so it restarts
 // from its raft state).
 func (c *Cluster) Start(i int) error {
-	m := c.members[i]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state[i] != Stopped {
-		return fmt.Errorf("start %s: already %s", m.ID, c.state[i])
-	}
-	if err := os.MkdirAll(m.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(c.members[i].DataDir, 0o755); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "=== harness: starting %s at %.3fs\n", m.ID, time.Since(c.t0).Seconds())
-	cmd := exec.Command(c.bin.Coordd, c.args(i)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group (terminal signals do not reach it); killed if the
-	// test process dies without running its cleanups (e.g. go test's
-	// timeout panic).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", m.ID, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf}
-	c.procs[i], c.state[i] = p, Running
-	go func() {
-		err := cmd.Wait()
-		c.mu.Lock()
-		expected := c.procs[i] != p // Kill and Close forget the proc first
-		if !expected {
-			c.procs[i], c.state[i] = nil, Stopped
-			c.exits = append(c.exits, Exit{Member: m.ID, At: c.Now(), Err: fmt.Sprint(err)})
-		}
-		c.mu.Unlock()
-		logf.Close()
-		close(p.done)
-		if !expected {
-			c.t.Logf("UNEXPECTED EXIT of %s at %.3fs: %v (log %s)", m.ID, time.Since(c.t0).Seconds(), err, m.LogPath)
-		}
-	}()
-	return nil
+	_, err := c.startLocked(i, c.spec(i, "starting"), false, nil)
+	return err
 }
 
-// take forgets member i's process (so its exit counts as deliberate).
-func (c *Cluster) take(i int) *proc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.procs[i]
-	c.procs[i], c.state[i] = nil, Stopped
-	return p
-}
-
-// Kill SIGKILLs member i by PID (continuing it first if paused) and waits
-// for it to die. Killing a stopped member is a no-op.
-func (c *Cluster) Kill(i int) error {
-	p := c.take(i)
-	if p == nil {
-		return nil
-	}
-	if err := supervise.Kill(p.cmd.Process, p.done, 10*time.Second); err != nil {
-		return fmt.Errorf("%s: %w", c.members[i].ID, err)
-	}
-	return nil
-}
-
-// Pause SIGSTOPs member i.
-func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP, Running, Paused) }
-
-// Resume SIGCONTs member i.
-func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT, Paused, Running) }
-
-func (c *Cluster) signal(i int, sig syscall.Signal, from, to ProcState) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state[i] != from || c.procs[i] == nil {
-		return fmt.Errorf("%v to %s: it is %s", sig, c.members[i].ID, c.state[i])
-	}
-	if err := c.procs[i].cmd.Process.Signal(sig); err != nil {
-		return err
-	}
-	c.state[i] = to
-	return nil
-}
-
-// PID is member i's process ID, or 0.
-func (c *Cluster) PID(i int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.procs[i]; p != nil {
-		return p.cmd.Process.Pid
-	}
-	return 0
-}
-
-// Exits lists the process exits the harness did not cause.
-func (c *Cluster) Exits() []Exit {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Exit(nil), c.exits...)
+// spec is member i's command line with a log banner saying what the
+// harness is doing; the caller holds c.mu (for join).
+func (c *Cluster) spec(i int, doing string) supervise.Spec {
+	return supervise.Spec{Path: c.bin.Coordd, Args: c.args(i), Banner: c.banner(i, doing)}
 }
 
 // Close heals every link, kills every process by PID and closes the
@@ -433,7 +302,7 @@ func (c *Cluster) Close() {
 		if p == nil {
 			continue
 		}
-		if err := supervise.Kill(p.cmd.Process, p.done, 10*time.Second); err != nil {
+		if err := p.child.Kill(10 * time.Second); err != nil {
 			c.t.Logf("harness: %s: %v", c.members[i].ID, err)
 		}
 	}

@@ -1,19 +1,19 @@
 package harness
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
+	"github.com/coordd/coordd/testutil"
 )
 
 // Storage faults on a stopped member's data dir (nemesis disk-loss and
@@ -29,7 +29,7 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 	}
 	dir := c.members[i].DataDir
 	db := filepath.Join(dir, "raft.db")
-	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	snaps := snapshotDirs(dir)
 	switch damage {
 	case nemesis.LoseRaftDB:
 		return "raft.db deleted", ignoreMissing(os.Remove(db))
@@ -73,8 +73,90 @@ func (c *Cluster) Damage(i int, damage string) (string, error) {
 			}
 		}
 		return fmt.Sprintf("%d state.bin flipped", len(snaps)), nil
+	case nemesis.HoleInLog:
+		detail, punched, err := holeInLog(db, newestSnapshot(snaps))
+		if err != nil || punched || len(snaps) < 2 {
+			return detail, err
+		}
+		// Too few entries after the newest snapshot: drop it, so raft
+		// would restore the older one and read the log from there.
+		newest := ""
+		for _, s := range snaps {
+			if newestSnapshot([]string{s}) == newestSnapshot(snaps) {
+				newest = s
+			}
+		}
+		if err := os.RemoveAll(newest); err != nil {
+			return "", err
+		}
+		rest := snapshotDirs(dir)
+		d2, _, err := holeInLog(db, newestSnapshot(rest))
+		return "newest snapshot " + filepath.Base(newest) + " deleted; " + d2, err
 	}
 	return "", fmt.Errorf("unknown damage %q", damage)
+}
+
+// snapshotDirs lists the finished snapshots (a member killed while writing
+// one leaves a <id>.tmp directory, which coordd ignores).
+func snapshotDirs(dir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*"))
+	var out []string
+	for _, s := range all {
+		if !strings.HasSuffix(s, ".tmp") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// newestSnapshot is the highest index among snapshot directories named
+// term-index-time (0: none).
+func newestSnapshot(snaps []string) uint64 {
+	var newest uint64
+	for _, s := range snaps {
+		var term, idx, ts uint64
+		if _, err := fmt.Sscanf(filepath.Base(s), "%d-%d-%d", &term, &idx, &ts); err == nil && idx > newest {
+			newest = idx
+		}
+	}
+	return newest
+}
+
+// holeInLog deletes the log entry halfway between the snapshot index and
+// the end of the log, if there are at least two entries after the snapshot
+// (otherwise there is nothing raft would read through, and it says so).
+func holeInLog(db string, snap uint64) (detail string, punched bool, err error) {
+	b, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return "", false, fmt.Errorf("open %s: %w", db, err)
+	}
+	defer b.Close()
+	err = b.Update(func(tx *bolt.Tx) error {
+		logs := tx.Bucket([]byte("logs"))
+		if logs == nil {
+			detail = "no log to punch a hole in"
+			return nil
+		}
+		k, _ := logs.Cursor().Last()
+		if k == nil {
+			detail = "no log to punch a hole in"
+			return nil
+		}
+		last := binary.BigEndian.Uint64(k)
+		if last < snap+2 {
+			detail = fmt.Sprintf("no entry between the newest snapshot (%d) and the end of the log (%d) to delete", snap, last)
+			return nil
+		}
+		victim := snap + 1 + (last-snap-1)/2
+		key := binary.BigEndian.AppendUint64(nil, victim)
+		if logs.Get(key) == nil {
+			detail = fmt.Sprintf("log entry %d already missing", victim)
+			return nil
+		}
+		detail, punched = fmt.Sprintf("log entry %d of %d..%d deleted (newest snapshot %d)", victim, snap+1, last, snap), true
+		return logs.Delete(key)
+	})
+	return detail, punched, err
 }
 
 func ignoreMissing(err error) error {
@@ -131,57 +213,21 @@ func (c *Cluster) StartJoining(i int) error {
 // last output line is returned. A member still running then stays running,
 // as after Start.
 func (c *Cluster) TryStart(i int, within time.Duration) (bool, string, error) {
-	m := c.members[i]
+	var out testutil.Buffer
+	exited := make(chan error, 1)
 	c.mu.Lock()
-	if c.state[i] != Stopped {
-		c.mu.Unlock()
-		return false, "", fmt.Errorf("start %s: already %s", m.ID, c.state[i])
-	}
-	args := c.args(i)
+	// The data dir is not created: a missing one is what some faults test.
+	spec := c.spec(i, "trying")
+	spec.Banner += " (a refusal is expected)"
+	spec.Tee = &out
+	p, err := c.startLocked(i, spec, true, exited)
 	c.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(m.DataDir), 0o755); err != nil {
-		return false, "", err
-	}
-	logf, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return false, "", err
 	}
-	fmt.Fprintf(logf, "=== harness: trying %s at %.3fs (a refusal is expected)\n", m.ID, time.Since(c.t0).Seconds())
-	var out lockedBuffer
-	cmd := exec.Command(c.bin.Coordd, args...)
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(logf, &out), io.MultiWriter(logf, &out)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return false, "", fmt.Errorf("start %s: %w", m.ID, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf}
-	c.mu.Lock()
-	c.procs[i], c.state[i] = p, Running
-	c.mu.Unlock()
-	exited := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		exited <- err
-		c.mu.Lock()
-		mine := c.procs[i] == p
-		if mine {
-			c.procs[i], c.state[i] = nil, Stopped
-		}
-		late := mine && p.adopted
-		if late {
-			c.exits = append(c.exits, Exit{Member: m.ID, At: c.Now(), Err: fmt.Sprint(err)})
-		}
-		c.mu.Unlock()
-		logf.Close()
-		close(p.done)
-		if late {
-			c.t.Logf("UNEXPECTED EXIT of %s at %.3fs: %v (log %s)", m.ID, time.Since(c.t0).Seconds(), err, m.LogPath)
-		}
-	}()
 	select {
 	case <-exited:
-		<-p.done
+		<-p.child.Done()
 		return true, lastLine(out.String()), nil
 	case <-time.After(within):
 		c.mu.Lock()
@@ -194,21 +240,4 @@ func (c *Cluster) TryStart(i int, within time.Duration) (bool, string, error) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	supervise "github.com/coordd/coordd/proc"
 )
@@ -53,20 +51,13 @@ func BuildStreamingNode() (string, error) {
 // registered with a Cluster's members. Each keeps its address (a fixed
 // loopback port) across restarts.
 type StreamingNodes struct {
-	t      testing.TB
-	t0     time.Time
+	procTable
 	bin    string
 	coord  string
 	WALDir string
 	extra  []string // more command-line arguments for every node
 	addrs  []string
 	dirs   []string
-	logs   []string
-
-	mu    sync.Mutex
-	state []ProcState
-	procs []*proc
-	exits []Exit
 }
 
 // StartStreamingNodes launches n streaming nodes against c (WAL dir and
@@ -77,8 +68,8 @@ func StartStreamingNodes(t testing.TB, c *Cluster, n int, dir string, extra ...s
 	if err != nil {
 		return nil, err
 	}
-	s := &StreamingNodes{t: t, t0: c.t0, bin: bin, coord: strings.Join(c.Endpoints(0), ","),
-		WALDir: filepath.Join(dir, "wal"), extra: extra, state: make([]ProcState, n), procs: make([]*proc, n)}
+	s := &StreamingNodes{procTable: newProcTable(t, c.t0, n), bin: bin, coord: strings.Join(c.Endpoints(0), ","),
+		WALDir: filepath.Join(dir, "wal"), extra: extra}
 	if err := os.MkdirAll(s.WALDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -91,7 +82,7 @@ func StartStreamingNodes(t testing.TB, c *Cluster, n int, dir string, extra ...s
 		l.Close()
 		d := filepath.Join(dir, fmt.Sprintf("sn%d", i+1))
 		s.dirs = append(s.dirs, d)
-		s.logs = append(s.logs, filepath.Join(dir, fmt.Sprintf("sn%d.log", i+1)))
+		s.ids[i], s.logs[i] = s.ID(i), filepath.Join(dir, fmt.Sprintf("sn%d.log", i+1))
 	}
 	t.Cleanup(s.Close)
 	for i := 0; i < n; i++ {
@@ -111,92 +102,17 @@ func (s *StreamingNodes) ID(i int) string { return fmt.Sprintf("sn%d", i+1) }
 // Addr is streaming node i's gRPC address.
 func (s *StreamingNodes) Addr(i int) string { return s.addrs[i] }
 
-// State is what the harness did last to streaming node i.
-func (s *StreamingNodes) State(i int) ProcState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state[i]
-}
-
 // Start starts streaming node i (again).
 func (s *StreamingNodes) Start(i int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state[i] != Stopped {
-		return fmt.Errorf("start %s: already %s", s.ID(i), s.state[i])
-	}
 	if err := os.MkdirAll(s.dirs[i], 0o755); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(s.logs[i], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "=== harness: starting %s at %.3fs\n", s.ID(i), time.Since(s.t0).Seconds())
 	args := append([]string{"--coord", s.coord, "--addr", s.addrs[i], "--wal-dir", s.WALDir,
 		"--data-dir", s.dirs[i], "--heartbeat-interval", "250ms", "--drain-timeout", "2s"}, s.extra...)
-	cmd := exec.Command(s.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", s.ID(i), err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf}
-	s.procs[i], s.state[i] = p, Running
-	go func() {
-		err := cmd.Wait()
-		s.mu.Lock()
-		expected := s.procs[i] != p
-		if !expected {
-			s.procs[i], s.state[i] = nil, Stopped
-			s.exits = append(s.exits, Exit{Member: s.ID(i), At: int64(time.Since(s.t0)), Err: fmt.Sprint(err)})
-		}
-		s.mu.Unlock()
-		logf.Close()
-		close(p.done)
-		if !expected {
-			s.t.Logf("UNEXPECTED EXIT of %s at %.3fs: %v (log %s)", s.ID(i), time.Since(s.t0).Seconds(), err, s.logs[i])
-		}
-	}()
-	return nil
-}
-
-func (s *StreamingNodes) take(i int) *proc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.procs[i]
-	s.procs[i], s.state[i] = nil, Stopped
-	return p
-}
-
-// Kill SIGKILLs streaming node i and waits for it to die.
-func (s *StreamingNodes) Kill(i int) error {
-	p := s.take(i)
-	if p == nil {
-		return nil
-	}
-	if err := supervise.Kill(p.cmd.Process, p.done, 10*time.Second); err != nil {
-		return fmt.Errorf("%s: %w", s.ID(i), err)
-	}
-	return nil
-}
-
-// Pause SIGSTOPs streaming node i; Resume SIGCONTs it.
-func (s *StreamingNodes) Pause(i int) error  { return s.signal(i, syscall.SIGSTOP, Running, Paused) }
-func (s *StreamingNodes) Resume(i int) error { return s.signal(i, syscall.SIGCONT, Paused, Running) }
-
-func (s *StreamingNodes) signal(i int, sig syscall.Signal, from, to ProcState) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state[i] != from || s.procs[i] == nil {
-		return fmt.Errorf("%v to %s: it is %s", sig, s.ID(i), s.state[i])
-	}
-	if err := s.procs[i].cmd.Process.Signal(sig); err != nil {
-		return err
-	}
-	s.state[i] = to
-	return nil
+	_, err := s.startLocked(i, supervise.Spec{Path: s.bin, Args: args, Banner: s.banner(i, "starting")}, false, nil)
+	return err
 }
 
 // Heal resumes paused nodes and restarts stopped ones.
@@ -216,13 +132,6 @@ func (s *StreamingNodes) Heal() error {
 		}
 	}
 	return nil
-}
-
-// Exits lists the exits the harness did not cause.
-func (s *StreamingNodes) Exits() []Exit {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Exit(nil), s.exits...)
 }
 
 // LogProblems scans the streaming node logs for panics and races.

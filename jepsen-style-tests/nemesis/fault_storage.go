@@ -21,10 +21,15 @@ const (
 	DropSnapshots      = "drop-snapshots"       // snapshots/ deleted
 	GarbleSnapshotMeta = "garble-snapshot-meta" // every snapshot's meta.json replaced by garbage
 	FlipSnapshots      = "flip-snapshots"       // one byte flipped in every snapshot's state.bin
+	// HoleInLog deletes one raft.db log entry between the newest snapshot
+	// and the end of the log: raft would read through the hole on start.
+	// (Holes below the snapshot are what a snapshot install leaves, and
+	// must be accepted.)
+	HoleInLog = "hole-in-log"
 )
 
 // DamageKinds are the damages storage-damage draws from.
-var DamageKinds = []string{TruncateRaftDB, FlipRaftDB, DropSnapshots, GarbleSnapshotMeta, FlipSnapshots}
+var DamageKinds = []string{TruncateRaftDB, FlipRaftDB, DropSnapshots, GarbleSnapshotMeta, FlipSnapshots, HoleInLog}
 
 // What a member says when it refuses a data dir (raftnode's errors).
 const (

@@ -88,6 +88,11 @@ func BroadcastOpsWorkloads(int) []workload.Workload {
 // segment allocations.
 var FlushArgs = append(append([]string(nil), ChannelArgs...), "--segment-check-interval", "200ms", "--segment-assignment-expiration", "1s")
 
+// FlushStreamingArgs make the flushers save growing segments every 300 ms,
+// so flushes, kills and recoveries under faults meet partial saves (and a
+// partial save whose answer is lost).
+var FlushStreamingArgs = []string{"--flusher-save-interval", "300ms"}
+
 // FlushWorkloads is the write-path workload.
 func FlushWorkloads(int) []workload.Workload {
 	return []workload.Workload{&workload.Flush{}}

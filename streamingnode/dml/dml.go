@@ -61,12 +61,43 @@ func IsDML(payload []byte) bool {
 	return len(payload) >= 4 && string(payload[:4]) == magic
 }
 
-// EncodeInsert returns the payload of m.
+// EncodeInsert returns the payload of m (one allocation of its exact size).
 func EncodeInsert(m *Insert) ([]byte, error) {
 	if len(m.PKs) == 0 || len(m.PKs) > MaxRows {
 		return nil, fmt.Errorf("dml: an insert needs 1..%d rows, got %d", MaxRows, len(m.PKs))
 	}
-	buf := make([]byte, 0, headerSize+binary.MaxVarintLen64+2*len(m.PKs)+crcSize)
+	return AppendInsert(make([]byte, 0, EncodedSize(m)), m)
+}
+
+// EncodedSize is the length of m's payload.
+func EncodedSize(m *Insert) int {
+	n := headerSize + uvarintLen(uint64(len(m.PKs))) + crcSize
+	var prev int64
+	for _, pk := range m.PKs {
+		d := pk - prev
+		n += uvarintLen(uint64(d<<1) ^ uint64(d>>63)) // zig-zag, as binary.AppendVarint
+		prev = pk
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// AppendInsert appends m's payload to buf and returns the extended
+// buffer, so a caller can reuse one buffer for many messages (it must not
+// reuse it while the payload is still in use).
+func AppendInsert(buf []byte, m *Insert) ([]byte, error) {
+	if len(m.PKs) == 0 || len(m.PKs) > MaxRows {
+		return nil, fmt.Errorf("dml: an insert needs 1..%d rows, got %d", MaxRows, len(m.PKs))
+	}
+	start := len(buf)
 	buf = append(buf, magic...)
 	buf = append(buf, KindInsert, version)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(m.Collection))
@@ -78,7 +109,7 @@ func EncodeInsert(m *Insert) ([]byte, error) {
 		buf = binary.AppendVarint(buf, pk-prev)
 		prev = pk
 	}
-	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, crcTable)), nil
+	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf[start:], crcTable)), nil
 }
 
 func corrupt(format string, args ...any) error {
@@ -87,49 +118,62 @@ func corrupt(format string, args ...any) error {
 
 // DecodeInsert parses an insert payload.
 func DecodeInsert(p []byte) (*Insert, error) {
+	m := &Insert{}
+	if err := DecodeInsertInto(p, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// DecodeInsertInto parses an insert payload into m, reusing the capacity
+// of m.PKs (a consumer decoding message after message allocates only when
+// a message has more rows than any before). On error m is unspecified.
+func DecodeInsertInto(p []byte, m *Insert) error {
 	if !IsDML(p) {
-		return nil, corrupt("not a DML message")
+		return corrupt("not a DML message")
 	}
 	if len(p) < headerSize+1+crcSize {
-		return nil, corrupt("%d bytes is too short", len(p))
+		return corrupt("%d bytes is too short", len(p))
 	}
 	if p[4] != KindInsert {
-		return nil, corrupt("kind %d is not an insert", p[4])
+		return corrupt("kind %d is not an insert", p[4])
 	}
 	if p[5] != version {
-		return nil, corrupt("unsupported version %d", p[5])
+		return corrupt("unsupported version %d", p[5])
 	}
 	body := p[:len(p)-crcSize]
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(p[len(body):]) {
-		return nil, corrupt("checksum mismatch")
+		return corrupt("checksum mismatch")
 	}
-	m := &Insert{
-		Collection: int64(binary.LittleEndian.Uint64(body[6:])),
-		Partition:  int64(binary.LittleEndian.Uint64(body[14:])),
-		Segment:    int64(binary.LittleEndian.Uint64(body[22:])),
-	}
+	m.Collection = int64(binary.LittleEndian.Uint64(body[6:]))
+	m.Partition = int64(binary.LittleEndian.Uint64(body[14:]))
+	m.Segment = int64(binary.LittleEndian.Uint64(body[22:]))
 	b := body[headerSize:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || (k > 1 && b[k-1] == 0) {
-		return nil, corrupt("bad row count")
+		return corrupt("bad row count")
 	}
 	b = b[k:]
 	if n == 0 || n > MaxRows || n > uint64(len(b)) {
-		return nil, corrupt("row count %d does not fit", n)
+		return corrupt("row count %d does not fit", n)
 	}
-	m.PKs = make([]int64, n)
+	if uint64(cap(m.PKs)) >= n {
+		m.PKs = m.PKs[:n]
+	} else {
+		m.PKs = make([]int64, n)
+	}
 	var pk int64
 	for i := range m.PKs {
 		d, k := binary.Varint(b)
 		if k <= 0 || (k > 1 && b[k-1] == 0) {
-			return nil, corrupt("pk %d: bad varint", i)
+			return corrupt("pk %d: bad varint", i)
 		}
 		pk += d
 		m.PKs[i] = pk
 		b = b[k:]
 	}
 	if len(b) != 0 {
-		return nil, corrupt("%d trailing bytes", len(b))
+		return corrupt("%d trailing bytes", len(b))
 	}
-	return m, nil
+	return nil
 }

@@ -76,3 +76,53 @@ func FuzzDecodeInsert(f *testing.F) {
 		}
 	})
 }
+
+// The reusing forms agree with the allocating ones: EncodedSize is exact,
+// AppendInsert after other bytes leaves them alone and appends the same
+// payload, and DecodeInsertInto into a reused message (with spare or too
+// little capacity) decodes the same rows.
+func TestReuseForms(t *testing.T) {
+	reused := &Insert{PKs: make([]int64, 0, 5)}
+	rapid.Check(t, func(t *rapid.T) {
+		m := &Insert{Collection: rapid.Int64().Draw(t, "c"), Partition: rapid.Int64().Draw(t, "p"), Segment: rapid.Int64().Draw(t, "s"),
+			PKs: rapid.SliceOfN(rapid.Int64(), 1, 40).Draw(t, "pks")}
+		want, err := EncodeInsert(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) != EncodedSize(m) || cap(want) != len(want) {
+			t.Fatalf("EncodedSize %d, payload %d bytes (cap %d)", EncodedSize(m), len(want), cap(want))
+		}
+		prefix := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "prefix")
+		buf, err := AppendInsert(append([]byte(nil), prefix...), m)
+		if err != nil || !bytes.Equal(buf[:len(prefix)], prefix) || !bytes.Equal(buf[len(prefix):], want) {
+			t.Fatalf("AppendInsert after %x: %x, %v; want %x", prefix, buf, err, want)
+		}
+		if err := DecodeInsertInto(want, reused); err != nil {
+			t.Fatal(err)
+		}
+		if reused.Collection != m.Collection || reused.Partition != m.Partition || reused.Segment != m.Segment || len(reused.PKs) != len(m.PKs) {
+			t.Fatalf("decoded %+v from %+v", reused, m)
+		}
+		for i := range m.PKs {
+			if reused.PKs[i] != m.PKs[i] {
+				t.Fatalf("pk %d = %d, want %d", i, reused.PKs[i], m.PKs[i])
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeInsertInto(b *testing.B) {
+	pks := make([]int64, 1000)
+	for i := range pks {
+		pks[i] = int64(1_000_000 + i)
+	}
+	p, _ := EncodeInsert(&Insert{Collection: 1, Segment: 2, PKs: pks})
+	var m Insert
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := DecodeInsertInto(p, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +32,9 @@ type channel struct {
 	mu    sync.Mutex
 	tasks []*coordpb.FlushTask // coordd's latest set for this PChannel
 	wake  chan struct{}
+
+	// Published by the running session for the metrics.
+	bufferedSegs, bufferedRows, pendingTasks atomic.Int64
 }
 
 func newChannel(m *Manager, p string, term int64) *channel {
@@ -66,9 +70,13 @@ func (c *channel) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		s := &session{c: c, log: c.m.log.With("pchannel", c.pchannel, "term", c.term)}
 		err := s.run(ctx)
+		c.bufferedSegs.Store(0)
+		c.bufferedRows.Store(0)
+		c.pendingTasks.Store(0)
 		if ctx.Err() != nil {
 			return
 		}
+		c.m.metrics.fail(classOf(err))
 		s.log.Warn("flusher restarting from coordd's recovery information", "error", err)
 		sleep(ctx, backoff)
 		backoff = min(2*backoff, 2*time.Second)
@@ -90,6 +98,7 @@ type segBuf struct {
 	vchannel                  string
 	start                     *coordpb.Position
 	rows                      []binlog.Row
+	since                     time.Time // when its first buffered row was consumed
 }
 
 // session is one recovery plus the consumption that follows it.
@@ -98,12 +107,14 @@ type session struct {
 	log      hclog.Logger
 	vch      map[string]*vstate
 	bufs     map[int64]*segBuf
-	from     uint64            // where replay started
-	next     uint64            // next offset to consume
-	last     *coordpb.Position // last consumed record
-	tick     uint64            // every record with a time tick <= tick is consumed
-	snap     map[int64]uint64  // flush task -> WAL end when it was first seen
-	done     map[int64]bool    // flushed in this session
+	from     uint64              // where replay started
+	next     uint64              // next offset to consume
+	last     *coordpb.Position   // last consumed record
+	tick     uint64              // every record with a time tick <= tick is consumed
+	snap     map[int64]uint64    // flush task -> WAL end when it was first seen
+	seen     map[int64]time.Time // flush task -> when it was first seen
+	done     map[int64]bool      // flushed in this session
+	ins      dml.Insert          // the last insert consumed (its PK slice is reused)
 	lastTick time.Time
 	lastList time.Time // last refresh of the VChannel list
 }
@@ -113,9 +124,10 @@ var errRestart = errors.New("flusher: replay must start earlier")
 func (s *session) run(ctx context.Context) error {
 	c, m := s.c, s.c.m
 	s.vch, s.bufs, s.snap, s.done = map[string]*vstate{}, map[int64]*segBuf{}, map[int64]uint64{}, map[int64]bool{}
+	s.seen = map[int64]time.Time{}
 	colls, err := m.cfg.Coord.ListVirtualChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE, 0)
 	if err != nil {
-		return fmt.Errorf("list vchannels: %w", err)
+		return classed(classRecovery, fmt.Errorf("list vchannels: %w", err))
 	}
 	var states []client.RecoveryState
 	for _, cv := range colls {
@@ -137,7 +149,7 @@ func (s *session) run(ctx context.Context) error {
 	s.next = s.from
 	r, err := wal.NewReader(m.cfg.Host.WALDir(), c.pchannel, wal.ReaderOptions{From: s.from})
 	if err != nil {
-		return err
+		return classed(classWAL, err)
 	}
 	defer r.Close()
 	s.lastList = time.Now()
@@ -151,7 +163,7 @@ func (s *session) run(ctx context.Context) error {
 				break
 			}
 			if err != nil {
-				return err
+				return classed(classWAL, err)
 			}
 			if err := s.consume(ctx, &rec); err != nil {
 				return err
@@ -173,6 +185,10 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := s.saveDue(ctx); err != nil {
+			return err
+		}
+		s.publish()
 		if caughtUp {
 			select {
 			case <-ctx.Done():
@@ -187,7 +203,7 @@ func (s *session) run(ctx context.Context) error {
 func (s *session) recoverVChannel(ctx context.Context, v string, collection int64) (client.RecoveryState, error) {
 	info, err := s.c.m.cfg.Coord.GetRecoveryInfo(ctx, v)
 	if err != nil {
-		return client.RecoveryState{}, fmt.Errorf("recovery info of %s: %w", v, err)
+		return client.RecoveryState{}, classed(classRecovery, fmt.Errorf("recovery info of %s: %w", v, err))
 	}
 	st := client.RecoveryStateOf(info)
 	st.VChannel = v
@@ -211,8 +227,9 @@ func (s *session) consume(ctx context.Context, rec *wal.Record) error {
 		s.advance(rec.Timestamp, "")
 		return nil
 	}
-	ins, err := dml.DecodeInsert(rec.Payload)
-	if err != nil {
+	ins := &s.ins // decoded in place: its rows are copied into the buffer below
+	if err := dml.DecodeInsertInto(rec.Payload, ins); err != nil {
+		s.c.m.metrics.fail(classDecode)
 		s.log.Error("skipping an unreadable DML message", "offset", rec.ID.Offset, "error", err)
 		s.advance(rec.Timestamp, "")
 		return nil
@@ -231,7 +248,8 @@ func (s *session) consume(ctx context.Context, rec *wal.Record) error {
 	}
 	b := s.bufs[ins.Segment]
 	if b == nil {
-		b = &segBuf{id: ins.Segment, collection: ins.Collection, partition: ins.Partition, vchannel: rec.VChannel, start: position(rec)}
+		b = &segBuf{id: ins.Segment, collection: ins.Collection, partition: ins.Partition, vchannel: rec.VChannel, start: position(rec),
+			since: s.c.m.cfg.Clock.Now()}
 		s.bufs[ins.Segment] = b
 	}
 	for _, pk := range ins.PKs {
@@ -348,6 +366,7 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 	if len(ticks) > 0 {
 		resp, err := m.cfg.Coord.ReportTimeTicks(ctx, nodeID, ticks)
 		if err != nil {
+			m.metrics.fail(classTimeTick)
 			s.log.Debug("time tick report failed", "error", err)
 		} else if len(resp.Refused) > 0 {
 			s.log.Debug("time ticks refused", "refused", resp.Refused)
@@ -356,6 +375,7 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 	if len(cps) > 0 {
 		resp, err := m.cfg.Coord.UpdateChannelCheckpoints(ctx, nodeID, cps)
 		if err != nil {
+			m.metrics.fail(classCheckpoint)
 			s.log.Debug("checkpoint update failed", "error", err)
 			return nil
 		}

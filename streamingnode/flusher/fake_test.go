@@ -29,6 +29,13 @@ type fakeCoord struct {
 	taskCh    chan struct{}
 	refused   int
 	cpRegress int
+	stale     int // saves answered stale
+	// deferSaves: that many partial saves are answered with an error and
+	// recorded only after the next GetRecoveryInfo of their VChannel has
+	// answered without them — a save that commits
+	// after its flusher gave up on it and recovered without it.
+	deferSaves int
+	deferred   []*coordpb.SaveBinlogPathsRequest
 }
 
 type fakeSeg struct {
@@ -80,6 +87,15 @@ func (f *fakeCoord) GetRecoveryInfo(ctx context.Context, v string) (*coordpb.Get
 			resp.Unflushed = append(resp.Unflushed, ref)
 		}
 	}
+	var later []*coordpb.SaveBinlogPathsRequest
+	for _, req := range f.deferred {
+		if req.Vchannel == v {
+			f.save(req)
+		} else {
+			later = append(later, req)
+		}
+	}
+	f.deferred = later
 	return resp, nil
 }
 
@@ -125,17 +141,48 @@ func (f *fakeCoord) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlog
 		f.refused++
 		return nil, fmt.Errorf("not the owner of %s at term %d", req.Vchannel, req.PchannelTerm)
 	}
-	s := f.segs[req.SegmentId]
-	if s == nil {
+	if f.segs[req.SegmentId] == nil {
 		return nil, fmt.Errorf("segment %d not found", req.SegmentId)
 	}
+	if !req.Flushed && f.deferSaves > 0 {
+		f.deferSaves--
+		f.deferred = append(f.deferred, req)
+		return nil, fmt.Errorf("deadline exceeded (the save will commit later)")
+	}
+	return f.save(req), nil
+}
+
+// save applies a save the way coordd's state machine does (the parts the
+// flusher relies on): stale when the segment is finished, the DML position
+// is older or (after_dml) a new binlog starts at or before the stored DML
+// position; otherwise binlogs append and a flushed save finishes it.
+func (f *fakeCoord) save(req *coordpb.SaveBinlogPathsRequest) *coordpb.SaveBinlogPathsResponse {
+	s := f.segs[req.SegmentId]
+	stale := func() *coordpb.SaveBinlogPathsResponse {
+		f.stale++
+		return &coordpb.SaveBinlogPathsResponse{Stale: true, State: s.state}
+	}
 	if s.state == "Flushed" || s.state == "Dropped" {
-		return &coordpb.SaveBinlogPathsResponse{Stale: true, State: s.state}, nil
+		return stale()
+	}
+	for _, cp := range req.Checkpoints {
+		if cp.SegmentId == s.id && s.dml != nil && cp.Position.Timestamp < s.dml.Timestamp {
+			return stale()
+		}
 	}
 	for _, fb := range req.FieldBinlogs {
 		for _, b := range fb.Binlogs {
-			s.logs = append(s.logs, b.LogId)
-			s.rows += b.EntriesNum
+			if req.AfterDml && s.dml != nil && !slices.Contains(s.logs, b.LogId) && b.TimestampFrom <= s.dml.Timestamp {
+				return stale()
+			}
+		}
+	}
+	for _, fb := range req.FieldBinlogs {
+		for _, b := range fb.Binlogs {
+			if !slices.Contains(s.logs, b.LogId) {
+				s.logs = append(s.logs, b.LogId)
+				s.rows += b.EntriesNum
+			}
 		}
 	}
 	for _, cp := range req.Checkpoints {
@@ -144,9 +191,12 @@ func (f *fakeCoord) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlog
 		}
 	}
 	for _, sp := range req.StartPositions {
-		if sp.SegmentId == s.id {
+		if sp.SegmentId == s.id && s.start == nil {
 			s.start = sp.Position
 		}
+	}
+	if !req.Flushed {
+		return &coordpb.SaveBinlogPathsResponse{State: s.state}
 	}
 	s.state = "Flushed"
 	if s.rows == 0 {
@@ -161,7 +211,7 @@ func (f *fakeCoord) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlog
 	}
 	f.tasks = left
 	f.notify()
-	return &coordpb.SaveBinlogPathsResponse{State: s.state}, nil
+	return &coordpb.SaveBinlogPathsResponse{State: s.state}
 }
 
 func (f *fakeCoord) AllocID(ctx context.Context, n uint32) (uint64, uint32, error) {

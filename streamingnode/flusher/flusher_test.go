@@ -29,12 +29,17 @@ type rig struct {
 	store objectstore.Store
 	term  int64
 	stop  func()
+	m     *Manager      // the current owner's
+	opt   func(*Config) // applied to every manager's configuration
 }
 
 func newRig(t *testing.T) *rig { return newRigWithStore(t, "") }
 
 // newRigWithStore uses the object store at url ("" = a directory).
-func newRigWithStore(t *testing.T, url string) *rig {
+func newRigWithStore(t *testing.T, url string) *rig { return newRigWith(t, url, nil) }
+
+// newRigWith also adjusts each manager's configuration with opt.
+func newRigWith(t *testing.T, url string, opt func(*Config)) *rig {
 	dir := t.TempDir()
 	if url == "" {
 		url = filepath.Join(dir, "objects")
@@ -44,7 +49,7 @@ func newRigWithStore(t *testing.T, url string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	r := &rig{t: t, host: &fakeHost{dir: filepath.Join(dir, "wal")}, store: store,
+	r := &rig{t: t, host: &fakeHost{dir: filepath.Join(dir, "wal")}, store: store, opt: opt,
 		coord: newFakeCoord(map[int64][]string{1: {testP + "_1v0"}, 2: {testP + "_2v0"}})}
 	r.takeOver()
 	return r
@@ -70,8 +75,13 @@ func (r *rig) takeOver() {
 	r.coord.mu.Lock()
 	r.coord.owner[testP] = r.term
 	r.coord.mu.Unlock()
-	m := New(Config{Host: r.host, Coord: r.coord, Store: r.store, TickInterval: 5 * time.Millisecond, PollInterval: time.Millisecond,
-		ReconcileInterval: 5 * time.Millisecond, RefreshInterval: 5 * time.Millisecond})
+	cfg := Config{Host: r.host, Coord: r.coord, Store: r.store, TickInterval: 5 * time.Millisecond, PollInterval: time.Millisecond,
+		ReconcileInterval: 5 * time.Millisecond, RefreshInterval: 5 * time.Millisecond}
+	if r.opt != nil {
+		r.opt(&cfg)
+	}
+	m := New(cfg)
+	r.m = m
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
@@ -199,71 +209,77 @@ func TestFlushWritesBinlogsAndCheckpoints(t *testing.T) {
 // are, and each row ends in exactly one Flushed segment.
 func TestTakeoverExactlyOnce(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			rng := rand.New(rand.NewSource(seed))
-			r := newRig(t)
-			pk := int64(1)
-			nextSeg := int64(100)
-			open := map[int64]int64{} // segment -> collection
-			var all []int64
-			for round := 0; round < 4; round++ {
-				for i := 0; i < 30; i++ {
-					coll := int64(1 + rng.Intn(2))
-					var seg int64
-					for s, c := range open {
-						if c == coll && rng.Intn(3) > 0 {
-							seg = s
-						}
-					}
-					if seg == 0 {
-						seg = nextSeg
-						nextSeg++
-						open[seg] = coll
-						r.coord.segment(seg, coll, fmt.Sprintf("%s_%dv0", testP, coll))
-					}
-					n := 1 + rng.Intn(3)
-					var pks []int64
-					for j := 0; j < n; j++ {
-						pks = append(pks, pk)
-						all = append(all, pk)
-						pk++
-					}
-					r.insert(coll, seg, pks...)
-				}
-				// Flush some segments, then crash and take over.
-				var ids []int64
-				for s := range open {
-					if rng.Intn(2) == 0 {
-						ids = append(ids, s)
-						delete(open, s)
-					}
-				}
-				sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-				r.coord.flush(r.term, ids...)
-				r.waitFlushed(ids...)
-				r.takeOver()
-			}
-			var rest []int64
-			for s := range open {
-				rest = append(rest, s)
-			}
-			r.coord.flush(r.term, rest...)
-			r.waitFlushed(rest...)
-			got := r.persisted()
-			for _, p := range all {
-				if got[p] != 1 {
-					t.Fatalf("pk %d persisted %d times", p, got[p])
-				}
-			}
-			if len(got) != len(all) {
-				t.Fatalf("%d pks persisted, %d inserted", len(got), len(all))
-			}
-			// Nothing stays buffered: every VChannel's checkpoint reaches the
-			// end of the WAL (a row replayed into a segment that was already
-			// flushed would hold it back forever).
-			r.waitCheckpointsAtEnd()
-		})
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { takeoverExactlyOnce(t, seed, nil) })
 	}
+}
+
+// takeoverExactlyOnce: random inserts into random segments of two
+// VChannels, rounds of flushing some segments and taking over; every row
+// must end in exactly one Flushed segment.
+func takeoverExactlyOnce(t *testing.T, seed int64, opt func(*Config)) *rig {
+	rng := rand.New(rand.NewSource(seed))
+	r := newRigWith(t, "", opt)
+	pk := int64(1)
+	nextSeg := int64(100)
+	open := map[int64]int64{} // segment -> collection
+	var all []int64
+	for round := 0; round < 4; round++ {
+		for i := 0; i < 30; i++ {
+			coll := int64(1 + rng.Intn(2))
+			var seg int64
+			for s, c := range open {
+				if c == coll && rng.Intn(3) > 0 {
+					seg = s
+				}
+			}
+			if seg == 0 {
+				seg = nextSeg
+				nextSeg++
+				open[seg] = coll
+				r.coord.segment(seg, coll, fmt.Sprintf("%s_%dv0", testP, coll))
+			}
+			n := 1 + rng.Intn(3)
+			var pks []int64
+			for j := 0; j < n; j++ {
+				pks = append(pks, pk)
+				all = append(all, pk)
+				pk++
+			}
+			r.insert(coll, seg, pks...)
+		}
+		// Flush some segments, then crash and take over.
+		var ids []int64
+		for s := range open {
+			if rng.Intn(2) == 0 {
+				ids = append(ids, s)
+				delete(open, s)
+			}
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		r.coord.flush(r.term, ids...)
+		r.waitFlushed(ids...)
+		r.takeOver()
+	}
+	var rest []int64
+	for s := range open {
+		rest = append(rest, s)
+	}
+	r.coord.flush(r.term, rest...)
+	r.waitFlushed(rest...)
+	got := r.persisted()
+	for _, p := range all {
+		if got[p] != 1 {
+			t.Fatalf("pk %d persisted %d times", p, got[p])
+		}
+	}
+	if len(got) != len(all) {
+		t.Fatalf("%d pks persisted, %d inserted", len(got), len(all))
+	}
+	// Nothing stays buffered: every VChannel's checkpoint reaches the
+	// end of the WAL (a row replayed into a segment that was already
+	// flushed would hold it back forever).
+	r.waitCheckpointsAtEnd()
+	return r
 }
 
 // Flush tasks of an older term are not this owner's to do.

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
@@ -74,6 +76,18 @@ type Config struct {
 	// RefreshInterval: how often a flusher lists VChannels to find new
 	// ones (default 1s).
 	RefreshInterval time.Duration
+	// SaveInterval: a growing segment whose oldest buffered row has waited
+	// this long has its buffered rows saved (a partial save: binlog
+	// written, SaveBinlogPaths without flushing), so the VChannel's
+	// checkpoint moves past them and a recovery replays less. 0: never by
+	// age.
+	SaveInterval time.Duration
+	// SaveBytes: a growing segment with at least this many bytes buffered
+	// (16 per row: primary key and time tick) is saved the same way. 0:
+	// never by size.
+	SaveBytes int64
+	// Clock times partial saves and flush latency (default: the real clock).
+	Clock clockwork.Clock
 }
 
 // Manager runs one flusher per PChannel the node holds and routes coordd's
@@ -81,6 +95,8 @@ type Config struct {
 type Manager struct {
 	cfg Config
 	log hclog.Logger
+
+	metrics *Metrics
 
 	mu       sync.Mutex
 	channels map[string]*channel
@@ -104,8 +120,16 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("flusher"), channels: map[string]*channel{}, tasks: map[string][]*coordpb.FlushTask{}}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("flusher"), channels: map[string]*channel{}, tasks: map[string][]*coordpb.FlushTask{}}
+	m.metrics = newMetrics(m)
+	return m
 }
+
+// Collectors are the flusher's Prometheus metrics, for the node's registry.
+func (m *Manager) Collectors() []prometheus.Collector { return m.metrics.collectors() }
 
 // Run follows the node's PChannels and coordd's flush tasks until ctx
 // ends, then stops every channel flusher.

@@ -52,9 +52,14 @@ type Writer struct {
 	index     map[dedupKey]dedupVal
 	truncated int64
 	closed    bool
-	broken    error // set after a failure that leaves the file in doubt
-	noFence   bool  // test only: Append ignores the fence (UnsafeSkipFence)
+	broken    error  // set after a failure that leaves the file in doubt
+	noFence   bool   // test only: Append ignores the fence (UnsafeSkipFence)
+	scratch   []byte // the last encoded record's buffer, reused by the next Append
 }
+
+// maxScratch bounds the encoding buffer a Writer keeps between appends, so
+// one huge record does not pin its size for the writer's life.
+const maxScratch = 1 << 20
 
 // UnsafeSkipFence breaks the writer on purpose (tests of the tests only):
 // its appends no longer check the fence or the log's newest term, so a
@@ -217,7 +222,15 @@ func (w *Writer) Append(vchannel string, payload []byte, broadcastID, ts uint64)
 	}
 	rec := Record{ID: MessageID{Term: w.term, Offset: w.st.next}, Timestamp: ts, VChannel: vchannel,
 		BroadcastID: broadcastID, Payload: payload}
-	buf := encodeRecord(nil, &rec)
+	// The record is encoded into the writer's scratch buffer (under w.mu;
+	// nothing keeps it after WriteAt): no allocation per append once it
+	// has grown to the usual record size.
+	buf := encodeRecord(w.scratch[:0], &rec)
+	if cap(buf) <= maxScratch {
+		w.scratch = buf
+	} else {
+		w.scratch = nil
+	}
 	if _, err := w.log.WriteAt(buf, w.st.pos); err != nil {
 		// Take back whatever part was written; if even that fails the file
 		// is in doubt.

@@ -1,0 +1,299 @@
+package statuspage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/api/coordpb"
+)
+
+// Source is what the page reads: the member's own API handlers, called
+// in-process with STALE consistency so the page answers on any member,
+// leader or not, without a round trip to the leader.
+type Source interface {
+	Status(context.Context, *coordpb.StatusRequest) (*coordpb.StatusResponse, error)
+	ListPChannels(context.Context, *coordpb.ListPChannelsRequest) (*coordpb.ListPChannelsResponse, error)
+	ListNodes(context.Context, *coordpb.ListNodesRequest) (*coordpb.ListNodesResponse, error)
+	ListBroadcasts(context.Context, *coordpb.ListBroadcastsRequest) (*coordpb.ListBroadcastsResponse, error)
+	ListSegments(context.Context, *coordpb.ListSegmentsRequest) (*coordpb.ListSegmentsResponse, error)
+	ListChannelCheckpoints(context.Context, *coordpb.ListChannelCheckpointsRequest) (*coordpb.ListChannelCheckpointsResponse, error)
+}
+
+// PeerStatus asks another member for its own status (its term, commit and
+// applied index): only that member knows how far it has applied.
+type PeerStatus func(ctx context.Context, httpAddr string) (*coordpb.StatusResponse, error)
+
+// HTTPPeerStatus reads a member's GET /v1/cluster/status over HTTP.
+func HTTPPeerStatus(c *http.Client) PeerStatus {
+	return func(ctx context.Context, httpAddr string) (*coordpb.StatusResponse, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/v1/cluster/status", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		// The gateway writes snake_case names and 64-bit numbers unquoted,
+		// which encoding/json reads into these fields directly.
+		var st struct {
+			NodeID       string `json:"node_id"`
+			State        string `json:"state"`
+			LeaderID     string `json:"leader_id"`
+			Term         uint64 `json:"term"`
+			CommitIndex  uint64 `json:"commit_index"`
+			AppliedIndex uint64 `json:"applied_index"`
+			LastLogIndex uint64 `json:"last_log_index"`
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			return nil, fmt.Errorf("bad status body: %w", err)
+		}
+		return &coordpb.StatusResponse{NodeId: st.NodeID, State: st.State, LeaderId: st.LeaderID, Term: st.Term,
+			CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex}, nil
+	}
+}
+
+// view is everything the template shows.
+type view struct {
+	Self        string
+	SelfState   string
+	Leader      string
+	Term        uint64
+	Generated   string
+	Refresh     int
+	Members     []memberRow
+	Nodes       []nodeGroup
+	Unassigned  []pchannelRow
+	CChannel    string
+	Broadcasts  []broadcastRow
+	VChannels   []vchannelRow
+	SegStates   []string // column order of VChannels[i].Counts
+	Errors      []string // sections that could not be read
+	FailingBcst int
+}
+
+type memberRow struct {
+	ID, Suffrage, RaftAddr, HTTPAddr, State string
+	Leader                                  bool
+	Term, Applied, Commit, Lag              uint64
+	Err                                     string
+}
+
+type nodeGroup struct {
+	ID        uint64
+	Address   string
+	State     string
+	Epoch     uint64
+	Heartbeat string
+	PChannels []pchannelRow
+}
+
+type pchannelRow struct {
+	Name, State, Mode, LastError string
+	Term                         int64
+	Node                         uint64
+	VChannels                    uint32
+	Failed                       uint32
+}
+
+type broadcastRow struct {
+	ID                 uint64
+	Type, State, Error string
+	Acked, VChannels   int
+	Attempts           uint32
+	Age                string
+}
+
+type vchannelRow struct {
+	Name         string
+	Counts       []int
+	CheckpointTs uint64
+	LagMs        int64
+	HasCP        bool
+}
+
+// segmentStates is the order of the segment columns (data.proto).
+var segmentStates = []string{"Growing", "Sealed", "Flushing", "Flushed", "Dropped", "Importing"}
+
+// gather reads every section; a section that fails is reported on the page
+// and the others still show.
+func gather(ctx context.Context, src Source, peer PeerStatus, now time.Time) view {
+	v := view{Generated: now.UTC().Format(time.RFC3339), SegStates: segmentStates}
+	fail := func(what string, err error) { v.Errors = append(v.Errors, fmt.Sprintf("%s: %v", what, err)) }
+	st, err := src.Status(ctx, &coordpb.StatusRequest{})
+	if err != nil {
+		fail("status", err)
+	} else {
+		v.Self, v.SelfState, v.Leader, v.Term = st.NodeId, st.State, st.LeaderId, st.Term
+		v.Members = members(ctx, st, peer)
+	}
+	stale := coordpb.ReadConsistency_STALE
+	pcs, err := src.ListPChannels(ctx, &coordpb.ListPChannelsRequest{Consistency: stale})
+	if err != nil {
+		fail("pchannels", err)
+		pcs = &coordpb.ListPChannelsResponse{}
+	}
+	nodes, err := src.ListNodes(ctx, &coordpb.ListNodesRequest{Consistency: stale})
+	if err != nil {
+		fail("streaming nodes", err)
+		nodes = &coordpb.ListNodesResponse{}
+	}
+	v.CChannel = pcs.Cchannel
+	v.Nodes, v.Unassigned = channelMap(pcs.Pchannels, nodes.Nodes)
+	bs, err := src.ListBroadcasts(ctx, &coordpb.ListBroadcastsRequest{Consistency: stale, PendingOnly: true, Limit: 100})
+	if err != nil {
+		fail("broadcasts", err)
+	} else {
+		for _, b := range bs.Broadcasts {
+			row := broadcastRow{ID: b.BroadcastId, Type: b.MessageType, State: b.State, Error: b.LastError,
+				Acked: len(b.Acked), VChannels: len(b.Vchannels), Attempts: b.CallbackAttempts,
+				Age: now.Sub(time.UnixMilli(b.CreatedUnixMs)).Truncate(time.Second).String()}
+			if row.Error != "" {
+				v.FailingBcst++
+			}
+			v.Broadcasts = append(v.Broadcasts, row)
+		}
+	}
+	segs, err := src.ListSegments(ctx, &coordpb.ListSegmentsRequest{Consistency: stale, Limit: 10000})
+	if err != nil {
+		fail("segments", err)
+		segs = &coordpb.ListSegmentsResponse{}
+	}
+	cps, err := src.ListChannelCheckpoints(ctx, &coordpb.ListChannelCheckpointsRequest{Consistency: stale})
+	if err != nil {
+		fail("checkpoints", err)
+		cps = &coordpb.ListChannelCheckpointsResponse{}
+	}
+	v.VChannels = vchannels(segs.Segments, cps.Checkpoints)
+	return v
+}
+
+// members asks every member for its own indexes, in parallel; lag is how
+// far a member's applied index trails the leader's commit index (or, with
+// no leader reachable, the highest commit index seen).
+func members(ctx context.Context, st *coordpb.StatusResponse, peer PeerStatus) []memberRow {
+	rows := make([]memberRow, len(st.Members))
+	var wg sync.WaitGroup
+	for i, m := range st.Members {
+		rows[i] = memberRow{ID: m.Id, Suffrage: m.Suffrage, RaftAddr: m.RaftAddr, HTTPAddr: m.HttpAddr, Leader: m.Leader}
+		if m.Id == st.NodeId {
+			rows[i].State, rows[i].Term, rows[i].Applied, rows[i].Commit = st.State, st.Term, st.AppliedIndex, st.CommitIndex
+			continue
+		}
+		if m.HttpAddr == "" {
+			rows[i].Err = "no HTTP address registered"
+			continue
+		}
+		wg.Add(1)
+		go func(r *memberRow) {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			ps, err := peer(pctx, r.HTTPAddr)
+			if err != nil {
+				r.Err = err.Error()
+				return
+			}
+			r.State, r.Term, r.Applied, r.Commit = ps.State, ps.Term, ps.AppliedIndex, ps.CommitIndex
+		}(&rows[i])
+	}
+	wg.Wait()
+	var ref uint64
+	for _, r := range rows {
+		if r.Leader && r.Err == "" {
+			ref = r.Commit
+		}
+	}
+	if ref == 0 {
+		for _, r := range rows {
+			ref = max(ref, r.Commit)
+		}
+	}
+	for i := range rows {
+		if rows[i].Err == "" && ref > rows[i].Applied {
+			rows[i].Lag = ref - rows[i].Applied
+		}
+	}
+	return rows
+}
+
+// channelMap groups PChannels under their streaming node; PChannels on no
+// live node are listed apart.
+func channelMap(pcs []*coordpb.PChannel, nodes []*coordpb.StreamingNode) ([]nodeGroup, []pchannelRow) {
+	byID := map[uint64]int{}
+	groups := make([]nodeGroup, 0, len(nodes))
+	for _, n := range nodes {
+		hb := "-"
+		if n.LastHeartbeatMsAgo >= 0 {
+			hb = (time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond).String() + " ago"
+		}
+		byID[n.Id] = len(groups)
+		groups = append(groups, nodeGroup{ID: n.Id, Address: n.Address, State: n.State, Epoch: n.Epoch, Heartbeat: hb})
+	}
+	var unassigned []pchannelRow
+	for _, p := range pcs {
+		row := pchannelRow{Name: p.Name, State: p.State, Mode: p.AccessMode, LastError: p.LastError,
+			Term: p.Term, Node: p.NodeId, VChannels: p.VchannelCount, Failed: p.FailedAttempts}
+		if i, ok := byID[p.NodeId]; ok && p.NodeId != 0 {
+			groups[i].PChannels = append(groups[i].PChannels, row)
+		} else {
+			unassigned = append(unassigned, row)
+		}
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].ID < groups[j].ID })
+	for _, g := range groups {
+		sort.Slice(g.PChannels, func(i, j int) bool { return g.PChannels[i].Name < g.PChannels[j].Name })
+	}
+	sort.Slice(unassigned, func(i, j int) bool { return unassigned[i].Name < unassigned[j].Name })
+	return groups, unassigned
+}
+
+// vchannels counts segments by state per VChannel and joins each VChannel's
+// checkpoint (its lag is how long ago the checkpoint's time tick was).
+func vchannels(segs []*coordpb.SegmentInfo, cps []*coordpb.ChannelCheckpoint) []vchannelRow {
+	idx := map[string]int{}
+	var rows []vchannelRow
+	row := func(name string) *vchannelRow {
+		i, ok := idx[name]
+		if !ok {
+			i = len(rows)
+			idx[name] = i
+			rows = append(rows, vchannelRow{Name: name, Counts: make([]int, len(segmentStates))})
+		}
+		return &rows[i]
+	}
+	for _, cp := range cps {
+		if cp.Dropped {
+			continue
+		}
+		r := row(cp.Vchannel)
+		r.HasCP, r.LagMs = true, cp.LagMs
+		if cp.Position != nil {
+			r.CheckpointTs = cp.Position.Timestamp
+		}
+	}
+	for _, s := range segs {
+		r := row(s.Vchannel)
+		for i, name := range segmentStates {
+			if s.State == name {
+				r.Counts[i]++
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows
+}

@@ -1,0 +1,88 @@
+// Package statuspage renders the status page a member serves at /ui: one
+// server-rendered HTML page (html/template, embedded; no JavaScript) that
+// refreshes itself and shows the members with their leader, term, applied
+// index and lag; the PChannels of each streaming node; broadcasts in flight
+// and failing callbacks; and segments by state with the checkpoint lag of
+// each VChannel. Every section is read from the serving member's own
+// replica (STALE), so the page works on followers and says which member
+// drew it.
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+//go:embed page.html
+var pageHTML string
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"stateClass": stateClass,
+}).Parse(pageHTML))
+
+// DefaultRefresh is how often the page reloads itself (seconds).
+const DefaultRefresh = 5
+
+// maxRefresh bounds ?refresh=N.
+const maxRefresh = 3600
+
+// Handler serves the page. now is the clock (injected for tests).
+type Handler struct {
+	Source Source
+	Peer   PeerStatus
+	Now    func() time.Time
+}
+
+// ServeHTTP renders the page. ?refresh=N sets the reload interval in
+// seconds (0 disables it); anything else is refused with 400.
+func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	refresh := DefaultRefresh
+	if q := r.URL.Query(); len(q) > 0 {
+		for k := range q {
+			if k != "refresh" {
+				http.Error(w, fmt.Sprintf("unknown query parameter %q (only refresh=SECONDS)", k), http.StatusBadRequest)
+				return
+			}
+		}
+		n, err := strconv.Atoi(q.Get("refresh"))
+		if err != nil || n < 0 || n > maxRefresh || len(q["refresh"]) != 1 {
+			http.Error(w, fmt.Sprintf("bad refresh %q: want one whole number of seconds from 0 to %d", q.Get("refresh"), maxRefresh), http.StatusBadRequest)
+			return
+		}
+		refresh = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	v := gather(ctx, h.Source, h.Peer, h.Now())
+	v.Refresh = refresh
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, v); err != nil {
+		http.Error(w, "render status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// The page needs no script, frame or outside resource; say so.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// stateClass maps a PChannel, node or broadcast state to its CSS colour
+// class: ASSIGNING amber, UNAVAILABLE and DOWN red.
+func stateClass(state string) string {
+	switch state {
+	case "ASSIGNED", "UP", "Flushed":
+		return "ok"
+	case "ASSIGNING", "DRAINING", "PENDING":
+		return "warn"
+	case "UNAVAILABLE", "DOWN", "UNINITIALIZED":
+		return "bad"
+	}
+	return "plain"
+}

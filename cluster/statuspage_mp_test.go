@@ -1,0 +1,121 @@
+package cluster_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/cluster"
+)
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "rewrite docs/status-page.png from the status-page test")
+
+// chromiumPath finds Debian's chromium; the test is skipped only when it is
+// genuinely absent (.ci/run installs it, so CI always runs the test).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it): the status page is not tested in a browser")
+	return ""
+}
+
+// chromium runs headless Chromium once with args (plus the flags that keep
+// it off the network and out of the user's profile) and returns stdout.
+func chromium(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir()}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, tail(stderr.String(), 20))
+	}
+	return string(out)
+}
+
+// TestStatusPageInChromium: a live three-member cluster with one streaming
+// node; a follower's /ui, rendered by headless Chromium, names the leader
+// the cluster reports, marks exactly that member as leader, and shows every
+// PChannel under the streaming node that holds it, ASSIGNED, in its term.
+func TestStatusPageInChromium(t *testing.T) {
+	bin := chromiumPath(t)
+	l, c := startChannelCluster(t, 1)
+	ps := waitPlacement(t, c, 30*time.Second, "all channels assigned", func(ps map[string]placement) bool { return allAssigned(ps, 0) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := st.LeaderId
+	// Read the page from a follower: it must draw the whole cluster from its
+	// own replica and its peers, not only when it is the leader.
+	var page string
+	for _, m := range l.Members() {
+		if m.ID != leader {
+			page = "http://" + m.HTTPAddr + "/ui?refresh=0"
+			break
+		}
+	}
+	// A follower applies the last assignment a moment after the leader.
+	var dom string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		dom = chromium(t, bin, "--dump-dom", page)
+		if pageErr := checkStatusDOM(dom, leader, l.Members(), ps); pageErr == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("status page at %s: %v\n--- DOM ---\n%s", page, pageErr, dom)
+		}
+	}
+	if *updateScreenshot {
+		_, file, _, _ := runtime.Caller(0)
+		png := filepath.Join(filepath.Dir(file), "..", "docs", "status-page.png")
+		chromium(t, bin, "--hide-scrollbars", "--window-size=1100,1000", "--screenshot="+png, page)
+		if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
+			t.Fatalf("screenshot %s not written: %v", png, err)
+		}
+		t.Logf("wrote %s", png)
+	}
+}
+
+// checkStatusDOM checks the rendered DOM against the cluster's own answers.
+func checkStatusDOM(dom, leader string, members []cluster.LocalMember, ps map[string]placement) error {
+	if !strings.Contains(dom, `<b id="leader">`+leader+`</b>`) {
+		return fmt.Errorf("leader %s not shown", leader)
+	}
+	for _, m := range members {
+		want := fmt.Sprintf(`data-member="%s" data-leader="%v"`, m.ID, m.ID == leader)
+		if !strings.Contains(dom, want) {
+			return fmt.Errorf("member row %q missing", want)
+		}
+	}
+	if n := strings.Count(dom, `data-leader="true"`); n != 1 {
+		return fmt.Errorf("%d members marked leader, want 1", n)
+	}
+	for name, p := range ps {
+		re := regexp.MustCompile(fmt.Sprintf(`(?s)<h3 data-node="%d">.*?<tr data-pchannel="%s" data-node="%d" data-state="ASSIGNED" class="ok">.*?<td class="num">%d</td>`,
+			p.node, regexp.QuoteMeta(name), p.node, p.term))
+		if !re.MatchString(dom) {
+			return fmt.Errorf("pchannel %s not shown ASSIGNED under node %d in term %d", name, p.node, p.term)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/api/coordpb"
+)
+
+var debugGroup = &group{
+	name:    "debug",
+	summary: "collect what is needed to debug the cluster",
+	cmds: []*command{
+		{name: "bundle", args: "FILE", summary: "write a tar.gz of every member's status, metrics, members, log level and recent errors to FILE (via FILE.tmp, then renamed)", bind: bindDebugBundle},
+	},
+}
+
+func bindDebugBundle(fs *flag.FlagSet) func([]string) (action, error) {
+	force := fs.Bool("force", false, "overwrite FILE if it exists")
+	return func(args []string) (action, error) {
+		if err := wantArgs(args, 1, 1, "FILE"); err != nil {
+			return action{}, err
+		}
+		if args[0] == "" {
+			return action{}, errors.New("FILE is empty")
+		}
+		file := args[0]
+		return action{what: "debug bundle", run: func(ctx context.Context, e *env) error {
+			return writeBundle(ctx, e, file, *force)
+		}}, nil
+	}
+}
+
+// bundle collects the files of a debug bundle in memory; each is small
+// (status, metrics text, at most a few hundred log lines per member).
+type bundle struct {
+	files    []bundleFile
+	problems []string // what could not be collected, also in bundle.txt
+	now      time.Time
+}
+
+type bundleFile struct {
+	name string
+	data []byte
+}
+
+func (b *bundle) add(name string, data []byte) { b.files = append(b.files, bundleFile{name, data}) }
+
+func (b *bundle) addProto(name string, m proto.Message) {
+	data, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	var out bytes.Buffer
+	if err == nil {
+		// protojson varies its spacing on purpose; indent it the one way.
+		err = json.Indent(&out, data, "", "  ")
+	}
+	if err != nil {
+		b.problem("%s: %v", name, err)
+		return
+	}
+	b.add(name, append(out.Bytes(), '\n'))
+}
+
+func (b *bundle) problem(format string, args ...any) {
+	b.problems = append(b.problems, fmt.Sprintf(format, args...))
+}
+
+// writeBundle checks FILE before contacting the cluster, asks every member
+// for its own view, and writes the archive to FILE.tmp, renamed over FILE
+// once complete. A member that does not answer is noted in bundle.txt and
+// does not stop the others; when none answers, no file is written.
+func writeBundle(ctx context.Context, e *env, file string, force bool) (err error) {
+	if !force {
+		if err := refuseExisting(file); err != nil {
+			return err
+		}
+	}
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("directory of %s does not exist", file)
+	}
+	b := &bundle{now: time.Now()}
+	members, err := e.c.Members(ctx, coordpb.ReadConsistency_STALE)
+	if err != nil {
+		return fmt.Errorf("list members: %w", err)
+	}
+	b.addProto("members.json", &coordpb.MembersResponse{Members: members})
+	answered := 0
+	for _, m := range members {
+		if collectMember(ctx, e, b, m) {
+			answered++
+		}
+	}
+	if answered == 0 {
+		return fmt.Errorf("no member answered: %s", strings.Join(b.problems, "; "))
+	}
+	summary := fmt.Sprintf("coordd debug bundle\ncreated: %s\nmembers: %d, answered: %d\n", b.now.UTC().Format(time.RFC3339), len(members), answered)
+	for _, p := range b.problems {
+		summary += "not collected: " + p + "\n"
+	}
+	b.files = append([]bundleFile{{"bundle.txt", []byte(summary)}}, b.files...)
+
+	tmp := file + ".tmp"
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if err := writeTarGz(tmp, b); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(file))
+	fmt.Fprintf(e.out, "wrote %s: %d members, %d answered, %d files\n", file, len(members), answered, len(b.files))
+	for _, p := range b.problems {
+		fmt.Fprintf(e.errOut, "coordctl: debug bundle: not collected: %s\n", p)
+	}
+	return nil
+}
+
+// collectMember adds one member's files; false when it answered nothing.
+func collectMember(ctx context.Context, e *env, b *bundle, m *coordpb.Member) bool {
+	dir := "members/" + safeName(m.Id) + "/"
+	ok := false
+	if m.GrpcAddr == "" {
+		b.problem("%s: no gRPC address registered", m.Id)
+	} else {
+		if st, err := e.c.StatusAt(ctx, m.GrpcAddr); err != nil {
+			b.problem("%s status: %s", m.Id, describe(err, false))
+		} else {
+			b.addProto(dir+"status.json", st)
+			ok = true
+		}
+		if lv, err := e.c.GetLogLevelAt(ctx, m.GrpcAddr); err != nil {
+			b.problem("%s log level: %s", m.Id, describe(err, false))
+		} else {
+			b.addProto(dir+"log-level.json", lv)
+		}
+		if re, err := e.c.RecentErrorsAt(ctx, m.GrpcAddr, 0); err != nil {
+			b.problem("%s recent errors: %s", m.Id, describe(err, false))
+		} else {
+			b.addProto(dir+"recent-errors.json", re)
+		}
+	}
+	if m.HttpAddr == "" {
+		b.problem("%s metrics: no HTTP address registered", m.Id)
+	} else if data, err := fetchMetrics(ctx, m.HttpAddr, e.timeout); err != nil {
+		b.problem("%s metrics: %v", m.Id, err)
+	} else {
+		b.add(dir+"metrics.txt", data)
+		ok = true
+	}
+	return ok
+}
+
+func fetchMetrics(ctx context.Context, httpAddr string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return data, nil
+}
+
+// safeName keeps a member ID usable as one path component.
+func safeName(id string) string {
+	s := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r < ' ' {
+			return '_'
+		}
+		return r
+	}, id)
+	if s == "" || s == "." || s == ".." {
+		return "_" + s
+	}
+	return s
+}
+
+func writeTarGz(path string, b *bundle) error {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, f := range b.files {
+		hdr := &tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: b.now, Typeflag: tar.TypeReg}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/coordd/coordd/backup"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// Offline commands work on a stopped member's data dir and bind no port:
+// restore (seed a new cluster from a backup), inspect (what a data dir
+// holds) and recover (rewrite the configuration after quorum loss). Each
+// checks all its input before it changes anything.
+
+// parseOffline parses a subcommand's flags; positional arguments are refused.
+func parseOffline(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return badConfig("%s: unexpected argument %q (every input is a flag)", fs.Name(), fs.Arg(0))
+	}
+	for _, name := range required {
+		if fs.Lookup(name).Value.String() == "" {
+			return badConfig("%s: --%s is required", fs.Name(), name)
+		}
+	}
+	return nil
+}
+
+// restoreCmd: coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr ADDR.
+func restoreCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("coordd restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("snapshot", "", "backup file written by 'coordctl snapshot save'")
+	dir := fs.String("data-dir", "", "the new member's data dir (missing or empty)")
+	id := fs.String("id", "", "the new member's ID")
+	raftAddr := fs.String("raft-addr", "", "the new member's raft address host:port")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr"); err != nil {
+		return err
+	}
+	if err := commands.ValidateMemberID(*id); err != nil {
+		return badConfig("--id: %v", err)
+	}
+	if err := commands.ValidateAddr("--raft-addr", *raftAddr, true); err != nil {
+		return badConfig("%v", err)
+	}
+	if entries, err := os.ReadDir(*dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("data dir %s is not empty (it holds %s): restore seeds a new member, give it an empty --data-dir", *dir, entries[0].Name())
+	}
+	bf, err := backup.Open(*file)
+	if err != nil {
+		return fmt.Errorf("refusing to restore: %w", err)
+	}
+	defer bf.Close()
+	if _, err := backup.Validate(bf.Body()); err != nil {
+		return fmt.Errorf("refusing to restore %s: %w", *file, err)
+	}
+	ident, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
+		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term})
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if *asJSON {
+		return writeJSONTo(stdout, map[string]any{"data_dir": *dir, "member_id": *id, "cluster_id": ident.ClusterID,
+			"from_cluster_id": bf.Header.ClusterID, "index": bf.Header.Index, "term": bf.Header.Term, "sha256": bf.SHA256})
+	}
+	_, err = fmt.Fprintf(stdout, "Restored %s (cluster %s, index %d, term %d) into %s as member %s of new cluster %s.\n"+
+		"Start it with 'coordd serve --id %s --data-dir %s --raft-addr %s ...' (no --peers or --join needed),\n"+
+		"then start every other member with an empty data dir and --join (docs/operations.md#backup-and-restore).\n",
+		*file, bf.Header.ClusterID, bf.Header.Index, bf.Header.Term, *dir, *id, ident.ClusterID, *id, *dir, *raftAddr)
+	return err
+}
+
+// inspectCmd: coordd inspect --data-dir DIR.
+func inspectCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("coordd inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data-dir", "", "a stopped member's data dir")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parseOffline(fs, args, "data-dir"); err != nil {
+		return err
+	}
+	rep, err := raftnode.InspectDataDir(*dir)
+	if err != nil {
+		return err
+	}
+	sum, err := backup.SummarizeState(rep.State)
+	if err != nil {
+		return fmt.Errorf("summarize state: %w", err)
+	}
+	if *asJSON {
+		return writeJSONTo(stdout, struct {
+			*raftnode.DataDirReport
+			State backup.Summary `json:"state"`
+		}{rep, sum})
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "Data dir:\t%s\n", rep.Dir)
+	fmt.Fprintf(w, "Member:\t%s (incarnation %s)\n", rep.Identity.MemberID, rep.Identity.Incarnation)
+	fmt.Fprintf(w, "Cluster ID:\t%s\n", orDash(rep.Identity.ClusterID))
+	fmt.Fprintf(w, "Current term:\t%d\n", rep.CurrentTerm)
+	fmt.Fprintf(w, "Last index:\t%d (term %d)\n", rep.LastIndex, rep.LastTerm)
+	if rep.FirstIndex == 0 {
+		fmt.Fprintf(w, "Log:\tempty (the state is all in the newest snapshot)\n")
+	} else {
+		fmt.Fprintf(w, "Log:\tentries %d..%d\n", rep.FirstIndex, rep.LastIndex)
+	}
+	var conf []string
+	for _, s := range rep.Configuration {
+		suffrage := "voter"
+		if !s.Voter {
+			suffrage = "nonvoter"
+		}
+		conf = append(conf, fmt.Sprintf("%s=%s (%s)", s.ID, s.RaftAddr, suffrage))
+	}
+	fmt.Fprintf(w, "Configuration:\t%s (written at index %d)\n", orDash(strings.Join(conf, ", ")), rep.ConfigurationIndex)
+	for i, s := range rep.Snapshots {
+		label := ""
+		if i == 0 {
+			label = "Snapshots:"
+		}
+		fmt.Fprintf(w, "%s\t%s: index %d, term %d, %d bytes\n", label, s.ID, s.Index, s.Term, s.Size)
+	}
+	fmt.Fprintf(w, "State:\tapplied index %d, %d records\n", sum.AppliedIndex, sum.Records)
+	for _, t := range sum.Tables {
+		fmt.Fprintf(w, "\t  %s: %d (%d bytes)\n", t.Name, t.Count, t.Bytes)
+	}
+	return w.Flush()
+}
+
+// peerEntry is one line of a peers file (the shape Consul's peers.json
+// uses, so operators recognise it).
+type peerEntry struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	NonVoter bool   `json:"non_voter"`
+}
+
+// readPeersFile parses and checks a peers file.
+func readPeersFile(path string) ([]raftnode.Server, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badConfig("--peers-file: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var entries []peerEntry
+	if err := dec.Decode(&entries); err != nil {
+		return nil, badConfig("--peers-file %s: want a JSON array of {\"id\", \"address\", \"non_voter\"}: %v", path, err)
+	}
+	if len(entries) == 0 {
+		return nil, badConfig("--peers-file %s lists no members", path)
+	}
+	ids, addrs := map[string]bool{}, map[string]bool{}
+	var out []raftnode.Server
+	for i, e := range entries {
+		if err := commands.ValidateMemberID(e.ID); err != nil {
+			return nil, badConfig("--peers-file %s: entry %d: %v", path, i+1, err)
+		}
+		if err := commands.ValidateAddr("address", e.Address, true); err != nil {
+			return nil, badConfig("--peers-file %s: entry %d (%s): %v", path, i+1, e.ID, err)
+		}
+		if ids[e.ID] || addrs[e.Address] {
+			return nil, badConfig("--peers-file %s: entry %d (%s): duplicate id or address", path, i+1, e.ID)
+		}
+		ids[e.ID], addrs[e.Address] = true, true
+		out = append(out, raftnode.Server{ID: e.ID, RaftAddr: e.Address, Voter: !e.NonVoter})
+	}
+	return out, nil
+}
+
+// recoverCmd: coordd recover --data-dir DIR --peers-file FILE.
+func recoverCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("coordd recover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data-dir", "", "the stopped survivor's data dir")
+	peersFile := fs.String("peers-file", "", "JSON array of the new configuration: [{\"id\": ..., \"address\": raft host:port, \"non_voter\": false}]")
+	if err := parseOffline(fs, args, "data-dir", "peers-file"); err != nil {
+		return err
+	}
+	servers, err := readPeersFile(*peersFile)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("data dir %s does not exist", *dir)
+	}
+	if err := raftnode.RecoverDataDir(*dir, servers); err != nil {
+		return err
+	}
+	rep, err := raftnode.InspectDataDir(*dir)
+	if err != nil {
+		return fmt.Errorf("read the recovered data dir back: %w", err)
+	}
+	var ids []string
+	for _, s := range rep.Configuration {
+		ids = append(ids, s.ID+"="+s.RaftAddr)
+	}
+	_, err = fmt.Fprintf(stdout, "Recovered %s: the configuration is now %s; the state is at index %d (term %d).\n"+
+		"Start the member as before, then add new members with an empty data dir and --join (docs/operations.md#quorum-loss).\n",
+		*dir, strings.Join(ids, ", "), rep.LastIndex, rep.LastTerm)
+	return err
+}
+
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

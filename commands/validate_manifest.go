@@ -1,0 +1,164 @@
+package commands
+
+import (
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Shape limits for manifest commands.
+const (
+	// MaxManifestPublishes bounds the segments of one manifest commit.
+	MaxManifestPublishes = 1024
+	// MaxManifestStats bounds the stats keys of one catalog mutation.
+	MaxManifestStats = 256
+	// MaxManifestFiles bounds the files listed under one key or index.
+	MaxManifestFiles = 4096
+	// MaxManifestIndexMutations bounds the index records one publication
+	// upserts or removes.
+	MaxManifestIndexMutations = 256
+	// MaxManifestFileBytes bounds one listed object key.
+	MaxManifestFileBytes = 1024
+)
+
+// validateManifestCommand covers the 0x0400 block; ok=false means body is
+// not a manifest command.
+func validateManifestCommand(body any) (err error, ok bool) {
+	b, isManifest := body.(*logpb.CommitSegmentManifests)
+	if !isManifest {
+		return nil, false
+	}
+	n := len(b.Publishes)
+	if n == 0 || n > MaxManifestPublishes {
+		return invalid("a manifest commit publishes 1..%d segments, got %d", MaxManifestPublishes, n), true
+	}
+	seen := make(map[int64]bool, n)
+	for _, p := range b.Publishes {
+		if seen[p.SegmentId] {
+			return invalid("segment %d is published twice in one commit", p.SegmentId), true
+		}
+		seen[p.SegmentId] = true
+		if err := ValidateManifestPublish(p); err != nil {
+			return err, true
+		}
+	}
+	return nil, true
+}
+
+// ValidateManifestPublish checks one publication's shape. The request
+// rules of Milvus's commit framework (no new segment or SegmentIndex
+// change in a batch, at most one upsert, upserts and removals not mixed,
+// each matched by the manifest mutation) are the API's
+// (controller/manifest.ValidateRequest); nothing here depends on them for
+// the state to stay consistent.
+func ValidateManifestPublish(p *logpb.ManifestPublish) error {
+	if p == nil || p.SegmentId <= 0 {
+		return invalid("a manifest publication needs a positive segment id")
+	}
+	base, err := ParseManifestPointer(p.Base)
+	if err != nil {
+		return err
+	}
+	next, err := ParseManifestPointer(p.Next)
+	if err != nil {
+		return err
+	}
+	if next.Version < 1 {
+		return invalid("segment %d: the published revision needs a version of at least 1", p.SegmentId)
+	}
+	if next.String() != p.Next || base.String() != p.Base {
+		return invalid("segment %d: manifest pointers must be in canonical form", p.SegmentId)
+	}
+	if p.CheckExpected && !p.Prepared {
+		return invalid("segment %d: an expected manifest is allowed only when publishing a prepared revision", p.SegmentId)
+	}
+	if !p.Prepared {
+		if !base.IsZero() && (base.Base != next.Base || next.Version <= base.Version) {
+			return invalid("segment %d: next revision %s does not follow %s", p.SegmentId, p.Next, p.Base)
+		}
+	}
+	return validateCatalogMutation(p.SegmentId, p.Catalog)
+}
+
+func validateCatalogMutation(seg int64, m *logpb.ManifestCatalogMutation) error {
+	if m == nil {
+		return nil
+	}
+	switch m.State {
+	case logpb.SegmentState_SEGMENT_UNKNOWN, logpb.SegmentState_SEGMENT_FLUSHED, logpb.SegmentState_SEGMENT_DROPPED:
+	default:
+		return invalid("segment %d: a catalog mutation may set state Flushed or Dropped, not %s", seg, m.State)
+	}
+	if m.SetNumOfRows && m.NumOfRows < 0 {
+		return invalid("segment %d: row count %d is negative", seg, m.NumOfRows)
+	}
+	if len(m.Stats) > MaxManifestStats {
+		return invalid("segment %d: %d stats keys (max %d)", seg, len(m.Stats), MaxManifestStats)
+	}
+	keys := map[string]bool{}
+	for _, s := range m.Stats {
+		if err := ValidateManifestStats(s); err != nil {
+			return err
+		}
+		if keys[s.Key] {
+			return invalid("segment %d: stats key %q twice", seg, s.Key)
+		}
+		keys[s.Key] = true
+	}
+	if err := validateIndexMutations(seg, m); err != nil {
+		return err
+	}
+	if ns := m.NewSegment; ns != nil {
+		if err := validateSegmentChannel(ns.CollectionId, ns.Vchannel); err != nil {
+			return err
+		}
+		if ns.PartitionId < 0 || ns.NumOfRows < 0 {
+			return invalid("segment %d: partition id and row count must not be negative", seg)
+		}
+		if ns.Level != logpb.SegmentLevel_LEVEL_L1 && ns.Level != logpb.SegmentLevel_LEVEL_L2 {
+			return invalid("segment %d: a new segment is L1 or L2, not %s", seg, ns.Level)
+		}
+	}
+	return nil
+}
+
+func validateIndexMutations(seg int64, m *logpb.ManifestCatalogMutation) error {
+	if len(m.IndexUpserts) > MaxManifestIndexMutations || len(m.IndexRemoves) > MaxManifestIndexMutations {
+		return invalid("segment %d: %d SegmentIndex upserts and %d removals (max %d each)", seg, len(m.IndexUpserts), len(m.IndexRemoves), MaxManifestIndexMutations)
+	}
+	seen := map[int64]bool{}
+	for _, r := range m.IndexUpserts {
+		if r.BuildId <= 0 || r.SegmentId != seg || r.IndexId <= 0 || r.FieldId < 0 || seen[r.BuildId] {
+			return invalid("segment %d: a SegmentIndex upsert needs a distinct build id, an index id and this segment id", seg)
+		}
+		seen[r.BuildId] = true
+		if err := validateFiles(r.Files); err != nil {
+			return err
+		}
+	}
+	for _, id := range m.IndexRemoves {
+		if id <= 0 || seen[id] {
+			return invalid("segment %d: SegmentIndex changes need distinct positive build ids", seg)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// ValidateManifestStats checks one stats key and its files.
+func ValidateManifestStats(s *logpb.ManifestStats) error {
+	if s == nil || s.Key == "" || len(s.Key) > 256 {
+		return invalid("a stats key must be 1..256 bytes")
+	}
+	return validateFiles(s.Files)
+}
+
+func validateFiles(files []string) error {
+	if len(files) > MaxManifestFiles {
+		return invalid("%d files (max %d)", len(files), MaxManifestFiles)
+	}
+	for _, f := range files {
+		if f == "" || len(f) > MaxManifestFileBytes {
+			return invalid("a file key must be 1..%d bytes", MaxManifestFileBytes)
+		}
+	}
+	return nil
+}

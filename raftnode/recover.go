@@ -1,0 +1,158 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// RecoverDataDir rewrites a stopped member's raft configuration to servers,
+// for a cluster that lost its quorum for good (docs/operations.md#quorum-loss).
+// It is raft.RecoverCluster: the state machine is rebuilt from the newest
+// snapshot and every entry after it in the log (including entries that may
+// never have committed: they become committed in the recovered cluster), a
+// new snapshot with servers as its configuration is written, and the log is
+// emptied. The member's term, vote and cluster ID are kept, so the other
+// members that are still running and the survivor's own clients continue in
+// the same cluster. servers must list this member as a voter.
+func RecoverDataDir(dir string, servers []Server) error {
+	ident, ok, err := loadIdentity(dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("data dir %s has no %s: it is not a coordd member's data dir", dir, IdentityFile)
+	}
+	if ident.ClusterID == "" {
+		return fmt.Errorf("data dir %s never joined a cluster (%s has no cluster ID): there is nothing to recover", dir, IdentityFile)
+	}
+	var conf raft.Configuration
+	self := false
+	for _, s := range servers {
+		sf := raft.Nonvoter
+		if s.Voter {
+			sf = raft.Voter
+		}
+		if s.ID == ident.MemberID && s.Voter {
+			self = true
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: sf, ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.RaftAddr)})
+	}
+	if !self {
+		return fmt.Errorf("the new configuration does not list this data dir's member %s as a voter", ident.MemberID)
+	}
+	st, err := OpenStorage(Config{ID: ident.MemberID, DataDir: dir})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rc, err := Config{ID: ident.MemberID, DataDir: dir}.withDefaults().raftConfig(make(chan bool, 1))
+	if err != nil {
+		return err
+	}
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(""))
+	defer trans.Close()
+	a := newFSMAdapter(rc.Logger)
+	return guard(dir, "recovering the cluster configuration", func() error {
+		if err := raft.RecoverCluster(rc, a, st.store, st.store, st.snaps, trans, conf); err != nil {
+			return fmt.Errorf("recover cluster: %w", err)
+		}
+		return nil
+	})
+}
+
+// RestoreConfig says which member a restored data dir seeds.
+type RestoreConfig struct {
+	Dir      string // must be missing or empty
+	ID       string
+	RaftAddr string
+	// Body is the state machine snapshot (already verified); Index and Term
+	// are the raft position it was taken at.
+	Body        io.Reader
+	Index, Term uint64
+}
+
+// RestoreDataDir seeds a new cluster's first member from a backup: a new
+// identity with a new cluster ID, a raft snapshot holding Body at Index and
+// Term whose configuration is this member alone, and a current term of Term
+// (so that the new cluster's terms are newer than every term recorded in the
+// state, which leader decisions are checked against). Started with `coordd
+// serve`, the member elects itself; the others join it with --join. On
+// failure nothing is left in Dir.
+func RestoreDataDir(c RestoreConfig) (Identity, error) {
+	if c.Index == 0 {
+		return Identity{}, errors.New("the backup holds an empty state (index 0): bootstrap a new cluster instead of restoring it")
+	}
+	_, statErr := os.Stat(c.Dir)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return Identity{}, fmt.Errorf("create data dir: %w", err)
+	}
+	entries, err := os.ReadDir(c.Dir)
+	if err != nil {
+		return Identity{}, fmt.Errorf("read data dir: %w", err)
+	}
+	if len(entries) > 0 {
+		return Identity{}, fmt.Errorf("%w: %s holds %s (restore seeds a new member: give it an empty --data-dir)", errNotEmpty, c.Dir, entries[0].Name())
+	}
+	ident, err := restoreInto(c)
+	if err != nil {
+		entries, _ := os.ReadDir(c.Dir)
+		for _, e := range entries {
+			os.RemoveAll(filepath.Join(c.Dir, e.Name()))
+		}
+		if created {
+			os.Remove(c.Dir)
+		}
+		return Identity{}, err
+	}
+	return ident, nil
+}
+
+func restoreInto(c RestoreConfig) (Identity, error) {
+	inc, err := newIncarnation()
+	if err != nil {
+		return Identity{}, err
+	}
+	clusterID, err := newIncarnation()
+	if err != nil {
+		return Identity{}, err
+	}
+	ident := Identity{Format: identityFormat, MemberID: c.ID, Incarnation: inc, ClusterID: clusterID}
+	if err := saveIdentity(c.Dir, ident); err != nil {
+		return Identity{}, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.Dir, RaftDBFile), BoltOptions: &bolt.Options{Timeout: lockTimeout}})
+	if err != nil {
+		return Identity{}, fmt.Errorf("create %s: %w", RaftDBFile, err)
+	}
+	defer store.Close()
+	if err := store.SetUint64(keyCurrentTerm, c.Term); err != nil {
+		return Identity{}, fmt.Errorf("record current term: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.Dir, 2, hclogOrNull(nil))
+	if err != nil {
+		return Identity{}, fmt.Errorf("open snapshot store: %w", err)
+	}
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(c.RaftAddr))
+	defer trans.Close()
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(c.ID), Address: raft.ServerAddress(c.RaftAddr)}}}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, c.Index, c.Term, conf, c.Index, trans)
+	if err != nil {
+		return Identity{}, fmt.Errorf("create snapshot: %w", err)
+	}
+	if _, err := io.Copy(sink, c.Body); err != nil {
+		_ = sink.Cancel()
+		return Identity{}, fmt.Errorf("write snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return Identity{}, fmt.Errorf("finish snapshot: %w", err)
+	}
+	return ident, syncDir(c.Dir)
+}

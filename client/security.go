@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 
@@ -85,3 +87,35 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return true }
+
+// HTTPGet fetches path (e.g. "/metrics") from a member's HTTP port
+// httpAddr with the client's transport security: https and its bearer
+// token on a TLS cluster, plain http otherwise. At most limit bytes are
+// read; a status other than 200 is an error naming it.
+func (c *Client) HTTPGet(ctx context.Context, httpAddr, path string, limit int64) ([]byte, error) {
+	scheme, tr := "http", &http.Transport{DisableKeepAlives: true}
+	if c.cfg.TLS != nil {
+		scheme, tr.TLSClientConfig = "https", c.cfg.TLS.Clone()
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+httpAddr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.Token != "" && c.cfg.TLS != nil {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+	}
+	return data, nil
+}

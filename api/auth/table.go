@@ -58,6 +58,24 @@ var methodRoles = map[string]Role{
 	"/coordd.v1.DataCoord/ListSegments":             RoleRead,
 	"/coordd.v1.DataCoord/ListChannelCheckpoints":   RoleRead,
 
+	// Manifests: publications come from the data path (compaction, index
+	// builds, imports) like SaveBinlogPaths; the orphan collector deletes
+	// objects, so running it on demand is admin (coordctl manifest gc).
+	"/coordd.v1.ManifestService/CommitSegmentManifest":      RoleNode,
+	"/coordd.v1.ManifestService/CommitSegmentManifestBatch": RoleNode,
+	"/coordd.v1.ManifestService/GetSegmentManifest":         RoleRead,
+	"/coordd.v1.ManifestService/CollectManifestOrphans":     RoleAdmin,
+
+	// Diagnostics: recent error lines can quote request contents (keys,
+	// names), so they are admin like profiles; the level itself is not
+	// secret.
+	"/coordd.v1.Diagnostics/GetLogLevel":  RoleRead,
+	"/coordd.v1.Diagnostics/SetLogLevel":  RoleAdmin,
+	"/coordd.v1.Diagnostics/RecentErrors": RoleAdmin,
+
+	// A backup holds the whole state, token hashes included.
+	"/coordd.v1.Backup/SaveSnapshot": RoleAdmin,
+
 	"/coordd.v1.Tokens/CreateToken": RoleAdmin,
 	"/coordd.v1.Tokens/ListTokens":  RoleAdmin,
 	"/coordd.v1.Tokens/RevokeToken": RoleAdmin,
@@ -141,14 +159,27 @@ var routeRoles = map[string]Role{
 	"POST /v1/segments/info":    RoleRead,
 	"GET /v1/segments":          RoleRead,
 
+	"POST /v1/manifests/commit":       RoleNode,
+	"POST /v1/manifests/commit-batch": RoleNode,
+	"GET /v1/manifests":               RoleRead,
+	"POST /v1/manifests/gc":           RoleAdmin,
+
+	"GET /v1/admin/log-level":     RoleRead,
+	"POST /v1/admin/log-level":    RoleAdmin,
+	"GET /v1/admin/recent-errors": RoleAdmin,
+	"GET /ui":                     RoleRead, // the status page shows what cluster status and lists show
+	"GET /v1/openapi.json":        RoleRead,
+
 	"POST /v1/tokens":        RoleAdmin,
 	"GET /v1/tokens":         RoleAdmin,
 	"POST /v1/tokens/revoke": RoleAdmin,
 
-	"/debug/pprof/":        RoleAdmin,
-	"/debug/pprof/profile": RoleAdmin,
-	"/debug/pprof/symbol":  RoleAdmin,
-	"/debug/pprof/trace":   RoleAdmin,
+	// Profiles reveal memory contents and cost CPU (served only with
+	// --enable-pprof).
+	"GET /debug/pprof/":        RoleAdmin,
+	"GET /debug/pprof/profile": RoleAdmin,
+	"GET /debug/pprof/symbol":  RoleAdmin,
+	"GET /debug/pprof/trace":   RoleAdmin,
 }
 
 // RouteRole is the role an HTTP route (ServeMux pattern) needs;

@@ -29,6 +29,11 @@ func WithAuth() Option {
 // caller role) instead of plaintext.
 func WithPeerTLS(cfg *tls.Config) Option { return func(s *Server) { s.peerTLS = cfg } }
 
+// PeerTLS is the client TLS configuration for calls to other members
+// (their server certificate is verified; this member's is presented), nil
+// on a plaintext cluster.
+func (s *Server) PeerTLS() *tls.Config { return s.peerTLS }
+
 // Authenticator is the server's authenticator, nil when authentication is
 // disabled.
 func (s *Server) Authenticator() *auth.Authenticator { return s.auth }

@@ -192,7 +192,11 @@ func (g *Gateway) statusPage() http.Handler {
 	if g.server == nil {
 		return nil
 	}
-	return statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(&http.Client{Timeout: 2 * time.Second}), Now: time.Now}
+	c, scheme := &http.Client{Timeout: 2 * time.Second}, "http"
+	if tc := g.server.PeerTLS(); tc != nil {
+		c.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https"
+	}
+	return statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme), Now: time.Now}
 }
 
 // ServeHTTP serves one request. A handler panic is logged and counted by

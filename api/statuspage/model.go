@@ -29,10 +29,12 @@ type Source interface {
 // applied index): only that member knows how far it has applied.
 type PeerStatus func(ctx context.Context, httpAddr string) (*coordpb.StatusResponse, error)
 
-// HTTPPeerStatus reads a member's GET /v1/cluster/status over HTTP.
-func HTTPPeerStatus(c *http.Client) PeerStatus {
+// HTTPPeerStatus reads a member's GET /v1/cluster/status over HTTP with
+// c; scheme is "http" or, on a secure cluster, "https" (c then presents
+// the member's server certificate, which peers accept as a server).
+func HTTPPeerStatus(c *http.Client, scheme string) PeerStatus {
 	return func(ctx context.Context, httpAddr string) (*coordpb.StatusResponse, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/v1/cluster/status", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+httpAddr+"/v1/cluster/status", nil)
 		if err != nil {
 			return nil, err
 		}

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,7 +157,7 @@ func collectMember(ctx context.Context, e *env, b *bundle, m *coordpb.Member) bo
 	}
 	if m.HttpAddr == "" {
 		b.problem("%s metrics: no HTTP address registered", m.Id)
-	} else if data, err := fetchMetrics(ctx, m.HttpAddr, e.timeout); err != nil {
+	} else if data, err := fetchMetrics(ctx, e, m.HttpAddr); err != nil {
 		b.problem("%s metrics: %v", m.Id, err)
 	} else {
 		b.add(dir+"metrics.txt", data)
@@ -168,26 +166,12 @@ func collectMember(ctx context.Context, e *env, b *bundle, m *coordpb.Member) bo
 	return ok
 }
 
-func fetchMetrics(ctx context.Context, httpAddr string, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// fetchMetrics reads a member's /metrics with the client's TLS and token
+// (the read role suffices).
+func fetchMetrics(ctx context.Context, e *env, httpAddr string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return data, nil
+	return e.c.HTTPGet(ctx, httpAddr, "/metrics", 16<<20)
 }
 
 // safeName keeps a member ID usable as one path component.

@@ -51,8 +51,8 @@ const (
 	TypePruneDroppedSegments     Type = 0x0306
 
 	TypeCommitSegmentManifests Type = 0x0401
-	TypeCreateToken Type = 0x0500
-	TypeRevokeToken Type = 0x0501
+	TypeCreateToken            Type = 0x0500
+	TypeRevokeToken            Type = 0x0501
 )
 
 // spec describes how one command type is encoded.
@@ -103,8 +103,8 @@ var registry = map[Type]spec{
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
 
 	TypeCommitSegmentManifests: {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
-	TypeCreateToken: {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
-	TypeRevokeToken: {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
+	TypeCreateToken:            {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
+	TypeRevokeToken:            {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
 }
 
 // String names the type for logs and errors.

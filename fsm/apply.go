@@ -48,8 +48,8 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
 
 	commands.TypeCommitSegmentManifests: applyCommitSegmentManifests,
-	commands.TypeCreateToken: applyCreateToken,
-	commands.TypeRevokeToken: applyRevokeToken,
+	commands.TypeCreateToken:            applyCreateToken,
+	commands.TypeRevokeToken:            applyRevokeToken,
 }
 
 // Apply applies the log entry at index and returns the new state and one

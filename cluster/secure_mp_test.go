@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,7 +37,9 @@ import (
 //   - roles hold through a follower: a read token reads (forwarded) but cannot
 //     drain; an admin token creates a token through a follower (forwarded);
 //     a server certificate forwarding a read caller cannot act as admin;
-//   - a revoked token stops working on every member; coordctl creates tokens.
+//   - a revoked token stops working on every member; coordctl creates tokens;
+//   - the status page (read role) reaches every peer over TLS, and coordctl
+//     debug bundle collects every member's status and metrics.
 func TestSecureCluster(t *testing.T) {
 	dir := t.TempDir()
 	pki, err := security.WriteDevPKI(filepath.Join(dir, "pki"), time.Now(), time.Hour)
@@ -179,5 +182,42 @@ func TestSecureCluster(t *testing.T) {
 		"--token-file", bootFile, "token", "create", "node", "--name", "proxy").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "cdt_") {
 		t.Fatalf("coordctl token create: %v\n%s", err, out)
+	}
+
+	// The status page needs the read role and reads its peers' status over
+	// TLS with the member's server certificate: no peer is unreachable.
+	viewerTok, err := admin.CreateToken(ctx, "read", "browser")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := func(token string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+follower.HTTPAddr+"/ui?refresh=0", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := https.Do(req)
+		if err != nil {
+			t.Fatalf("GET /ui: %v", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := page(""); code != http.StatusUnauthorized {
+		t.Fatalf("/ui without a token: %d, want 401", code)
+	}
+	testutil.Eventually(t, "the status page to show every member reachable", func() bool {
+		code, body := page(viewerTok.GetSecret())
+		return code == http.StatusOK && !strings.Contains(body, "unreachable") && !strings.Contains(body, "could not read") &&
+			strings.Contains(body, l.Members()[0].ID) && strings.Contains(body, l.Members()[2].ID)
+	})
+
+	// coordctl debug bundle with the admin token: every member answers
+	// status, metrics (HTTPS with the token) and recent errors.
+	bundle := filepath.Join(dir, "bundle.tar.gz")
+	out, err = exec.CommandContext(ctx, coordctlBinary, "--endpoints", l.Endpoints(), "--tls-ca", pki.Client.CA,
+		"--token-file", bootFile, "debug", "bundle", bundle).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "3 members, 3 answered") || strings.Contains(string(out), "not collected") {
+		t.Fatalf("coordctl debug bundle: %v\n%s", err, out)
 	}
 }

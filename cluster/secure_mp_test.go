@@ -184,6 +184,19 @@ func TestSecureCluster(t *testing.T) {
 		t.Fatalf("coordctl token create: %v\n%s", err, out)
 	}
 
+	// Members register their addresses in the background; the page and the
+	// bundle below reach each member at the registered ones.
+	testutil.Eventually(t, "every member to register its addresses", func() bool {
+		ms, err := admin.Members(ctx, coordpb.ReadConsistency_STALE)
+		n := 0
+		for _, m := range ms {
+			if m.GetGrpcAddr() != "" && m.GetHttpAddr() != "" {
+				n++
+			}
+		}
+		return err == nil && n == len(l.Members())
+	})
+
 	// The status page needs the read role and reads its peers' status over
 	// TLS with the member's server certificate: no peer is unreachable.
 	viewerTok, err := admin.CreateToken(ctx, "read", "browser")

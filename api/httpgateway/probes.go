@@ -2,6 +2,7 @@ package httpgateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -24,14 +25,24 @@ func (p Probes) healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz answers 200 when raftnode.Node.Readiness says the member is ready
 // (a leader is known, appends succeed, and it is within MaxLag entries of
-// the highest commit index a leader told it about) and 503 with the reason
-// otherwise.
+// the highest commit index a leader told it about) and, on a follower, the
+// leader's gRPC address is registered in the replicated member table, and
+// 503 with the reason otherwise. Without that address a follower cannot
+// forward a single write, so sending it traffic would only return
+// Unavailable; it is the normal state for the first moments of a new
+// cluster, until the leader's registration commits.
 func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
 	maxLag := p.MaxLag
 	if maxLag == 0 {
 		maxLag = raftnode.DefaultReadyMaxLag
 	}
 	r := p.Node.Readiness(maxLag)
+	if r.Ready && r.LeaderID != p.Node.ID() {
+		if m, ok := p.Node.State().Member(r.LeaderID); !ok || m.GrpcAddr == "" {
+			r.Ready = false
+			r.Status = fmt.Sprintf("leader %s has not registered its gRPC address yet: calls cannot be forwarded to it", r.LeaderID)
+		}
+	}
 	body := map[string]any{"status": r.Status, "leader_id": r.LeaderID, "commit_index": r.CommitIndex,
 		"applied_index": r.AppliedIndex, "leader_commit_index": r.LeaderCommitIndex, "max_lag": maxLag}
 	if !r.FailingSince.IsZero() {

@@ -20,7 +20,7 @@ var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.I
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
 // kind at least once, the broken-build checks, the channel workload and
-// the write-path (flush) workload.
+// the write-path (flush) and manifest-commit workloads.
 func Smoke() []scenario.Scenario {
 	d := 16 * time.Second
 	return []scenario.Scenario{
@@ -51,6 +51,11 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
 			StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs, Workloads: scenario.FlushWorkloads},
+		// Manifest commits: concurrent committers per segment while members
+		// are killed, paused and cut off; the collector runs throughout.
+		{Name: "smoke-manifest-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.IsolateLeader, nemesis.Transfer},
+			Duration: 12 * time.Second, Recovery: 3 * time.Second, ExtraArgs: scenario.ManifestArgs, ObjectStore: true,
+			Workloads: scenario.ManifestWorkloads},
 	}
 }
 
@@ -177,6 +182,9 @@ func Full() []scenario.Scenario {
 		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs,
 			Workloads: scenario.FlushWorkloads},
+		// Manifest commits under every coordd fault kind.
+		{Name: "manifest-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
+			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, Workloads: scenario.ManifestWorkloads},
 	}
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {

@@ -35,7 +35,8 @@ type manifestCell struct {
 // manifestCommits measures CommitSegmentManifest (AddStats, one key per
 // caller so revisions stay small) closed-loop: callers spread over 1,000
 // segments, callers on one hot segment, and batch commits of 64 random
-// segments per call. Every commit is a revision write to the members'
+// segments per call (16 callers, whose random batches nearly always
+// overlap, and one caller alone). Every commit is a revision write to the members'
 // object store plus one raft command. The cells are printed to stderr; the
 // result carries the first (spread) cell.
 func manifestCommits(l *cluster.Launcher, callers int, duration time.Duration) (result, error) {
@@ -63,6 +64,7 @@ func manifestCommits(l *cluster.Launcher, callers int, duration time.Duration) (
 		{"spread", callers, nsegs, 1, segs},
 		{"hot", callers, 1, 1, segs[:1]},
 		{"batch64", callers / 4, nsegs, 64, segs},
+		{"batch64-alone", 1, nsegs, 64, segs},
 	} {
 		cell := manifestRun(clients, shape.segmentsUsed, max(1, shape.callers), shape.batch, duration)
 		cell.Name, cell.Segments = shape.name, shape.segs

@@ -38,6 +38,7 @@ func Smoke() []scenario.Scenario {
 		brokenIdentity(),
 		brokenFence(),
 		brokenOrder(),
+		brokenManifestReads(),
 		{Name: "smoke-channels-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 22 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.ChannelArgs,
 			StreamingNodes: 2, StreamingFaults: true, Workloads: scenario.ChannelWorkloads},
@@ -143,6 +144,21 @@ func brokenClient() scenario.Scenario {
 		Duration: 4 * time.Second, Recovery: time.Second, ExpectViolation: true,
 		Workloads: func(nodes int) []workload.Workload {
 			return []workload.Workload{&workload.Alloc{NClients: 2 * nodes, InjectStale: 50}}
+		},
+	}
+}
+
+// brokenManifestReads is a test of the tests for the manifest workload:
+// its first reader records, every 10th read, the segment's first version
+// again, as a deposed leader serving an old pointer would. The run passes
+// only if the manifest linearizability checker catches it.
+func brokenManifestReads() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-manifest-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.Transfer},
+		Duration: 8 * time.Second, Recovery: 3 * time.Second, ExpectViolation: true,
+		ExpectChecker: "manifest-linearizable(porcupine)", ExtraArgs: scenario.ManifestArgs, ObjectStore: true,
+		Workloads: func(int) []workload.Workload {
+			return []workload.Workload{&workload.Manifest{InjectStaleRead: 10}}
 		},
 	}
 }

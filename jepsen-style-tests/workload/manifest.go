@@ -29,6 +29,11 @@ type Manifest struct {
 	Readers    int // default 2
 	// LinTimeout bounds porcupine (default 2 minutes).
 	LinTimeout time.Duration
+	// InjectStaleRead, for testing the tests only: every InjectStaleRead-th
+	// ok read of the first reader records that reader's first read of the
+	// segment instead of the real answer, as a deposed leader serving an
+	// old pointer would. 0 disables it.
+	InjectStaleRead int
 }
 
 func (m *Manifest) defaults() {
@@ -75,12 +80,16 @@ func (m *Manifest) Run(ctx context.Context, env Env) error {
 			}
 			defer c.Close()
 			rng := rand.New(rand.NewPCG(env.Seed, uint64(i)))
+			var mangle func(int64, checker.ManifestReadOut) checker.ManifestReadOut
+			if i == m.Committers && m.InjectStaleRead > 0 {
+				mangle = staleReads(m.InjectStaleRead)
+			}
 			for n := 0; ctx.Err() == nil; n++ {
 				seg := segs[rng.IntN(len(segs))]
 				if i < m.Committers {
 					commitOnce(ctx, c, env.Recorder, id, seg, fmt.Sprintf("c%d-%d", id, n))
 				} else {
-					readOnce(ctx, c, env.Recorder, id, checker.FManifestRead, seg)
+					readOnce(ctx, c, env.Recorder, id, checker.FManifestRead, seg, mangle)
 					sleepCtx(ctx, time.Duration(rng.IntN(20))*time.Millisecond)
 				}
 			}
@@ -163,9 +172,29 @@ func commitOnce(ctx context.Context, c *client.Client, rec *history.Recorder, id
 	}
 }
 
+// staleReads is the InjectStaleRead mangler: it remembers each segment's
+// first read and records it again instead of every n-th ok read.
+func staleReads(n int) func(int64, checker.ManifestReadOut) checker.ManifestReadOut {
+	first := map[int64]checker.ManifestReadOut{}
+	k := 0
+	return func(seg int64, out checker.ManifestReadOut) checker.ManifestReadOut {
+		old, ok := first[seg]
+		if !ok {
+			first[seg] = out
+			return out
+		}
+		if k++; k%n == 0 {
+			return old
+		}
+		return out
+	}
+}
+
 // readOnce reads a segment's pointer and decoded revision; a read is ok
-// only if the revision the pointer names could be decoded.
-func readOnce(ctx context.Context, c *client.Client, rec *history.Recorder, id int, f string, seg int64) error {
+// only if the revision the pointer names could be decoded. mangle (tests
+// of the tests only) may replace what is recorded.
+func readOnce(ctx context.Context, c *client.Client, rec *history.Recorder, id int, f string, seg int64,
+	mangle func(int64, checker.ManifestReadOut) checker.ManifestReadOut) error {
 	p := rec.Invoke(id, f, checker.ManifestReadIn{Segment: seg})
 	got, err := c.GetSegmentManifest(ctx, seg)
 	if err == nil && got.Version > 0 && got.GetRevision().GetVersion() != got.Version {
@@ -185,14 +214,18 @@ func readOnce(ctx context.Context, c *client.Client, rec *history.Recorder, id i
 		keys = append(keys, s.Key)
 	}
 	sort.Strings(keys)
-	p.Ok(checker.ManifestReadOut{Version: got.Version, Keys: keys})
+	out := checker.ManifestReadOut{Version: got.Version, Keys: keys}
+	if mangle != nil {
+		out = mangle(seg, out)
+	}
+	p.Ok(out)
 	return nil
 }
 
 // readFinal retries a final read until it succeeds or ctx ends.
 func readFinal(ctx context.Context, c *client.Client, rec *history.Recorder, id int, seg int64) {
 	for ctx.Err() == nil {
-		if readOnce(ctx, c, rec, id, checker.FManifestFinal, seg) == nil {
+		if readOnce(ctx, c, rec, id, checker.FManifestFinal, seg, nil) == nil {
 			return
 		}
 		sleepCtx(ctx, 200*time.Millisecond)

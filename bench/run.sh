@@ -30,6 +30,7 @@ run balance -workload balance -pchannels 256 -streaming-nodes 8
 run watchers -workload watchers -watchers 1000 -trials "$TRIALS"
 run broadcast -workload broadcast -clients 16
 run flush -workload flush -trials "$TRIALS"
+run manifest -workload manifest -clients "$CLIENTS" -duration "$DURATION"
 bash bench/etcd/run.sh "$CLIENTS" 60000 | tail -n 1 | tee "$out/etcd.json"
 
 python3 - "$out" <<'PY'

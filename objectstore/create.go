@@ -48,6 +48,9 @@ func plainKey(key string) bool {
 	return true
 }
 
+// createTempPrefix starts the names of createFile's temporary files.
+const createTempPrefix = ".create-"
+
 func (s *bucket) createFile(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -56,7 +59,7 @@ func (s *bucket) createFile(ctx context.Context, key string, data []byte) error 
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return s.wrap("create", key, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(final), ".create-*.tmp")
+	tmp, err := os.CreateTemp(filepath.Dir(final), createTempPrefix+"*.tmp")
 	if err != nil {
 		return s.wrap("create", key, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -189,23 +190,29 @@ func (s *bucket) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (s *bucket) List(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
-	it := s.b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			return keys, nil
-		}
-		if err != nil {
-			return keys, s.wrap("list", prefix+"*", err)
-		}
-		if !obj.IsDir {
-			keys = append(keys, obj.Key)
-		}
+	infos, err := s.ListInfo(ctx, prefix)
+	keys := make([]string, 0, len(infos))
+	for _, o := range infos {
+		keys = append(keys, o.Key)
 	}
+	return keys, err
 }
 
+// ListInfo lists the objects under prefix, sorted by key. A directory
+// store walks the directory itself (listDir): fileblob's walk fails the
+// whole listing when a file vanishes between the directory read and its
+// stat, which a concurrent writer's temporary file does all the time, so a
+// collector listing a store under steady writes would fail most passes.
 func (s *bucket) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if s.dir != "" {
+		if out, ok, err := s.listDir(ctx, prefix); ok {
+			return out, err
+		}
+	}
+	return s.listOnce(ctx, prefix)
+}
+
+func (s *bucket) listOnce(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
 	it := s.b.List(&blob.ListOptions{Prefix: prefix})
 	for {
@@ -216,10 +223,33 @@ func (s *bucket) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, err
 		if err != nil {
 			return out, s.wrap("list", prefix+"*", err)
 		}
-		if !obj.IsDir {
+		if !obj.IsDir && !(s.dir != "" && isWriterTemp(obj.Key)) {
 			out = append(out, ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
 		}
 	}
+}
+
+// isWriterTemp: key is a temporary file of a write in progress on a
+// directory store — createFile's (".create-<random>.tmp") or fileblob's
+// ("<key>.<hex nanoseconds>.tmp", kept beside the target by no_tmp_dir).
+func isWriterTemp(key string) bool {
+	name, ok := strings.CutSuffix(path.Base(key), ".tmp")
+	if !ok {
+		return false
+	}
+	if strings.HasPrefix(name, createTempPrefix) {
+		return true
+	}
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 || len(name)-i-1 < 8 {
+		return false
+	}
+	for _, c := range name[i+1:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *bucket) Delete(ctx context.Context, key string) error {

@@ -138,7 +138,7 @@ func (s *Server) GetSegmentInfo(ctx context.Context, req *coordpb.GetSegmentInfo
 	for _, id := range req.SegmentIds {
 		g, ok := st.Segment(id)
 		if !ok || (!g.Healthy() && !req.IncludeUnhealthy) {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: segment %d", errNotFound, id))
+			return nil, s.toStatus(ctx, fmt.Errorf("%w: segment %d does not exist", errNotFound, id))
 		}
 		out.Segments = append(out.Segments, apiSegment(g, true))
 		if !seen[g.VChannel] {

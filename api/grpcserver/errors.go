@@ -202,14 +202,32 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 var internalPrefixes = []string{
 	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
 	errInvalid.Error() + ": ", errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
-	manifest.ErrInvalid.Error() + ": ",
+	manifest.ErrInvalid.Error() + ": ", manifest.ErrNotFound.Error() + ": ",
 }
 
 // publicMessage is msg without the internal sentinel prefixes, wherever
-// they occur (nested errors repeat them).
+// they start a message or a wrapped part of one (nested errors repeat
+// them); inside other words they stay ("segment not found: ..." keeps its
+// subject).
 func publicMessage(msg string) string {
 	for _, p := range internalPrefixes {
-		msg = strings.ReplaceAll(msg, p, "")
+		var b strings.Builder
+		rest := msg
+		for {
+			i := strings.Index(rest, p)
+			if i < 0 {
+				b.WriteString(rest)
+				break
+			}
+			done := b.String() + rest[:i]
+			if done == "" || strings.HasSuffix(done, ": ") {
+				b.WriteString(rest[:i])
+			} else {
+				b.WriteString(rest[:i+len(p)])
+			}
+			rest = rest[i+len(p):]
+		}
+		msg = b.String()
 	}
 	return msg
 }

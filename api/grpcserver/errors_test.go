@@ -119,7 +119,7 @@ func TestToStatus(t *testing.T) {
 				t.Errorf("got %v %q; want %v %q", st.Code(), st.Message(), tc.code, want)
 			}
 			for _, p := range internalPrefixes {
-				if strings.Contains(st.Message(), p) {
+				if m := st.Message(); strings.HasPrefix(m, p) || strings.Contains(m, ": "+p) {
 					t.Errorf("message %q carries %q", st.Message(), p)
 				}
 			}
@@ -265,6 +265,23 @@ func TestHTTPStatus(t *testing.T) {
 	for _, c := range rejectionCodes {
 		if hs := HTTPStatus(c); hs < 400 {
 			t.Errorf("rejection code %v maps to HTTP %d", c, hs)
+		}
+	}
+}
+
+// TestPublicMessage: sentinel prefixes go where they start the message or
+// a wrapped part of it, never from inside another sentinel's text.
+func TestPublicMessage(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{fmt.Errorf("%w: segment 5 does not exist", manifest.ErrNotFound).Error(), "segment 5 does not exist"},
+		{"task not found: x", "task not found: x"},
+		{fmt.Errorf("%w: member ghost", errNotFound).Error(), "member ghost"},
+		{fmt.Errorf("read: %w", fmt.Errorf("%w: member ghost", errNotFound)).Error(), "read: member ghost"},
+		{fmt.Errorf("%w: %w: x", errInvalid, commands.ErrInvalid).Error(), "x"},
+		{"nothing to strip", "nothing to strip"},
+	} {
+		if got := publicMessage(tc.in); got != tc.want {
+			t.Errorf("publicMessage(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

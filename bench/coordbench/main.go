@@ -140,6 +140,8 @@ func run(o options) error {
 		var cells []flushCell
 		res, cells, err = flushLatency(l, o.trials)
 		res.FlushCells = cells
+	case "manifest":
+		res, err = manifestCommits(l, o.clients, o.duration)
 	case "failover":
 		res, err = failover(l, o.trials)
 	case "sn-failover":

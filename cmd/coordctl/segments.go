@@ -63,26 +63,35 @@ type segmentJSON struct {
 	BinlogFileCount int64         `json:"binlog_file_count"`
 	CreatedUnixMs   int64         `json:"created_unix_ms"`
 	DroppedUnixMs   int64         `json:"dropped_unix_ms"`
-	BinlogPaths     []string      `json:"binlog_paths,omitempty"`
 }
 
-func toSegmentJSON(s *coordpb.SegmentInfo, withPaths bool) segmentJSON {
+// segmentGetJSON is what 'segment get' prints: the list fields plus every
+// insert binlog object. binlog_paths is always present ([] for a segment
+// that has none yet), so scripts can rely on the field.
+type segmentGetJSON struct {
+	segmentJSON
+	BinlogPaths []string `json:"binlog_paths"`
+}
+
+func toSegmentJSON(s *coordpb.SegmentInfo) segmentJSON {
 	out := segmentJSON{SegmentID: s.SegmentId, CollectionID: s.CollectionId, PartitionID: s.PartitionId, VChannel: s.Vchannel,
 		Level: s.Level, State: s.State, RowCount: s.NumOfRows, SizeBytes: s.SizeBytes, StartPosition: toPositionJSON(s.StartPosition),
 		DMLPosition: toPositionJSON(s.DmlPosition), SealTs: s.SealTs, SealReason: s.SealReason, StorageVersion: s.StorageVersion,
 		ManifestPath: s.ManifestPath, BinlogFileCount: s.BinlogFileCount, CreatedUnixMs: s.CreatedUnixMs, DroppedUnixMs: s.DroppedUnixMs}
-	if withPaths {
-		out.BinlogPaths = append([]string{}, s.BinlogPaths...)
-		if len(out.BinlogPaths) == 0 {
-			// Derive the keys from the log IDs if the server did not list them.
-			for _, fb := range s.FieldBinlogs {
-				for _, b := range fb.Binlogs {
-					p := b.Path
-					if p == "" {
-						p = fmt.Sprintf("insert_log/%d/%d/%d/%d/%d", s.CollectionId, s.PartitionId, s.SegmentId, fb.FieldId, b.LogId)
-					}
-					out.BinlogPaths = append(out.BinlogPaths, p)
+	return out
+}
+
+func toSegmentGetJSON(s *coordpb.SegmentInfo) segmentGetJSON {
+	out := segmentGetJSON{segmentJSON: toSegmentJSON(s), BinlogPaths: append([]string{}, s.BinlogPaths...)}
+	if len(out.BinlogPaths) == 0 {
+		// Derive the keys from the log IDs if the server did not list them.
+		for _, fb := range s.FieldBinlogs {
+			for _, b := range fb.Binlogs {
+				p := b.Path
+				if p == "" {
+					p = fmt.Sprintf("insert_log/%d/%d/%d/%d/%d", s.CollectionId, s.PartitionId, s.SegmentId, fb.FieldId, b.LogId)
 				}
+				out.BinlogPaths = append(out.BinlogPaths, p)
 			}
 		}
 	}
@@ -130,7 +139,7 @@ func bindSegmentList(fs *flag.FlagSet) func([]string) (action, error) {
 			if e.json {
 				out := segmentsJSON{Segments: []segmentJSON{}}
 				for _, s := range segs {
-					out.Segments = append(out.Segments, toSegmentJSON(s, false))
+					out.Segments = append(out.Segments, toSegmentJSON(s))
 				}
 				return writeJSON(e.out, out)
 			}
@@ -162,7 +171,7 @@ func bindSegmentGet(fs *flag.FlagSet) func([]string) (action, error) {
 			if len(resp.Segments) != 1 {
 				return fmt.Errorf("the server returned %d segments for one id", len(resp.Segments))
 			}
-			s := toSegmentJSON(resp.Segments[0], true)
+			s := toSegmentGetJSON(resp.Segments[0])
 			if e.json {
 				return writeJSON(e.out, s)
 			}

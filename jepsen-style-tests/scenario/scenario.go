@@ -65,6 +65,9 @@ type Scenario struct {
 	// StreamingArgs are extra arguments for every streaming node (e.g. a
 	// test-only flag that breaks it).
 	StreamingArgs []string
+	// ObjectStore gives every coordd member --object-store on one shared
+	// directory (manifest revisions).
+	ObjectStore bool
 }
 
 // ChannelArgs make channel management fast enough for a short run: node
@@ -96,6 +99,15 @@ var FlushStreamingArgs = []string{"--flusher-save-interval", "300ms"}
 // FlushWorkloads is the write-path workload.
 func FlushWorkloads(int) []workload.Workload {
 	return []workload.Workload{&workload.Flush{}}
+}
+
+// ManifestArgs run the orphan collector often, with a grace period that
+// outlasts any commit's write-to-apply window in a short run.
+var ManifestArgs = []string{"--manifest-gc-interval", "1s", "--manifest-gc-grace", "3s"}
+
+// ManifestWorkloads is the manifest-commit workload.
+func ManifestWorkloads(int) []workload.Workload {
+	return []workload.Workload{&workload.Manifest{}}
 }
 
 // Allocators is the allocator workload, two clients per member.
@@ -167,7 +179,11 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 
 	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration+5*time.Minute)
 	defer cancel()
-	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: seed, ExtraArgs: sc.ExtraArgs, Dir: filepath.Join(t.TempDir(), "data")}, t0)
+	extra := sc.ExtraArgs
+	if sc.ObjectStore {
+		extra = append(append([]string(nil), extra...), "--object-store", filepath.Join(t.TempDir(), "objects"))
+	}
+	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: seed, ExtraArgs: extra, Dir: filepath.Join(t.TempDir(), "data")}, t0)
 	if err != nil {
 		t.Fatalf("start cluster (seed %d): %v", seed, err)
 	}

@@ -1,0 +1,220 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"pgregory.net/rapid"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+)
+
+// Faults the property injects into publications, in proposal order.
+var (
+	errCrashBeforePropose = errors.New("test: leader died after writing the revision, before proposing")
+	errLostAnswer         = errors.New("test: the command applied, its answer was lost")
+)
+
+// commitRecord is one finished commit of the property run. start and end
+// are positions on one sequence shared by every committer (a logical
+// clock), so "a finished before b started" is end(a) < start(b).
+type commitRecord struct {
+	seg        int64
+	key        string
+	version    int64 // acknowledged version (0 unless err == nil)
+	err        error
+	start, end int64
+}
+
+// TestManifestCommitProperties: random concurrent committers on a few
+// segments, with the leader dying between revision write and proposal or
+// losing the answer after the command applied, and the orphan collector
+// running (grace 1 ns) the whole time. Then, for every segment:
+// acknowledged versions are distinct and increase in real-time order;
+// every revision still readable at an acknowledged version holds every
+// mutation acknowledged with a lower version; the final revision holds
+// every acknowledged and every applied-but-unanswered mutation and none of
+// those whose proposal never happened; the collector never removed a
+// revision a pointer references (the current one and every acknowledged
+// one are still there) and, once quiet, left no revision above a pointer.
+func TestManifestCommitProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		f := newFixture(t, Config{GCGrace: time.Nanosecond, GCInterval: time.Hour})
+		nseg := rapid.IntRange(1, 3).Draw(rt, "segments")
+		segs := make([]int64, nseg)
+		for i := range segs {
+			segs[i] = int64(5 + i)
+			if _, err := f.c.Commit(context.Background(), createReq(segs[i])); err != nil {
+				rt.Fatalf("create %d: %v", segs[i], err)
+			}
+		}
+		faults := rapid.SliceOfN(rapid.IntRange(0, 5), 1, 12).Draw(rt, "faults") // 0: crash before, 1: lost answer, else none
+		var proposals atomic.Int64
+		pick := func() int {
+			return faults[int(proposals.Add(1)-1)%len(faults)]
+		}
+		var lastFault sync.Map // commands whose answer the after-apply hook loses
+		f.l.SetBeforePropose(func(body proto.Message) error {
+			b, ok := body.(*logpb.CommitSegmentManifests)
+			if !ok {
+				return nil
+			}
+			switch pick() {
+			case 0:
+				return errCrashBeforePropose
+			case 1:
+				lastFault.Store(b, true)
+			}
+			return nil
+		})
+		f.l.SetAfterApply(func(body proto.Message) error {
+			if _, ok := lastFault.LoadAndDelete(body); ok {
+				return errLostAnswer
+			}
+			return nil
+		})
+		ncommitters := rapid.IntRange(2, 5).Draw(rt, "committers")
+		scripts := make([][]int, ncommitters)
+		for i := range scripts {
+			scripts[i] = rapid.SliceOfN(rapid.IntRange(0, nseg-1), 1, 6).Draw(rt, fmt.Sprintf("script%d", i))
+		}
+
+		var clock atomic.Int64
+		var mu sync.Mutex
+		var recs []commitRecord
+		stopGC := make(chan struct{})
+		gcDone := make(chan struct{})
+		go func() {
+			defer close(gcDone)
+			for {
+				select {
+				case <-stopGC:
+					return
+				default:
+				}
+				if _, err := f.c.CollectOrphans(context.Background(), false); err != nil {
+					t.Errorf("collector: %v", err)
+					return
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for i, script := range scripts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n, si := range script {
+					r := commitRecord{seg: segs[si], key: fmt.Sprintf("c%d-%d", i, n), start: clock.Add(1)}
+					resp, err := f.c.Commit(context.Background(), statsReq(r.seg, r.key, "stats/"+r.key))
+					r.end, r.err = clock.Add(1), err
+					if err == nil {
+						r.version = resp.Version
+					}
+					mu.Lock()
+					recs = append(recs, r)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(stopGC)
+		<-gcDone
+		f.l.SetBeforePropose(nil)
+		f.l.SetAfterApply(nil)
+		if _, err := f.c.CollectOrphans(context.Background(), false); err != nil {
+			rt.Fatalf("final collection: %v", err)
+		}
+		checkCommitRecords(rt, f, segs, recs)
+	})
+}
+
+func checkCommitRecords(rt *rapid.T, f *fixture, segs []int64, recs []commitRecord) {
+	ctx := context.Background()
+	for _, seg := range segs {
+		var acked []commitRecord
+		for _, r := range recs {
+			if r.seg != seg {
+				continue
+			}
+			switch {
+			case r.err == nil:
+				acked = append(acked, r)
+			case errors.Is(r.err, errCrashBeforePropose), errors.Is(r.err, errLostAnswer):
+			default:
+				rt.Fatalf("commit %s on segment %d: unexpected error %v", r.key, seg, r.err)
+			}
+		}
+		for _, a := range acked {
+			for _, b := range acked {
+				if a.key != b.key && a.version == b.version {
+					rt.Fatalf("segment %d: %s and %s both acknowledged version %d", seg, a.key, b.key, a.version)
+				}
+				if a.end < b.start && b.version <= a.version {
+					rt.Fatalf("segment %d: %s (v%d) finished before %s started, which got v%d", seg, a.key, a.version, b.key, b.version)
+				}
+			}
+		}
+		base := commands.ManifestBase(testColl, 1, seg)
+		for _, b := range acked {
+			data, err := f.store.Get(ctx, commands.ManifestKey(base, b.version))
+			if err != nil {
+				rt.Fatalf("segment %d: acknowledged revision %d is gone: %v", seg, b.version, err)
+			}
+			rev, err := Decode(data)
+			if err != nil {
+				rt.Fatalf("segment %d: revision %d: %v", seg, b.version, err)
+			}
+			keys := statsKeys(rev.Stats)
+			for _, a := range acked {
+				if a.version <= b.version && !slices.Contains(keys, a.key) {
+					rt.Fatalf("segment %d: revision %d lacks %s, acknowledged at v%d", seg, b.version, a.key, a.version)
+				}
+			}
+		}
+		got, err := f.c.Get(ctx, f.l.State(), seg)
+		if err != nil {
+			rt.Fatalf("segment %d: the pointer names an unreadable revision: %v", seg, err)
+		}
+		final := statsKeys(got.Revision.Stats)
+		for _, r := range recs {
+			if r.seg != seg {
+				continue
+			}
+			in := slices.Contains(final, r.key)
+			switch {
+			case r.err == nil && !in:
+				rt.Fatalf("segment %d: acknowledged %s missing from the final revision v%d", seg, r.key, got.Version)
+			case errors.Is(r.err, errLostAnswer) && !in:
+				rt.Fatalf("segment %d: %s applied (answer lost) but missing from v%d", seg, r.key, got.Version)
+			case errors.Is(r.err, errCrashBeforePropose) && in:
+				rt.Fatalf("segment %d: %s was never proposed but is in v%d", seg, r.key, got.Version)
+			}
+		}
+		keys, err := f.store.List(ctx, base+"/")
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for _, k := range keys {
+			if _, v, ok := commands.ParseManifestKey(k); ok && v > got.Version {
+				rt.Fatalf("segment %d: orphan %s (above v%d) left after a quiet collection", seg, k, got.Version)
+			}
+		}
+	}
+}
+
+func statsKeys(stats []*coordpb.ManifestStatsEntry) []string {
+	var out []string
+	for _, s := range stats {
+		out = append(out, s.Key)
+	}
+	return out
+}

@@ -2,7 +2,6 @@ package controllertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,12 +14,13 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/testutil"
 )
 
 // ErrNotLeader is what the fake's Propose returns while it refuses
-// (SetRefuse).
-var ErrNotLeader = errors.New("controllertest: not the leader")
+// (SetRefuse). It is leadership.ErrNotLeader, as a real node's would be.
+var ErrNotLeader = fmt.Errorf("controllertest: %w", leadership.ErrNotLeader)
 
 // Leader is a fake leader: State, StateChanged, EstablishedTerm,
 // VerifyLeader and Propose over a real FSM state. It satisfies the Leader

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -68,8 +69,8 @@ func TestLeaderHooksAndRefusal(t *testing.T) {
 	body := &logpb.ReserveIDs{Count: 1}
 
 	l.SetRefuse(true)
-	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("refusing leader: %v", err)
+	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, ErrNotLeader) || !errors.Is(err, leadership.ErrNotLeader) {
+		t.Fatalf("refusing leader: %v, want leadership.ErrNotLeader", err)
 	}
 	l.SetRefuse(false)
 

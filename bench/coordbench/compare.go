@@ -53,6 +53,8 @@ type row struct {
 	CoorddStoreCommits  float64 `json:"coordd_leader_store_commits,omitempty"`
 	CoorddEntriesPerFsy float64 `json:"coordd_entries_per_store_commit,omitempty"`
 	CoorddOpsPerFsync   float64 `json:"coordd_ops_per_store_commit,omitempty"`
+	// coordd's raft term went up by this much during the cell (elections)
+	CoorddTermChanges uint64 `json:"coordd_term_changes"`
 	// peer: etcd transactions per second during the cell
 	PeerTxnsPerS float64 `json:"peer_etcd_txns_per_s,omitempty"`
 }
@@ -210,6 +212,7 @@ type measured struct {
 	flushesPerS  float64
 	entries, sc  float64
 	peerTxnsPerS float64
+	termChanges  uint64
 }
 
 func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir string) measured {
@@ -218,6 +221,7 @@ func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir
 	var f0 uint64
 	var a0, c0, t0 float64
 	var start time.Time
+	var term0 uint64
 	m.st = runCell(clients, d, maxOps, func(c int) clientOp { return v.newOp(s, c, clients) }, func() {
 		f0, _ = diskFlushes(dir)
 		if s.raftCounters != nil {
@@ -225,6 +229,9 @@ func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir
 		}
 		if s.txns != nil {
 			t0, _ = s.txns()
+		}
+		if s.term != nil {
+			term0 = s.term()
 		}
 		start = time.Now()
 	})
@@ -238,6 +245,11 @@ func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir
 	if s.txns != nil {
 		t1, _ := s.txns()
 		m.peerTxnsPerS = (t1 - t0) / el
+	}
+	if s.term != nil {
+		if t := s.term(); t > term0 && term0 > 0 {
+			m.termChanges = t - term0
+		}
 	}
 	m.rss = sampler.result()
 	return m
@@ -260,6 +272,7 @@ func (r *row) fill(c, p measured, values int) {
 		r.CoorddOpsPerFsync = round1(float64(c.st.Ops) / c.sc)
 	}
 	r.PeerTxnsPerS = round1(p.peerTxnsPerS)
+	r.CoorddTermChanges = c.termChanges
 }
 
 func round1(x float64) float64 { return float64(int64(x*10)) / 10 }

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordd/coordd/api/coordpb"
 )
 
@@ -30,13 +33,23 @@ type dataSet struct {
 	manifests bool // w4's first revisions are written
 }
 
-// positions are TSO-like (physical ms << 18 plus a counter), shared by
-// both systems and every cell, so a VChannel's positions only grow.
+// positions are hybrid timestamps (physical ms << 18 | logical) from the
+// wall clock 10 s ahead, strictly increasing across both systems and every
+// cell: ahead of the checkpoints coordd's streaming nodes report for the
+// same VChannels from their own WALs, and only growing per VChannel.
 var positionBase = uint64(time.Now().UnixMilli()) << 18
 
-var positionSeq atomic.Uint64
+var lastPosition atomic.Uint64
 
-func nextPosition() uint64 { return positionBase + positionSeq.Add(1) }
+func nextPosition() uint64 {
+	for {
+		prev := lastPosition.Load()
+		next := max(prev+1, uint64(time.Now().Add(10*time.Second).UnixMilli())<<18)
+		if lastPosition.CompareAndSwap(prev, next) {
+			return next
+		}
+	}
+}
 
 // mine lists client c's VChannels.
 func (d *dataSet) mine(c, clients int) []dataVch {
@@ -75,7 +88,12 @@ func setupData(s *system) error {
 	d := &dataSet{}
 	for coll := int64(7000); len(d.vchs) < dataVChannels; coll++ {
 		n := min(16, dataVChannels-len(d.vchs))
-		resp, err := ch.AllocVirtualChannels(ctx, &coordpb.AllocVirtualChannelsRequest{CollectionId: coll, Count: uint32(n)})
+		var resp *coordpb.AllocVirtualChannelsResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = ch.AllocVirtualChannels(ctx, &coordpb.AllocVirtualChannelsRequest{CollectionId: coll, Count: uint32(n),
+				RequestId: fmt.Sprintf("coordbench-vch-%d", coll)})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("alloc vchannels of collection %d: %w", coll, err)
 		}
@@ -95,8 +113,12 @@ func setupData(s *system) error {
 	dc := coordpb.NewDataCoordClient(s.conns[0])
 	for i := range d.vchs {
 		v := &d.vchs[i]
-		resp, err := dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: v.node, Requests: []*coordpb.SegmentIDRequest{
-			{CollectionId: v.collection, PartitionId: 1, Vchannel: v.name, PchannelTerm: v.term, Rows: 1, Bytes: 1024}}})
+		var resp *coordpb.AssignSegmentIDResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: v.node, Requests: []*coordpb.SegmentIDRequest{
+				{CollectionId: v.collection, PartitionId: 1, Vchannel: v.name, PchannelTerm: v.term, Rows: 1, Bytes: 1024}}})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("assign a segment on %s: %w", v.name, err)
 		}
@@ -104,4 +126,21 @@ func setupData(s *system) error {
 	}
 	s.data = d
 	return nil
+}
+
+// retry repeats a setup call answered Unavailable (a leader change on a
+// loaded machine), at most 20 times.
+func retry(ctx context.Context, call func() error) error {
+	var err error
+	for range 20 {
+		if err = call(); status.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
 }

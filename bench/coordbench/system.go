@@ -25,6 +25,9 @@ type system struct {
 	// raftCounters: the leader's applied index and its log-store commits
 	// (each a bolt transaction: the leader's fsyncs); nil for the peer.
 	raftCounters func() (applied, storeCommits float64, err error)
+	// term is coordd's raft term as its leader answers it (nil for the
+	// peer): a cell that ends at a higher term saw an election.
+	term func() uint64
 	// txns counts the peer's etcd transactions (nil for coordd).
 	txns func() (float64, error)
 	// data is the write-path setup shared by w2, w3 and w4.
@@ -73,6 +76,15 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 			}
 		}
 		return out
+	}
+	s.term = func() uint64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := coordpb.NewClusterClient(conns[0]).Status(ctx, &coordpb.StatusRequest{})
+		if err != nil {
+			return 0
+		}
+		return st.Term
 	}
 	s.raftCounters = func() (float64, float64, error) {
 		mt, err := scrape(ld.HTTPAddr)

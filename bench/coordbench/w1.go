@@ -7,8 +7,10 @@ import (
 )
 
 // w1: the allocators. AllocTimestamp and AllocID with count 1 and 100, and
-// Status, which does no coordination work on either system: the ceiling
-// of the gRPC transport on this machine.
+// two reference RPCs: GetLogLevel ("noop": a constant answered from the
+// member's memory on both systems, the ceiling of the gRPC transport on
+// this machine) and Status (on coordd it also reads raft's configuration
+// through raft's main loop; on the peer it is a constant).
 func w1() workloadDef {
 	alloc := func(ts bool, count uint32) func(s *system, c, clients int) clientOp {
 		return func(s *system, c, _ int) clientOp {
@@ -22,6 +24,13 @@ func w1() workloadDef {
 		}
 	}
 	return workloadDef{variants: []variant{
+		{name: "noop", newOp: func(s *system, c, _ int) clientOp {
+			dc := coordpb.NewDiagnosticsClient(s.conn(c))
+			return func(ctx context.Context, _ int) error {
+				_, err := dc.GetLogLevel(ctx, &coordpb.GetLogLevelRequest{})
+				return err
+			}
+		}},
 		{name: "status", newOp: func(s *system, c, _ int) clientOp {
 			cc := coordpb.NewClusterClient(s.conn(c))
 			return func(ctx context.Context, _ int) error { _, err := cc.Status(ctx, &coordpb.StatusRequest{}); return err }

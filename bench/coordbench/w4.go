@@ -38,9 +38,13 @@ func setupManifests(s *system) error {
 			mc := coordpb.NewManifestServiceClient(s.conn(w))
 			for v := range work {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := mc.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: v.segment,
-					Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_Create{Create: &coordpb.CreateManifest{
-						ColumnGroups: []*coordpb.ManifestColumnGroup{{FieldIds: []int64{100, 101}, Files: []string{fmt.Sprintf("insert/%d/0.parquet", v.segment)}}}}}}})
+				err := retry(ctx, func() error {
+					_, err := mc.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: v.segment,
+						RequestId: fmt.Sprintf("coordbench-create-%d", v.segment),
+						Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_Create{Create: &coordpb.CreateManifest{
+							ColumnGroups: []*coordpb.ManifestColumnGroup{{FieldIds: []int64{100, 101}, Files: []string{fmt.Sprintf("insert/%d/0.parquet", v.segment)}}}}}}})
+					return err
+				})
 				cancel()
 				if err != nil {
 					errs <- fmt.Errorf("create manifest of segment %d: %w", v.segment, err)

@@ -83,6 +83,7 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int) err
 	srv := grpc.NewServer()
 	coordpb.RegisterClusterServer(srv, &clusterServer{kv: kv})
 	coordpb.RegisterAllocatorServer(srv, &allocServer{ts: ts, ids: ids})
+	coordpb.RegisterDiagnosticsServer(srv, diagnosticsServer{})
 	coordpb.RegisterChannelsServer(srv, &channelServer{cat: cat})
 	coordpb.RegisterDataCoordServer(srv, &dataServer{cat: cat})
 	coordpb.RegisterManifestServiceServer(srv, &manifestServer{cat: cat, objDir: objDir})

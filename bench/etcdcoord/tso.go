@@ -159,3 +159,12 @@ func (c *clusterServer) Status(context.Context, *coordpb.StatusRequest) (*coordp
 	return &coordpb.StatusResponse{NodeId: "etcdcoord", State: "Leader", LeaderId: "etcdcoord", Term: 1, EstablishedTerm: 1,
 		AppliedIndex: uint64(c.kv.txns.Load())}, nil
 }
+
+type diagnosticsServer struct {
+	coordpb.UnimplementedDiagnosticsServer
+}
+
+// GetLogLevel is the no-op RPC: a constant from memory, as on coordd.
+func (diagnosticsServer) GetLogLevel(context.Context, *coordpb.GetLogLevelRequest) (*coordpb.LogLevelResponse, error) {
+	return &coordpb.LogLevelResponse{NodeId: "etcdcoord", Level: "warn"}, nil
+}

@@ -53,6 +53,10 @@ type row struct {
 	CoorddStoreCommits  float64 `json:"coordd_leader_store_commits,omitempty"`
 	CoorddEntriesPerFsy float64 `json:"coordd_entries_per_store_commit,omitempty"`
 	CoorddOpsPerFsync   float64 `json:"coordd_ops_per_store_commit,omitempty"`
+	// commands proposed on the leader (coordd_propose_duration_seconds)
+	// per leader log-store commit: the group-commit efficiency
+	CoorddCommands         float64 `json:"coordd_commands,omitempty"`
+	CoorddCommandsPerFsync float64 `json:"coordd_commands_per_store_commit,omitempty"`
 	// coordd's raft term went up by this much during the cell (elections)
 	CoorddTermChanges uint64 `json:"coordd_term_changes"`
 	// peer: etcd transactions per second during the cell
@@ -180,6 +184,11 @@ func runCompare(o options) error {
 			if def.setup == nil {
 				continue
 			}
+			if s.refresh != nil {
+				if err := s.refresh(); err != nil {
+					return err
+				}
+			}
 			t0 := time.Now()
 			if err := def.setup(s); err != nil {
 				return fmt.Errorf("%s setup on %s: %w", n, s.name, err)
@@ -193,6 +202,9 @@ func runCompare(o options) error {
 		for _, c := range clients {
 			for _, v := range def.variants {
 				r := row{Workload: n, Variant: v.name, Clients: c, DiskFsyncsPerS: round1(fsyncs)}
+				if err := cs.refresh(); err != nil {
+					return err
+				}
 				cm := measure(cs, v, c, o.duration, maxOps, dir)
 				pm := measure(ps, v, c, o.duration, maxOps, dir)
 				r.fill(cm, pm, v.values)
@@ -211,6 +223,7 @@ type measured struct {
 	rss          map[string]float64
 	flushesPerS  float64
 	entries, sc  float64
+	commands     float64
 	peerTxnsPerS float64
 	termChanges  uint64
 }
@@ -219,13 +232,13 @@ func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir
 	var m measured
 	sampler := sampleRSS(s.rss)
 	var f0 uint64
-	var a0, c0, t0 float64
+	var a0, c0, p0, t0 float64
 	var start time.Time
 	var term0 uint64
 	m.st = runCell(clients, d, maxOps, func(c int) clientOp { return v.newOp(s, c, clients) }, func() {
 		f0, _ = diskFlushes(dir)
 		if s.raftCounters != nil {
-			a0, c0, _ = s.raftCounters()
+			a0, c0, p0, _ = s.raftCounters()
 		}
 		if s.txns != nil {
 			t0, _ = s.txns()
@@ -239,8 +252,8 @@ func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir
 	f1, _ := diskFlushes(dir)
 	m.flushesPerS = float64(f1-f0) / el
 	if s.raftCounters != nil {
-		a1, c1, _ := s.raftCounters()
-		m.entries, m.sc = a1-a0, c1-c0
+		a1, c1, p1, _ := s.raftCounters()
+		m.entries, m.sc, m.commands = a1-a0, c1-c0, p1-p0
 	}
 	if s.txns != nil {
 		t1, _ := s.txns()
@@ -266,10 +279,11 @@ func (r *row) fill(c, p measured, values int) {
 	}
 	r.CoorddRSS, r.PeerRSS = c.rss, p.rss
 	r.CoorddDiskFlushesPerS, r.PeerDiskFlushesPerS = round1(c.flushesPerS), round1(p.flushesPerS)
-	r.CoorddEntries, r.CoorddStoreCommits = c.entries, c.sc
+	r.CoorddEntries, r.CoorddStoreCommits, r.CoorddCommands = c.entries, c.sc, c.commands
 	if c.sc > 0 {
 		r.CoorddEntriesPerFsy = round1(c.entries / c.sc)
 		r.CoorddOpsPerFsync = round1(float64(c.st.Ops) / c.sc)
+		r.CoorddCommandsPerFsync = round1(c.commands / c.sc)
 	}
 	r.PeerTxnsPerS = round1(p.peerTxnsPerS)
 	r.CoorddTermChanges = c.termChanges

@@ -69,7 +69,11 @@ func setupData(s *system) error {
 	ch := coordpb.NewChannelsClient(s.conns[0])
 	owners := map[string]*coordpb.PChannel{}
 	for len(owners) == 0 {
-		resp, err := ch.ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
+		var resp *coordpb.ListPChannelsResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = ch.ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("list pchannels: %w", err)
 		}

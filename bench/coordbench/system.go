@@ -22,9 +22,13 @@ type system struct {
 	name  string // "coordd" or "peer"
 	conns []*grpc.ClientConn
 	rss   func() map[string]float64
-	// raftCounters: the leader's applied index and its log-store commits
-	// (each a bolt transaction: the leader's fsyncs); nil for the peer.
-	raftCounters func() (applied, storeCommits float64, err error)
+	// raftCounters: the leader's applied index, its log-store commits
+	// (each a bolt transaction: the leader's fsyncs) and the commands it
+	// proposed and saw applied (several share an entry); nil for the peer.
+	raftCounters func() (applied, storeCommits, commands float64, err error)
+	// refresh re-dials the leader when it changed (nil for the peer), so
+	// no cell measures coordd through a follower's forwarding hop.
+	refresh func() error
 	// term is coordd's raft term as its leader answers it (nil for the
 	// peer): a cell that ends at a higher term saw an election.
 	term func() uint64
@@ -58,16 +62,27 @@ func dialN(addr string, n int) ([]*grpc.ClientConn, error) {
 
 // coorddSystem connects to the launched cluster's established leader.
 func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
-	li, err := leader(l, -1)
-	if err != nil {
+	s := &system{name: "coordd"}
+	var ld cluster.LocalMember
+	s.refresh = func() error {
+		li, err := leader(l, -1)
+		if err != nil {
+			return err
+		}
+		if l.Members()[li].GRPCAddr == ld.GRPCAddr {
+			return nil
+		}
+		conns, err := dialN(l.Members()[li].GRPCAddr, nconns)
+		if err != nil {
+			return err
+		}
+		s.close()
+		ld, s.conns = l.Members()[li], conns
+		return nil
+	}
+	if err := s.refresh(); err != nil {
 		return nil, err
 	}
-	ld := l.Members()[li]
-	conns, err := dialN(ld.GRPCAddr, nconns)
-	if err != nil {
-		return nil, err
-	}
-	s := &system{name: "coordd", conns: conns}
 	s.rss = func() map[string]float64 {
 		out := map[string]float64{}
 		for _, m := range l.Members() {
@@ -80,18 +95,18 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 	s.term = func() uint64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		st, err := coordpb.NewClusterClient(conns[0]).Status(ctx, &coordpb.StatusRequest{})
+		st, err := coordpb.NewClusterClient(s.conns[0]).Status(ctx, &coordpb.StatusRequest{})
 		if err != nil {
 			return 0
 		}
 		return st.Term
 	}
-	s.raftCounters = func() (float64, float64, error) {
+	s.raftCounters = func() (float64, float64, float64, error) {
 		mt, err := scrape(ld.HTTPAddr)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
-		return mt["coordd_fsm_applied_index"], mt["coordd_raft_boltdb_storeLogs_count"], nil
+		return mt["coordd_fsm_applied_index"], mt["coordd_raft_boltdb_storeLogs_count"], mt["coordd_propose_duration_seconds_count"], nil
 	}
 	return s, nil
 }

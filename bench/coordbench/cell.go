@@ -27,8 +27,8 @@ type clientOp func(ctx context.Context, i int) error
 // runCell runs clients closed-loop, each calling newOp(client)'s op until
 // the duration is over or maxOps calls were made in all, after a warm-up
 // of one second (not counted); before is called between the two. Every
-// call has a 10 s deadline.
-func runCell(clients int, duration time.Duration, maxOps int, newOp func(client int) clientOp, before func()) cellStats {
+// call has the given deadline.
+func runCell(clients int, duration, callTimeout time.Duration, maxOps int, newOp func(client int) clientOp, before func()) cellStats {
 	ops := make([]clientOp, clients)
 	for c := range ops {
 		ops[c] = newOp(c)
@@ -50,7 +50,7 @@ func runCell(clients int, duration time.Duration, maxOps int, newOp func(client 
 				errs := 0
 				var first error
 				for n := 0; n < perClient && time.Now().Before(stopAt); n++ {
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 					t0 := time.Now()
 					err := ops[c](ctx, calls[c])
 					cancel()

@@ -76,6 +76,8 @@ type workloadDef struct {
 	setup    func(s *system) error
 	variants []variant
 	maxOps   int
+	// callTimeout: each call's deadline (default 10 s)
+	callTimeout time.Duration
 }
 
 func workloads() map[string]workloadDef {
@@ -205,8 +207,12 @@ func runCompare(o options) error {
 				if err := cs.refresh(); err != nil {
 					return err
 				}
-				cm := measure(cs, v, c, o.duration, maxOps, dir)
-				pm := measure(ps, v, c, o.duration, maxOps, dir)
+				to := def.callTimeout
+				if to == 0 {
+					to = 10 * time.Second
+				}
+				cm := measure(cs, v, c, o.duration, to, maxOps, dir)
+				pm := measure(ps, v, c, o.duration, to, maxOps, dir)
 				r.fill(cm, pm, v.values)
 				if err := enc.Encode(r); err != nil {
 					return err
@@ -228,14 +234,14 @@ type measured struct {
 	termChanges  uint64
 }
 
-func measure(s *system, v variant, clients int, d time.Duration, maxOps int, dir string) measured {
+func measure(s *system, v variant, clients int, d, callTimeout time.Duration, maxOps int, dir string) measured {
 	var m measured
 	sampler := sampleRSS(s.rss)
 	var f0 uint64
 	var a0, c0, p0, t0 float64
 	var start time.Time
 	var term0 uint64
-	m.st = runCell(clients, d, maxOps, func(c int) clientOp { return v.newOp(s, c, clients) }, func() {
+	m.st = runCell(clients, d, callTimeout, maxOps, func(c int) clientOp { return v.newOp(s, c, clients) }, func() {
 		f0, _ = diskFlushes(dir)
 		if s.raftCounters != nil {
 			a0, c0, p0, _ = s.raftCounters()

@@ -13,9 +13,10 @@ import (
 // under one exclusive COLLECTION_NAME resource key: a key of its own
 // (non-conflicting: broadcasts run concurrently) or one shared hot key
 // (conflicting: they run one after another). A call returns once the task
-// is done on both systems.
+// is done on both systems. Conflicting callers queue on the key, so a
+// call's deadline is 60 s.
 func w5() workloadDef {
-	return workloadDef{setup: setupBroadcast, maxOps: 5000, variants: []variant{
+	return workloadDef{setup: setupBroadcast, maxOps: 5000, callTimeout: time.Minute, variants: []variant{
 		{name: "16-targets", newOp: w5Op(false)},
 		{name: "16-targets-conflicting", newOp: w5Op(true)},
 	}}

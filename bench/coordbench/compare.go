@@ -117,6 +117,13 @@ func runCompare(o options) error {
 			return fmt.Errorf("-compare: unknown workload %q (w1..w5)", n)
 		}
 	}
+	ports := launcherPorts(o.basePort, 3, 2)
+	for i := range 3 {
+		ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
+	}
+	if err := portsFree(append(ports, o.peerPort)); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "coordbench-compare-")
 	if err != nil {
 		return err
@@ -151,6 +158,11 @@ func runCompare(o options) error {
 		return fmt.Errorf("coordd cluster: %w", err)
 	}
 	defer l.Stop()
+	select { // a member that could not start (e.g. a port taken meanwhile)
+	case err := <-l.Exited():
+		return fmt.Errorf("coordd cluster: %w", err)
+	default:
+	}
 	pdir := filepath.Join(dir, "peer")
 	if err := os.MkdirAll(pdir, 0o755); err != nil {
 		return err

@@ -84,7 +84,7 @@ func main() {
 	flag.IntVar(&o.trials, "trials", 10, "trials (failover, sn-failover, watchers)")
 	flag.StringVar(&o.binary, "coordd", "bin/coordd", "coordd binary")
 	flag.StringVar(&o.snBinary, "streamingnode", "bin/streamingnode", "streamingnode binary")
-	flag.IntVar(&o.basePort, "base-port", 27001, "cluster base port (see coordd dev)")
+	flag.IntVar(&o.basePort, "base-port", 37001, "cluster base port (launcher layout: +100 raft, +1000 HTTP, +200 streaming nodes); 27001 is coordd dev's")
 	flag.DurationVar(&o.nodeTTL, "node-ttl", 3*time.Second, "streaming node session TTL (sn-failover)")
 	flag.IntVar(&o.pchannels, "pchannels", 256, "pchannels (balance)")
 	flag.IntVar(&o.snodes, "streaming-nodes", 8, "streaming nodes (balance)")
@@ -142,6 +142,9 @@ func run(o options) error {
 	case "assign", "timeticks":
 		cfg.StreamingNodes = 1
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", "4")
+	}
+	if err := portsFree(launcherPorts(o.basePort, cfg.Nodes, cfg.StreamingNodes)); err != nil {
+		return err
 	}
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -163,38 +163,42 @@ func runCompare(o options) error {
 		return fmt.Errorf("coordd cluster: %w", err)
 	default:
 	}
-	pdir := filepath.Join(dir, "peer")
-	if err := os.MkdirAll(pdir, 0o755); err != nil {
-		return err
-	}
-	etcdBin := o.etcdBinary
-	if etcdBin == "" {
-		etcdBin = defaultEtcdBinary()
-	}
-	peerBin, err := filepath.Abs(o.peerBinary)
-	if err != nil {
-		return err
-	}
-	p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort)
-	if err != nil {
-		return fmt.Errorf("peer: %w", err)
-	}
-	defer p.stop()
 	cs, err := coorddSystem(l, o.conns)
 	if err != nil {
 		return err
 	}
 	defer cs.close()
-	ps, err := p.system(o.conns)
-	if err != nil {
-		return err
+	systems := []*system{cs}
+	var ps *system
+	if o.withPeer {
+		pdir := filepath.Join(dir, "peer")
+		if err := os.MkdirAll(pdir, 0o755); err != nil {
+			return err
+		}
+		etcdBin := o.etcdBinary
+		if etcdBin == "" {
+			etcdBin = defaultEtcdBinary()
+		}
+		peerBin, err := filepath.Abs(o.peerBinary)
+		if err != nil {
+			return err
+		}
+		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort)
+		if err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+		defer p.stop()
+		if ps, err = p.system(o.conns); err != nil {
+			return err
+		}
+		defer ps.close()
+		systems = append(systems, ps)
 	}
-	defer ps.close()
 
 	enc := json.NewEncoder(os.Stdout)
 	for _, n := range names {
 		def := defs[n]
-		for _, s := range []*system{cs, ps} {
+		for _, s := range systems {
 			if def.setup == nil {
 				continue
 			}
@@ -224,7 +228,10 @@ func runCompare(o options) error {
 					to = 10 * time.Second
 				}
 				cm := measure(cs, v, c, o.duration, to, maxOps, dir)
-				pm := measure(ps, v, c, o.duration, to, maxOps, dir)
+				var pm measured
+				if ps != nil {
+					pm = measure(ps, v, c, o.duration, to, maxOps, dir)
+				}
 				r.fill(cm, pm, v.values)
 				if err := enc.Encode(r); err != nil {
 					return err

@@ -68,7 +68,7 @@ type options struct {
 	pchannels, snodes          int
 	watchers                   int
 	// -compare (bench/etcdcoord as the peer)
-	compare                bool
+	compare, withPeer      bool
 	clientsList            string
 	etcdBinary, peerBinary string
 	etcdPort, peerPort     int
@@ -90,6 +90,7 @@ func main() {
 	flag.IntVar(&o.snodes, "streaming-nodes", 8, "streaming nodes (balance)")
 	flag.IntVar(&o.watchers, "watchers", 1000, "assignment watchers (watchers)")
 	flag.BoolVar(&o.compare, "compare", false, "run -workload (w1..w5, or a comma-separated list) on coordd and on the etcd-backed peer (bench/etcdcoord), one JSON line per cell")
+	flag.BoolVar(&o.withPeer, "peer", true, "with -compare: also run every cell on the peer (false: coordd only, e.g. a long steady-state run)")
 	flag.StringVar(&o.etcdBinary, "etcd", "", "etcd binary for -compare (default: bench/etcd/build.sh's cache)")
 	flag.StringVar(&o.peerBinary, "etcdcoord", "bin/etcdcoord", "the peer's binary for -compare")
 	flag.IntVar(&o.etcdPort, "etcd-port", 23791, "first etcd client port for -compare (peer ports +10)")

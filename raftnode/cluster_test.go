@@ -117,7 +117,7 @@ func newCluster(t *testing.T, n int, opts ...clusterOption) *testCluster {
 }
 
 // testLogger is silent unless RAFTNODE_TEST_LOG is set.
-func testLogger(t *testing.T, id string) hclog.Logger {
+func testLogger(t testing.TB, id string) hclog.Logger {
 	if os.Getenv("RAFTNODE_TEST_LOG") == "" {
 		return hclog.NewNullLogger()
 	}

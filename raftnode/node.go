@@ -103,7 +103,7 @@ func Open(cfg Config) (*Node, error) {
 		n.fsm.advance(snaps[0].Index)
 	}
 	n.verify.n = n
-	n.proposer = newBatcher(n, MaxInflightEntries, cfg.MaxPendingProposals)
+	n.proposer = newBatcher(n, cfg.MaxInflightEntries, cfg.MaxPendingProposals)
 	n.leader = newLeadership(n, notify)
 	return n, nil
 }

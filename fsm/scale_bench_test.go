@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/testutil"
 )
 
 // scaleCases are the shapes of BenchmarkStateScale: segments growing by
@@ -68,7 +70,7 @@ func benchScaleOnce(b *testing.B, shape SyntheticShape) {
 	vchs := 4 * len(s.Collections())
 
 	path := filepath.Join(b.TempDir(), "snap")
-	start := time.Now()
+	start, cpu := time.Now(), testutil.CPUTime()
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
@@ -80,7 +82,7 @@ func benchScaleOnce(b *testing.B, shape SyntheticShape) {
 		b.Fatal(err)
 	}
 	f.Close()
-	write := time.Since(start)
+	write, writeCPU := time.Since(start), testutil.CPUTime()-cpu
 	s = nil
 	runtime.GC()
 	fi, err := os.Stat(path)
@@ -91,9 +93,9 @@ func benchScaleOnce(b *testing.B, shape SyntheticShape) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	start = time.Now()
+	start, cpu = time.Now(), testutil.CPUTime()
 	r, err := ReadSnapshot(bufio.NewReaderSize(f, 1<<20))
-	restore := time.Since(start)
+	restore, restoreCPU := time.Since(start), testutil.CPUTime()-cpu
 	f.Close()
 	if err != nil {
 		b.Fatal(err)
@@ -115,6 +117,8 @@ func benchScaleOnce(b *testing.B, shape SyntheticShape) {
 	b.ReportMetric(float64(fi.Size())/(1<<20), "snapshot-MiB")
 	b.ReportMetric(write.Seconds(), "write-s")
 	b.ReportMetric(restore.Seconds(), "restore-s")
+	b.ReportMetric(writeCPU.Seconds(), "write-cpu-s")
+	b.ReportMetric(restoreCPU.Seconds(), "restore-cpu-s")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.Sys)/(1<<20), "sys-MiB")

@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // BenchmarkCatchUpScale measures, for a large state, what a real cluster
@@ -82,13 +83,13 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	}
 	f.Close()
 
-	start := time.Now()
+	start, cpu := time.Now(), testutil.CPUTime()
 	n0, err := raftnode.Open(c0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer n0.Shutdown()
-	openRestore := time.Since(start)
+	openRestore, openCPU := time.Since(start), testutil.CPUTime()-cpu
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	for n0.EstablishedTerm() == 0 {
@@ -100,11 +101,11 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	if got := n0.State().SegmentCount(); got != shape.Segments {
 		b.Fatalf("n0 restored %d segments, want %d", got, shape.Segments)
 	}
-	start = time.Now()
+	start, cpu = time.Now(), testutil.CPUTime()
 	if err := n0.Snapshot(); err != nil {
 		b.Fatal(err)
 	}
-	persist := time.Since(start)
+	persist, persistCPU := time.Since(start), testutil.CPUTime()-cpu
 
 	nodes := []*raftnode.Node{n0}
 	// leader is whichever member leads now: on a loaded machine a join can
@@ -121,6 +122,7 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 		b.Fatal("no established leader")
 		return nil
 	}
+	var cpus []time.Duration // CPU time of each join (all three members)
 	join := func(c raftnode.Config) (*raftnode.Node, time.Duration) {
 		n, err := raftnode.Open(c)
 		if err != nil {
@@ -129,7 +131,7 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 		if err := n.SetClusterID(n0.ClusterID()); err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
+		start, cpu := time.Now(), testutil.CPUTime()
 		if err := leader().AddVoter(c.ID, c.RaftAddr); err != nil {
 			b.Fatal(err)
 		}
@@ -138,6 +140,7 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 			b.Fatal(err)
 		}
 		took := time.Since(start)
+		cpus = append(cpus, testutil.CPUTime()-cpu)
 		if got := n.State().SegmentCount(); got != shape.Segments {
 			b.Fatalf("%s caught up with %d segments, want %d", c.ID, got, shape.Segments)
 		}
@@ -161,6 +164,10 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	b.ReportMetric(persist.Seconds(), "raft-persist-s")
 	b.ReportMetric(first.Seconds(), "join1-catchup-s")
 	b.ReportMetric(second.Seconds(), "join2-catchup-s")
+	b.ReportMetric(openCPU.Seconds(), "open-restore-cpu-s")
+	b.ReportMetric(persistCPU.Seconds(), "raft-persist-cpu-s")
+	b.ReportMetric(cpus[0].Seconds(), "join1-cpu-s")
+	b.ReportMetric(cpus[1].Seconds(), "join2-cpu-s")
 	b.ReportMetric(float64(h1-h0)/3/(1<<20), "heap-MiB/node")
 	// The seeded member's first election makes term 2 (RestoreDataDir
 	// records term 1); every later one is an election the joins caused.

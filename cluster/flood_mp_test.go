@@ -72,8 +72,8 @@ func TestFloodPastCapsLeavesMemberServing(t *testing.T) {
 		t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 	}
 	start := time.Now()
-	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: []string{
-		"--http-max-conns", strconv.Itoa(capN), "--max-watchers", strconv.Itoa(capN)}})
+	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: append([]string{
+		"--http-max-conns", strconv.Itoa(capN), "--max-watchers", strconv.Itoa(capN)}, floodRaftTimeouts...)})
 	m := l.Members()[0]
 
 	// HTTP: half idle, half a request whose body never comes.

@@ -20,6 +20,14 @@ import (
 	"github.com/coordd/coordd/testutil"
 )
 
+// floodRaftTimeouts are raft timeouts for the flood tests. The defaults
+// (250 ms heartbeat, 200 ms lease) suit a dedicated machine; a flood of
+// thousands of calls on a small shared one (2 cores, load above 20) delays
+// heartbeats past them, leaders step down and forwarded calls answer
+// "no leader is known". That is scheduling noise, not what these tests
+// measure (the caps and the queue), so they give raft room.
+var floodRaftTimeouts = []string{"--heartbeat-timeout", "2s", "--election-timeout", "2s", "--leader-lease-timeout", "1s"}
+
 // TestProposalFloodPastQueueLeavesMemberServing: a leader whose proposal
 // queue is capped at 1 (--max-pending-proposals) gets 4,000 concurrent
 // writes, a quarter of them forwarded by the followers. Past the cap it
@@ -29,7 +37,7 @@ import (
 // every member still serves writes and reads.
 func TestProposalFloodPastQueueLeavesMemberServing(t *testing.T) {
 	const flood, conns = 4000, 40
-	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: []string{"--max-pending-proposals", "1"}})
+	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: append([]string{"--max-pending-proposals", "1"}, floodRaftTimeouts...)})
 	c := dialAll(t, l)
 	li := leaderIndex(t, l, c, -1)
 	leader := l.Members()[li]

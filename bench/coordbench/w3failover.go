@@ -48,6 +48,7 @@ func w3Failover(l *cluster.Launcher, cs *system, clients, trials int) (failoverR
 	}
 	probe := cs.data.vchs[0]
 	load := &system{name: "coordd", conns: conns, data: &dataSet{vchs: cs.data.vchs[1:]}}
+	load.data.owners.Store(cs.data.owners.Load())
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var okN, errN atomic.Int64
@@ -87,6 +88,7 @@ func w3Failover(l *cluster.Launcher, cs *system, clients, trials int) (failoverR
 				if i == li {
 					continue
 				}
+				probe := cs.data.current(probe)
 				pos := nextPosition()
 				pctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				resp, err := coordpb.NewDataCoordClient(c).UpdateChannelCheckpoints(pctx, &coordpb.UpdateChannelCheckpointsRequest{NodeId: probe.node,
@@ -97,6 +99,10 @@ func w3Failover(l *cluster.Launcher, cs *system, clients, trials int) (failoverR
 					ok = true
 					break
 				}
+				if err == nil {
+					err = fmt.Errorf("refused: %v", resp.Refused)
+				}
+				cs.data.refused(c, err)
 			}
 			if !ok {
 				time.Sleep(5 * time.Millisecond)

@@ -113,8 +113,8 @@ func runCompare(o options) error {
 	defs := workloads()
 	names := strings.Split(o.workload, ",")
 	for _, n := range names {
-		if _, ok := defs[n]; !ok {
-			return fmt.Errorf("-compare: unknown workload %q (w1..w5)", n)
+		if _, ok := defs[n]; !ok && n != "w3-failover" {
+			return fmt.Errorf("-compare: unknown workload %q (w1..w5, w3-failover)", n)
 		}
 	}
 	ports := launcherPorts(o.basePort, 3, 2)
@@ -197,6 +197,16 @@ func runCompare(o options) error {
 
 	enc := json.NewEncoder(os.Stdout)
 	for _, n := range names {
+		if n == "w3-failover" { // coordd only: leader SIGKILL under w3 load
+			row, err := w3Failover(l, cs, clients[len(clients)-1], o.trials)
+			if err != nil {
+				return fmt.Errorf("w3-failover: %w", err)
+			}
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+			continue
+		}
 		def := defs[n]
 		for _, s := range systems {
 			if def.setup == nil {

@@ -107,3 +107,18 @@ func TestPortsFreeRefusesATakenPort(t *testing.T) {
 		t.Fatalf("launcherPorts = %v", got)
 	}
 }
+
+// A VChannel's owner follows the last owners read; without one, set-up's.
+func TestCurrentOwner(t *testing.T) {
+	d := &dataSet{}
+	v := dataVch{name: "p1_1v0", pchannel: "p1", node: 1, term: 2}
+	if got := d.current(v); got.node != 1 || got.term != 2 {
+		t.Fatalf("before any refresh: %+v", got)
+	}
+	d.owners.Store(&map[string]owner{"p1": {node: 3, term: 5}})
+	if got := d.current(v); got.node != 3 || got.term != 5 || got.name != v.name {
+		t.Fatalf("after a refresh: %+v", got)
+	}
+	d.refused(nil, nil) // no error: nothing to do (and no call on the nil conn)
+	d.refused(nil, errors.New("deadline exceeded"))
+}

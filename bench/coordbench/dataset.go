@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -21,16 +22,62 @@ import (
 const dataVChannels = 1000
 
 type dataVch struct {
-	name       string
-	collection int64
-	node       uint64
-	term       int64
-	segment    int64
+	name, pchannel string
+	collection     int64
+	node           uint64 // the owner at set-up; see dataSet.current
+	term           int64
+	segment        int64
+}
+
+type owner struct {
+	node uint64
+	term int64
 }
 
 type dataSet struct {
 	vchs      []dataVch
 	manifests bool // w4's first revisions are written
+	// owners: PChannel -> its owner as last read; replaced when a call is
+	// refused as not the owner (coordd moved a PChannel, e.g. after an
+	// election on a loaded machine), at most every 500 ms.
+	owners      atomic.Pointer[map[string]owner]
+	lastRefresh atomic.Int64
+}
+
+// current is v with its PChannel's owner as last read.
+func (d *dataSet) current(v dataVch) dataVch {
+	if m := d.owners.Load(); m != nil {
+		if o, ok := (*m)[v.pchannel]; ok {
+			v.node, v.term = o.node, o.term
+		}
+	}
+	return v
+}
+
+// refused re-reads the owners when err says the caller is not the owner
+// (Aborted, or a refused entry naming the owner), so the following calls
+// act for the new owner.
+func (d *dataSet) refused(conn *grpc.ClientConn, err error) {
+	if err == nil || status.Code(err) != codes.Aborted && !strings.Contains(err.Error(), "owner") {
+		return
+	}
+	now, last := time.Now().UnixMilli(), d.lastRefresh.Load()
+	if now-last < 500 || !d.lastRefresh.CompareAndSwap(last, now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := coordpb.NewChannelsClient(conn).ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
+	if err != nil {
+		return
+	}
+	m := map[string]owner{}
+	for _, p := range resp.Pchannels {
+		if p.State == "ASSIGNED" {
+			m[p.Name] = owner{p.NodeId, p.Term}
+		}
+	}
+	d.owners.Store(&m)
 }
 
 // positions are hybrid timestamps (physical ms << 18 | logical) from the
@@ -111,7 +158,7 @@ func setupData(s *system) error {
 			if p == nil {
 				return fmt.Errorf("vchannel %s: no PChannel owner", v)
 			}
-			d.vchs = append(d.vchs, dataVch{name: v, collection: coll, node: p.NodeId, term: p.Term})
+			d.vchs = append(d.vchs, dataVch{name: v, pchannel: p.Name, collection: coll, node: p.NodeId, term: p.Term})
 		}
 	}
 	dc := coordpb.NewDataCoordClient(s.conns[0])

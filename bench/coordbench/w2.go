@@ -18,16 +18,17 @@ func w2Op(s *system, c, clients int) clientOp {
 	dc := coordpb.NewDataCoordClient(s.conn(c))
 	mine := s.data.mine(c, clients)
 	return func(ctx context.Context, i int) error {
-		v := mine[(i/2)%len(mine)]
+		v := s.data.current(mine[(i/2)%len(mine)])
 		if i%2 == 0 {
 			_, err := dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: v.node, Requests: []*coordpb.SegmentIDRequest{
 				{CollectionId: v.collection, PartitionId: 1, Vchannel: v.name, PchannelTerm: v.term, Rows: 1, Bytes: 1024}}})
+			s.data.refused(s.conn(c), err)
 			return err
 		}
 		t := nextPosition()
 		req := &coordpb.ReportTimeTicksRequest{NodeId: v.node}
 		for _, o := range mine {
-			if o.node == v.node && len(req.Ticks) < 16 {
+			if o = s.data.current(o); o.node == v.node && len(req.Ticks) < 16 {
 				req.Ticks = append(req.Ticks, &coordpb.ChannelTimeTick{Vchannel: o.name, PchannelTerm: o.term, TimeTick: t})
 			}
 		}
@@ -35,6 +36,7 @@ func w2Op(s *system, c, clients int) clientOp {
 		if err == nil && len(resp.Refused) > 0 {
 			err = fmt.Errorf("ticks refused: %v", resp.Refused)
 		}
+		s.data.refused(s.conn(c), err)
 		return err
 	}
 }

@@ -13,7 +13,7 @@ import (
 // VChannel) and a SaveBinlogPaths of the VChannel's growing segment (one
 // new insert binlog of one field and the segment's new DML position), over
 // its own VChannels in turn. A refused checkpoint or a stale save counts
-// as an error.
+// as an error; a call refused as not the owner re-reads the owners.
 func w3() workloadDef {
 	return workloadDef{setup: setupData, variants: []variant{{name: "checkpoint+binlogs-1000vch", newOp: w3Op}}}
 }
@@ -22,7 +22,7 @@ func w3Op(s *system, c, clients int) clientOp {
 	dc := coordpb.NewDataCoordClient(s.conn(c))
 	mine := s.data.mine(c, clients)
 	return func(ctx context.Context, i int) error {
-		v := mine[(i/2)%len(mine)]
+		v := s.data.current(mine[(i/2)%len(mine)])
 		t := nextPosition()
 		pos := &coordpb.Position{Term: v.term, Offset: t - positionBase, Timestamp: t}
 		if i%2 == 0 {
@@ -31,6 +31,7 @@ func w3Op(s *system, c, clients int) clientOp {
 			if err == nil && len(resp.Refused) > 0 {
 				err = fmt.Errorf("checkpoint refused: %s", strings.Join(resp.Refused, "; "))
 			}
+			s.data.refused(s.conn(c), err)
 			return err
 		}
 		resp, err := dc.SaveBinlogPaths(ctx, &coordpb.SaveBinlogPathsRequest{NodeId: v.node, Vchannel: v.name, PchannelTerm: v.term,
@@ -41,6 +42,7 @@ func w3Op(s *system, c, clients int) clientOp {
 		if err == nil && resp.Stale {
 			err = fmt.Errorf("save answered stale (segment %s)", resp.State)
 		}
+		s.data.refused(s.conn(c), err)
 		return err
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/objectstore"
 )
 
 func main() {
@@ -80,13 +81,18 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int) err
 	if err != nil {
 		return err
 	}
+	objs, err := objectstore.Open(context.Background(), objDir)
+	if err != nil {
+		return fmt.Errorf("object store: %w", err)
+	}
+	defer objs.Close()
 	srv := grpc.NewServer()
 	coordpb.RegisterClusterServer(srv, &clusterServer{kv: kv})
 	coordpb.RegisterAllocatorServer(srv, &allocServer{ts: ts, ids: ids})
 	coordpb.RegisterDiagnosticsServer(srv, diagnosticsServer{})
 	coordpb.RegisterChannelsServer(srv, &channelServer{cat: cat})
 	coordpb.RegisterDataCoordServer(srv, &dataServer{cat: cat})
-	coordpb.RegisterManifestServiceServer(srv, &manifestServer{cat: cat, objDir: objDir})
+	coordpb.RegisterManifestServiceServer(srv, &manifestServer{cat: cat, store: objs})
 	coordpb.RegisterBroadcasterServer(srv, newBroadcaster(kv, ids, wal, cat))
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -15,10 +13,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/objectstore"
 )
 
 // Manifest commits: under the segment's lock, the next revision is written
-// to the object store (an exclusive create: temporary file, fsync, link),
+// to the object store with coordd's own exclusive create (package
+// objectstore: on a directory a temporary file, fsync, link),
 // then the segment's pointer is moved in one etcd transaction that
 // compares the pointer's current value. The benchmark's mutations are
 // CreateManifest, AppendData and AddStats.
@@ -31,8 +31,8 @@ type manifestState struct {
 
 type manifestServer struct {
 	coordpb.UnimplementedManifestServiceServer
-	cat    *catalog
-	objDir string
+	cat   *catalog
+	store objectstore.Store
 }
 
 func manifestKey(seg int64) string { return fmt.Sprintf("datacoord-meta/manifest/%d", seg) }
@@ -57,7 +57,7 @@ func (m *manifestServer) CommitSegmentManifest(ctx context.Context, r *coordpb.C
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode revision: %v", err)
 	}
-	if err := createFile(filepath.Join(m.objDir, base, "manifest-"+strconv.FormatInt(next.Version, 10)), data); err != nil {
+	if err := m.store.Create(ctx, base+"/manifest-"+strconv.FormatInt(next.Version, 10), data); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "write revision: %v", err)
 	}
 	pointer := base + "@" + strconv.FormatInt(next.Version, 10)
@@ -113,27 +113,4 @@ func mutate(cur *manifestState, seg int64, mu *coordpb.ManifestMutation) (*coord
 		return nil, status.Error(codes.Unimplemented, "etcdcoord implements create, append_data and add_stats only")
 	}
 	return next, nil
-}
-
-// createFile is an exclusive create of a whole, synced file.
-func createFile(final string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(final), ".create-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return werr
-	}
-	return os.Link(tmp.Name(), final)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -49,22 +48,6 @@ func TestMutate(t *testing.T) {
 	drop := &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_DropIndexes{DropIndexes: &coordpb.DropIndexes{}}}
 	if _, err := mutate(cur, 7, drop); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("drop indexes: %v", err)
-	}
-}
-
-func TestCreateFileIsExclusive(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "a", "manifest-1")
-	if err := createFile(p, []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if err := createFile(p, []byte("two")); !errors.Is(err, os.ErrExist) {
-		t.Fatalf("second create: %v", err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "one" {
-		t.Fatalf("content %q", b)
-	}
-	if left, _ := os.ReadDir(filepath.Dir(p)); len(left) != 1 {
-		t.Fatalf("%d files left", len(left))
 	}
 }
 

@@ -102,10 +102,13 @@ func ValidateVChannelName(name string) error {
 	// Only the canonical spelling VChannelName produces is accepted: a
 	// positive collection ID and a shard index without signs or leading
 	// zeros, so one vchannel has exactly one name.
-	if id, err := strconv.ParseInt(coll, 10, 64); err != nil || id <= 0 || strconv.FormatInt(id, 10) != coll {
+	// The canonical spellings are built in a stack buffer: validation runs
+	// for every checkpoint a leader proposes and a replica applies.
+	var buf [20]byte
+	if id, err := strconv.ParseInt(coll, 10, 64); err != nil || id <= 0 || string(strconv.AppendInt(buf[:0], id, 10)) != coll {
 		return invalid("vchannel name %q: bad collection id", name)
 	}
-	if sh, err := strconv.ParseUint(shard, 10, 16); err != nil || strconv.FormatUint(sh, 10) != shard {
+	if sh, err := strconv.ParseUint(shard, 10, 16); err != nil || string(strconv.AppendUint(buf[:0], sh, 10)) != shard {
 		return invalid("vchannel name %q: bad shard index", name)
 	}
 	return nil

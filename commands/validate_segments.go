@@ -131,8 +131,8 @@ func validateSegmentCommand(body any) (err error, ok bool) {
 			if cp.PchannelTerm < 1 {
 				return invalid("checkpoint for %s: pchannel term must be >= 1", cp.Vchannel), true
 			}
-			if err := validatePosition("checkpoint for "+cp.Vchannel, cp.Position); err != nil {
-				return err, true
+			if why := positionProblem(cp.Position); why != "" {
+				return invalid("checkpoint for %s: %s", cp.Vchannel, why), true
 			}
 		}
 		return nil, true
@@ -183,16 +183,16 @@ func validateSaveBinlogPaths(b *logpb.SaveBinlogPaths) error {
 		if cp.NumOfRows < 0 {
 			return invalid("checkpoint of segment %d: negative row count", cp.SegmentId)
 		}
-		if err := validatePosition("checkpoint of segment "+strconv.FormatInt(cp.SegmentId, 10), cp.Position); err != nil {
-			return err
+		if why := positionProblem(cp.Position); why != "" {
+			return invalid("checkpoint of segment %d: %s", cp.SegmentId, why)
 		}
 	}
 	for _, sp := range b.StartPositions {
 		if sp.SegmentId <= 0 {
 			return invalid("start position with segment id %d", sp.SegmentId)
 		}
-		if err := validatePosition("start position of segment "+strconv.FormatInt(sp.SegmentId, 10), sp.Position); err != nil {
-			return err
+		if why := positionProblem(sp.Position); why != "" {
+			return invalid("start position of segment %d: %s", sp.SegmentId, why)
 		}
 	}
 	return nil
@@ -277,17 +277,18 @@ func validateOwner(node uint64, term int64) error {
 	return nil
 }
 
-// validatePosition: a position must be present; the dropped sentinel is
+// positionProblem says what is wrong with a reported position ("" when
+// nothing is; the caller names the position only on failure, so success
+// allocates nothing): it must be present; the dropped sentinel is
 // never accepted from a caller (only a drop sets it).
-func validatePosition(what string, p *logpb.WALPosition) error {
-	if p == nil {
-		return invalid("%s: position is missing", what)
+func positionProblem(p *logpb.WALPosition) string {
+	switch {
+	case p == nil:
+		return "position is missing"
+	case p.Timestamp == DroppedTimestamp:
+		return "the dropped sentinel cannot be reported"
+	case p.Term < 0:
+		return "negative message term"
 	}
-	if p.Timestamp == DroppedTimestamp {
-		return invalid("%s: the dropped sentinel cannot be reported", what)
-	}
-	if p.Term < 0 {
-		return invalid("%s: negative message term", what)
-	}
-	return nil
+	return ""
 }

@@ -28,14 +28,6 @@ var scaleCases = []struct {
 	{"all=1M+100k+8192", SyntheticShape{Segments: 1_000_000, Tombstones: 8192}},
 }
 
-// liveHeap is the heap still reachable after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 // BenchmarkStateScale reports, per shape, the live heap the state costs
 // (per VChannel, segment and tombstone), the snapshot's size, the time to
 // write it to a file with fsync and to restore it with the original
@@ -53,16 +45,16 @@ func BenchmarkStateScale(b *testing.B) {
 }
 
 func benchScaleOnce(b *testing.B, shape SyntheticShape) {
-	h0 := liveHeap()
+	h0 := testutil.LiveHeap()
 	s, err := syntheticChannels(shape)
 	if err != nil {
 		b.Fatal(err)
 	}
-	h1 := liveHeap()
+	h1 := testutil.LiveHeap()
 	s.addSyntheticSegments(shape.Segments)
-	h2 := liveHeap()
+	h2 := testutil.LiveHeap()
 	s.addSyntheticTombstones(shape.Tombstones)
-	h3 := liveHeap()
+	h3 := testutil.LiveHeap()
 	if err := s.CheckInvariants(); err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +95,7 @@ func benchScaleOnce(b *testing.B, shape SyntheticShape) {
 	if r.SegmentCount() != segs || r.TombstoneCount() != tombs {
 		b.Fatalf("restored %d segments and %d tombstones, want %d and %d", r.SegmentCount(), r.TombstoneCount(), segs, tombs)
 	}
-	restored := liveHeap()
+	restored := testutil.LiveHeap()
 	b.ReportMetric(float64(h3-h0)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(restored-h0)/(1<<20), "restored-heap-MiB")
 	per := func(bytes uint64, n int, unit string) {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -67,7 +66,7 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	}
 	f.Close()
 	st = nil
-	h0 := liveHeap()
+	h0 := testutil.LiveHeap()
 
 	cfg := func(id string) raftnode.Config {
 		return raftnode.Config{ID: id, DataDir: filepath.Join(b.TempDir(), id), RaftAddr: freeAddr(b), Logger: testLogger(b, id)}
@@ -150,11 +149,18 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	defer n1.Shutdown()
 	n2, second := join(cfg("n2"))
 	defer n2.Shutdown()
-	// The cluster commits after the joins (the state is live on all three).
-	if _, err := propose(ctx, leader(), &logpb.ReserveIDs{Count: 1}, "after-join"); err != nil {
-		b.Fatal(err)
+	// The cluster commits after the joins (the state is live on all three);
+	// a lost leadership is retried on the next leader (same request ID).
+	for {
+		_, err := propose(ctx, leader(), &logpb.ReserveIDs{Count: 1}, "after-join")
+		if err == nil {
+			break
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			b.Fatal(err)
+		}
 	}
-	h1 := liveHeap()
+	h1 := testutil.LiveHeap()
 	fi, err := os.Stat(body)
 	if err != nil {
 		b.Fatal(err)
@@ -173,12 +179,4 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	// records term 1); every later one is an election the joins caused.
 	term, _ := strconv.Atoi(leader().Raft().Stats()["term"])
 	b.ReportMetric(float64(term-2), "extra-elections")
-}
-
-// liveHeap is the heap still reachable after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }

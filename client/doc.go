@@ -5,9 +5,13 @@
 //
 // It owns five things and nothing else:
 //
-//   - Connections: one grpc.ClientConn per endpoint (plaintext; coordd
-//     serves loopback only), created lazily by grpc and kept until Close.
-//     Endpoints learned from leader hints join the pool.
+//   - Connections: one grpc.ClientConn per endpoint, created lazily by
+//     grpc and kept until Close, over TLS when Config.TLS is set (LoadTLS
+//     builds it from a CA and, for mutual TLS, a client certificate) and
+//     plaintext otherwise (members started with --insecure). Config.Token
+//     is sent as a bearer token with every call and needs TLS: New refuses
+//     a token over plaintext (docs/security.md#credentials). Endpoints
+//     learned from leader hints join the pool.
 //   - Routing and retries: a call starts at the endpoint that answered last
 //     and walks the list in order. An Unavailable answer (or a connection
 //     that cannot be made within DialTimeout) moves to the next endpoint, or
@@ -16,12 +20,14 @@
 //     backs off exponentially (20 ms doubling to 500 ms). The whole call,
 //     retries included, is bounded by the caller's context deadline and by
 //     Config.RequestTimeout, whichever ends first.
-//   - Typed methods for the Cluster, Allocator, Channels, Broadcaster and
-//     DataCoord services (Status, AllocTimestamp, AllocVirtualChannels,
-//     Broadcast, SaveBinlogPaths, ...; DrainNode with drain=false
-//     undrains), plus helpers built on them: Snapshot streams a snapshot
-//     from the leader, and WaitFlushed polls GetFlushState until a flush is
-//     done. Where it can, the SDK checks a write's arguments locally with
+//   - Typed methods for the Cluster, Allocator, Channels, Broadcaster,
+//     DataCoord, manifest and token services (Status, AllocTimestamp,
+//     AllocVirtualChannels, Broadcast, SaveBinlogPaths,
+//     CommitSegmentManifest, CreateToken, ...; DrainNode with drain=false
+//     undrains), plus helpers built on them: Snapshot and SaveSnapshot
+//     stream a consistent snapshot from the leader (SaveSnapshot with the
+//     backup header `coordctl snapshot save` writes), and WaitFlushed polls
+//     GetFlushState until a flush is done. Where it can, the SDK checks a write's arguments locally with
 //     commands.New, so bad input fails without a round trip. The
 //     StreamingNodeRegistry service is for streaming nodes and is not
 //     wrapped here.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/testutil"
 )
 
 // TestDevStartsFlushers: `coordd dev` (what `make run` runs) starts its
@@ -24,46 +25,7 @@ import (
 func TestDevStartsFlushers(t *testing.T) {
 	dir := t.TempDir()
 	base := freeBasePort(t, 1)
-	cmd := exec.Command(coorddBinary, "dev", "--data-dir", dir, "--nodes", "1", "--streaming-nodes", "1",
-		"--base-port", fmt.Sprint(base), "--streamingnode-binary", streamingBinary)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	up := make(chan string, 1)
-	go func() {
-		var text strings.Builder
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			text.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "try:") {
-				up <- text.String()
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	var banner string
-	select {
-	case banner = <-up:
-	case <-exited:
-		t.Fatal("coordd dev exited before it was up")
-	case <-time.After(60 * time.Second):
-		t.Fatal("coordd dev was not up in 60s")
-	}
+	banner := startDev(t, dir, base, "--nodes", "1", "--streaming-nodes", "1")
 	objects := filepath.Join(dir, "objects")
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", base+1200)
 	if !strings.Contains(banner, "file://"+objects) || !strings.Contains(banner, metricsURL) {
@@ -104,6 +66,54 @@ func TestDevStartsFlushers(t *testing.T) {
 	if written != 400 {
 		t.Fatalf("the streaming node's metrics count %v rows written, want 400:\n%s", written, grepLines(string(body), "coordd_flusher_rows"))
 	}
+}
+
+// startDev runs `coordd dev` with data dir dir and base port base (plus
+// args), stops it with SIGINT at cleanup, and returns its banner once it
+// prints the "try:" line that says the cluster is up.
+func startDev(t *testing.T, dir string, base int, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(coorddBinary, append([]string{"dev", "--data-dir", dir, "--base-port", fmt.Sprint(base),
+		"--streamingnode-binary", streamingBinary}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	up := make(chan string, 1)
+	go func() {
+		var text strings.Builder
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			text.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "try:") {
+				up <- text.String()
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case banner := <-up:
+		return banner
+	case <-exited:
+		t.Fatal("coordd dev exited before it was up")
+	case <-time.After(testutil.Timeout(60 * time.Second)):
+		t.Fatal("coordd dev was not up in time")
+	}
+	return ""
 }
 
 func grepLines(text, prefix string) string {

@@ -26,6 +26,16 @@ import (
 	"github.com/coordd/coordd/testutil"
 )
 
+// raftTLSOf loads f as the raft port's TLS material, for probes.
+func raftTLSOf(t *testing.T, f security.Files) *raftnode.RaftTLS {
+	t.Helper()
+	m, err := security.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raftnode.RaftTLS{Server: m.RaftServer(), Client: m.RaftClient()}
+}
+
 // TestSecureCluster runs three coordd processes and a streaming node the way
 // `coordd dev --secure` does (TLS on every port, mutual TLS on raft, a
 // bootstrap admin token, the streaming node authenticated by a node-role
@@ -113,13 +123,7 @@ func TestSecureCluster(t *testing.T) {
 
 	// The raft port: the CVE-2021-37219 shape (a client certificate from the
 	// same CA) is refused; a server certificate is accepted.
-	raftTLS := func(f security.Files) *raftnode.RaftTLS {
-		m, err := security.Load(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &raftnode.RaftTLS{Server: m.RaftServer(), Client: m.RaftClient()}
-	}
+	raftTLS := func(f security.Files) *raftnode.RaftTLS { return raftTLSOf(t, f) }
 	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Node).Client); err == nil {
 		t.Fatalf("raft port answered a client certificate: %+v", who)
 	}

@@ -344,7 +344,7 @@ func TestLockConcurrency(t *testing.T) {
 						}
 					}
 				}
-				time.Sleep(time.Duration(r.Intn(200)) * time.Microsecond)
+				time.Sleep(time.Duration(r.Intn(200)) * time.Microsecond) // not a wait: holds the locks a random while
 				for i := len(ks) - 1; i >= 0; i-- {
 					c := counters[commands.ResourceKeyID(ks[i])]
 					if ks[i].Shared {

@@ -179,7 +179,7 @@ func TestConflictingOrder(t *testing.T) {
 	shared1, shared2 := h.vch(1, 100), h.vch(2, 100)
 	var jitter atomic.Int64
 	h.app.setOnAppend(func(c appendCall) error {
-		time.Sleep(time.Duration(jitter.Add(7)%3) * time.Millisecond)
+		time.Sleep(time.Duration(jitter.Add(7)%3) * time.Millisecond) // not a wait: jitters the append latency
 		return nil
 	})
 	const n = 12

@@ -27,8 +27,8 @@ func (c *Committer) CommitBatch(ctx context.Context, reqs []*coordpb.CommitSegme
 	if len(reqs) > commands.MaxManifestPublishes {
 		return nil, invalidf("a batch commits at most %d segments, got %d", commands.MaxManifestPublishes, len(reqs))
 	}
-	if len(requestID) > commands.MaxRequestIDBytes {
-		return nil, invalidf("request_id is %d bytes (max %d)", len(requestID), commands.MaxRequestIDBytes)
+	if err := commands.ValidateRequestID(requestID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err) // the one request-ID check
 	}
 	ids := make([]int64, len(reqs))
 	for i, r := range reqs {

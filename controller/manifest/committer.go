@@ -251,8 +251,8 @@ func ValidateRequest(req *coordpb.CommitSegmentManifestRequest, inBatch bool) er
 			}
 		}
 	}
-	if len(req.RequestId) > commands.MaxRequestIDBytes {
-		return invalidf("request_id is %d bytes (max %d)", len(req.RequestId), commands.MaxRequestIDBytes)
+	if err := commands.ValidateRequestID(req.RequestId); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err) // the one request-ID check
 	}
 	cat := req.Catalog
 	if inBatch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,11 +222,20 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 			CollectionId: testColl, Vchannel: testVChannel, Level: "L0", NumOfRows: 1}}},
 		"prepared bad base": {SegmentId: 5, Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_PublishPrepared{
 			PublishPrepared: &coordpb.PublishPreparedManifest{Version: 2, BasePath: "../etc"}}}},
+		"request ID too long": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, RequestId: strings.Repeat("r", commands.MaxRequestIDBytes+1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.c.Commit(context.Background(), req)
 			wantClass(t, err, "invalid")
+			// The request-ID limit has one check and one error (commands').
+			if req.RequestId != "" && !errors.Is(err, commands.ErrInvalid) {
+				t.Fatalf("request ID over the limit: %v, want commands.ErrInvalid", err)
+			}
 		})
+	}
+	long := strings.Repeat("r", commands.MaxRequestIDBytes+1)
+	if _, err := f.c.CommitBatch(context.Background(), []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, ErrInvalid) || !errors.Is(err, commands.ErrInvalid) {
+		t.Fatalf("batch with a request ID over the limit: %v, want manifest and commands ErrInvalid", err)
 	}
 	if len(f.l.Applied()) != applied || len(f.objects()) != 1 || f.version(5) != 1 {
 		t.Fatalf("bad input changed something: %d commands, objects %v", len(f.l.Applied())-applied, f.objects())

@@ -3,6 +3,11 @@
 # as the baseline for the coordination workloads. Everything binds
 # 127.0.0.1; every workload is bounded in time and count. Prints one JSON
 # line per result and a summary table with the ratios.
+#
+# First the comparison with the etcd-backed peer (bench/etcdcoord, its own
+# Go module): workloads w1..w5 at COMPARE_CLIENTS (default 1,16,64), each
+# cell COMPARE_DURATION long on each side, one JSON line per cell and a
+# table. COMPARE_ONLY=1 stops after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -16,10 +21,27 @@ trap 'rm -rf "$out"' EXIT
 go build -tags hashicorpmetrics -o bin/coordd ./cmd/coordd
 go build -tags hashicorpmetrics -o bin/streamingnode ./cmd/streamingnode
 go build -tags hashicorpmetrics -o bin/coordbench ./bench/coordbench
+(cd bench/etcdcoord && GOWORK=off go build -o ../../bin/etcdcoord .)
+ETCD_BIN=$(bash bench/etcd/build.sh | tail -n 1)/etcd
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(go version | cut -d' ' -f3)"
 
 run() { local name=$1; shift; bin/coordbench "$@" | tee "$out/$name.json"; }
+
+bin/coordbench -compare -workload "${COMPARE_WORKLOADS:-w1,w2,w3,w4,w5}" -clients "${COMPARE_CLIENTS:-1,16,64}" \
+  -duration "${COMPARE_DURATION:-5s}" -etcd "$ETCD_BIN" | tee "$out/compare.json"
+python3 - "$out/compare.json" <<'PY'
+import json, sys
+print()
+print("| workload | variant | clients | coordd ops/s (p50 / p99 ms) | peer ops/s (p50 / p99 ms) | ratio | coordd commands per leader fsync |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    cpf = r.get("coordd_commands_per_store_commit", "")
+    print(f"| {r['workload']} | {r['variant']} | {r['clients']} | {r['coordd_ops']:.0f} ({r['coordd_p50_ms']:.1f} / {r['coordd_p99_ms']:.1f}) | "
+          f"{r['peer_ops']:.0f} ({r['peer_p50_ms']:.1f} / {r['peer_p99_ms']:.1f}) | {r['ratio']:.2f}x | {cpf} |")
+PY
+[[ -n ${COMPARE_ONLY:-} ]] && exit 0
 run commit -workload commit -clients "$CLIENTS" -duration "$DURATION"
 run alloc-ts -workload alloc-ts -clients "$CLIENTS" -duration "$DURATION"
 run alloc-id -workload alloc-id -clients "$CLIENTS" -duration "$DURATION"

@@ -146,8 +146,17 @@ func TestFloodPastCapsLeavesMemberServing(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := coordpb.NewAllocatorClient(conn).AllocID(ctx, &coordpb.AllocIDRequest{Count: 1}); err != nil {
-		t.Fatalf("AllocID through the flooded member: %v", err)
+	// Unavailable (an election under the flood, on a loaded machine) is
+	// retried as any client would; every other error fails at once.
+	for {
+		_, err := coordpb.NewAllocatorClient(conn).AllocID(ctx, &coordpb.AllocIDRequest{Count: 1})
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			t.Fatalf("AllocID through the flooded member: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	st, err := coordpb.NewClusterClient(conn).Status(ctx, &coordpb.StatusRequest{})
 	if err != nil || st.AppliedIndex == 0 {

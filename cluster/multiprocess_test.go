@@ -111,7 +111,28 @@ func startClusterWith(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launche
 			}
 		}
 	})
+	if cfg.Security == nil {
+		waitServing(t, l)
+	}
 	return l
+}
+
+// waitServing waits until every member answers a read of the PChannels
+// the leader creates once it is established: before that a broadcast is
+// refused ("no control channel yet"), which is startup, not what a test
+// means to observe. Readiness (Launcher.Start) already covers raft and the
+// leader's registered address.
+func waitServing(t *testing.T, l *cluster.Launcher) {
+	t.Helper()
+	c := dialAll(t, l)
+	for i, conn := range c.conns {
+		testutil.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, "member "+l.Members()[i].ID+" to list the PChannels", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			resp, err := coordpb.NewChannelsClient(conn).ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
+			return err == nil && len(resp.Pchannels) > 0
+		})
+	}
 }
 
 // startProcess starts one more process (outside the launcher) with proc,

@@ -1,128 +1,30 @@
 package fsm
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// benchSegmentState builds a state holding n segments the way a busy
-// cluster would: 16 PChannels, one VChannel per 10 segments (4 per
-// collection), states mixed (10 % growing, 20 % sealed, 5 % flushing, 60 %
-// flushed, 5 % dropped), each segment with start and DML positions and,
-// once it has data, 4 fields × 2 insert binlogs plus one stats log. It
-// returns the state and the heap the segments added (bytes).
+// benchSegmentState builds the Synthetic state holding n segments (and
+// n/10 VChannels). It returns the state and the heap the segments added
+// (bytes), VChannels excluded.
 func benchSegmentState(tb testing.TB, n int) (*State, uint64) {
 	tb.Helper()
-	var pcs []string
-	for i := 0; i < 16; i++ {
-		pcs = append(pcs, commands.PChannelName("by-dev-rootcoord-dml", i))
-	}
-	s, _, err := New().ApplyCommands(1, commands.MustNew(&logpb.InitStreaming{ClusterId: "by-dev", Pchannels: pcs}))
+	shape := SyntheticShape{Segments: n}
+	s, err := syntheticChannels(shape)
 	if err != nil {
 		tb.Fatal(err)
-	}
-	next := *s
-	colls := max(1, n/40)
-	for c := 1; c <= colls; c++ {
-		if r := allocVirtualChannels(&next, int64(449000000+c), 4); r.Rejection != nil {
-			tb.Fatal(r.Rejection)
-		}
 	}
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	states := []logpb.SegmentState{2, 3, 3, 5, 4, 4, 4, 4, 4, 4, 4, 4, 6, 2, 3, 4, 4, 4, 4, 6}
-	for i := 0; i < n; i++ {
-		coll := int64(449000000 + 1 + (i/10)%colls)
-		cr, _ := next.ch.collections.Get(coll)
-		vch := cr.Vchannels[(i/10/colls)%4]
-		id := int64(449100000 + i)
-		ts := uint64(449326301000000 + i)
-		g := &Segment{ID: id, CollectionID: coll, PartitionID: coll + 1, VChannel: vch, Level: logpb.SegmentLevel_LEVEL_L1,
-			State: states[i%len(states)], CreatedMs: 1700000000000 + int64(i), LastWriteMs: 1700000000000 + int64(i),
-			Start: Position{Term: 3, Offset: uint64(i), Timestamp: ts}, StorageVersion: 2}
-		if g.State != logpb.SegmentState_SEGMENT_GROWING {
-			g.SealTs, g.SealedMs, g.SealReason = ts+100, g.CreatedMs+1000, logpb.SealReason_SEAL_CAPACITY
-			g.DML = Position{Term: 3, Offset: uint64(i) + 100, Timestamp: ts + 100}
-			g.NumRows, g.Size = 100000, 120<<20
-			for f := int64(0); f < 4; f++ {
-				g.Binlogs = append(g.Binlogs, FieldLogs{FieldID: 100 + f, Logs: []LogRef{
-					{LogID: id*16 + f*2, Entries: 50000, TsFrom: ts, TsTo: ts + 50, MemorySize: 15 << 20},
-					{LogID: id*16 + f*2 + 1, Entries: 50000, TsFrom: ts + 50, TsTo: ts + 100, MemorySize: 15 << 20}}})
-			}
-			g.Statslogs = []FieldLogs{{FieldID: 100, Logs: []LogRef{{LogID: id*16 + 9, Entries: 100000, TsFrom: ts, TsTo: ts + 100, MemorySize: 4096}}}}
-		}
-		if g.State == logpb.SegmentState_SEGMENT_DROPPED {
-			g.DroppedMs = g.CreatedMs + 5000
-		}
-		next.seg.put(g)
-	}
-	next.alloc.nextID = uint64(449100000 + n)
+	s.addSyntheticSegments(n)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	return &next, after.HeapAlloc - before.HeapAlloc
-}
-
-// BenchmarkSegmentScale reports, for 100k and 1M segments, the live heap
-// per segment (record + indexes), the snapshot size per segment, and the
-// time to write a snapshot to a file (with fsync) and to restore it (with
-// the original state dropped first, as on a restarting node). Run
-// with -benchtime=1x; the figures are in bench/RESULTS.md.
-func BenchmarkSegmentScale(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("segments=%d", n), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				s, heap := benchSegmentState(b, n)
-				if err := s.CheckInvariants(); err != nil {
-					b.Fatal(err)
-				}
-				path := filepath.Join(b.TempDir(), "snap")
-				start := time.Now()
-				f, err := os.Create(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.WriteSnapshot(f); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				f.Close()
-				write := time.Since(start)
-				// Restore as a restarting node does: nothing else in memory.
-				s = nil
-				runtime.GC()
-				fi, _ := os.Stat(path)
-				f, _ = os.Open(path)
-				start = time.Now()
-				r, err := ReadSnapshot(bufio.NewReaderSize(f, 1<<20))
-				restore := time.Since(start)
-				f.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if r.SegmentCount() != n {
-					b.Fatalf("restored %d segments, want %d", r.SegmentCount(), n)
-				}
-				b.ReportMetric(float64(heap)/float64(n), "heap-B/segment")
-				b.ReportMetric(float64(fi.Size())/float64(n), "snapshot-B/segment")
-				b.ReportMetric(write.Seconds(), "write-s")
-				b.ReportMetric(restore.Seconds(), "restore-s")
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				b.ReportMetric(float64(ms.Sys)/(1<<20), "sys-MiB")
-			}
-		})
-	}
+	return s, after.HeapAlloc - before.HeapAlloc
 }
 
 // BenchmarkSaveBinlogPathsApply is the cost of one SaveBinlogPaths apply

@@ -41,7 +41,7 @@ const (
 // A node can be partitioned (isolate/heal), stopped and restarted on the
 // same data directory. All nodes are shut down by t.Cleanup.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	cfgs  []raftnode.Config
 	peers []raftnode.Peer
 	setup func(i int, n *raftnode.Node)
@@ -75,7 +75,7 @@ func withSetup(f func(i int, n *raftnode.Node)) clusterOption {
 
 // newCluster opens n nodes, connects them all-to-all and bootstraps them
 // with the same peer list.
-func newCluster(t *testing.T, n int, opts ...clusterOption) *testCluster {
+func newCluster(t testing.TB, n int, opts ...clusterOption) *testCluster {
 	t.Helper()
 	// A wedged raft or batcher must fail the test, not eat go test's
 	// timeout: each cluster test takes a few seconds when it passes.
@@ -117,7 +117,7 @@ func newCluster(t *testing.T, n int, opts ...clusterOption) *testCluster {
 }
 
 // testLogger is silent unless RAFTNODE_TEST_LOG is set.
-func testLogger(t *testing.T, id string) hclog.Logger {
+func testLogger(t testing.TB, id string) hclog.Logger {
 	if os.Getenv("RAFTNODE_TEST_LOG") == "" {
 		return hclog.NewNullLogger()
 	}
@@ -320,7 +320,7 @@ func linearizableRead(t *testing.T, n *raftnode.Node) *fsm.State {
 }
 
 // snapshotBytes serializes a state the way raft snapshots do.
-func snapshotBytes(t *testing.T, st *fsm.State) []byte {
+func snapshotBytes(t testing.TB, st *fsm.State) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := st.WriteSnapshot(&buf); err != nil {
@@ -380,7 +380,7 @@ func (c *testCluster) waitConverged(nodes ...int) *fsm.State {
 }
 
 // waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool, format string, args ...any) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	testutil.EventuallyWithin(t, timeout, fmt.Sprintf(format, args...), cond)
 }

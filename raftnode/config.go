@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Config describes one raft member. Zero durations take the defaults below,
@@ -26,6 +27,13 @@ type Config struct {
 	SnapshotThreshold  uint64        // default 8192 entries
 	TrailingLogs       uint64        // default 10240 entries
 	MaxAppendEntries   int           // default 256
+	// BoltOptions, when set, adjusts the options raft.db is opened with
+	// (benchmarks compare bolt's freelist settings with it).
+	BoltOptions func(*bolt.Options)
+
+	// MaxInflightEntries is how many log entries the batcher keeps with
+	// raft at once (default MaxInflightEntries).
+	MaxInflightEntries int
 	ApplyTimeout       time.Duration // enqueue timeout for one entry, default 5s
 
 	// MaxPendingProposals bounds the proposals waiting for the batcher;
@@ -80,6 +88,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPendingProposals <= 0 {
 		c.MaxPendingProposals = DefaultMaxPendingProposals
+	}
+	if c.MaxInflightEntries <= 0 {
+		c.MaxInflightEntries = MaxInflightEntries
 	}
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = 256

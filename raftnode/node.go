@@ -20,13 +20,16 @@ import (
 
 // Node is one coordd raft member.
 type Node struct {
-	cfg     Config
-	logger  hclog.Logger
-	raft    *raft.Raft
-	fsm     *fsmAdapter
-	store   *raftboltdb.BoltStore
-	snaps   *raft.FileSnapshotStore
-	trans   raft.Transport
+	cfg    Config
+	logger hclog.Logger
+	raft   *raft.Raft
+	fsm    *fsmAdapter
+	store  *raftboltdb.BoltStore
+	snaps  *raft.FileSnapshotStore
+	trans  raft.Transport
+	// tcp is the TCP transport when the node made one (nil for a
+	// Config.Transport): Shutdown closes its pooled outbound connections.
+	tcp     *raft.NetworkTransport
 	watch   *commitWatch
 	ident   *identityStore
 	logs    *watchedLogStore
@@ -70,10 +73,11 @@ func Open(cfg Config) (*Node, error) {
 	var err error
 	trans := cfg.Transport
 	if trans == nil {
-		if trans, err = newTCPTransport(cfg, n.ident); err != nil {
+		if n.tcp, err = newTCPTransport(cfg, n.ident); err != nil {
 			st.Close()
 			return nil, err
 		}
+		trans = n.tcp
 	}
 	n.trans, n.watch = watchCommits(trans)
 	notify := make(chan bool, 16)
@@ -99,7 +103,7 @@ func Open(cfg Config) (*Node, error) {
 		n.fsm.advance(snaps[0].Index)
 	}
 	n.verify.n = n
-	n.proposer = newBatcher(n, MaxInflightEntries, cfg.MaxPendingProposals)
+	n.proposer = newBatcher(n, cfg.MaxInflightEntries, cfg.MaxPendingProposals)
 	n.leader = newLeadership(n, notify)
 	return n, nil
 }
@@ -222,6 +226,12 @@ func (n *Node) Shutdown() error {
 }
 
 func (n *Node) closeStores() {
+	// Closing the listener leaves the pooled outbound connections open, and
+	// with them a reader goroutine on each peer; close them too, so a member
+	// shut down in-process leaves nothing behind on the others.
+	if n.tcp != nil {
+		n.tcp.CloseStreams()
+	}
 	if c, ok := n.trans.(io.Closer); ok {
 		c.Close()
 	}

@@ -144,10 +144,11 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 	st = &Storage{dir: dir, ident: &identityStore{dir: dir, id: ident}}
 	if err := guard(dir, "opening "+RaftDBFile, func() error {
 		var oerr error
-		st.store, oerr = raftboltdb.New(raftboltdb.Options{
-			Path:        filepath.Join(dir, RaftDBFile),
-			BoltOptions: &bolt.Options{Timeout: lockTimeout},
-		})
+		opts := &bolt.Options{Timeout: lockTimeout}
+		if cfg.BoltOptions != nil {
+			cfg.BoltOptions(opts)
+		}
+		st.store, oerr = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, RaftDBFile), BoltOptions: opts})
 		return oerr
 	}); err != nil {
 		return nil, openError(dir, err)

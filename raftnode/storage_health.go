@@ -3,6 +3,7 @@ package raftnode
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -15,6 +16,10 @@ import (
 // healthy while it falls ever further behind.
 type watchedLogStore struct {
 	raft.LogStore
+
+	// appends counts successful log writes: each is one bolt transaction,
+	// so one fsync of raft.db.
+	appends atomic.Uint64
 
 	mu           sync.Mutex
 	lastErr      error
@@ -29,11 +34,17 @@ func (s *watchedLogStore) StoreLogs(ls []*raft.Log) error {
 	return s.record(s.LogStore.StoreLogs(ls))
 }
 
+// LogWrites is how many successful writes this member made to its raft
+// log since it opened: each is one bolt transaction, so one fsync of
+// raft.db (the group-commit denominator in bench/RESULTS.md).
+func (n *Node) LogWrites() uint64 { return n.logs.appends.Load() }
+
 func (s *watchedLogStore) record(err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
+		s.appends.Add(1)
 		s.lastErr, s.failingSince = nil, time.Time{}
 	case s.lastErr == nil:
 		s.lastErr, s.failingSince = err, time.Now()

@@ -1,6 +1,7 @@
 package raftnode_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
 )
 
 // seededDataDir returns a stopped single member's data dir holding two
@@ -311,12 +314,23 @@ func TestLogGapBelowSnapshotIsAccepted(t *testing.T) {
 	l := c.waitLeader()
 	f := (l + 1) % 3
 	writeEntries(t, c.node(l), "before", 20)
-	c.isolate(f)
-	writeEntries(t, c.node(l), "while-lagging", 300)
-	if err := c.node(l).Snapshot(); err != nil {
+	// The follower comes back keeping its whole log (as with the default
+	// trailing logs), so the install cannot compact its older entries away.
+	c.stop(f)
+	c.cfgs[f].SnapshotThreshold, c.cfgs[f].TrailingLogs = 4096, 4096
+	// Two members left: on a loaded machine leadership may move between
+	// them, so these writes go to whichever leads.
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(time.Minute))
+	defer cancel()
+	for j := 0; j < 300; j++ {
+		if _, _, err := c.proposeRetry(ctx, &logpb.ReserveIDs{Count: 1}, fmt.Sprintf("while-lagging-%d", j), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.node(c.waitLeader(f)).Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	c.heal(f)
+	c.open(f)
 	c.waitConverged(0, 1, 2)
 	writeEntries(t, c.node(c.waitLeader()), "after", 10)
 	c.waitConverged(0, 1, 2)

@@ -94,7 +94,6 @@ var errorTable = []errorRule{
 	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
 	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
 	{match: is(errNoLeader), code: codes.Unavailable},
-	{match: is(flush.ErrNotLeader), code: codes.Unavailable},
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
 	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(flush.ErrNotFound), code: codes.NotFound},

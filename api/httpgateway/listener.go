@@ -37,6 +37,9 @@ func (l *LimitedListener) Max() int64 { return max(l.max, 0) }
 var overCapacity = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: 86\r\n\r\n" +
 	`{"error":{"code":"Unavailable","message":"too many open connections on this member"}}` + "\n")
 
+// Accept implements net.Listener: it returns the next connection while
+// fewer than the limit are open; one over the limit is answered 503 and
+// closed here, and Accept goes on waiting.
 func (l *LimitedListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()

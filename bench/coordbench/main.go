@@ -2,7 +2,11 @@
 // cluster itself (bin/coordd, three processes on 127.0.0.1, plus
 // bin/streamingnode processes where the workload needs them), runs one
 // workload, prints one JSON line with the result, and stops everything.
+// With -compare it also launches a 3-member etcd and bench/etcdcoord (an
+// etcd-backed coordinator built the way Milvus's are) and prints one line
+// per cell with both sides and the ratio (see compare.go).
 //
+//	coordbench -workload w1,w3 -clients 1,16,64 -duration 10s -compare
 //	coordbench -workload commit|alloc-ts|alloc-id|failover|sn-failover|balance|watchers|broadcast|assign|timeticks [flags]
 package main
 
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -62,25 +67,42 @@ type options struct {
 	nodeTTL                    time.Duration
 	pchannels, snodes          int
 	watchers                   int
+	// -compare (bench/etcdcoord as the peer)
+	compare, withPeer      bool
+	clientsList            string
+	etcdBinary, peerBinary string
+	etcdPort, peerPort     int
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, status, failover, sn-failover, balance, watchers, broadcast, assign, timeticks or flush")
-	flag.IntVar(&o.clients, "clients", 64, "concurrent clients (load workloads)")
+	flag.StringVar(&o.clientsList, "clients", "64", "concurrent clients (load workloads); with -compare a list such as 1,16,64")
 	flag.IntVar(&o.conns, "conns", 8, "gRPC connections shared by the clients")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time per load workload")
 	flag.IntVar(&o.maxOps, "max-ops", 2_000_000, "stop a load workload after this many operations")
 	flag.IntVar(&o.trials, "trials", 10, "trials (failover, sn-failover, watchers)")
 	flag.StringVar(&o.binary, "coordd", "bin/coordd", "coordd binary")
 	flag.StringVar(&o.snBinary, "streamingnode", "bin/streamingnode", "streamingnode binary")
-	flag.IntVar(&o.basePort, "base-port", 27001, "cluster base port (see coordd dev)")
+	flag.IntVar(&o.basePort, "base-port", 37001, "cluster base port (launcher layout: +100 raft, +1000 HTTP, +200 streaming nodes); 27001 is coordd dev's")
 	flag.DurationVar(&o.nodeTTL, "node-ttl", 3*time.Second, "streaming node session TTL (sn-failover)")
 	flag.IntVar(&o.pchannels, "pchannels", 256, "pchannels (balance)")
 	flag.IntVar(&o.snodes, "streaming-nodes", 8, "streaming nodes (balance)")
 	flag.IntVar(&o.watchers, "watchers", 1000, "assignment watchers (watchers)")
+	flag.BoolVar(&o.compare, "compare", false, "run -workload (w1..w5, or a comma-separated list) on coordd and on the etcd-backed peer (bench/etcdcoord), one JSON line per cell")
+	flag.BoolVar(&o.withPeer, "peer", true, "with -compare: also run every cell on the peer (false: coordd only, e.g. a long steady-state run)")
+	flag.StringVar(&o.etcdBinary, "etcd", "", "etcd binary for -compare (default: bench/etcd/build.sh's cache)")
+	flag.StringVar(&o.peerBinary, "etcdcoord", "bin/etcdcoord", "the peer's binary for -compare")
+	flag.IntVar(&o.etcdPort, "etcd-port", 23791, "first etcd client port for -compare (peer ports +10)")
+	flag.IntVar(&o.peerPort, "peer-port", 28500, "the peer's gRPC port for -compare")
 	flag.Parse()
-	if err := run(o); err != nil {
+	var err error
+	if o.compare {
+		err = runCompare(o)
+	} else if o.clients, err = strconv.Atoi(o.clientsList); err == nil {
+		err = run(o)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordbench:", err)
 		os.Exit(1)
 	}
@@ -121,6 +143,9 @@ func run(o options) error {
 	case "assign", "timeticks":
 		cfg.StreamingNodes = 1
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--pchannels", "4")
+	}
+	if err := portsFree(launcherPorts(o.basePort, cfg.Nodes, cfg.StreamingNodes)); err != nil {
+		return err
 	}
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

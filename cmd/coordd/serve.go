@@ -59,15 +59,16 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	set, err := newControllers(c, node, reg, logger)
+	var extra []routines.Routine
+	if sec != nil && sec.bootstrap != nil {
+		extra = append(extra, routines.Routine{Name: "bootstrap-token", Run: grpcserver.BootstrapTokenRoutine(node, *sec.bootstrap, logger.Named("auth"))})
+	}
+	set, err := newControllers(c, node, reg, logger, extra)
 	if err != nil {
 		return err
 	}
 	defer set.Close()
 	node.AddLeaderRoutine(routines.Name, set.Run) // every leader routine, in order
-	if sec != nil && sec.bootstrap != nil {
-		node.AddLeaderRoutine("bootstrap-token", grpcserver.BootstrapTokenRoutine(node, *sec.bootstrap, logger.Named("auth")))
-	}
 	srv, err := newAPI(c, sec, node, set, reg, logs, logger)
 	if err != nil {
 		return err
@@ -187,8 +188,9 @@ func newMetrics(node *raftnode.Node) (*metrics.Registry, error) {
 	return reg, nil
 }
 
-// newControllers builds every leader-only controller from the flags.
-func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, logger hclog.Logger) (*routines.Set, error) {
+// newControllers builds every leader-only controller from the flags; extra
+// (routines of the API layer) runs in the same set, after the controllers.
+func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, logger hclog.Logger, extra []routines.Routine) (*routines.Set, error) {
 	bcfg := c.Channels.balancerConfig()
 	bcfg.Logger = logger.Named("balancer")
 	bm, err := broadcaster.NewMetrics(reg.Registerer())
@@ -217,6 +219,7 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 		},
 		Data:          c.Segments.config(),
 		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
+		Extra:         extra,
 	})
 	if err != nil {
 		if mcfg.Store != nil {

@@ -2,11 +2,11 @@ package controllertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
@@ -14,18 +14,21 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/testutil"
 )
 
 // ErrNotLeader is what the fake's Propose returns while it refuses
-// (SetRefuse).
-var ErrNotLeader = errors.New("controllertest: not the leader")
+// (SetRefuse). It is leadership.ErrNotLeader, as a real node's would be.
+var ErrNotLeader = fmt.Errorf("controllertest: %w", leadership.ErrNotLeader)
 
 // Leader is a fake leader: State, StateChanged, EstablishedTerm,
 // VerifyLeader and Propose over a real FSM state. It satisfies the Leader
 // interface of every controller. The zero value is not usable; call
 // NewLeader.
 type Leader struct {
-	clock clockwork.Clock
+	clock    clockwork.Clock
+	deadline context.Context // ends at the test's own bound (see NewLeader)
 	// established is what EstablishedTerm returns (0 = not leader).
 	established atomic.Uint64
 
@@ -49,14 +52,26 @@ type Leader struct {
 	after func(body proto.Message) error
 }
 
+// TestDeadline bounds every test that builds a fake leader: controller
+// tests wait on channels and goroutines of the code under test, and a
+// broken controller must fail its test in a minute (with every goroutine's
+// stack, see testutil.Deadline), not hang until go test's global timeout.
+const TestDeadline = time.Minute
+
 // NewLeader returns a leader established at term: its FSM has committed
-// LeaderEstablished for term. clock stamps ProposedAtUnixMs.
+// LeaderEstablished for term. clock stamps ProposedAtUnixMs. It arms the
+// test's own deadline (TestDeadline); Deadline returns its context.
 func NewLeader(t testing.TB, clock clockwork.Clock, term uint64) *Leader {
 	t.Helper()
-	l := &Leader{clock: clock, st: fsm.New(), changed: make(chan struct{})}
+	l := &Leader{clock: clock, st: fsm.New(), changed: make(chan struct{}),
+		deadline: testutil.Deadline(t, TestDeadline)}
 	l.Establish(t, term)
 	return l
 }
+
+// Deadline is a context that ends at the test's own bound, for calls that
+// may block.
+func (l *Leader) Deadline() context.Context { return l.deadline }
 
 // Establish makes the fake the established leader of term: later
 // commands carry term, and LeaderEstablished for term is committed.

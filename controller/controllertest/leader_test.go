@@ -11,6 +11,8 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/testutil"
 )
 
 func TestLeaderAppliesThroughTheFSM(t *testing.T) {
@@ -67,8 +69,8 @@ func TestLeaderHooksAndRefusal(t *testing.T) {
 	body := &logpb.ReserveIDs{Count: 1}
 
 	l.SetRefuse(true)
-	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("refusing leader: %v", err)
+	if _, err := commands.Propose(ctx, l, body, ""); !errors.Is(err, ErrNotLeader) || !errors.Is(err, leadership.ErrNotLeader) {
+		t.Fatalf("refusing leader: %v, want leadership.ErrNotLeader", err)
 	}
 	l.SetRefuse(false)
 
@@ -124,5 +126,19 @@ func TestClockHelpers(t *testing.T) {
 	})
 	if d := clock.Since(Epoch); d < time.Minute || d > time.Minute+10*time.Second {
 		t.Fatalf("advanced %v to fire a one-minute timer in 10s steps", d)
+	}
+}
+
+// TestNewLeaderBoundsTheTest: a test that builds a fake leader has its own
+// deadline, so a controller that wedges fails it fast.
+func TestNewLeaderBoundsTheTest(t *testing.T) {
+	start := time.Now()
+	l := NewLeader(t, NewClock(), 1)
+	d, ok := l.Deadline().Deadline()
+	if !ok {
+		t.Fatal("NewLeader armed no deadline")
+	}
+	if limit := testutil.Timeout(TestDeadline); d.Before(start) || d.After(time.Now().Add(limit)) {
+		t.Fatalf("deadline %v, want within %v of the start %v", d, limit, start)
 	}
 }

@@ -17,11 +17,13 @@ package flush
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/leadership"
 )
 
 // Leader is what the manager needs from the raft node.
@@ -45,8 +47,9 @@ type Clock = clockwork.Clock
 
 // Errors of the write path the API maps to status codes.
 var (
-	// ErrNotLeader: this node does not lead (established) right now.
-	ErrNotLeader = errors.New("not the established leader")
+	// ErrNotLeader: this node does not lead (established) right now. It is
+	// leadership.ErrNotLeader, so the API has one "not leader" row.
+	ErrNotLeader = fmt.Errorf("flush: %w", leadership.ErrNotLeader)
 	// ErrNotOwner: the caller's (node, PChannel term) is not the current
 	// assignment of the VChannel's PChannel.
 	ErrNotOwner = errors.New("not the channel owner")

@@ -10,6 +10,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/leadership"
 )
 
 func req(vch string, term int64, bytes uint64) AssignRequest {
@@ -87,8 +88,8 @@ func TestAssignRefusesBadInputAndNonOwners(t *testing.T) {
 		t.Fatal("a refused assignment changed something")
 	}
 	l.SetEstablished(0)
-	if _, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)}); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("not leading: %v", err)
+	if _, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)}); !errors.Is(err, ErrNotLeader) || !errors.Is(err, leadership.ErrNotLeader) {
+		t.Fatalf("not leading: %v, want leadership.ErrNotLeader (the one not-leader error)", err)
 	}
 }
 

@@ -17,10 +17,18 @@ import (
 	"github.com/coordd/coordd/objectstore"
 )
 
-// Leader is what the committer needs from the raft node.
+// Leader is what the committer needs from the raft node; raftnode.Node
+// implements it.
 type Leader interface {
+	// State is the newest state applied on this node: immutable, never nil,
+	// possibly behind the leader. The publication guards run again inside
+	// Apply, so a check read from it may be stale but never unsafe.
 	State() *fsm.State
+	// EstablishedTerm is the term this node leads in once LeaderEstablished
+	// is applied for it, or 0; it may drop to 0 at any moment (a hint, not
+	// a lease: docs/architecture.md#leader-routines).
 	EstablishedTerm() uint64
+	// Propose commits a command; the error contract is commands.Proposer's.
 	commands.Proposer
 }
 

@@ -7,8 +7,10 @@
 //  1. the node-health tracker gives every live node a fresh TTL
 //     (synchronously, so no one reads a previous term's sessions);
 //  2. then, concurrently: the TSO window, the node-health watch, the
-//     balancer, the broadcaster, the segment (flush) manager and, with an
-//     object store, the manifest orphan collector.
+//     balancer, the broadcaster, the segment (flush) manager, with an
+//     object store the manifest orphan collector, and last the routines
+//     of layers above the controllers (Config.Extra: the API's bootstrap
+//     token installer), which this package cannot import.
 //
 // Run returns when every controller has returned after ctx ends.
 package routines
@@ -61,6 +63,18 @@ type Config struct {
 	// Manifest configures manifest commits and the orphan collector (no
 	// Store: commits are refused and the collector does not run).
 	Manifest manifest.Config
+	// Extra are leader routines of the layers above (cmd/coordd passes the
+	// API's bootstrap-token installer), started after the controllers, in
+	// this order. Registering them here rather than on the raft node keeps
+	// every leader routine in one list with one order.
+	Extra []Routine
+}
+
+// Routine is a named leader routine: run is called with the routine's
+// context (ended when leadership of term ends) and the established term.
+type Routine struct {
+	Name string
+	Run  func(ctx context.Context, term uint64)
 }
 
 // Set is every leader-only controller of a member.
@@ -73,6 +87,7 @@ type Set struct {
 	Balancer    *balancer.Balancer   // nil when not configured
 	Broadcaster *broadcaster.Manager // nil when not configured
 
+	extra []Routine
 	// starting, if set, is called before each concurrent routine starts
 	// (a test's view of the order).
 	starting func(name string)
@@ -88,6 +103,12 @@ func New(node Node, cfg Config) (*Set, error) {
 		TSO:    allocator.NewTSO(node, cfg.TSO),
 		IDs:    allocator.NewIDs(node, cfg.IDBatch),
 	}
+	for _, r := range cfg.Extra {
+		if r.Name == "" || r.Run == nil {
+			return nil, fmt.Errorf("routines: extra routine %q needs a name and a function", r.Name)
+		}
+	}
+	s.extra = append([]Routine(nil), cfg.Extra...)
 	if cfg.UnsafeIDReuse {
 		s.IDs.UnsafeSkipReservation()
 	}
@@ -115,26 +136,20 @@ func New(node Node, cfg Config) (*Set, error) {
 	return s, nil
 }
 
-// routine is one concurrent step of Run.
-type routine struct {
-	name string
-	run  func(ctx context.Context, term uint64)
-}
-
 // concurrent lists what Run starts after the health reset, in start order.
-func (s *Set) concurrent() []routine {
-	rs := []routine{{"tso-window", s.TSO.Run}, {"node-health", s.Health.Watch}}
+func (s *Set) concurrent() []Routine {
+	rs := []Routine{{"tso-window", s.TSO.Run}, {"node-health", s.Health.Watch}}
 	if s.Balancer != nil {
-		rs = append(rs, routine{"balancer", s.Balancer.Run})
+		rs = append(rs, Routine{"balancer", s.Balancer.Run})
 	}
 	if s.Broadcaster != nil {
-		rs = append(rs, routine{"broadcaster", s.Broadcaster.Run})
+		rs = append(rs, Routine{"broadcaster", s.Broadcaster.Run})
 	}
-	rs = append(rs, routine{"segments", s.Data.Run})
+	rs = append(rs, Routine{"segments", s.Data.Run})
 	if s.Manifests.Store() != nil {
-		rs = append(rs, routine{"manifest-gc", s.Manifests.RunGC})
+		rs = append(rs, Routine{"manifest-gc", s.Manifests.RunGC})
 	}
-	return rs
+	return append(rs, s.extra...)
 }
 
 // Run is the leader routine of the whole set (see the package doc for the
@@ -144,12 +159,12 @@ func (s *Set) Run(ctx context.Context, term uint64) {
 	var wg sync.WaitGroup
 	for _, r := range s.concurrent() {
 		if s.starting != nil {
-			s.starting(r.name)
+			s.starting(r.Name)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.run(ctx, term)
+			r.Run(ctx, term)
 		}()
 	}
 	wg.Wait()

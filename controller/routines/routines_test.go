@@ -1,6 +1,7 @@
 package routines
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -20,9 +21,16 @@ func TestRunResetsHealthBeforeStartingTheRoutines(t *testing.T) {
 	clock := controllertest.NewClock()
 	l := controllertest.NewLeader(t, clock, 3)
 	id := l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "10.0.0.1:1", Incarnation: "a"}).GetRegisterNode().GetNodeId()
+	ranIn := make(chan uint64, 1)
 	set, err := New(l, Config{
 		NodeHealth:  nodehealth.Config{Clock: clock},
 		Broadcaster: &broadcaster.Config{Clock: clock},
+		// A routine of a layer above (the API's bootstrap-token installer
+		// in cmd/coordd) runs in the same set, after the controllers.
+		Extra: []Routine{{Name: "bootstrap-token", Run: func(ctx context.Context, term uint64) {
+			ranIn <- term
+			<-ctx.Done()
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,10 +53,13 @@ func TestRunResetsHealthBeforeStartingTheRoutines(t *testing.T) {
 	testutil.Eventually(t, "every routine started", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(order) == 4
+		return len(order) == 5
 	})
+	if term := <-ranIn; term != 3 {
+		t.Fatalf("extra routine ran in term %d, want 3", term)
+	}
 	stop()
-	if want := []string{"tso-window", "node-health", "broadcaster", "segments"}; !slices.Equal(order, want) {
+	if want := []string{"tso-window", "node-health", "broadcaster", "segments", "bootstrap-token"}; !slices.Equal(order, want) {
 		t.Fatalf("start order %v, want %v", order, want)
 	}
 }
@@ -61,5 +72,8 @@ func TestNewNamesTheControllerWithABadConfig(t *testing.T) {
 	}
 	if _, err := New(nil, Config{}); err == nil {
 		t.Fatal("New without a node succeeded")
+	}
+	if _, err := New(l, Config{Extra: []Routine{{Name: "no-func"}}}); err == nil || !strings.Contains(err.Error(), "no-func") {
+		t.Fatalf("extra routine without a function: %v", err)
 	}
 }

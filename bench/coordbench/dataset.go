@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/coordpb"
+)
+
+// The write-path workloads (w2, w3, w4) share one data set per system:
+// 1,000 VChannels (collections of 16 shards over the 16 PChannels), each
+// with one growing segment, and each client works on its own VChannels
+// (index % clients == client) so that a VChannel's positions only grow.
+
+const dataVChannels = 1000
+
+type dataVch struct {
+	name       string
+	collection int64
+	node       uint64
+	term       int64
+	segment    int64
+}
+
+type dataSet struct {
+	vchs      []dataVch
+	manifests bool // w4's first revisions are written
+}
+
+// positions are hybrid timestamps (physical ms << 18 | logical) from the
+// wall clock 10 s ahead, strictly increasing across both systems and every
+// cell: ahead of the checkpoints coordd's streaming nodes report for the
+// same VChannels from their own WALs, and only growing per VChannel.
+var positionBase = uint64(time.Now().UnixMilli()) << 18
+
+var lastPosition atomic.Uint64
+
+func nextPosition() uint64 {
+	for {
+		prev := lastPosition.Load()
+		next := max(prev+1, uint64(time.Now().Add(10*time.Second).UnixMilli())<<18)
+		if lastPosition.CompareAndSwap(prev, next) {
+			return next
+		}
+	}
+}
+
+// mine lists client c's VChannels.
+func (d *dataSet) mine(c, clients int) []dataVch {
+	var out []dataVch
+	for i := c; i < len(d.vchs); i += clients {
+		out = append(out, d.vchs[i])
+	}
+	return out
+}
+
+func setupData(s *system) error {
+	if s.data != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	ch := coordpb.NewChannelsClient(s.conns[0])
+	owners := map[string]*coordpb.PChannel{}
+	for len(owners) == 0 {
+		var resp *coordpb.ListPChannelsResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = ch.ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("list pchannels: %w", err)
+		}
+		all := len(resp.Pchannels) > 0
+		for _, p := range resp.Pchannels {
+			all = all && p.State == "ASSIGNED"
+		}
+		if all {
+			for _, p := range resp.Pchannels {
+				owners[p.Name] = p
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d := &dataSet{}
+	for coll := int64(7000); len(d.vchs) < dataVChannels; coll++ {
+		n := min(16, dataVChannels-len(d.vchs))
+		var resp *coordpb.AllocVirtualChannelsResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = ch.AllocVirtualChannels(ctx, &coordpb.AllocVirtualChannelsRequest{CollectionId: coll, Count: uint32(n),
+				RequestId: fmt.Sprintf("coordbench-vch-%d", coll)})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("alloc vchannels of collection %d: %w", coll, err)
+		}
+		for _, v := range resp.Vchannels {
+			var p *coordpb.PChannel
+			for name, o := range owners {
+				if strings.HasPrefix(v, name+"_") {
+					p = o
+				}
+			}
+			if p == nil {
+				return fmt.Errorf("vchannel %s: no PChannel owner", v)
+			}
+			d.vchs = append(d.vchs, dataVch{name: v, collection: coll, node: p.NodeId, term: p.Term})
+		}
+	}
+	dc := coordpb.NewDataCoordClient(s.conns[0])
+	for i := range d.vchs {
+		v := &d.vchs[i]
+		var resp *coordpb.AssignSegmentIDResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: v.node, Requests: []*coordpb.SegmentIDRequest{
+				{CollectionId: v.collection, PartitionId: 1, Vchannel: v.name, PchannelTerm: v.term, Rows: 1, Bytes: 1024}}})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("assign a segment on %s: %w", v.name, err)
+		}
+		v.segment = resp.Assignments[0].SegmentId
+	}
+	s.data = d
+	return nil
+}
+
+// retry repeats a setup call answered Unavailable (a leader change on a
+// loaded machine), at most 20 times.
+func retry(ctx context.Context, call func() error) error {
+	var err error
+	for range 20 {
+		if err = call(); status.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/cluster"
+)
+
+// system is one side of a comparison: where its leader serves gRPC, the
+// connections the clients share, and how to read its processes' RSS and
+// (coordd only) its raft counters.
+type system struct {
+	name  string // "coordd" or "peer"
+	conns []*grpc.ClientConn
+	rss   func() map[string]float64
+	// raftCounters: the leader's applied index, its log-store commits
+	// (each a bolt transaction: the leader's fsyncs) and the commands it
+	// proposed and saw applied (several share an entry); nil for the peer.
+	raftCounters func() (applied, storeCommits, commands float64, err error)
+	// refresh re-dials the leader when it changed (nil for the peer), so
+	// no cell measures coordd through a follower's forwarding hop.
+	refresh func() error
+	// term is coordd's raft term as its leader answers it (nil for the
+	// peer): a cell that ends at a higher term saw an election.
+	term func() uint64
+	// txns counts the peer's etcd transactions (nil for coordd).
+	txns func() (float64, error)
+	// data is the write-path setup shared by w2, w3 and w4.
+	data *dataSet
+	// targets are w5's broadcast targets.
+	targets []string
+}
+
+func (s *system) conn(client int) *grpc.ClientConn { return s.conns[client%len(s.conns)] }
+
+func (s *system) close() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+func dialN(addr string, n int) ([]*grpc.ClientConn, error) {
+	conns := make([]*grpc.ClientConn, n)
+	for i := range conns {
+		c, err := dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		conns[i] = c
+	}
+	return conns, nil
+}
+
+// coorddSystem connects to the launched cluster's established leader.
+func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
+	s := &system{name: "coordd"}
+	var ld cluster.LocalMember
+	s.refresh = func() error {
+		li, err := leader(l, -1)
+		if err != nil {
+			return err
+		}
+		if l.Members()[li].GRPCAddr == ld.GRPCAddr {
+			return nil
+		}
+		conns, err := dialN(l.Members()[li].GRPCAddr, nconns)
+		if err != nil {
+			return err
+		}
+		s.close()
+		ld, s.conns = l.Members()[li], conns
+		return nil
+	}
+	if err := s.refresh(); err != nil {
+		return nil, err
+	}
+	s.rss = func() map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range l.Members() {
+			if mt, err := scrape(m.HTTPAddr); err == nil {
+				out[m.ID] = mt["process_resident_memory_bytes"] / (1 << 20)
+			}
+		}
+		return out
+	}
+	s.term = func() uint64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := coordpb.NewClusterClient(s.conns[0]).Status(ctx, &coordpb.StatusRequest{})
+		if err != nil {
+			return 0
+		}
+		return st.Term
+	}
+	s.raftCounters = func() (float64, float64, float64, error) {
+		mt, err := scrape(ld.HTTPAddr)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		return mt["coordd_fsm_applied_index"], mt["coordd_raft_boltdb_storeLogs_count"], mt["coordd_propose_duration_seconds_count"], nil
+	}
+	return s, nil
+}
+
+// peer is the etcd cluster and the etcdcoord process.
+type peer struct {
+	etcd *etcdCluster
+	cmd  *exec.Cmd
+	addr string
+}
+
+func startPeer(etcdBin, peerBin, dir string, etcdPort, peerPort int) (*peer, error) {
+	e, err := startEtcd(etcdBin, dir, etcdPort)
+	if err != nil {
+		return nil, err
+	}
+	ld, err := e.leader()
+	if err != nil {
+		e.stop()
+		return nil, err
+	}
+	p := &peer{etcd: e, addr: fmt.Sprintf("127.0.0.1:%d", peerPort)}
+	logf, err := os.Create(filepath.Join(dir, "etcdcoord.log"))
+	if err != nil {
+		e.stop()
+		return nil, err
+	}
+	defer logf.Close()
+	// The peer talks to the etcd leader only (no follower forwarding hop):
+	// the best case for it.
+	p.cmd = exec.Command(peerBin, "-listen", p.addr, "-endpoints", ld, "-pchannels", "16",
+		"-wal-dir", filepath.Join(dir, "peer-wal"), "-object-store", filepath.Join(dir, "peer-objects"))
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("start etcdcoord: %w", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := dial(p.addr)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			_, err = coordpb.NewClusterClient(c).Status(ctx, &coordpb.StatusRequest{})
+			cancel()
+			c.Close()
+			if err == nil {
+				return p, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.stop()
+	return nil, fmt.Errorf("etcdcoord did not answer within 20 s (log: %s)", filepath.Join(dir, "etcdcoord.log"))
+}
+
+func (p *peer) stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	}
+	p.etcd.stop()
+}
+
+func (p *peer) system(nconns int) (*system, error) {
+	conns, err := dialN(p.addr, nconns)
+	if err != nil {
+		return nil, err
+	}
+	s := &system{name: "peer", conns: conns}
+	s.rss = func() map[string]float64 {
+		out := map[string]float64{"etcdcoord": rssMiB(p.cmd.Process.Pid)}
+		for name, pid := range p.etcd.pids() {
+			out[name] = rssMiB(pid)
+		}
+		return out
+	}
+	s.txns = func() (float64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := coordpb.NewClusterClient(conns[0]).Status(ctx, &coordpb.StatusRequest{})
+		if err != nil {
+			return 0, err
+		}
+		return float64(st.AppliedIndex), nil
+	}
+	return s, nil
+}

@@ -77,7 +77,8 @@ type DataCoordClient interface {
 	// makes the segment Flushed with its row count in one command. Fenced by
 	// the owner check and the pointer's version (newer than the current one,
 	// same base); the same pointer again after it finished is a no-op
-	// (unchanged=true), an older one FAILED_PRECONDITION (stale).
+	// (unchanged=true); an older one, or a caller that is not the owner,
+	// is ABORTED (stale).
 	FinishImportSegment(ctx context.Context, in *FinishImportSegmentRequest, opts ...grpc.CallOption) (*FinishImportSegmentResponse, error)
 	// UpdateChannelCheckpoints advances VChannel checkpoints (one command for
 	// the batch). Checkpoints never move back; refused entries are listed.
@@ -303,7 +304,8 @@ type DataCoordServer interface {
 	// makes the segment Flushed with its row count in one command. Fenced by
 	// the owner check and the pointer's version (newer than the current one,
 	// same base); the same pointer again after it finished is a no-op
-	// (unchanged=true), an older one FAILED_PRECONDITION (stale).
+	// (unchanged=true); an older one, or a caller that is not the owner,
+	// is ABORTED (stale).
 	FinishImportSegment(context.Context, *FinishImportSegmentRequest) (*FinishImportSegmentResponse, error)
 	// UpdateChannelCheckpoints advances VChannel checkpoints (one command for
 	// the batch). Checkpoints never move back; refused entries are listed.

@@ -49,6 +49,8 @@ const (
 	TypeSaveBinlogPaths          Type = 0x0304
 	TypeUpdateChannelCheckpoints Type = 0x0305
 	TypePruneDroppedSegments     Type = 0x0306
+	TypeCreateImportSegment      Type = 0x0307
+	TypeFinishImportSegment      Type = 0x0308
 
 	TypeCommitSegmentManifests Type = 0x0401
 	TypeCreateToken            Type = 0x0500
@@ -101,6 +103,8 @@ var registry = map[Type]spec{
 	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 2, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
+	TypeCreateImportSegment:      {"CreateImportSegment", 1, func() proto.Message { return &logpb.CreateImportSegment{} }},
+	TypeFinishImportSegment:      {"FinishImportSegment", 1, func() proto.Message { return &logpb.FinishImportSegment{} }},
 
 	TypeCommitSegmentManifests: {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
 	TypeCreateToken:            {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},

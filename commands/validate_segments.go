@@ -101,6 +101,10 @@ func validateSegmentCommand(body any) (err error, ok bool) {
 		return validateSegmentIDs(b.SegmentIds), true
 	case *logpb.SaveBinlogPaths:
 		return validateSaveBinlogPaths(b), true
+	case *logpb.CreateImportSegment:
+		return validateCreateImportSegment(b), true
+	case *logpb.FinishImportSegment:
+		return validateFinishImportSegment(b), true
 	case *logpb.PruneDroppedSegments:
 		if b.DecisionTerm == 0 {
 			return invalid("PruneDroppedSegments needs its decision term"), true

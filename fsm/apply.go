@@ -46,6 +46,8 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
+	commands.TypeCreateImportSegment:      applyCreateImportSegment,
+	commands.TypeFinishImportSegment:      applyFinishImportSegment,
 
 	commands.TypeCommitSegmentManifests: applyCommitSegmentManifests,
 	commands.TypeCreateToken:            applyCreateToken,

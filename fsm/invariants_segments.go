@@ -79,15 +79,17 @@ func (s *State) checkSegmentInvariants() error {
 
 // allowedSegmentMoves lists the state changes one command may make.
 var allowedSegmentMoves = map[[2]logpb.SegmentState]bool{
-	{logpb.SegmentState_SEGMENT_GROWING, logpb.SegmentState_SEGMENT_SEALED}:   true,
-	{logpb.SegmentState_SEGMENT_GROWING, logpb.SegmentState_SEGMENT_FLUSHED}:  true,
-	{logpb.SegmentState_SEGMENT_GROWING, logpb.SegmentState_SEGMENT_DROPPED}:  true,
-	{logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_FLUSHING}:  true,
-	{logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_FLUSHED}:   true,
-	{logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_DROPPED}:   true,
-	{logpb.SegmentState_SEGMENT_FLUSHING, logpb.SegmentState_SEGMENT_FLUSHED}: true,
-	{logpb.SegmentState_SEGMENT_FLUSHING, logpb.SegmentState_SEGMENT_DROPPED}: true,
-	{logpb.SegmentState_SEGMENT_FLUSHED, logpb.SegmentState_SEGMENT_DROPPED}:  true,
+	{logpb.SegmentState_SEGMENT_GROWING, logpb.SegmentState_SEGMENT_SEALED}:    true,
+	{logpb.SegmentState_SEGMENT_GROWING, logpb.SegmentState_SEGMENT_FLUSHED}:   true,
+	{logpb.SegmentState_SEGMENT_GROWING, logpb.SegmentState_SEGMENT_DROPPED}:   true,
+	{logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_FLUSHING}:   true,
+	{logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_FLUSHED}:    true,
+	{logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_DROPPED}:    true,
+	{logpb.SegmentState_SEGMENT_FLUSHING, logpb.SegmentState_SEGMENT_FLUSHED}:  true,
+	{logpb.SegmentState_SEGMENT_FLUSHING, logpb.SegmentState_SEGMENT_DROPPED}:  true,
+	{logpb.SegmentState_SEGMENT_FLUSHED, logpb.SegmentState_SEGMENT_DROPPED}:   true,
+	{logpb.SegmentState_SEGMENT_IMPORTING, logpb.SegmentState_SEGMENT_FLUSHED}: true,
+	{logpb.SegmentState_SEGMENT_IMPORTING, logpb.SegmentState_SEGMENT_DROPPED}: true,
 }
 
 // segmentSuccessor checks what relates a state to its successor: only

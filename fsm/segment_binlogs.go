@@ -60,6 +60,9 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	if g.State == logpb.SegmentState_SEGMENT_DROPPED {
 		return saveResult(true, g.State)
 	}
+	if g.State == logpb.SegmentState_SEGMENT_IMPORTING {
+		return reject(logpb.RejectCode_REJECT_CONFLICT, "segment %d is Importing: FinishImportSegment publishes it, not a flush", g.ID)
+	}
 	if exists && g.State == logpb.SegmentState_SEGMENT_FLUSHED && !b.Dropped {
 		return saveResult(true, g.State)
 	}
@@ -196,7 +199,8 @@ func applyOtherCheckpoints(next *State, b *logpb.SaveBinlogPaths, nowMs int64) {
 			continue
 		}
 		g, ok := next.seg.segs.Get(cp.SegmentId)
-		if !ok || g.VChannel != b.Vchannel || g.State == logpb.SegmentState_SEGMENT_DROPPED || g.State == logpb.SegmentState_SEGMENT_FLUSHED {
+		if !ok || g.VChannel != b.Vchannel || g.State == logpb.SegmentState_SEGMENT_DROPPED || g.State == logpb.SegmentState_SEGMENT_FLUSHED ||
+			g.State == logpb.SegmentState_SEGMENT_IMPORTING {
 			continue
 		}
 		pos := positionOf(cp.Position)

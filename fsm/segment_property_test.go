@@ -35,7 +35,27 @@ func genSegmentCommand(t *rapid.T, label string, s *State) commands.Command {
 	}
 	ts := rapid.Uint64Range(1, 1000).Draw(t, label+".ts")
 	decision := rapid.SampledFrom([]uint64{s.EstablishedTerm(), s.EstablishedTerm(), s.EstablishedTerm() + 1}).Draw(t, label+".decision")
-	switch rapid.IntRange(0, 10).Draw(t, label+".kind") {
+	switch rapid.IntRange(0, 12).Draw(t, label+".kind") {
+	case 11:
+		return cmd(&logpb.CreateImportSegment{CollectionId: coll, PartitionId: 1, Vchannel: vch, NodeId: node, PchannelTerm: term, Level: lvL1})
+	case 12:
+		id := pickID()
+		var imports []int64 // import segments (storage version 3), finished or not
+		for _, g := range s.SegmentsOfVChannel(vch) {
+			if g.StorageVersion == StorageV3 {
+				imports = append(imports, g.ID)
+			}
+		}
+		if len(imports) > 0 && rapid.IntRange(0, 4).Draw(t, label+".anyImport") > 0 {
+			id = rapid.SampledFrom(imports).Draw(t, label+".import")
+		}
+		b := &logpb.FinishImportSegment{SegmentId: id, CollectionId: coll, Vchannel: vch, NodeId: node, PchannelTerm: term,
+			ManifestPath: mptr(id, rapid.Int64Range(1, 2).Draw(t, label+".version")),
+			NumOfRows:    rapid.SampledFrom([]int64{0, 2, 2, 2}).Draw(t, label+".importRows")}
+		if g, ok := s.Segment(id); ok && g.State == sgFlushed && g.ManifestPath != "" && rapid.Bool().Draw(t, label+".retry") {
+			b.ManifestPath, b.NumOfRows = g.ManifestPath, g.NumRows // the retry of a finish that committed
+		}
+		return cmd(b)
 	case 10:
 		return cmd(&logpb.PruneDroppedSegments{RetentionMs: rapid.Int64Range(1000, 1100).Draw(t, label+".retention"),
 			MaxCount: rapid.Uint32Range(1, 3).Draw(t, label+".max"), DecisionTerm: decision})
@@ -123,7 +143,8 @@ func TestSegmentProperties(t *testing.T) {
 		}
 	})
 	for _, k := range []string{"CreateSegment", "SealSegments", "MarkSegmentsFlushing", "PruneDroppedSegments", "save -> Flushed", "save -> Dropped",
-		"save -> Growing", "stale save", "checkpoint accepted", "rejected SaveBinlogPaths", "rejected CreateSegment"} {
+		"save -> Growing", "stale save", "checkpoint accepted", "rejected SaveBinlogPaths", "rejected CreateSegment",
+		"CreateImportSegment", "import -> Flushed", "import unchanged", "rejected FinishImportSegment"} {
 		if reached[k] == 0 {
 			t.Errorf("the generator never reached %q (reached: %v)", k, reached)
 		}
@@ -138,6 +159,10 @@ func countReached(reached map[string]int, c commands.Command, r *logpb.Result) {
 		reached["stale save"]++
 	case r.GetSaveBinlogs() != nil:
 		reached["save -> "+SegmentStateName(r.GetSaveBinlogs().State)]++
+	case r.GetImportFinished().GetUnchanged():
+		reached["import unchanged"]++
+	case r.GetImportFinished() != nil:
+		reached["import -> "+SegmentStateName(r.GetImportFinished().State)]++
 	case r.GetCheckpoints().GetAccepted() > 0:
 		reached["checkpoint accepted"]++
 	case len(r.GetSegments().GetIds()) > 0:
@@ -167,6 +192,14 @@ func checkOwnerProperty(t *rapid.T, prev, next *State, c commands.Command, r *lo
 		u := b.Checkpoints[0]
 		if prev.CheckChannelOwner(u.Vchannel, b.NodeId, u.PchannelTerm) != nil && !same() {
 			t.Fatal("a non-owner checkpoint was applied")
+		}
+	case *logpb.FinishImportSegment:
+		if (prev.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm) != nil || r.Rejection != nil || r.GetImportFinished().GetUnchanged()) && !same() {
+			t.Fatalf("a refused or unchanged import finish changed the state: %v", r)
+		}
+	case *logpb.CreateImportSegment:
+		if prev.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm) != nil && r.Rejection == nil {
+			t.Fatal("a non-owner created an import segment")
 		}
 	case *logpb.CreateSegment:
 		if prev.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm) != nil && r.Rejection == nil {

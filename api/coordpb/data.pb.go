@@ -1240,6 +1240,317 @@ func (x *SaveBinlogPathsResponse) GetState() string {
 	return ""
 }
 
+type CreateImportSegmentRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	NodeId       uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Vchannel     string                 `protobuf:"bytes,2,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	PchannelTerm int64                  `protobuf:"varint,3,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	CollectionId int64                  `protobuf:"varint,4,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId  int64                  `protobuf:"varint,5,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	// level: "L1" (default) or "L2".
+	Level string `protobuf:"bytes,6,opt,name=level,proto3" json:"level,omitempty"`
+	// request_id makes a retry return the first answer instead of a second
+	// segment.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateImportSegmentRequest) Reset() {
+	*x = CreateImportSegmentRequest{}
+	mi := &file_coordd_v1_data_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateImportSegmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateImportSegmentRequest) ProtoMessage() {}
+
+func (x *CreateImportSegmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_data_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateImportSegmentRequest.ProtoReflect.Descriptor instead.
+func (*CreateImportSegmentRequest) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CreateImportSegmentRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *CreateImportSegmentRequest) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *CreateImportSegmentRequest) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *CreateImportSegmentRequest) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *CreateImportSegmentRequest) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *CreateImportSegmentRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *CreateImportSegmentRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type CreateImportSegmentResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	// manifest_base: where the job writes manifest-<version> revisions.
+	ManifestBase  string `protobuf:"bytes,2,opt,name=manifest_base,json=manifestBase,proto3" json:"manifest_base,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateImportSegmentResponse) Reset() {
+	*x = CreateImportSegmentResponse{}
+	mi := &file_coordd_v1_data_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateImportSegmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateImportSegmentResponse) ProtoMessage() {}
+
+func (x *CreateImportSegmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_data_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateImportSegmentResponse.ProtoReflect.Descriptor instead.
+func (*CreateImportSegmentResponse) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CreateImportSegmentResponse) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *CreateImportSegmentResponse) GetManifestBase() string {
+	if x != nil {
+		return x.ManifestBase
+	}
+	return ""
+}
+
+type FinishImportSegmentRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	NodeId       uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Vchannel     string                 `protobuf:"bytes,2,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	PchannelTerm int64                  `protobuf:"varint,3,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	SegmentId    int64                  `protobuf:"varint,4,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	CollectionId int64                  `protobuf:"varint,5,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// manifest_path: the pointer {"ver":N,"base_path":"..."} to publish.
+	ManifestPath  string `protobuf:"bytes,6,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
+	NumOfRows     int64  `protobuf:"varint,7,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishImportSegmentRequest) Reset() {
+	*x = FinishImportSegmentRequest{}
+	mi := &file_coordd_v1_data_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishImportSegmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishImportSegmentRequest) ProtoMessage() {}
+
+func (x *FinishImportSegmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_data_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishImportSegmentRequest.ProtoReflect.Descriptor instead.
+func (*FinishImportSegmentRequest) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FinishImportSegmentRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *FinishImportSegmentRequest) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *FinishImportSegmentRequest) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *FinishImportSegmentRequest) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *FinishImportSegmentRequest) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *FinishImportSegmentRequest) GetManifestPath() string {
+	if x != nil {
+		return x.ManifestPath
+	}
+	return ""
+}
+
+func (x *FinishImportSegmentRequest) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
+func (x *FinishImportSegmentRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type FinishImportSegmentResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// state: Flushed, or Dropped when the import holds no rows.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// unchanged: the segment had finished with this pointer already.
+	Unchanged     bool `protobuf:"varint,3,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishImportSegmentResponse) Reset() {
+	*x = FinishImportSegmentResponse{}
+	mi := &file_coordd_v1_data_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishImportSegmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishImportSegmentResponse) ProtoMessage() {}
+
+func (x *FinishImportSegmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_data_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishImportSegmentResponse.ProtoReflect.Descriptor instead.
+func (*FinishImportSegmentResponse) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FinishImportSegmentResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *FinishImportSegmentResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *FinishImportSegmentResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
 type ChannelCheckpoint struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Vchannel string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
@@ -1259,7 +1570,7 @@ type ChannelCheckpoint struct {
 
 func (x *ChannelCheckpoint) Reset() {
 	*x = ChannelCheckpoint{}
-	mi := &file_coordd_v1_data_proto_msgTypes[17]
+	mi := &file_coordd_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1582,7 @@ func (x *ChannelCheckpoint) String() string {
 func (*ChannelCheckpoint) ProtoMessage() {}
 
 func (x *ChannelCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[17]
+	mi := &file_coordd_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1595,7 @@ func (x *ChannelCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpoint.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpoint) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChannelCheckpoint) GetVchannel() string {
@@ -1339,7 +1650,7 @@ type UpdateChannelCheckpointsRequest struct {
 
 func (x *UpdateChannelCheckpointsRequest) Reset() {
 	*x = UpdateChannelCheckpointsRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[18]
+	mi := &file_coordd_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1662,7 @@ func (x *UpdateChannelCheckpointsRequest) String() string {
 func (*UpdateChannelCheckpointsRequest) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[18]
+	mi := &file_coordd_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1675,7 @@ func (x *UpdateChannelCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateChannelCheckpointsRequest) GetNodeId() uint64 {
@@ -1392,7 +1703,7 @@ type UpdateChannelCheckpointsResponse struct {
 
 func (x *UpdateChannelCheckpointsResponse) Reset() {
 	*x = UpdateChannelCheckpointsResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[19]
+	mi := &file_coordd_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1715,7 @@ func (x *UpdateChannelCheckpointsResponse) String() string {
 func (*UpdateChannelCheckpointsResponse) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[19]
+	mi := &file_coordd_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1728,7 @@ func (x *UpdateChannelCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateChannelCheckpointsResponse) GetAccepted() uint32 {
@@ -1445,7 +1756,7 @@ type ListChannelCheckpointsRequest struct {
 
 func (x *ListChannelCheckpointsRequest) Reset() {
 	*x = ListChannelCheckpointsRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[20]
+	mi := &file_coordd_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1768,7 @@ func (x *ListChannelCheckpointsRequest) String() string {
 func (*ListChannelCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListChannelCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[20]
+	mi := &file_coordd_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1781,7 @@ func (x *ListChannelCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListChannelCheckpointsRequest) GetConsistency() ReadConsistency {
@@ -1496,7 +1807,7 @@ type ListChannelCheckpointsResponse struct {
 
 func (x *ListChannelCheckpointsResponse) Reset() {
 	*x = ListChannelCheckpointsResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[21]
+	mi := &file_coordd_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1819,7 @@ func (x *ListChannelCheckpointsResponse) String() string {
 func (*ListChannelCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListChannelCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[21]
+	mi := &file_coordd_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1832,7 @@ func (x *ListChannelCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListChannelCheckpointsResponse) GetCheckpoints() []*ChannelCheckpoint {
@@ -1541,7 +1852,7 @@ type GetRecoveryInfoRequest struct {
 
 func (x *GetRecoveryInfoRequest) Reset() {
 	*x = GetRecoveryInfoRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[22]
+	mi := &file_coordd_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1864,7 @@ func (x *GetRecoveryInfoRequest) String() string {
 func (*GetRecoveryInfoRequest) ProtoMessage() {}
 
 func (x *GetRecoveryInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[22]
+	mi := &file_coordd_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1877,7 @@ func (x *GetRecoveryInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetRecoveryInfoRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRecoveryInfoRequest) GetVchannel() string {
@@ -1598,7 +1909,7 @@ type SegmentRef struct {
 
 func (x *SegmentRef) Reset() {
 	*x = SegmentRef{}
-	mi := &file_coordd_v1_data_proto_msgTypes[23]
+	mi := &file_coordd_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1921,7 @@ func (x *SegmentRef) String() string {
 func (*SegmentRef) ProtoMessage() {}
 
 func (x *SegmentRef) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[23]
+	mi := &file_coordd_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1934,7 @@ func (x *SegmentRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRef.ProtoReflect.Descriptor instead.
 func (*SegmentRef) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SegmentRef) GetSegmentId() int64 {
@@ -1694,7 +2005,7 @@ type GetRecoveryInfoResponse struct {
 
 func (x *GetRecoveryInfoResponse) Reset() {
 	*x = GetRecoveryInfoResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[24]
+	mi := &file_coordd_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +2017,7 @@ func (x *GetRecoveryInfoResponse) String() string {
 func (*GetRecoveryInfoResponse) ProtoMessage() {}
 
 func (x *GetRecoveryInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[24]
+	mi := &file_coordd_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +2030,7 @@ func (x *GetRecoveryInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecoveryInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetRecoveryInfoResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRecoveryInfoResponse) GetCollectionId() int64 {
@@ -1814,7 +2125,7 @@ type SegmentInfo struct {
 
 func (x *SegmentInfo) Reset() {
 	*x = SegmentInfo{}
-	mi := &file_coordd_v1_data_proto_msgTypes[25]
+	mi := &file_coordd_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2137,7 @@ func (x *SegmentInfo) String() string {
 func (*SegmentInfo) ProtoMessage() {}
 
 func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[25]
+	mi := &file_coordd_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2150,7 @@ func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
 func (*SegmentInfo) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SegmentInfo) GetSegmentId() int64 {
@@ -2000,7 +2311,7 @@ type GetSegmentInfoRequest struct {
 
 func (x *GetSegmentInfoRequest) Reset() {
 	*x = GetSegmentInfoRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[26]
+	mi := &file_coordd_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2323,7 @@ func (x *GetSegmentInfoRequest) String() string {
 func (*GetSegmentInfoRequest) ProtoMessage() {}
 
 func (x *GetSegmentInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[26]
+	mi := &file_coordd_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2336,7 @@ func (x *GetSegmentInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSegmentInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetSegmentInfoRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSegmentInfoRequest) GetSegmentIds() []int64 {
@@ -2060,7 +2371,7 @@ type GetSegmentInfoResponse struct {
 
 func (x *GetSegmentInfoResponse) Reset() {
 	*x = GetSegmentInfoResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[27]
+	mi := &file_coordd_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2383,7 @@ func (x *GetSegmentInfoResponse) String() string {
 func (*GetSegmentInfoResponse) ProtoMessage() {}
 
 func (x *GetSegmentInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[27]
+	mi := &file_coordd_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2396,7 @@ func (x *GetSegmentInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSegmentInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetSegmentInfoResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetSegmentInfoResponse) GetSegments() []*SegmentInfo {
@@ -2119,7 +2430,7 @@ type ListSegmentsRequest struct {
 
 func (x *ListSegmentsRequest) Reset() {
 	*x = ListSegmentsRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[28]
+	mi := &file_coordd_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2442,7 @@ func (x *ListSegmentsRequest) String() string {
 func (*ListSegmentsRequest) ProtoMessage() {}
 
 func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[28]
+	mi := &file_coordd_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2455,7 @@ func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListSegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListSegmentsRequest) GetConsistency() ReadConsistency {
@@ -2201,7 +2512,7 @@ type ListSegmentsResponse struct {
 
 func (x *ListSegmentsResponse) Reset() {
 	*x = ListSegmentsResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[29]
+	mi := &file_coordd_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2524,7 @@ func (x *ListSegmentsResponse) String() string {
 func (*ListSegmentsResponse) ProtoMessage() {}
 
 func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[29]
+	mi := &file_coordd_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2537,7 @@ func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListSegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListSegmentsResponse) GetSegments() []*SegmentInfo {
@@ -2252,7 +2563,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[30]
+	mi := &file_coordd_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2575,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[30]
+	mi := &file_coordd_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2588,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FlushRequest) GetCollectionId() int64 {
@@ -2304,7 +2615,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[31]
+	mi := &file_coordd_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2627,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[31]
+	mi := &file_coordd_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2640,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FlushResponse) GetCollectionId() int64 {
@@ -2384,7 +2695,7 @@ type PChannelFlushTs struct {
 
 func (x *PChannelFlushTs) Reset() {
 	*x = PChannelFlushTs{}
-	mi := &file_coordd_v1_data_proto_msgTypes[32]
+	mi := &file_coordd_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2707,7 @@ func (x *PChannelFlushTs) String() string {
 func (*PChannelFlushTs) ProtoMessage() {}
 
 func (x *PChannelFlushTs) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[32]
+	mi := &file_coordd_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2720,7 @@ func (x *PChannelFlushTs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelFlushTs.ProtoReflect.Descriptor instead.
 func (*PChannelFlushTs) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PChannelFlushTs) GetPchannel() string {
@@ -2434,7 +2745,7 @@ type FlushAllRequest struct {
 
 func (x *FlushAllRequest) Reset() {
 	*x = FlushAllRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[33]
+	mi := &file_coordd_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2757,7 @@ func (x *FlushAllRequest) String() string {
 func (*FlushAllRequest) ProtoMessage() {}
 
 func (x *FlushAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[33]
+	mi := &file_coordd_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2770,7 @@ func (x *FlushAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllRequest.ProtoReflect.Descriptor instead.
 func (*FlushAllRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 type FlushAllResponse struct {
@@ -2477,7 +2788,7 @@ type FlushAllResponse struct {
 
 func (x *FlushAllResponse) Reset() {
 	*x = FlushAllResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[34]
+	mi := &file_coordd_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2800,7 @@ func (x *FlushAllResponse) String() string {
 func (*FlushAllResponse) ProtoMessage() {}
 
 func (x *FlushAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[34]
+	mi := &file_coordd_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2813,7 @@ func (x *FlushAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllResponse.ProtoReflect.Descriptor instead.
 func (*FlushAllResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FlushAllResponse) GetBroadcastId() uint64 {
@@ -2551,7 +2862,7 @@ type GetFlushStateRequest struct {
 
 func (x *GetFlushStateRequest) Reset() {
 	*x = GetFlushStateRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[35]
+	mi := &file_coordd_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2874,7 @@ func (x *GetFlushStateRequest) String() string {
 func (*GetFlushStateRequest) ProtoMessage() {}
 
 func (x *GetFlushStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[35]
+	mi := &file_coordd_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2887,7 @@ func (x *GetFlushStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlushStateRequest.ProtoReflect.Descriptor instead.
 func (*GetFlushStateRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetFlushStateRequest) GetSegmentIds() []int64 {
@@ -2610,7 +2921,7 @@ type GetFlushAllStateRequest struct {
 
 func (x *GetFlushAllStateRequest) Reset() {
 	*x = GetFlushAllStateRequest{}
-	mi := &file_coordd_v1_data_proto_msgTypes[36]
+	mi := &file_coordd_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2933,7 @@ func (x *GetFlushAllStateRequest) String() string {
 func (*GetFlushAllStateRequest) ProtoMessage() {}
 
 func (x *GetFlushAllStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[36]
+	mi := &file_coordd_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2946,7 @@ func (x *GetFlushAllStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlushAllStateRequest.ProtoReflect.Descriptor instead.
 func (*GetFlushAllStateRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetFlushAllStateRequest) GetFlushAllTs() []*PChannelFlushTs {
@@ -2672,7 +2983,7 @@ type FlushLag struct {
 
 func (x *FlushLag) Reset() {
 	*x = FlushLag{}
-	mi := &file_coordd_v1_data_proto_msgTypes[37]
+	mi := &file_coordd_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2995,7 @@ func (x *FlushLag) String() string {
 func (*FlushLag) ProtoMessage() {}
 
 func (x *FlushLag) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[37]
+	mi := &file_coordd_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +3008,7 @@ func (x *FlushLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushLag.ProtoReflect.Descriptor instead.
 func (*FlushLag) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FlushLag) GetKind() string {
@@ -2765,7 +3076,7 @@ type GetFlushStateResponse struct {
 
 func (x *GetFlushStateResponse) Reset() {
 	*x = GetFlushStateResponse{}
-	mi := &file_coordd_v1_data_proto_msgTypes[38]
+	mi := &file_coordd_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +3088,7 @@ func (x *GetFlushStateResponse) String() string {
 func (*GetFlushStateResponse) ProtoMessage() {}
 
 func (x *GetFlushStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_data_proto_msgTypes[38]
+	mi := &file_coordd_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +3101,7 @@ func (x *GetFlushStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlushStateResponse.ProtoReflect.Descriptor instead.
 func (*GetFlushStateResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_coordd_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetFlushStateResponse) GetFlushed() bool {
@@ -2937,7 +3248,35 @@ const file_coordd_v1_data_proto_rawDesc = "" +
 	"\tafter_dml\x18\x13 \x01(\bR\bafterDml\"E\n" +
 	"\x17SaveBinlogPathsResponse\x12\x14\n" +
 	"\x05stale\x18\x01 \x01(\bR\x05stale\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\"\xcf\x01\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\xf3\x01\n" +
+	"\x1aCreateImportSegmentRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
+	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
+	"\rpchannel_term\x18\x03 \x01(\x03R\fpchannelTerm\x12#\n" +
+	"\rcollection_id\x18\x04 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x05 \x01(\x03R\vpartitionId\x12\x14\n" +
+	"\x05level\x18\x06 \x01(\tR\x05level\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"a\n" +
+	"\x1bCreateImportSegmentResponse\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rmanifest_base\x18\x02 \x01(\tR\fmanifestBase\"\x9e\x02\n" +
+	"\x1aFinishImportSegmentRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1a\n" +
+	"\bvchannel\x18\x02 \x01(\tR\bvchannel\x12#\n" +
+	"\rpchannel_term\x18\x03 \x01(\x03R\fpchannelTerm\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x04 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rcollection_id\x18\x05 \x01(\x03R\fcollectionId\x12#\n" +
+	"\rmanifest_path\x18\x06 \x01(\tR\fmanifestPath\x12\x1e\n" +
+	"\vnum_of_rows\x18\a \x01(\x03R\tnumOfRows\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"k\n" +
+	"\x1bFinishImportSegmentResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1c\n" +
+	"\tunchanged\x18\x03 \x01(\bR\tunchanged\"\xcf\x01\n" +
 	"\x11ChannelCheckpoint\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12#\n" +
 	"\rpchannel_term\x18\x02 \x01(\x03R\fpchannelTerm\x12/\n" +
@@ -3068,12 +3407,15 @@ const file_coordd_v1_data_proto_rawDesc = "" +
 	"\x0esegments_total\x18\x03 \x01(\rR\rsegmentsTotal\x12)\n" +
 	"\x10segments_flushed\x18\x04 \x01(\rR\x0fsegmentsFlushed\x12'\n" +
 	"\x0fvchannels_total\x18\x05 \x01(\rR\x0evchannelsTotal\x12+\n" +
-	"\x11vchannels_flushed\x18\x06 \x01(\rR\x10vchannelsFlushed2\xfd\b\n" +
+	"\x11vchannels_flushed\x18\x06 \x01(\rR\x10vchannelsFlushed2\xc9\n" +
+	"\n" +
 	"\tDataCoord\x12X\n" +
 	"\x0fAssignSegmentID\x12!.coordd.v1.AssignSegmentIDRequest\x1a\".coordd.v1.AssignSegmentIDResponse\x12X\n" +
 	"\x0fReportTimeTicks\x12!.coordd.v1.ReportTimeTicksRequest\x1a\".coordd.v1.ReportTimeTicksResponse\x12M\n" +
 	"\x0fWatchFlushTasks\x12!.coordd.v1.WatchFlushTasksRequest\x1a\x15.coordd.v1.FlushTasks0\x01\x12X\n" +
-	"\x0fSaveBinlogPaths\x12!.coordd.v1.SaveBinlogPathsRequest\x1a\".coordd.v1.SaveBinlogPathsResponse\x12s\n" +
+	"\x0fSaveBinlogPaths\x12!.coordd.v1.SaveBinlogPathsRequest\x1a\".coordd.v1.SaveBinlogPathsResponse\x12d\n" +
+	"\x13CreateImportSegment\x12%.coordd.v1.CreateImportSegmentRequest\x1a&.coordd.v1.CreateImportSegmentResponse\x12d\n" +
+	"\x13FinishImportSegment\x12%.coordd.v1.FinishImportSegmentRequest\x1a&.coordd.v1.FinishImportSegmentResponse\x12s\n" +
 	"\x18UpdateChannelCheckpoints\x12*.coordd.v1.UpdateChannelCheckpointsRequest\x1a+.coordd.v1.UpdateChannelCheckpointsResponse\x12X\n" +
 	"\x0fGetRecoveryInfo\x12!.coordd.v1.GetRecoveryInfoRequest\x1a\".coordd.v1.GetRecoveryInfoResponse\x12:\n" +
 	"\x05Flush\x12\x17.coordd.v1.FlushRequest\x1a\x18.coordd.v1.FlushResponse\x12C\n" +
@@ -3096,7 +3438,7 @@ func file_coordd_v1_data_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_data_proto_rawDescData
 }
 
-var file_coordd_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_coordd_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_coordd_v1_data_proto_goTypes = []any{
 	(*Position)(nil),                         // 0: coordd.v1.Position
 	(*SegmentIDRequest)(nil),                 // 1: coordd.v1.SegmentIDRequest
@@ -3115,29 +3457,33 @@ var file_coordd_v1_data_proto_goTypes = []any{
 	(*SegmentStartPosition)(nil),             // 14: coordd.v1.SegmentStartPosition
 	(*SaveBinlogPathsRequest)(nil),           // 15: coordd.v1.SaveBinlogPathsRequest
 	(*SaveBinlogPathsResponse)(nil),          // 16: coordd.v1.SaveBinlogPathsResponse
-	(*ChannelCheckpoint)(nil),                // 17: coordd.v1.ChannelCheckpoint
-	(*UpdateChannelCheckpointsRequest)(nil),  // 18: coordd.v1.UpdateChannelCheckpointsRequest
-	(*UpdateChannelCheckpointsResponse)(nil), // 19: coordd.v1.UpdateChannelCheckpointsResponse
-	(*ListChannelCheckpointsRequest)(nil),    // 20: coordd.v1.ListChannelCheckpointsRequest
-	(*ListChannelCheckpointsResponse)(nil),   // 21: coordd.v1.ListChannelCheckpointsResponse
-	(*GetRecoveryInfoRequest)(nil),           // 22: coordd.v1.GetRecoveryInfoRequest
-	(*SegmentRef)(nil),                       // 23: coordd.v1.SegmentRef
-	(*GetRecoveryInfoResponse)(nil),          // 24: coordd.v1.GetRecoveryInfoResponse
-	(*SegmentInfo)(nil),                      // 25: coordd.v1.SegmentInfo
-	(*GetSegmentInfoRequest)(nil),            // 26: coordd.v1.GetSegmentInfoRequest
-	(*GetSegmentInfoResponse)(nil),           // 27: coordd.v1.GetSegmentInfoResponse
-	(*ListSegmentsRequest)(nil),              // 28: coordd.v1.ListSegmentsRequest
-	(*ListSegmentsResponse)(nil),             // 29: coordd.v1.ListSegmentsResponse
-	(*FlushRequest)(nil),                     // 30: coordd.v1.FlushRequest
-	(*FlushResponse)(nil),                    // 31: coordd.v1.FlushResponse
-	(*PChannelFlushTs)(nil),                  // 32: coordd.v1.PChannelFlushTs
-	(*FlushAllRequest)(nil),                  // 33: coordd.v1.FlushAllRequest
-	(*FlushAllResponse)(nil),                 // 34: coordd.v1.FlushAllResponse
-	(*GetFlushStateRequest)(nil),             // 35: coordd.v1.GetFlushStateRequest
-	(*GetFlushAllStateRequest)(nil),          // 36: coordd.v1.GetFlushAllStateRequest
-	(*FlushLag)(nil),                         // 37: coordd.v1.FlushLag
-	(*GetFlushStateResponse)(nil),            // 38: coordd.v1.GetFlushStateResponse
-	(ReadConsistency)(0),                     // 39: coordd.v1.ReadConsistency
+	(*CreateImportSegmentRequest)(nil),       // 17: coordd.v1.CreateImportSegmentRequest
+	(*CreateImportSegmentResponse)(nil),      // 18: coordd.v1.CreateImportSegmentResponse
+	(*FinishImportSegmentRequest)(nil),       // 19: coordd.v1.FinishImportSegmentRequest
+	(*FinishImportSegmentResponse)(nil),      // 20: coordd.v1.FinishImportSegmentResponse
+	(*ChannelCheckpoint)(nil),                // 21: coordd.v1.ChannelCheckpoint
+	(*UpdateChannelCheckpointsRequest)(nil),  // 22: coordd.v1.UpdateChannelCheckpointsRequest
+	(*UpdateChannelCheckpointsResponse)(nil), // 23: coordd.v1.UpdateChannelCheckpointsResponse
+	(*ListChannelCheckpointsRequest)(nil),    // 24: coordd.v1.ListChannelCheckpointsRequest
+	(*ListChannelCheckpointsResponse)(nil),   // 25: coordd.v1.ListChannelCheckpointsResponse
+	(*GetRecoveryInfoRequest)(nil),           // 26: coordd.v1.GetRecoveryInfoRequest
+	(*SegmentRef)(nil),                       // 27: coordd.v1.SegmentRef
+	(*GetRecoveryInfoResponse)(nil),          // 28: coordd.v1.GetRecoveryInfoResponse
+	(*SegmentInfo)(nil),                      // 29: coordd.v1.SegmentInfo
+	(*GetSegmentInfoRequest)(nil),            // 30: coordd.v1.GetSegmentInfoRequest
+	(*GetSegmentInfoResponse)(nil),           // 31: coordd.v1.GetSegmentInfoResponse
+	(*ListSegmentsRequest)(nil),              // 32: coordd.v1.ListSegmentsRequest
+	(*ListSegmentsResponse)(nil),             // 33: coordd.v1.ListSegmentsResponse
+	(*FlushRequest)(nil),                     // 34: coordd.v1.FlushRequest
+	(*FlushResponse)(nil),                    // 35: coordd.v1.FlushResponse
+	(*PChannelFlushTs)(nil),                  // 36: coordd.v1.PChannelFlushTs
+	(*FlushAllRequest)(nil),                  // 37: coordd.v1.FlushAllRequest
+	(*FlushAllResponse)(nil),                 // 38: coordd.v1.FlushAllResponse
+	(*GetFlushStateRequest)(nil),             // 39: coordd.v1.GetFlushStateRequest
+	(*GetFlushAllStateRequest)(nil),          // 40: coordd.v1.GetFlushAllStateRequest
+	(*FlushLag)(nil),                         // 41: coordd.v1.FlushLag
+	(*GetFlushStateResponse)(nil),            // 42: coordd.v1.GetFlushStateResponse
+	(ReadConsistency)(0),                     // 43: coordd.v1.ReadConsistency
 }
 var file_coordd_v1_data_proto_depIdxs = []int32{
 	1,  // 0: coordd.v1.AssignSegmentIDRequest.requests:type_name -> coordd.v1.SegmentIDRequest
@@ -3153,59 +3499,63 @@ var file_coordd_v1_data_proto_depIdxs = []int32{
 	13, // 10: coordd.v1.SaveBinlogPathsRequest.checkpoints:type_name -> coordd.v1.SegmentCheckpoint
 	14, // 11: coordd.v1.SaveBinlogPathsRequest.start_positions:type_name -> coordd.v1.SegmentStartPosition
 	0,  // 12: coordd.v1.ChannelCheckpoint.position:type_name -> coordd.v1.Position
-	17, // 13: coordd.v1.UpdateChannelCheckpointsRequest.checkpoints:type_name -> coordd.v1.ChannelCheckpoint
-	39, // 14: coordd.v1.ListChannelCheckpointsRequest.consistency:type_name -> coordd.v1.ReadConsistency
-	17, // 15: coordd.v1.ListChannelCheckpointsResponse.checkpoints:type_name -> coordd.v1.ChannelCheckpoint
-	39, // 16: coordd.v1.GetRecoveryInfoRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	21, // 13: coordd.v1.UpdateChannelCheckpointsRequest.checkpoints:type_name -> coordd.v1.ChannelCheckpoint
+	43, // 14: coordd.v1.ListChannelCheckpointsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	21, // 15: coordd.v1.ListChannelCheckpointsResponse.checkpoints:type_name -> coordd.v1.ChannelCheckpoint
+	43, // 16: coordd.v1.GetRecoveryInfoRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	0,  // 17: coordd.v1.SegmentRef.start_position:type_name -> coordd.v1.Position
 	0,  // 18: coordd.v1.SegmentRef.dml_position:type_name -> coordd.v1.Position
 	0,  // 19: coordd.v1.GetRecoveryInfoResponse.seek_position:type_name -> coordd.v1.Position
-	23, // 20: coordd.v1.GetRecoveryInfoResponse.unflushed:type_name -> coordd.v1.SegmentRef
-	23, // 21: coordd.v1.GetRecoveryInfoResponse.flushed:type_name -> coordd.v1.SegmentRef
-	23, // 22: coordd.v1.GetRecoveryInfoResponse.dropped_segments:type_name -> coordd.v1.SegmentRef
-	23, // 23: coordd.v1.GetRecoveryInfoResponse.level_zero:type_name -> coordd.v1.SegmentRef
+	27, // 20: coordd.v1.GetRecoveryInfoResponse.unflushed:type_name -> coordd.v1.SegmentRef
+	27, // 21: coordd.v1.GetRecoveryInfoResponse.flushed:type_name -> coordd.v1.SegmentRef
+	27, // 22: coordd.v1.GetRecoveryInfoResponse.dropped_segments:type_name -> coordd.v1.SegmentRef
+	27, // 23: coordd.v1.GetRecoveryInfoResponse.level_zero:type_name -> coordd.v1.SegmentRef
 	0,  // 24: coordd.v1.SegmentInfo.start_position:type_name -> coordd.v1.Position
 	0,  // 25: coordd.v1.SegmentInfo.dml_position:type_name -> coordd.v1.Position
 	12, // 26: coordd.v1.SegmentInfo.field_binlogs:type_name -> coordd.v1.FieldBinlog
 	12, // 27: coordd.v1.SegmentInfo.field_statslogs:type_name -> coordd.v1.FieldBinlog
 	12, // 28: coordd.v1.SegmentInfo.deltalogs:type_name -> coordd.v1.FieldBinlog
-	39, // 29: coordd.v1.GetSegmentInfoRequest.consistency:type_name -> coordd.v1.ReadConsistency
-	25, // 30: coordd.v1.GetSegmentInfoResponse.segments:type_name -> coordd.v1.SegmentInfo
-	17, // 31: coordd.v1.GetSegmentInfoResponse.channel_checkpoints:type_name -> coordd.v1.ChannelCheckpoint
-	39, // 32: coordd.v1.ListSegmentsRequest.consistency:type_name -> coordd.v1.ReadConsistency
-	25, // 33: coordd.v1.ListSegmentsResponse.segments:type_name -> coordd.v1.SegmentInfo
-	17, // 34: coordd.v1.FlushResponse.channel_checkpoints:type_name -> coordd.v1.ChannelCheckpoint
-	32, // 35: coordd.v1.FlushAllResponse.flush_all_ts:type_name -> coordd.v1.PChannelFlushTs
-	32, // 36: coordd.v1.GetFlushAllStateRequest.flush_all_ts:type_name -> coordd.v1.PChannelFlushTs
-	37, // 37: coordd.v1.GetFlushStateResponse.behind:type_name -> coordd.v1.FlushLag
+	43, // 29: coordd.v1.GetSegmentInfoRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	29, // 30: coordd.v1.GetSegmentInfoResponse.segments:type_name -> coordd.v1.SegmentInfo
+	21, // 31: coordd.v1.GetSegmentInfoResponse.channel_checkpoints:type_name -> coordd.v1.ChannelCheckpoint
+	43, // 32: coordd.v1.ListSegmentsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	29, // 33: coordd.v1.ListSegmentsResponse.segments:type_name -> coordd.v1.SegmentInfo
+	21, // 34: coordd.v1.FlushResponse.channel_checkpoints:type_name -> coordd.v1.ChannelCheckpoint
+	36, // 35: coordd.v1.FlushAllResponse.flush_all_ts:type_name -> coordd.v1.PChannelFlushTs
+	36, // 36: coordd.v1.GetFlushAllStateRequest.flush_all_ts:type_name -> coordd.v1.PChannelFlushTs
+	41, // 37: coordd.v1.GetFlushStateResponse.behind:type_name -> coordd.v1.FlushLag
 	2,  // 38: coordd.v1.DataCoord.AssignSegmentID:input_type -> coordd.v1.AssignSegmentIDRequest
 	6,  // 39: coordd.v1.DataCoord.ReportTimeTicks:input_type -> coordd.v1.ReportTimeTicksRequest
 	8,  // 40: coordd.v1.DataCoord.WatchFlushTasks:input_type -> coordd.v1.WatchFlushTasksRequest
 	15, // 41: coordd.v1.DataCoord.SaveBinlogPaths:input_type -> coordd.v1.SaveBinlogPathsRequest
-	18, // 42: coordd.v1.DataCoord.UpdateChannelCheckpoints:input_type -> coordd.v1.UpdateChannelCheckpointsRequest
-	22, // 43: coordd.v1.DataCoord.GetRecoveryInfo:input_type -> coordd.v1.GetRecoveryInfoRequest
-	30, // 44: coordd.v1.DataCoord.Flush:input_type -> coordd.v1.FlushRequest
-	33, // 45: coordd.v1.DataCoord.FlushAll:input_type -> coordd.v1.FlushAllRequest
-	35, // 46: coordd.v1.DataCoord.GetFlushState:input_type -> coordd.v1.GetFlushStateRequest
-	36, // 47: coordd.v1.DataCoord.GetFlushAllState:input_type -> coordd.v1.GetFlushAllStateRequest
-	26, // 48: coordd.v1.DataCoord.GetSegmentInfo:input_type -> coordd.v1.GetSegmentInfoRequest
-	28, // 49: coordd.v1.DataCoord.ListSegments:input_type -> coordd.v1.ListSegmentsRequest
-	20, // 50: coordd.v1.DataCoord.ListChannelCheckpoints:input_type -> coordd.v1.ListChannelCheckpointsRequest
-	4,  // 51: coordd.v1.DataCoord.AssignSegmentID:output_type -> coordd.v1.AssignSegmentIDResponse
-	7,  // 52: coordd.v1.DataCoord.ReportTimeTicks:output_type -> coordd.v1.ReportTimeTicksResponse
-	10, // 53: coordd.v1.DataCoord.WatchFlushTasks:output_type -> coordd.v1.FlushTasks
-	16, // 54: coordd.v1.DataCoord.SaveBinlogPaths:output_type -> coordd.v1.SaveBinlogPathsResponse
-	19, // 55: coordd.v1.DataCoord.UpdateChannelCheckpoints:output_type -> coordd.v1.UpdateChannelCheckpointsResponse
-	24, // 56: coordd.v1.DataCoord.GetRecoveryInfo:output_type -> coordd.v1.GetRecoveryInfoResponse
-	31, // 57: coordd.v1.DataCoord.Flush:output_type -> coordd.v1.FlushResponse
-	34, // 58: coordd.v1.DataCoord.FlushAll:output_type -> coordd.v1.FlushAllResponse
-	38, // 59: coordd.v1.DataCoord.GetFlushState:output_type -> coordd.v1.GetFlushStateResponse
-	38, // 60: coordd.v1.DataCoord.GetFlushAllState:output_type -> coordd.v1.GetFlushStateResponse
-	27, // 61: coordd.v1.DataCoord.GetSegmentInfo:output_type -> coordd.v1.GetSegmentInfoResponse
-	29, // 62: coordd.v1.DataCoord.ListSegments:output_type -> coordd.v1.ListSegmentsResponse
-	21, // 63: coordd.v1.DataCoord.ListChannelCheckpoints:output_type -> coordd.v1.ListChannelCheckpointsResponse
-	51, // [51:64] is the sub-list for method output_type
-	38, // [38:51] is the sub-list for method input_type
+	17, // 42: coordd.v1.DataCoord.CreateImportSegment:input_type -> coordd.v1.CreateImportSegmentRequest
+	19, // 43: coordd.v1.DataCoord.FinishImportSegment:input_type -> coordd.v1.FinishImportSegmentRequest
+	22, // 44: coordd.v1.DataCoord.UpdateChannelCheckpoints:input_type -> coordd.v1.UpdateChannelCheckpointsRequest
+	26, // 45: coordd.v1.DataCoord.GetRecoveryInfo:input_type -> coordd.v1.GetRecoveryInfoRequest
+	34, // 46: coordd.v1.DataCoord.Flush:input_type -> coordd.v1.FlushRequest
+	37, // 47: coordd.v1.DataCoord.FlushAll:input_type -> coordd.v1.FlushAllRequest
+	39, // 48: coordd.v1.DataCoord.GetFlushState:input_type -> coordd.v1.GetFlushStateRequest
+	40, // 49: coordd.v1.DataCoord.GetFlushAllState:input_type -> coordd.v1.GetFlushAllStateRequest
+	30, // 50: coordd.v1.DataCoord.GetSegmentInfo:input_type -> coordd.v1.GetSegmentInfoRequest
+	32, // 51: coordd.v1.DataCoord.ListSegments:input_type -> coordd.v1.ListSegmentsRequest
+	24, // 52: coordd.v1.DataCoord.ListChannelCheckpoints:input_type -> coordd.v1.ListChannelCheckpointsRequest
+	4,  // 53: coordd.v1.DataCoord.AssignSegmentID:output_type -> coordd.v1.AssignSegmentIDResponse
+	7,  // 54: coordd.v1.DataCoord.ReportTimeTicks:output_type -> coordd.v1.ReportTimeTicksResponse
+	10, // 55: coordd.v1.DataCoord.WatchFlushTasks:output_type -> coordd.v1.FlushTasks
+	16, // 56: coordd.v1.DataCoord.SaveBinlogPaths:output_type -> coordd.v1.SaveBinlogPathsResponse
+	18, // 57: coordd.v1.DataCoord.CreateImportSegment:output_type -> coordd.v1.CreateImportSegmentResponse
+	20, // 58: coordd.v1.DataCoord.FinishImportSegment:output_type -> coordd.v1.FinishImportSegmentResponse
+	23, // 59: coordd.v1.DataCoord.UpdateChannelCheckpoints:output_type -> coordd.v1.UpdateChannelCheckpointsResponse
+	28, // 60: coordd.v1.DataCoord.GetRecoveryInfo:output_type -> coordd.v1.GetRecoveryInfoResponse
+	35, // 61: coordd.v1.DataCoord.Flush:output_type -> coordd.v1.FlushResponse
+	38, // 62: coordd.v1.DataCoord.FlushAll:output_type -> coordd.v1.FlushAllResponse
+	42, // 63: coordd.v1.DataCoord.GetFlushState:output_type -> coordd.v1.GetFlushStateResponse
+	42, // 64: coordd.v1.DataCoord.GetFlushAllState:output_type -> coordd.v1.GetFlushStateResponse
+	31, // 65: coordd.v1.DataCoord.GetSegmentInfo:output_type -> coordd.v1.GetSegmentInfoResponse
+	33, // 66: coordd.v1.DataCoord.ListSegments:output_type -> coordd.v1.ListSegmentsResponse
+	25, // 67: coordd.v1.DataCoord.ListChannelCheckpoints:output_type -> coordd.v1.ListChannelCheckpointsResponse
+	53, // [53:68] is the sub-list for method output_type
+	38, // [38:53] is the sub-list for method input_type
 	38, // [38:38] is the sub-list for extension type_name
 	38, // [38:38] is the sub-list for extension extendee
 	0,  // [0:38] is the sub-list for field type_name
@@ -3223,7 +3573,7 @@ func file_coordd_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_data_proto_rawDesc), len(file_coordd_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

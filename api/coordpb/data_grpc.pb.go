@@ -33,6 +33,8 @@ const (
 	DataCoord_ReportTimeTicks_FullMethodName          = "/coordd.v1.DataCoord/ReportTimeTicks"
 	DataCoord_WatchFlushTasks_FullMethodName          = "/coordd.v1.DataCoord/WatchFlushTasks"
 	DataCoord_SaveBinlogPaths_FullMethodName          = "/coordd.v1.DataCoord/SaveBinlogPaths"
+	DataCoord_CreateImportSegment_FullMethodName      = "/coordd.v1.DataCoord/CreateImportSegment"
+	DataCoord_FinishImportSegment_FullMethodName      = "/coordd.v1.DataCoord/FinishImportSegment"
 	DataCoord_UpdateChannelCheckpoints_FullMethodName = "/coordd.v1.DataCoord/UpdateChannelCheckpoints"
 	DataCoord_GetRecoveryInfo_FullMethodName          = "/coordd.v1.DataCoord/GetRecoveryInfo"
 	DataCoord_Flush_FullMethodName                    = "/coordd.v1.DataCoord/Flush"
@@ -67,6 +69,17 @@ type DataCoordClient interface {
 	// Dropped, or an older DML position) is acknowledged with stale=true and
 	// changes nothing.
 	SaveBinlogPaths(ctx context.Context, in *SaveBinlogPathsRequest, opts ...grpc.CallOption) (*SaveBinlogPathsResponse, error)
+	// CreateImportSegment creates an Importing segment for an import or copy
+	// job running on the VChannel's current owner (node, PChannel term); the
+	// answer names its ID and the base path its manifest revisions go under.
+	CreateImportSegment(ctx context.Context, in *CreateImportSegmentRequest, opts ...grpc.CallOption) (*CreateImportSegmentResponse, error)
+	// FinishImportSegment publishes the import's complete manifest pointer and
+	// makes the segment Flushed with its row count in one command. Fenced by
+	// the owner check and the pointer's version (newer than the current one,
+	// same base); the same pointer again after it finished is a no-op
+	// (unchanged=true); an older one, or a caller that is not the owner,
+	// is ABORTED (stale).
+	FinishImportSegment(ctx context.Context, in *FinishImportSegmentRequest, opts ...grpc.CallOption) (*FinishImportSegmentResponse, error)
 	// UpdateChannelCheckpoints advances VChannel checkpoints (one command for
 	// the batch). Checkpoints never move back; refused entries are listed.
 	UpdateChannelCheckpoints(ctx context.Context, in *UpdateChannelCheckpointsRequest, opts ...grpc.CallOption) (*UpdateChannelCheckpointsResponse, error)
@@ -144,6 +157,26 @@ func (c *dataCoordClient) SaveBinlogPaths(ctx context.Context, in *SaveBinlogPat
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SaveBinlogPathsResponse)
 	err := c.cc.Invoke(ctx, DataCoord_SaveBinlogPaths_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataCoordClient) CreateImportSegment(ctx context.Context, in *CreateImportSegmentRequest, opts ...grpc.CallOption) (*CreateImportSegmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateImportSegmentResponse)
+	err := c.cc.Invoke(ctx, DataCoord_CreateImportSegment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dataCoordClient) FinishImportSegment(ctx context.Context, in *FinishImportSegmentRequest, opts ...grpc.CallOption) (*FinishImportSegmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinishImportSegmentResponse)
+	err := c.cc.Invoke(ctx, DataCoord_FinishImportSegment_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +296,17 @@ type DataCoordServer interface {
 	// Dropped, or an older DML position) is acknowledged with stale=true and
 	// changes nothing.
 	SaveBinlogPaths(context.Context, *SaveBinlogPathsRequest) (*SaveBinlogPathsResponse, error)
+	// CreateImportSegment creates an Importing segment for an import or copy
+	// job running on the VChannel's current owner (node, PChannel term); the
+	// answer names its ID and the base path its manifest revisions go under.
+	CreateImportSegment(context.Context, *CreateImportSegmentRequest) (*CreateImportSegmentResponse, error)
+	// FinishImportSegment publishes the import's complete manifest pointer and
+	// makes the segment Flushed with its row count in one command. Fenced by
+	// the owner check and the pointer's version (newer than the current one,
+	// same base); the same pointer again after it finished is a no-op
+	// (unchanged=true); an older one, or a caller that is not the owner,
+	// is ABORTED (stale).
+	FinishImportSegment(context.Context, *FinishImportSegmentRequest) (*FinishImportSegmentResponse, error)
 	// UpdateChannelCheckpoints advances VChannel checkpoints (one command for
 	// the batch). Checkpoints never move back; refused entries are listed.
 	UpdateChannelCheckpoints(context.Context, *UpdateChannelCheckpointsRequest) (*UpdateChannelCheckpointsResponse, error)
@@ -308,6 +352,12 @@ func (UnimplementedDataCoordServer) WatchFlushTasks(*WatchFlushTasksRequest, grp
 }
 func (UnimplementedDataCoordServer) SaveBinlogPaths(context.Context, *SaveBinlogPathsRequest) (*SaveBinlogPathsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SaveBinlogPaths not implemented")
+}
+func (UnimplementedDataCoordServer) CreateImportSegment(context.Context, *CreateImportSegmentRequest) (*CreateImportSegmentResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateImportSegment not implemented")
+}
+func (UnimplementedDataCoordServer) FinishImportSegment(context.Context, *FinishImportSegmentRequest) (*FinishImportSegmentResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FinishImportSegment not implemented")
 }
 func (UnimplementedDataCoordServer) UpdateChannelCheckpoints(context.Context, *UpdateChannelCheckpointsRequest) (*UpdateChannelCheckpointsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateChannelCheckpoints not implemented")
@@ -418,6 +468,42 @@ func _DataCoord_SaveBinlogPaths_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DataCoordServer).SaveBinlogPaths(ctx, req.(*SaveBinlogPathsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataCoord_CreateImportSegment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateImportSegmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataCoordServer).CreateImportSegment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataCoord_CreateImportSegment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataCoordServer).CreateImportSegment(ctx, req.(*CreateImportSegmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DataCoord_FinishImportSegment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinishImportSegmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataCoordServer).FinishImportSegment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataCoord_FinishImportSegment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataCoordServer).FinishImportSegment(ctx, req.(*FinishImportSegmentRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -602,6 +688,14 @@ var DataCoord_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SaveBinlogPaths",
 			Handler:    _DataCoord_SaveBinlogPaths_Handler,
+		},
+		{
+			MethodName: "CreateImportSegment",
+			Handler:    _DataCoord_CreateImportSegment_Handler,
+		},
+		{
+			MethodName: "FinishImportSegment",
+			Handler:    _DataCoord_FinishImportSegment_Handler,
 		},
 		{
 			MethodName: "UpdateChannelCheckpoints",

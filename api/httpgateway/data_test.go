@@ -34,6 +34,12 @@ func TestDataRoutes(t *testing.T) {
 		{http.MethodPost, "/v1/timeticks", `{}`, http.StatusBadRequest, "node_id"},
 		{http.MethodPost, "/v1/segments/binlogs", `{"node_id":"1","segment_id":"1","level":"L9"}`, http.StatusBadRequest, "level"},
 		{http.MethodPost, "/v1/checkpoints", `{"node_id":"1"}`, http.StatusBadRequest, "checkpoint"},
+		{http.MethodPost, "/v1/segments/import", `{"node_id":"1","collection_id":"77","vchannel":"dml_0_77v0","pchannel_term":"1","level":"L0"}`,
+			http.StatusBadRequest, "L1 or L2"},
+		{http.MethodPost, "/v1/segments/import/finish", `{"node_id":"1","collection_id":"77","vchannel":"dml_0_77v0","pchannel_term":"1","segment_id":"5"}`,
+			http.StatusBadRequest, "finishing an import needs a manifest pointer"},
+		{http.MethodPost, "/v1/segments/import/finish", `{"node_id":"1","collection_id":"77","vchannel":"dml_0_77v0","pchannel_term":"1","segment_id":"5","num_of_rows":"-1","manifest_path":"{\"ver\":1,\"base_path\":\"a\"}"}`,
+			http.StatusBadRequest, "negative row count"},
 	}
 	for _, c := range cases {
 		code, _, body := do(t, c.method, c.path, c.body)

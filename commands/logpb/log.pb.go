@@ -788,6 +788,7 @@ type Result struct {
 	//	*Result_SaveBinlogs
 	//	*Result_Checkpoints
 	//	*Result_ManifestCommit
+	//	*Result_ImportFinished
 	//	*Result_ReplicateConfig
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
@@ -937,6 +938,15 @@ func (x *Result) GetManifestCommit() *ManifestCommitResult {
 	return nil
 }
 
+func (x *Result) GetImportFinished() *ImportFinished {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ImportFinished); ok {
+			return x.ImportFinished
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetReplicateConfig() *ReplicateConfiguration {
 	if x != nil {
 		if x, ok := x.Value.(*Result_ReplicateConfig); ok {
@@ -994,6 +1004,10 @@ type Result_ManifestCommit struct {
 	ManifestCommit *ManifestCommitResult `protobuf:"bytes,20,opt,name=manifest_commit,json=manifestCommit,proto3,oneof"`
 }
 
+type Result_ImportFinished struct {
+	ImportFinished *ImportFinished `protobuf:"bytes,21,opt,name=import_finished,json=importFinished,proto3,oneof"` // FinishImportSegment
+}
+
 type Result_ReplicateConfig struct {
 	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,14,opt,name=replicate_config,json=replicateConfig,proto3,oneof"` // ResetReplicateRole: the configuration installed
 }
@@ -1019,6 +1033,8 @@ func (*Result_SaveBinlogs) isResult_Value() {}
 func (*Result_Checkpoints) isResult_Value() {}
 
 func (*Result_ManifestCommit) isResult_Value() {}
+
+func (*Result_ImportFinished) isResult_Value() {}
 
 func (*Result_ReplicateConfig) isResult_Value() {}
 
@@ -4805,6 +4821,193 @@ func (x *CreateSegment) GetPchannelTerm() int64 {
 	return 0
 }
 
+// CreateImportSegment creates an Importing segment (storage version 3, no
+// manifest yet) for an import or copy job running on the current owner of
+// the VChannel's PChannel (node_id at pchannel_term). The FSM assigns its
+// ID from the global ID space. Importing segments take no inserts and are
+// not flushed; only FinishImportSegment (or a drop) moves them.
+type CreateImportSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	PartitionId   int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PchannelTerm  int64                  `protobuf:"varint,5,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	Level         SegmentLevel           `protobuf:"varint,6,opt,name=level,proto3,enum=coordd.log.v1.SegmentLevel" json:"level,omitempty"` // L1 or L2
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateImportSegment) Reset() {
+	*x = CreateImportSegment{}
+	mi := &file_log_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateImportSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateImportSegment) ProtoMessage() {}
+
+func (x *CreateImportSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateImportSegment.ProtoReflect.Descriptor instead.
+func (*CreateImportSegment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *CreateImportSegment) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *CreateImportSegment) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *CreateImportSegment) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *CreateImportSegment) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *CreateImportSegment) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *CreateImportSegment) GetLevel() SegmentLevel {
+	if x != nil {
+		return x.Level
+	}
+	return SegmentLevel_LEVEL_UNKNOWN
+}
+
+// FinishImportSegment publishes an import's complete manifest pointer and
+// makes the segment Flushed with num_of_rows in one step (the single-writer
+// inline publication). The caller must be the VChannel's current owner
+// (node_id at pchannel_term); the pointer must keep the segment's base and
+// be newer than its current one. The same pointer again on the segment it
+// already finished is an acknowledged no-op.
+type FinishImportSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     int64                  `protobuf:"varint,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	CollectionId  int64                  `protobuf:"varint,2,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PchannelTerm  int64                  `protobuf:"varint,5,opt,name=pchannel_term,json=pchannelTerm,proto3" json:"pchannel_term,omitempty"`
+	ManifestPath  string                 `protobuf:"bytes,6,opt,name=manifest_path,json=manifestPath,proto3" json:"manifest_path,omitempty"`
+	NumOfRows     int64                  `protobuf:"varint,7,opt,name=num_of_rows,json=numOfRows,proto3" json:"num_of_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishImportSegment) Reset() {
+	*x = FinishImportSegment{}
+	mi := &file_log_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishImportSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishImportSegment) ProtoMessage() {}
+
+func (x *FinishImportSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishImportSegment.ProtoReflect.Descriptor instead.
+func (*FinishImportSegment) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *FinishImportSegment) GetSegmentId() int64 {
+	if x != nil {
+		return x.SegmentId
+	}
+	return 0
+}
+
+func (x *FinishImportSegment) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *FinishImportSegment) GetVchannel() string {
+	if x != nil {
+		return x.Vchannel
+	}
+	return ""
+}
+
+func (x *FinishImportSegment) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *FinishImportSegment) GetPchannelTerm() int64 {
+	if x != nil {
+		return x.PchannelTerm
+	}
+	return 0
+}
+
+func (x *FinishImportSegment) GetManifestPath() string {
+	if x != nil {
+		return x.ManifestPath
+	}
+	return ""
+}
+
+func (x *FinishImportSegment) GetNumOfRows() int64 {
+	if x != nil {
+		return x.NumOfRows
+	}
+	return 0
+}
+
 // SealSegments seals Growing segments at seal_ts: the listed ones and, with
 // collection_id set, every Growing segment of that collection (Flush).
 // decision_term is the term in which the leader decided; a different
@@ -4822,7 +5025,7 @@ type SealSegments struct {
 
 func (x *SealSegments) Reset() {
 	*x = SealSegments{}
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4834,7 +5037,7 @@ func (x *SealSegments) String() string {
 func (*SealSegments) ProtoMessage() {}
 
 func (x *SealSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4847,7 +5050,7 @@ func (x *SealSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
 func (*SealSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{62}
+	return file_log_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SealSegments) GetSegmentIds() []int64 {
@@ -4897,7 +5100,7 @@ type MarkSegmentsFlushing struct {
 
 func (x *MarkSegmentsFlushing) Reset() {
 	*x = MarkSegmentsFlushing{}
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4909,7 +5112,7 @@ func (x *MarkSegmentsFlushing) String() string {
 func (*MarkSegmentsFlushing) ProtoMessage() {}
 
 func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4922,7 +5125,7 @@ func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
 func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{63}
+	return file_log_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
@@ -4950,7 +5153,7 @@ type SegmentCheckpointUpdate struct {
 
 func (x *SegmentCheckpointUpdate) Reset() {
 	*x = SegmentCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4962,7 +5165,7 @@ func (x *SegmentCheckpointUpdate) String() string {
 func (*SegmentCheckpointUpdate) ProtoMessage() {}
 
 func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4975,7 +5178,7 @@ func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{64}
+	return file_log_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
@@ -5009,7 +5212,7 @@ type SegmentStartUpdate struct {
 
 func (x *SegmentStartUpdate) Reset() {
 	*x = SegmentStartUpdate{}
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5021,7 +5224,7 @@ func (x *SegmentStartUpdate) String() string {
 func (*SegmentStartUpdate) ProtoMessage() {}
 
 func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5034,7 +5237,7 @@ func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{65}
+	return file_log_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SegmentStartUpdate) GetSegmentId() int64 {
@@ -5083,7 +5286,7 @@ type SaveBinlogPaths struct {
 
 func (x *SaveBinlogPaths) Reset() {
 	*x = SaveBinlogPaths{}
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5095,7 +5298,7 @@ func (x *SaveBinlogPaths) String() string {
 func (*SaveBinlogPaths) ProtoMessage() {}
 
 func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5108,7 +5311,7 @@ func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{66}
+	return file_log_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SaveBinlogPaths) GetNodeId() uint64 {
@@ -5248,7 +5451,7 @@ type ChannelCheckpointUpdate struct {
 
 func (x *ChannelCheckpointUpdate) Reset() {
 	*x = ChannelCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5260,7 +5463,7 @@ func (x *ChannelCheckpointUpdate) String() string {
 func (*ChannelCheckpointUpdate) ProtoMessage() {}
 
 func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5273,7 +5476,7 @@ func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{67}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ChannelCheckpointUpdate) GetVchannel() string {
@@ -5310,7 +5513,7 @@ type UpdateChannelCheckpoints struct {
 
 func (x *UpdateChannelCheckpoints) Reset() {
 	*x = UpdateChannelCheckpoints{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5322,7 +5525,7 @@ func (x *UpdateChannelCheckpoints) String() string {
 func (*UpdateChannelCheckpoints) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5335,7 +5538,7 @@ func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
@@ -5366,7 +5569,7 @@ type PruneDroppedSegments struct {
 
 func (x *PruneDroppedSegments) Reset() {
 	*x = PruneDroppedSegments{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5378,7 +5581,7 @@ func (x *PruneDroppedSegments) String() string {
 func (*PruneDroppedSegments) ProtoMessage() {}
 
 func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5391,7 +5594,7 @@ func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
 func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PruneDroppedSegments) GetRetentionMs() int64 {
@@ -5424,7 +5627,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5436,7 +5639,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5449,7 +5652,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5469,7 +5672,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5481,7 +5684,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5494,7 +5697,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5511,6 +5714,69 @@ func (x *SaveBinlogPathsResult) GetState() SegmentState {
 	return SegmentState_SEGMENT_UNKNOWN
 }
 
+// ImportFinished: the segment's state and published version after
+// FinishImportSegment; unchanged means it had finished with this pointer
+// already (a retry).
+type ImportFinished struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	State         SegmentState           `protobuf:"varint,2,opt,name=state,proto3,enum=coordd.log.v1.SegmentState" json:"state,omitempty"`
+	Unchanged     bool                   `protobuf:"varint,3,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportFinished) Reset() {
+	*x = ImportFinished{}
+	mi := &file_log_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportFinished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportFinished) ProtoMessage() {}
+
+func (x *ImportFinished) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportFinished.ProtoReflect.Descriptor instead.
+func (*ImportFinished) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ImportFinished) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ImportFinished) GetState() SegmentState {
+	if x != nil {
+		return x.State
+	}
+	return SegmentState_SEGMENT_UNKNOWN
+}
+
+func (x *ImportFinished) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
 type CheckpointsResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Accepted      uint32                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
@@ -5521,7 +5787,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5533,7 +5799,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5546,7 +5812,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5592,7 +5858,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5604,7 +5870,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5617,7 +5883,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -5780,7 +6046,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5792,7 +6058,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5805,7 +6071,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{74}
+	return file_log_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -5854,7 +6120,7 @@ type ManifestStats struct {
 
 func (x *ManifestStats) Reset() {
 	*x = ManifestStats{}
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6132,7 @@ func (x *ManifestStats) String() string {
 func (*ManifestStats) ProtoMessage() {}
 
 func (x *ManifestStats) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5879,7 +6145,7 @@ func (x *ManifestStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
 func (*ManifestStats) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{75}
+	return file_log_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ManifestStats) GetKey() string {
@@ -5915,7 +6181,7 @@ type SegmentIndexRecord struct {
 
 func (x *SegmentIndexRecord) Reset() {
 	*x = SegmentIndexRecord{}
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5927,7 +6193,7 @@ func (x *SegmentIndexRecord) String() string {
 func (*SegmentIndexRecord) ProtoMessage() {}
 
 func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5940,7 +6206,7 @@ func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
 func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{76}
+	return file_log_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SegmentIndexRecord) GetBuildId() int64 {
@@ -6011,7 +6277,7 @@ type SegmentStatsRecord struct {
 
 func (x *SegmentStatsRecord) Reset() {
 	*x = SegmentStatsRecord{}
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6023,7 +6289,7 @@ func (x *SegmentStatsRecord) String() string {
 func (*SegmentStatsRecord) ProtoMessage() {}
 
 func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6036,7 +6302,7 @@ func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
 func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{77}
+	return file_log_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SegmentStatsRecord) GetSegmentId() int64 {
@@ -6068,7 +6334,7 @@ type ManifestNewSegment struct {
 
 func (x *ManifestNewSegment) Reset() {
 	*x = ManifestNewSegment{}
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6080,7 +6346,7 @@ func (x *ManifestNewSegment) String() string {
 func (*ManifestNewSegment) ProtoMessage() {}
 
 func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6093,7 +6359,7 @@ func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
 func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{78}
+	return file_log_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ManifestNewSegment) GetCollectionId() int64 {
@@ -6150,7 +6416,7 @@ type ManifestCatalogMutation struct {
 
 func (x *ManifestCatalogMutation) Reset() {
 	*x = ManifestCatalogMutation{}
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6162,7 +6428,7 @@ func (x *ManifestCatalogMutation) String() string {
 func (*ManifestCatalogMutation) ProtoMessage() {}
 
 func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6175,7 +6441,7 @@ func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
 func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{79}
+	return file_log_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ManifestCatalogMutation) GetState() SegmentState {
@@ -6251,7 +6517,7 @@ type ManifestPublish struct {
 
 func (x *ManifestPublish) Reset() {
 	*x = ManifestPublish{}
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6263,7 +6529,7 @@ func (x *ManifestPublish) String() string {
 func (*ManifestPublish) ProtoMessage() {}
 
 func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6276,7 +6542,7 @@ func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
 func (*ManifestPublish) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{80}
+	return file_log_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ManifestPublish) GetSegmentId() int64 {
@@ -6341,7 +6607,7 @@ type CommitSegmentManifests struct {
 
 func (x *CommitSegmentManifests) Reset() {
 	*x = CommitSegmentManifests{}
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6353,7 +6619,7 @@ func (x *CommitSegmentManifests) String() string {
 func (*CommitSegmentManifests) ProtoMessage() {}
 
 func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6366,7 +6632,7 @@ func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
 func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{81}
+	return file_log_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
@@ -6388,7 +6654,7 @@ type ManifestPublished struct {
 
 func (x *ManifestPublished) Reset() {
 	*x = ManifestPublished{}
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6400,7 +6666,7 @@ func (x *ManifestPublished) String() string {
 func (*ManifestPublished) ProtoMessage() {}
 
 func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6413,7 +6679,7 @@ func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
 func (*ManifestPublished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{82}
+	return file_log_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ManifestPublished) GetSegmentId() int64 {
@@ -6446,7 +6712,7 @@ type ManifestCommitResult struct {
 
 func (x *ManifestCommitResult) Reset() {
 	*x = ManifestCommitResult{}
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6458,7 +6724,7 @@ func (x *ManifestCommitResult) String() string {
 func (*ManifestCommitResult) ProtoMessage() {}
 
 func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6471,7 +6737,7 @@ func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
 func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{83}
+	return file_log_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
@@ -6498,7 +6764,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6510,7 +6776,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6523,7 +6789,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{84}
+	return file_log_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *TokenRecord) GetId() string {
@@ -6579,7 +6845,7 @@ type SecurityMeta struct {
 
 func (x *SecurityMeta) Reset() {
 	*x = SecurityMeta{}
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6591,7 +6857,7 @@ func (x *SecurityMeta) String() string {
 func (*SecurityMeta) ProtoMessage() {}
 
 func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6604,7 +6870,7 @@ func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityMeta.ProtoReflect.Descriptor instead.
 func (*SecurityMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{85}
+	return file_log_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
@@ -6627,7 +6893,7 @@ type CreateToken struct {
 
 func (x *CreateToken) Reset() {
 	*x = CreateToken{}
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6639,7 +6905,7 @@ func (x *CreateToken) String() string {
 func (*CreateToken) ProtoMessage() {}
 
 func (x *CreateToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6652,7 +6918,7 @@ func (x *CreateToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToken.ProtoReflect.Descriptor instead.
 func (*CreateToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{86}
+	return file_log_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *CreateToken) GetToken() *TokenRecord {
@@ -6672,7 +6938,7 @@ type RevokeToken struct {
 
 func (x *RevokeToken) Reset() {
 	*x = RevokeToken{}
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6684,7 +6950,7 @@ func (x *RevokeToken) String() string {
 func (*RevokeToken) ProtoMessage() {}
 
 func (x *RevokeToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6697,7 +6963,7 @@ func (x *RevokeToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
 func (*RevokeToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{87}
+	return file_log_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RevokeToken) GetId() string {
@@ -6725,7 +6991,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xce\x06\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\a\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -6741,7 +7007,8 @@ const file_log_proto_rawDesc = "" +
 	"\fsave_binlogs\x18\n" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
 	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
-	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12R\n" +
+	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12H\n" +
+	"\x0fimport_finished\x18\x15 \x01(\v2\x1d.coordd.log.v1.ImportFinishedH\x00R\x0eimportFinished\x12R\n" +
 	"\x10replicate_config\x18\x0e \x01(\v2%.coordd.log.v1.ReplicateConfigurationH\x00R\x0freplicateConfigB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
@@ -7011,7 +7278,23 @@ const file_log_proto_rawDesc = "" +
 	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1a\n" +
 	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12#\n" +
-	"\rpchannel_term\x18\x05 \x01(\x03R\fpchannelTerm\"\xc5\x01\n" +
+	"\rpchannel_term\x18\x05 \x01(\x03R\fpchannelTerm\"\xea\x01\n" +
+	"\x13CreateImportSegment\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1a\n" +
+	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12#\n" +
+	"\rpchannel_term\x18\x05 \x01(\x03R\fpchannelTerm\x121\n" +
+	"\x05level\x18\x06 \x01(\x0e2\x1b.coordd.log.v1.SegmentLevelR\x05level\"\xf8\x01\n" +
+	"\x13FinishImportSegment\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\x03R\tsegmentId\x12#\n" +
+	"\rcollection_id\x18\x02 \x01(\x03R\fcollectionId\x12\x1a\n" +
+	"\bvchannel\x18\x03 \x01(\tR\bvchannel\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12#\n" +
+	"\rpchannel_term\x18\x05 \x01(\x03R\fpchannelTerm\x12#\n" +
+	"\rmanifest_path\x18\x06 \x01(\tR\fmanifestPath\x12\x1e\n" +
+	"\vnum_of_rows\x18\a \x01(\x03R\tnumOfRows\"\xc5\x01\n" +
 	"\fSealSegments\x12\x1f\n" +
 	"\vsegment_ids\x18\x01 \x03(\x03R\n" +
 	"segmentIds\x12#\n" +
@@ -7068,7 +7351,11 @@ const file_log_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\"`\n" +
 	"\x15SaveBinlogPathsResult\x12\x14\n" +
 	"\x05stale\x18\x01 \x01(\bR\x05stale\x121\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\"I\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\"{\n" +
+	"\x0eImportFinished\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x121\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1b.coordd.log.v1.SegmentStateR\x05state\x12\x1c\n" +
+	"\tunchanged\x18\x03 \x01(\bR\tunchanged\"I\n" +
 	"\x11CheckpointsResult\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
 	"\arefused\x18\x02 \x03(\tR\arefused\"\xe2\x06\n" +
@@ -7251,7 +7538,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -7325,32 +7612,35 @@ var file_log_proto_goTypes = []any{
 	(*LogRef)(nil),                       // 69: coordd.log.v1.LogRef
 	(*FieldLogs)(nil),                    // 70: coordd.log.v1.FieldLogs
 	(*CreateSegment)(nil),                // 71: coordd.log.v1.CreateSegment
-	(*SealSegments)(nil),                 // 72: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 73: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 74: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 75: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 76: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 77: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 78: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 79: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 80: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 81: coordd.log.v1.SaveBinlogPathsResult
-	(*CheckpointsResult)(nil),            // 82: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 83: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 84: coordd.log.v1.ChannelCheckpointRecord
-	(*ManifestStats)(nil),                // 85: coordd.log.v1.ManifestStats
-	(*SegmentIndexRecord)(nil),           // 86: coordd.log.v1.SegmentIndexRecord
-	(*SegmentStatsRecord)(nil),           // 87: coordd.log.v1.SegmentStatsRecord
-	(*ManifestNewSegment)(nil),           // 88: coordd.log.v1.ManifestNewSegment
-	(*ManifestCatalogMutation)(nil),      // 89: coordd.log.v1.ManifestCatalogMutation
-	(*ManifestPublish)(nil),              // 90: coordd.log.v1.ManifestPublish
-	(*CommitSegmentManifests)(nil),       // 91: coordd.log.v1.CommitSegmentManifests
-	(*ManifestPublished)(nil),            // 92: coordd.log.v1.ManifestPublished
-	(*ManifestCommitResult)(nil),         // 93: coordd.log.v1.ManifestCommitResult
-	(*TokenRecord)(nil),                  // 94: coordd.log.v1.TokenRecord
-	(*SecurityMeta)(nil),                 // 95: coordd.log.v1.SecurityMeta
-	(*CreateToken)(nil),                  // 96: coordd.log.v1.CreateToken
-	(*RevokeToken)(nil),                  // 97: coordd.log.v1.RevokeToken
+	(*CreateImportSegment)(nil),          // 72: coordd.log.v1.CreateImportSegment
+	(*FinishImportSegment)(nil),          // 73: coordd.log.v1.FinishImportSegment
+	(*SealSegments)(nil),                 // 74: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 75: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 76: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 77: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 78: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 79: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 80: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 81: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 82: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 83: coordd.log.v1.SaveBinlogPathsResult
+	(*ImportFinished)(nil),               // 84: coordd.log.v1.ImportFinished
+	(*CheckpointsResult)(nil),            // 85: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 86: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 87: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 88: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 89: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 90: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 91: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 92: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 93: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 94: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 95: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 96: coordd.log.v1.ManifestCommitResult
+	(*TokenRecord)(nil),                  // 97: coordd.log.v1.TokenRecord
+	(*SecurityMeta)(nil),                 // 98: coordd.log.v1.SecurityMeta
+	(*CreateToken)(nil),                  // 99: coordd.log.v1.CreateToken
+	(*RevokeToken)(nil),                  // 100: coordd.log.v1.RevokeToken
 }
 var file_log_proto_depIdxs = []int32{
 	11, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
@@ -7362,93 +7652,96 @@ var file_log_proto_depIdxs = []int32{
 	46, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
 	63, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
 	64, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	80, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	81, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	82, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	93, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
-	41, // 13: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	18, // 14: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	13, // 15: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	21, // 16: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	18, // 17: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	22, // 18: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	23, // 19: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	24, // 20: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	52, // 21: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	49, // 22: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	50, // 23: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	51, // 24: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	65, // 25: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	67, // 26: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	83, // 27: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	84, // 28: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	86, // 29: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
-	87, // 30: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
-	94, // 31: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
-	95, // 32: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
-	1,  // 33: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	28, // 34: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	30, // 35: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 36: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 37: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	39, // 38: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	40, // 39: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	41, // 40: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	30, // 41: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	47, // 42: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 43: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 44: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 45: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	48, // 46: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 47: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	47, // 48: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	41, // 49: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	47, // 50: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 51: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	53, // 52: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	54, // 53: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	53, // 54: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 55: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	54, // 56: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	66, // 57: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	69, // 58: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	8,  // 59: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	68, // 60: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	68, // 61: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 62: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	70, // 63: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	70, // 64: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 65: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	74, // 66: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	75, // 67: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	68, // 68: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	77, // 69: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 70: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 71: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 72: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	68, // 73: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	68, // 74: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 75: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	70, // 76: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	70, // 77: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 78: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	68, // 79: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	85, // 80: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
-	7,  // 81: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 82: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
-	85, // 83: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
-	86, // 84: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
-	88, // 85: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
-	89, // 86: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
-	90, // 87: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
-	92, // 88: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
-	9,  // 89: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
-	94, // 90: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
-	91, // [91:91] is the sub-list for method output_type
-	91, // [91:91] is the sub-list for method input_type
-	91, // [91:91] is the sub-list for extension type_name
-	91, // [91:91] is the sub-list for extension extendee
-	0,  // [0:91] is the sub-list for field type_name
+	82, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	83, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	85, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	96, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	84, // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
+	41, // 14: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	18, // 15: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	13, // 16: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	21, // 17: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	18, // 18: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	22, // 19: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	23, // 20: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	24, // 21: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	52, // 22: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	49, // 23: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	50, // 24: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	51, // 25: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	65, // 26: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	67, // 27: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	86, // 28: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	87, // 29: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	89, // 30: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	90, // 31: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	97, // 32: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
+	98, // 33: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
+	1,  // 34: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	28, // 35: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	30, // 36: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	30, // 37: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	30, // 38: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	39, // 39: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	40, // 40: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	41, // 41: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	30, // 42: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	47, // 43: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,  // 44: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,  // 45: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,  // 46: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	48, // 47: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,  // 48: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	47, // 49: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	41, // 50: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	47, // 51: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,  // 52: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	53, // 53: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	54, // 54: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	53, // 55: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,  // 56: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	54, // 57: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	66, // 58: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	69, // 59: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	7,  // 60: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	8,  // 61: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	68, // 62: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	68, // 63: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,  // 64: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	70, // 65: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	70, // 66: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 67: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	76, // 68: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	77, // 69: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	68, // 70: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	79, // 71: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,  // 72: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	6,  // 73: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
+	7,  // 74: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 75: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	68, // 76: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	68, // 77: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,  // 78: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	70, // 79: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	70, // 80: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	69, // 81: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	68, // 82: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	88, // 83: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,  // 84: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,  // 85: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	88, // 86: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	89, // 87: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	91, // 88: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	92, // 89: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	93, // 90: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	95, // 91: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	9,  // 92: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
+	97, // 93: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	94, // [94:94] is the sub-list for method output_type
+	94, // [94:94] is the sub-list for method input_type
+	94, // [94:94] is the sub-list for extension type_name
+	94, // [94:94] is the sub-list for extension extendee
+	0,  // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -7468,6 +7761,7 @@ func file_log_proto_init() {
 		(*Result_SaveBinlogs)(nil),
 		(*Result_Checkpoints)(nil),
 		(*Result_ManifestCommit)(nil),
+		(*Result_ImportFinished)(nil),
 		(*Result_ReplicateConfig)(nil),
 	}
 	file_log_proto_msgTypes[15].OneofWrappers = []any{
@@ -7495,7 +7789,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   88,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

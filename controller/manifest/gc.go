@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/objectstore"
 )
@@ -100,8 +101,15 @@ func (c *Committer) CollectOrphans(ctx context.Context, dryRun bool) (GCReport, 
 
 // publishedAt is the version a segment's pointer references at base in
 // the current state (0: none — the segment is gone or points elsewhere).
+// An Importing segment's revisions belong to the import job still writing
+// them, which publishes one inline when it finishes
+// (docs/semantics.md#import-segments): none is an orphan before then.
 func publishedAt(c *Committer, seg int64, base string) int64 {
-	p, ok, err := c.leader.State().ManifestPointer(seg)
+	st := c.leader.State()
+	if g, ok := st.Segment(seg); ok && g.State == logpb.SegmentState_SEGMENT_IMPORTING {
+		return 1<<63 - 1
+	}
+	p, ok, err := st.ManifestPointer(seg)
 	if !ok || err != nil || p.Base != base {
 		if err != nil {
 			return 1<<63 - 1 // unreadable pointer: never delete anything of it

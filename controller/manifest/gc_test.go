@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
 )
 
 // The collector removes revisions above a segment's pointer and those of
@@ -69,5 +70,34 @@ func TestCollectOrphans(t *testing.T) {
 	f.c.locks.unlock(5)
 	if err != nil || len(rep.Removed) != 0 || !slices.Contains(f.objects(), orphan) {
 		t.Fatalf("collected under a held lock: %+v %v", rep, err)
+	}
+}
+
+// An Importing segment's revisions are its job's, not orphans: the
+// collector keeps them until the job finishes (or the segment is dropped).
+func TestCollectOrphansKeepsImportingSegments(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Now())
+	f := newFixture(t, Config{Clock: clock, GCGrace: time.Minute})
+	pc := commands.PChannelName("dml", 0)
+	f.l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "127.0.0.1:9001", Incarnation: "a"})
+	f.l.MustPropose(t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: pc, NodeId: 1, ExpectedTerm: 1}}})
+	f.l.MustPropose(t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pc, Term: 2}}})
+	res := f.l.MustPropose(t, &logpb.CreateImportSegment{CollectionId: testColl, PartitionId: 1, Vchannel: testVChannel,
+		NodeId: 1, PchannelTerm: 2, Level: logpb.SegmentLevel_LEVEL_L1})
+	seg := res.GetSegments().GetIds()[0]
+	ctx := context.Background()
+	key := commands.ManifestKey(commands.ManifestBase(testColl, 1, seg), 1)
+	if err := f.store.Create(ctx, key, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Minute)
+	rep, err := f.c.CollectOrphans(ctx, false)
+	if err != nil || len(rep.Found) != 0 || !slices.Contains(f.objects(), key) {
+		t.Fatalf("collected an importing segment's revision: %+v %v", rep, err)
+	}
+	f.l.MustPropose(t, &logpb.DropVirtualChannels{CollectionId: testColl})
+	rep, err = f.c.CollectOrphans(ctx, false)
+	if err != nil || !slices.Contains(rep.Removed, key) {
+		t.Fatalf("after the drop: %+v %v, want %s removed", rep, err, key)
 	}
 }

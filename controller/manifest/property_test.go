@@ -82,10 +82,10 @@ func TestManifestCommitProperties(t *testing.T) {
 			}
 			return nil
 		})
-		ncommitters := rapid.IntRange(2, 5).Draw(rt, "committers")
+		ncommitters := rapid.IntRange(2, 4).Draw(rt, "committers")
 		scripts := make([][]int, ncommitters)
 		for i := range scripts {
-			scripts[i] = rapid.SliceOfN(rapid.IntRange(0, nseg-1), 1, 6).Draw(rt, fmt.Sprintf("script%d", i))
+			scripts[i] = rapid.SliceOfN(rapid.IntRange(0, nseg-1), 1, 4).Draw(rt, fmt.Sprintf("script%d", i))
 		}
 
 		var clock atomic.Int64

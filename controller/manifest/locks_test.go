@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/testutil"
 )
 
 // holdsNothing fails t if any of ids is locked.
@@ -99,15 +100,18 @@ func TestAcquireSegmentManifestLocksCompletesUnderSustainedContention(t *testing
 				if l.lock(ctx, 5) != nil {
 					return
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // not a wait: the contender holds the key a moment
 				l.unlock(5)
 			}
 		}()
 	}
-	for l.tryLock(5) { // wait until the contenders hold segment 5
-		l.unlock(5)
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, "the contenders to hold segment 5", func() bool {
+		if l.tryLock(5) {
+			l.unlock(5)
+			return false
+		}
+		return true
+	})
 	for n := range 20 {
 		waited, err := l.lockMany(context.Background(), clockwork.NewRealClock(), []int64{4, 5, 6}, 20*time.Millisecond)
 		if err != nil {

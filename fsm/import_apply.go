@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"math"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -25,26 +24,10 @@ func importResult(version int64, st logpb.SegmentState, unchanged bool) *logpb.R
 // ID space.
 func applyCreateImportSegment(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateImportSegment)
-	if _, ok := next.knownVChannel(b.Vchannel); !ok {
-		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "vchannel %s is not a vchannel of collection %d", b.Vchannel, b.CollectionId)
-	}
-	if err := next.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm); err != nil {
-		return reject(logpb.RejectCode_REJECT_STALE, "create import segment: %v", err)
-	}
-	if next.seg.segs.Len() >= MaxSegments {
-		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d segments already (max %d)", next.seg.segs.Len(), MaxSegments)
-	}
-	if next.alloc.nextID >= math.MaxInt64 {
-		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "id space exhausted for segments: next %d", next.alloc.nextID)
-	}
-	id := int64(next.alloc.nextID)
-	next.alloc.nextID++
-	next.seg.put(&Segment{
-		ID: id, CollectionID: b.CollectionId, PartitionID: b.PartitionId, VChannel: next.internVChannel(b.Vchannel),
+	return createOwnedSegment(next, c, "create import segment", b.NodeId, b.PchannelTerm, Segment{
+		CollectionID: b.CollectionId, PartitionID: b.PartitionId, VChannel: b.Vchannel,
 		State: logpb.SegmentState_SEGMENT_IMPORTING, Level: b.Level, StorageVersion: StorageV3,
-		CreatedMs: c.ProposedAtUnixMs, LastWriteMs: c.ProposedAtUnixMs,
 	})
-	return segmentIDs([]int64{id})
 }
 
 // applyFinishImportSegment publishes an import's pointer and row count and

@@ -19,11 +19,23 @@ func segmentIDs(ids []int64) *logpb.Result {
 // owner. Its ID comes from the global ID space.
 func applyCreateSegment(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateSegment)
-	if _, ok := next.knownVChannel(b.Vchannel); !ok {
-		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "vchannel %s is not a vchannel of collection %d", b.Vchannel, b.CollectionId)
+	return createOwnedSegment(next, c, "create segment", b.NodeId, b.PchannelTerm, Segment{
+		CollectionID: b.CollectionId, PartitionID: b.PartitionId, VChannel: b.Vchannel,
+		State: logpb.SegmentState_SEGMENT_GROWING, Level: logpb.SegmentLevel_LEVEL_L1,
+	})
+}
+
+// createOwnedSegment is the creation every segment-creating command shares:
+// seg.VChannel must be a known VChannel whose current owner is (node, term),
+// and the segment cap and the global ID space must have room. seg gets the
+// next global ID, its VChannel interned and the proposal time as creation
+// and last-write time.
+func createOwnedSegment(next *State, c commands.Command, what string, node uint64, term int64, seg Segment) *logpb.Result {
+	if _, ok := next.knownVChannel(seg.VChannel); !ok {
+		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "vchannel %s is not a vchannel of collection %d", seg.VChannel, seg.CollectionID)
 	}
-	if err := next.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm); err != nil {
-		return reject(logpb.RejectCode_REJECT_STALE, "create segment: %v", err)
+	if err := next.CheckChannelOwner(seg.VChannel, node, term); err != nil {
+		return reject(logpb.RejectCode_REJECT_STALE, "%s: %v", what, err)
 	}
 	if next.seg.segs.Len() >= MaxSegments {
 		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "%d segments already (max %d)", next.seg.segs.Len(), MaxSegments)
@@ -31,14 +43,12 @@ func applyCreateSegment(next *State, c commands.Command) *logpb.Result {
 	if next.alloc.nextID >= math.MaxInt64 {
 		return reject(logpb.RejectCode_REJECT_EXHAUSTED, "id space exhausted for segments: next %d", next.alloc.nextID)
 	}
-	id := int64(next.alloc.nextID)
+	seg.ID = int64(next.alloc.nextID)
 	next.alloc.nextID++
-	next.seg.put(&Segment{
-		ID: id, CollectionID: b.CollectionId, PartitionID: b.PartitionId, VChannel: next.internVChannel(b.Vchannel),
-		State: logpb.SegmentState_SEGMENT_GROWING, Level: logpb.SegmentLevel_LEVEL_L1,
-		CreatedMs: c.ProposedAtUnixMs, LastWriteMs: c.ProposedAtUnixMs,
-	})
-	return segmentIDs([]int64{id})
+	seg.VChannel = next.internVChannel(seg.VChannel)
+	seg.CreatedMs, seg.LastWriteMs = c.ProposedAtUnixMs, c.ProposedAtUnixMs
+	next.seg.put(&seg)
+	return segmentIDs([]int64{seg.ID})
 }
 
 // checkDecisionTerm: a leader routine's decision is valid only in the term

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,14 +51,27 @@ func TestJoinTransferRemove(t *testing.T) {
 		return false
 	})
 
-	// Transfer leadership to a named follower.
-	target := l.Members()[follower].ID
-	if _, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.TransferLeaderResponse, error) {
-		return coordpb.NewClusterClient(conn).TransferLeader(ctx, &coordpb.TransferLeaderRequest{TargetId: target})
-	}); err != nil {
-		t.Fatalf("transfer leadership to %s: %v", target, err)
+	// Transfer leadership to a named follower. The follower is chosen just
+	// before the call: an election on a loaded machine may have moved
+	// leadership since the join, and a transfer to the member that already
+	// leads is refused (FailedPrecondition) by design.
+	var target string
+	want := -1
+	for attempt := 1; want < 0; attempt++ {
+		want = (leaderIndex(t, l, c, -1) + 1) % 3
+		target = l.Members()[want].ID
+		_, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.TransferLeaderResponse, error) {
+			return coordpb.NewClusterClient(conn).TransferLeader(ctx, &coordpb.TransferLeaderRequest{TargetId: target})
+		})
+		if status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "already leads") && attempt < 3 {
+			want = -1
+			continue
+		}
+		if err != nil {
+			t.Fatalf("transfer leadership to %s: %v", target, err)
+		}
 	}
-	if got := leaderIndex(t, l, c, -1); got != follower {
+	if got := leaderIndex(t, l, c, -1); got != want {
 		t.Fatalf("leader after transfer is %s, want %s", l.Members()[got].ID, target)
 	}
 

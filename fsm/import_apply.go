@@ -1,7 +1,6 @@
 package fsm
 
 import (
-
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )

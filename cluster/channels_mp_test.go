@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -269,7 +271,32 @@ func TestFencedOldOwnerCannotAppend(t *testing.T) {
 		t.Fatalf("append while owner: %v", err)
 	}
 
-	if err := l.SignalStreamingNode(0, syscall.SIGSTOP); err != nil {
+	// The reference WAL serialises a PChannel's fence with flock(2) on a
+	// shared directory, and its readers (the flusher) hold the lock shared
+	// for the moment of a read: a process stopped inside a read would block
+	// the new owner's open until it is continued. That is the reference
+	// WAL's limit, not what this test is about, so the victim is stopped
+	// while the test itself holds each of its PChannels' locks (it cannot
+	// then be inside a read or an append), and the locks are let go after.
+	var held []*os.File
+	for _, n := range names {
+		if ps[n].node != victimID {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(l.WALDir(), n, "lock"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("open %s's WAL lock: %v", n, err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatalf("lock %s's WAL: %v", n, err)
+		}
+		held = append(held, f)
+	}
+	err = l.SignalStreamingNode(0, syscall.SIGSTOP)
+	for _, f := range held {
+		f.Close() // closing the descriptor releases its flock
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	moved := waitPlacement(t, c, 20*time.Second, "channels to leave the paused node", func(ps map[string]placement) bool {

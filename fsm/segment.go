@@ -246,6 +246,18 @@ func (s *State) SegmentCountBy(state logpb.SegmentState, level logpb.SegmentLeve
 	return s.seg.counts[state][level]
 }
 
+// SegmentCountIn returns how many segments are in state, at any level.
+func (s *State) SegmentCountIn(state logpb.SegmentState) int {
+	if int(state) >= len(s.seg.counts) || state < 0 {
+		return 0
+	}
+	n := 0
+	for _, c := range s.seg.counts[state] {
+		n += c
+	}
+	return n
+}
+
 // EachSegment calls fn for every segment by ID until fn returns false.
 func (s *State) EachSegment(fn func(*Segment) bool) {
 	for it := s.seg.segs.Iterator(); !it.Done(); {

@@ -116,6 +116,7 @@ func TestSegmentProperties(t *testing.T) {
 				t.Fatalf("successor after %s %v: %v", c.Type, c.Body, err)
 			}
 			checkOwnerProperty(t, s, next, c, res[0])
+			checkCountIn(t, next)
 			countReached(reached, c, res[0])
 			r2, _, err := replica.ApplyCommands(replica.AppliedIndex()+1, c)
 			if err != nil {
@@ -230,5 +231,16 @@ func TestSegmentSnapshotRoundTrip(t *testing.T) {
 	// Restored records share the collection's VChannel string.
 	if g2, _ := r.Segment(2); g2.VChannel != v1 {
 		t.Fatalf("segment 2 vchannel %q", g2.VChannel)
+	}
+}
+
+// checkCountIn: SegmentCountIn agrees with a scan of every segment.
+func checkCountIn(t *rapid.T, s *State) {
+	by := map[logpb.SegmentState]int{}
+	s.EachSegment(func(g *Segment) bool { by[g.State]++; return true })
+	for v := range logpb.SegmentState_name {
+		if st := logpb.SegmentState(v); s.SegmentCountIn(st) != by[st] {
+			t.Fatalf("SegmentCountIn(%s) = %d, a scan counts %d", st, s.SegmentCountIn(st), by[st])
+		}
 	}
 }

@@ -156,6 +156,7 @@ func (n *Node) SetApplyObserver(o ApplyObserver) { n.fsm.observer = o }
 func (n *Node) ProposalQueue() QueueStats {
 	s := n.proposer.q.stats()
 	s.Inflight = int(n.proposer.inflight.Load())
+	s.MaxInflight = cap(n.proposer.slots)
 	return s
 }
 

@@ -92,16 +92,17 @@ func TestProposeOverloadedFailsFast(t *testing.T) {
 	testutil.Eventually(t, "every proposal of the flood to be admitted or refused", func() bool {
 		return offered() == flood
 	})
-	if r := refused.Load(); r < flood-(8*512+1+maxPending) {
-		t.Fatalf("%d of %d refused, want at least %d", r, flood, flood-(8*512+1+maxPending))
+	slots := int64(n.ProposalQueue().MaxInflight)
+	if r := refused.Load(); r < flood-(slots*512+1+maxPending) {
+		t.Fatalf("%d of %d refused, want at least %d", r, flood, flood-(slots*512+1+maxPending))
 	}
 	if d := done.Load(); d != 0 {
 		t.Fatalf("%d proposals finished while the state machine was held", d)
 	}
-	// Top up until the pipeline is saturated: eight entries with raft
+	// Top up until the pipeline is saturated: every slot's entry with raft
 	// (held) and a full queue. Nothing moves then.
 	for sent := uint64(flood); ; {
-		if s := n.ProposalQueue(); s.Inflight == 8 && s.Pending == maxPending {
+		if s := n.ProposalQueue(); s.Inflight == s.MaxInflight && s.Pending == maxPending {
 			break
 		}
 		caller()

@@ -208,6 +208,11 @@ func (s *Server) UpdateChannelCheckpoints(ctx context.Context, req *coordpb.Upda
 // Flushing segments on the PChannels it holds, by segment ID.
 func flushTasks(st *fsm.State, node uint64) []*coordpb.FlushTask {
 	var out []*coordpb.FlushTask
+	if st.SegmentCountIn(logpb.SegmentState_SEGMENT_FLUSHING) == 0 {
+		// The common case, answered without a scan: every watcher
+		// recomputes its set on every applied batch.
+		return out
+	}
 	st.EachActiveSegment(func(g *fsm.Segment) bool {
 		if g.State != logpb.SegmentState_SEGMENT_FLUSHING {
 			return true

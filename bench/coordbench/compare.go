@@ -150,7 +150,8 @@ func runCompare(o options) error {
 			// No seal policy fires during a run: every workload's segments
 			// stay Growing on both systems (the peer never seals).
 			"--segment-max-binlog-files", "1000000", "--segment-max-life", "24h", "--segment-max-idle", "24h",
-			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000"}}
+			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000", "--enable-pprof"}}
+	cfg.ExtraArgs = append(cfg.ExtraArgs, strings.Fields(o.coorddFlags)...)
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -72,6 +73,9 @@ type options struct {
 	clientsList            string
 	etcdBinary, peerBinary string
 	etcdPort, peerPort     int
+	// coorddFlags are extra flags for every coordd member (a tuning knob
+	// under test, e.g. "--raft-inflight-entries 2").
+	coorddFlags string
 }
 
 func main() {
@@ -95,6 +99,7 @@ func main() {
 	flag.StringVar(&o.peerBinary, "etcdcoord", "bin/etcdcoord", "the peer's binary for -compare")
 	flag.IntVar(&o.etcdPort, "etcd-port", 23791, "first etcd client port for -compare (peer ports +10)")
 	flag.IntVar(&o.peerPort, "peer-port", 28500, "the peer's gRPC port for -compare")
+	flag.StringVar(&o.coorddFlags, "coordd-flags", "", "extra flags for every coordd member, space-separated (e.g. \"--raft-inflight-entries 2\")")
 	flag.Parse()
 	var err error
 	if o.compare {
@@ -127,6 +132,7 @@ func run(o options) error {
 	}
 	cfg := cluster.LauncherConfig{Binary: bin, DataDir: dir, Nodes: 3, BasePort: o.basePort, Host: "127.0.0.1",
 		ExtraArgs: []string{"--log-level", "warn", "--enable-pprof"}, StreamingBinary: sn}
+	cfg.ExtraArgs = append(cfg.ExtraArgs, strings.Fields(o.coorddFlags)...)
 	switch o.workload {
 	case "sn-failover":
 		cfg.StreamingNodes = 2

@@ -86,6 +86,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often raft checks whether to snapshot")
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", 8192, "log entries since the last snapshot that trigger one")
 	fs.Uint64Var(&c.Raft.TrailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot")
+	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
+		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := fs.Parse(args); err != nil {
 		return c, errUsage
 	}
@@ -196,6 +198,9 @@ func (c serveConfig) validate() error {
 		if d.v < 5*time.Millisecond {
 			return badConfig("%s must be at least 5ms, got %v", d.name, d.v)
 		}
+	}
+	if c.Raft.MaxInflightEntries < 1 || c.Raft.MaxInflightEntries > raftnode.MaxInflightEntriesLimit {
+		return badConfig("--raft-inflight-entries must be in 1..%d, got %d", raftnode.MaxInflightEntriesLimit, c.Raft.MaxInflightEntries)
 	}
 	if c.ReadyMaxLag == 0 {
 		return badConfig("--ready-max-lag must be positive")

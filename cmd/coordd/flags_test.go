@@ -144,6 +144,8 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "negative heartbeat", args: with("--heartbeat-timeout", "-1s", "--leader-lease-timeout", "-1s"), want: "--heartbeat-timeout must be at least 5ms"},
 		{name: "snapshot threshold 0", args: with("--snapshot-threshold", "0"), want: "--snapshot-threshold and --trailing-logs must be positive"},
 		{name: "trailing logs 0", args: with("--trailing-logs", "0"), want: "must be positive"},
+		{name: "no entries in flight", args: with("--raft-inflight-entries", "0"), want: "--raft-inflight-entries must be in 1..64, got 0"},
+		{name: "too many entries in flight", args: with("--raft-inflight-entries", "65"), want: "--raft-inflight-entries must be in 1..64, got 65"},
 		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},
 		{name: "ready max lag negative", args: with("--ready-max-lag", "-1"), usage: true, want: "usage"},
 		{name: "bad log level", args: with("--log-level", "loud"), want: `--log-level "loud": want trace, debug, info, warn or error`},
@@ -223,7 +225,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 	defaults := raftnode.Config{
 		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
-		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240,
+		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
 	}
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
@@ -273,11 +275,11 @@ func TestParseServeFlagsValid(t *testing.T) {
 		{"single-member peers", with("--peers", "n1="+raftAddr), nil, want(func(c *serveConfig) { c.Peers = three[:1] })},
 		{"join", with("--join", "127.0.0.1:7002"), nil, want(func(c *serveConfig) { c.Join = "127.0.0.1:7002" })},
 		{"tuned raft", with("--heartbeat-timeout", "100ms", "--election-timeout", "100ms", "--leader-lease-timeout", "100ms",
-			"--commit-timeout", "5ms", "--snapshot-interval", "5ms", "--snapshot-threshold", "1", "--trailing-logs", "1", "--log-level", "TRACE"), nil,
+			"--commit-timeout", "5ms", "--snapshot-interval", "5ms", "--snapshot-threshold", "1", "--trailing-logs", "1", "--raft-inflight-entries", "4", "--log-level", "TRACE"), nil,
 			want(func(c *serveConfig) {
 				c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 					LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 5 * time.Millisecond,
-					SnapshotThreshold: 1, TrailingLogs: 1}
+					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4}
 				c.LogLevel = "TRACE"
 			})},
 		{"everything from the environment", nil, fullEnv, want(func(c *serveConfig) {
@@ -288,13 +290,13 @@ func TestParseServeFlagsValid(t *testing.T) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
 		})},
 		{"config file named by COORDD_CONFIG", []string{"--id", "n1"}, env{"COORDD_CONFIG": fullFile}, want(func(c *serveConfig) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
 		})},
 		{"--config wins over COORDD_CONFIG", append(without("--id"), "--config", idFile), env{"COORDD_CONFIG": otherFile},
 			want(func(c *serveConfig) { c.ID, c.LogLevel = "fromfile", "warn" })},

@@ -296,7 +296,7 @@ func limitsOf(l limitFlags, srv *grpcserver.Server, node *raftnode.Node, httpLis
 	pq := node.ProposalQueue()
 	return []metrics.Limit{
 		{Name: "pending_proposals", Max: float64(pq.Max), InUse: float64(pq.Pending), Refused: pq.Rejected},
-		{Name: "raft_inflight_entries", Max: float64(raftnode.MaxInflightEntries), InUse: float64(pq.Inflight)},
+		{Name: "raft_inflight_entries", Max: float64(pq.MaxInflight), InUse: float64(pq.Inflight)},
 		{Name: "http_connections", Max: float64(l.HTTPMaxConns), InUse: float64(httpLis.Open()), Refused: httpLis.Refused()},
 		{Name: "assignment_watchers", Max: float64(sl.MaxWatchers), InUse: float64(srv.Watchers()), Refused: sl.WatchersRefused},
 		{Name: "grpc_streams_per_connection", Max: float64(l.GRPCMaxStreams), InUse: -1},

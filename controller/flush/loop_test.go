@@ -129,3 +129,40 @@ func TestRoundPrunesDroppedSegmentsAfterRetention(t *testing.T) {
 		t.Fatalf("prune decision terms %v", terms)
 	}
 }
+
+// TestTickWakesRoundOnlyWhenItCanFlush: a time-tick report wakes the flush
+// round only when its VChannel has a Sealed segment the tick has reached;
+// every other report waits for the periodic round (reports arrive many
+// times a second, and a round scans every active segment).
+func TestTickWakesRoundOnlyWhenItCanFlush(t *testing.T) {
+	m, l, _ := fixture(t, small)
+	a, err := m.AssignSegmentID(context.Background(), node1, []AssignRequest{req(vch0, 2, 100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := func(tick uint64) bool {
+		t.Helper()
+		if _, refused, err := m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, tick}}); err != nil || len(refused) > 0 {
+			t.Fatalf("report tick %d: %v %v", tick, refused, err)
+		}
+		select {
+		case <-m.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	sealTs := a[0].ExpireTs + 1000
+	if report(sealTs + 10) {
+		t.Fatal("a tick on a VChannel with only a growing segment woke a round")
+	}
+	l.MustPropose(t, &logpb.SealSegments{SegmentIds: []int64{a[0].SegmentID}, SealTs: sealTs,
+		Reason: logpb.SealReason_SEAL_FLUSH, DecisionTerm: 2})
+	if !report(sealTs + 11) {
+		t.Fatal("a tick past a sealed segment's seal time did not wake a round")
+	}
+	l.MustPropose(t, &logpb.MarkSegmentsFlushing{SegmentIds: []int64{a[0].SegmentID}, DecisionTerm: 2})
+	if report(sealTs + 12) {
+		t.Fatal("a tick on a VChannel whose segment is already Flushing woke a round")
+	}
+}

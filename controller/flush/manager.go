@@ -340,6 +340,7 @@ func (m *Manager) ReportTimeTicks(node uint64, ticks []TimeTick) (accepted int, 
 		return 0, nil, err
 	}
 	m.tickReports.Add(1)
+	wake := false
 	for _, t := range ticks {
 		if err := st.CheckChannelOwner(t.VChannel, node, t.PChannelTerm); err != nil {
 			refused = append(refused, t.VChannel+": "+err.Error())
@@ -352,10 +353,27 @@ func (m *Manager) ReportTimeTicks(node uint64, ticks []TimeTick) (accepted int, 
 		}
 		m.ticks[t.VChannel] = t
 		accepted++
+		wake = wake || sealedUpTo(st, t.VChannel, t.Tick)
 	}
-	select {
-	case m.kick <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
 	}
 	return accepted, refused, nil
+}
+
+// sealedUpTo reports whether vchannel has a Sealed segment whose seal time
+// tick has reached: only then can a new tick make a segment flushable
+// before the next periodic round. Waking a round for every report would
+// rescan every active segment at the report rate (streaming nodes report
+// many times a second), which is what the periodic round avoids.
+func sealedUpTo(st *fsm.State, vchannel string, tick uint64) bool {
+	for _, g := range st.SegmentsOfVChannel(vchannel) {
+		if g.State == logpb.SegmentState_SEGMENT_SEALED && g.SealTs <= tick {
+			return true
+		}
+	}
+	return false
 }

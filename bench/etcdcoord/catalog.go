@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -118,9 +119,17 @@ func (c *catalog) segment(id int64) *segment {
 	return c.segments[id]
 }
 
+// channelServer: ListPChannels reports the data path's fixed owner (node
+// 1, term 1, which w2..w5 write as); WatchAssignments is the streaming
+// nodes' assignment (assign.go), a separate table the churn workload moves.
 type channelServer struct {
 	coordpb.UnimplementedChannelsServer
 	cat *catalog
+	asg *assigner
+}
+
+func (s *channelServer) WatchAssignments(req *coordpb.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[coordpb.AssignmentUpdate]) error {
+	return s.asg.WatchAssignments(req, stream)
 }
 
 // AllocVirtualChannels creates count VChannels of a collection over the

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/objectstore"
 )
 
@@ -37,17 +38,24 @@ func main() {
 	endpoints := flag.String("endpoints", "127.0.0.1:23791", "etcd client endpoints, comma separated")
 	walDir := flag.String("wal-dir", "", "directory of the stand-in WAL files the broadcaster appends to (required)")
 	objDir := flag.String("object-store", "", "directory manifest revisions are written to (required)")
-	pchannels := flag.Int("pchannels", 16, "PChannels (all held by node 1 at term 1)")
+	pchannels := flag.Int("pchannels", 16, "PChannels (the data path: all held by node 1 at term 1)")
+	minRebalance := flag.Duration("min-rebalance-interval", 5*time.Minute, "a channel assigned more recently is not moved by rebalancing")
 	flag.Parse()
-	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels); err != nil {
+	pc := policy.DefaultConfig()
+	pc.MinRebalanceInterval = *minRebalance
+	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels, pc); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdcoord:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen string, endpoints []string, walDir, objDir string, npch int) error {
+func run(listen string, endpoints []string, walDir, objDir string, npch int, pc policy.Config) error {
 	if walDir == "" || objDir == "" || npch < 1 {
 		return fmt.Errorf("-wal-dir, -object-store and a positive -pchannels are required")
+	}
+	pol, err := policy.New("", pc)
+	if err != nil {
+		return err
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -81,6 +89,19 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int) err
 	if err != nil {
 		return err
 	}
+	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+	asg, err := newAssigner(actx, kv, cat, pol)
+	acancel()
+	if err != nil {
+		return err
+	}
+	defer asg.conns.close()
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	if err := watchSessions(wctx, cli, asg); err != nil {
+		return err
+	}
+	go asg.run(stop)
 	objs, err := objectstore.Open(context.Background(), objDir)
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
@@ -90,7 +111,8 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int) err
 	coordpb.RegisterClusterServer(srv, &clusterServer{kv: kv})
 	coordpb.RegisterAllocatorServer(srv, &allocServer{ts: ts, ids: ids})
 	coordpb.RegisterDiagnosticsServer(srv, diagnosticsServer{})
-	coordpb.RegisterChannelsServer(srv, &channelServer{cat: cat})
+	coordpb.RegisterChannelsServer(srv, &channelServer{cat: cat, asg: asg})
+	coordpb.RegisterStreamingNodeRegistryServer(srv, newRegistry(kv, asg))
 	coordpb.RegisterDataCoordServer(srv, &dataServer{cat: cat})
 	coordpb.RegisterManifestServiceServer(srv, &manifestServer{cat: cat, store: objs})
 	coordpb.RegisterBroadcasterServer(srv, newBroadcaster(kv, ids, wal, cat))

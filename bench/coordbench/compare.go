@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,10 +79,12 @@ type workloadDef struct {
 	maxOps   int
 	// callTimeout: each call's deadline (default 10 s)
 	callTimeout time.Duration
+	// teardown, when set, runs once per system after the workload's cells.
+	teardown func(s *system) error
 }
 
 func workloads() map[string]workloadDef {
-	return map[string]workloadDef{"w1": w1(), "w2": w2(), "w3": w3(), "w4": w4(), "w5": w5()}
+	return map[string]workloadDef{"w1": w1(), "w2": w2(), "w3": w3(), "w4": w4(), "w5": w5(), "w6": w6()}
 }
 
 // parseClients reads "64" or "1,16,64".
@@ -114,7 +117,7 @@ func runCompare(o options) error {
 	names := strings.Split(o.workload, ",")
 	for _, n := range names {
 		if _, ok := defs[n]; !ok && n != "w3-failover" {
-			return fmt.Errorf("-compare: unknown workload %q (w1..w5, w3-failover)", n)
+			return fmt.Errorf("-compare: unknown workload %q (w1..w6, w3-failover)", n)
 		}
 	}
 	ports := launcherPorts(o.basePort, 3, 2)
@@ -143,6 +146,14 @@ func runCompare(o options) error {
 	if err != nil {
 		return err
 	}
+	// w6 lets a join even the counts at once on both systems: rebalancing
+	// may move a channel however recently it was assigned (coordd's and the
+	// peer's balance policy is the same vchannelFair). Other workloads keep
+	// the default (5 minutes), so their owners do not move.
+	var coorddW6, peerW6 []string
+	if slices.Contains(names, "w6") {
+		coorddW6, peerW6 = []string{"--min-rebalance-interval", "0s"}, []string{"-min-rebalance-interval", "0s"}
+	}
 	cdir := filepath.Join(dir, "coordd")
 	cfg := cluster.LauncherConfig{Binary: bin, DataDir: cdir, Nodes: 3, BasePort: o.basePort, Host: "127.0.0.1",
 		StreamingBinary: sn, StreamingNodes: 2,
@@ -151,6 +162,7 @@ func runCompare(o options) error {
 			// stay Growing on both systems (the peer never seals).
 			"--segment-max-binlog-files", "1000000", "--segment-max-life", "24h", "--segment-max-idle", "24h",
 			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000"}}
+	cfg.ExtraArgs = append(cfg.ExtraArgs, coorddW6...)
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -183,7 +195,7 @@ func runCompare(o options) error {
 		if err != nil {
 			return err
 		}
-		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort)
+		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort, peerW6)
 		if err != nil {
 			return fmt.Errorf("peer: %w", err)
 		}
@@ -245,6 +257,13 @@ func runCompare(o options) error {
 				r.fill(cm, pm, v.values)
 				if err := enc.Encode(r); err != nil {
 					return err
+				}
+			}
+		}
+		if def.teardown != nil {
+			for _, s := range systems {
+				if err := def.teardown(s); err != nil {
+					return fmt.Errorf("%s teardown on %s: %w", n, s.name, err)
 				}
 			}
 		}

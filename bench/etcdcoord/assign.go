@@ -38,10 +38,14 @@ import (
 // current view from memory: Milvus's streamingcoord notifies its watchers
 // from memory after the etcd write and sends full assignments.
 //
-// Where it is kinder than Milvus: watchers share one encoded view per
-// version; a node's registration version need not be seen by the node
-// before it gets channels (coordd requires that); the balancer runs a new
-// round as soon as the previous one changed anything, with no pacing.
+// A watcher that falls behind gets only the newest view (the versions in
+// between are skipped, as coordd's stream does too). Where it is
+// kinder than Milvus: every watcher is sent the same view message, built
+// once per version (gRPC still encodes it per stream); the Assign and
+// Remove calls of a round all run at once; the balancer starts a new round
+// as soon as the previous one changed anything. Where it is kinder than
+// coordd: a node gets channels without having to report that it has seen
+// its registration on the assignment stream.
 
 const pchannelPrefix = "streamingcoord-meta/pchannel/"
 

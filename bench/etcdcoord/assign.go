@@ -39,13 +39,14 @@ import (
 // from memory after the etcd write and sends full assignments.
 //
 // A watcher that falls behind gets only the newest view (the versions in
-// between are skipped, as coordd's stream does too). Where it is
-// kinder than Milvus: every watcher is sent the same view message, built
-// once per version (gRPC still encodes it per stream); the Assign and
-// Remove calls of a round all run at once; the balancer starts a new round
-// as soon as the previous one changed anything. Where it is kinder than
-// coordd: a node gets channels without having to report that it has seen
-// its registration on the assignment stream.
+// between are skipped).
+//
+// What it leaves out, each of which can only make it faster: it does not
+// recover an interrupted round at start (it only reads the keys); one view
+// message per version is shared by every stream (gRPC still encodes it per
+// stream); a node gets channels without first reporting that it has seen
+// its registration on the assignment stream (coordd waits for that); it
+// keeps no DOWN node records beyond the addresses Remove needs.
 
 const pchannelPrefix = "streamingcoord-meta/pchannel/"
 

@@ -81,9 +81,13 @@ func (n *simNode) join(ctx context.Context) (uint64, error) {
 	return resp.NodeId, nil
 }
 
+// heartbeat: the first one once the nodes' watcher holds the
+// registration version (or after one interval without it), then one per
+// second until ctx ends or the session is unknown.
 func (n *simNode) heartbeat(ctx context.Context, id, epoch uint64, registered client.Version, done chan struct{}) {
 	defer close(done)
-	for {
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	for wctx.Err() == nil {
 		v := n.self.View()
 		if v != nil && !v.Version.Less(registered) {
 			break
@@ -92,13 +96,9 @@ func (n *simNode) heartbeat(ctx context.Context, id, epoch uint64, registered cl
 		if v != nil {
 			have = v.Version
 		}
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, _ = n.self.WaitNewer(wctx, have)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
 	}
+	cancel()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -124,7 +124,11 @@ func runCompare(o options) error {
 	for i := range 3 {
 		ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
 	}
-	if err := portsFree(append(ports, o.peerPort)); err != nil {
+	ports = append(ports, o.peerPort)
+	if o.profileDir != "" {
+		ports = append(ports, o.peerPort+1) // the peer's pprof
+	}
+	if err := portsFree(ports); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "coordbench-compare-")
@@ -150,9 +154,9 @@ func runCompare(o options) error {
 	// may move a channel however recently it was assigned (coordd's and the
 	// peer's balance policy is the same vchannelFair). Other workloads keep
 	// the default (5 minutes), so their owners do not move.
-	var coorddW6, peerW6 []string
+	var coorddW6, peerArgs []string
 	if slices.Contains(names, "w6") {
-		coorddW6, peerW6 = []string{"--min-rebalance-interval", "0s"}, []string{"-min-rebalance-interval", "0s"}
+		coorddW6, peerArgs = []string{"--min-rebalance-interval", "0s"}, []string{"-min-rebalance-interval", "0s"}
 	}
 	cdir := filepath.Join(dir, "coordd")
 	cfg := cluster.LauncherConfig{Binary: bin, DataDir: cdir, Nodes: 3, BasePort: o.basePort, Host: "127.0.0.1",
@@ -163,6 +167,15 @@ func runCompare(o options) error {
 			"--segment-max-binlog-files", "1000000", "--segment-max-life", "24h", "--segment-max-idle", "24h",
 			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000"}}
 	cfg.ExtraArgs = append(cfg.ExtraArgs, coorddW6...)
+	peerPprof := ""
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+		peerPprof = fmt.Sprintf("127.0.0.1:%d", o.peerPort+1)
+		cfg.ExtraArgs = append(cfg.ExtraArgs, "--enable-pprof")
+		peerArgs = append(peerArgs, "-pprof-addr", peerPprof)
+	}
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -195,12 +208,12 @@ func runCompare(o options) error {
 		if err != nil {
 			return err
 		}
-		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort, peerW6)
+		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort, peerArgs)
 		if err != nil {
 			return fmt.Errorf("peer: %w", err)
 		}
 		defer p.stop()
-		if ps, err = p.system(o.conns); err != nil {
+		if ps, err = p.system(o.conns, peerPprof); err != nil {
 			return err
 		}
 		defer ps.close()
@@ -249,10 +262,16 @@ func runCompare(o options) error {
 				if to == 0 {
 					to = 10 * time.Second
 				}
-				cm := measure(cs, v, c, o.duration, to, maxOps, dir)
+				prof := func(s *system) string {
+					if o.profileDir == "" {
+						return ""
+					}
+					return filepath.Join(o.profileDir, fmt.Sprintf("%s-%s-%s-%d.pprof", s.name, n, v.name, c))
+				}
+				cm := measure(cs, v, c, o.duration, to, maxOps, dir, prof(cs))
 				var pm measured
 				if ps != nil {
-					pm = measure(ps, v, c, o.duration, to, maxOps, dir)
+					pm = measure(ps, v, c, o.duration, to, maxOps, dir, prof(ps))
 				}
 				r.fill(cm, pm, v.values)
 				if err := enc.Encode(r); err != nil {
@@ -282,9 +301,18 @@ type measured struct {
 	termChanges  uint64
 }
 
-func measure(s *system, v variant, clients int, d, callTimeout time.Duration, maxOps int, dir string) measured {
+// measure runs one side of a cell; with a profile path, a CPU profile of
+// the side's leader (coordd) or process (peer) is taken over the measured
+// pass.
+func measure(s *system, v variant, clients int, d, callTimeout time.Duration, maxOps int, dir, profile string) measured {
 	var m measured
 	sampler := sampleRSS(s.rss)
+	var profDone chan struct{}
+	defer func() {
+		if profDone != nil {
+			<-profDone
+		}
+	}()
 	var f0 uint64
 	var a0, c0, p0, t0 float64
 	var start time.Time
@@ -299,6 +327,10 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 		}
 		if s.term != nil {
 			term0 = s.term()
+		}
+		if profile != "" && s.pprofAddr != "" {
+			profDone = make(chan struct{})
+			go func() { defer close(profDone); cpuProfile(s.pprofAddr, d, profile) }()
 		}
 		start = time.Now()
 	})

@@ -45,6 +45,9 @@ type system struct {
 	leaderAddr string
 	// churn is w6's state between its setup and teardown.
 	churn *churnSet
+	// pprofAddr serves /debug/pprof/ for -profile-dir (coordd: the
+	// leader's HTTP address, when started with --enable-pprof).
+	pprofAddr string
 }
 
 func (s *system) conn(client int) *grpc.ClientConn { return s.conns[client%len(s.conns)] }
@@ -85,7 +88,7 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		}
 		s.close()
 		ld, s.conns = l.Members()[li], conns
-		s.leaderAddr = ld.GRPCAddr
+		s.leaderAddr, s.pprofAddr = ld.GRPCAddr, ld.HTTPAddr
 		return nil
 	}
 	if err := s.refresh(); err != nil {
@@ -187,12 +190,12 @@ func (p *peer) stop() {
 	p.etcd.stop()
 }
 
-func (p *peer) system(nconns int) (*system, error) {
+func (p *peer) system(nconns int, pprofAddr string) (*system, error) {
 	conns, err := dialN(p.addr, nconns)
 	if err != nil {
 		return nil, err
 	}
-	s := &system{name: "peer", conns: conns, watchAddrs: []string{p.addr, p.addr, p.addr}, leaderAddr: p.addr}
+	s := &system{name: "peer", conns: conns, watchAddrs: []string{p.addr, p.addr, p.addr}, leaderAddr: p.addr, pprofAddr: pprofAddr}
 	s.rss = func() map[string]float64 {
 		out := map[string]float64{"etcdcoord": rssMiB(p.cmd.Process.Pid)}
 		for name, pid := range p.etcd.pids() {

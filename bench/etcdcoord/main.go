@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,7 +42,14 @@ func main() {
 	objDir := flag.String("object-store", "", "directory manifest revisions are written to (required)")
 	pchannels := flag.Int("pchannels", 16, "PChannels (the data path: all held by node 1 at term 1)")
 	minRebalance := flag.Duration("min-rebalance-interval", 5*time.Minute, "a channel assigned more recently is not moved by rebalancing")
+	pprofAddr := flag.String("pprof-addr", "", "serve Go profiles under /debug/pprof/ on this loopback address (\"\": off)")
 	flag.Parse()
+	if *pprofAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go func() { log.Printf("etcdcoord: pprof: %v", http.ListenAndServe(*pprofAddr, mux)) }()
+	}
 	pc := policy.DefaultConfig()
 	pc.MinRebalanceInterval = *minRebalance
 	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels, pc); err != nil {

@@ -26,8 +26,9 @@ import (
 // this peer faster than that, never slower.)
 
 const (
-	// pchannelTerm and pchannelNode: every PChannel is held by node 1 at
-	// term 1 (the peer has no streaming nodes to balance).
+	// pchannelTerm and pchannelNode: the data path (w2..w5) treats every
+	// PChannel as held by node 1 at term 1; the streaming node assignment
+	// that w6 churns is assign.go's and does not feed this owner check.
 	pchannelTerm = 1
 	pchannelNode = 1
 	// segmentMaxRows bounds a growing segment's allocations (1 KiB rows

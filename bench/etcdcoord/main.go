@@ -4,8 +4,10 @@
 // decision is one etcd transaction (a compare on this coordinator's session
 // key revision, or on the decided key's revision or value, then the puts),
 // batches are cut into transactions of at most 64 operations, TSO and ID
-// allocation serve a window persisted to etcd from memory, and one etcd
-// client (one multiplexed connection) is shared by every request.
+// allocation serve a window persisted to etcd from memory, streaming node
+// sessions are etcd keys under leases (sessions.go) and PChannel
+// assignment is streamingcoord's balancer over them (assign.go), and one
+// etcd client (one multiplexed connection) is shared by every request.
 //
 // It lives in its own Go module so that coordd never depends on etcd. It is
 // a benchmark tool, not a product: it keeps no state across restarts beyond

@@ -6,8 +6,11 @@
 #
 # First the comparison with the etcd-backed peer (bench/etcdcoord, its own
 # Go module): workloads w1..w5 at COMPARE_CLIENTS (default 1,16,64), each
-# cell COMPARE_DURATION long on each side, one JSON line per cell and a
-# table. COMPARE_ONLY=1 stops after it.
+# cell COMPARE_DURATION long on each side, then w6 (streaming node churn) in
+# a run of its own (both systems start with rebalancing of recently assigned
+# channels allowed, which the other workloads must not have; COMPARE_W6=0
+# skips it), one JSON line per cell and a table. COMPARE_ONLY=1 stops after
+# it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -30,6 +33,10 @@ run() { local name=$1; shift; bin/coordbench "$@" | tee "$out/$name.json"; }
 
 bin/coordbench -compare -workload "${COMPARE_WORKLOADS:-w1,w2,w3,w4,w5}" -clients "${COMPARE_CLIENTS:-1,16,64}" \
   -duration "${COMPARE_DURATION:-5s}" -etcd "$ETCD_BIN" | tee "$out/compare.json"
+if [[ ${COMPARE_W6:-1} != 0 ]]; then
+  bin/coordbench -compare -workload w6 -clients "${COMPARE_CLIENTS:-1,16,64}" \
+    -duration "${COMPARE_DURATION:-5s}" -etcd "$ETCD_BIN" | tee -a "$out/compare.json"
+fi
 python3 - "$out/compare.json" <<'PY'
 import json, sys
 print()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,10 +79,12 @@ type workloadDef struct {
 	maxOps   int
 	// callTimeout: each call's deadline (default 10 s)
 	callTimeout time.Duration
+	// teardown, when set, runs once per system after the workload's cells.
+	teardown func(s *system) error
 }
 
 func workloads() map[string]workloadDef {
-	return map[string]workloadDef{"w1": w1(), "w2": w2(), "w3": w3(), "w4": w4(), "w5": w5()}
+	return map[string]workloadDef{"w1": w1(), "w2": w2(), "w3": w3(), "w4": w4(), "w5": w5(), "w6": w6()}
 }
 
 // parseClients reads "64" or "1,16,64".
@@ -114,14 +117,18 @@ func runCompare(o options) error {
 	names := strings.Split(o.workload, ",")
 	for _, n := range names {
 		if _, ok := defs[n]; !ok && n != "w3-failover" {
-			return fmt.Errorf("-compare: unknown workload %q (w1..w5, w3-failover)", n)
+			return fmt.Errorf("-compare: unknown workload %q (w1..w6, w3-failover)", n)
 		}
 	}
 	ports := launcherPorts(o.basePort, 3, 2)
 	for i := range 3 {
 		ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
 	}
-	if err := portsFree(append(ports, o.peerPort)); err != nil {
+	ports = append(ports, o.peerPort)
+	if o.profileDir != "" {
+		ports = append(ports, o.peerPort+1) // the peer's pprof
+	}
+	if err := portsFree(ports); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "coordbench-compare-")
@@ -143,6 +150,14 @@ func runCompare(o options) error {
 	if err != nil {
 		return err
 	}
+	// w6 lets a join even the counts at once on both systems: rebalancing
+	// may move a channel however recently it was assigned (coordd's and the
+	// peer's balance policy is the same vchannelFair). Other workloads keep
+	// the default (5 minutes), so their owners do not move.
+	var coorddW6, peerArgs []string
+	if slices.Contains(names, "w6") {
+		coorddW6, peerArgs = []string{"--min-rebalance-interval", "0s"}, []string{"-min-rebalance-interval", "0s"}
+	}
 	cdir := filepath.Join(dir, "coordd")
 	cfg := cluster.LauncherConfig{Binary: bin, DataDir: cdir, Nodes: 3, BasePort: o.basePort, Host: "127.0.0.1",
 		StreamingBinary: sn, StreamingNodes: 2,
@@ -150,8 +165,18 @@ func runCompare(o options) error {
 			// No seal policy fires during a run: every workload's segments
 			// stay Growing on both systems (the peer never seals).
 			"--segment-max-binlog-files", "1000000", "--segment-max-life", "24h", "--segment-max-idle", "24h",
-			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000", "--enable-pprof"}}
+			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000"}}
+	cfg.ExtraArgs = append(cfg.ExtraArgs, coorddW6...)
 	cfg.ExtraArgs = append(cfg.ExtraArgs, strings.Fields(o.coorddFlags)...)
+	peerPprof := ""
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+		peerPprof = fmt.Sprintf("127.0.0.1:%d", o.peerPort+1)
+		cfg.ExtraArgs = append(cfg.ExtraArgs, "--enable-pprof")
+		peerArgs = append(peerArgs, "-pprof-addr", peerPprof)
+	}
 	l := cluster.NewLauncher(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -184,12 +209,12 @@ func runCompare(o options) error {
 		if err != nil {
 			return err
 		}
-		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort)
+		p, err := startPeer(etcdBin, peerBin, pdir, o.etcdPort, o.peerPort, peerArgs)
 		if err != nil {
 			return fmt.Errorf("peer: %w", err)
 		}
 		defer p.stop()
-		if ps, err = p.system(o.conns); err != nil {
+		if ps, err = p.system(o.conns, peerPprof); err != nil {
 			return err
 		}
 		defer ps.close()
@@ -238,14 +263,27 @@ func runCompare(o options) error {
 				if to == 0 {
 					to = 10 * time.Second
 				}
-				cm := measure(cs, v, c, o.duration, to, maxOps, dir)
+				prof := func(s *system) string {
+					if o.profileDir == "" {
+						return ""
+					}
+					return filepath.Join(o.profileDir, fmt.Sprintf("%s-%s-%s-%d.pprof", s.name, n, v.name, c))
+				}
+				cm := measure(cs, v, c, o.duration, to, maxOps, dir, prof(cs))
 				var pm measured
 				if ps != nil {
-					pm = measure(ps, v, c, o.duration, to, maxOps, dir)
+					pm = measure(ps, v, c, o.duration, to, maxOps, dir, prof(ps))
 				}
 				r.fill(cm, pm, v.values)
 				if err := enc.Encode(r); err != nil {
 					return err
+				}
+			}
+		}
+		if def.teardown != nil {
+			for _, s := range systems {
+				if err := def.teardown(s); err != nil {
+					return fmt.Errorf("%s teardown on %s: %w", n, s.name, err)
 				}
 			}
 		}
@@ -264,9 +302,18 @@ type measured struct {
 	termChanges  uint64
 }
 
-func measure(s *system, v variant, clients int, d, callTimeout time.Duration, maxOps int, dir string) measured {
+// measure runs one side of a cell; with a profile path, a CPU profile of
+// the side's leader (coordd) or process (peer) is taken over the measured
+// pass.
+func measure(s *system, v variant, clients int, d, callTimeout time.Duration, maxOps int, dir, profile string) measured {
 	var m measured
 	sampler := sampleRSS(s.rss)
+	var profDone chan struct{}
+	defer func() {
+		if profDone != nil {
+			<-profDone
+		}
+	}()
 	var f0 uint64
 	var a0, c0, p0, t0 float64
 	var start time.Time
@@ -281,6 +328,10 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 		}
 		if s.term != nil {
 			term0 = s.term()
+		}
+		if profile != "" && s.pprofAddr != "" {
+			profDone = make(chan struct{})
+			go func() { defer close(profDone); cpuProfile(s.pprofAddr, d, profile) }()
 		}
 		start = time.Now()
 	})

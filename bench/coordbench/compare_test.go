@@ -7,6 +7,9 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
 )
 
 func TestParseClients(t *testing.T) {
@@ -121,4 +124,57 @@ func TestCurrentOwner(t *testing.T) {
 	}
 	d.refused(nil, nil) // no error: nothing to do (and no call on the nil conn)
 	d.refused(nil, errors.New("deadline exceeded"))
+}
+
+// w6 is in the -compare table with its set-up, teardown and one variant.
+func TestW6IsWired(t *testing.T) {
+	def, ok := workloads()["w6"]
+	if !ok || def.setup == nil || def.teardown == nil || len(def.variants) != 1 || def.variants[0].newOp == nil {
+		t.Fatalf("w6 = %+v, %v", def, ok)
+	}
+	if def.callTimeout < 10*time.Second {
+		t.Fatalf("w6 call timeout %v", def.callTimeout)
+	}
+}
+
+func churnView(nodes []uint64, chans map[string]uint64) *client.AssignmentView {
+	v := &client.AssignmentView{Nodes: map[uint64]*coordpb.StreamingNode{}, Channels: map[string]*coordpb.ChannelAssignment{}}
+	for _, n := range nodes {
+		v.Nodes[n] = &coordpb.StreamingNode{Id: n, State: "UP"}
+	}
+	for name, n := range chans {
+		v.Channels[name] = &coordpb.ChannelAssignment{Pchannel: name, NodeId: n, State: "ASSIGNED"}
+	}
+	return v
+}
+
+func TestChurnConditions(t *testing.T) {
+	// a join: visible and holding a channel, or not due one
+	if joinedIn(churnView([]uint64{1, 2}, map[string]uint64{"a": 1, "b": 1}), 3) {
+		t.Fatal("a node not in the view counted as joined")
+	}
+	if joinedIn(churnView([]uint64{1, 2, 3}, map[string]uint64{"a": 1, "b": 1, "c": 2}), 3) {
+		t.Fatal("node 3 joined with nothing while node 1 holds two")
+	}
+	if !joinedIn(churnView([]uint64{1, 2, 3}, map[string]uint64{"a": 1, "b": 3, "c": 2}), 3) {
+		t.Fatal("node 3 holding a channel is not joined")
+	}
+	if !joinedIn(churnView([]uint64{1, 2, 3}, map[string]uint64{"a": 1, "c": 2}), 3) {
+		t.Fatal("node 3 is due nothing (every node holds one)")
+	}
+	// a leave: gone, named by no channel, its channels owned by live nodes
+	if leftIn(churnView([]uint64{1, 2, 3}, map[string]uint64{"a": 1, "b": 2}), 3, nil) {
+		t.Fatal("a live node counted as left")
+	}
+	if leftIn(churnView([]uint64{1, 2}, map[string]uint64{"a": 1, "b": 3}), 3, []string{"b"}) {
+		t.Fatal("a channel still on the node that left")
+	}
+	v := churnView([]uint64{1, 2}, map[string]uint64{"a": 1, "b": 2})
+	v.Channels["b"].State = "ASSIGNING"
+	if leftIn(v, 3, []string{"b"}) {
+		t.Fatal("a moved channel not yet ASSIGNED counted as settled")
+	}
+	if !leftIn(churnView([]uint64{1, 2}, map[string]uint64{"a": 1, "b": 2}), 3, []string{"b"}) {
+		t.Fatal("a settled leave not recognised")
+	}
 }

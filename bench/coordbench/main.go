@@ -76,6 +76,9 @@ type options struct {
 	// coorddFlags are extra flags for every coordd member (a tuning knob
 	// under test, e.g. "--raft-inflight-entries 2").
 	coorddFlags string
+	// profileDir: with -compare, a CPU profile of coordd's leader and of
+	// the peer process per measured cell is written here ("": none)
+	profileDir string
 }
 
 func main() {
@@ -93,13 +96,14 @@ func main() {
 	flag.IntVar(&o.pchannels, "pchannels", 256, "pchannels (balance)")
 	flag.IntVar(&o.snodes, "streaming-nodes", 8, "streaming nodes (balance)")
 	flag.IntVar(&o.watchers, "watchers", 1000, "assignment watchers (watchers)")
-	flag.BoolVar(&o.compare, "compare", false, "run -workload (w1..w5, or a comma-separated list) on coordd and on the etcd-backed peer (bench/etcdcoord), one JSON line per cell")
+	flag.BoolVar(&o.compare, "compare", false, "run -workload (w1..w6, or a comma-separated list) on coordd and on the etcd-backed peer (bench/etcdcoord), one JSON line per cell")
 	flag.BoolVar(&o.withPeer, "peer", true, "with -compare: also run every cell on the peer (false: coordd only, e.g. a long steady-state run)")
 	flag.StringVar(&o.etcdBinary, "etcd", "", "etcd binary for -compare (default: bench/etcd/build.sh's cache)")
 	flag.StringVar(&o.peerBinary, "etcdcoord", "bin/etcdcoord", "the peer's binary for -compare")
 	flag.IntVar(&o.etcdPort, "etcd-port", 23791, "first etcd client port for -compare (peer ports +10)")
 	flag.IntVar(&o.peerPort, "peer-port", 28500, "the peer's gRPC port for -compare")
 	flag.StringVar(&o.coorddFlags, "coordd-flags", "", "extra flags for every coordd member, space-separated (e.g. \"--raft-inflight-entries 2\")")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "with -compare: write a CPU profile of coordd's leader and of the peer process for every measured cell here (a diagnostic: it costs CPU)")
 	flag.Parse()
 	var err error
 	if o.compare {

@@ -38,6 +38,16 @@ type system struct {
 	data *dataSet
 	// targets are w5's broadcast targets.
 	targets []string
+	// watchAddrs: where w6's assignment watchers connect (coordd: one
+	// client per member; the peer: three clients to it); leaderAddr: where
+	// its simulated streaming nodes' own watcher connects.
+	watchAddrs []string
+	leaderAddr string
+	// churn is w6's state between its setup and teardown.
+	churn *churnSet
+	// pprofAddr serves /debug/pprof/ for -profile-dir (coordd: the
+	// leader's HTTP address, when started with --enable-pprof).
+	pprofAddr string
 }
 
 func (s *system) conn(client int) *grpc.ClientConn { return s.conns[client%len(s.conns)] }
@@ -78,11 +88,13 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		}
 		s.close()
 		ld, s.conns = l.Members()[li], conns
+		s.leaderAddr, s.pprofAddr = ld.GRPCAddr, ld.HTTPAddr
 		return nil
 	}
 	if err := s.refresh(); err != nil {
 		return nil, err
 	}
+	s.watchAddrs = endpoints(l)
 	s.rss = func() map[string]float64 {
 		out := map[string]float64{}
 		for _, m := range l.Members() {
@@ -118,7 +130,7 @@ type peer struct {
 	addr string
 }
 
-func startPeer(etcdBin, peerBin, dir string, etcdPort, peerPort int) (*peer, error) {
+func startPeer(etcdBin, peerBin, dir string, etcdPort, peerPort int, extraArgs []string) (*peer, error) {
 	e, err := startEtcd(etcdBin, dir, etcdPort)
 	if err != nil {
 		return nil, err
@@ -137,8 +149,9 @@ func startPeer(etcdBin, peerBin, dir string, etcdPort, peerPort int) (*peer, err
 	defer logf.Close()
 	// The peer talks to the etcd leader only (no follower forwarding hop):
 	// the best case for it.
-	p.cmd = exec.Command(peerBin, "-listen", p.addr, "-endpoints", ld, "-pchannels", "16",
-		"-wal-dir", filepath.Join(dir, "peer-wal"), "-object-store", filepath.Join(dir, "peer-objects"))
+	args := append([]string{"-listen", p.addr, "-endpoints", ld, "-pchannels", "16",
+		"-wal-dir", filepath.Join(dir, "peer-wal"), "-object-store", filepath.Join(dir, "peer-objects")}, extraArgs...)
+	p.cmd = exec.Command(peerBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		e.stop()
@@ -177,12 +190,12 @@ func (p *peer) stop() {
 	p.etcd.stop()
 }
 
-func (p *peer) system(nconns int) (*system, error) {
+func (p *peer) system(nconns int, pprofAddr string) (*system, error) {
 	conns, err := dialN(p.addr, nconns)
 	if err != nil {
 		return nil, err
 	}
-	s := &system{name: "peer", conns: conns}
+	s := &system{name: "peer", conns: conns, watchAddrs: []string{p.addr, p.addr, p.addr}, leaderAddr: p.addr, pprofAddr: pprofAddr}
 	s.rss = func() map[string]float64 {
 		out := map[string]float64{"etcdcoord": rssMiB(p.cmd.Process.Pid)}
 		for name, pid := range p.etcd.pids() {

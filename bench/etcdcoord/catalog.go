@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -25,8 +26,9 @@ import (
 // this peer faster than that, never slower.)
 
 const (
-	// pchannelTerm and pchannelNode: every PChannel is held by node 1 at
-	// term 1 (the peer has no streaming nodes to balance).
+	// pchannelTerm and pchannelNode: the data path (w2..w5) treats every
+	// PChannel as held by node 1 at term 1; the streaming node assignment
+	// that w6 churns is assign.go's and does not feed this owner check.
 	pchannelTerm = 1
 	pchannelNode = 1
 	// segmentMaxRows bounds a growing segment's allocations (1 KiB rows
@@ -118,9 +120,17 @@ func (c *catalog) segment(id int64) *segment {
 	return c.segments[id]
 }
 
+// channelServer: ListPChannels reports the data path's fixed owner (node
+// 1, term 1, which w2..w5 write as); WatchAssignments is the streaming
+// nodes' assignment (assign.go), a separate table the churn workload moves.
 type channelServer struct {
 	coordpb.UnimplementedChannelsServer
 	cat *catalog
+	asg *assigner
+}
+
+func (s *channelServer) WatchAssignments(req *coordpb.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[coordpb.AssignmentUpdate]) error {
+	return s.asg.WatchAssignments(req, stream)
 }
 
 // AllocVirtualChannels creates count VChannels of a collection over the

@@ -4,8 +4,10 @@
 // decision is one etcd transaction (a compare on this coordinator's session
 // key revision, or on the decided key's revision or value, then the puts),
 // batches are cut into transactions of at most 64 operations, TSO and ID
-// allocation serve a window persisted to etcd from memory, and one etcd
-// client (one multiplexed connection) is shared by every request.
+// allocation serve a window persisted to etcd from memory, streaming node
+// sessions are etcd keys under leases (sessions.go) and PChannel
+// assignment is streamingcoord's balancer over them (assign.go), and one
+// etcd client (one multiplexed connection) is shared by every request.
 //
 // It lives in its own Go module so that coordd never depends on etcd. It is
 // a benchmark tool, not a product: it keeps no state across restarts beyond
@@ -19,6 +21,8 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -29,6 +33,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/objectstore"
 )
 
@@ -37,17 +42,31 @@ func main() {
 	endpoints := flag.String("endpoints", "127.0.0.1:23791", "etcd client endpoints, comma separated")
 	walDir := flag.String("wal-dir", "", "directory of the stand-in WAL files the broadcaster appends to (required)")
 	objDir := flag.String("object-store", "", "directory manifest revisions are written to (required)")
-	pchannels := flag.Int("pchannels", 16, "PChannels (all held by node 1 at term 1)")
+	pchannels := flag.Int("pchannels", 16, "PChannels (the data path: all held by node 1 at term 1)")
+	minRebalance := flag.Duration("min-rebalance-interval", 5*time.Minute, "a channel assigned more recently is not moved by rebalancing")
+	pprofAddr := flag.String("pprof-addr", "", "serve Go profiles under /debug/pprof/ on this loopback address (\"\": off)")
 	flag.Parse()
-	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels); err != nil {
+	if *pprofAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go func() { log.Printf("etcdcoord: pprof: %v", http.ListenAndServe(*pprofAddr, mux)) }()
+	}
+	pc := policy.DefaultConfig()
+	pc.MinRebalanceInterval = *minRebalance
+	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels, pc); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdcoord:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen string, endpoints []string, walDir, objDir string, npch int) error {
+func run(listen string, endpoints []string, walDir, objDir string, npch int, pc policy.Config) error {
 	if walDir == "" || objDir == "" || npch < 1 {
 		return fmt.Errorf("-wal-dir, -object-store and a positive -pchannels are required")
+	}
+	pol, err := policy.New("", pc)
+	if err != nil {
+		return err
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -81,6 +100,19 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int) err
 	if err != nil {
 		return err
 	}
+	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+	asg, err := newAssigner(actx, kv, cat, pol)
+	acancel()
+	if err != nil {
+		return err
+	}
+	defer asg.conns.close()
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	if err := watchSessions(wctx, cli, asg); err != nil {
+		return err
+	}
+	go asg.run(stop)
 	objs, err := objectstore.Open(context.Background(), objDir)
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
@@ -90,7 +122,8 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int) err
 	coordpb.RegisterClusterServer(srv, &clusterServer{kv: kv})
 	coordpb.RegisterAllocatorServer(srv, &allocServer{ts: ts, ids: ids})
 	coordpb.RegisterDiagnosticsServer(srv, diagnosticsServer{})
-	coordpb.RegisterChannelsServer(srv, &channelServer{cat: cat})
+	coordpb.RegisterChannelsServer(srv, &channelServer{cat: cat, asg: asg})
+	coordpb.RegisterStreamingNodeRegistryServer(srv, newRegistry(kv, asg))
 	coordpb.RegisterDataCoordServer(srv, &dataServer{cat: cat})
 	coordpb.RegisterManifestServiceServer(srv, &manifestServer{cat: cat, store: objs})
 	coordpb.RegisterBroadcasterServer(srv, newBroadcaster(kv, ids, wal, cat))

@@ -80,18 +80,25 @@ func (s *store) save(ctx context.Context, ops []clientv3.Op) error {
 // errConflict when a compare of cmps failed, errFenced when the session
 // did.
 func (s *store) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) error {
+	_, err := s.txnRev(ctx, cmps, ops)
+	return err
+}
+
+// txnRev is txn that also returns the revision the transaction committed
+// at (the new mod revision of every key it put).
+func (s *store) txnRev(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (int64, error) {
 	all := append([]clientv3.Cmp{s.fence()}, cmps...)
 	s.txns.Add(1)
 	s.ops.Add(int64(len(ops)))
 	resp, err := s.cli.Txn(ctx).If(all...).Then(ops...).Else(clientv3.OpGet(sessionKey)).Commit()
 	if err != nil {
-		return fmt.Errorf("etcd txn: %w", err)
+		return 0, fmt.Errorf("etcd txn: %w", err)
 	}
 	if resp.Succeeded {
-		return nil
+		return resp.Header.Revision, nil
 	}
 	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 0 || kvs[0].ModRevision != s.sessionRev {
-		return errFenced
+		return 0, errFenced
 	}
-	return errConflict
+	return 0, errConflict
 }

@@ -36,6 +36,14 @@ type Config struct {
 	MaxInflightEntries int
 	ApplyTimeout       time.Duration // enqueue timeout for one entry, default 5s
 
+	// LeaderLease, when positive, lets the established leader confirm its
+	// leadership (VerifyLeader: linearizable reads, allocations) from its
+	// clock for this long after an entry it submitted commits, instead of
+	// a quorum round per call, and makes Open wait this long before it
+	// starts raft (see leaderLease). It must be below HeartbeatTimeout, and
+	// every member must run the same HeartbeatTimeout. 0: off.
+	LeaderLease time.Duration
+
 	// MaxPendingProposals bounds the proposals waiting for the batcher;
 	// past it Propose refuses a caller's proposal with *OverloadedError
 	// (default DefaultMaxPendingProposals).
@@ -118,6 +126,9 @@ func (c Config) raftConfig(notify chan bool) (*raft.Config, error) {
 	// Restoring committed logs on start needs a log store that can serve
 	// raft's RestoreCommittedLogs; raft-boltdb cannot, so keep it off.
 	rc.NoSnapshotRestoreOnStart = false
+	if c.LeaderLease < 0 || c.LeaderLease >= c.HeartbeatTimeout && c.LeaderLease > 0 {
+		return nil, fmt.Errorf("raft config: leader lease %v must be below the heartbeat timeout %v", c.LeaderLease, c.HeartbeatTimeout)
+	}
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("raft config: %w", err)
 	}

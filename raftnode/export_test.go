@@ -1,5 +1,7 @@
 package raftnode
 
+import "time"
+
 // FirstLogIndex exposes the first index still in the log store, so tests can
 // prove that log compaction forced an InstallSnapshot.
 func (n *Node) FirstLogIndex() (uint64, error) { return n.store.FirstIndex() }
@@ -7,3 +9,13 @@ func (n *Node) FirstLogIndex() (uint64, error) { return n.store.FirstIndex() }
 // ClassifyApplyError exposes how a raft Apply error is reported to a
 // proposer, for the table test of its outcome classes.
 func (n *Node) ClassifyApplyError(err error) error { return n.classifyApplyError(err) }
+
+// LeaseEnd is when this node's leader lease of its established term runs
+// out by its own clock (the zero time: it holds none).
+func (n *Node) LeaseEnd() time.Time {
+	now := time.Now()
+	if left := n.lease.remaining(n.establishedTerm.Load(), now); left > 0 {
+		return now.Add(left)
+	}
+	return time.Time{}
+}

@@ -33,7 +33,11 @@ func (n *Node) AddVoter(id, raftAddr string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 10*time.Second).Error(); err != nil {
+	term := n.raft.CurrentTerm()
+	n.lease.pause()
+	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 10*time.Second).Error()
+	n.lease.resume(term, err == nil, time.Now())
+	if err != nil {
 		return n.membershipError("add voter "+id, err)
 	}
 	return nil
@@ -44,7 +48,11 @@ func (n *Node) RemoveServer(id string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+	term := n.raft.CurrentTerm()
+	n.lease.pause()
+	err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
+	n.lease.resume(term, err == nil, time.Now())
+	if err != nil {
 		return n.membershipError("remove "+id, err)
 	}
 	return nil
@@ -56,6 +64,9 @@ func (n *Node) TransferLeadership(targetID, targetAddr string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
+	// The target's election bypasses the followers' refusal to vote while
+	// they know a leader: no lease for the rest of this term.
+	n.lease.end(n.raft.CurrentTerm())
 	var f raft.Future
 	if targetID == "" {
 		f = n.raft.LeadershipTransfer()

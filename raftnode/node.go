@@ -38,6 +38,7 @@ type Node struct {
 	proposer *batcher
 	leader   *leadership
 	verify   verifier
+	lease    *leaderLease
 
 	proposeObserver func(time.Duration)
 
@@ -85,6 +86,13 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		n.closeStores()
 		return nil, err
+	}
+	n.lease = newLeaderLease(cfg.LeaderLease)
+	if n.lease.enabled() {
+		// A lease this member upheld before it restarted must run out
+		// before it can vote again: it no longer remembers its leader.
+		cfg.Logger.Info("waiting out any leader lease of an earlier run before starting raft", "lease", cfg.LeaderLease)
+		time.Sleep(cfg.LeaderLease)
 	}
 	err = guard(cfg.DataDir, "starting raft on it", func() error {
 		var rerr error

@@ -187,10 +187,16 @@ func (b *batcher) submit(batch []*proposal) {
 		}
 		return
 	}
+	// The entry does not exist before this instant, so its commit proves a
+	// quorum heard from this leader after it (see leaderLease).
+	anchor := time.Now()
 	f := b.n.raft.Apply(data, b.n.cfg.ApplyTimeout)
 	go func() {
 		defer release()
 		err := f.Error()
+		if err == nil {
+			b.n.lease.extend(term, anchor)
+		}
 		if err != nil {
 			err = b.n.classifyApplyError(err)
 			for _, p := range batch {

@@ -33,6 +33,7 @@ type serveConfig struct {
 	LogLevel                                  string
 	LogFormat                                 string
 	EnablePprof                               bool
+	LeaseReads                                bool // rc.LeaderLease from --heartbeat-timeout (openNode)
 	ReadyMaxLag                               uint64
 	RaftDial                                  map[string]string
 	TestOnlyUnsafeIDReuse                     bool
@@ -86,6 +87,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often raft checks whether to snapshot")
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", 8192, "log entries since the last snapshot that trigger one")
 	fs.Uint64Var(&c.Raft.TrailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot")
+	fs.BoolVar(&c.LeaseReads, "lease-reads", true,
+		"answer linearizable reads and allocations inside a leader lease (9/10 of --heartbeat-timeout after a committed entry) instead of a quorum round per call; "+
+			"every member must run the same --heartbeat-timeout, and a member waits one lease before starting raft")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := fs.Parse(args); err != nil {

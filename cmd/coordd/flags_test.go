@@ -227,7 +227,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
 	}
-	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, Raft: defaults,
+	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, LeaseReads: true, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
 			BalanceInterval: time.Minute, AllowRebalance: true, MinRebalanceInterval: 5 * time.Minute},
 		Broadcast: broadcastFlags{TombstoneMaxCount: 8192, TombstoneMaxLifetime: 24 * time.Hour, TombstoneCheckInterval: 5 * time.Minute},
@@ -274,6 +274,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) { c.Peers = three[:2] })},
 		{"single-member peers", with("--peers", "n1="+raftAddr), nil, want(func(c *serveConfig) { c.Peers = three[:1] })},
 		{"join", with("--join", "127.0.0.1:7002"), nil, want(func(c *serveConfig) { c.Join = "127.0.0.1:7002" })},
+		{"quorum rounds instead of a lease", with("--lease-reads=false"), nil, want(func(c *serveConfig) { c.LeaseReads = false })},
 		{"tuned raft", with("--heartbeat-timeout", "100ms", "--election-timeout", "100ms", "--leader-lease-timeout", "100ms",
 			"--commit-timeout", "5ms", "--snapshot-interval", "5ms", "--snapshot-threshold", "1", "--trailing-logs", "1", "--raft-inflight-entries", "4", "--log-level", "TRACE"), nil,
 			want(func(c *serveConfig) {

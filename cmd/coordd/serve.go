@@ -149,6 +149,9 @@ func openNode(c serveConfig, sec *secureSetup, logger hclog.Logger) (*raftnode.N
 	}
 	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
 	rc.MaxPendingProposals = c.Limits.MaxPendingProposals
+	if c.LeaseReads {
+		rc.LeaderLease = leaseFor(rc.HeartbeatTimeout)
+	}
 	if len(c.RaftDial) > 0 {
 		rc.AddressProvider = raftnode.StaticDialer(c.RaftDial)
 	}
@@ -324,3 +327,9 @@ func stopGRPC(g *grpc.Server, grace time.Duration) {
 		g.Stop()
 	}
 }
+
+// leaseFor is the leader lease --lease-reads gives: followers keep refusing
+// other candidates for at least the heartbeat timeout after they last heard
+// from the leader; a tenth of it is left for clock-rate drift between
+// members and scheduling.
+func leaseFor(heartbeat time.Duration) time.Duration { return heartbeat * 9 / 10 }

@@ -34,12 +34,7 @@ type Config struct {
 	// MaxInflightEntries is how many log entries the batcher keeps with
 	// raft at once (default MaxInflightEntries).
 	MaxInflightEntries int
-	// BatchLinger is how long the batcher may hold an entry open for more
-	// proposals once the previous entry carried several (under load its
-	// callers come back within a round trip): fewer, larger entries, so
-	// fewer fsyncs. 0: an entry goes out with whatever is waiting.
-	BatchLinger  time.Duration
-	ApplyTimeout time.Duration // enqueue timeout for one entry, default 5s
+	ApplyTimeout       time.Duration // enqueue timeout for one entry, default 5s
 
 	// LeaderLease, when positive, lets the established leader confirm its
 	// leadership (VerifyLeader: linearizable reads, allocations) from its

@@ -111,7 +111,7 @@ func Open(cfg Config) (*Node, error) {
 		n.fsm.advance(snaps[0].Index)
 	}
 	n.verify.n = n
-	n.proposer = newBatcher(n, cfg.MaxInflightEntries, cfg.MaxPendingProposals, cfg.BatchLinger)
+	n.proposer = newBatcher(n, cfg.MaxInflightEntries, cfg.MaxPendingProposals)
 	n.leader = newLeadership(n, notify)
 	return n, nil
 }

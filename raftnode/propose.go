@@ -80,27 +80,19 @@ type batcher struct {
 	n     *Node
 	q     *proposalQueue
 	slots chan struct{}
-	// linger is how long an entry may wait for the callers of the previous
-	// one to come back (Config.BatchLinger; 0: never waits).
-	linger time.Duration
 	// inflight counts the entries submitted and not yet answered.
 	inflight atomic.Int64
 	stopc    chan struct{}
 	done     chan struct{}
 }
 
-// lingerAfter is the smallest previous entry that makes the batcher
-// linger: below it the load is light and waiting would only add latency.
-const lingerAfter = 4
-
-func newBatcher(n *Node, inflight, maxPending int, linger time.Duration) *batcher {
+func newBatcher(n *Node, inflight, maxPending int) *batcher {
 	b := &batcher{
-		n:      n,
-		linger: linger,
-		q:      newProposalQueue(maxPending),
-		slots:  make(chan struct{}, inflight),
-		stopc:  make(chan struct{}),
-		done:   make(chan struct{}),
+		n:     n,
+		q:     newProposalQueue(maxPending),
+		slots: make(chan struct{}, inflight),
+		stopc: make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	go b.run()
 	return b
@@ -114,7 +106,6 @@ func (b *batcher) stop() {
 func (b *batcher) run() {
 	defer close(b.done)
 	var carry *proposal
-	last := 0 // commands in the previous entry
 	for {
 		// A slot first: while every slot is taken, proposals stay in q,
 		// so q's depth is exactly what waits for raft and its bound
@@ -140,58 +131,23 @@ func (b *batcher) run() {
 			}
 		}
 		batch, size := []*proposal{first}, first.size
-		var linger <-chan time.Time
-		var timer *time.Timer
-		if b.linger > 0 && last >= lingerAfter {
-			// Under load the callers of the last entry are about to
-			// come back: wait briefly for as many, so one entry (one
-			// fsync per member) carries them instead of two.
-			timer = time.NewTimer(b.linger)
-			linger = timer.C
-		}
 	drain:
 		for len(batch) < commands.MaxCommandsPerEntry {
-			var wait <-chan time.Time
-			if len(batch) < last {
-				wait = linger
-			}
-			if wait == nil {
-				select {
-				case p := <-b.q.ch:
-					carry, batch, size = b.add(batch, size, p)
-				default:
+			select {
+			case p := <-b.q.ch:
+				b.q.taken()
+				if size+p.size > maxEntryBodyBytes {
+					carry = p
 					break drain
 				}
-			} else {
-				select {
-				case p := <-b.q.ch:
-					carry, batch, size = b.add(batch, size, p)
-				case <-wait:
-					linger = nil
-				case <-b.stopc:
-					break drain
-				}
-			}
-			if carry != nil {
+				batch = append(batch, p)
+				size += p.size
+			default:
 				break drain
 			}
 		}
-		if timer != nil {
-			timer.Stop()
-		}
-		last = len(batch)
 		b.submit(batch)
 	}
-}
-
-// add puts p in the batch, or hands it back as carry when the entry would
-// grow past maxEntryBodyBytes.
-func (b *batcher) add(batch []*proposal, size int, p *proposal) (*proposal, []*proposal, int) {
-	b.q.taken()
-	if size+p.size > maxEntryBodyBytes {
-		return p, batch, size
-	}
-	return nil, append(batch, p), size + p.size
 }
 
 // failPending answers every queued proposal on shutdown; none was submitted.

@@ -2,11 +2,9 @@ package raftnode_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -69,37 +67,5 @@ func TestTuningKnobs(t *testing.T) {
 	close(stop)
 	if got := maxInflight.Load(); got != 1 {
 		t.Fatalf("with MaxInflightEntries 1 the batcher had up to %d entries in flight", got)
-	}
-}
-
-// TestBatchLingerGathersReturningCallers: once an entry carried several
-// commands, the next one waits up to BatchLinger for as many, so callers
-// that come back a few milliseconds apart share one entry.
-func TestBatchLingerGathersReturningCallers(t *testing.T) {
-	c := newCluster(t, 3, withConfig(func(_ int, cfg *raftnode.Config) { cfg.BatchLinger = 200 * time.Millisecond }))
-	leader := c.node(c.waitLeader())
-	lastIndex := func() uint64 {
-		v, _ := strconv.ParseUint(leader.Raft().Stats()["last_log_index"], 10, 64)
-		return v
-	}
-	burst := func(n int, gap time.Duration) {
-		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := propose(context.Background(), leader, &logpb.ReserveIDs{Count: 1}, ""); err != nil {
-					t.Error(err)
-				}
-			}()
-			time.Sleep(gap) // spacing the callers' arrivals, not waiting for anything
-		}
-		wg.Wait()
-	}
-	burst(16, 0) // a loaded entry, so the batcher lingers next time
-	before := lastIndex()
-	burst(8, 5*time.Millisecond)
-	if got := lastIndex() - before; got > 2 {
-		t.Fatalf("8 callers 5 ms apart took %d entries, want them gathered into at most 2", got)
 	}
 }

@@ -90,8 +90,6 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.BoolVar(&c.LeaseReads, "lease-reads", true,
 		"answer linearizable reads and allocations inside a leader lease (9/10 of --heartbeat-timeout after a committed entry) instead of a quorum round per call; "+
 			"every member must run the same --heartbeat-timeout, and a member waits one lease before starting raft")
-	fs.DurationVar(&c.Raft.BatchLinger, "raft-batch-linger", 0,
-		"how long a log entry may wait for more proposals once the previous one carried several (0: never)")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := fs.Parse(args); err != nil {
@@ -207,9 +205,6 @@ func (c serveConfig) validate() error {
 	}
 	if c.Raft.MaxInflightEntries < 1 || c.Raft.MaxInflightEntries > raftnode.MaxInflightEntriesLimit {
 		return badConfig("--raft-inflight-entries must be in 1..%d, got %d", raftnode.MaxInflightEntriesLimit, c.Raft.MaxInflightEntries)
-	}
-	if c.Raft.BatchLinger < 0 || c.Raft.BatchLinger > 50*time.Millisecond {
-		return badConfig("--raft-batch-linger must be in 0..50ms, got %v", c.Raft.BatchLinger)
 	}
 	if c.ReadyMaxLag == 0 {
 		return badConfig("--ready-max-lag must be positive")

@@ -144,8 +144,6 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "negative heartbeat", args: with("--heartbeat-timeout", "-1s", "--leader-lease-timeout", "-1s"), want: "--heartbeat-timeout must be at least 5ms"},
 		{name: "snapshot threshold 0", args: with("--snapshot-threshold", "0"), want: "--snapshot-threshold and --trailing-logs must be positive"},
 		{name: "trailing logs 0", args: with("--trailing-logs", "0"), want: "must be positive"},
-		{name: "negative linger", args: with("--raft-batch-linger", "-1ms"), want: "--raft-batch-linger must be in 0..50ms, got -1ms"},
-		{name: "long linger", args: with("--raft-batch-linger", "1s"), want: "--raft-batch-linger must be in 0..50ms, got 1s"},
 		{name: "no entries in flight", args: with("--raft-inflight-entries", "0"), want: "--raft-inflight-entries must be in 1..64, got 0"},
 		{name: "too many entries in flight", args: with("--raft-inflight-entries", "65"), want: "--raft-inflight-entries must be in 1..64, got 65"},
 		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},

@@ -12,16 +12,18 @@ import (
 // Config describes one raft member. Zero durations take the defaults below,
 // tuned for a LAN: failover in well under a second without spurious
 // elections under load (killing the leader of a loopback cluster on a
-// 2-core machine gave a new leader in ~0.2 s with 100 ms timeouts; 250 ms
-// leaves headroom for a loaded machine).
+// 2-core machine gave a new leader in ~0.2 s with 100 ms timeouts; 200 ms
+// gave a median of 467 ms from leader SIGKILL to the next committed write
+// under load and no election in a 10-minute 64-client write run, where
+// 250 ms gave 518 ms; bench/RESULTS.md).
 type Config struct {
 	ID       string // stable member ID
 	DataDir  string // raft.db and snapshots/ live here
 	RaftAddr string // bind and advertised address of the raft transport
 
-	HeartbeatTimeout   time.Duration // default 250ms
-	ElectionTimeout    time.Duration // default 250ms
-	LeaderLeaseTimeout time.Duration // default 200ms; must be <= HeartbeatTimeout
+	HeartbeatTimeout   time.Duration // default 200ms
+	ElectionTimeout    time.Duration // default 200ms
+	LeaderLeaseTimeout time.Duration // default 160ms; must be <= HeartbeatTimeout
 	CommitTimeout      time.Duration // default 20ms
 	SnapshotInterval   time.Duration // default 30s
 	SnapshotThreshold  uint64        // default 8192 entries
@@ -82,9 +84,9 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&c.HeartbeatTimeout, 250*time.Millisecond)
-	def(&c.ElectionTimeout, 250*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 200*time.Millisecond)
+	def(&c.HeartbeatTimeout, 200*time.Millisecond)
+	def(&c.ElectionTimeout, 200*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 160*time.Millisecond)
 	def(&c.CommitTimeout, 20*time.Millisecond)
 	def(&c.SnapshotInterval, 30*time.Second)
 	def(&c.ApplyTimeout, 5*time.Second)

@@ -10,7 +10,7 @@ import (
 	"github.com/coordd/coordd/raftnode"
 )
 
-const testLease = 200 * time.Millisecond // below the 250 ms default heartbeat timeout
+const testLease = 180 * time.Millisecond // below the 200 ms default heartbeat timeout
 
 func withLease(_ int, cfg *raftnode.Config) { cfg.LeaderLease = testLease }
 

@@ -134,8 +134,8 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "peers and join", args: with("--peers", "n1="+raftAddr, "--join", "127.0.0.1:7002"), want: "give --peers to bootstrap a new cluster or --join to join a running one, not both"},
 		{name: "trailing logs below threshold", args: with("--snapshot-threshold", "64", "--trailing-logs", "32"), want: "--trailing-logs (32) must be at least --snapshot-threshold (64)"},
 		{name: "trailing logs below default threshold", args: with("--trailing-logs", "100"), want: "--trailing-logs (100) must be at least --snapshot-threshold (8192)"},
-		{name: "lease > heartbeat", args: with("--leader-lease-timeout", "300ms"), want: "--leader-lease-timeout (300ms) must not exceed --heartbeat-timeout (250ms)"},
-		{name: "election < heartbeat", args: with("--election-timeout", "100ms"), want: "--election-timeout (100ms) must be at least --heartbeat-timeout (250ms)"},
+		{name: "lease > heartbeat", args: with("--leader-lease-timeout", "300ms"), want: "--leader-lease-timeout (300ms) must not exceed --heartbeat-timeout (200ms)"},
+		{name: "election < heartbeat", args: with("--election-timeout", "100ms"), want: "--election-timeout (100ms) must be at least --heartbeat-timeout (200ms)"},
 		{name: "heartbeat < 5ms", args: with("--heartbeat-timeout", "4ms", "--election-timeout", "4ms", "--leader-lease-timeout", "4ms"), want: "--heartbeat-timeout must be at least 5ms, got 4ms"},
 		{name: "commit timeout < 5ms", args: with("--commit-timeout", "1ms"), want: "--commit-timeout must be at least 5ms, got 1ms"},
 		{name: "commit timeout 0", args: with("--commit-timeout", "0s"), want: "--commit-timeout must be at least 5ms, got 0s"},
@@ -223,8 +223,8 @@ func TestParseServeFlagsErrors(t *testing.T) {
 
 func TestParseServeFlagsValid(t *testing.T) {
 	defaults := raftnode.Config{
-		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
-		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
+		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+		LeaderLeaseTimeout: 160 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
 	}
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, LeaseReads: true, Raft: defaults,

@@ -36,7 +36,7 @@ type Config struct {
 	Nodes int // 3 or 5
 	// Seed seeds the proxies' jitter (the schedule has its own seed).
 	Seed uint64
-	// Raft timing; zero means coordd's defaults (250ms/250ms/200ms).
+	// Raft timing; zero means coordd's defaults (200ms/200ms/160ms).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
 	// ExtraArgs are appended to every member's command line (e.g.
 	// --snapshot-threshold 64).

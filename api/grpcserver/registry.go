@@ -26,7 +26,11 @@ func (s *Server) notEstablished() error {
 // another process at the address has a live session; once that session has
 // lapsed, the newcomer replaces it.
 func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
-	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
+	bound, err := s.callerNode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation, BoundNode: bound}
 	cmd, err := commands.New(body, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -90,6 +94,9 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	if term == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
 	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
+	}
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -131,6 +138,9 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 			return &coordpb.NodeSessionResponse{State: "DOWN"}, nil // already gone: done
 		}
 		return nil, s.toStatus(ctx, err)
+	}
+	if err := s.speaksFor(ctx, s.node.State(), n.Id); err != nil {
+		return nil, err
 	}
 	if deregister {
 		_, err = s.commitNew(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"})

@@ -132,15 +132,19 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 	if s.node.EstablishedTerm() == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
 	}
+	// Who may end the session comes first; a record already evicted
+	// answers DOWN to a deregistration, as there is nothing to protect.
+	if _, known := s.node.State().StreamingNode(req.NodeId); known || !deregister {
+		if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+			return nil, err
+		}
+	}
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {
 		if deregister {
 			return &coordpb.NodeSessionResponse{State: "DOWN"}, nil // already gone: done
 		}
 		return nil, s.toStatus(ctx, err)
-	}
-	if err := s.speaksFor(ctx, s.node.State(), n.Id); err != nil {
-		return nil, err
 	}
 	if deregister {
 		_, err = s.commitNew(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"})

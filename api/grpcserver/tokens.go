@@ -85,11 +85,19 @@ func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenReques
 	return &coordpb.CreateTokenResponse{Token: apiToken(stored), Secret: tok.String()}, nil
 }
 
-// ListTokens lists every token (never a secret or its hash), from this
-// node's state.
-func (s *Server) ListTokens(ctx context.Context, _ *coordpb.ListTokensRequest) (*coordpb.ListTokensResponse, error) {
+// ListTokens lists every token (never a secret or its hash). The read is
+// linearizable on any member (forwarded to the leader, which confirms its
+// leadership and waits for its commit index): a token whose creation was
+// acknowledged is listed, even by a follower that has not applied it yet.
+func (s *Server) ListTokens(ctx context.Context, req *coordpb.ListTokensRequest) (*coordpb.ListTokensResponse, error) {
+	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListTokensResponse, error) {
+		return coordpb.NewTokensClient(c).ListTokens(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
 	out := &coordpb.ListTokensResponse{}
-	for _, t := range s.node.State().Tokens() {
+	for _, t := range st.Tokens() {
 		out.Tokens = append(out.Tokens, apiToken(t))
 	}
 	return out, nil

@@ -55,8 +55,12 @@ func TestNodeIdentityThroughForwarding(t *testing.T) {
 		tokens[name] = tok
 	}
 	testutil.Eventually(t, "the follower to apply the setup", func() bool {
-		_, ok := follower.node.State().Token(tokens["node2"].ID)
-		return ok
+		for _, tok := range tokens {
+			if _, ok := follower.node.State().Token(tok.ID); !ok {
+				return false
+			}
+		}
+		return true
 	})
 	n, _ := leader.node.State().StreamingNode(1)
 	checkpoint := func(m *secureMember, who string, forged bool, offset uint64) error {

@@ -33,9 +33,11 @@ func (s *Server) AssignSegmentID(ctx context.Context, req *coordpb.AssignSegment
 	}); handled {
 		return resp, err
 	}
-	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
 		return nil, err
 	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	reqs := make([]flush.AssignRequest, len(req.Requests))
 	for i, r := range req.Requests {
 		reqs[i] = flush.AssignRequest{CollectionID: r.CollectionId, PartitionID: r.PartitionId, VChannel: r.Vchannel,
@@ -66,9 +68,11 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 	}); handled {
 		return resp, err
 	}
-	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
 		return nil, err
 	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	ticks := make([]flush.TimeTick, len(req.Ticks))
 	for i, t := range req.Ticks {
 		ticks[i] = flush.TimeTick{VChannel: t.Vchannel, PChannelTerm: t.PchannelTerm, Tick: t.TimeTick}
@@ -143,9 +147,11 @@ func (s *Server) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlogPat
 	}); handled {
 		return resp, err
 	}
-	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
 		return nil, err
 	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	var sealedMs int64
 	if g, ok := s.node.State().Segment(req.SegmentId); ok {
 		sealedMs = g.SealedMs
@@ -178,9 +184,11 @@ func (s *Server) UpdateChannelCheckpoints(ctx context.Context, req *coordpb.Upda
 	}); handled {
 		return resp, err
 	}
-	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
 		return nil, err
 	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	// Fail fast on the leader: a checkpoint not newer than the stored one
 	// (checkpoints only grow) or for a dropped VChannel is refused without
 	// a log entry; Apply checks everything again for the rest.
@@ -246,7 +254,7 @@ func (s *Server) CurrentFlushTasks(ctx context.Context, req *coordpb.WatchFlushT
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is required", errInvalid))
 	}
 	st := s.node.State()
-	if err := s.speaksFor(ctx, st, req.NodeId); err != nil {
+	if _, err := s.speaksFor(ctx, st, req.NodeId); err != nil {
 		return nil, err
 	}
 	if err := checkSession(st, req.NodeId, req.Epoch); err != nil {
@@ -281,7 +289,7 @@ func (s *Server) WatchFlushTasks(req *coordpb.WatchFlushTasksRequest, stream grp
 		changed := s.node.StateChanged()
 		st := s.node.State()
 		if first {
-			if err := s.speaksFor(ctx, st, req.NodeId); err != nil {
+			if _, err := s.speaksFor(ctx, st, req.NodeId); err != nil {
 				return err
 			}
 		}

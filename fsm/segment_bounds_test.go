@@ -186,7 +186,7 @@ func TestCheckpointBounds(t *testing.T) {
 	}{
 		{"term beyond the pchannel's", segBase(), cpAt(3, 1, 10), "message term 3 is beyond pchannel dml_0's current term 2"},
 		{"time tick at the TSO bound", segBase(), cpAt(2, 1, tooLate), "is beyond the committed TSO limit 1000000 ms plus 3000 ms"},
-		{"time tick just below the TSO bound", segBase(), cpAt(2, 1, tooLate - 1), ""},
+		{"time tick just below the TSO bound", segBase(), cpAt(2, 1, tooLate-1), ""},
 		{"the bound follows the committed limit", segBase(extendTSO(segTSOLimitMs + 1)), cpAt(2, 1, tooLate), ""},
 		{"offset back within the term", stored, cpAt(2, 49, 600), "offset 49 is before the stored offset 50 in term 2"},
 		{"same offset, later tick (an idle owner)", stored, cpAt(2, 50, 600), ""},
@@ -217,7 +217,7 @@ func TestSaveBounds(t *testing.T) {
 	invalid := rejected(logpb.RejectCode_REJECT_INVALID)
 	runApplyCases(t, []applyCase{
 		{name: "checkpoint term beyond the pchannel's", setup: one,
-			cmd: save(1, 50, 10, 100, func(b *logpb.SaveBinlogPaths) { b.Checkpoints[0].Position.Term = 99 }),
+			cmd:  save(1, 50, 10, 100, func(b *logpb.SaveBinlogPaths) { b.Checkpoints[0].Position.Term = 99 }),
 			want: invalid, wantMsg: "message term 99 is beyond pchannel dml_0's current term 2", unchanged: true},
 		{name: "start position beyond the TSO bound", setup: one,
 			cmd: save(1, 50, 10, 100, func(b *logpb.SaveBinlogPaths) {

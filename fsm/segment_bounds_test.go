@@ -258,7 +258,12 @@ func TestSaveOverflowRefused(t *testing.T) {
 		// The probe's reproduction: two in-range entries_num/memory_size.
 		{name: "sizes of two fields", setup: one, cmd: save(1, 1, 1, 100, func(b *logpb.SaveBinlogPaths) {
 			b.Binlogs = []*logpb.FieldLogs{huge(100, 1), huge(101, 2)}
-		}), want: rejected(logpb.RejectCode_REJECT_INVALID), wantMsg: "sizes would exceed", unchanged: true},
+		}), want: rejected(logpb.RejectCode_REJECT_INVALID), wantMsg: "sizes of the save's logs add up", unchanged: true},
+		{name: "size added to stored logs", setup: concat(one, []commands.Command{save(1, 1, 808, 100)}),
+			cmd: save(1, 2, 1, 200, func(b *logpb.SaveBinlogPaths) {
+				b.Binlogs = nil
+				b.Statslogs = []*logpb.FieldLogs{{FieldId: 100, Logs: []*logpb.LogRef{{LogId: 3, MemorySize: math.MaxInt64, TimestampFrom: 101, TimestampTo: 200}}}}
+			}), want: rejected(logpb.RejectCode_REJECT_INVALID), wantMsg: "sizes would exceed", unchanged: true},
 		{name: "rows added to stored binlogs", setup: concat(one, []commands.Command{save(1, 1, 808, 100)}),
 			cmd: save(1, 2, 1, 200, func(b *logpb.SaveBinlogPaths) {
 				b.Binlogs = []*logpb.FieldLogs{{FieldId: 100, Logs: []*logpb.LogRef{{LogId: 2, EntriesNum: math.MaxInt64, TimestampFrom: 101, TimestampTo: 200}}}}

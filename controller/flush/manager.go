@@ -233,7 +233,7 @@ func (m *Manager) assignOne(ctx context.Context, node uint64, r AssignRequest) (
 			}
 			id = created
 		}
-		a, err := m.record(id, r)
+		a, err := m.record(id, r, m.tso.PhysicalMs())
 		if err != nil {
 			return Assignment{}, err
 		}
@@ -297,8 +297,13 @@ func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest) (int
 	return res.GetSegments().GetIds()[0], nil
 }
 
-// record adds an allocation to id's memory.
-func (m *Manager) record(id int64, r AssignRequest) (Assignment, error) {
+// record adds an allocation to id's memory. Its expiry is
+// AllocationExpiry from now on the wall clock (the flush gate's and the
+// streaming node's clock check) and, as a timestamp, AllocationExpiry past
+// the TSO's current physical time tsoMs: the insert path compares a fresh
+// TSO timestamp with ExpireTs, and after a failover the TSO leads the
+// clock by up to one window, which a wall-clock ExpireTs would not cover.
+func (m *Manager) record(id int64, r AssignRequest, tsoMs int64) (Assignment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, err := m.termLocked(); err != nil {
@@ -315,11 +320,13 @@ func (m *Manager) record(id int64, r AssignRequest) (Assignment, error) {
 	s.rows += r.Rows
 	s.lastAlloc = now
 	// Expiry as a TSO timestamp: the first timestamp of the millisecond
-	// after the expiry, so every timestamp handed out before it is below.
-	ts := fsm.ComposeTS(exp.UnixMilli() + 1)
+	// after the expiry measured on the TSO's time, so every timestamp the
+	// TSO hands out within AllocationExpiry is below.
+	ts := fsm.ComposeTS(max(now.UnixMilli(), tsoMs) + m.cfg.AllocationExpiry.Milliseconds() + 1)
 	if exp.After(s.expire) {
-		s.expire, s.expireTs = exp, ts
+		s.expire = exp
 	}
+	s.expireTs = max(s.expireTs, ts)
 	live := s.live[:0]
 	for _, e := range s.live {
 		if now.Before(e) {
@@ -343,6 +350,14 @@ func (m *Manager) ReportTimeTicks(node uint64, ticks []TimeTick) (accepted int, 
 	wake := false
 	for _, t := range ticks {
 		if err := st.CheckChannelOwner(t.VChannel, node, t.PChannelTerm); err != nil {
+			refused = append(refused, t.VChannel+": "+err.Error())
+			continue
+		}
+		// The same bound Apply puts on every reported time tick
+		// (docs/semantics.md#position-bounds), against the applied state:
+		// a tick past the TSO would make every sealed segment look
+		// flushable at once.
+		if err := st.CheckTimeTick(t.VChannel, t.Tick); err != nil {
 			refused = append(refused, t.VChannel+": "+err.Error())
 			continue
 		}

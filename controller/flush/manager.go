@@ -2,12 +2,13 @@ package flush
 
 import (
 	"context"
-
 	"fmt"
-	"github.com/jonboulle/clockwork"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -153,6 +154,9 @@ func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
 	if r.Bytes == 0 && r.Rows == 0 {
 		return fmt.Errorf("%w: %s: rows and bytes are both 0", ErrInvalid, r.VChannel)
 	}
+	if r.Bytes > math.MaxInt64 || r.Rows > math.MaxInt64 {
+		return fmt.Errorf("%w: %s: rows %d or bytes %d above %d", ErrInvalid, r.VChannel, r.Rows, r.Bytes, int64(math.MaxInt64))
+	}
 	if r.PartitionID < 0 {
 		return fmt.Errorf("%w: negative partition id", ErrInvalid)
 	}
@@ -267,7 +271,7 @@ func (m *Manager) pick(r AssignRequest, skip map[int64]bool) (int64, bool) {
 		if s, ok := m.segs[g.ID]; ok && int64(s.bytes) > used {
 			used = int64(s.bytes)
 		}
-		if used+int64(r.Bytes) > m.cfg.Capacity(g.ID) && used > 0 {
+		if int64(r.Bytes) > m.cfg.Capacity(g.ID)-used && used > 0 {
 			continue
 		}
 		if used > bestUsed {
@@ -316,8 +320,7 @@ func (m *Manager) record(id int64, r AssignRequest, tsoMs int64) (Assignment, er
 		s = &segMem{}
 		m.segs[id] = s
 	}
-	s.bytes += r.Bytes
-	s.rows += r.Rows
+	s.bytes, s.rows = addCapped(s.bytes, r.Bytes), addCapped(s.rows, r.Rows)
 	s.lastAlloc = now
 	// Expiry as a TSO timestamp: the first timestamp of the millisecond
 	// after the expiry measured on the TSO's time, so every timestamp the
@@ -335,6 +338,15 @@ func (m *Manager) record(id int64, r AssignRequest, tsoMs int64) (Assignment, er
 	}
 	s.live = append(live, exp)
 	return Assignment{SegmentID: id, ExpireTs: ts, Expire: exp}, nil
+}
+
+// addCapped adds allocation sizes (each at most MaxInt64, checkAssign),
+// stopping at MaxInt64 so the sum stays a valid int64 byte count.
+func addCapped(a, b uint64) uint64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // ReportTimeTicks records ticks from their VChannels' owners (only ever

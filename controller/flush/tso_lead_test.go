@@ -48,23 +48,3 @@ func TestAuditFailoverTSOLeadOutrunsAllocations(t *testing.T) {
 		t.Errorf("open window: fresh timestamp %d, ExpireTs %d", next, as[0].ExpireTs)
 	}
 }
-
-// TestTimeTickBounds: the leader refuses a time tick that no TSO handed
-// out (2^64-1, or past the committed limit plus the slack), as Apply
-// refuses such positions, and records nothing for it.
-func TestTimeTickBounds(t *testing.T) {
-	m, l, _ := fixture(t, Config{})
-	limit := l.State().TSOLimitPhysicalMs()
-	for _, tick := range []uint64{^uint64(0), fsm.ComposeTS(limit + fsm.PositionSlackMs)} {
-		acc, refused, err := m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, tick}})
-		if err != nil || acc != 0 || len(refused) != 1 {
-			t.Fatalf("tick %d: accepted %d refused %v err %v", tick, acc, refused, err)
-		}
-		if _, ok := m.TimeTicks()[vch0]; ok {
-			t.Fatalf("tick %d was recorded", tick)
-		}
-	}
-	if acc, refused, _ := m.ReportTimeTicks(node1, []TimeTick{{vch0, 2, fsm.ComposeTS(limit+fsm.PositionSlackMs) - 1}}); acc != 1 || len(refused) != 0 {
-		t.Fatalf("the largest tick in bounds: accepted %d refused %v", acc, refused)
-	}
-}

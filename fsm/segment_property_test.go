@@ -191,6 +191,8 @@ func segmentStep(t rapid.TB, s, replica *State, c commands.Command, reached map[
 		reached["out of bounds "+c.Type.String()]++
 	}
 	checkCountIn(t, next)
+	checkPruneProperty(t, s, c, res[0])
+	checkSeekProperty(t, next)
 	countReached(reached, c, res[0])
 	r2, _, err := replica.ApplyCommands(replica.AppliedIndex()+1, c)
 	if err != nil {
@@ -247,6 +249,58 @@ func checkBoundsProperty(t rapid.TB, prev, next *State, c commands.Command) bool
 		t.Fatalf("a %s with a position out of bounds changed the state", c.Type)
 	}
 	return bad
+}
+
+// checkPruneProperty: a segment PruneDroppedSegments forgot was Dropped
+// past the retention and its VChannel's checkpoint had passed its rows
+// (docs/semantics.md#segment-states), stated here without PrunableDropped.
+func checkPruneProperty(t rapid.TB, prev *State, c commands.Command, r *logpb.Result) {
+	t.Helper()
+	b, ok := c.Body.(*logpb.PruneDroppedSegments)
+	if !ok || r.Rejection != nil {
+		return
+	}
+	for _, id := range r.GetSegments().GetIds() {
+		g, ok := prev.Segment(id)
+		if !ok || g.State != sgDropped || g.DroppedMs > c.ProposedAtUnixMs-b.RetentionMs {
+			t.Fatalf("pruned segment %d: %+v", id, g)
+		}
+		cp, ok := prev.ChannelCheckpoint(g.VChannel)
+		p := g.DML
+		if p.IsZero() {
+			p = g.Start
+		}
+		passed := ok && (cp.Dropped() || (p.IsZero() && PhysicalMs(cp.Position.Timestamp) > g.DroppedMs) ||
+			(!p.IsZero() && p.Timestamp < cp.Position.Timestamp))
+		if !passed {
+			t.Fatalf("segment %d (position %+v) pruned before its checkpoint (%+v) passed it", id, p, cp)
+		}
+	}
+}
+
+// checkSeekProperty: without a channel checkpoint, recovery seeks at or
+// before every unflushed segment's position, and from the beginning when
+// one has none (spec invariant: no unsaved row is skipped).
+func checkSeekProperty(t rapid.TB, s *State) {
+	t.Helper()
+	for _, v := range []string{v0, v1} {
+		if _, ok := s.ChannelCheckpoint(v); ok {
+			continue
+		}
+		info, err := s.RecoveryInfo(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range info.Unflushed {
+			p := g.DML
+			if p.IsZero() {
+				p = g.Start
+			}
+			if !info.Seek.IsZero() && (p.IsZero() || p.Less(info.Seek)) {
+				t.Fatalf("recovery of %s seeks to %+v, past unflushed segment %d at %+v", v, info.Seek, g.ID, p)
+			}
+		}
+	}
 }
 
 func sameExceptAppliedRapid(t rapid.TB, prev, next *State) bool {

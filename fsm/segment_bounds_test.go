@@ -144,7 +144,7 @@ func TestCreationCheckpoint(t *testing.T) {
 		t.Fatal("the cchannel got a checkpoint")
 	}
 	// The owner's first checkpoint moves it on.
-	s, res = mustApply(t, s, cmd(&logpb.UpdateChannelCheckpoints{NodeId: 1, Checkpoints: []*logpb.ChannelCheckpointUpdate{
+	_, res = mustApply(t, s, cmd(&logpb.UpdateChannelCheckpoints{NodeId: 1, Checkpoints: []*logpb.ChannelCheckpointUpdate{
 		{Vchannel: va, PchannelTerm: 2, Position: wpos(2, 5, ComposeTS(600))}}}))
 	if res[0].GetCheckpoints().GetAccepted() != 1 {
 		t.Fatalf("first owner checkpoint: %v", res[0])

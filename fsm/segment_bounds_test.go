@@ -313,3 +313,39 @@ func TestBoundMessagesAreClear(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzCheckpointBounds: whatever position an owner reports, an accepted
+// checkpoint is within the bounds and later than the stored one (by time
+// tick, and not at a lower offset in the same term), and a refused one
+// changes nothing.
+func FuzzCheckpointBounds(f *testing.F) {
+	f.Add(int64(2), uint64(60), uint64(600))
+	f.Add(int64(3), uint64(1), uint64(10))
+	f.Add(int64(2), uint64(49), uint64(600))
+	f.Add(int64(1), uint64(0), tooLate-1)
+	f.Add(int64(2), uint64(1<<40), tooLate)
+	f.Add(int64(-1), uint64(0), commands.DroppedTimestamp)
+	base := build(f, segBase(cpAt(2, 50, 500))...)
+	old, _ := base.ChannelCheckpoint(v0)
+	f.Fuzz(func(t *testing.T, term int64, off, ts uint64) {
+		c := cpAt(term, off, ts)
+		if commands.Validate(c) != nil {
+			return // the shape check refuses it before Apply
+		}
+		next, res, err := base.ApplyCommands(base.AppliedIndex()+1, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, _ := next.ChannelCheckpoint(v0)
+		if res[0].GetCheckpoints().GetAccepted() == 0 {
+			if cp != old {
+				t.Fatalf("a refused checkpoint {%d %d %d} replaced the stored one", term, off, ts)
+			}
+			return
+		}
+		p := cp.Position
+		if p.Term > 2 || p.Timestamp >= base.MaxPositionTs() || !old.Position.Less(p) || (p.Term == old.Position.Term && p.Offset < old.Position.Offset) {
+			t.Fatalf("accepted checkpoint %+v after %+v (bound %d)", p, old.Position, base.MaxPositionTs())
+		}
+	})
+}

@@ -338,3 +338,9 @@ func (s *State) readRetiredRecord(rec *logpb.SnapshotRecord) (bool, error) {
 	}
 	return false, nil
 }
+
+// ManifestRetired is the retirement watermark of a base (0: none).
+func (s *State) ManifestRetired(base string) int64 {
+	w, _ := s.mf.retired.Get(base)
+	return w
+}

@@ -2,8 +2,8 @@ package manifest
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"

@@ -178,7 +178,7 @@ func TestGCDeposedLeaderPassDeletesNothing(t *testing.T) {
 		t.Fatalf("the new leader publishes version 1: %v", res.Rejection)
 	}
 	o.l.SetRaftTerm(1) // the deposed leader's proposals carry its term
-	deposed := New(staleLeader{Leader: o.l, st: old}, Config{Store: o.store, Clock: o.clock, GCGrace: time.Minute})
+	deposed := New(staleLeader{Leader: o.l, st: old, term: 1}, Config{Store: o.store, Clock: o.clock, GCGrace: time.Minute})
 	rep, err := deposed.CollectOrphans(ctx, false)
 	if len(rep.Removed) != 0 {
 		t.Errorf("a deposed leader's pass removed %v (err %v)", rep.Removed, err)
@@ -186,12 +186,13 @@ func TestGCDeposedLeaderPassDeletesNothing(t *testing.T) {
 	o.checkPointerReadable(rep)
 }
 
-// staleLeader is a deposed leader: it still believes it leads term 1 and
+// staleLeader is a deposed leader: it still believes it leads term and
 // reads the state it had then; its proposals reach the real log.
 type staleLeader struct {
 	*controllertest.Leader
-	st *fsm.State
+	st   *fsm.State
+	term uint64
 }
 
 func (s staleLeader) State() *fsm.State       { return s.st }
-func (s staleLeader) EstablishedTerm() uint64 { return 1 }
+func (s staleLeader) EstablishedTerm() uint64 { return s.term }

@@ -10,6 +10,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
 )
 
 // RecoverDataDir rewrites a stopped member's raft configuration to servers,
@@ -76,6 +79,16 @@ type RestoreConfig struct {
 	// are the raft position it was taken at.
 	Body        io.Reader
 	Index, Term uint64
+	// IDFloor and TSOFloorMs, when set, are written as one
+	// RaiseAllocatorFloors entry right after the snapshot (at Index+1,
+	// Term): it is the first entry the restored member commits, so its
+	// first ID reservation and TSO window start at or above them
+	// (docs/operations.md#backup-and-restore). The snapshot itself stays
+	// the backup's state byte for byte.
+	IDFloor    uint64
+	TSOFloorMs int64
+	// NowMs stamps that entry (the restore's wall clock).
+	NowMs int64
 }
 
 // RestoreDataDir seeds a new cluster's first member from a backup: a new
@@ -153,6 +166,20 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	}
 	if err := sink.Close(); err != nil {
 		return Identity{}, fmt.Errorf("finish snapshot: %w", err)
+	}
+	if c.IDFloor != 0 || c.TSOFloorMs != 0 {
+		cmd, err := commands.New(&logpb.RaiseAllocatorFloors{NextId: c.IDFloor, TsoLimitPhysicalMs: c.TSOFloorMs}, "")
+		if err != nil {
+			return Identity{}, fmt.Errorf("allocator floors: %w", err)
+		}
+		cmd.ProposedAtUnixMs = c.NowMs
+		data, err := commands.EncodeEntry([]commands.Command{cmd.DecidedIn(c.Term)})
+		if err != nil {
+			return Identity{}, fmt.Errorf("encode the allocator floors: %w", err)
+		}
+		if err := store.StoreLog(&raft.Log{Index: c.Index + 1, Term: c.Term, Type: raft.LogCommand, Data: data}); err != nil {
+			return Identity{}, fmt.Errorf("write the allocator floors entry: %w", err)
+		}
 	}
 	return ident, syncDir(c.Dir)
 }

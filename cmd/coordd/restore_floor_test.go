@@ -84,7 +84,7 @@ func TestAuditRestoreReissuesIDs(t *testing.T) {
 	}
 	v0, v1 := commands.VChannelName(p0, 100, 0), commands.VChannelName(p1, 100, 1)
 	st, _ = applyBodies(t, st, create(v0))
-	file := writeBackupOf(t, st) // the backup
+	file := writeBackupOf(t, st)                                               // the backup
 	old, res := applyBodies(t, st, create(v0), &logpb.ReserveIDs{Count: 1000}) // the old cluster goes on
 	oldSeg := res.GetIdRange().GetFirst() - 1
 	if _, r := applyBodies(t, st, create(v0)); r.GetSegments().GetIds()[0] != int64(oldSeg) {

@@ -61,6 +61,17 @@ func TestInlinePointerAtAnotherSegmentsBaseIsRefused(t *testing.T) {
 	if res[0].Rejection != nil || pointerOf(t, next, 1) != 1 {
 		t.Fatalf("own base refused: %v", res[0])
 	}
+	// A prepared publication and a structured first revision follow the
+	// same rule.
+	for name, p := range map[string]*logpb.ManifestPublish{
+		"prepared":   {SegmentId: 2, Next: ptrAt(1, 1).String(), Prepared: true},
+		"structured": {SegmentId: 2, Next: ptrAt(777, 1).String()},
+	} {
+		after, res := mustApply(t, s, mcommit(p))
+		checkResult(t, res[0], rejected(logpb.RejectCode_REJECT_INVALID), "the segment's is")
+		sameExceptApplied(t, s, after)
+		_ = name
+	}
 }
 
 // M1 in the state machine: once a retirement commits, no path may publish

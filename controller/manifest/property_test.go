@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
@@ -223,11 +224,39 @@ func statsKeys(stats []*coordpb.ManifestStatsEntry) []string {
 
 // hookStore runs beforeDelete (once, then clears it) before a Delete, so
 // a property can interleave a publication between a collection pass's
-// decision and its deletions.
+// decision and its deletions; and it dates every object by the fake
+// clock, so an object's age is exactly what the steps made it.
 type hookStore struct {
 	objectstore.Store
+	clock        clockwork.Clock
 	mu           sync.Mutex
 	beforeDelete func()
+	created      map[string]time.Time
+}
+
+func (h *hookStore) Create(ctx context.Context, key string, data []byte) error {
+	if err := h.Store.Create(ctx, key, data); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.created == nil {
+		h.created = map[string]time.Time{}
+	}
+	h.created[key] = h.clock.Now()
+	return nil
+}
+
+func (h *hookStore) ListInfo(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error) {
+	infos, err := h.Store.ListInfo(ctx, prefix)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range infos {
+		if at, ok := h.created[infos[i].Key]; ok {
+			infos[i].ModTime = at
+		}
+	}
+	return infos, err
 }
 
 func (h *hookStore) Delete(ctx context.Context, key string) error {
@@ -255,7 +284,7 @@ func (h *hookStore) Delete(ctx context.Context, key string) error {
 func TestCollectorInterleavingProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		o := newOwnerFixture(t)
-		hs := &hookStore{Store: o.store}
+		hs := &hookStore{Store: o.store, clock: o.clock}
 		c := New(o.l, Config{Store: hs, Clock: o.clock, GCGrace: time.Minute})
 		ctx := context.Background()
 		second := o.l.MustPropose(t, &logpb.CreateSegment{CollectionId: testColl, PartitionId: 1, Vchannel: testVChannel, NodeId: o.node, PchannelTerm: 2})
@@ -313,7 +342,7 @@ func TestCollectorInterleavingProperties(t *testing.T) {
 					if err != nil {
 						rt.Fatal(err)
 					}
-					if err := o.store.Create(ctx, commands.ManifestKey(base(seg), v), data); err == nil {
+					if err := hs.Create(ctx, commands.ManifestKey(base(seg), v), data); err == nil {
 						break
 					}
 					v++ // taken by a structured commit
@@ -348,7 +377,7 @@ func TestCollectorInterleavingProperties(t *testing.T) {
 				hs.mu.Unlock()
 			case 7: // a new leader; the old one may still run a pass later
 				if deposed != nil && rapid.Bool().Draw(rt, "deposed pass") {
-					old := New(staleLeader{Leader: o.l, st: deposed.st, term: deposed.term}, Config{Store: o.store, Clock: o.clock, GCGrace: time.Minute})
+					old := New(staleLeader{Leader: o.l, st: deposed.st, term: deposed.term}, Config{Store: hs, Clock: o.clock, GCGrace: time.Minute})
 					_, _ = old.CollectOrphans(ctx, false)
 					break
 				}

@@ -61,7 +61,7 @@ func writeBackupOf(t *testing.T, st *fsm.State) string {
 	return path
 }
 
-// The audit's R1 schedule, end to end through `coordd restore`: a backup
+// Issue #20 R1, restored IDs reissued, end to end through `coordd restore`: a backup
 // is taken, the old cluster goes on and creates a segment, and the
 // restored cluster creates one on another VChannel. Before, the restored
 // state handed out the same segment ID again. Now restore requires

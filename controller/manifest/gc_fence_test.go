@@ -77,7 +77,7 @@ func (o *ownerFixture) checkPointerReadable(rep GCReport) {
 	}
 }
 
-// The audit's M1 schedule: the owner writes manifest-2, its inline
+// Issue #20 M1, a delayed inline publication: the owner writes manifest-2, its inline
 // publication is delayed past the grace period, the collector runs, and
 // then the publication arrives. On the old collector the publication was
 // accepted after the revision had been deleted; now the collector's
@@ -111,7 +111,7 @@ func TestAuditGCDeletesRevisionPublishedLater(t *testing.T) {
 	o.checkPointerReadable(rep)
 }
 
-// The audit's M2 schedule: a pointer at a base whose path names another
+// Issue #20 M2, a base judged by its path: a pointer at a base whose path names another
 // (absent) segment. The collector attributed revisions by the segment ID
 // in the path and deleted the published one. Such a pointer is now
 // refused (a segment publishes only at its own base), and the collector

@@ -265,11 +265,17 @@ func (next *State) forgetManifestRecords(g *Segment) {
 	if _, has := next.mf.retired.Get(own); !has || len(next.ManifestBaseUse(own).Segments) > 0 {
 		return
 	}
-	next.mf.retired = next.mf.retired.Delete(own)
 	floor := g.ID + 1
 	if _, _, id, ok := parseDefaultBase(own); ok {
+		if uint64(id) >= next.alloc.nextID {
+			// A legacy pointer at the base of an ID not allocated yet: the
+			// floor cannot pass it, so the watermark stays.
+			next.mf.createFloor = max(next.mf.createFloor, floor)
+			return
+		}
 		floor = max(floor, id+1)
 	}
+	next.mf.retired = next.mf.retired.Delete(own)
 	next.mf.createFloor = max(next.mf.createFloor, floor)
 }
 

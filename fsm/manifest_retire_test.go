@@ -229,3 +229,25 @@ func TestLegacyForeignPointerKeepsItsBase(t *testing.T) {
 		t.Fatalf("legacy segment's next version: %v", res[0])
 	}
 }
+
+// A legacy pointer at the base of an ID not allocated yet: pruning its
+// segment cannot fold the watermark into the creation floor (the floor
+// never passes the IDs allocated), so the watermark stays.
+func TestPruneKeepsTheWatermarkOfAnUnallocatedBase(t *testing.T) {
+	s := build(t, segBase(createSeg(v0, 1, 2), save(1, 50, 6, 150, withPointer(ptrAt(1, 1))))...)
+	g, _ := s.Segment(1)
+	legacy := *g
+	legacy.ManifestPath = ptrAt(5000, 1).String()
+	s.seg.put(&legacy)
+	s, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, res := mustApply(t, s, retire(2, retirement(5000, 2, 3)))
+	retiredResult(true)(t, res[0])
+	s, _ = mustApply(t, s, save(1, 51, 0, 160, droppedSave, noBinlogs))
+	s, _ = mustApply(t, s, cmd(&logpb.PruneDroppedSegments{RetentionMs: 1000, MaxCount: 10, DecisionTerm: 2}, withProposedAt(1<<40)))
+	if _, ok := s.Segment(1); ok || s.ManifestRetired(commands.ManifestBase(coll, 1, 5000)) != 3 || uint64(s.ManifestCreateFloor()) > s.NextID() {
+		t.Fatalf("after the prune: watermark %d, floor %d (next id %d)", s.ManifestRetired(commands.ManifestBase(coll, 1, 5000)), s.ManifestCreateFloor(), s.NextID())
+	}
+}

@@ -10,9 +10,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 )
 
 // RecoverDataDir rewrites a stopped member's raft configuration to servers,
@@ -167,19 +164,8 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	if err := sink.Close(); err != nil {
 		return Identity{}, fmt.Errorf("finish snapshot: %w", err)
 	}
-	if c.IDFloor != 0 || c.TSOFloorMs != 0 {
-		cmd, err := commands.New(&logpb.RaiseAllocatorFloors{NextId: c.IDFloor, TsoLimitPhysicalMs: c.TSOFloorMs}, "")
-		if err != nil {
-			return Identity{}, fmt.Errorf("allocator floors: %w", err)
-		}
-		cmd.ProposedAtUnixMs = c.NowMs
-		data, err := commands.EncodeEntry([]commands.Command{cmd.DecidedIn(c.Term)})
-		if err != nil {
-			return Identity{}, fmt.Errorf("encode the allocator floors: %w", err)
-		}
-		if err := store.StoreLog(&raft.Log{Index: c.Index + 1, Term: c.Term, Type: raft.LogCommand, Data: data}); err != nil {
-			return Identity{}, fmt.Errorf("write the allocator floors entry: %w", err)
-		}
+	if err := writeAllocatorFloors(store, c); err != nil {
+		return Identity{}, err
 	}
 	return ident, syncDir(c.Dir)
 }

@@ -207,7 +207,7 @@ func applyPruneDroppedSegments(next *State, c commands.Command) *logpb.Result {
 	for _, id := range pruned {
 		g, _ := next.seg.segs.Get(id)
 		next.seg.remove(g)
-		next.mf.forgetSegment(id)
+		next.forgetManifestRecords(g)
 	}
 	return segmentIDs(pruned)
 }

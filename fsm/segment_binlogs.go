@@ -89,7 +89,7 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	if g.StorageVersion != 0 && b.StorageVersion != 0 && g.StorageVersion != b.StorageVersion {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "segment %d has storage version %d, the save says %d", g.ID, g.StorageVersion, b.StorageVersion)
 	}
-	pointer, rej := inlinePointer(g, b)
+	pointer, rej := inlinePointer(next, g, b, exists)
 	if rej != nil {
 		return rej
 	}
@@ -145,33 +145,11 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 		ng.State, ng.DroppedMs = logpb.SegmentState_SEGMENT_DROPPED, c.ProposedAtUnixMs
 	}
 	next.seg.put(&ng)
+	if !exists {
+		next.fenceLateSegment(&ng)
+	}
 	applyOtherCheckpoints(next, b, c.ProposedAtUnixMs)
 	return saveResult(false, ng.State)
-}
-
-// inlinePointer is the manifest pointer a save leaves on the segment (the
-// single-writer publication path, docs/semantics.md#manifest-commit): the
-// stored one when the save names none; the named one when it parses, keeps
-// the base and does not go back (the same pointer again is a no-op). nil
-// with no rejection: the named pointer is older, so the save is stale.
-func inlinePointer(g *Segment, b *logpb.SaveBinlogPaths) (*string, *logpb.Result) {
-	if b.ManifestPath == "" {
-		return &g.ManifestPath, nil
-	}
-	np, err := commands.ParseManifestPointer(b.ManifestPath)
-	if err != nil {
-		return nil, reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: %v", g.ID, err)
-	}
-	if cur, err := commands.ParseManifestPointer(g.ManifestPath); err == nil && !cur.IsZero() {
-		if cur.Base != np.Base {
-			return nil, reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: manifest base %q, the segment's is %q", g.ID, np.Base, cur.Base)
-		}
-		if np.Version < cur.Version {
-			return nil, nil
-		}
-	}
-	out := np.String()
-	return &out, nil
 }
 
 // overlapsDML reports whether a binlog in add that g does not hold yet

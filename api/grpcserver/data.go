@@ -137,6 +137,9 @@ func (s *Server) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlogPat
 	}); handled {
 		return resp, err
 	}
+	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	var sealedMs int64
 	if g, ok := s.node.State().Segment(req.SegmentId); ok {
 		sealedMs = g.SealedMs

@@ -17,4 +17,3 @@ func TestLogFormatStable(t *testing.T) {
 		t.Fatalf("LogFormat = %q", a)
 	}
 }
-

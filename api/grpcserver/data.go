@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -71,7 +72,11 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.ReportTimeTicksResponse{Accepted: uint32(acc), Refused: refused}, nil
+	vs := make([]string, len(req.Ticks))
+	for i, t := range req.Ticks {
+		vs[i] = t.Vchannel
+	}
+	return &coordpb.ReportTimeTicksResponse{Accepted: uint32(acc), Refused: refused, CheckpointWanted: s.cpWants.wanted(vs, time.Now())}, nil
 }
 
 func logPosition(p *coordpb.Position) *logpb.WALPosition {

@@ -90,6 +90,8 @@ type vstate struct {
 	dropped    bool
 	filter     *client.ReplayFilter
 	sentCP     uint64 // time tick of the last checkpoint coordd accepted
+	sentOffset uint64    // its WAL offset
+	sentAt     time.Time // when it was accepted
 }
 
 // segBuf holds a segment's rows not yet persisted.
@@ -342,7 +344,7 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 		}
 	}
 	var ticks []*coordpb.ChannelTimeTick
-	var cps []*coordpb.ChannelCheckpoint
+	var cands []*coordpb.ChannelCheckpoint // checkpoints ahead of the last accepted one
 	names := make([]string, 0, len(s.vch))
 	for name := range s.vch {
 		names = append(names, name)
@@ -360,16 +362,35 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 			cp = &coordpb.Position{Term: c.term, Offset: s.next, Timestamp: s.tick}
 		}
 		if cp.Timestamp > vs.sentCP {
-			cps = append(cps, &coordpb.ChannelCheckpoint{Vchannel: name, PchannelTerm: c.term, Position: cp})
+			cands = append(cands, &coordpb.ChannelCheckpoint{Vchannel: name, PchannelTerm: c.term, Position: cp})
 		}
 	}
+	wanted := map[string]bool{}
 	if len(ticks) > 0 {
 		resp, err := m.cfg.Coord.ReportTimeTicks(ctx, nodeID, ticks)
 		if err != nil {
 			m.metrics.fail(classTimeTick)
 			s.log.Debug("time tick report failed", "error", err)
-		} else if len(resp.Refused) > 0 {
-			s.log.Debug("time ticks refused", "refused", resp.Refused)
+		} else {
+			if len(resp.Refused) > 0 {
+				s.log.Debug("time ticks refused", "refused", resp.Refused)
+			}
+			for _, v := range resp.CheckpointWanted {
+				wanted[v] = true
+			}
+		}
+	}
+	// A checkpoint is a raft commit on coordd: send one only when it moved
+	// (its WAL position), when a flush waits on it, the first time, or
+	// after the idle interval (so the checkpoint lag of an idle VChannel
+	// stays bounded). A time tick alone moving is what ReportTimeTicks is
+	// for (leader memory, no commit).
+	now := m.cfg.Clock.Now()
+	var cps []*coordpb.ChannelCheckpoint
+	for _, cp := range cands {
+		vs := s.vch[cp.Vchannel]
+		if vs.sentCP == 0 || cp.Position.Offset != vs.sentOffset || wanted[cp.Vchannel] || now.Sub(vs.sentAt) >= m.cfg.IdleCheckpointInterval {
+			cps = append(cps, cp)
 		}
 	}
 	if len(cps) > 0 {
@@ -389,7 +410,8 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 		}
 		for _, cp := range cps {
 			if !refused[cp.Vchannel] {
-				s.vch[cp.Vchannel].sentCP = cp.Position.Timestamp
+				vs := s.vch[cp.Vchannel]
+				vs.sentCP, vs.sentOffset, vs.sentAt = cp.Position.Timestamp, cp.Position.Offset, now
 			}
 		}
 		if len(resp.Refused) > 0 {

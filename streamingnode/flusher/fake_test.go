@@ -29,6 +29,9 @@ type fakeCoord struct {
 	taskCh    chan struct{}
 	refused   int
 	cpRegress int
+	cpCalls   int             // UpdateChannelCheckpoints calls
+	tickCalls int             // ReportTimeTicks calls
+	wanted    map[string]bool // answered as checkpoint_wanted
 	stale     int // saves answered stale
 	// deferSaves: that many partial saves are answered with an error and
 	// recorded only after the next GetRecoveryInfo of their VChannel has
@@ -106,17 +109,23 @@ func (f *fakeCoord) ownerOK(v string, term int64) bool {
 func (f *fakeCoord) ReportTimeTicks(ctx context.Context, node uint64, ticks []*coordpb.ChannelTimeTick) (*coordpb.ReportTimeTicksResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.tickCalls++
+	resp := &coordpb.ReportTimeTicksResponse{}
 	for _, t := range ticks {
 		if f.ownerOK(t.Vchannel, t.PchannelTerm) && t.TimeTick > f.ticks[t.Vchannel] {
 			f.ticks[t.Vchannel] = t.TimeTick
 		}
+		if f.wanted[t.Vchannel] {
+			resp.CheckpointWanted = append(resp.CheckpointWanted, t.Vchannel)
+		}
 	}
-	return &coordpb.ReportTimeTicksResponse{}, nil
+	return resp, nil
 }
 
 func (f *fakeCoord) UpdateChannelCheckpoints(ctx context.Context, node uint64, cps []*coordpb.ChannelCheckpoint) (*coordpb.UpdateChannelCheckpointsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.cpCalls++
 	resp := &coordpb.UpdateChannelCheckpointsResponse{}
 	for _, cp := range cps {
 		old := f.cps[cp.Vchannel]

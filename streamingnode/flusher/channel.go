@@ -89,7 +89,7 @@ type vstate struct {
 	collection int64
 	dropped    bool
 	filter     *client.ReplayFilter
-	sentCP     uint64 // time tick of the last checkpoint coordd accepted
+	sentCP     uint64    // time tick of the last checkpoint coordd accepted
 	sentOffset uint64    // its WAL offset
 	sentAt     time.Time // when it was accepted
 }

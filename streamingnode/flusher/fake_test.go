@@ -32,7 +32,7 @@ type fakeCoord struct {
 	cpCalls   int             // UpdateChannelCheckpoints calls
 	tickCalls int             // ReportTimeTicks calls
 	wanted    map[string]bool // answered as checkpoint_wanted
-	stale     int // saves answered stale
+	stale     int             // saves answered stale
 	// deferSaves: that many partial saves are answered with an error and
 	// recorded only after the next GetRecoveryInfo of their VChannel has
 	// answered without them — a save that commits

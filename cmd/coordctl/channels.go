@@ -134,14 +134,14 @@ func bindRebalance(*flag.FlagSet) func([]string) (action, error) {
 			return action{}, err
 		}
 		return action{what: "pchannel rebalance", run: func(ctx context.Context, e *env) error {
-			if err := e.c.Rebalance(ctx); err != nil {
+			resp, err := e.c.RebalanceReport(ctx)
+			if err != nil {
 				return err
 			}
 			if e.json {
-				return writeJSON(e.out, requestedJSON{Requested: true})
+				return writeJSON(e.out, rebalanceJSONOf(resp))
 			}
-			_, err := fmt.Fprintln(e.out, "Rebalance requested; watch 'coordctl pchannel list' for the result.")
-			return err
+			return printRebalance(e.out, resp, time.Now())
 		}}, nil
 	}
 }

@@ -666,8 +666,12 @@ type StreamingNode struct {
 	Pchannels        []string `protobuf:"bytes,8,rep,name=pchannels,proto3" json:"pchannels,omitempty"`
 	// last_heartbeat_ms_ago is known only to the leader (-1 elsewhere).
 	LastHeartbeatMsAgo int64 `protobuf:"varint,9,opt,name=last_heartbeat_ms_ago,json=lastHeartbeatMsAgo,proto3" json:"last_heartbeat_ms_ago,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// node_ttl_ms: the leader's --node-ttl, with last_heartbeat_ms_ago (0
+	// elsewhere): a node silent for that long is marked DOWN and its
+	// PChannels move, so a client waiting on it can say when.
+	NodeTtlMs     int64 `protobuf:"varint,10,opt,name=node_ttl_ms,json=nodeTtlMs,proto3" json:"node_ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamingNode) Reset() {
@@ -759,6 +763,13 @@ func (x *StreamingNode) GetPchannels() []string {
 func (x *StreamingNode) GetLastHeartbeatMsAgo() int64 {
 	if x != nil {
 		return x.LastHeartbeatMsAgo
+	}
+	return 0
+}
+
+func (x *StreamingNode) GetNodeTtlMs() int64 {
+	if x != nil {
+		return x.NodeTtlMs
 	}
 	return 0
 }
@@ -2391,7 +2402,7 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12\x12\n" +
-	"\x04term\x18\x04 \x01(\x03R\x04term\"\xa3\x02\n" +
+	"\x04term\x18\x04 \x01(\x03R\x04term\"\xc3\x02\n" +
 	"\rStreamingNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
@@ -2401,7 +2412,9 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12,\n" +
 	"\x12registered_unix_ms\x18\a \x01(\x03R\x10registeredUnixMs\x12\x1c\n" +
 	"\tpchannels\x18\b \x03(\tR\tpchannels\x121\n" +
-	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\"s\n" +
+	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\x12\x1e\n" +
+	"\vnode_ttl_ms\x18\n" +
+	" \x01(\x03R\tnodeTtlMs\"s\n" +
 	"\x10ListNodesRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\x12!\n" +
 	"\finclude_down\x18\x02 \x01(\bR\vincludeDown\"C\n" +

@@ -182,7 +182,11 @@ func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (
 		if n.State == logpb.NodeState_NODE_DOWN && !req.IncludeDown {
 			continue
 		}
-		out.Nodes = append(out.Nodes, apiNode(n, held[n.Id], s.lastSeenMs(n.Id)))
+		an := apiNode(n, held[n.Id], s.lastSeenMs(n.Id))
+		if an.LastHeartbeatMsAgo >= 0 {
+			an.NodeTtlMs = s.health.TTL().Milliseconds()
+		}
+		out.Nodes = append(out.Nodes, an)
 	}
 	return out, nil
 }

@@ -76,7 +76,24 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 	for i, t := range req.Ticks {
 		vs[i] = t.Vchannel
 	}
-	return &coordpb.ReportTimeTicksResponse{Accepted: uint32(acc), Refused: refused, CheckpointWanted: s.cpWants.wanted(vs, time.Now())}, nil
+	return &coordpb.ReportTimeTicksResponse{Accepted: uint32(acc), Refused: refused,
+		CheckpointWanted: s.cpWants.wanted(vs, time.Now()), TickWanted: ticksWanted(s.node.State(), req.Ticks)}, nil
+}
+
+// ticksWanted lists the VChannels of ticks with a sealed segment whose
+// seal time the reported tick has not passed: the flush of that segment
+// waits for a fresh tick from its owner.
+func ticksWanted(st *fsm.State, ticks []*coordpb.ChannelTimeTick) []string {
+	var out []string
+	for _, t := range ticks {
+		for _, g := range st.SegmentsOfVChannel(t.Vchannel) {
+			if g.State == logpb.SegmentState_SEGMENT_SEALED && g.SealTs > t.TimeTick {
+				out = append(out, t.Vchannel)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func logPosition(p *coordpb.Position) *logpb.WALPosition {

@@ -119,6 +119,13 @@ type session struct {
 	ins      dml.Insert          // the last insert consumed (its PK slice is reused)
 	lastTick time.Time
 	lastList time.Time // last refresh of the VChannel list
+	// Idle ticks: a fresh time tick is a TSO allocation (and, on an idle
+	// leader, a lease renewal in coordd's log), so a caught-up flusher with
+	// nothing new takes one only when coordd wants it (wantFresh), when
+	// something is buffered or flushing, or after the idle interval.
+	freshAt   time.Time // when the last fresh tick was taken
+	freshNext uint64    // s.next at that time
+	wantFresh bool      // the last report's answer asked for a fresh tick
 }
 
 var errRestart = errors.New("flusher: replay must start earlier")
@@ -288,7 +295,10 @@ func (s *session) addVChannel(ctx context.Context, v string, collection int64) e
 // so they get time ticks and checkpoints before their first record.
 func (s *session) refresh(ctx context.Context) error {
 	s.lastList = time.Now()
-	colls, err := s.c.m.cfg.Coord.ListVirtualChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE, 0)
+	// A stale read is enough (and costs coordd no quorum round or lease
+	// renewal): a VChannel this listing misses is added by its first
+	// record (addVChannel, from linearizable recovery information).
+	colls, err := s.c.m.cfg.Coord.ListVirtualChannels(ctx, coordpb.ReadConsistency_STALE, 0)
 	if err != nil {
 		s.log.Debug("listing vchannels failed", "error", err)
 		return nil
@@ -321,7 +331,11 @@ func (s *session) advance(ts uint64, skip string) {
 func (s *session) report(ctx context.Context, caughtUp bool) error {
 	c, m := s.c, s.c.m
 	s.lastTick = time.Now()
-	if caughtUp {
+	now := m.cfg.Clock.Now()
+	fresh := caughtUp && (s.wantFresh || s.tick == 0 || s.next != s.freshNext || len(s.bufs) > 0 || len(s.snap) > 0 ||
+		now.Sub(s.freshAt) >= m.cfg.IdleCheckpointInterval)
+	if fresh {
+		s.freshAt, s.freshNext, s.wantFresh = now, s.next, false
 		// Without a timestamp (coordd unreachable) or once the PChannel
 		// is gone (the manager stops this flusher) the tick stays where it
 		// is this round.
@@ -378,6 +392,9 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 			for _, v := range resp.CheckpointWanted {
 				wanted[v] = true
 			}
+			// Checkpoints wanted at or past a fresh tick, and sealed
+			// segments waiting for one: take one at the next report.
+			s.wantFresh = s.wantFresh || len(resp.TickWanted) > 0 || (!fresh && len(resp.CheckpointWanted) > 0)
 		}
 	}
 	// A checkpoint is a raft commit on coordd: send one only when it moved
@@ -385,7 +402,6 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 	// after the idle interval (so the checkpoint lag of an idle VChannel
 	// stays bounded). A time tick alone moving is what ReportTimeTicks is
 	// for (leader memory, no commit).
-	now := m.cfg.Clock.Now()
 	var cps []*coordpb.ChannelCheckpoint
 	for _, cp := range cands {
 		vs := s.vch[cp.Vchannel]

@@ -302,3 +302,39 @@ func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, cau
 	}
 	return errors.New(msg)
 }
+
+// OwnerTrouble says what is wrong with pchannel's owner, for a waiter that
+// wants to explain itself (`coordctl flush --wait` progress): a PChannel
+// without an owner, being reassigned, on a node that is not live, or on a
+// node the leader has not heard from for over a second, with when coordd
+// acts. "" when the owner looks healthy.
+func (c *Client) OwnerTrouble(ctx context.Context, pchannel string) (string, error) {
+	resp, err := c.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
+	if err != nil {
+		return "", err
+	}
+	nodes, err := c.ListNodes(ctx, coordpb.ReadConsistency_LINEARIZABLE, false)
+	if err != nil {
+		return "", err
+	}
+	seenAt := time.Now()
+	var pc *coordpb.PChannel
+	for _, p := range resp.Pchannels {
+		if p.Name == pchannel {
+			pc = p
+		}
+	}
+	var n *coordpb.StreamingNode
+	for _, x := range nodes {
+		if pc != nil && x.Id == pc.NodeId {
+			n = x
+		}
+	}
+	if pc != nil && pc.State == "ASSIGNED" && n != nil && n.Epoch != 0 && n.LastHeartbeatMsAgo >= 0 && n.LastHeartbeatMsAgo < 1000 {
+		return "", nil
+	}
+	if pc != nil && pc.State == "ASSIGNED" && n != nil && n.Epoch != 0 && n.LastHeartbeatMsAgo < 0 {
+		return "", nil // no heartbeat age (not answered by the leader): nothing to say
+	}
+	return explainWait(pchannel, pc, n, nil, seenAt).Error(), nil
+}

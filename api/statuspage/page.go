@@ -24,6 +24,7 @@ var pageHTML string
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"stateClass": stateClass,
+	"ms":         humanMs,
 }).Parse(pageHTML))
 
 // DefaultRefresh is how often the page reloads itself (seconds).
@@ -85,4 +86,13 @@ func stateClass(state string) string {
 		return "bad"
 	}
 	return "plain"
+}
+
+// humanMs is a lag in milliseconds as a short duration ("1.5s", "3m0s").
+func humanMs(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	if d < time.Second {
+		return d.String()
+	}
+	return d.Round(100 * time.Millisecond).String()
 }

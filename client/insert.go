@@ -338,3 +338,16 @@ func (c *Client) OwnerTrouble(ctx context.Context, pchannel string) (string, err
 	}
 	return explainWait(pchannel, pc, n, nil, seenAt).Error(), nil
 }
+
+// StreamingNodeStatus asks the streaming node at addr for its Status (the
+// WALs it holds, its session), over the same connection kind inserts use.
+func (c *Client) StreamingNodeStatus(ctx context.Context, addr string) (*coordpb.NodeStatusResponse, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	return coordpb.NewStreamingNodeServiceClient(cc).Status(ctx, &coordpb.NodeStatusRequest{})
+}

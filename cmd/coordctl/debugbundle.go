@@ -105,7 +105,8 @@ func writeBundle(ctx context.Context, e *env, file string, force bool) (err erro
 	if answered == 0 {
 		return fmt.Errorf("no member answered: %s", strings.Join(b.problems, "; "))
 	}
-	summary := fmt.Sprintf("coordd debug bundle\ncreated: %s\nmembers: %d, answered: %d\n", b.now.UTC().Format(time.RFC3339), len(members), answered)
+	nodes := collectStreamingNodes(ctx, e, b)
+	summary := fmt.Sprintf("coordd debug bundle\ncreated: %s\nmembers: %d, answered: %d\nstreaming nodes: %d\n", b.now.UTC().Format(time.RFC3339), len(members), answered, nodes)
 	for _, p := range b.problems {
 		summary += "not collected: " + p + "\n"
 	}
@@ -129,6 +130,35 @@ func writeBundle(ctx context.Context, e *env, file string, force bool) (err erro
 		fmt.Fprintf(e.errOut, "coordctl: debug bundle: not collected: %s\n", p)
 	}
 	return nil
+}
+
+// collectStreamingNodes adds the PChannel and streaming-node lists (DOWN
+// sessions too) and each live node's own Status; it returns how many nodes
+// are listed.
+func collectStreamingNodes(ctx context.Context, e *env, b *bundle) int {
+	if pcs, err := e.c.ListPChannels(ctx, coordpb.ReadConsistency_STALE); err != nil {
+		b.problem("pchannels: %s", describe(err, false))
+	} else {
+		b.addProto("pchannels.json", pcs)
+	}
+	nodes, err := e.c.ListNodes(ctx, coordpb.ReadConsistency_STALE, true)
+	if err != nil {
+		b.problem("streaming nodes: %s", describe(err, false))
+		return 0
+	}
+	b.addProto("streaming-nodes.json", &coordpb.ListNodesResponse{Nodes: nodes})
+	for _, n := range nodes {
+		if n.State == "DOWN" || n.Address == "" {
+			continue
+		}
+		st, err := e.c.StreamingNodeStatus(ctx, n.Address)
+		if err != nil {
+			b.problem("streaming node %d (%s) status: %s", n.Id, n.Address, describe(err, false))
+			continue
+		}
+		b.addProto(fmt.Sprintf("streaming-nodes/%d/status.json", n.Id), st)
+	}
+	return len(nodes)
 }
 
 // collectMember adds one member's files; false when it answered nothing.

@@ -249,3 +249,44 @@ func grepLines(text, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestDevRestartsADeadStreamingNode: with --restart, a SIGKILLed streaming
+// node is reported, started again after --restart-delay (a new process,
+// a new node ID at the same address) and takes the PChannels back.
+func TestDevRestartsADeadStreamingNode(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBasePort(t, 1)
+	d := startDevProc(t, dir, base, "--nodes", "1", "--streaming-nodes", "1", "--restart", "--restart-delay", "200ms")
+	c, err := client.New(context.Background(), client.Config{Endpoints: []string{fmt.Sprintf("127.0.0.1:%d", base)}, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	addr := fmt.Sprintf("127.0.0.1:%d", base+200)
+	var first uint64
+	waitPlacement(t, c, testutil.Timeout(30*time.Second), "every pchannel on sn1", func(ps map[string]placement) bool {
+		first = liveNodeID(t, c, addr)
+		return first != 0 && allAssigned(ps, 0)
+	})
+	pid := d.pid(t, "sn1")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyEvery(t, testutil.Timeout(30*time.Second), 20*time.Millisecond, "coordd dev restarts sn1", func() bool {
+		out := d.output()
+		return strings.Contains(out, "sn1 exited: signal: killed") && strings.Contains(out, "restarted sn1 (pid ")
+	})
+	var again uint64
+	waitPlacement(t, c, testutil.Timeout(60*time.Second), "every pchannel on the restarted sn1", func(ps map[string]placement) bool {
+		again = liveNodeID(t, c, addr)
+		if again == 0 || again == first || !allAssigned(ps, first) {
+			return false
+		}
+		for _, p := range ps {
+			if p.node != again {
+				return false
+			}
+		}
+		return true
+	})
+}

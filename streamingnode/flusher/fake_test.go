@@ -32,6 +32,7 @@ type fakeCoord struct {
 	cpCalls   int             // UpdateChannelCheckpoints calls
 	tickCalls int             // ReportTimeTicks calls
 	wanted    map[string]bool // answered as checkpoint_wanted
+	tickWant  map[string]bool // answered as tick_wanted
 	stale     int             // saves answered stale
 	// deferSaves: that many partial saves are answered with an error and
 	// recorded only after the next GetRecoveryInfo of their VChannel has
@@ -117,6 +118,9 @@ func (f *fakeCoord) ReportTimeTicks(ctx context.Context, node uint64, ticks []*c
 		}
 		if f.wanted[t.Vchannel] {
 			resp.CheckpointWanted = append(resp.CheckpointWanted, t.Vchannel)
+		}
+		if f.tickWant[t.Vchannel] {
+			resp.TickWanted = append(resp.TickWanted, t.Vchannel)
 		}
 	}
 	return resp, nil
@@ -281,10 +285,11 @@ func (f *fakeCoord) state(id int64) string {
 
 // fakeHost holds one PChannel's WAL writer.
 type fakeHost struct {
-	dir string
-	mu  sync.Mutex
-	w   *wal.Writer
-	ts  uint64
+	dir   string
+	mu    sync.Mutex
+	w     *wal.Writer
+	ts    uint64
+	ticks int // Tick calls (fresh time ticks: TSO allocations on a real node)
 }
 
 func (h *fakeHost) Session() (uint64, uint64) { return 7, 1 }
@@ -315,6 +320,7 @@ func (h *fakeHost) Tick(ctx context.Context, p string, term int64) (uint64, uint
 		return 0, 0, fmt.Errorf("not held")
 	}
 	h.ts++
+	h.ticks++
 	return h.w.NextOffset(), h.ts, nil
 }
 

@@ -285,14 +285,17 @@ func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, cau
 		return fmt.Errorf("pchannel %s is assigned to streaming node %d, which is not live (DOWN): coordd is moving it to a live node", pch, pc.NodeId)
 	}
 	owner := fmt.Sprintf("streaming node %d (%s)", n.Id, n.Address)
-	what := "is unreachable"
+	msg := fmt.Sprintf("pchannel %s: its owner %s", pch, owner)
 	if cause != nil {
-		what = fmt.Sprintf("did not take the insert (%s)", status.Convert(cause).Message())
+		msg += fmt.Sprintf(" did not take the insert (%s)", status.Convert(cause).Message())
 	}
-	msg := fmt.Sprintf("pchannel %s: its owner %s %s", pch, owner, what)
 	if n.LastHeartbeatMsAgo >= 0 {
 		last := seenAt.Add(-time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond)
-		msg += "; last heartbeat " + clock(last)
+		if cause != nil {
+			msg += "; last heartbeat " + clock(last)
+		} else {
+			msg += " has not heartbeated since " + clock(last)
+		}
 		if n.NodeTtlMs > 0 {
 			msg += fmt.Sprintf(", so coordd marks it DOWN and moves the pchannel at about %s (node TTL %v)",
 				clock(last.Add(time.Duration(n.NodeTtlMs)*time.Millisecond)), time.Duration(n.NodeTtlMs)*time.Millisecond)

@@ -24,9 +24,9 @@ func TestExplainWait(t *testing.T) {
 		want []string
 	}{
 		{"unreachable owner", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up, nil,
-			[]string{"pchannel p_1", "streaming node 5 (127.0.0.1:7201) is unreachable", "last heartbeat 07:00:07.000", "moves the pchannel at about 07:00:17.000 (node TTL 10s)"}},
+			[]string{"pchannel p_1", "streaming node 5 (127.0.0.1:7201) has not heartbeated since 07:00:07.000", "moves the pchannel at about 07:00:17.000 (node TTL 10s)"}},
 		{"owner refused", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up, status.Error(codes.Unavailable, "connection refused"),
-			[]string{"did not take the insert (connection refused)", "07:00:17.000"}},
+			[]string{"did not take the insert (connection refused)", "last heartbeat 07:00:07.000", "07:00:17.000"}},
 		{"not on the leader", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, &coordpb.StreamingNode{Id: 5, Address: "a:1", Epoch: 9, LastHeartbeatMsAgo: -1}, nil,
 			[]string{"once the node misses its heartbeat TTL"}},
 		{"in flight", &coordpb.PChannel{Name: "p_2", State: "ASSIGNING", NodeId: 6, Term: 4, LastAssignUnixMs: seen.UnixMilli(), LastError: "dial refused", FailedAttempts: 2, LastErrorUnixMs: seen.UnixMilli()},

@@ -69,6 +69,11 @@ func TestTransportHint(t *testing.T) {
 	if h := transportHint(down, g); !strings.Contains(h, "127.0.0.1:7001, 127.0.0.1:7002 (from the default)") {
 		t.Errorf("all endpoints down: hint %q", h)
 	}
+	// A streaming node refusing an insert is not the cluster being down.
+	sn := status.Error(codes.Unavailable, "dial tcp 127.0.0.1:7201: connect: connection refused")
+	if h := transportHint(sn, g); h != "" {
+		t.Errorf("a streaming node's dial error got the endpoints hint %q", h)
+	}
 }
 
 type errString string

@@ -103,8 +103,20 @@ func transportHint(err error, g *globals) string {
 		return "; the server seems to speak TLS: give --tls-ca CA_FILE (and --token-file for a token), or $COORDD_TLS_CA"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "; the server speaks plaintext: drop --tls-ca (it runs --insecure)"
-	case status.Code(err) == codes.Unavailable && (strings.Contains(msg, "connection refused") || strings.Contains(msg, "dial") || strings.Contains(msg, "no such host")):
+	case status.Code(err) == codes.Unavailable && mentionsEndpoint(msg, g.endpointList) &&
+		(strings.Contains(msg, "connection refused") || strings.Contains(msg, "dial") || strings.Contains(msg, "no such host")):
 		return fmt.Sprintf("; no member answered at any endpoint tried: %s (from %s)", strings.Join(g.endpointList, ", "), g.endpointsSrc)
 	}
 	return ""
+}
+
+// mentionsEndpoint: the dial error is about one of coordd's endpoints (not,
+// say, a streaming node an insert was sent to).
+func mentionsEndpoint(msg string, endpoints []string) bool {
+	for _, e := range endpoints {
+		if strings.Contains(msg, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -15,7 +15,7 @@ import (
 // The write path: insert rows, flush a collection, recovery information.
 
 var insertGroup = &group{name: "insert", summary: "write rows to a collection's VChannels", cmds: []*command{
-	{name: "", args: "COLLECTION_ID ROWS", summary: "write ROWS rows with fresh primary keys (one allocated range) spread over the collection's VChannels; returns once the WALs hold them", bind: bindInsert},
+	{name: "", args: "COLLECTION_ID ROWS", summary: "write ROWS rows (1..65536: one allocated primary-key range) spread over the collection's VChannels; returns once the WALs hold them", bind: bindInsert},
 }}
 
 var flushGroup = &group{name: "flush", summary: "seal and flush a collection's growing segments", cmds: []*command{

@@ -184,6 +184,14 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 	if !strings.Contains(files["members.json"], ms[victim].ID) {
 		t.Errorf("members.json lacks the killed member:\n%s", files["members.json"])
 	}
+	// --logs takes the processes' log files from the data dir.
+	withLogs := filepath.Join(t.TempDir(), "logs.tar.gz")
+	if _, code := coordctl(t, eps, "debug", "bundle", "--logs", filepath.Dir(ms[0].DataDir), withLogs); code != 0 {
+		t.Fatalf("debug bundle --logs: exit %d", code)
+	}
+	if lf := readBundle(t, withLogs); !strings.Contains(lf["logs/"+ms[0].ID+"/coordd.log"], "raft") {
+		t.Errorf("bundle --logs lacks %s's coordd.log", ms[0].ID)
+	}
 	// The streaming nodes are in the bundle too: the PChannel and node
 	// lists, and each listed live node's own status.
 	if _, ok := files["pchannels.json"]; !ok {

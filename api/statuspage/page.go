@@ -1,9 +1,11 @@
 // Package statuspage renders the status page a member serves at /ui: one
 // server-rendered HTML page (html/template, embedded; no JavaScript) that
-// refreshes itself and shows the members with their leader, term, applied
-// index and lag; the PChannels of each streaming node; broadcasts in flight
-// and failing callbacks; and segments by state with the checkpoint lag of
-// each VChannel. Every section is read from the serving member's own
+// refreshes itself. Its first line is a verdict (verdict.go: healthy,
+// degraded or unavailable, with why); below it the members with their
+// leader, term, applied index and lag; the PChannels of each streaming
+// node; broadcasts in flight and failing callbacks; rows per collection;
+// and segments by state with the checkpoint time and lag of each
+// VChannel. Every section is read from the serving member's own
 // replica (STALE), so the page works on followers and says which member
 // drew it.
 package statuspage

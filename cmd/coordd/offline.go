@@ -23,8 +23,8 @@ import (
 
 // parseOffline parses a subcommand's flags; positional arguments are refused.
 func parseOffline(fs *flag.FlagSet, args []string, required ...string) error {
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return badConfig("%s: unexpected argument %q (every input is a flag)", fs.Name(), fs.Arg(0))

@@ -65,8 +65,12 @@ func (n *Node) TransferLeadership(targetID, targetAddr string) error {
 		return n.notLeader()
 	}
 	// The target's election bypasses the followers' refusal to vote while
-	// they know a leader: no lease for the rest of this term.
-	n.lease.end(n.raft.CurrentTerm())
+	// they know a leader: no lease for the rest of this term. The
+	// TimeoutNow carries this term, and a member accepts it only in this
+	// term from this leader (transfer_guard.go).
+	term := n.raft.CurrentTerm()
+	n.lease.end(term)
+	n.watch.startTransfer(term)
 	var f raft.Future
 	if targetID == "" {
 		f = n.raft.LeadershipTransfer()

@@ -80,7 +80,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		trans = n.tcp
 	}
-	n.trans, n.watch = watchCommits(trans)
+	n.trans, n.watch = watchCommits(trans, cfg.Logger.Named("transport"), cfg.FaultInjection)
 	notify := make(chan bool, 16)
 	rc, err := cfg.raftConfig(notify)
 	if err != nil {
@@ -107,6 +107,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.watch.setRaft(n.raft)
 	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 {
 		n.fsm.advance(snaps[0].Index)
 	}

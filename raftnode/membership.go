@@ -36,7 +36,7 @@ func (n *Node) AddVoter(id, raftAddr string) error {
 	term := n.raft.CurrentTerm()
 	n.lease.pause()
 	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 10*time.Second).Error()
-	n.lease.resume(term, err == nil, time.Now())
+	n.lease.resume(term, err == nil, n.lease.now())
 	if err != nil {
 		return n.membershipError("add voter "+id, err)
 	}
@@ -51,7 +51,7 @@ func (n *Node) RemoveServer(id string) error {
 	term := n.raft.CurrentTerm()
 	n.lease.pause()
 	err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
-	n.lease.resume(term, err == nil, time.Now())
+	n.lease.resume(term, err == nil, n.lease.now())
 	if err != nil {
 		return n.membershipError("remove "+id, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -41,7 +40,7 @@ type verifier struct {
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	if n.lease.enabled() {
 		term := n.establishedTerm.Load()
-		now := time.Now()
+		now := n.lease.now()
 		left := n.lease.remaining(term, now)
 		if n.lease.startRenewal(term, now) {
 			go n.renewLease(term)
@@ -98,7 +97,7 @@ func (v *verifier) loop() {
 // log, so without it a leader serving only them would lose its lease.
 func (n *Node) renewLease(term uint64) {
 	defer n.lease.renewalDone()
-	anchor := time.Now()
+	anchor := n.lease.now()
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 		return
 	}

@@ -69,7 +69,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
-	n.logs = &watchedLogStore{LogStore: st.store}
+	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.store, snaps: st.snaps}}
 
 	var err error
 	trans := cfg.Transport

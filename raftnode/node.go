@@ -96,7 +96,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	err = guard(cfg.DataDir, "starting raft on it", func() error {
 		var rerr error
-		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans)
+		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, st.stable, n.snaps, n.trans)
 		return rerr
 	})
 	if err != nil {

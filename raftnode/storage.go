@@ -162,7 +162,7 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 	}
 	if err := guard(dir, "reading the term and vote in "+RaftDBFile, func() error {
 		var verr error
-		st.stable, verr = checkVote(dir, st.store)
+		st.stable, verr = checkVote(dir, st.store, skip)
 		return verr
 	}); err != nil {
 		st.Close()

@@ -159,8 +159,9 @@ func storedVote(store raft.StableStore) (voteRecord, error) {
 }
 
 // checkVote compares raft.db's term and vote with VoteFile and returns
-// the StableStore raft must write through.
-func checkVote(dir string, store raft.StableStore) (*recordingStable, error) {
+// the StableStore raft must write through. skipCheck (the test-only switch
+// that lets a data dir with lost raft state start) only records.
+func checkVote(dir string, store raft.StableStore, skipCheck bool) (*recordingStable, error) {
 	stored, err := storedVote(store)
 	if err != nil {
 		return nil, &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: %v", RaftDBFile, err)}
@@ -169,7 +170,7 @@ func checkVote(dir string, store raft.StableStore) (*recordingStable, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ok {
+	if ok && !skipCheck {
 		if why := voteRollback(stored, rec); why != "" {
 			return nil, &DamagedError{Dir: dir, Reason: fmt.Sprintf(
 				"%s went back: %s, but %s recorded it after %s had stored it durably (a damaged newest bolt meta page, "+

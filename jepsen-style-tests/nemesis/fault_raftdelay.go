@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -41,6 +42,10 @@ const (
 	rpcRequestVote    = "request_vote"
 	rpcRequestPreVote = "request_pre_vote"
 )
+
+// heldTimeoutNow bounds how long the TimeoutNow variant holds the message
+// (it releases it itself once leadership moved on).
+const heldTimeoutNow = 30 * time.Second
 
 func init() { faults[RaftDelay] = raftDelay{} }
 
@@ -84,10 +89,12 @@ func (raftDelay) run(ctx context.Context, n *Nemesis, s Step, hold time.Duration
 		target := fs[s.Follower%len(fs)]
 		w.Targets = n.c.ID(target)
 		w.Start = n.c.Now()
-		if err := apply(target, rpcTimeoutNow, hold); err != nil {
+		// Held until the term has moved on, then released: it arrives
+		// inside the next leader's lease.
+		if err := apply(target, rpcTimeoutNow, heldTimeoutNow); err != nil {
 			return err
 		}
-		w.Detail = fmt.Sprintf("TimeoutNow into %s held %v; transfer to it from %s", n.c.ID(target), hold.Round(time.Millisecond), n.c.ID(l))
+		w.Detail = fmt.Sprintf("TimeoutNow into %s held; transfer to it from %s", n.c.ID(target), n.c.ID(l))
 		if err := n.transferTo(ctx, n.c.ID(target)); err == nil {
 			w.Detail += " succeeded (unexpected while held)"
 		} else {
@@ -99,13 +106,20 @@ func (raftDelay) run(ctx context.Context, n *Nemesis, s Step, hold time.Duration
 			other := fs[(s.Follower+1)%len(fs)]
 			var err error
 			for attempt := 0; attempt < 15; attempt++ {
-				if err = n.transferTo(ctx, n.c.ID(other)); err == nil || !sleep(ctx, 300*time.Millisecond) {
+				err = n.transferTo(ctx, n.c.ID(other))
+				if err != nil && strings.Contains(err.Error(), "already leads") {
+					err = nil // an earlier attempt's answer was lost
+				}
+				if err == nil || !sleep(ctx, 300*time.Millisecond) {
 					break
 				}
 			}
 			w.Detail += fmt.Sprintf("; then to %s: %v", n.c.ID(other), errOK(err))
 		}
-		sleep(ctx, hold) // the held TimeoutNow arrives in the new term
+		sleep(ctx, hold/2)
+		err := rd.SetRaftDelay(ctx, target, rpcTimeoutNow, 0)
+		w.Detail += fmt.Sprintf("; released %v later: %v", hold/2, errOK(err))
+		sleep(ctx, hold/2)
 	case 1:
 		v := fs[s.Follower%len(fs)]
 		w.Targets = n.c.ID(v)

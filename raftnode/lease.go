@@ -19,7 +19,10 @@ import (
 //
 // What breaks the argument, and what the lease does about it:
 //   - a leadership transfer: the target's election bypasses the refusal, so
-//     the first transfer attempt ends the lease for the rest of the term;
+//     the first transfer attempt ends the lease for the rest of the term,
+//     and its TimeoutNow is accepted only in that term, from that leader
+//     (transfer_guard.go), so a late one cannot elect anybody in a later
+//     term's lease;
 //   - a membership change: a new configuration has other quorums, so the
 //     lease pauses while one is in progress and counts only entries
 //     submitted after it completed (a failed change ends it for the term);
@@ -29,7 +32,9 @@ import (
 //     while raft reports this member as leader of the established term.
 //
 // Every member must run the same HeartbeatTimeout (the lease trusts the
-// followers' timers to be at least as long as its own).
+// followers' timers to be at least as long as its own). Time is read from
+// leaseClock (CLOCK_BOOTTIME on Linux), which counts a system suspend, so
+// a leader resumed from one finds its lease over.
 type leaderLease struct {
 	d time.Duration // 0: off
 	// clock gives the instants below (leaseClock: it counts suspend).

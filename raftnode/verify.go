@@ -15,14 +15,8 @@ import (
 // allocation from leader memory) linearizable: if the round succeeds, no
 // other leader can have been elected before the caller arrived.
 //
-// A round is a raft Barrier: an entry appended after the round began,
-// committed in this term. Its commit means a quorum accepted, after the
-// round began, an AppendEntries of this term that carried it; a member
-// that had voted in a later term would have refused it, and every later
-// leader needs one of that quorum's votes. hashicorp's own VerifyLeader is
-// not used: it counts a heartbeat answer whose request left before the
-// round was registered, so a leader resumed from a pause could confirm
-// itself with an answer from before the pause.
+// A round (quorumRound) counts only answers to heartbeats it sent itself,
+// after it began.
 type verifier struct {
 	n       *Node
 	mu      sync.Mutex
@@ -36,7 +30,7 @@ type verifier struct {
 // VerifyLeader confirms that this node is still the leader: no other
 // leader can have been elected before the call. Inside a leader lease
 // (Config.LeaderLease) it answers from the clock; otherwise it waits for a
-// quorum round (a committed barrier) that started after the call.
+// quorum round that started after the call.
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	if n.lease.enabled() {
 		term := n.establishedTerm.Load()
@@ -83,9 +77,7 @@ func (v *verifier) loop() {
 		v.mu.Unlock()
 		var err error
 		v.rounds.Add(1)
-		if e := v.n.raft.Barrier(v.n.cfg.ApplyTimeout).Error(); e != nil {
-			err = v.n.notLeader()
-		}
+		err = v.n.quorumRound()
 		for _, ch := range batch {
 			ch <- err
 		}

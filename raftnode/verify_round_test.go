@@ -6,30 +6,45 @@ import (
 	"time"
 )
 
-// TestQuorumRoundCommitsAFreshEntry: without a lease, a leadership check is
-// answered by committing an entry appended after the check began, never by
-// answers to heartbeats that may have left before it (a leader resumed from
-// a pause could count one from before the pause). The proof is in the log:
-// each round adds an entry of the leader's term, and a round that cannot
-// commit fails.
-func TestQuorumRoundCommitsAFreshEntry(t *testing.T) {
+// TestQuorumRoundConfirmsAndRefuses: without a lease, a leadership check
+// is a quorum round of heartbeats sent after it began: it confirms a
+// leader with a quorum, appends nothing to the log, and refuses once the
+// leader is cut off (answers to heartbeats sent before do not count), and
+// a follower's round refuses at once.
+func TestQuorumRoundConfirmsAndRefuses(t *testing.T) {
 	c := newCluster(t, 3)
 	x := c.waitLeader()
 	xn := c.node(x)
 	ctx := context.Background()
+	before := xn.Raft().LastIndex()
 	for round := 0; round < 3; round++ {
-		before := xn.Raft().LastIndex()
 		if err := xn.VerifyLeader(ctx); err != nil {
 			t.Fatalf("round %d: verify leader: %v", round, err)
 		}
-		if after := xn.Raft().LastIndex(); after <= before {
-			t.Fatalf("round %d: the leadership check appended nothing (last index %d -> %d)", round, before, after)
-		}
+	}
+	if after := xn.Raft().LastIndex(); after != before {
+		t.Fatalf("leadership checks wrote to the log (last index %d -> %d)", before, after)
+	}
+	if err := c.node((x + 1) % 3).VerifyLeader(ctx); err == nil {
+		t.Fatal("a follower confirmed itself as leader")
 	}
 	c.isolate(x)
-	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := xn.VerifyLeader(ctx); err == nil {
 		t.Fatal("an isolated leader without a lease confirmed itself")
+	}
+}
+
+// BenchmarkQuorumRound is one leadership check without a lease (3
+// in-process members, real bolt files).
+func BenchmarkQuorumRound(b *testing.B) {
+	c := newCluster(b, 3)
+	xn := c.node(c.waitLeader())
+	ctx := context.Background()
+	for b.Loop() {
+		if err := xn.VerifyLeader(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

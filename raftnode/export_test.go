@@ -19,3 +19,12 @@ func (n *Node) LeaseEnd() time.Time {
 	}
 	return time.Time{}
 }
+
+// HeldRaftRPCs is how many raft RPCs (or answers) fault injection holds
+// on this node right now.
+func (n *Node) HeldRaftRPCs() int64 {
+	if n.watch.faults == nil {
+		return 0
+	}
+	return n.watch.faults.holding.Load()
+}

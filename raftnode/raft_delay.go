@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,10 +27,13 @@ const (
 	RPCRequestPreVote = "request_pre_vote"
 	RPCInstallSnap    = "install_snapshot"
 	RPCTimeoutNow     = "timeout_now"
+	// RPCHeartbeatAnswer holds the answers to the heartbeats this member
+	// sends, after the follower processed them (a slow return path).
+	RPCHeartbeatAnswer = "heartbeat_answer"
 )
 
 // RPCKinds lists the kinds SetRaftDelay accepts.
-var rpcKinds = []string{RPCAppendEntries, RPCHeartbeat, RPCRequestVote, RPCRequestPreVote, RPCInstallSnap, RPCTimeoutNow}
+var rpcKinds = []string{RPCAppendEntries, RPCHeartbeat, RPCRequestVote, RPCRequestPreVote, RPCInstallSnap, RPCTimeoutNow, RPCHeartbeatAnswer}
 
 // RPCKinds returns the kinds SetRaftDelay accepts.
 func RPCKinds() []string { return slices.Clone(rpcKinds) }
@@ -68,6 +72,7 @@ type faultDelays struct {
 	delay   map[string]time.Duration
 	changed chan struct{} // closed and replaced on every change
 	held    sync.WaitGroup
+	holding atomic.Int64 // RPCs (or answers) held right now
 }
 
 func newFaultDelays() *faultDelays {
@@ -118,6 +123,8 @@ func (f *faultDelays) snapshot() map[string]time.Duration {
 // wait blocks until an RPC of kind that arrived at since is due; false
 // means stop was closed first.
 func (f *faultDelays) wait(kind string, since time.Time, stop <-chan struct{}) bool {
+	f.holding.Add(1)
+	defer f.holding.Add(-1)
 	for {
 		d, changed := f.get(kind)
 		left := time.Until(since.Add(d))
@@ -151,6 +158,17 @@ func (f *faultDelays) holdHeartbeat(stop <-chan struct{}) {
 	if f.delays(RPCHeartbeat) {
 		f.wait(RPCHeartbeat, time.Now(), stop)
 	}
+}
+
+// AppendEntries sends as raft asks; with fault injection, the answer to a
+// heartbeat is held before raft sees it.
+func (w *commitWatch) AppendEntries(id raft.ServerID, target raft.ServerAddress,
+	args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := w.Transport.AppendEntries(id, target, args, resp)
+	if w.faults.delays(RPCHeartbeatAnswer) && len(args.Entries) == 0 && args.LeaderCommitIndex == 0 && args.PrevLogEntry == 0 {
+		w.faults.wait(RPCHeartbeatAnswer, time.Now(), w.stop)
+	}
+	return err
 }
 
 // hold delivers rpc once its delay has passed, beside the forwarding loop.

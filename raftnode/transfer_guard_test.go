@@ -149,12 +149,12 @@ func retryTrials(t *testing.T, trial func(c *testCluster) bool) {
 }
 
 // moveLeadership transfers leadership to member to (from whoever leads),
-// until it is an established leader; false if avoid leads first or it
-// does not happen in time.
+// until it is an established leader; false if avoid (when not nil) leads
+// first or it does not happen in time.
 func (c *testCluster) moveLeadership(to, avoid *raftnode.Node) bool {
 	deadline := time.Now().Add(opTimeout)
 	for time.Now().Before(deadline) {
-		if avoid.IsLeader() {
+		if avoid != nil && avoid.IsLeader() {
 			return false
 		}
 		if to.IsLeader() && to.EstablishedTerm() > 0 {

@@ -15,18 +15,19 @@ import (
 // fallback whatever the flags say, at the cost of up to one snapshot
 // interval of extra log.
 //
-// Only compaction is clamped: it deletes a prefix that ends at or below the
-// newest snapshot. raft's other DeleteRange, removing a conflicting suffix
-// of uncommitted entries, always lies above the newest snapshot (which holds
-// only applied entries) and passes through unchanged.
+// Only compaction is clamped: it deletes a prefix (from the first index)
+// that ends at or below the newest snapshot. raft's other DeleteRange,
+// removing a conflicting suffix of uncommitted entries, lies above the
+// newest snapshot (which holds only applied entries) and passes through
+// unchanged.
 type retainingLogStore struct {
 	raft.LogStore
 	snaps raft.SnapshotStore
 }
 
 func (s *retainingLogStore) DeleteRange(lo, hi uint64) error {
-	if keep, ok := s.fallbackIndex(); ok && hi > keep {
-		if newest := s.newestIndex(); hi <= newest {
+	if s.isCompaction(lo, hi) {
+		if keep, ok := s.fallbackIndex(); ok && hi > keep {
 			hi = keep
 		}
 	}
@@ -34,6 +35,13 @@ func (s *retainingLogStore) DeleteRange(lo, hi uint64) error {
 		return nil
 	}
 	return s.LogStore.DeleteRange(lo, hi)
+}
+
+// isCompaction reports whether deleting lo..hi is raft compacting its log:
+// a prefix (from the first index) ending at or below the newest snapshot.
+func (s *retainingLogStore) isCompaction(lo, hi uint64) bool {
+	first, err := s.LogStore.FirstIndex()
+	return err == nil && lo == first && hi <= s.newestIndex()
 }
 
 // fallbackIndex is the index of the oldest retained snapshot when there is

@@ -71,6 +71,9 @@ func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImp
 		return nil, err
 	}
 	ctx = sctx // what the call proposes is stamped with the caller's node
+	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	res, err := s.commit(ctx, c)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,21 @@ import (
 // errUsage: flag parsing already printed the problem and usage.
 var errUsage = errors.New("usage")
 
+// errHelp: -h/--help printed the usage; the exit status is 0.
+var errHelp = errors.New("help")
+
+// parseFlags parses args into fs: errHelp for -h/--help, errUsage for any
+// other parse failure (the flag package has printed it and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
+	}
+	return nil
+}
+
 // configError marks bad configuration (exit status 2).
 type configError struct{ error }
 
@@ -39,6 +54,7 @@ type serveConfig struct {
 	TestOnlyUnsafeIDReuse                     bool
 	TestOnlyUnsafeBroadcastOrder              bool
 	TestOnlySkipIdentityCheck                 bool
+	FaultInjection                            bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
@@ -69,6 +85,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"TEST ONLY: break the broadcaster (resource keys released once a task is created, not when it is done) so the Jepsen-style checkers can be shown to catch conflicting broadcasts out of order")
 	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
 		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
+	fs.BoolVar(&c.FaultInjection, "fault-injection", false,
+		"TEST ONLY: serve /debug/raft-delay (admin), which holds raft RPCs of a kind this member receives, for the Jepsen-style raft-delay nemesis")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
@@ -92,8 +110,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			"every member must run the same --heartbeat-timeout, and a member waits one lease before starting raft")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
-	if err := fs.Parse(args); err != nil {
-		return c, errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, badConfig("unexpected argument %q", fs.Arg(0))

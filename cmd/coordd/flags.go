@@ -230,13 +230,9 @@ func (c serveConfig) validate() error {
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
 	}
-	// With fewer trailing logs than the threshold, a member whose newest
-	// snapshot turns out unreadable cannot fall back to the older one: the
-	// log no longer reaches back to it.
-	if c.Raft.TrailingLogs < c.Raft.SnapshotThreshold {
-		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
-			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
-	}
+	// Any --trailing-logs is safe for the snapshot fallback: raftnode never
+	// compacts the log past the older retained snapshot
+	// (docs/operations.md, the snapshot fallback).
 	if _, _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}

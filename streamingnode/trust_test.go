@@ -292,3 +292,21 @@ func TestRemoveCoorddDidNotDecideIsRefused(t *testing.T) {
 		t.Fatal("still held after coordd's Remove")
 	}
 }
+
+// TestHeartbeatsListHeldWALs: every heartbeat lists the WALs the node
+// really has open, with their terms, so coordd notices a lost one.
+func TestHeartbeatsListHeldWALs(t *testing.T) {
+	f := startFakeCoord(t)
+	n := startNode(t, f, t.TempDir(), nil)
+	id, _ := n.Session()
+	held := func() map[string]int64 { return f.node(id).held }
+	testutil.Eventually(t, "a heartbeat reporting no WALs", func() bool { h := held(); return h != nil && len(h) == 0 })
+	if err := n.assign(t, pch, 4, 3); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "a heartbeat listing dml_0 at term 4", func() bool { h := held(); return len(h) == 1 && h[pch] == 4 })
+	if err := n.remove(t, pch, 4, 3); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "a heartbeat without dml_0", func() bool { h := held(); return h != nil && len(h) == 0 })
+}

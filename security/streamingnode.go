@@ -94,3 +94,29 @@ func verifyStreamingNode(cs tls.ConnectionState, roots *x509.CertPool) error {
 	}
 	return nil
 }
+
+// ErrWrongNode is returned when a streaming node's certificate names
+// another node identity than the registration coordd is calling.
+var ErrWrongNode = errors.New("streaming node certificate names another node identity")
+
+// CheckNodeIdentity checks, after a call to a streaming node, that the
+// certificate it served (the leaf of cs) may speak for a registration
+// bound to node identity bound (StreamingNodeRecord.bound_node): a
+// certificate naming a node identity must name bound; one that names none
+// (the node role alone) cannot be told apart and passes, as does any
+// certificate when the registration is not bound (bound 0). A compromised
+// node's certificate therefore cannot stand in for another node's session
+// at that node's address.
+func CheckNodeIdentity(cs tls.ConnectionState, bound uint64) error {
+	if bound == 0 || len(cs.PeerCertificates) == 0 {
+		return nil
+	}
+	id, err := CertNode(cs.PeerCertificates[0])
+	if err != nil {
+		return fmt.Errorf("streaming node certificate: %w", err)
+	}
+	if id != 0 && id != bound {
+		return fmt.Errorf("%w: it names node identity %d, the registration is bound to %d", ErrWrongNode, id, bound)
+	}
+	return nil
+}

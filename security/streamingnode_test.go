@@ -178,3 +178,29 @@ func TestStreamingNodeTLS(t *testing.T) {
 		t.Error("StreamingNodeClient(nil) is not nil")
 	}
 }
+
+// CheckNodeIdentity: a certificate naming a node identity must name the
+// registration's; one naming none (the node role alone) and an unbound
+// registration pass.
+func TestCheckNodeIdentity(t *testing.T) {
+	f := newPKIFixture(t)
+	cs := func(kp KeyPair) tls.ConnectionState {
+		return tls.ConnectionState{PeerCertificates: []*x509.Certificate{leafOf(t, kp)}}
+	}
+	for name, tc := range map[string]struct {
+		cs    tls.ConnectionState
+		bound uint64
+		ok    bool
+	}{
+		"bound to its identity":      {cs(f.bound), 3, true},
+		"bound to another identity":  {cs(f.bound), 4, false},
+		"unbound registration":       {cs(f.bound), 0, true},
+		"role-only certificate":      {cs(f.node), 4, true},
+		"no certificate (plaintext)": {tls.ConnectionState{}, 4, true},
+	} {
+		err := CheckNodeIdentity(tc.cs, tc.bound)
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrWrongNode)) {
+			t.Errorf("%s: %v, want ok=%v", name, err, tc.ok)
+		}
+	}
+}

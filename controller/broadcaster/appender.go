@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -36,6 +37,10 @@ type NodeTarget struct {
 	Addr  string
 	ID    uint64
 	Epoch uint64
+	// Bound is the node identity the registration is bound to (0: none);
+	// over TLS the node's certificate must not name another one
+	// (conncache.CheckNode).
+	Bound uint64
 }
 
 // MDCoordTerm is the gRPC metadata key carrying the coordinator's raft term
@@ -82,10 +87,15 @@ func (a *GRPCAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 		return nil, err
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, MDCoordTerm, strconv.FormatUint(coordTerm, 10))
+	var p peer.Peer
 	resp, err := cl.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: pchannelTerm, Payload: payload,
-		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm, NodeId: node.ID, Epoch: node.Epoch})
+		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm, NodeId: node.ID, Epoch: node.Epoch}, grpc.Peer(&p))
 	if err != nil {
 		return nil, err
+	}
+	if err := conncache.CheckNode(&p, node.Bound); err != nil {
+		// Not the owner's WAL: the target stays unacked.
+		return nil, status.Errorf(codes.PermissionDenied, "append to %s on %s: %v", vchannel, nodeAddr, err)
 	}
 	if resp.GetId() == nil || resp.Id.Term < 1 || resp.Timestamp == 0 {
 		return nil, status.Errorf(codes.Internal, "append to %s on %s: response without a message id or timestamp", vchannel, nodeAddr)

@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
+
+	"github.com/coordd/coordd/security"
 )
 
 // DefaultIdle is how long an unused connection is kept.
@@ -97,4 +101,18 @@ func (c *Cache) Close() {
 		_ = e.conn.Close()
 		delete(c.conns, a)
 	}
+}
+
+// CheckNode checks the streaming node that answered a call (p, filled by
+// grpc.Peer) against the node identity its registration is bound to
+// (security.CheckNodeIdentity); plaintext connections pass.
+func CheckNode(p *peer.Peer, bound uint64) error {
+	if p == nil {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil
+	}
+	return security.CheckNodeIdentity(ti.State, bound)
 }

@@ -20,6 +20,21 @@ import (
 // errUsage: flag parsing already printed the problem and usage.
 var errUsage = errors.New("usage")
 
+// errHelp: -h/--help printed the usage; the exit status is 0.
+var errHelp = errors.New("help")
+
+// parseFlags parses args into fs: errHelp for -h/--help, errUsage for any
+// other parse failure (the flag package has printed it and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
+	}
+	return nil
+}
+
 // configError marks bad configuration (exit status 2).
 type configError struct{ error }
 
@@ -92,8 +107,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			"every member must run the same --heartbeat-timeout, and a member waits one lease before starting raft")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
-	if err := fs.Parse(args); err != nil {
-		return c, errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, badConfig("unexpected argument %q", fs.Arg(0))

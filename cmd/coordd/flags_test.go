@@ -180,7 +180,6 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "unknown flag", args: with("--bogus", "1"), usage: true, want: "usage"},
 		{name: "bad duration syntax", args: with("--commit-timeout", "fast"), usage: true, want: "usage"},
 		{name: "bad number syntax", args: with("--snapshot-threshold", "-1"), usage: true, want: "usage"},
-		{name: "help", args: []string{"-h"}, usage: true, want: "usage"},
 
 		{name: "config not JSON", args: with("--config", notJSON), want: "not a JSON object"},
 		{name: "config is an array", args: with("--config", array), want: "not a JSON object"},
@@ -334,14 +333,15 @@ func TestParseDevFlags(t *testing.T) {
 		args []string
 		want devConfig
 	}{
-		{nil, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2}},
-		{[]string{"--nodes", "1"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 7001, StreamingNodes: 2}},
-		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2}},
-		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2}},
+		{nil, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--nodes", "1"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 7001, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2, RestartDelay: time.Second}},
 		// The highest port is HTTP base+1000+nodes-1, which may be 65535.
-		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535}},
-		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531}},
-		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2}},
+		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535, RestartDelay: time.Second}},
+		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531, RestartDelay: time.Second}},
+		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--restart", "--restart-delay", "2s"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2, Restart: true, RestartDelay: 2 * time.Second}},
 	}
 	for _, tc := range valid {
 		got, err := parseDevFlags(tc.args, io.Discard)
@@ -413,6 +413,15 @@ func TestRunExitCodes(t *testing.T) {
 		{name: "dev: bad node count", args: []string{"dev", "--nodes", "2"}, code: 2, stderr: "--nodes must be 1, 3 or 5"},
 		{name: "dev: unknown flag", args: []string{"dev", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "usage:"},
+		// --help exits 0 everywhere, with the subcommand's flags.
+		{name: "serve --help", args: []string{"serve", "--help"}, code: 0, stderr: "-data-dir"},
+		{name: "dev --help", args: []string{"dev", "--help"}, code: 0, stderr: "-restart-delay"},
+		{name: "restore --help", args: []string{"restore", "--help"}, code: 0, stderr: "-snapshot"},
+		{name: "inspect --help", args: []string{"inspect", "--help"}, code: 0, stderr: "-data-dir"},
+		{name: "recover -h", args: []string{"recover", "-h"}, code: 0, stderr: "-peers-file"},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: "log format: "},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "coordd "},
+		{name: "dev: negative restart delay", args: []string{"dev", "--restart-delay", "-1s"}, code: 2, stderr: "--restart-delay must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

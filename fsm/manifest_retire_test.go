@@ -155,6 +155,7 @@ func TestRetiringAGoneBaseRaisesTheCreationFloor(t *testing.T) {
 	}
 	// Pruning the fenced segment folds its watermark into the floor.
 	dropped, _ := mustApply(t, late, save(30, 1, 0, 100, func(b *logpb.SaveBinlogPaths) { b.Level, b.Binlogs, b.Dropped = lvL0, nil, true }))
+	dropped, _ = mustApply(t, dropped, cpUpdate(1, v0, 2, ComposeTS(6000))) // the checkpoint passes its rows
 	pruned, _ := mustApply(t, dropped, cmd(&logpb.PruneDroppedSegments{RetentionMs: 1000, MaxCount: 10, DecisionTerm: 2}, withProposedAt(1<<40)))
 	if pruned.RetiredManifestCount() != 0 || pruned.ManifestCreateFloor() != 41 {
 		t.Fatalf("after the prune: %d watermarks, floor %d", pruned.RetiredManifestCount(), pruned.ManifestCreateFloor())
@@ -246,6 +247,7 @@ func TestPruneKeepsTheWatermarkOfAnUnallocatedBase(t *testing.T) {
 	s, res := mustApply(t, s, retire(2, retirement(5000, 2, 3)))
 	retiredResult(true)(t, res[0])
 	s, _ = mustApply(t, s, save(1, 51, 0, 160, droppedSave, noBinlogs))
+	s, _ = mustApply(t, s, cpUpdate(1, v0, 2, ComposeTS(6000))) // the checkpoint passes its rows
 	s, _ = mustApply(t, s, cmd(&logpb.PruneDroppedSegments{RetentionMs: 1000, MaxCount: 10, DecisionTerm: 2}, withProposedAt(1<<40)))
 	if _, ok := s.Segment(1); ok || s.ManifestRetired(commands.ManifestBase(coll, 1, 5000)) != 3 || uint64(s.ManifestCreateFloor()) > s.NextID() {
 		t.Fatalf("after the prune: watermark %d, floor %d (next id %d)", s.ManifestRetired(commands.ManifestBase(coll, 1, 5000)), s.ManifestCreateFloor(), s.NextID())

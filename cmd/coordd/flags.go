@@ -54,6 +54,7 @@ type serveConfig struct {
 	TestOnlyUnsafeIDReuse                     bool
 	TestOnlyUnsafeBroadcastOrder              bool
 	TestOnlySkipIdentityCheck                 bool
+	FaultInjection                            bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
@@ -84,6 +85,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"TEST ONLY: break the broadcaster (resource keys released once a task is created, not when it is done) so the Jepsen-style checkers can be shown to catch conflicting broadcasts out of order")
 	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
 		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
+	fs.BoolVar(&c.FaultInjection, "fault-injection", false,
+		"TEST ONLY: serve /debug/raft-delay (admin), which holds raft RPCs of a kind this member receives, for the Jepsen-style raft-delay nemesis")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
@@ -227,13 +230,9 @@ func (c serveConfig) validate() error {
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
 	}
-	// With fewer trailing logs than the threshold, a member whose newest
-	// snapshot turns out unreadable cannot fall back to the older one: the
-	// log no longer reaches back to it.
-	if c.Raft.TrailingLogs < c.Raft.SnapshotThreshold {
-		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
-			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
-	}
+	// Any --trailing-logs is safe for the snapshot fallback: raftnode never
+	// compacts the log past the older retained snapshot
+	// (docs/operations.md, the snapshot fallback).
 	if _, _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -178,7 +177,7 @@ func (p *producer) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := p.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, StreamingNodeDialOptions(p.c.cfg.TLS)...)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +344,7 @@ func (c *Client) OwnerTrouble(ctx context.Context, pchannel string) (string, err
 // StreamingNodeStatus asks the streaming node at addr for its Status (the
 // WALs it holds, its session), over the same connection kind inserts use.
 func (c *Client) StreamingNodeStatus(ctx context.Context, addr string) (*coordpb.NodeStatusResponse, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, StreamingNodeDialOptions(c.cfg.TLS)...)
 	if err != nil {
 		return nil, err
 	}

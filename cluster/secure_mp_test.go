@@ -210,7 +210,10 @@ func TestSecureCluster(t *testing.T) {
 	lis.Close()
 	snDir := filepath.Join(dir, "sn5")
 	sn := exec.Command(streamingBinary, "--coord", l.Endpoints(), "--addr", snAddr, "--wal-dir", filepath.Join(snDir, "wal"),
-		"--data-dir", snDir, "--tls-ca", pki.Client.CA, "--token-file", tokenFile)
+		"--data-dir", snDir, "--tls-ca", pki.Client.CA, "--token-file", tokenFile,
+		// Its own port needs a node certificate; it is not presented to
+		// coordd, so the token alone binds the registration.
+		"--listen-tls-cert", pki.Node(5).Cert, "--listen-tls-key", pki.Node(5).Key)
 	var snLog strings.Builder
 	sn.Stdout, sn.Stderr = &snLog, &snLog
 	if err := sn.Start(); err != nil {

@@ -21,6 +21,13 @@ type Config struct {
 	// role: a token of that role, or a client certificate carrying it.
 	CoordTLS   *tls.Config
 	CoordToken string
+	// ServeTLS, when set, is the TLS of the node's own port
+	// (security.Material.StreamingNodeServer builds it): the node serves
+	// TLS with its certificate, and admits lifecycle calls (Assign,
+	// Remove) and coordinator appends only from a caller presenting
+	// coordd's server identity (docs/security.md#the-streaming-nodes-port).
+	// nil serves plaintext and admits anyone (an insecure cluster).
+	ServeTLS *tls.Config
 	// Addr is the listen address of the StreamingNodeService and the address
 	// registered with coordd. With port 0 (tests) the bound address is
 	// registered instead.
@@ -51,6 +58,11 @@ type Config struct {
 	// the Remove never reached it), so a deposed owner keeps writing at its
 	// old term.
 	UnsafeNoFence bool
+	// UnsafeAcceptAnyRemove breaks the node on purpose, for tests only: a
+	// Remove is accepted without checking that coordd moved the channel on
+	// (the node's behaviour before that check), so a test can take a WAL
+	// away behind coordd's back and watch coordd notice the lost WAL.
+	UnsafeAcceptAnyRemove bool
 	// Logger defaults to a logger on stderr at info level.
 	Logger hclog.Logger
 	// Listener, if set, is used instead of listening on Addr (Addr may then
@@ -101,6 +113,9 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if c.CoordToken != "" && c.CoordTLS == nil {
 		return errors.New("streamingnode: a coordd token needs TLS (CoordTLS)")
+	}
+	if (c.ServeTLS == nil) != (c.CoordTLS == nil) {
+		return errors.New("streamingnode: a secure node talks TLS both ways: set both CoordTLS and ServeTLS, or neither")
 	}
 	if len(c.Coord) == 0 {
 		return errors.New("streamingnode: at least one coordd endpoint is required")

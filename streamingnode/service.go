@@ -53,9 +53,13 @@ func reason(err error) string {
 // a coordinator or PChannel term coordd has not confirmed (heartbeat answers,
 // the assignment view) is refused with Unavailable
 // (docs/semantics.md#streaming-node-trust). The same term again only updates
-// the access mode.
+// the access mode. On a secure node only coordd's server identity may call
+// it (requireCoordinator).
 func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coordpb.AssignResponse, error) {
 	n := s.n
+	if err := n.requireCoordinator(ctx, "Assign"); err != nil {
+		return nil, err
+	}
 	if err := validPChannel(req.Pchannel); err != nil {
 		return nil, err
 	}
@@ -121,9 +125,15 @@ func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coor
 // Remove closes the WAL of a PChannel if it is held here at the given term
 // or an older one (a newer term is left alone) and remembers the term, so a
 // late Assign for it is refused. Identity and coordinator-term checks are
-// those of Assign (docs/architecture.md#fencing).
+// those of Assign (docs/architecture.md#fencing); the term must be below
+// the one coordd's assignment view holds (confirmRemove). On a secure node
+// only coordd's server identity may call it, like Assign
+// (docs/security.md#the-streaming-nodes-port).
 func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coordpb.RemoveResponse, error) {
 	n := s.n
+	if err := n.requireCoordinator(ctx, "Remove"); err != nil {
+		return nil, err
+	}
 	if err := validPChannel(req.Pchannel); err != nil {
 		return nil, err
 	}
@@ -136,7 +146,9 @@ func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coor
 	if err := n.confirmCoordTerm(ctx, req.CoordTerm); err != nil {
 		return nil, err
 	}
-	if err := n.confirmRemove(ctx, req.Pchannel, req.Term); err != nil {
+	if n.cfg.UnsafeAcceptAnyRemove {
+		n.log.Warn("TEST ONLY: accepting a Remove coordd may not have decided", "pchannel", req.Pchannel, "term", req.Term)
+	} else if err := n.confirmRemove(ctx, req.Pchannel, req.Term); err != nil {
 		return nil, err
 	}
 	sl := n.slotFor(req.Pchannel, true)
@@ -193,6 +205,13 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	}
 	if dml.IsDML(req.Payload) {
 		return nil, invalid("the payload starts like a DML message: rows are written with Insert, which assigns them a segment")
+	}
+	if req.CoordTerm != 0 || req.AckSyncUp {
+		// A coordinator's broadcast append (fenced by its term, acked to
+		// coordd by this node on its behalf) is coordd's call.
+		if err := n.requireCoordinator(ctx, "a coordinator Append (coord_term or ack_sync_up set)"); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err

@@ -2134,10 +2134,17 @@ func (x *RegisterStreamingNodeResponse) GetRegisteredVersion() *Version {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	SeenVersion   *Version               `protobuf:"bytes,3,opt,name=seen_version,json=seenVersion,proto3" json:"seen_version,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch       uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	SeenVersion *Version               `protobuf:"bytes,3,opt,name=seen_version,json=seenVersion,proto3" json:"seen_version,omitempty"`
+	// held: the PChannel WALs the node actually has open, each with its
+	// term, when held_reported is set (a node that does not set it is never
+	// judged by it). The leader reassigns, at a new term, an ASSIGNED
+	// PChannel whose owner stops listing it at the current term for two
+	// heartbeats in a row (docs/architecture.md#lost-wal-detection).
+	Held          []*HeldPChannel `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
+	HeldReported  bool            `protobuf:"varint,5,opt,name=held_reported,json=heldReported,proto3" json:"held_reported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2193,6 +2200,73 @@ func (x *HeartbeatRequest) GetSeenVersion() *Version {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetHeld() []*HeldPChannel {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetHeldReported() bool {
+	if x != nil {
+		return x.HeldReported
+	}
+	return false
+}
+
+// HeldPChannel is one WAL a streaming node has open.
+type HeldPChannel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldPChannel) Reset() {
+	*x = HeldPChannel{}
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldPChannel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldPChannel) ProtoMessage() {}
+
+func (x *HeldPChannel) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldPChannel.ProtoReflect.Descriptor instead.
+func (*HeldPChannel) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *HeldPChannel) GetPchannel() string {
+	if x != nil {
+		return x.Pchannel
+	}
+	return ""
+}
+
+func (x *HeldPChannel) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// coord_term: the leader's raft term, which fences calls to the node.
@@ -2205,7 +2279,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2291,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2304,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HeartbeatResponse) GetCoordTerm() uint64 {
@@ -2264,7 +2338,7 @@ type NodeSessionRequest struct {
 
 func (x *NodeSessionRequest) Reset() {
 	*x = NodeSessionRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[39]
+	mi := &file_coordd_v1_channels_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2350,7 @@ func (x *NodeSessionRequest) String() string {
 func (*NodeSessionRequest) ProtoMessage() {}
 
 func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[39]
+	mi := &file_coordd_v1_channels_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2363,7 @@ func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionRequest.ProtoReflect.Descriptor instead.
 func (*NodeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeSessionRequest) GetNodeId() uint64 {
@@ -2317,7 +2391,7 @@ type NodeSessionResponse struct {
 
 func (x *NodeSessionResponse) Reset() {
 	*x = NodeSessionResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[40]
+	mi := &file_coordd_v1_channels_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2403,7 @@ func (x *NodeSessionResponse) String() string {
 func (*NodeSessionResponse) ProtoMessage() {}
 
 func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[40]
+	mi := &file_coordd_v1_channels_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2416,7 @@ func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionResponse.ProtoReflect.Descriptor instead.
 func (*NodeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{40}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeSessionResponse) GetState() string {
@@ -2507,11 +2581,16 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x1dRegisterStreamingNodeResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12A\n" +
-	"\x12registered_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\x11registeredVersion\"x\n" +
+	"\x12registered_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\x11registeredVersion\"\xca\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x125\n" +
-	"\fseen_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\"_\n" +
+	"\fseen_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\x12+\n" +
+	"\x04held\x18\x04 \x03(\v2\x17.coordd.v1.HeldPChannelR\x04held\x12#\n" +
+	"\rheld_reported\x18\x05 \x01(\bR\fheldReported\">\n" +
+	"\fHeldPChannel\x12\x1a\n" +
+	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\"_\n" +
 	"\x11HeartbeatResponse\x12\x1d\n" +
 	"\n" +
 	"coord_term\x18\x01 \x01(\x04R\tcoordTerm\x12\x14\n" +
@@ -2558,7 +2637,7 @@ func file_coordd_v1_channels_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_channels_proto_rawDescData
 }
 
-var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_coordd_v1_channels_proto_goTypes = []any{
 	(*Version)(nil),                              // 0: coordd.v1.Version
 	(*PChannelHistory)(nil),                      // 1: coordd.v1.PChannelHistory
@@ -2598,21 +2677,22 @@ var file_coordd_v1_channels_proto_goTypes = []any{
 	(*RegisterStreamingNodeRequest)(nil),         // 35: coordd.v1.RegisterStreamingNodeRequest
 	(*RegisterStreamingNodeResponse)(nil),        // 36: coordd.v1.RegisterStreamingNodeResponse
 	(*HeartbeatRequest)(nil),                     // 37: coordd.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                    // 38: coordd.v1.HeartbeatResponse
-	(*NodeSessionRequest)(nil),                   // 39: coordd.v1.NodeSessionRequest
-	(*NodeSessionResponse)(nil),                  // 40: coordd.v1.NodeSessionResponse
-	(ReadConsistency)(0),                         // 41: coordd.v1.ReadConsistency
+	(*HeldPChannel)(nil),                         // 38: coordd.v1.HeldPChannel
+	(*HeartbeatResponse)(nil),                    // 39: coordd.v1.HeartbeatResponse
+	(*NodeSessionRequest)(nil),                   // 40: coordd.v1.NodeSessionRequest
+	(*NodeSessionResponse)(nil),                  // 41: coordd.v1.NodeSessionResponse
+	(ReadConsistency)(0),                         // 42: coordd.v1.ReadConsistency
 }
 var file_coordd_v1_channels_proto_depIdxs = []int32{
 	1,  // 0: coordd.v1.PChannel.histories:type_name -> coordd.v1.PChannelHistory
-	41, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	42, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	2,  // 2: coordd.v1.ListPChannelsResponse.pchannels:type_name -> coordd.v1.PChannel
 	0,  // 3: coordd.v1.ListPChannelsResponse.version:type_name -> coordd.v1.Version
 	9,  // 4: coordd.v1.RebalanceResponse.moves:type_name -> coordd.v1.PChannelMove
-	41, // 5: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	42, // 5: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	10, // 6: coordd.v1.ListNodesResponse.nodes:type_name -> coordd.v1.StreamingNode
 	10, // 7: coordd.v1.DrainNodeResponse.node:type_name -> coordd.v1.StreamingNode
-	41, // 8: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	42, // 8: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	20, // 9: coordd.v1.ListVirtualChannelsResponse.collections:type_name -> coordd.v1.CollectionVChannels
 	22, // 10: coordd.v1.ReplicateConfiguration.clusters:type_name -> coordd.v1.ReplicateCluster
 	23, // 11: coordd.v1.ReplicateConfiguration.topology:type_name -> coordd.v1.ReplicateTopology
@@ -2625,47 +2705,48 @@ var file_coordd_v1_channels_proto_depIdxs = []int32{
 	24, // 18: coordd.v1.AssignmentUpdate.replicate_config:type_name -> coordd.v1.ReplicateConfiguration
 	0,  // 19: coordd.v1.RegisterStreamingNodeResponse.registered_version:type_name -> coordd.v1.Version
 	0,  // 20: coordd.v1.HeartbeatRequest.seen_version:type_name -> coordd.v1.Version
-	3,  // 21: coordd.v1.Channels.ListPChannels:input_type -> coordd.v1.ListPChannelsRequest
-	5,  // 22: coordd.v1.Channels.AddPChannels:input_type -> coordd.v1.AddPChannelsRequest
-	7,  // 23: coordd.v1.Channels.Rebalance:input_type -> coordd.v1.RebalanceRequest
-	11, // 24: coordd.v1.Channels.ListNodes:input_type -> coordd.v1.ListNodesRequest
-	13, // 25: coordd.v1.Channels.DrainNode:input_type -> coordd.v1.DrainNodeRequest
-	13, // 26: coordd.v1.Channels.UndrainNode:input_type -> coordd.v1.DrainNodeRequest
-	15, // 27: coordd.v1.Channels.AllocVirtualChannels:input_type -> coordd.v1.AllocVirtualChannelsRequest
-	17, // 28: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
-	19, // 29: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
-	25, // 30: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
-	27, // 31: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
-	28, // 32: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
-	30, // 33: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
-	33, // 34: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
-	35, // 35: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
-	37, // 36: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
-	39, // 37: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
-	39, // 38: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
-	4,  // 39: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
-	6,  // 40: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
-	8,  // 41: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
-	12, // 42: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
-	14, // 43: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
-	14, // 44: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
-	16, // 45: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
-	18, // 46: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
-	21, // 47: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
-	26, // 48: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
-	29, // 49: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	29, // 50: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	32, // 51: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
-	34, // 52: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
-	36, // 53: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
-	38, // 54: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
-	40, // 55: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
-	40, // 56: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
-	39, // [39:57] is the sub-list for method output_type
-	21, // [21:39] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	38, // 21: coordd.v1.HeartbeatRequest.held:type_name -> coordd.v1.HeldPChannel
+	3,  // 22: coordd.v1.Channels.ListPChannels:input_type -> coordd.v1.ListPChannelsRequest
+	5,  // 23: coordd.v1.Channels.AddPChannels:input_type -> coordd.v1.AddPChannelsRequest
+	7,  // 24: coordd.v1.Channels.Rebalance:input_type -> coordd.v1.RebalanceRequest
+	11, // 25: coordd.v1.Channels.ListNodes:input_type -> coordd.v1.ListNodesRequest
+	13, // 26: coordd.v1.Channels.DrainNode:input_type -> coordd.v1.DrainNodeRequest
+	13, // 27: coordd.v1.Channels.UndrainNode:input_type -> coordd.v1.DrainNodeRequest
+	15, // 28: coordd.v1.Channels.AllocVirtualChannels:input_type -> coordd.v1.AllocVirtualChannelsRequest
+	17, // 29: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
+	19, // 30: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
+	25, // 31: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
+	27, // 32: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
+	28, // 33: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
+	30, // 34: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
+	33, // 35: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
+	35, // 36: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
+	37, // 37: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
+	40, // 38: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
+	40, // 39: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
+	4,  // 40: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
+	6,  // 41: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
+	8,  // 42: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
+	12, // 43: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
+	14, // 44: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
+	14, // 45: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
+	16, // 46: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
+	18, // 47: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
+	21, // 48: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
+	26, // 49: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
+	29, // 50: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	29, // 51: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	32, // 52: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
+	34, // 53: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
+	36, // 54: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
+	39, // 55: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
+	41, // 56: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
+	41, // 57: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
+	40, // [40:58] is the sub-list for method output_type
+	22, // [22:40] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_coordd_v1_channels_proto_init() }
@@ -2680,7 +2761,7 @@ func file_coordd_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_channels_proto_rawDesc), len(file_coordd_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -2,6 +2,11 @@ package balancer
 
 import (
 	"context"
+	"crypto/tls"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
@@ -26,10 +31,14 @@ type NodeTarget struct {
 	Addr  string
 	ID    uint64
 	Epoch uint64
+	// Bound is the node identity the registration is bound to (0: none);
+	// over TLS the node's certificate must not name another one
+	// (conncache.CheckNode).
+	Bound uint64
 }
 
 func targetOf(n *logpb.StreamingNodeRecord) NodeTarget {
-	return NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch}
+	return NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch, Bound: n.BoundNode}
 }
 
 // grpcStreamingClient keeps one connection per node address (unused ones
@@ -38,8 +47,19 @@ type grpcStreamingClient struct {
 	conns *conncache.Cache
 }
 
-func newGRPCStreamingClient() *grpcStreamingClient {
-	return &grpcStreamingClient{conns: conncache.New(0, nil)}
+// newGRPCStreamingClient dials nodes with tlsCfg (plaintext when nil;
+// conncache.New).
+func newGRPCStreamingClient(tlsCfg *tls.Config) *grpcStreamingClient {
+	return &grpcStreamingClient{conns: conncache.New(0, nil, streamingDialOptions(tlsCfg)...)}
+}
+
+// streamingDialOptions are the transport options for streaming nodes:
+// TLS with tlsCfg, or none (conncache's plaintext default) when nil.
+func streamingDialOptions(tlsCfg *tls.Config) []grpc.DialOption {
+	if tlsCfg == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}
 }
 
 func (c *grpcStreamingClient) client(addr string) (coordpb.StreamingNodeServiceClient, error) {
@@ -63,9 +83,16 @@ func (c *grpcStreamingClient) Assign(ctx context.Context, node NodeTarget, pchan
 	if err != nil {
 		return err
 	}
+	var p peer.Peer
 	_, err = cl.Assign(ctx, &coordpb.AssignRequest{Pchannel: pchannel, Term: term, AccessMode: ModeName(mode), CoordTerm: coordTerm,
-		NodeId: node.ID, Epoch: node.Epoch})
-	return err
+		NodeId: node.ID, Epoch: node.Epoch}, grpc.Peer(&p))
+	if err != nil {
+		return err
+	}
+	// An answer from a node whose certificate names another identity is
+	// not an assignment: the phase fails and the channel does not become
+	// ASSIGNED to an impostor at this address.
+	return conncache.CheckNode(&p, node.Bound)
 }
 
 func (c *grpcStreamingClient) Remove(ctx context.Context, node NodeTarget, pchannel string, term int64, coordTerm uint64) error {

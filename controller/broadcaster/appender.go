@@ -2,11 +2,15 @@ package broadcaster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"strconv"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -33,6 +37,10 @@ type NodeTarget struct {
 	Addr  string
 	ID    uint64
 	Epoch uint64
+	// Bound is the node identity the registration is bound to (0: none);
+	// over TLS the node's certificate must not name another one
+	// (conncache.CheckNode).
+	Bound uint64
 }
 
 // MDCoordTerm is the gRPC metadata key carrying the coordinator's raft term
@@ -45,8 +53,17 @@ type GRPCAppender struct {
 	conns *conncache.Cache
 }
 
-// NewGRPCAppender returns an appender that dials nodes lazily.
-func NewGRPCAppender() *GRPCAppender { return &GRPCAppender{conns: conncache.New(0, nil)} }
+// NewGRPCAppender returns an appender that dials nodes lazily, with TLS
+// tlsCfg (plaintext when nil): on a secure cluster coordd presents its
+// server certificate, which the node requires of a coordinator append,
+// and verifies the node's (security.StreamingNodeClient).
+func NewGRPCAppender(tlsCfg *tls.Config) *GRPCAppender {
+	var opts []grpc.DialOption
+	if tlsCfg != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	}
+	return &GRPCAppender{conns: conncache.New(0, nil, opts...)}
+}
 
 var errAppenderClosed = errors.New("broadcaster: appender closed")
 
@@ -70,10 +87,15 @@ func (a *GRPCAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 		return nil, err
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, MDCoordTerm, strconv.FormatUint(coordTerm, 10))
+	var p peer.Peer
 	resp, err := cl.Append(ctx, &coordpb.AppendRequest{Vchannel: vchannel, Term: pchannelTerm, Payload: payload,
-		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm, NodeId: node.ID, Epoch: node.Epoch})
+		BroadcastId: broadcastID, AckSyncUp: ackSyncUp, CoordTerm: coordTerm, NodeId: node.ID, Epoch: node.Epoch}, grpc.Peer(&p))
 	if err != nil {
 		return nil, err
+	}
+	if err := conncache.CheckNode(&p, node.Bound); err != nil {
+		// Not the owner's WAL: the target stays unacked.
+		return nil, status.Errorf(codes.PermissionDenied, "append to %s on %s: %v", vchannel, nodeAddr, err)
 	}
 	if resp.GetId() == nil || resp.Id.Term < 1 || resp.Timestamp == 0 {
 		return nil, status.Errorf(codes.Internal, "append to %s on %s: response without a message id or timestamp", vchannel, nodeAddr)

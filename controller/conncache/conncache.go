@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
+
+	"github.com/coordd/coordd/security"
 )
 
 // DefaultIdle is how long an unused connection is kept.
@@ -28,6 +32,7 @@ type entry struct {
 type Cache struct {
 	idle time.Duration
 	now  func() time.Time
+	dial []grpc.DialOption
 
 	mu     sync.Mutex
 	conns  map[string]*entry
@@ -35,15 +40,21 @@ type Cache struct {
 }
 
 // New returns a cache that closes connections unused for idle (DefaultIdle
-// when idle <= 0); now is the clock (time.Now when nil).
-func New(idle time.Duration, now func() time.Time) *Cache {
+// when idle <= 0); now is the clock (time.Now when nil). dial are the
+// options of every connection; without them connections are plaintext
+// (an insecure cluster). A secure coordd passes TLS that presents its
+// server certificate and verifies the node's (security.StreamingNodeClient).
+func New(idle time.Duration, now func() time.Time, dial ...grpc.DialOption) *Cache {
 	if idle <= 0 {
 		idle = DefaultIdle
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Cache{idle: idle, now: now, conns: map[string]*entry{}}
+	if len(dial) == 0 {
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return &Cache{idle: idle, now: now, dial: dial, conns: map[string]*entry{}}
 }
 
 // Get returns the connection to addr, dialling it (lazily) if needed, and
@@ -63,7 +74,7 @@ func (c *Cache) Get(addr string) (*grpc.ClientConn, error) {
 	}
 	e, ok := c.conns[addr]
 	if !ok {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, c.dial...)
 		if err != nil {
 			return nil, err
 		}
@@ -90,4 +101,18 @@ func (c *Cache) Close() {
 		_ = e.conn.Close()
 		delete(c.conns, a)
 	}
+}
+
+// CheckNode checks the streaming node that answered a call (p, filled by
+// grpc.Peer) against the node identity its registration is bound to
+// (security.CheckNodeIdentity); plaintext connections pass.
+func CheckNode(p *peer.Peer, bound uint64) error {
+	if p == nil {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil
+	}
+	return security.CheckNodeIdentity(ti.State, bound)
 }

@@ -23,7 +23,7 @@ var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.I
 // the write-path (flush) and manifest-commit workloads.
 func Smoke() []scenario.Scenario {
 	d := 16 * time.Second
-	return []scenario.Scenario{
+	smoke := []scenario.Scenario{
 		{Name: "smoke-net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "smoke-proc-3", Nodes: 3, Faults: processFaults, Duration: d},
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
@@ -51,13 +51,16 @@ func Smoke() []scenario.Scenario {
 		// streaming nodes are killed, paused and cut off.
 		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
-			StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs, Workloads: scenario.FlushWorkloads},
+			StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs, Workloads: scenario.FlushWorkloads,
+			SecureBlocked: blockedD2},
 		// Manifest commits: concurrent committers per segment while members
 		// are killed, paused and cut off; the collector runs throughout.
 		{Name: "smoke-manifest-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 12 * time.Second, Recovery: 3 * time.Second, ExtraArgs: scenario.ManifestArgs, ObjectStore: true,
 			Workloads: scenario.ManifestWorkloads},
 	}
+	smoke = append(smoke, hostileSmoke()...)
+	return smoke
 }
 
 // withClientCut is kinds plus the client-link faults.
@@ -142,6 +145,10 @@ func brokenClient() scenario.Scenario {
 	return scenario.Scenario{
 		Name: "smoke-broken-client-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader},
 		Duration: 4 * time.Second, Recovery: time.Second, ExpectViolation: true,
+		// The smoke matrix's explicit insecure variant (--insecure: plaintext,
+		// no tokens): the whole pipeline without TLS; every other smoke
+		// scenario runs secure.
+		Insecure: true,
 		Workloads: func(nodes int) []workload.Workload {
 			return []workload.Workload{&workload.Alloc{NClients: 2 * nodes, InjectStale: 50}}
 		},
@@ -197,11 +204,15 @@ func Full() []scenario.Scenario {
 		// kills and pauses.
 		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs,
-			Workloads: scenario.FlushWorkloads},
+			Workloads: scenario.FlushWorkloads, SecureBlocked: blockedD2},
 		// Manifest commits under every coordd fault kind.
 		{Name: "manifest-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, Workloads: scenario.ManifestWorkloads},
+		// The explicit insecure variant (--insecure, plaintext, no tokens);
+		// every other template runs secure.
+		{Name: "proc-3-insecure", Nodes: 3, Faults: processFaults, Duration: d, Insecure: true},
 	}
+	templates = append(templates, hostileTemplates(d)...)
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {
 		for _, t := range templates {

@@ -58,7 +58,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	if np <= 0 {
 		np = 3
 	}
-	admin, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	admin, err := client.New(ctx, env.ClientConfig(RoleRead, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	}
 	var wg sync.WaitGroup
 	for k := 0; k < b.Clients(); k++ {
-		cfg := ClientConfig(env.Endpoints(k % env.Members))
+		cfg := env.ClientConfig(RoleNode, env.Endpoints(k%env.Members))
 		cfg.RequestTimeout, cfg.AttemptTimeout = 8*time.Second, 3*time.Second
 		cl, err := client.New(ctx, cfg)
 		if err != nil {

@@ -52,7 +52,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 	if env.WALDir == "" {
 		return fmt.Errorf("the flush workload needs streaming nodes")
 	}
-	cl, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	cl, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := client.New(ctx, ClientConfig(env.Endpoints(i%env.Members)))
+			c, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(i%env.Members)))
 			if err != nil {
 				return
 			}
@@ -123,7 +123,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 	// back everything persisted.
 	fctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	fin, err := client.New(fctx, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second})
+	fin, err := client.New(fctx, env.Config(RoleNode, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ var channelArgs = []string{"--pchannels", "8", "--node-ttl", "2s", "--balance-in
 func startChannelCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *client.Client) {
 	t.Helper()
 	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: channelArgs, StreamingNodes: streamingNodes})
-	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
+	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,27 +47,47 @@ type LauncherConfig struct {
 // LaunchSecurity is the TLS material and bootstrap token of a secure
 // launched cluster (security.WriteDevPKI writes a matching set).
 type LaunchSecurity struct {
-	Server             security.Files // every member's server certificate
+	Server security.Files // every member's server certificate (unless Servers names one)
+	// Servers, when set, gives member i its own server certificate
+	// (Servers[i]); members beyond it use Server.
+	Servers            []security.Files
 	Node               security.Files // streaming nodes' client certificate (role node)
 	BootstrapTokenFile string
+	// StreamingCredential, when set, is streaming node i's credential
+	// flags (e.g. --token-file of a token bound to it) instead of Node's
+	// certificate; --tls-ca is always Node.CA.
+	StreamingCredential func(i int) []string
 }
 
-// memberArgs are the security flags of a member.
-func (s *LaunchSecurity) memberArgs() []string {
+// server is member i's certificate.
+func (s *LaunchSecurity) server(i int) security.Files {
+	if i >= 0 && i < len(s.Servers) {
+		return s.Servers[i]
+	}
+	return s.Server
+}
+
+// MemberArgs are the security flags of member i (--insecure without
+// security), for members a test starts outside the launcher too.
+func (s *LaunchSecurity) MemberArgs(i int) []string {
 	if s == nil {
 		return []string{"--insecure"}
 	}
-	args := []string{"--insecure=false", "--tls-ca", s.Server.CA, "--tls-cert", s.Server.Cert, "--tls-key", s.Server.Key}
+	f := s.server(i)
+	args := []string{"--insecure=false", "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
 	if s.BootstrapTokenFile != "" {
 		args = append(args, "--bootstrap-token-file", s.BootstrapTokenFile)
 	}
 	return args
 }
 
-// streamingArgs are the security flags of a streaming node.
-func (s *LaunchSecurity) streamingArgs() []string {
+// streamingArgs are the security flags of streaming node i.
+func (s *LaunchSecurity) streamingArgs(i int) []string {
 	if s == nil {
 		return nil
+	}
+	if s.StreamingCredential != nil {
+		return append([]string{"--tls-ca", s.Node.CA}, s.StreamingCredential(i)...)
 	}
 	return []string{"--tls-ca", s.Node.CA, "--tls-cert", s.Node.Cert, "--tls-key", s.Node.Key}
 }
@@ -77,7 +97,7 @@ func (s *LaunchSecurity) httpClient() (*http.Client, string, error) {
 	if s == nil {
 		return &http.Client{Timeout: time.Second}, "http://", nil
 	}
-	m, err := security.Load(security.Files{CA: s.Server.CA})
+	m, err := security.Load(security.Files{CA: s.server(0).CA})
 	if err != nil {
 		return nil, "", err
 	}
@@ -139,6 +159,10 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 	}
 	return l
 }
+
+// Security is the cluster's TLS material and bootstrap token (nil: every
+// process runs --insecure).
+func (l *Launcher) Security() *LaunchSecurity { return l.cfg.Security }
 
 // Members lists the planned coordd members.
 func (l *Launcher) Members() []LocalMember { return l.members }
@@ -204,7 +228,7 @@ func (l *Launcher) StartMember(i int) error {
 	args := append([]string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
-		"--peers", l.peers(), "--object-store", l.ObjectStoreDir()}, append(l.cfg.Security.memberArgs(), l.cfg.ExtraArgs...)...)
+		"--peers", l.peers(), "--object-store", l.ObjectStoreDir()}, append(l.cfg.Security.MemberArgs(i), l.cfg.ExtraArgs...)...)
 	if l.cfg.MemberArgs != nil {
 		args = append(args, l.cfg.MemberArgs(i)...)
 	}
@@ -221,7 +245,7 @@ func (l *Launcher) StartStreamingNode(i int) error {
 	if sn.MetricsAddr != "" {
 		args = append(args, "--metrics-addr", sn.MetricsAddr)
 	}
-	args = append(args, l.cfg.Security.streamingArgs()...)
+	args = append(args, l.cfg.Security.streamingArgs(i)...)
 	args = append(args, l.cfg.StreamingExtraArgs...)
 	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
 }

@@ -36,6 +36,7 @@ func memberArgs(l *cluster.Launcher, i int, extra ...string) []string {
 	args := []string{"serve", "--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr}
 	args = append(args, "--peers", strings.Join(peers, ","))
+	args = append(args, memberArgsSec(l, i)...)
 	return append(args, extra...)
 }
 
@@ -396,8 +397,8 @@ func TestReplaceMemberThatLostItsDisk(t *testing.T) {
 	}
 	expectRefusal(t, memberArgs(l, f), "already belongs to cluster")
 	os.RemoveAll(m.DataDir)
-	joinArgs := []string{"serve", "--id", m.ID, "--data-dir", m.DataDir, "--raft-addr", m.RaftAddr,
-		"--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr, "--join", l.Members()[leader].GRPCAddr}
+	joinArgs := append([]string{"serve", "--id", m.ID, "--data-dir", m.DataDir, "--raft-addr", m.RaftAddr,
+		"--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr, "--join", l.Members()[leader].GRPCAddr}, memberArgsSec(l, f)...)
 	expectRefusal(t, joinArgs, "is already in the cluster but its data dir never joined it")
 
 	if _, err := anyMember(ctx, c, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.RemoveMemberResponse, error) {

@@ -30,8 +30,10 @@ func hostileExpect(s scenario.Scenario) scenario.Scenario {
 }
 
 // HostileWorkloads are the write path plus broadcasts (acks to forge).
+// The final flush gets 30 s: one forged checkpoint that lands (D1) keeps
+// it from ever completing, and the run should say so quickly.
 func HostileWorkloads(int) []workload.Workload {
-	return []workload.Workload{&workload.Flush{}, &workload.Broadcast{NClients: 2, PChannels: 3}}
+	return []workload.Workload{&workload.Flush{FinalWait: 30 * time.Second}, &workload.Broadcast{NClients: 2, PChannels: 3}}
 }
 
 // hostileFaults are coordd faults that move no PChannel by themselves, so

@@ -69,6 +69,8 @@ type HostileConfig struct {
 	// ClientID is the history client of the forged calls; ClientID+1 is
 	// the owner observer's.
 	ClientID int
+	// Logf, when set, logs what the nemesis could not do.
+	Logf func(format string, args ...any)
 }
 
 // ForgedIn is the input of a forged call in the history.
@@ -100,19 +102,22 @@ func (s OwnerState) Owned() bool { return s.State == "ASSIGNED" && s.Held }
 // RunHostile forges calls for cfg.Duration (a pause of 300-900 ms between
 // them, kinds and credentials drawn from the seed, every pair once before
 // any repeats) while the owner observer records the PChannels' owners
-// every 200 ms, until ctx ends or the duration is over.
+// every 200 ms until ctx ends (the load stops).
 func RunHostile(ctx context.Context, cfg HostileConfig) {
 	if len(cfg.Creds) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	defer cancel()
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		observeOwners(ctx, cfg)
 	}()
 	defer func() { <-done }()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x686f7374))
 	kinds := []string{ForgeCheckpoint, ForgeAck, ForgeBinlogs, ForgeRemove}
@@ -133,6 +138,7 @@ func RunHostile(ctx context.Context, cfg HostileConfig) {
 		return
 	}
 	defer reader.Close()
+	skipped := 0
 	for ctx.Err() == nil {
 		if len(bag) == 0 {
 			for k := range kinds {
@@ -148,10 +154,18 @@ func RunHostile(ctx context.Context, cfg HostileConfig) {
 		p := bag[0]
 		st, err := readPublic(ctx, reader)
 		if err != nil {
+			cfg.Logf("hostile nemesis: reading the public state: %v", err)
 			continue // nothing to forge from yet (or a fault): try again
 		}
 		if forge(ctx, cfg, kinds[p.kind], cfg.Creds[p.cred], clients[p.cred], st, rng) {
 			bag = bag[1:]
+			continue
+		}
+		// Nothing to forge this kind from (no pending broadcast, no growing
+		// segment): move it to the back of the bag.
+		bag = append(bag[1:], p)
+		if skipped++; skipped%10 == 0 {
+			cfg.Logf("hostile nemesis: %d rounds found nothing to forge (last: %s)", skipped, kinds[p.kind])
 		}
 	}
 }

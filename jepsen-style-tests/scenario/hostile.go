@@ -39,7 +39,7 @@ func hostileConfig(cl *harness.Cluster, sns *harness.StreamingNodes, rec *histor
 	}
 	_ = sns
 	return nemesis.HostileConfig{Seed: seed, Duration: d, Endpoints: cl.Endpoints(0), Creds: creds,
-		Observer: cred("read", harness.RoleRead), Recorder: rec, ClientID: clientBase}
+		Observer: cred("read", harness.RoleRead), Recorder: rec, ClientID: clientBase, Logf: cl.Logf}
 }
 
 // OwnerBound is how long a PChannel may go without a working owner under

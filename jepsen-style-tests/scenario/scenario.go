@@ -445,6 +445,9 @@ func recovered(ops []history.Op, healedAt int64, healErr error) checker.Result {
 	}
 	kinds := map[string]int{}
 	for _, o := range ops {
+		if strings.HasPrefix(o.F, nemesis.HostilePrefix) {
+			continue // forged calls must never succeed
+		}
 		if _, ok := kinds[o.F]; !ok {
 			kinds[o.F] = 0
 		}

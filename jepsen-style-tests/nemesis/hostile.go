@@ -111,12 +111,12 @@ func RunHostile(ctx context.Context, cfg HostileConfig) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	done := make(chan struct{})
-	go func() {
+	go func(loadCtx context.Context) {
 		defer close(done)
-		observeOwners(ctx, cfg)
-	}()
+		observeOwners(loadCtx, cfg)
+	}(ctx)
 	defer func() { <-done }()
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration) // forging stops here; the observer goes on
 	defer cancel()
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x686f7374))

@@ -51,6 +51,11 @@ type Config struct {
 	// the Remove never reached it), so a deposed owner keeps writing at its
 	// old term.
 	UnsafeNoFence bool
+	// UnsafeAcceptAnyRemove breaks the node on purpose, for tests only: a
+	// Remove is accepted without checking that coordd moved the channel on
+	// (the node's behaviour before that check), so a test can take a WAL
+	// away behind coordd's back and watch coordd notice the lost WAL.
+	UnsafeAcceptAnyRemove bool
 	// Logger defaults to a logger on stderr at info level.
 	Logger hclog.Logger
 	// Listener, if set, is used instead of listening on Addr (Addr may then

@@ -21,15 +21,23 @@ type dataPath struct {
 	mgr   *flusher.Manager
 }
 
-// dataClient returns the node's client for coordd's DataCoord service.
+// dataClient returns the node's client for coordd's DataCoord service. It
+// carries the same TLS configuration and credential as the session's
+// connections (Config.CoordTLS, Config.CoordToken): on a secure cluster
+// every coordd port is TLS and the data-path calls need the node role.
 func (n *Node) dataClient() (*client.Client, error) {
 	n.dp.once.Do(func() {
-		n.dp.cl, n.dp.err = client.New(context.Background(), client.Config{Endpoints: n.cfg.Coord, RequestTimeout: n.cfg.RPCTimeout})
+		n.dp.cl, n.dp.err = client.New(context.Background(), n.cfg.dataClientConfig())
 		if n.dp.err != nil {
 			n.dp.err = fmt.Errorf("streamingnode: coordd client: %w", n.dp.err)
 		}
 	})
 	return n.dp.cl, n.dp.err
+}
+
+// dataClientConfig is the configuration of the data path's coordd client.
+func (c *Config) dataClientConfig() client.Config {
+	return client.Config{Endpoints: c.Coord, RequestTimeout: c.RPCTimeout, TLS: c.CoordTLS, Token: c.CoordToken}
 }
 
 // objectStoreURL is the configured object store, by default a directory

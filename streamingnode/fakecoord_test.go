@@ -46,6 +46,7 @@ type fakeNode struct {
 	down          bool
 	heartbeats    int
 	seen          *coordpb.Version
+	held          map[string]int64 // the last heartbeat's held WALs (nil: not reported)
 }
 
 func startFakeCoord(t testing.TB) *fakeCoord {
@@ -99,6 +100,13 @@ func (f *fakeCoord) Heartbeat(_ context.Context, req *coordpb.HeartbeatRequest) 
 	}
 	n.heartbeats++
 	n.seen = req.SeenVersion
+	n.held = nil
+	if req.HeldReported {
+		n.held = map[string]int64{}
+		for _, h := range req.Held {
+			n.held[h.Pchannel] = h.Term
+		}
+	}
 	return &coordpb.HeartbeatResponse{CoordTerm: f.coordTerm, State: "UP", TtlMs: 5000}, nil
 }
 

@@ -104,8 +104,21 @@ func (n *testNode) assignMode(t testing.TB, p string, term int64, coordTerm uint
 	return err
 }
 
+// remove does what coordd does: it commits a newer term for p in the
+// assignment view (coordd removes only terms it has moved on from), then
+// sends Remove to this node.
 func (n *testNode) remove(t *testing.T, p string, term int64, coordTerm uint64) error {
 	t.Helper()
+	n.f.mu.Lock()
+	cur := n.f.channels[p]
+	n.f.mu.Unlock()
+	if cur == nil || cur.Term <= term {
+		var node uint64
+		if cur != nil {
+			node = cur.NodeId
+		}
+		n.f.setChannel(p, term+1, node)
+	}
 	id, epoch := n.Session()
 	_, err := n.cl.Remove(context.Background(), &coordpb.RemoveRequest{Pchannel: p, Term: term, CoordTerm: coordTerm, NodeId: id, Epoch: epoch})
 	return err

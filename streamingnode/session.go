@@ -164,6 +164,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 			req.SeenVersion = proto.Clone(n.seen).(*coordpb.Version)
 		}
 		n.mu.Unlock()
+		// What the node really has open, read after the session: coordd
+		// reassigns a channel its owner stops listing (a lost WAL).
+		req.Held, req.HeldReported = n.heldWALs(), true
 		i, conn := n.pool.pick()
 		cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
 		resp, err := coordpb.NewStreamingNodeRegistryClient(conn).Heartbeat(cctx, req)
@@ -202,6 +205,15 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		case <-n.hbKick:
 		}
 	}
+}
+
+// heldWALs lists the WALs this node has open (RW or RO), by name.
+func (n *Node) heldWALs() []*coordpb.HeldPChannel {
+	var held []*coordpb.HeldPChannel
+	for _, w := range n.Status().Wals {
+		held = append(held, &coordpb.HeldPChannel{Pchannel: w.Pchannel, Term: w.Term})
+	}
+	return held
 }
 
 // seeCoordTerm raises the confirmed coordinator term to the one a

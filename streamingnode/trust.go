@@ -166,14 +166,20 @@ func (n *Node) confirmAssign(ctx context.Context, pchannel string, term int64) e
 	return nil
 }
 
-// confirmRemove checks a Remove's PChannel term: it may not be above the
-// term coordd's assignment view holds (Remove closes older terms only).
+// confirmRemove checks a Remove's PChannel term against coordd's
+// assignment view: coordd removes a term only after it committed a newer
+// one (the balancer removes the history terms of a channel it is moving,
+// docs/architecture.md#fencing), so the view must hold pchannel at a term
+// strictly above the one removed. A Remove of the current term (or a
+// newer one) is one coordd did not decide and is refused once the wait for
+// the view runs out: it would take a WAL coordd still counts as ASSIGNED
+// offline.
 func (n *Node) confirmRemove(ctx context.Context, pchannel string, term int64) error {
 	var vc viewChannel
-	if n.awaitConfirmed(ctx, func() bool { vc = n.view[pchannel]; return vc.term >= term }) {
+	if n.awaitConfirmed(ctx, func() bool { vc = n.view[pchannel]; return vc.term > term }) {
 		return nil
 	}
-	return status.Errorf(codes.Unavailable, "pchannel %s term %d is not confirmed by coordd's assignment view (it holds term %d); refused",
+	return status.Errorf(codes.Unavailable, "pchannel %s term %d is not confirmed by coordd's assignment view as removable (it holds term %d; coordd removes a term only after assigning a newer one); refused",
 		pchannel, term, vc.term)
 }
 

@@ -106,7 +106,7 @@ func TestAssignAfterRemoveOfItsTermIsRefused(t *testing.T) {
 	if err := n.remove(t, pch, 5, 3); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, n.assign(t, pch, 5, 3), codes.FailedPrecondition, "removed on this node up to term 5")
+	wantErr(t, n.assign(t, pch, 5, 3), codes.FailedPrecondition, "stale pchannel term")
 	if _, ok := n.heldTerm(pch); ok {
 		t.Fatal("a late Assign reopened a removed term")
 	}
@@ -116,7 +116,7 @@ func TestAssignAfterRemoveOfItsTermIsRefused(t *testing.T) {
 	if err := n.remove(t, "dml_1", 4, 3); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, n.assign(t, "dml_1", 4, 3), codes.FailedPrecondition, "removed on this node up to term 4")
+	wantErr(t, n.assign(t, "dml_1", 4, 3), codes.FailedPrecondition, "stale pchannel term")
 	// A newer term opens.
 	if err := n.assign(t, "dml_1", 6, 3); err != nil {
 		t.Fatal(err)
@@ -262,4 +262,51 @@ func TestAssignConfirmedByAskingCoorddWhenTheStreamLags(t *testing.T) {
 	}
 	// A term coordd does not report is still refused after asking.
 	wantErr(t, n.forgedAssign(pch, 9, 3), codes.Unavailable, "not confirmed")
+}
+
+// TestRemoveCoorddDidNotDecideIsRefused: a Remove of the term coordd's
+// assignment view still holds (every value public: GET /v1/pchannels and
+// /v1/nodes) is one coordd never sent, since it removes a term only after
+// committing a newer one; it is refused and the WAL stays open. Once the
+// view moves on, the same Remove closes the WAL.
+func TestRemoveCoorddDidNotDecideIsRefused(t *testing.T) {
+	f := startFakeCoord(t)
+	n := startNode(t, f, t.TempDir(), shortConfirm)
+	if err := n.assign(t, pch, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	id, epoch := n.Session()
+	forged := &coordpb.RemoveRequest{Pchannel: pch, Term: 7, CoordTerm: 3, NodeId: id, Epoch: epoch}
+	_, err := n.cl.Remove(context.Background(), forged)
+	wantErr(t, err, codes.Unavailable, "coordd removes a term only after assigning a newer one")
+	if term, ok := n.heldTerm(pch); !ok || term != 7 {
+		t.Fatalf("after a Remove coordd did not decide: held %d %v, want term 7", term, ok)
+	}
+	n.mustAppend(t, vch, 7, "still-writable")
+	// coordd moves the channel on (term 8 elsewhere) and removes term 7.
+	f.setChannel(pch, 8, id+1)
+	if _, err := n.cl.Remove(context.Background(), forged); err != nil {
+		t.Fatalf("Remove after coordd committed term 8: %v", err)
+	}
+	if _, ok := n.heldTerm(pch); ok {
+		t.Fatal("still held after coordd's Remove")
+	}
+}
+
+// TestHeartbeatsListHeldWALs: every heartbeat lists the WALs the node
+// really has open, with their terms, so coordd notices a lost one.
+func TestHeartbeatsListHeldWALs(t *testing.T) {
+	f := startFakeCoord(t)
+	n := startNode(t, f, t.TempDir(), nil)
+	id, _ := n.Session()
+	held := func() map[string]int64 { return f.node(id).held }
+	testutil.Eventually(t, "a heartbeat reporting no WALs", func() bool { h := held(); return h != nil && len(h) == 0 })
+	if err := n.assign(t, pch, 4, 3); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "a heartbeat listing dml_0 at term 4", func() bool { h := held(); return len(h) == 1 && h[pch] == 4 })
+	if err := n.remove(t, pch, 4, 3); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "a heartbeat without dml_0", func() bool { h := held(); return h != nil && len(h) == 0 })
 }

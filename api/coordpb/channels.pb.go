@@ -2004,10 +2004,17 @@ func (x *RegisterStreamingNodeResponse) GetRegisteredVersion() *Version {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	SeenVersion   *Version               `protobuf:"bytes,3,opt,name=seen_version,json=seenVersion,proto3" json:"seen_version,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Epoch       uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	SeenVersion *Version               `protobuf:"bytes,3,opt,name=seen_version,json=seenVersion,proto3" json:"seen_version,omitempty"`
+	// held: the PChannel WALs the node actually has open, each with its
+	// term, when held_reported is set (a node that does not set it is never
+	// judged by it). The leader reassigns, at a new term, an ASSIGNED
+	// PChannel whose owner stops listing it at the current term for two
+	// heartbeats in a row (docs/architecture.md#lost-wal-detection).
+	Held          []*HeldPChannel `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
+	HeldReported  bool            `protobuf:"varint,5,opt,name=held_reported,json=heldReported,proto3" json:"held_reported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2063,6 +2070,73 @@ func (x *HeartbeatRequest) GetSeenVersion() *Version {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetHeld() []*HeldPChannel {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetHeldReported() bool {
+	if x != nil {
+		return x.HeldReported
+	}
+	return false
+}
+
+// HeldPChannel is one WAL a streaming node has open.
+type HeldPChannel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldPChannel) Reset() {
+	*x = HeldPChannel{}
+	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldPChannel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldPChannel) ProtoMessage() {}
+
+func (x *HeldPChannel) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldPChannel.ProtoReflect.Descriptor instead.
+func (*HeldPChannel) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *HeldPChannel) GetPchannel() string {
+	if x != nil {
+		return x.Pchannel
+	}
+	return ""
+}
+
+func (x *HeldPChannel) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// coord_term: the leader's raft term, which fences calls to the node.
@@ -2075,7 +2149,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2161,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2174,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{37}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HeartbeatResponse) GetCoordTerm() uint64 {
@@ -2134,7 +2208,7 @@ type NodeSessionRequest struct {
 
 func (x *NodeSessionRequest) Reset() {
 	*x = NodeSessionRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2220,7 @@ func (x *NodeSessionRequest) String() string {
 func (*NodeSessionRequest) ProtoMessage() {}
 
 func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2233,7 @@ func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionRequest.ProtoReflect.Descriptor instead.
 func (*NodeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeSessionRequest) GetNodeId() uint64 {
@@ -2187,7 +2261,7 @@ type NodeSessionResponse struct {
 
 func (x *NodeSessionResponse) Reset() {
 	*x = NodeSessionResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[39]
+	mi := &file_coordd_v1_channels_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2273,7 @@ func (x *NodeSessionResponse) String() string {
 func (*NodeSessionResponse) ProtoMessage() {}
 
 func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[39]
+	mi := &file_coordd_v1_channels_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2286,7 @@ func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionResponse.ProtoReflect.Descriptor instead.
 func (*NodeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeSessionResponse) GetState() string {
@@ -2361,11 +2435,16 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x1dRegisterStreamingNodeResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12A\n" +
-	"\x12registered_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\x11registeredVersion\"x\n" +
+	"\x12registered_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\x11registeredVersion\"\xca\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x125\n" +
-	"\fseen_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\"_\n" +
+	"\fseen_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\x12+\n" +
+	"\x04held\x18\x04 \x03(\v2\x17.coordd.v1.HeldPChannelR\x04held\x12#\n" +
+	"\rheld_reported\x18\x05 \x01(\bR\fheldReported\">\n" +
+	"\fHeldPChannel\x12\x1a\n" +
+	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\"_\n" +
 	"\x11HeartbeatResponse\x12\x1d\n" +
 	"\n" +
 	"coord_term\x18\x01 \x01(\x04R\tcoordTerm\x12\x14\n" +
@@ -2412,7 +2491,7 @@ func file_coordd_v1_channels_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_channels_proto_rawDescData
 }
 
-var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_coordd_v1_channels_proto_goTypes = []any{
 	(*Version)(nil),                              // 0: coordd.v1.Version
 	(*PChannelHistory)(nil),                      // 1: coordd.v1.PChannelHistory
@@ -2451,20 +2530,21 @@ var file_coordd_v1_channels_proto_goTypes = []any{
 	(*RegisterStreamingNodeRequest)(nil),         // 34: coordd.v1.RegisterStreamingNodeRequest
 	(*RegisterStreamingNodeResponse)(nil),        // 35: coordd.v1.RegisterStreamingNodeResponse
 	(*HeartbeatRequest)(nil),                     // 36: coordd.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                    // 37: coordd.v1.HeartbeatResponse
-	(*NodeSessionRequest)(nil),                   // 38: coordd.v1.NodeSessionRequest
-	(*NodeSessionResponse)(nil),                  // 39: coordd.v1.NodeSessionResponse
-	(ReadConsistency)(0),                         // 40: coordd.v1.ReadConsistency
+	(*HeldPChannel)(nil),                         // 37: coordd.v1.HeldPChannel
+	(*HeartbeatResponse)(nil),                    // 38: coordd.v1.HeartbeatResponse
+	(*NodeSessionRequest)(nil),                   // 39: coordd.v1.NodeSessionRequest
+	(*NodeSessionResponse)(nil),                  // 40: coordd.v1.NodeSessionResponse
+	(ReadConsistency)(0),                         // 41: coordd.v1.ReadConsistency
 }
 var file_coordd_v1_channels_proto_depIdxs = []int32{
 	1,  // 0: coordd.v1.PChannel.histories:type_name -> coordd.v1.PChannelHistory
-	40, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	41, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	2,  // 2: coordd.v1.ListPChannelsResponse.pchannels:type_name -> coordd.v1.PChannel
 	0,  // 3: coordd.v1.ListPChannelsResponse.version:type_name -> coordd.v1.Version
-	40, // 4: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	41, // 4: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	9,  // 5: coordd.v1.ListNodesResponse.nodes:type_name -> coordd.v1.StreamingNode
 	9,  // 6: coordd.v1.DrainNodeResponse.node:type_name -> coordd.v1.StreamingNode
-	40, // 7: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	41, // 7: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	19, // 8: coordd.v1.ListVirtualChannelsResponse.collections:type_name -> coordd.v1.CollectionVChannels
 	21, // 9: coordd.v1.ReplicateConfiguration.clusters:type_name -> coordd.v1.ReplicateCluster
 	22, // 10: coordd.v1.ReplicateConfiguration.topology:type_name -> coordd.v1.ReplicateTopology
@@ -2477,47 +2557,48 @@ var file_coordd_v1_channels_proto_depIdxs = []int32{
 	23, // 17: coordd.v1.AssignmentUpdate.replicate_config:type_name -> coordd.v1.ReplicateConfiguration
 	0,  // 18: coordd.v1.RegisterStreamingNodeResponse.registered_version:type_name -> coordd.v1.Version
 	0,  // 19: coordd.v1.HeartbeatRequest.seen_version:type_name -> coordd.v1.Version
-	3,  // 20: coordd.v1.Channels.ListPChannels:input_type -> coordd.v1.ListPChannelsRequest
-	5,  // 21: coordd.v1.Channels.AddPChannels:input_type -> coordd.v1.AddPChannelsRequest
-	7,  // 22: coordd.v1.Channels.Rebalance:input_type -> coordd.v1.RebalanceRequest
-	10, // 23: coordd.v1.Channels.ListNodes:input_type -> coordd.v1.ListNodesRequest
-	12, // 24: coordd.v1.Channels.DrainNode:input_type -> coordd.v1.DrainNodeRequest
-	12, // 25: coordd.v1.Channels.UndrainNode:input_type -> coordd.v1.DrainNodeRequest
-	14, // 26: coordd.v1.Channels.AllocVirtualChannels:input_type -> coordd.v1.AllocVirtualChannelsRequest
-	16, // 27: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
-	18, // 28: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
-	24, // 29: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
-	26, // 30: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
-	27, // 31: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
-	29, // 32: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
-	32, // 33: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
-	34, // 34: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
-	36, // 35: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
-	38, // 36: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
-	38, // 37: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
-	4,  // 38: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
-	6,  // 39: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
-	8,  // 40: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
-	11, // 41: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
-	13, // 42: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
-	13, // 43: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
-	15, // 44: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
-	17, // 45: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
-	20, // 46: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
-	25, // 47: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
-	28, // 48: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	28, // 49: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	31, // 50: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
-	33, // 51: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
-	35, // 52: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
-	37, // 53: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
-	39, // 54: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
-	39, // 55: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
-	38, // [38:56] is the sub-list for method output_type
-	20, // [20:38] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	37, // 20: coordd.v1.HeartbeatRequest.held:type_name -> coordd.v1.HeldPChannel
+	3,  // 21: coordd.v1.Channels.ListPChannels:input_type -> coordd.v1.ListPChannelsRequest
+	5,  // 22: coordd.v1.Channels.AddPChannels:input_type -> coordd.v1.AddPChannelsRequest
+	7,  // 23: coordd.v1.Channels.Rebalance:input_type -> coordd.v1.RebalanceRequest
+	10, // 24: coordd.v1.Channels.ListNodes:input_type -> coordd.v1.ListNodesRequest
+	12, // 25: coordd.v1.Channels.DrainNode:input_type -> coordd.v1.DrainNodeRequest
+	12, // 26: coordd.v1.Channels.UndrainNode:input_type -> coordd.v1.DrainNodeRequest
+	14, // 27: coordd.v1.Channels.AllocVirtualChannels:input_type -> coordd.v1.AllocVirtualChannelsRequest
+	16, // 28: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
+	18, // 29: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
+	24, // 30: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
+	26, // 31: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
+	27, // 32: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
+	29, // 33: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
+	32, // 34: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
+	34, // 35: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
+	36, // 36: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
+	39, // 37: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
+	39, // 38: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
+	4,  // 39: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
+	6,  // 40: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
+	8,  // 41: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
+	11, // 42: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
+	13, // 43: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
+	13, // 44: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
+	15, // 45: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
+	17, // 46: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
+	20, // 47: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
+	25, // 48: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
+	28, // 49: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	28, // 50: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	31, // 51: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
+	33, // 52: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
+	35, // 53: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
+	38, // 54: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
+	40, // 55: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
+	40, // 56: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
+	39, // [39:57] is the sub-list for method output_type
+	21, // [21:39] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_coordd_v1_channels_proto_init() }
@@ -2532,7 +2613,7 @@ func file_coordd_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_channels_proto_rawDesc), len(file_coordd_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -94,9 +94,41 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	s.health.Heartbeat(req.NodeId, req.Epoch, fsm.VersionOf(&logpb.AssignmentVersion{
-		Global: req.SeenVersion.GetGlobal(), Local: req.SeenVersion.GetLocal()}))
+	held, err := heldOf(req)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	s.health.HeartbeatHeld(req.NodeId, req.Epoch, fsm.VersionOf(&logpb.AssignmentVersion{
+		Global: req.SeenVersion.GetGlobal(), Local: req.SeenVersion.GetLocal()}), held)
 	return &coordpb.HeartbeatResponse{CoordTerm: term, State: nodeStateName(n.State), TtlMs: uint64(s.health.TTL().Milliseconds())}, nil
+}
+
+// heldOf checks a heartbeat's list of held WALs and returns it as
+// pchannel -> term (nil when the node does not report them).
+func heldOf(req *coordpb.HeartbeatRequest) (map[string]int64, error) {
+	if !req.HeldReported {
+		if len(req.Held) > 0 {
+			return nil, fmt.Errorf("%w: held lists %d pchannels but held_reported is not set", errInvalid, len(req.Held))
+		}
+		return nil, nil
+	}
+	if len(req.Held) > fsm.MaxPChannels {
+		return nil, fmt.Errorf("%w: held lists %d pchannels (max %d)", errInvalid, len(req.Held), fsm.MaxPChannels)
+	}
+	held := make(map[string]int64, len(req.Held))
+	for _, h := range req.Held {
+		if err := commands.ValidatePChannelName(h.GetPchannel()); err != nil {
+			return nil, fmt.Errorf("%w: held: %v", errInvalid, err)
+		}
+		if h.Term < 1 {
+			return nil, fmt.Errorf("%w: held: pchannel %s has term %d, want a positive term", errInvalid, h.Pchannel, h.Term)
+		}
+		if _, dup := held[h.Pchannel]; dup {
+			return nil, fmt.Errorf("%w: held: pchannel %s is listed twice", errInvalid, h.Pchannel)
+		}
+		held[h.Pchannel] = h.Term
+	}
+	return held, nil
 }
 
 // RequestDrain is step one of a streaming node's controlled shutdown: the

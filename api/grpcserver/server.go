@@ -71,9 +71,10 @@ type Server struct {
 
 // NodeHealth is the leader's view of streaming-node sessions.
 type NodeHealth interface {
-	// Heartbeat records a heartbeat of a live (node, epoch) session that
-	// has seen the assignment stream up to seen.
-	Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion)
+	// HeartbeatHeld records a heartbeat of a live (node, epoch) session
+	// that has seen the assignment stream up to seen and holds the WALs
+	// held (pchannel -> term; nil when the node does not report them).
+	HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64)
 	// LastSeen is how long ago node last heartbeated in this leadership
 	// (false when it has not).
 	LastSeen(node uint64) (time.Duration, bool)

@@ -206,13 +206,17 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 	if c.TestOnlyUnsafeIDReuse {
 		logger.Warn("TEST ONLY: the ID allocator is deliberately broken (--test-only-unsafe-id-reuse)")
 	}
+	hm, err := nodehealth.NewMetrics(reg.Registerer())
+	if err != nil {
+		return nil, err
+	}
 	mcfg, err := c.Manifests.config(reg, logger)
 	if err != nil {
 		return nil, err
 	}
 	set, err := routines.New(node, routines.Config{
 		Manifest:   mcfg,
-		NodeHealth: nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth")},
+		NodeHealth: nodehealth.Config{TTL: c.Channels.NodeTTL, Logger: logger.Named("nodehealth"), Metrics: hm},
 		Balancer:   &bcfg,
 		Broadcaster: &broadcaster.Config{
 			Logger: logger.Named("broadcaster"), Metrics: bm,

@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.UnsafeNoFence {
 		cfg.Logger.Warn("TEST ONLY: the WAL fence is deliberately broken (--test-only-unsafe-no-fence)")
 	}
+	if cfg.UnsafeAcceptAnyRemove {
+		cfg.Logger.Warn("TEST ONLY: Removes coordd did not decide are accepted (--test-only-unsafe-accept-any-remove)")
+	}
 	if err := streamingnode.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(stderr, "streamingnode: %v\n", err)
 		return 1
@@ -97,6 +100,8 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding a coordd token with the node role (needs --tls-ca)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "test-only-unsafe-no-fence", false,
 		"TEST ONLY, breaks the node: appends ignore the WAL fence and Remove is ignored, so a deposed owner keeps writing (tests of the Jepsen-style checkers)")
+	fs.BoolVar(&cfg.UnsafeAcceptAnyRemove, "test-only-unsafe-accept-any-remove", false,
+		"TEST ONLY, breaks the node: a Remove is accepted without checking that coordd moved the channel on, so a test can take a WAL away behind coordd's back (lost-WAL detection tests)")
 	return fs
 }
 

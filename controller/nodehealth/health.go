@@ -9,6 +9,10 @@
 // A node is healthy (may receive channels) when it is UP in the FSM, has
 // heartbeated within the TTL, and has reported seeing the assignment stream
 // at least up to its own registration.
+//
+// Heartbeats also list the WALs a node really holds; an ASSIGNED PChannel
+// its owner stops listing is marked UNAVAILABLE so the balancer reassigns
+// it (lostwal.go).
 package nodehealth
 
 import (
@@ -47,12 +51,15 @@ type Config struct {
 	// clock. Tests pass a fake and advance it.
 	Clock  clockwork.Clock
 	Logger hclog.Logger
+	// Metrics (optional) counts lost WALs.
+	Metrics *Metrics
 }
 
 type session struct {
 	epoch    uint64
 	lastSeen time.Time
 	seen     fsm.AssignmentVersion
+	misses   map[string]miss // lost-WAL judgement: pchannel -> heartbeats in a row without it
 }
 
 // Tracker holds heartbeat times for the current leadership term.
@@ -66,7 +73,10 @@ type Tracker struct {
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
-	changed  chan struct{} // closed when some node's health may have changed
+	changed  chan struct{}      // closed when some node's health may have changed
+	idx      assigned           // ASSIGNED channels per owner (lostwal.go)
+	lost     map[string]lostWAL // judged lost, not yet proposed: "pchannel@term" -> channel
+	lostKick chan struct{}      // wakes Watch to propose the lost channels
 }
 
 // New returns a tracker.
@@ -80,7 +90,8 @@ func New(leader Leader, cfg Config) *Tracker {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Tracker{leader: leader, cfg: cfg, sessions: map[uint64]*session{}, changed: make(chan struct{})}
+	return &Tracker{leader: leader, cfg: cfg, sessions: map[uint64]*session{}, changed: make(chan struct{}),
+		lost: map[string]lostWAL{}, lostKick: make(chan struct{}, 1)}
 }
 
 // TTL is the session timeout.
@@ -101,6 +112,13 @@ func (t *Tracker) notifyLocked() {
 // Heartbeat records a heartbeat from node at epoch having seen version.
 // The caller has checked that the node is live in the FSM.
 func (t *Tracker) Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion) {
+	t.HeartbeatHeld(node, epoch, seen, nil)
+}
+
+// HeartbeatHeld is Heartbeat with the WALs the node reports it holds
+// (pchannel -> term); nil means the node does not report them, and its
+// channels are not judged by it.
+func (t *Tracker) HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
@@ -115,6 +133,9 @@ func (t *Tracker) Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion) {
 	s.lastSeen = now
 	if s.seen.Less(seen) {
 		s.seen = seen
+	}
+	if held != nil {
+		t.heldLocked(node, s, held)
 	}
 	if !was && t.readyLocked(node, s) {
 		t.notifyLocked()
@@ -170,6 +191,7 @@ func (t *Tracker) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sessions = map[uint64]*session{}
+	clear(t.lost)
 	for _, n := range t.leader.State().StreamingNodes() {
 		if n.State != logpb.NodeState_NODE_DOWN {
 			t.sessions[n.Id] = &session{epoch: n.Epoch, lastSeen: now, seen: fsm.VersionOf(n.RegisteredVersion)}
@@ -261,7 +283,9 @@ func (t *Tracker) Watch(ctx context.Context, term uint64) {
 		case <-ctx.Done():
 			return
 		case <-tick.Chan():
+		case <-t.lostKick:
 		}
+		t.markLost(ctx)
 		now := t.cfg.Clock.Now()
 		t.markExpired(ctx, now)
 		t.checkedAt.Store(now.UnixNano())

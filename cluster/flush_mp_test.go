@@ -30,8 +30,7 @@ var flushSNArgs = []string{"--flusher-save-interval", "300ms"}
 
 func startFlushCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *client.Client, objectstore.Store) {
 	t.Helper()
-	l := startBlockedClusterWith(t, cluster.LauncherConfig{ExtraArgs: flushArgs, StreamingNodes: streamingNodes, StreamingExtraArgs: flushSNArgs},
-		blockedD2)
+	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: flushArgs, StreamingNodes: streamingNodes, StreamingExtraArgs: flushSNArgs})
 	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)

@@ -182,23 +182,3 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return b.rt.RoundTrip(r)
 }
-
-// blockedD2 keeps the write-path tests insecure: the streaming node's
-// data-path client (an insert's segment allocation, the flusher's
-// reports) dials coordd without the node's TLS settings and credential,
-// so no insert or flush works on a secure cluster. Once that is fixed,
-// startFlushCluster goes back to startClusterWith.
-const blockedD2 = "the streaming node's data-path client ignores --tls-*/--token-file (inserts and flushes fail on a secure cluster)"
-
-// startBlockedClusterWith is for tests that cannot run secure yet because
-// of defect: they run insecure and log why (never silently);
-// COORDD_TEST_FORCE_SECURE=1 runs them secure, to see whether the fix
-// landed.
-func startBlockedClusterWith(t *testing.T, cfg cluster.LauncherConfig, defect string) *cluster.Launcher {
-	t.Helper()
-	if pki == nil || os.Getenv("COORDD_TEST_FORCE_SECURE") == "1" {
-		return startClusterWith(t, cfg)
-	}
-	t.Logf("runs INSECURE, not secure: blocked by %s (COORDD_TEST_FORCE_SECURE=1 runs it secure)", defect)
-	return startInsecureClusterWith(t, cfg)
-}

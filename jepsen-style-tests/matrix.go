@@ -51,8 +51,7 @@ func Smoke() []scenario.Scenario {
 		// streaming nodes are killed, paused and cut off.
 		{Name: "smoke-flush-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer},
 			Duration: 16 * time.Second, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs,
-			StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs, Workloads: scenario.FlushWorkloads,
-			SecureBlocked: blockedD2},
+			StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs, Workloads: scenario.FlushWorkloads},
 		// Manifest commits: concurrent committers per segment while members
 		// are killed, paused and cut off; the collector runs throughout.
 		{Name: "smoke-manifest-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.IsolateLeader, nemesis.Transfer},
@@ -204,7 +203,7 @@ func Full() []scenario.Scenario {
 		// kills and pauses.
 		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs,
-			Workloads: scenario.FlushWorkloads, SecureBlocked: blockedD2},
+			Workloads: scenario.FlushWorkloads},
 		// Manifest commits under every coordd fault kind.
 		{Name: "manifest-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, Workloads: scenario.ManifestWorkloads},

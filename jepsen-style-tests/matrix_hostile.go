@@ -45,7 +45,7 @@ func hostileSmoke() []scenario.Scenario {
 	return []scenario.Scenario{hostileExpect(scenario.Scenario{
 		Name: "smoke-hostile-3", Nodes: 3, Faults: hostileFaults, Duration: 16 * time.Second, Recovery: 5 * time.Second,
 		ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs, Hostile: true,
-		Workloads: HostileWorkloads, SecureBlocked: blockedD2,
+		Workloads: HostileWorkloads,
 	})}
 }
 
@@ -54,6 +54,6 @@ func hostileTemplates(d time.Duration) []scenario.Scenario {
 	return []scenario.Scenario{hostileExpect(scenario.Scenario{
 		Name: "hostile-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), hostileFaults...), nemesis.PauseNode, nemesis.IsolateLeader),
 		Duration: d, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs,
-		Hostile: true, Workloads: HostileWorkloads, SecureBlocked: blockedD2,
+		Hostile: true, Workloads: HostileWorkloads,
 	})}
 }

@@ -33,7 +33,7 @@ func hostileExpect(s scenario.Scenario) scenario.Scenario {
 // The final flush gets 30 s: one forged checkpoint that lands (D1) keeps
 // it from ever completing, and the run should say so quickly.
 func HostileWorkloads(int) []workload.Workload {
-	return []workload.Workload{&workload.Flush{FinalWait: 30 * time.Second}, &workload.Broadcast{NClients: 2, PChannels: 3}}
+	return []workload.Workload{&workload.Flush{FinalWait: 30 * time.Second}, &workload.Broadcast{NClients: 2, PChannels: 3, AckSyncUp: true}}
 }
 
 // hostileFaults are coordd faults that move no PChannel by themselves, so

@@ -23,6 +23,10 @@ import (
 type Broadcast struct {
 	NClients  int // default 3
 	PChannels int // default 3
+	// AckSyncUp makes every other broadcast ack_sync_up (the streaming
+	// nodes ack it themselves), so there are pending acks a hostile
+	// client can forge.
+	AckSyncUp bool
 	walDir    string
 }
 
@@ -125,6 +129,7 @@ func (b *Broadcast) one(ctx context.Context, cl *client.Client, rec *history.Rec
 		Payload:      []byte(in.Payload),
 		ResourceKeys: []*coordpb.ResourceKey{{Domain: client.DomainCollectionName, Key: in.Key}},
 		VChannels:    in.VChannels,
+		AckSyncUp:    b.AckSyncUp && len(in.Payload)%2 == 0,
 	}
 	if in.Idem != "" {
 		spec.Idempotency = &client.IdempotencyKey{Scope: client.ScopeCollection, ScopeID: in.IdemScope, Key: in.Idem}

@@ -82,7 +82,7 @@ func TestLockTimeoutSurvivesForwarding(t *testing.T) {
 	}
 
 	// HTTP, through the follower's gateway (its own call deadline, 10s).
-	hc := &http.Client{Timeout: 20 * time.Second}
+	hc := httpClient(20 * time.Second)
 	body := `{"message_type":"CreateIndex","resource_keys":[{"domain":"COLLECTION_NAME","key":"db:held"}]}`
 	req, err := http.NewRequest(http.MethodPost, memberURL(l, follower.HTTPAddr, "/v1/broadcasts"), strings.NewReader(body))
 	if err != nil {

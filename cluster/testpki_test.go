@@ -182,3 +182,25 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return b.rt.RoundTrip(r)
 }
+
+// dialAsServer connects to one of l's members presenting a server
+// certificate instead of a token: the credential that needs no replicated
+// state (docs/security.md: how to act as admin when no token works). A
+// member restarted without a quorum has not replayed its log, so it knows
+// no token yet and refuses every one (Unauthenticated).
+func dialAsServer(t *testing.T, l *cluster.Launcher, addr string) *grpc.ClientConn {
+	t.Helper()
+	if !ours(l) {
+		return dialMember(t, l, addr)
+	}
+	m, err := security.Load(pki.servers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, client.TransportOptions(m.APIClient(""), "")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}

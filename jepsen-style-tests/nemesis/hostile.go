@@ -53,6 +53,10 @@ type HostileCred struct {
 	Config func(client.Config) client.Config
 	// DialNode connects to a streaming node's own port with it.
 	DialNode func(addr string) (*grpc.ClientConn, error)
+	// NodeAddr, for a streaming node's own credential, is that node's
+	// address: it forges only for PChannels another node owns (for its
+	// own it would be the owner, not a forger).
+	NodeAddr string
 }
 
 // HostileConfig parameterises the hostile nemesis.
@@ -230,6 +234,9 @@ func forge(ctx context.Context, cfg HostileConfig, kind string, cred HostileCred
 		pc := st.pchannels[pch]
 		if pc == nil || pc.State != "ASSIGNED" || st.nodes[pc.NodeId] == nil {
 			return nil, nil, false
+		}
+		if cred.NodeAddr != "" && st.nodes[pc.NodeId].Address == cred.NodeAddr {
+			return nil, nil, false // the credential's own node: not a forgery
 		}
 		return pc, st.nodes[pc.NodeId], true
 	}

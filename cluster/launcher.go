@@ -50,13 +50,12 @@ type LaunchSecurity struct {
 	Server security.Files // every member's server certificate (unless Servers names one)
 	// Servers, when set, gives member i its own server certificate
 	// (Servers[i]); members beyond it use Server.
-	Servers            []security.Files
-	Node               security.Files // streaming nodes' client certificate (role node)
+	Servers []security.Files
+	// Nodes[i] is streaming node i's client certificate, bound to node
+	// identity i+1 (security.CA.IssueNode; security.DevPKI.Nodes): each
+	// streaming node may speak only for the sessions it registers.
+	Nodes              []security.Files
 	BootstrapTokenFile string
-	// StreamingCredential, when set, is streaming node i's credential
-	// flags (e.g. --token-file of a token bound to it) instead of Node's
-	// certificate; --tls-ca is always Node.CA.
-	StreamingCredential func(i int) []string
 }
 
 // server is member i's certificate.
@@ -81,15 +80,16 @@ func (s *LaunchSecurity) MemberArgs(i int) []string {
 	return args
 }
 
-// streamingArgs are the security flags of streaming node i.
-func (s *LaunchSecurity) streamingArgs(i int) []string {
+// streamingArgs are the security flags of streaming node i (0-based).
+func (s *LaunchSecurity) streamingArgs(i int) ([]string, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
-	if s.StreamingCredential != nil {
-		return append([]string{"--tls-ca", s.Node.CA}, s.StreamingCredential(i)...)
+	if i >= len(s.Nodes) {
+		return nil, fmt.Errorf("streaming node %d has no node certificate (LaunchSecurity.Nodes holds %d)", i+1, len(s.Nodes))
 	}
-	return []string{"--tls-ca", s.Node.CA, "--tls-cert", s.Node.Cert, "--tls-key", s.Node.Key}
+	n := s.Nodes[i]
+	return []string{"--tls-ca", n.CA, "--tls-cert", n.Cert, "--tls-key", n.Key}, nil
 }
 
 // httpClient is how the launcher probes members' /readyz.
@@ -245,7 +245,11 @@ func (l *Launcher) StartStreamingNode(i int) error {
 	if sn.MetricsAddr != "" {
 		args = append(args, "--metrics-addr", sn.MetricsAddr)
 	}
-	args = append(args, l.cfg.Security.streamingArgs(i)...)
+	sec, err := l.cfg.Security.streamingArgs(i)
+	if err != nil {
+		return err
+	}
+	args = append(args, sec...)
 	args = append(args, l.cfg.StreamingExtraArgs...)
 	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
 }

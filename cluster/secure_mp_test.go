@@ -62,7 +62,7 @@ func TestSecureCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1,
-		Security: &cluster.LaunchSecurity{Server: pki.Server, Node: pki.Node, BootstrapTokenFile: bootFile}})
+		Security: &cluster.LaunchSecurity{Server: pki.Server, Nodes: pki.Nodes, BootstrapTokenFile: bootFile}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	clientTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Client.CA})
@@ -124,7 +124,7 @@ func TestSecureCluster(t *testing.T) {
 	// The raft port: the CVE-2021-37219 shape (a client certificate from the
 	// same CA) is refused; a server certificate is accepted.
 	raftTLS := func(f security.Files) *raftnode.RaftTLS { return raftTLSOf(t, f) }
-	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Node).Client); err == nil {
+	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Node(1)).Client); err == nil {
 		t.Fatalf("raft port answered a client certificate: %+v", who)
 	}
 	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, nil); err == nil {
@@ -183,9 +183,15 @@ func TestSecureCluster(t *testing.T) {
 
 	// coordctl speaks TLS with a token file and prints a new secret once.
 	out, err := exec.CommandContext(ctx, coordctlBinary, "--endpoints", l.Endpoints(), "--tls-ca", pki.Client.CA,
-		"--token-file", bootFile, "token", "create", "node", "--name", "proxy").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "cdt_") {
-		t.Fatalf("coordctl token create: %v\n%s", err, out)
+		"--token-file", bootFile, "token", "create", "node", "--node-id", "5", "--name", "sn5").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cdt_") || !strings.Contains(string(out), "bound to node 5") {
+		t.Fatalf("coordctl token create node --node-id 5: %v\n%s", err, out)
+	}
+	// A node token without its node is refused by coordctl, with the fix.
+	out, err = exec.CommandContext(ctx, coordctlBinary, "--endpoints", l.Endpoints(), "--tls-ca", pki.Client.CA,
+		"--token-file", bootFile, "token", "create", "node", "--name", "unbound").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--node-id") {
+		t.Fatalf("coordctl token create node without --node-id: %v\n%s", err, out)
 	}
 
 	// Members register their addresses in the background; the page and the

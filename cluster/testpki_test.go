@@ -1,11 +1,13 @@
 package cluster_test
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +22,9 @@ import (
 // Multi-process tests run the configuration users deploy: TLS on every
 // port, mutual TLS on raft, and a token on every client call. TestMain
 // makes one throwaway CA per test binary run (testPKI): a server
-// certificate per member slot, a node-role certificate for the streaming
-// nodes, and a bootstrap admin token that every fresh cluster installs.
+// certificate per member slot, a certificate per streaming node bound to
+// its own node identity, and a bootstrap admin token that every fresh
+// cluster installs.
 // COORDD_TEST_INSECURE=1 runs them with --insecure instead; a test that
 // is about plaintext says so with startInsecureClusterWith.
 
@@ -29,11 +32,15 @@ import (
 // (tests add members beyond the launcher's three).
 const maxMembers = 7
 
+// maxStreamingNodes is how many streaming nodes get a certificate bound to
+// their own node identity (streaming node i: identity i+1).
+const maxStreamingNodes = 4
+
 // testPKI is the test binary's TLS material and admin token.
 type testPKI struct {
 	ca        string
 	servers   []security.Files
-	node      security.Files
+	nodes     []security.Files // streaming node i: node identity i+1
 	tokenFile string
 	token     string
 	tls       *tls.Config
@@ -70,15 +77,17 @@ func newTestPKI(dir string) (*testPKI, error) {
 		}
 		p.servers = append(p.servers, security.Files{CA: p.ca, Cert: cert, Key: key})
 	}
-	kp, err := ca.IssueClient("streamingnode", "node", from, to)
-	if err != nil {
-		return nil, err
+	for i := 0; i < maxStreamingNodes; i++ {
+		kp, err := ca.IssueNode(uint64(i+1), from, to)
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := kp.Write(dir, fmt.Sprintf("node-%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		p.nodes = append(p.nodes, security.Files{CA: p.ca, Cert: cert, Key: key})
 	}
-	cert, key, err := kp.Write(dir, "node")
-	if err != nil {
-		return nil, err
-	}
-	p.node = security.Files{CA: p.ca, Cert: cert, Key: key}
 	tok, err := auth.NewToken()
 	if err != nil {
 		return nil, err
@@ -97,7 +106,7 @@ func newTestPKI(dir string) (*testPKI, error) {
 
 // launch is the launcher's security for a test cluster.
 func (p *testPKI) launch() *cluster.LaunchSecurity {
-	return &cluster.LaunchSecurity{Server: p.servers[0], Servers: p.servers, Node: p.node, BootstrapTokenFile: p.tokenFile}
+	return &cluster.LaunchSecurity{Server: p.servers[0], Servers: p.servers, Nodes: p.nodes, BootstrapTokenFile: p.tokenFile}
 }
 
 // ours reports whether l runs with the test binary's PKI (the helpers
@@ -203,4 +212,27 @@ func dialAsServer(t *testing.T, l *cluster.Launcher, addr string) *grpc.ClientCo
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// nodeClient is a client of l holding streaming node i's own credential
+// (its certificate, bound to node identity i+1), for calls only the node
+// may make; on an insecure cluster, a plain client.
+func nodeClient(t *testing.T, l *cluster.Launcher) func(i int) *client.Client {
+	return func(i int) *client.Client {
+		t.Helper()
+		cfg := client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}
+		if ours(l) {
+			m, err := security.Load(pki.nodes[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.TLS = m.APIClient("")
+		}
+		c, err := client.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
 }

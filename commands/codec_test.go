@@ -62,7 +62,7 @@ var fixedSamples = map[Type]func() proto.Message{
 			Pchannel: "by-dev-rootcoord-dml_1", Term: 2, Reason: "deadline exceeded"}}
 	},
 	TypeRegisterStreamingNode: func() proto.Message {
-		return &logpb.RegisterStreamingNode{Address: "10.0.0.7:22222", ResourceGroup: "rg-1", Incarnation: "boot-8f3a", ReplaceNodeId: 2}
+		return &logpb.RegisterStreamingNode{Address: "10.0.0.7:22222", ResourceGroup: "rg-1", Incarnation: "boot-8f3a", ReplaceNodeId: 2, BoundNode: 7}
 	},
 	TypeMarkStreamingNodeDown: func() proto.Message {
 		return &logpb.MarkStreamingNodeDown{NodeId: 3, Epoch: 41, Reason: "heartbeat ttl expired"}

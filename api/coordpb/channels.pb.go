@@ -557,8 +557,11 @@ type StreamingNode struct {
 	Pchannels        []string `protobuf:"bytes,8,rep,name=pchannels,proto3" json:"pchannels,omitempty"`
 	// last_heartbeat_ms_ago is known only to the leader (-1 elsewhere).
 	LastHeartbeatMsAgo int64 `protobuf:"varint,9,opt,name=last_heartbeat_ms_ago,json=lastHeartbeatMsAgo,proto3" json:"last_heartbeat_ms_ago,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// bound_node: the node identity of the credential that registered this
+	// session (docs/security.md#per-node-identity); 0 without authentication.
+	BoundNode     uint64 `protobuf:"varint,10,opt,name=bound_node,json=boundNode,proto3" json:"bound_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamingNode) Reset() {
@@ -650,6 +653,13 @@ func (x *StreamingNode) GetPchannels() []string {
 func (x *StreamingNode) GetLastHeartbeatMsAgo() int64 {
 	if x != nil {
 		return x.LastHeartbeatMsAgo
+	}
+	return 0
+}
+
+func (x *StreamingNode) GetBoundNode() uint64 {
+	if x != nil {
+		return x.BoundNode
 	}
 	return 0
 }
@@ -2344,7 +2354,7 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x14AddPChannelsResponse\x12\x14\n" +
 	"\x05added\x18\x01 \x01(\rR\x05added\"\x12\n" +
 	"\x10RebalanceRequest\"\x13\n" +
-	"\x11RebalanceResponse\"\xa3\x02\n" +
+	"\x11RebalanceResponse\"\xc2\x02\n" +
 	"\rStreamingNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
@@ -2354,7 +2364,10 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12,\n" +
 	"\x12registered_unix_ms\x18\a \x01(\x03R\x10registeredUnixMs\x12\x1c\n" +
 	"\tpchannels\x18\b \x03(\tR\tpchannels\x121\n" +
-	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\"s\n" +
+	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\x12\x1d\n" +
+	"\n" +
+	"bound_node\x18\n" +
+	" \x01(\x04R\tboundNode\"s\n" +
 	"\x10ListNodesRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\x12!\n" +
 	"\finclude_down\x18\x02 \x01(\bR\vincludeDown\"C\n" +

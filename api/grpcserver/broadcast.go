@@ -143,6 +143,9 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	}); handled {
 		return resp, err
 	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
+	}
 	if s.broadcasts == nil {
 		if _, err := s.commit(ctx, cmd); err != nil {
 			return nil, err

@@ -33,6 +33,9 @@ func (s *Server) AssignSegmentID(ctx context.Context, req *coordpb.AssignSegment
 	}); handled {
 		return resp, err
 	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
+	}
 	reqs := make([]flush.AssignRequest, len(req.Requests))
 	for i, r := range req.Requests {
 		reqs[i] = flush.AssignRequest{CollectionID: r.CollectionId, PartitionID: r.PartitionId, VChannel: r.Vchannel,
@@ -62,6 +65,9 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 		return coordpb.NewDataCoordClient(c).ReportTimeTicks(ctx, req, o...)
 	}); handled {
 		return resp, err
+	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
 	}
 	ticks := make([]flush.TimeTick, len(req.Ticks))
 	for i, t := range req.Ticks {
@@ -137,6 +143,9 @@ func (s *Server) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlogPat
 	}); handled {
 		return resp, err
 	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
+	}
 	var sealedMs int64
 	if g, ok := s.node.State().Segment(req.SegmentId); ok {
 		sealedMs = g.SealedMs
@@ -168,6 +177,9 @@ func (s *Server) UpdateChannelCheckpoints(ctx context.Context, req *coordpb.Upda
 		return coordpb.NewDataCoordClient(cc).UpdateChannelCheckpoints(ctx, req, o...)
 	}); handled {
 		return resp, err
+	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
 	}
 	// Fail fast on the leader: a checkpoint not newer than the stored one
 	// (checkpoints only grow) or for a dropped VChannel is refused without
@@ -234,6 +246,9 @@ func (s *Server) CurrentFlushTasks(ctx context.Context, req *coordpb.WatchFlushT
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is required", errInvalid))
 	}
 	st := s.node.State()
+	if err := s.speaksFor(ctx, st, req.NodeId); err != nil {
+		return nil, err
+	}
 	if err := checkSession(st, req.NodeId, req.Epoch); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -265,6 +280,11 @@ func (s *Server) WatchFlushTasks(req *coordpb.WatchFlushTasksRequest, stream grp
 	for {
 		changed := s.node.StateChanged()
 		st := s.node.State()
+		if first {
+			if err := s.speaksFor(ctx, st, req.NodeId); err != nil {
+				return err
+			}
+		}
 		if err := checkSession(st, req.NodeId, req.Epoch); err != nil {
 			return s.toStatus(ctx, err)
 		}

@@ -36,6 +36,9 @@ func (s *Server) CreateImportSegment(ctx context.Context, req *coordpb.CreateImp
 	}); handled {
 		return resp, err
 	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
+	}
 	res, err := s.commit(ctx, c)
 	if err != nil {
 		return nil, err
@@ -60,6 +63,9 @@ func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImp
 		return coordpb.NewDataCoordClient(cc).FinishImportSegment(ctx, req, o...)
 	}); handled {
 		return resp, err
+	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
 	}
 	res, err := s.commit(ctx, c)
 	if err != nil {

@@ -26,7 +26,11 @@ func (s *Server) notEstablished() error {
 // another process at the address has a live session; once that session has
 // lapsed, the newcomer replaces it.
 func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
-	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
+	bound, err := s.callerNode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation, BoundNode: bound}
 	cmd, err := commands.New(body, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -89,6 +93,9 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	term := s.node.EstablishedTerm()
 	if term == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		return nil, err
 	}
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {
@@ -156,6 +163,13 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 	}
 	if s.node.EstablishedTerm() == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	// Who may end the session comes first; a record already evicted
+	// answers DOWN to a deregistration, as there is nothing to protect.
+	if _, known := s.node.State().StreamingNode(req.NodeId); known || !deregister {
+		if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+			return nil, err
+		}
 	}
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {

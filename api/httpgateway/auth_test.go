@@ -27,14 +27,18 @@ func securedGateway(t *testing.T) (*Gateway, *httptest.Server, map[auth.Role]str
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	tokens := map[auth.Role]string{}
-	for _, r := range []auth.Role{auth.RoleRead, auth.RoleNode, auth.RoleAdmin} {
+	for _, r := range []auth.Role{auth.RoleRead, auth.RoleProxy, auth.RoleNode, auth.RoleAdmin} {
 		tok, err := auth.NewToken()
 		if err != nil {
 			t.Fatal(err)
 		}
+		var node uint64
+		if r == auth.RoleNode {
+			node = 1
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		res, err := commands.Propose(ctx, shared.node, &logpb.CreateToken{Token: &logpb.TokenRecord{
-			Id: tok.ID, Name: "http-" + r.String(), Role: r.TokenRole(), SecretSha256: tok.SecretHash()}}, "")
+			Id: tok.ID, Name: "http-" + r.String(), Role: r.TokenRole(), SecretSha256: tok.SecretHash(), NodeId: node}}, "")
 		cancel()
 		if err != nil || res.Rejection != nil {
 			t.Fatalf("create token: %v %v", res, err)
@@ -109,12 +113,12 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	roles := []auth.Role{auth.RoleNone, auth.RoleRead, auth.RoleNode, auth.RoleAdmin}
+	roles := []auth.Role{auth.RoleNone, auth.RoleRead, auth.RoleProxy, auth.RoleNode, auth.RoleAdmin}
 	before := shared.node.State().AppliedIndex()
 	for _, p := range gw.Patterns() {
 		need, _ := auth.RouteRole(p)
 		for _, r := range roles {
-			if need == auth.RoleNone || r >= need {
+			if r.Includes(need) {
 				continue
 			}
 			resp := send(p, r)
@@ -136,7 +140,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	for _, p := range gw.Patterns() {
 		need, _ := auth.RouteRole(p)
 		for _, r := range roles {
-			if r < need {
+			if !r.Includes(need) {
 				continue
 			}
 			if code := send(p, r).StatusCode; code == http.StatusUnauthorized || code == http.StatusForbidden {

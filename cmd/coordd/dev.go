@@ -138,10 +138,10 @@ func devSecurity(dir string, now time.Time) (*cluster.LaunchSecurity, error) {
 			return nil, fmt.Errorf("write admin token: %w", err)
 		}
 	}
-	for _, p := range []string{files.Server.Cert, files.Node.Cert, tokenPath} {
+	for _, p := range []string{files.Server.Cert, files.Node(security.DevNodes).Cert, tokenPath} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, badConfig("dev PKI in %s is incomplete (%v): remove the directory to start over", dir, err)
 		}
 	}
-	return &cluster.LaunchSecurity{Server: files.Server, Node: files.Node, BootstrapTokenFile: tokenPath}, nil
+	return &cluster.LaunchSecurity{Server: files.Server, Nodes: files.Nodes, BootstrapTokenFile: tokenPath}, nil
 }

@@ -17,23 +17,25 @@ import (
 
 // Runs are secure by default: the configuration users deploy. Every run
 // gets a throwaway CA, one server certificate per member (its own
-// loopback address as an IP SAN), a node-role certificate for the
-// streaming nodes, a bootstrap admin token, and, once the cluster is up,
-// one token per role the clients use. JEPSEN_INSECURE=1 (or
+// loopback address as an IP SAN), one certificate per streaming node bound
+// to its own node identity (streaming node i: identity i+1), a bootstrap
+// admin token, and, once the cluster is up, a read and a proxy token. JEPSEN_INSECURE=1 (or
 // Config.Insecure, for the scenarios that are the explicit insecure
 // variant) runs every port plaintext with --insecure instead.
 
 // InsecureFromEnv reports whether JEPSEN_INSECURE=1 asks for plaintext runs.
 func InsecureFromEnv() bool { return os.Getenv("JEPSEN_INSECURE") == "1" }
 
-// Roles a run creates tokens for. Proxy is a second node-role token, the
-// kind a proxy (not a streaming node) holds.
+// Roles a run has tokens for: workload clients hold the proxy token, as
+// a proxy would; the nemesis and the harness' checks the admin one.
 const (
 	RoleRead  = "read"
-	RoleNode  = "node"
 	RoleProxy = "proxy"
 	RoleAdmin = "admin"
 )
+
+// maxStreamingNodes is how many streaming nodes get a certificate.
+const maxStreamingNodes = 4
 
 // Security is a secure run's PKI and credentials.
 type Security struct {
@@ -41,9 +43,9 @@ type Security struct {
 	CAFile string
 	// Members[i] is member i's server certificate and key.
 	Members []security.Files
-	// Node is the node-role client certificate every streaming node uses
-	// until each gets its own credential (StreamingArgs).
-	Node security.Files
+	// Nodes[i] is streaming node i's certificate, bound to node identity
+	// i+1: it may speak only for the sessions it registers.
+	Nodes []security.Files
 	// BootstrapFile holds the bootstrap admin token (every member gets
 	// --bootstrap-token-file; the first leader installs it once).
 	BootstrapFile string
@@ -79,15 +81,17 @@ func newSecurity(dir string, hosts []string) (*Security, error) {
 		}
 		s.Members = append(s.Members, security.Files{CA: s.CAFile, Cert: cert, Key: key})
 	}
-	node, err := ca.IssueClient("jepsen-streamingnode", "node", from, to)
-	if err != nil {
-		return nil, err
+	for i := 0; i < maxStreamingNodes; i++ {
+		node, err := ca.IssueNode(uint64(i+1), from, to)
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := node.Write(dir, fmt.Sprintf("node-%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		s.Nodes = append(s.Nodes, security.Files{CA: s.CAFile, Cert: cert, Key: key})
 	}
-	cert, key, err := node.Write(dir, "node")
-	if err != nil {
-		return nil, err
-	}
-	s.Node = security.Files{CA: s.CAFile, Cert: cert, Key: key}
 	boot, err := auth.NewToken()
 	if err != nil {
 		return nil, err
@@ -116,14 +120,14 @@ func (s *Security) memberArgs(i int) []string {
 		"--bootstrap-token-file", s.BootstrapFile}
 }
 
-// StreamingArgs are streaming node i's flags for talking to coordd. Today
-// every streaming node presents the same node-role certificate; a
-// per-node credential replaces this one line.
+// StreamingArgs are streaming node i's flags for talking to coordd: its
+// own certificate (node identity i+1).
 func (s *Security) StreamingArgs(i int) []string {
 	if s == nil {
 		return nil
 	}
-	return []string{"--tls-ca", s.Node.CA, "--tls-cert", s.Node.Cert, "--tls-key", s.Node.Key}
+	n := s.Nodes[i%len(s.Nodes)]
+	return []string{"--tls-ca", n.CA, "--tls-cert", n.Cert, "--tls-key", n.Key}
 }
 
 // Token is the secret of a role's token ("" on an insecure run).
@@ -150,7 +154,7 @@ func (s *Security) ClientConfig(role string, cfg client.Config) client.Config {
 	return cfg
 }
 
-// createTokens creates the read, node and proxy tokens with the bootstrap
+// createTokens creates the read and proxy tokens with the bootstrap
 // admin token and waits until every member accepts each of them (a
 // follower learns a token when it applies its creation).
 func (s *Security) createTokens(ctx context.Context, c *Cluster) error {
@@ -159,7 +163,7 @@ func (s *Security) createTokens(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	defer admin.Close()
-	for _, r := range []struct{ name, role string }{{RoleRead, "read"}, {RoleNode, "node"}, {RoleProxy, "node"}} {
+	for _, r := range []struct{ name, role string }{{RoleRead, "read"}, {RoleProxy, "proxy"}} {
 		var resp interface{ GetSecret() string }
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -212,14 +216,14 @@ func (s *Security) StreamingNodeDialOptions() []grpc.DialOption {
 	return nil
 }
 
-// OtherNodeTLS is a client TLS configuration presenting the streaming
-// nodes' node-role certificate: the credential of "another streaming
-// node" for the hostile nemesis (nil on an insecure run).
-func (s *Security) OtherNodeTLS() *tls.Config {
+// NodeTLS is a client TLS configuration presenting streaming node i's
+// certificate (nil on an insecure run): the hostile nemesis holds it as
+// "another streaming node".
+func (s *Security) NodeTLS(i int) *tls.Config {
 	if s == nil {
 		return nil
 	}
-	m, err := security.Load(s.Node)
+	m, err := security.Load(s.Nodes[i%len(s.Nodes)])
 	if err != nil {
 		return nil
 	}

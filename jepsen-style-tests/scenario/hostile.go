@@ -16,9 +16,9 @@ import (
 
 // hostileConfig gives the hostile nemesis every credential a run has
 // that is not the owning streaming node's: the read, proxy and admin
-// tokens and the streaming nodes' node-role certificate (which today is
-// every node's, so it stands for "another streaming node"). Its history
-// clients come after the workloads' (clientBase).
+// tokens and each streaming node's own certificate (used only against
+// PChannels another node owns). Its history clients come after the
+// workloads' (clientBase).
 func hostileConfig(cl *harness.Cluster, sns *harness.StreamingNodes, rec *history.Recorder, seed uint64, d time.Duration,
 	clientBase int) nemesis.HostileConfig {
 	sec := cl.Security()
@@ -33,11 +33,11 @@ func hostileConfig(cl *harness.Cluster, sns *harness.StreamingNodes, rec *histor
 			Config: func(c client.Config) client.Config { return sec.ClientConfig(role, c) }}
 	}
 	creds := []nemesis.HostileCred{cred("read", harness.RoleRead), cred("proxy", harness.RoleProxy), cred("admin", harness.RoleAdmin)}
-	if other := sec.OtherNodeTLS(); other != nil {
-		creds = append(creds, nemesis.HostileCred{Name: "other-node", DialNode: dialNode,
-			Config: func(c client.Config) client.Config { c.TLS = other; return c }})
+	for i := 0; sec != nil && sns != nil && i < sns.N(); i++ {
+		tlsCfg := sec.NodeTLS(i)
+		creds = append(creds, nemesis.HostileCred{Name: "node-" + sns.ID(i), DialNode: dialNode, NodeAddr: sns.Addr(i),
+			Config: func(c client.Config) client.Config { c.TLS = tlsCfg; return c }})
 	}
-	_ = sns
 	return nemesis.HostileConfig{Seed: seed, Duration: d, Endpoints: cl.Endpoints(0), Creds: creds,
 		Observer: cred("read", harness.RoleRead), Recorder: rec, ClientID: clientBase, Logf: cl.Logf}
 }

@@ -544,8 +544,8 @@ func streamingNemesis(ctx context.Context, cl *harness.Cluster, sns *harness.Str
 }
 
 // credentials are the workload clients' credentials on a secure run (nil
-// on an insecure one): the run's CA, and a token per role. Node-role
-// clients hold the token a proxy would.
+// on an insecure one): the run's CA, and a token per role; the proxy
+// token is what most workload clients hold.
 func credentials(cl *harness.Cluster) *workload.Credentials {
 	sec := cl.Security()
 	if sec == nil {
@@ -553,7 +553,7 @@ func credentials(cl *harness.Cluster) *workload.Credentials {
 	}
 	return &workload.Credentials{
 		TLS: sec.ClientTLS,
-		Tokens: map[string]string{workload.RoleRead: sec.Token(harness.RoleRead), workload.RoleNode: sec.Token(harness.RoleNode),
+		Tokens: map[string]string{workload.RoleRead: sec.Token(harness.RoleRead), workload.RoleProxy: sec.Token(harness.RoleProxy),
 			workload.RoleAdmin: sec.Token(harness.RoleAdmin)},
 		StreamingNode: sec.StreamingNodeDialOptions(),
 	}

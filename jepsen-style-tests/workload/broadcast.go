@@ -86,7 +86,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	}
 	var wg sync.WaitGroup
 	for k := 0; k < b.Clients(); k++ {
-		cfg := env.ClientConfig(RoleNode, env.Endpoints(k%env.Members))
+		cfg := env.ClientConfig(RoleProxy, env.Endpoints(k%env.Members))
 		cfg.RequestTimeout, cfg.AttemptTimeout = 8*time.Second, 3*time.Second
 		cl, err := client.New(ctx, cfg)
 		if err != nil {

@@ -131,7 +131,7 @@ func (c *Channels) Run(ctx context.Context, env Env) error {
 	}
 	var wg sync.WaitGroup
 	if c.Zombies {
-		cl, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(0)))
+		cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (c *Channels) Run(ctx context.Context, env Env) error {
 		}()
 	}
 	for k := 0; k < c.appenders(); k++ {
-		cl, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(k%env.Members)))
+		cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(k%env.Members)))
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ import (
 // harness created). Each client uses the least role its calls need.
 const (
 	RoleRead  = "read"
-	RoleNode  = "node"  // what a proxy calls: allocation, inserts, flushes, broadcasts, manifest commits
+	RoleProxy = "proxy" // what a proxy calls: allocation, inserts, flushes, broadcasts, manifest commits
 	RoleAdmin = "admin" // replication updates, abandoning broadcasts, the orphan collector
 )
 

@@ -58,7 +58,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 	if env.WALDir == "" {
 		return fmt.Errorf("the flush workload needs streaming nodes")
 	}
-	cl, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(0)))
+	cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(i%env.Members)))
+			c, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(i%env.Members)))
 			if err != nil {
 				return
 			}
@@ -129,7 +129,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 	// back everything persisted.
 	fctx, cancel := context.WithTimeout(context.Background(), f.FinalWait)
 	defer cancel()
-	fin, err := client.New(fctx, env.Config(RoleNode, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second}))
+	fin, err := client.New(fctx, env.Config(RoleProxy, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		return err
 	}

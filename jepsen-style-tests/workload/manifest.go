@@ -58,7 +58,7 @@ func (m *Manifest) Clients() int { m.defaults(); return m.Committers + m.Readers
 
 func (m *Manifest) Run(ctx context.Context, env Env) error {
 	m.defaults()
-	cl, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(0)))
+	cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (m *Manifest) Run(ctx context.Context, env Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := client.New(ctx, env.ClientConfig(RoleNode, env.Endpoints(i%env.Members)))
+			c, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(i%env.Members)))
 			if err != nil {
 				return
 			}

@@ -14,24 +14,9 @@ import (
 // Removes (nemesis/hostile.go). Kept in their own file so matrix.go only
 // names them.
 
-// hostileDefect is why the hostile scenarios cannot pass yet: node-role
-// credentials are not bound to a streaming node, so a proxy's token or
-// any node's certificate may report for any owner (review D1), and the
-// streaming node's port takes a Remove from anyone (D3). Per-node
-// credentials and an authenticated streaming-node port fix both; then
-// drop hostileExpect from the scenarios below.
-const hostileDefect = "D1/D3: node-role credentials are not bound to a streaming node, and the streaming node's port accepts an unauthenticated Remove"
-
-// hostileExpect marks a scenario as expected to fail hostile-refused until
-// the defect above is fixed.
-func hostileExpect(s scenario.Scenario) scenario.Scenario {
-	s.ExpectViolation, s.ExpectChecker, s.KnownDefect = true, "hostile-refused", hostileDefect
-	return s
-}
-
 // HostileWorkloads are the write path plus broadcasts (acks to forge).
-// The final flush gets 30 s: one forged checkpoint that lands (D1) keeps
-// it from ever completing, and the run should say so quickly.
+// The final flush gets 30 s: one forged checkpoint that lands keeps it
+// from ever completing, and the run should say so quickly.
 func HostileWorkloads(int) []workload.Workload {
 	return []workload.Workload{&workload.Flush{FinalWait: 30 * time.Second}, &workload.Broadcast{NClients: 2, PChannels: 3, AckSyncUp: true}}
 }
@@ -42,18 +27,34 @@ var hostileFaults = []nemesis.Kind{nemesis.KillNode, nemesis.Transfer}
 
 // hostileSmoke is the smoke matrix's hostile scenario.
 func hostileSmoke() []scenario.Scenario {
-	return []scenario.Scenario{hostileExpect(scenario.Scenario{
+	return []scenario.Scenario{{
 		Name: "smoke-hostile-3", Nodes: 3, Faults: hostileFaults, Duration: 16 * time.Second, Recovery: 5 * time.Second,
 		ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs, Hostile: true,
 		Workloads: HostileWorkloads,
-	})}
+	}, brokenHostile()}
+}
+
+// brokenHostile is a test of the tests for the hostile nemesis: the
+// streaming nodes run --test-only-unsafe-accept-any-remove (a Remove coordd
+// never decided is obeyed), and the nemesis forges only Removes. The run
+// passes only if hostile-refused catches an accepted one.
+func brokenHostile() scenario.Scenario {
+	return scenario.Scenario{
+		Name: "smoke-broken-hostile-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.Transfer}, Duration: 8 * time.Second,
+		Recovery: 2 * time.Second, ExtraArgs: scenario.ChannelArgs, StreamingNodes: 2,
+		StreamingArgs: []string{"--test-only-unsafe-accept-any-remove"}, Hostile: true, HostileKinds: []string{nemesis.ForgeRemove},
+		ExpectViolation: true, ExpectChecker: "hostile-refused",
+		Workloads: func(int) []workload.Workload {
+			return []workload.Workload{&workload.Broadcast{NClients: 2, PChannels: 3}}
+		},
+	}
 }
 
 // hostileTemplates are the full matrix's hostile templates.
 func hostileTemplates(d time.Duration) []scenario.Scenario {
-	return []scenario.Scenario{hostileExpect(scenario.Scenario{
+	return []scenario.Scenario{{
 		Name: "hostile-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), hostileFaults...), nemesis.PauseNode, nemesis.IsolateLeader),
 		Duration: d, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs,
 		Hostile: true, Workloads: HostileWorkloads,
-	})}
+	}}
 }

@@ -43,6 +43,9 @@ const (
 	forgedLogID      = int64(1) << 40
 	observeInterval  = 200 * time.Millisecond
 	hostileCallLimit = 2 * time.Second
+	// removeCallLimit outlasts the streaming node's wait for coordd to
+	// confirm a Remove (3 s by default), so a refused one is answered.
+	removeCallLimit = 5 * time.Second
 )
 
 // HostileCred is one credential the hostile client holds.
@@ -75,6 +78,8 @@ type HostileConfig struct {
 	ClientID int
 	// Logf, when set, logs what the nemesis could not do.
 	Logf func(format string, args ...any)
+	// Kinds limits the forged calls to these kinds (default: all four).
+	Kinds []string
 }
 
 // ForgedIn is the input of a forged call in the history.
@@ -125,6 +130,9 @@ func RunHostile(ctx context.Context, cfg HostileConfig) {
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x686f7374))
 	kinds := []string{ForgeCheckpoint, ForgeAck, ForgeBinlogs, ForgeRemove}
+	if len(cfg.Kinds) > 0 {
+		kinds = cfg.Kinds
+	}
 	type pair struct{ kind, cred int }
 	var bag []pair
 	clients := make([]*client.Client, len(cfg.Creds))
@@ -328,9 +336,15 @@ func forge(ctx context.Context, cfg HostileConfig, kind string, cred HostileCred
 			return false
 		}
 		defer conn.Close()
+		rctx, rcancel := context.WithTimeout(ctx, removeCallLimit)
+		defer rcancel()
 		p := cfg.Recorder.Invoke(cfg.ClientID, HostilePrefix+kind, ForgedIn{Cred: cred.Name, Target: pc.Name, Node: node.Id, Term: pc.Term})
-		_, err = coordpb.NewStreamingNodeServiceClient(conn).Remove(cctx, &coordpb.RemoveRequest{Pchannel: pc.Name, Term: pc.Term,
+		_, err = coordpb.NewStreamingNodeServiceClient(conn).Remove(rctx, &coordpb.RemoveRequest{Pchannel: pc.Name, Term: pc.Term,
 			CoordTerm: st.coordTerm, NodeId: node.Id, Epoch: node.Epoch})
+		if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable && strings.Contains(s.Message(), "refused") {
+			p.Fail(err) // the node answered: coordd has not decided this removal
+			return true
+		}
 		complete(p, err)
 		return true
 	}

@@ -85,8 +85,10 @@ type Scenario struct {
 	SecureBlocked string
 	// Hostile adds the hostile-client nemesis (nemesis/hostile.go): forged
 	// data-path calls with the wrong credentials, each recorded and
-	// checked to be refused.
-	Hostile bool
+	// checked to be refused. HostileKinds limits its forged calls to
+	// these kinds (nemesis.Forge*; default all).
+	Hostile      bool
+	HostileKinds []string
 }
 
 // ChannelArgs make channel management fast enough for a short run: node
@@ -286,7 +288,9 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	if sc.Hostile {
 		go func() {
 			defer close(hostileDone)
-			nemesis.RunHostile(loadCtx, hostileConfig(cl, sns, rec, seed, sc.Duration, base))
+			hc := hostileConfig(cl, sns, rec, seed, sc.Duration, base)
+			hc.Kinds = sc.HostileKinds
+			nemesis.RunHostile(loadCtx, hc)
 		}()
 	} else {
 		close(hostileDone)

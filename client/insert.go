@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -174,7 +173,7 @@ func (p *producer) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := p.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, StreamingNodeDialOptions(p.c.cfg.TLS)...)
 	if err != nil {
 		return nil, err
 	}

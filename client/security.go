@@ -78,6 +78,19 @@ func TransportOptions(tlsCfg *tls.Config, token string) []grpc.DialOption {
 	return opts
 }
 
+// StreamingNodeDialOptions are the dial options for a streaming node's
+// port: with a cluster TLS configuration (the one for coordd, e.g. from
+// LoadTLS), TLS that verifies the node's certificate against the same CA
+// and its streaming-node identity (security.StreamingNodeClient); nil:
+// plaintext. No bearer token is sent: a token is coordd's credential, and
+// the node does not take it (docs/security.md#the-streaming-nodes-port).
+func StreamingNodeDialOptions(tlsCfg *tls.Config) []grpc.DialOption {
+	if tlsCfg == nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(security.StreamingNodeClient(tlsCfg)))}
+}
+
 // bearer sends "authorization: Bearer <token>" with every call, and only
 // over TLS.
 type bearer string

@@ -21,6 +21,13 @@ type Config struct {
 	// role: a token of that role, or a client certificate carrying it.
 	CoordTLS   *tls.Config
 	CoordToken string
+	// ServeTLS, when set, is the TLS of the node's own port
+	// (security.Material.StreamingNodeServer builds it): the node serves
+	// TLS with its certificate, and admits lifecycle calls (Assign,
+	// Remove) and coordinator appends only from a caller presenting
+	// coordd's server identity (docs/security.md#the-streaming-nodes-port).
+	// nil serves plaintext and admits anyone (an insecure cluster).
+	ServeTLS *tls.Config
 	// Addr is the listen address of the StreamingNodeService and the address
 	// registered with coordd. With port 0 (tests) the bound address is
 	// registered instead.
@@ -106,6 +113,9 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if c.CoordToken != "" && c.CoordTLS == nil {
 		return errors.New("streamingnode: a coordd token needs TLS (CoordTLS)")
+	}
+	if (c.ServeTLS == nil) != (c.CoordTLS == nil) {
+		return errors.New("streamingnode: a secure node talks TLS both ways: set both CoordTLS and ServeTLS, or neither")
 	}
 	if len(c.Coord) == 0 {
 		return errors.New("streamingnode: at least one coordd endpoint is required")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -114,10 +115,14 @@ func Start(cfg Config) (*Node, error) {
 	n.sessCtx, n.sessCancel = context.WithCancel(context.Background())
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.killCtx, n.killCancel = context.WithCancel(context.Background())
-	n.srv = grpc.NewServer(grpc.MaxRecvMsgSize(wal.MaxPayloadBytes+1<<20), grpc.WaitForHandlers(true))
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(wal.MaxPayloadBytes + 1<<20), grpc.WaitForHandlers(true)}
+	if cfg.ServeTLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(cfg.ServeTLS)))
+	}
+	n.srv = grpc.NewServer(sopts...)
 	coordpb.RegisterStreamingNodeServiceServer(n.srv, &service{n: n})
 	n.logPreviousIdentity()
-	n.log.Info("streaming node starting", "addr", addr, "wal_dir", cfg.WALDir, "coord", cfg.Coord)
+	n.log.Info("streaming node starting", "addr", addr, "wal_dir", cfg.WALDir, "coord", cfg.Coord, "tls", cfg.ServeTLS != nil)
 	if err := n.startFlusher(n.bgCtx); err != nil {
 		lis.Close()
 		pool.close()

@@ -56,6 +56,9 @@ func reason(err error) string {
 // the access mode.
 func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coordpb.AssignResponse, error) {
 	n := s.n
+	if err := n.requireCoordinator(ctx, "Assign"); err != nil {
+		return nil, err
+	}
 	if err := validPChannel(req.Pchannel); err != nil {
 		return nil, err
 	}
@@ -124,6 +127,9 @@ func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coor
 // those of Assign (docs/architecture.md#fencing).
 func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coordpb.RemoveResponse, error) {
 	n := s.n
+	if err := n.requireCoordinator(ctx, "Remove"); err != nil {
+		return nil, err
+	}
 	if err := validPChannel(req.Pchannel); err != nil {
 		return nil, err
 	}
@@ -195,6 +201,13 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	}
 	if dml.IsDML(req.Payload) {
 		return nil, invalid("the payload starts like a DML message: rows are written with Insert, which assigns them a segment")
+	}
+	if req.CoordTerm != 0 || req.AckSyncUp {
+		// A coordinator's broadcast append (fenced by its term, acked to
+		// coordd by this node on its behalf) is coordd's call.
+		if err := n.requireCoordinator(ctx, "a coordinator Append (coord_term or ack_sync_up set)"); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err

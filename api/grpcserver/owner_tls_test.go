@@ -119,7 +119,7 @@ func TestForgedOwnerCallsRefused(t *testing.T) {
 	if tick, ok := tn.srv.Data().TimeTicks()[dv0]; ok {
 		t.Errorf("a forged time tick was recorded: %d", tick)
 	}
-	if _, seen := tn.srv.health.LastSeen(1); seen {
+	if _, seen := oc.beats.LastSeen(1); seen {
 		t.Error("a forged heartbeat was recorded")
 	}
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/security"
 )
 
 func selfOf(c serveConfig) raftnode.Self {
@@ -63,7 +65,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if sec != nil && sec.bootstrap != nil {
 		extra = append(extra, routines.Routine{Name: "bootstrap-token", Run: grpcserver.BootstrapTokenRoutine(node, *sec.bootstrap, logger.Named("auth"))})
 	}
-	set, err := newControllers(c, node, reg, logger, extra)
+	set, err := newControllers(c, sec, node, reg, logger, extra)
 	if err != nil {
 		return err
 	}
@@ -193,9 +195,17 @@ func newMetrics(node *raftnode.Node) (*metrics.Registry, error) {
 
 // newControllers builds every leader-only controller from the flags; extra
 // (routines of the API layer) runs in the same set, after the controllers.
-func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, logger hclog.Logger, extra []routines.Routine) (*routines.Set, error) {
+func newControllers(c serveConfig, sec *secureSetup, node *raftnode.Node, reg *metrics.Registry, logger hclog.Logger, extra []routines.Routine) (*routines.Set, error) {
 	bcfg := c.Channels.balancerConfig()
 	bcfg.Logger = logger.Named("balancer")
+	// Calls to streaming nodes present this member's server certificate
+	// (the node admits Assign, Remove and coordinator appends only from
+	// it) and verify the node's (docs/security.md#the-streaming-nodes-port).
+	var snTLS *tls.Config
+	if sec != nil {
+		snTLS = security.StreamingNodeClient(sec.tls.APIClient(""))
+	}
+	bcfg.StreamingTLS = snTLS
 	bm, err := broadcaster.NewMetrics(reg.Registerer())
 	if err != nil {
 		return nil, err
@@ -224,6 +234,7 @@ func newControllers(c serveConfig, node *raftnode.Node, reg *metrics.Registry, l
 			TombstoneCheckInterval:    c.Broadcast.TombstoneCheckInterval,
 			UnsafeReleaseKeysAtCreate: c.TestOnlyUnsafeBroadcastOrder,
 		},
+		StreamingTLS:  snTLS,
 		Data:          c.Segments.config(),
 		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
 		Extra:         extra,

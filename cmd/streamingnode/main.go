@@ -31,6 +31,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/security"
 	"github.com/coordd/coordd/streamingnode"
 )
 
@@ -94,8 +95,8 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 		"save a growing segment's buffered rows once they reach this many bytes (16 per row); 0 = never by size")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT at /metrics (default: off)")
 	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA")
-	fs.StringVar(&sec.cert, "tls-cert", "", "client certificate file for mutual TLS (one carrying the node role needs no token)")
+	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA, and serve TLS (needs --tls-cert)")
+	fs.StringVar(&sec.cert, "tls-cert", "", "the node's certificate from the cluster's CA (node role): mutual TLS to coordd (no token needed) and the certificate of the node's own TLS port")
 	fs.StringVar(&sec.key, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding a coordd token with the node role (needs --tls-ca)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "test-only-unsafe-no-fence", false,
@@ -212,6 +213,15 @@ func (s secFlags) load(cfg *streamingnode.Config) error {
 		return err
 	}
 	cfg.CoordTLS = tc
+	// The node's own port is TLS too, with the same certificate
+	// (docs/security.md#the-streaming-nodes-port).
+	m, err := security.Load(security.Files{CA: s.ca, Cert: s.cert, Key: s.key})
+	if err != nil {
+		return err
+	}
+	if cfg.ServeTLS, err = m.StreamingNodeServer(); err != nil {
+		return err
+	}
 	if s.tokenFile != "" {
 		if cfg.CoordToken, err = client.ReadTokenFile(s.tokenFile); err != nil {
 			return err

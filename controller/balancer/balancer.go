@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -70,7 +71,12 @@ type Config struct {
 	// the real clock. Tests pass a fake and advance it.
 	Clock           clockwork.Clock
 	Logger          hclog.Logger
-	StreamingClient StreamingClient // default: gRPC
+	StreamingClient StreamingClient // default: gRPC, with StreamingTLS
+	// StreamingTLS, when set, is the TLS of the default StreamingClient's
+	// connections: coordd presents its server certificate (the node admits
+	// Assign and Remove only from it) and verifies the node's
+	// (security.StreamingNodeClient). nil: plaintext.
+	StreamingTLS *tls.Config
 }
 
 func (c Config) withDefaults() Config {
@@ -111,7 +117,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.StreamingClient == nil {
-		c.StreamingClient = newGRPCStreamingClient()
+		c.StreamingClient = newGRPCStreamingClient(c.StreamingTLS)
 	}
 	return c
 }

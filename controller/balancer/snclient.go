@@ -2,6 +2,10 @@ package balancer
 
 import (
 	"context"
+	"crypto/tls"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
@@ -38,8 +42,19 @@ type grpcStreamingClient struct {
 	conns *conncache.Cache
 }
 
-func newGRPCStreamingClient() *grpcStreamingClient {
-	return &grpcStreamingClient{conns: conncache.New(0, nil)}
+// newGRPCStreamingClient dials nodes with tlsCfg (plaintext when nil;
+// conncache.New).
+func newGRPCStreamingClient(tlsCfg *tls.Config) *grpcStreamingClient {
+	return &grpcStreamingClient{conns: conncache.New(0, nil, streamingDialOptions(tlsCfg)...)}
+}
+
+// streamingDialOptions are the transport options for streaming nodes:
+// TLS with tlsCfg, or none (conncache's plaintext default) when nil.
+func streamingDialOptions(tlsCfg *tls.Config) []grpc.DialOption {
+	if tlsCfg == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}
 }
 
 func (c *grpcStreamingClient) client(addr string) (coordpb.StreamingNodeServiceClient, error) {

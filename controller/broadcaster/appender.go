@@ -2,10 +2,13 @@ package broadcaster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"strconv"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -45,8 +48,17 @@ type GRPCAppender struct {
 	conns *conncache.Cache
 }
 
-// NewGRPCAppender returns an appender that dials nodes lazily.
-func NewGRPCAppender() *GRPCAppender { return &GRPCAppender{conns: conncache.New(0, nil)} }
+// NewGRPCAppender returns an appender that dials nodes lazily, with TLS
+// tlsCfg (plaintext when nil): on a secure cluster coordd presents its
+// server certificate, which the node requires of a coordinator append,
+// and verifies the node's (security.StreamingNodeClient).
+func NewGRPCAppender(tlsCfg *tls.Config) *GRPCAppender {
+	var opts []grpc.DialOption
+	if tlsCfg != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	}
+	return &GRPCAppender{conns: conncache.New(0, nil, opts...)}
+}
 
 var errAppenderClosed = errors.New("broadcaster: appender closed")
 

@@ -46,7 +46,7 @@ func TestGRPCAppender(t *testing.T) {
 	go g.Serve(lis)
 	defer g.Stop()
 
-	a := NewGRPCAppender()
+	a := NewGRPCAppender(nil)
 	var _ Appender = a
 	addr := NodeTarget{Addr: lis.Addr().String(), ID: 4, Epoch: 77}
 	for i := 0; i < 2; i++ { // the second is a (deduplicated) retry

@@ -28,6 +28,7 @@ type entry struct {
 type Cache struct {
 	idle time.Duration
 	now  func() time.Time
+	dial []grpc.DialOption
 
 	mu     sync.Mutex
 	conns  map[string]*entry
@@ -35,15 +36,21 @@ type Cache struct {
 }
 
 // New returns a cache that closes connections unused for idle (DefaultIdle
-// when idle <= 0); now is the clock (time.Now when nil).
-func New(idle time.Duration, now func() time.Time) *Cache {
+// when idle <= 0); now is the clock (time.Now when nil). dial are the
+// options of every connection; without them connections are plaintext
+// (an insecure cluster). A secure coordd passes TLS that presents its
+// server certificate and verifies the node's (security.StreamingNodeClient).
+func New(idle time.Duration, now func() time.Time, dial ...grpc.DialOption) *Cache {
 	if idle <= 0 {
 		idle = DefaultIdle
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Cache{idle: idle, now: now, conns: map[string]*entry{}}
+	if len(dial) == 0 {
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return &Cache{idle: idle, now: now, dial: dial, conns: map[string]*entry{}}
 }
 
 // Get returns the connection to addr, dialling it (lazily) if needed, and
@@ -63,7 +70,7 @@ func (c *Cache) Get(addr string) (*grpc.ClientConn, error) {
 	}
 	e, ok := c.conns[addr]
 	if !ok {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, c.dial...)
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ package routines
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -58,8 +59,13 @@ type Config struct {
 	DataClock     flush.Clock // nil: the real clock
 	Balancer      *balancer.Config
 	Broadcaster   *broadcaster.Config
-	// Appender sends broadcast appends (nil: gRPC to the streaming nodes).
+	// Appender sends broadcast appends (nil: gRPC to the streaming nodes,
+	// with StreamingTLS).
 	Appender broadcaster.Appender
+	// StreamingTLS, when set, is the TLS of the default appender's
+	// connections to streaming nodes (balancer.Config.StreamingTLS is the
+	// balancer's).
+	StreamingTLS *tls.Config
 	// Manifest configures manifest commits and the orphan collector (no
 	// Store: commits are refused and the collector does not run).
 	Manifest manifest.Config
@@ -124,7 +130,7 @@ func New(node Node, cfg Config) (*Set, error) {
 	if cfg.Broadcaster != nil {
 		app := cfg.Appender
 		if app == nil {
-			app = broadcaster.NewGRPCAppender()
+			app = broadcaster.NewGRPCAppender(cfg.StreamingTLS)
 		}
 		m, err := broadcaster.New(node, app, *cfg.Broadcaster)
 		if err != nil {

@@ -1,0 +1,177 @@
+package cluster_test
+
+import (
+	"context"
+	"crypto/tls"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/api/auth"
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/security"
+	"github.com/coordd/coordd/testutil"
+)
+
+// TestSecureStreamingNodePort: on a secure cluster the streaming node's
+// port is TLS with the node's certificate and admits coordd's calls only
+// from coordd. The forged Remove of the hostile probe (every value public:
+// ListPChannels and the node's Status) is refused whoever sends it: over
+// plaintext (no TLS handshake), over TLS without a client certificate and
+// with the node-role certificate (PermissionDenied: not the server
+// identity), and even with coordd's server certificate (Unavailable: coordd
+// removes a term only after assigning a newer one). After all of them the
+// WAL is still open at its term, the channel is still ASSIGNED there, and
+// an append through the owner works. Read-only Status is open to any TLS
+// client. On a coordd without these checks the plaintext Remove closes the
+// WAL while coordd keeps the channel ASSIGNED.
+func TestSecureStreamingNodePort(t *testing.T) {
+	dir := t.TempDir()
+	pki, err := security.WriteDevPKI(filepath.Join(dir, "pki"), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := auth.NewToken()
+	bootFile := filepath.Join(dir, "pki", "admin.token")
+	if err := os.WriteFile(bootFile, []byte(boot.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1, ExtraArgs: []string{"--pchannels", "4"},
+		Security: &cluster.LaunchSecurity{Server: pki.Server, Node: pki.Node, BootstrapTokenFile: bootFile}})
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(90*time.Second))
+	defer cancel()
+	clientTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Client.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(ctx, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), TLS: clientTLS, Token: boot.String(),
+		RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	const victim = "by-dev-rootcoord-dml_0"
+	var term int64
+	testutil.EventuallyEvery(t, 45*time.Second, 100*time.Millisecond, victim+" ASSIGNED over the node's TLS port", func() bool {
+		resp, err := admin.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
+		if err != nil {
+			return false
+		}
+		for _, p := range resp.Pchannels {
+			if p.Name == victim && p.State == "ASSIGNED" {
+				term = p.Term
+				return true
+			}
+		}
+		return false
+	})
+
+	addr := l.StreamingNodes()[0].Addr
+	dial := func(creds credentials.TransportCredentials) coordpb.StreamingNodeServiceClient {
+		t.Helper()
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return coordpb.NewStreamingNodeServiceClient(conn)
+	}
+	withCert := func(f security.Files) credentials.TransportCredentials {
+		t.Helper()
+		tc, err := client.LoadTLS(client.TLSFiles{CA: f.CA, Cert: f.Cert, Key: f.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return credentials.NewTLS(security.StreamingNodeClient(tc))
+	}
+	anon := dial(credentials.NewTLS(security.StreamingNodeClient(clientTLS)))
+	// Status is open to any TLS client; it names the session and the
+	// coordinator term a forger needs.
+	st, err := anon.Status(ctx, &coordpb.NodeStatusRequest{})
+	if err != nil {
+		t.Fatalf("Status over TLS without a client certificate: %v", err)
+	}
+	holds := func() bool {
+		t.Helper()
+		now, err := anon.Status(ctx, &coordpb.NodeStatusRequest{})
+		if err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		for _, w := range now.Wals {
+			if w.Pchannel == victim && w.Term == term {
+				return true
+			}
+		}
+		return false
+	}
+	if !holds() {
+		t.Fatalf("the node does not hold %s at term %d: %v", victim, term, st)
+	}
+	forged := &coordpb.RemoveRequest{Pchannel: victim, Term: term, CoordTerm: st.MaxCoordTerm, NodeId: st.NodeId, Epoch: st.Epoch}
+
+	// Plaintext: no handshake.
+	if _, err := dial(insecure.NewCredentials()).Remove(ctx, forged); err == nil {
+		t.Fatal("a plaintext Remove was answered by a secure streaming node")
+	}
+	// TLS, but not coordd: PermissionDenied.
+	for name, cl := range map[string]coordpb.StreamingNodeServiceClient{
+		"no client certificate":     anon,
+		"the node-role certificate": dial(withCert(pki.Node)),
+		"a client certificate":      dial(withCert(pki.Client)),
+	} {
+		_, err := cl.Remove(ctx, forged)
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), security.ServerURI) {
+			t.Fatalf("Remove with %s: %v, want PermissionDenied naming %s", name, err, security.ServerURI)
+		}
+		_, err = cl.Assign(ctx, &coordpb.AssignRequest{Pchannel: victim, Term: term + 1, CoordTerm: st.MaxCoordTerm,
+			NodeId: st.NodeId, Epoch: st.Epoch})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Assign with %s: %v, want PermissionDenied", name, err)
+		}
+	}
+	// coordd's own certificate, but a Remove coordd never decided.
+	if _, err := dial(withCert(pki.Server)).Remove(ctx, forged); status.Code(err) != codes.Unavailable ||
+		!strings.Contains(err.Error(), "coordd removes a term only after assigning a newer one") {
+		t.Fatalf("an undecided Remove with the server certificate: %v, want Unavailable", err)
+	}
+	if !holds() {
+		t.Fatalf("the WAL of %s at term %d was closed by a refused Remove", victim, term)
+	}
+	resp, err := admin.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.Pchannels {
+		if p.Name == victim && (p.State != "ASSIGNED" || p.Term != term) {
+			t.Fatalf("%s moved to %s at term %d after refused Removes", victim, p.State, p.Term)
+		}
+	}
+	// The data path still works through the owner (any TLS client).
+	if _, err := anon.Append(ctx, &coordpb.AppendRequest{Vchannel: victim + "_77v0", Term: term, Payload: []byte("still-here"),
+		NodeId: st.NodeId, Epoch: st.Epoch}); err != nil {
+		t.Fatalf("append through the owner after the refused Removes: %v", err)
+	}
+	// A coordinator append (coord_term set) is coordd's call too.
+	if _, err := anon.Append(ctx, &coordpb.AppendRequest{Vchannel: victim + "_77v0", Term: term, Payload: []byte("x"), BroadcastId: 9,
+		CoordTerm: st.MaxCoordTerm, NodeId: st.NodeId, Epoch: st.Epoch}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a coordinator append without the server identity: %v, want PermissionDenied", err)
+	}
+	// A node certificate is verified as a streaming node's, not as a
+	// server name: a client that insists on coordd's name refuses it.
+	strict := clientTLS.Clone()
+	conn, err := tls.Dial("tcp", addr, strict)
+	if err == nil {
+		conn.Close()
+		t.Fatal("a TLS client verifying the coordd server name accepted the streaming node's certificate")
+	}
+}

@@ -1,0 +1,172 @@
+package security
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+type pkiFixture struct {
+	dir                    string
+	ca                     *CA
+	server, node, cli, bad KeyPair // bad: a node certificate from another CA
+}
+
+func newPKIFixture(t *testing.T) pkiFixture {
+	t.Helper()
+	now := time.Now()
+	from, to := now.Add(-time.Hour), now.Add(time.Hour)
+	mk := func(kp KeyPair, err error) KeyPair {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kp
+	}
+	ca, err := NewCA("test CA", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewCA("other CA", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := pkiFixture{dir: t.TempDir(), ca: ca,
+		server: mk(ca.IssueServer([]string{"127.0.0.1"}, from, to)),
+		node:   mk(ca.IssueClient("streamingnode", "node", from, to)),
+		cli:    mk(ca.IssueClient("dev", "", from, to)),
+		bad:    mk(other.IssueClient("streamingnode", "node", from, to))}
+	if err := os.WriteFile(filepath.Join(f.dir, "ca.crt"), ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// material loads kp (nil: no certificate) under the fixture's CA.
+func (f pkiFixture) material(t *testing.T, name string, kp *KeyPair) *Material {
+	t.Helper()
+	files := Files{CA: filepath.Join(f.dir, "ca.crt")}
+	if kp != nil {
+		var err error
+		if files.Cert, files.Key, err = kp.Write(f.dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func leafOf(t *testing.T, kp KeyPair) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(kp.CertPEM)
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestIsStreamingNodeCert(t *testing.T) {
+	f := newPKIFixture(t)
+	for name, tc := range map[string]struct {
+		kp   KeyPair
+		want bool
+	}{"node role": {f.node, true}, "server": {f.server, false}, "client without role": {f.cli, false}} {
+		if got := IsStreamingNodeCert(leafOf(t, tc.kp)); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+	if IsStreamingNodeCert(nil) {
+		t.Error("nil certificate")
+	}
+}
+
+// handshake runs a TLS handshake over a loopback connection and returns
+// the client's error (the server's when the client's is nil).
+func handshake(t *testing.T, server, client *tls.Config) error {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	srvErr := make(chan error, 1)
+	go func() {
+		conn, err := lis.Accept()
+		if err != nil {
+			srvErr <- err
+			return
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		srvErr <- tls.Server(conn, server).Handshake()
+	}()
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	c := tls.Client(conn, client)
+	err = c.Handshake()
+	if err == nil {
+		// TLS 1.3: the server verifies the client after the client's
+		// handshake returns; a read surfaces the server's verdict.
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = c.Read(make([]byte, 1))
+	}
+	conn.Close()
+	if serr := <-srvErr; err == nil {
+		err = serr
+	}
+	return err
+}
+
+// The streaming node's port serves its node certificate; callers verify
+// the chain against the cluster CA and the streaming-node identity, not a
+// host name. A server certificate where a node should be, or a node
+// certificate of another CA, is refused; the node refuses to serve with a
+// certificate that is not a node's.
+func TestStreamingNodeTLS(t *testing.T) {
+	f := newPKIFixture(t)
+	nodeSrv, err := f.material(t, "node", &f.node).StreamingNodeServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordd := StreamingNodeClient(f.material(t, "server", &f.server).APIClient(""))
+	anon := StreamingNodeClient(f.material(t, "anon", nil).APIClient(""))
+	if err := handshake(t, nodeSrv, coordd); err != nil {
+		t.Fatalf("coordd to the node: %v", err)
+	}
+	if err := handshake(t, nodeSrv, anon); err != nil {
+		t.Fatalf("a client without a certificate to the node: %v", err)
+	}
+	// A coordd server certificate is not a streaming node's.
+	impostor := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: f.material(t, "server2", &f.server).certs()}
+	if err := handshake(t, impostor, anon); !errors.Is(err, ErrNotStreamingNode) {
+		t.Fatalf("a server certificate as a streaming node: %v, want ErrNotStreamingNode", err)
+	}
+	// Another CA's node certificate does not verify.
+	foreign := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: f.material(t, "bad", &f.bad).certs()}
+	if err := handshake(t, foreign, anon); err == nil {
+		t.Fatal("a node certificate of another CA was accepted")
+	}
+	// The node does not serve with a certificate that is not a node's.
+	for name, kp := range map[string]*KeyPair{"server": &f.server, "client": &f.cli, "none": nil} {
+		if _, err := f.material(t, name+"-srv", kp).StreamingNodeServer(); err == nil {
+			t.Errorf("StreamingNodeServer with the %s certificate: no error", name)
+		}
+	}
+	if StreamingNodeClient(nil) != nil {
+		t.Error("StreamingNodeClient(nil) is not nil")
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
@@ -98,7 +97,7 @@ func liveNodeID(t *testing.T, c *client.Client, addr string) uint64 {
 }
 
 func snStatus(ctx context.Context, addr string) (*coordpb.NodeStatusResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, snDialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +253,7 @@ func TestFencedOldOwnerCannotAppend(t *testing.T) {
 		}
 	}
 	vchannel := pchannel + "_77v0"
-	conn, err := grpc.NewClient(victim.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(victim.Addr, snDialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
@@ -48,7 +47,7 @@ func TestLostWALIsReassigned(t *testing.T) {
 	}
 	const victim = "by-dev-rootcoord-dml_0"
 	old := before[victim]
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, snDialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestSecureStreamingNodePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1, ExtraArgs: []string{"--pchannels", "4"},
-		Security: &cluster.LaunchSecurity{Server: pki.Server, Node: pki.Node, BootstrapTokenFile: bootFile}})
+		Security: &cluster.LaunchSecurity{Server: pki.Server, Nodes: pki.Nodes, BootstrapTokenFile: bootFile}})
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(90*time.Second))
 	defer cancel()
 	clientTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Client.CA})
@@ -126,7 +126,7 @@ func TestSecureStreamingNodePort(t *testing.T) {
 	// TLS, but not coordd: PermissionDenied.
 	for name, cl := range map[string]coordpb.StreamingNodeServiceClient{
 		"no client certificate":     anon,
-		"the node-role certificate": dial(withCert(pki.Node)),
+		"a node certificate": dial(withCert(pki.Node(1))),
 		"a client certificate":      dial(withCert(pki.Client)),
 	} {
 		_, err := cl.Remove(ctx, forged)

@@ -236,3 +236,18 @@ func nodeClient(t *testing.T, l *cluster.Launcher) func(i int) *client.Client {
 		return c
 	}
 }
+
+// snDialOptions dial a streaming node's port as coordd does on a secure
+// test run: TLS verifying the node's identity, presenting the server
+// certificate (lifecycle calls, Assign and Remove, need it; tests that
+// forge them test the node's own checks behind that one).
+func snDialOptions() []grpc.DialOption {
+	if pki == nil {
+		return client.StreamingNodeDialOptions(nil)
+	}
+	m, err := security.Load(pki.servers[0])
+	if err != nil {
+		panic(fmt.Sprintf("test PKI: %v", err)) // written by TestMain a moment ago
+	}
+	return client.StreamingNodeDialOptions(m.APIClient(""))
+}

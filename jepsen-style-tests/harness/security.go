@@ -209,11 +209,12 @@ func (s *Security) waitAccepted(ctx context.Context, addr, role string) error {
 }
 
 // StreamingNodeDialOptions are the dial options for a streaming node's own
-// port. The port is still plaintext without authentication (docs/security.md
-// lists it out of scope), so this is nil (plaintext) on every run until it
-// gets TLS; then it is the one place to set the run's CA and a token.
+// port (appends and status go straight to the owner): TLS verifying the
+// node's identity against the run's CA, no client certificate (the data
+// path is open to any TLS client; Assign and Remove need coordd's server
+// identity). Plaintext on an insecure run.
 func (s *Security) StreamingNodeDialOptions() []grpc.DialOption {
-	return nil
+	return client.StreamingNodeDialOptions(s.TLS())
 }
 
 // NodeTLS is a client TLS configuration presenting streaming node i's

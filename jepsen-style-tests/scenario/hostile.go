@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/jepsen-style-tests/harness"
@@ -23,10 +22,7 @@ func hostileConfig(cl *harness.Cluster, sns *harness.StreamingNodes, rec *histor
 	clientBase int) nemesis.HostileConfig {
 	sec := cl.Security()
 	dialNode := func(addr string) (*grpc.ClientConn, error) {
-		if opts := sec.StreamingNodeDialOptions(); opts != nil {
-			return grpc.NewClient(addr, opts...)
-		}
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		return grpc.NewClient(addr, sec.StreamingNodeDialOptions()...)
 	}
 	cred := func(name, role string) nemesis.HostileCred {
 		return nemesis.HostileCred{Name: name, DialNode: dialNode,
@@ -35,7 +31,10 @@ func hostileConfig(cl *harness.Cluster, sns *harness.StreamingNodes, rec *histor
 	creds := []nemesis.HostileCred{cred("read", harness.RoleRead), cred("proxy", harness.RoleProxy), cred("admin", harness.RoleAdmin)}
 	for i := 0; sec != nil && sns != nil && i < sns.N(); i++ {
 		tlsCfg := sec.NodeTLS(i)
-		creds = append(creds, nemesis.HostileCred{Name: "node-" + sns.ID(i), DialNode: dialNode, NodeAddr: sns.Addr(i),
+		dialAsNode := func(addr string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, client.StreamingNodeDialOptions(tlsCfg)...) // presenting the node's own certificate
+		}
+		creds = append(creds, nemesis.HostileCred{Name: "node-" + sns.ID(i), DialNode: dialAsNode, NodeAddr: sns.Addr(i),
 			Config: func(c client.Config) client.Config { c.TLS = tlsCfg; return c }})
 	}
 	return nemesis.HostileConfig{Seed: seed, Duration: d, Endpoints: cl.Endpoints(0), Creds: creds,

@@ -25,7 +25,8 @@ type Credentials struct {
 	// Tokens maps a role to its token's secret.
 	Tokens map[string]string
 	// StreamingNode are the dial options for a streaming node's own port
-	// (appends go straight to the owner); nil dials plaintext.
+	// (appends go straight to the owner: TLS verifying the node's
+	// identity); nil dials plaintext.
 	StreamingNode []grpc.DialOption
 }
 

@@ -69,7 +69,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
-	n.logs = &watchedLogStore{LogStore: st.store}
+	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.store, snaps: st.snaps}}
 
 	var err error
 	trans := cfg.Transport
@@ -80,7 +80,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		trans = n.tcp
 	}
-	n.trans, n.watch = watchCommits(trans)
+	n.trans, n.watch = watchCommits(trans, cfg.Logger.Named("transport"), cfg.FaultInjection)
 	notify := make(chan bool, 16)
 	rc, err := cfg.raftConfig(notify)
 	if err != nil {
@@ -96,7 +96,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	err = guard(cfg.DataDir, "starting raft on it", func() error {
 		var rerr error
-		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans)
+		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, st.stable, n.snaps, n.trans)
 		return rerr
 	})
 	if err != nil {
@@ -107,6 +107,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.watch.setRaft(n.raft)
 	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 {
 		n.fsm.advance(snaps[0].Index)
 	}

@@ -84,7 +84,10 @@ type Storage struct {
 	dir   string
 	ident *identityStore
 	store *raftboltdb.BoltStore
-	snaps *raft.FileSnapshotStore
+	// stable is store as raft's StableStore: it records every durable
+	// term and vote in VoteFile too.
+	stable *recordingStable
+	snaps  *raft.FileSnapshotStore
 }
 
 // Close releases the stores (and the lock on raft.db).
@@ -154,6 +157,14 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 		return nil, openError(dir, err)
 	}
 	if err := guard(dir, "reading the log in "+RaftDBFile, func() error { return checkEntries(dir, st.store, rep) }); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := guard(dir, "reading the term and vote in "+RaftDBFile, func() error {
+		var verr error
+		st.stable, verr = checkVote(dir, st.store, skip)
+		return verr
+	}); err != nil {
 		st.Close()
 		return nil, err
 	}

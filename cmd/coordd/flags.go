@@ -39,6 +39,7 @@ type serveConfig struct {
 	TestOnlyUnsafeIDReuse                     bool
 	TestOnlyUnsafeBroadcastOrder              bool
 	TestOnlySkipIdentityCheck                 bool
+	FaultInjection                            bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
@@ -69,6 +70,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"TEST ONLY: break the broadcaster (resource keys released once a task is created, not when it is done) so the Jepsen-style checkers can be shown to catch conflicting broadcasts out of order")
 	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
 		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
+	fs.BoolVar(&c.FaultInjection, "fault-injection", false,
+		"TEST ONLY: serve /debug/raft-delay (admin), which holds raft RPCs of a kind this member receives, for the Jepsen-style raft-delay nemesis")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")

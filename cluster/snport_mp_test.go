@@ -126,7 +126,7 @@ func TestSecureStreamingNodePort(t *testing.T) {
 	// TLS, but not coordd: PermissionDenied.
 	for name, cl := range map[string]coordpb.StreamingNodeServiceClient{
 		"no client certificate": anon,
-		"a node certificate":    dial(withCert(pki.Node(1))),
+		"the node certificate":  dial(withCert(pki.Node(1))),
 		"a client certificate":  dial(withCert(pki.Client)),
 	} {
 		_, err := cl.Remove(ctx, forged)

@@ -3,6 +3,7 @@ package security
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -84,4 +85,26 @@ func TestWriteDevPKI(t *testing.T) {
 	if r := CertRole(parseCert(t, data)); r != "proxy" {
 		t.Fatalf("proxy certificate role %q", r)
 	}
+}
+
+// FuzzCertNode: the node URI parser never panics; what it accepts is
+// exactly one canonical positive node identity, which prints back to the
+// same URI.
+func FuzzCertNode(f *testing.F) {
+	for _, s := range []string{"1", "42", "0", "07", "-1", "18446744073709551615", "18446744073709551616", "1/2", "", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tail string) {
+		u, err := url.Parse(NodeURIPrefix + tail)
+		if err != nil {
+			return
+		}
+		id, err := CertNode(&x509.Certificate{URIs: []*url.URL{u}})
+		if err != nil {
+			return
+		}
+		if id == 0 || NodeURI(id) != u.String() {
+			t.Fatalf("accepted %q as node %d", u, id)
+		}
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // The streaming node's port (docs/security.md#the-streaming-nodes-port).
@@ -18,31 +17,22 @@ import (
 // calls (Assign, Remove) and coordinator appends require the coordd server
 // identity (IsServerCert), which only coordd members hold.
 
-// nodeURIPrefix starts the URI SAN of a certificate bound to one node
-// identity (spiffe://coordd/node/<N>).
-const nodeURIPrefix = "spiffe://coordd/node/"
-
 // ErrNotStreamingNode is returned when a peer's certificate does not
 // carry a streaming node's identity.
 var ErrNotStreamingNode = errors.New("peer certificate does not carry a streaming node identity (the node role " +
-	RoleURIPrefix + "node or a node URI " + nodeURIPrefix + "<N>)")
+	RoleURIPrefix + "node or a node URI " + NodeURIPrefix + "<N>)")
 
 // IsStreamingNodeCert reports whether cert identifies a streaming node: it
-// grants the node role by URI SAN (or names a node identity) and does not
-// carry the server identity.
+// names a node identity (NodeURI, CA.IssueNode) or grants the node role by
+// URI SAN, and does not carry the server identity.
 func IsStreamingNodeCert(cert *x509.Certificate) bool {
 	if cert == nil || IsServerCert(cert) {
 		return false
 	}
-	if CertRole(cert) == "node" {
+	if id, err := CertNode(cert); err == nil && id != 0 {
 		return true
 	}
-	for _, u := range cert.URIs {
-		if strings.HasPrefix(u.String(), nodeURIPrefix) {
-			return true
-		}
-	}
-	return false
+	return CertRole(cert) == "node"
 }
 
 // StreamingNodeServer is a secure streaming node's port: the node's own

@@ -13,9 +13,9 @@ import (
 )
 
 type pkiFixture struct {
-	dir                    string
-	ca                     *CA
-	server, node, cli, bad KeyPair // bad: a node certificate from another CA
+	dir                           string
+	ca                            *CA
+	server, node, bound, cli, bad KeyPair // bound: bound to node identity 3; bad: a node certificate from another CA
 }
 
 func newPKIFixture(t *testing.T) pkiFixture {
@@ -40,6 +40,7 @@ func newPKIFixture(t *testing.T) pkiFixture {
 	f := pkiFixture{dir: t.TempDir(), ca: ca,
 		server: mk(ca.IssueServer([]string{"127.0.0.1"}, from, to)),
 		node:   mk(ca.IssueClient("streamingnode", "node", from, to)),
+		bound:  mk(ca.IssueNode(3, from, to)),
 		cli:    mk(ca.IssueClient("dev", "", from, to)),
 		bad:    mk(other.IssueClient("streamingnode", "node", from, to))}
 	if err := os.WriteFile(filepath.Join(f.dir, "ca.crt"), ca.CertPEM, 0o644); err != nil {
@@ -80,7 +81,7 @@ func TestIsStreamingNodeCert(t *testing.T) {
 	for name, tc := range map[string]struct {
 		kp   KeyPair
 		want bool
-	}{"node role": {f.node, true}, "server": {f.server, false}, "client without role": {f.cli, false}} {
+	}{"node role": {f.node, true}, "node identity": {f.bound, true}, "server": {f.server, false}, "client without role": {f.cli, false}} {
 		if got := IsStreamingNodeCert(leafOf(t, tc.kp)); got != tc.want {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)
 		}
@@ -149,6 +150,13 @@ func TestStreamingNodeTLS(t *testing.T) {
 	}
 	if err := handshake(t, nodeSrv, anon); err != nil {
 		t.Fatalf("a client without a certificate to the node: %v", err)
+	}
+	boundSrv, err := f.material(t, "bound", &f.bound).StreamingNodeServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handshake(t, boundSrv, coordd); err != nil {
+		t.Fatalf("coordd to a node with a node-bound certificate: %v", err)
 	}
 	// A coordd server certificate is not a streaming node's.
 	impostor := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: f.material(t, "server2", &f.server).certs()}

@@ -53,7 +53,8 @@ func reason(err error) string {
 // a coordinator or PChannel term coordd has not confirmed (heartbeat answers,
 // the assignment view) is refused with Unavailable
 // (docs/semantics.md#streaming-node-trust). The same term again only updates
-// the access mode.
+// the access mode. On a secure node only coordd's server identity may call
+// it (requireCoordinator).
 func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coordpb.AssignResponse, error) {
 	n := s.n
 	if err := n.requireCoordinator(ctx, "Assign"); err != nil {
@@ -124,7 +125,10 @@ func (s *service) Assign(ctx context.Context, req *coordpb.AssignRequest) (*coor
 // Remove closes the WAL of a PChannel if it is held here at the given term
 // or an older one (a newer term is left alone) and remembers the term, so a
 // late Assign for it is refused. Identity and coordinator-term checks are
-// those of Assign (docs/architecture.md#fencing).
+// those of Assign (docs/architecture.md#fencing); the term must be below
+// the one coordd's assignment view holds (confirmRemove). On a secure node
+// only coordd's server identity may call it, like Assign
+// (docs/security.md#the-streaming-nodes-port).
 func (s *service) Remove(ctx context.Context, req *coordpb.RemoveRequest) (*coordpb.RemoveResponse, error) {
 	n := s.n
 	if err := n.requireCoordinator(ctx, "Remove"); err != nil {

@@ -45,8 +45,12 @@ type StreamingNodeServiceClient interface {
 	// pchannel at exactly term on this node; a term at or below one already
 	// removed on this node is refused.
 	Assign(ctx context.Context, in *AssignRequest, opts ...grpc.CallOption) (*AssignResponse, error)
-	// Remove closes pchannel's WAL if held at a term <= term (a term above
-	// the one in coordd's assignment view is refused).
+	// Remove closes pchannel's WAL if held at a term <= term. coordd removes
+	// a term only after committing a newer one, so term must be below the
+	// one coordd's assignment view holds; a Remove of the current term (one
+	// coordd did not decide) or a newer one is refused. On a secure node
+	// Assign, Remove and coordinator appends are admitted only from coordd's
+	// server identity (mutual TLS; docs/security.md#the-streaming-nodes-port).
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WALMessage], error)
@@ -152,8 +156,12 @@ type StreamingNodeServiceServer interface {
 	// pchannel at exactly term on this node; a term at or below one already
 	// removed on this node is refused.
 	Assign(context.Context, *AssignRequest) (*AssignResponse, error)
-	// Remove closes pchannel's WAL if held at a term <= term (a term above
-	// the one in coordd's assignment view is refused).
+	// Remove closes pchannel's WAL if held at a term <= term. coordd removes
+	// a term only after committing a newer one, so term must be below the
+	// one coordd's assignment view holds; a Remove of the current term (one
+	// coordd did not decide) or a newer one is refused. On a secure node
+	// Assign, Remove and coordinator appends are admitted only from coordd's
+	// server identity (mutual TLS; docs/security.md#the-streaming-nodes-port).
 	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	Read(*ReadRequest, grpc.ServerStreamingServer[WALMessage]) error

@@ -112,7 +112,7 @@ type heartbeatLog struct {
 	seen map[uint64]int
 }
 
-func (h *heartbeatLog) Heartbeat(node, _ uint64, _ fsm.AssignmentVersion) {
+func (h *heartbeatLog) HeartbeatHeld(node, _ uint64, _ fsm.AssignmentVersion, _ map[string]int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seen[node]++

@@ -107,6 +107,8 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s --tls-ca %s --token-file %s cluster status\n",
 			l.Endpoints(), sec.Server.CA, sec.BootstrapTokenFile)
 		fmt.Fprintf(stdout, "     (then 'token create read --name me' and revoke the bootstrap token: docs/security.md)\n")
+		fmt.Fprintf(stdout, "  streaming node sn<N> authenticates with %s (node identity N); proxies: %s\n",
+			filepath.Join(pki, "node-<N>.crt"), filepath.Join(pki, "proxy.crt"))
 	} else {
 		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s cluster status\n", l.Endpoints())
 	}

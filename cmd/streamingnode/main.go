@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // secFlags name the files of a secure coordd cluster (docs/security.md).
-type secFlags struct{ ca, cert, key, tokenFile string }
+type secFlags struct{ ca, cert, key, tokenFile, listenCert, listenKey string }
 
 func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("streamingnode", flag.ContinueOnError)
@@ -95,10 +95,12 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 		"save a growing segment's buffered rows once they reach this many bytes (16 per row); 0 = never by size")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT at /metrics (default: off)")
 	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA, and serve TLS (needs --tls-cert)")
-	fs.StringVar(&sec.cert, "tls-cert", "", "the node's certificate from the cluster's CA (node role): mutual TLS to coordd (no token needed) and the certificate of the node's own TLS port")
+	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA, and serve the node's own port with TLS (needs a node certificate: --tls-cert or --listen-tls-cert)")
+	fs.StringVar(&sec.cert, "tls-cert", "", "the node's certificate from the cluster's CA (naming this node's identity, spiffe://coordd/node/N): mutual TLS to coordd (no token needed) and, unless --listen-tls-cert is given, the certificate of the node's own port")
 	fs.StringVar(&sec.key, "tls-key", "", "key of --tls-cert")
-	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding a coordd token with the node role (needs --tls-ca)")
+	fs.StringVar(&sec.listenCert, "listen-tls-cert", "", "a node certificate for the node's own TLS port only, not presented to coordd (default: --tls-cert; for a node that authenticates to coordd with --token-file alone)")
+	fs.StringVar(&sec.listenKey, "listen-tls-key", "", "key of --listen-tls-cert")
+	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding this node's coordd token (coordctl token create node --node-id N; needs --tls-ca)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "test-only-unsafe-no-fence", false,
 		"TEST ONLY, breaks the node: appends ignore the WAL fence and Remove is ignored, so a deposed owner keeps writing (tests of the Jepsen-style checkers)")
 	fs.BoolVar(&cfg.UnsafeAcceptAnyRemove, "test-only-unsafe-accept-any-remove", false,
@@ -203,8 +205,8 @@ func parseFlags(args []string, getenv func(string) string) (streamingnode.Config
 // load reads the TLS files and token into cfg.
 func (s secFlags) load(cfg *streamingnode.Config) error {
 	if s.ca == "" {
-		if s.cert != "" || s.key != "" || s.tokenFile != "" {
-			return errors.New("--tls-cert, --tls-key and --token-file need --tls-ca")
+		if s.cert != "" || s.key != "" || s.tokenFile != "" || s.listenCert != "" || s.listenKey != "" {
+			return errors.New("--tls-cert, --tls-key, --listen-tls-cert, --listen-tls-key and --token-file need --tls-ca")
 		}
 		return nil
 	}
@@ -213,11 +215,15 @@ func (s secFlags) load(cfg *streamingnode.Config) error {
 		return err
 	}
 	cfg.CoordTLS = tc
-	// The node's own port is TLS too, with the same certificate
-	// (docs/security.md#the-streaming-nodes-port).
-	m, err := security.Load(security.Files{CA: s.ca, Cert: s.cert, Key: s.key})
+	// The node's own port is TLS too, with the same certificate unless
+	// --listen-tls-cert names another (docs/security.md#the-streaming-nodes-port).
+	listen := security.Files{CA: s.ca, Cert: s.cert, Key: s.key}
+	if s.listenCert != "" || s.listenKey != "" {
+		listen.Cert, listen.Key = s.listenCert, s.listenKey
+	}
+	m, err := security.Load(listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("the node's TLS port: %w", err)
 	}
 	if cfg.ServeTLS, err = m.StreamingNodeServer(); err != nil {
 		return err

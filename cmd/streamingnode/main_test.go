@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/security"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -108,5 +112,41 @@ func TestRunsUntilCancelled(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("did not stop")
+	}
+}
+
+// A secure node serves its own port with TLS on a node certificate:
+// --tls-cert by default, --listen-tls-cert for a node that authenticates
+// to coordd with a token alone; without one, or with a certificate that is
+// not a node's, it does not start.
+func TestSecureNodeNeedsANodeCertificateForItsPort(t *testing.T) {
+	dir := t.TempDir()
+	pki, err := security.WriteDevPKI(dir, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(dir, "node.token")
+	if err := os.WriteFile(tok, []byte("cdt_0123456789abcdef_x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--coord", "127.0.0.1:1", "--addr", "127.0.0.1:0", "--wal-dir", dir, "--tls-ca", pki.Server.CA}
+	node := pki.Node(1)
+	for name, tc := range map[string]struct {
+		args    []string
+		wantErr string
+	}{
+		"node certificate":               {[]string{"--tls-cert", node.Cert, "--tls-key", node.Key}, ""},
+		"token and a listen certificate": {[]string{"--token-file", tok, "--listen-tls-cert", node.Cert, "--listen-tls-key", node.Key}, ""},
+		"token alone":                    {[]string{"--token-file", tok}, "serves TLS with its own certificate"},
+		"server certificate":             {[]string{"--tls-cert", pki.Server.Cert, "--tls-key", pki.Server.Key}, "streaming node identity"},
+		"listen certificate without CA":  {[]string{"--tls-ca", "", "--listen-tls-cert", node.Cert}, "need --tls-ca"},
+	} {
+		cfg, _, err := parseFlags(append(append([]string{}, base...), tc.args...), env(nil))
+		switch {
+		case tc.wantErr == "" && (err != nil || cfg.ServeTLS == nil || cfg.CoordTLS == nil):
+			t.Errorf("%s: %v (serve TLS %v)", name, err, cfg.ServeTLS != nil)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v, want an error containing %q", name, err, tc.wantErr)
+		}
 	}
 }

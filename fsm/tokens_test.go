@@ -107,10 +107,9 @@ func TestApplyCreateAndRevokeToken(t *testing.T) {
 	legacy.Version = 1
 	s, res = mustApply(t, s, legacy)
 	checkResult(t, res[0], okResult(), "")
-	if rec, ok := s.Token("00000000000000ff"); !ok || rec.NodeId != 0 {
-		t.Fatalf("legacy node token: %v %v", rec, ok)
+	if rec, ok := roundTrip(t, s).Token("00000000000000ff"); !ok || rec.NodeId != 0 || rec.Role != logpb.TokenRole_TOKEN_ROLE_NODE {
+		t.Fatalf("legacy node token after a snapshot: %v %v", rec, ok)
 	}
-	s = roundTrip(t, s)
 
 	// A stale leader's token creation is refused like any other command.
 	s = build(t, leaderEstablished(5, "n1"))

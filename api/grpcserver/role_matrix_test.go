@@ -288,6 +288,7 @@ func TestRoleMatrix(t *testing.T) {
 	})
 	reqs := oc.nodeRequests()
 	ctx := callCtx(t)
+	calls := 0
 	run := func(refusals bool) {
 		for _, m := range names {
 			want := matrixExpect[m]
@@ -303,6 +304,7 @@ func TestRoleMatrix(t *testing.T) {
 				if (want[i] != 'P') != refusals {
 					continue
 				}
+				calls++
 				got := outcome(invoke(oc.as(ctx, kind), tn.conn, m, methods[m], reqs[m]))
 				if got != want[i] {
 					t.Errorf("%s as %s: %c, want %c", m, kind, got, want[i])
@@ -322,6 +324,7 @@ func TestRoleMatrix(t *testing.T) {
 	if _, seen := oc.beats.LastSeen(1); !seen {
 		t.Error("the owner's heartbeat was not recorded")
 	}
+	t.Logf("%d methods, %d calls", len(names), calls)
 }
 
 func indexOf(s []string, v string) int {

@@ -54,7 +54,7 @@ func (n *Node) quorumRound() error {
 	answers := make(chan bool, len(peers))
 	for _, p := range peers {
 		go func() {
-			req := &raft.AppendEntriesRequest{RPCHeader: header, Term: term, Leader: n.trans.EncodePeer(self, local)}
+			req := &raft.AppendEntriesRequest{RPCHeader: header, Term: term}
 			var resp raft.AppendEntriesResponse
 			err := n.watch.Transport.AppendEntries(p.ID, p.Address, req, &resp)
 			answers <- err == nil && resp.Success && resp.Term == term

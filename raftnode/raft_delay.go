@@ -32,7 +32,7 @@ const (
 	RPCHeartbeatAnswer = "heartbeat_answer"
 )
 
-// RPCKinds lists the kinds SetRaftDelay accepts.
+// rpcKinds lists the kinds SetRaftDelay accepts (read only).
 var rpcKinds = []string{RPCAppendEntries, RPCHeartbeat, RPCRequestVote, RPCRequestPreVote, RPCInstallSnap, RPCTimeoutNow, RPCHeartbeatAnswer}
 
 // RPCKinds returns the kinds SetRaftDelay accepts.

@@ -18,7 +18,19 @@ import (
 // exit code.
 func coordctl(t *testing.T, l *cluster.Launcher, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(coordctlBinary, append(ctlArgs(l), append([]string{"--timeout", "20s"}, args...)...)...)
+	return runCoordctl(t, ctlArgs(l), args...)
+}
+
+// coordctlPlain runs the CLI against plaintext endpoints (a `coordd dev`
+// cluster, insecure on purpose).
+func coordctlPlain(t *testing.T, endpoints string, args ...string) (string, int) {
+	t.Helper()
+	return runCoordctl(t, []string{"--endpoints", endpoints}, args...)
+}
+
+func runCoordctl(t *testing.T, conn []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(coordctlBinary, append(conn, append([]string{"--timeout", "20s"}, args...)...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -38,10 +38,24 @@ func (s *retainingLogStore) DeleteRange(lo, hi uint64) error {
 }
 
 // isCompaction reports whether deleting lo..hi is raft compacting its log:
-// a prefix (from the first index) ending at or below the newest snapshot.
+// a prefix (from the first index) ending at or below the newest snapshot,
+// and not the whole log (what raft deletes after installing a snapshot the
+// log does not reach: those entries lie before a snapshot from another
+// member, and a monotonic log store must not keep them).
 func (s *retainingLogStore) isCompaction(lo, hi uint64) bool {
 	first, err := s.LogStore.FirstIndex()
-	return err == nil && lo == first && hi <= s.newestIndex()
+	if err != nil || lo != first || hi > s.newestIndex() {
+		return false
+	}
+	last, err := s.LogStore.LastIndex()
+	return err == nil && hi < last
+}
+
+// IsMonotonic passes on whether the wrapped store tolerates gaps
+// (raft.MonotonicLogStore).
+func (s *retainingLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 // fallbackIndex is the index of the oldest retained snapshot when there is

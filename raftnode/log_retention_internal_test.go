@@ -39,6 +39,7 @@ func TestRetainingLogStoreClampsOnlyCompaction(t *testing.T) {
 		{"compaction below the older snapshot is untouched", listedSnapshots{150, 60}, 1, 40, 41, 200},
 		{"one snapshot: nothing to keep", listedSnapshots{150}, 1, 120, 121, 200},
 		{"a conflicting suffix is deleted whole", listedSnapshots{150, 60}, 180, 200, 1, 179},
+		{"the whole log before an installed snapshot goes", listedSnapshots{250, 150}, 1, 200, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := raft.NewInmemStore()

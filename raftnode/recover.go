@@ -76,6 +76,16 @@ type RestoreConfig struct {
 	// are the raft position it was taken at.
 	Body        io.Reader
 	Index, Term uint64
+	// IDFloor and TSOFloorMs, when set, are written as one
+	// RaiseAllocatorFloors entry right after the snapshot (at Index+1,
+	// Term): it is the first entry the restored member commits, so its
+	// first ID reservation and TSO window start at or above them
+	// (docs/operations.md#backup-and-restore). The snapshot itself stays
+	// the backup's state byte for byte.
+	IDFloor    uint64
+	TSOFloorMs int64
+	// NowMs stamps that entry (the restore's wall clock).
+	NowMs int64
 }
 
 // RestoreDataDir seeds a new cluster's first member from a backup: a new
@@ -153,6 +163,9 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	}
 	if err := sink.Close(); err != nil {
 		return Identity{}, fmt.Errorf("finish snapshot: %w", err)
+	}
+	if err := writeAllocatorFloors(store, c); err != nil {
+		return Identity{}, err
 	}
 	return ident, syncDir(c.Dir)
 }

@@ -20,6 +20,21 @@ import (
 // errUsage: flag parsing already printed the problem and usage.
 var errUsage = errors.New("usage")
 
+// errHelp: -h/--help printed the usage; the exit status is 0.
+var errHelp = errors.New("help")
+
+// parseFlags parses args into fs: errHelp for -h/--help, errUsage for any
+// other parse failure (the flag package has printed it and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
+	}
+	return nil
+}
+
 // configError marks bad configuration (exit status 2).
 type configError struct{ error }
 
@@ -95,8 +110,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			"every member must run the same --heartbeat-timeout, and a member waits one lease before starting raft")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
-	if err := fs.Parse(args); err != nil {
-		return c, errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, badConfig("unexpected argument %q", fs.Arg(0))
@@ -215,13 +230,9 @@ func (c serveConfig) validate() error {
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
 	}
-	// With fewer trailing logs than the threshold, a member whose newest
-	// snapshot turns out unreadable cannot fall back to the older one: the
-	// log no longer reaches back to it.
-	if c.Raft.TrailingLogs < c.Raft.SnapshotThreshold {
-		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
-			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
-	}
+	// Any --trailing-logs is safe for the snapshot fallback: raftnode never
+	// compacts the log past the older retained snapshot
+	// (docs/operations.md, the snapshot fallback).
 	if _, _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}

@@ -794,6 +794,7 @@ type Result struct {
 	//	*Result_Checkpoints
 	//	*Result_ManifestCommit
 	//	*Result_ImportFinished
+	//	*Result_ManifestRetired
 	//	*Result_ReplicateConfig
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
@@ -952,6 +953,15 @@ func (x *Result) GetImportFinished() *ImportFinished {
 	return nil
 }
 
+func (x *Result) GetManifestRetired() *ManifestRetireResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ManifestRetired); ok {
+			return x.ManifestRetired
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetReplicateConfig() *ReplicateConfiguration {
 	if x != nil {
 		if x, ok := x.Value.(*Result_ReplicateConfig); ok {
@@ -1013,6 +1023,10 @@ type Result_ImportFinished struct {
 	ImportFinished *ImportFinished `protobuf:"bytes,21,opt,name=import_finished,json=importFinished,proto3,oneof"` // FinishImportSegment
 }
 
+type Result_ManifestRetired struct {
+	ManifestRetired *ManifestRetireResult `protobuf:"bytes,22,opt,name=manifest_retired,json=manifestRetired,proto3,oneof"` // RetireManifestRevisions
+}
+
 type Result_ReplicateConfig struct {
 	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,14,opt,name=replicate_config,json=replicateConfig,proto3,oneof"` // ResetReplicateRole: the configuration installed
 }
@@ -1040,6 +1054,8 @@ func (*Result_Checkpoints) isResult_Value() {}
 func (*Result_ManifestCommit) isResult_Value() {}
 
 func (*Result_ImportFinished) isResult_Value() {}
+
+func (*Result_ManifestRetired) isResult_Value() {}
 
 func (*Result_ReplicateConfig) isResult_Value() {}
 
@@ -1397,6 +1413,63 @@ func (x *ReserveIDs) GetCount() uint64 {
 	return 0
 }
 
+// RaiseAllocatorFloors (0x0008) moves the ID allocator's next ID and the
+// TSO window's committed limit up to at least the given values (never
+// down). `coordd restore` writes it as the first entry after the restored
+// snapshot, so a restored cluster never hands out an ID or timestamp the
+// old cluster may have issued after the backup (docs/operations.md).
+type RaiseAllocatorFloors struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	NextId             uint64                 `protobuf:"varint,1,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`
+	TsoLimitPhysicalMs int64                  `protobuf:"varint,2,opt,name=tso_limit_physical_ms,json=tsoLimitPhysicalMs,proto3" json:"tso_limit_physical_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RaiseAllocatorFloors) Reset() {
+	*x = RaiseAllocatorFloors{}
+	mi := &file_log_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseAllocatorFloors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseAllocatorFloors) ProtoMessage() {}
+
+func (x *RaiseAllocatorFloors) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseAllocatorFloors.ProtoReflect.Descriptor instead.
+func (*RaiseAllocatorFloors) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RaiseAllocatorFloors) GetNextId() uint64 {
+	if x != nil {
+		return x.NextId
+	}
+	return 0
+}
+
+func (x *RaiseAllocatorFloors) GetTsoLimitPhysicalMs() int64 {
+	if x != nil {
+		return x.TsoLimitPhysicalMs
+	}
+	return 0
+}
+
 type SnapshotHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
@@ -1408,7 +1481,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_log_proto_msgTypes[11]
+	mi := &file_log_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1493,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[11]
+	mi := &file_log_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1506,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{11}
+	return file_log_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1467,7 +1540,7 @@ type AllocatorState struct {
 
 func (x *AllocatorState) Reset() {
 	*x = AllocatorState{}
-	mi := &file_log_proto_msgTypes[12]
+	mi := &file_log_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1552,7 @@ func (x *AllocatorState) String() string {
 func (*AllocatorState) ProtoMessage() {}
 
 func (x *AllocatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[12]
+	mi := &file_log_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1565,7 @@ func (x *AllocatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatorState.ProtoReflect.Descriptor instead.
 func (*AllocatorState) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{12}
+	return file_log_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AllocatorState) GetTsoLimitPhysicalMs() int64 {
@@ -1520,7 +1593,7 @@ type LeadershipState struct {
 
 func (x *LeadershipState) Reset() {
 	*x = LeadershipState{}
-	mi := &file_log_proto_msgTypes[13]
+	mi := &file_log_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1605,7 @@ func (x *LeadershipState) String() string {
 func (*LeadershipState) ProtoMessage() {}
 
 func (x *LeadershipState) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[13]
+	mi := &file_log_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1618,7 @@ func (x *LeadershipState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadershipState.ProtoReflect.Descriptor instead.
 func (*LeadershipState) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{13}
+	return file_log_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeadershipState) GetEstablishedTerm() uint64 {
@@ -1586,7 +1659,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_log_proto_msgTypes[14]
+	mi := &file_log_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1671,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[14]
+	mi := &file_log_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1684,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{14}
+	return file_log_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DedupRecord) GetRequestId() string {
@@ -1668,6 +1741,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_ChannelCheckpoint
 	//	*SnapshotRecord_SegmentIndex
 	//	*SnapshotRecord_SegmentStats
+	//	*SnapshotRecord_ManifestRetired
+	//	*SnapshotRecord_ManifestMeta
 	//	*SnapshotRecord_Token
 	//	*SnapshotRecord_SecurityMeta
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
@@ -1677,7 +1752,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_log_proto_msgTypes[15]
+	mi := &file_log_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1764,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[15]
+	mi := &file_log_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1777,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{15}
+	return file_log_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1847,6 +1922,24 @@ func (x *SnapshotRecord) GetSegmentStats() *SegmentStatsRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetManifestRetired() *ManifestRetiredRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_ManifestRetired); ok {
+			return x.ManifestRetired
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetManifestMeta() *ManifestMeta {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_ManifestMeta); ok {
+			return x.ManifestMeta
+		}
+	}
+	return nil
+}
+
 func (x *SnapshotRecord) GetToken() *TokenRecord {
 	if x != nil {
 		if x, ok := x.Record.(*SnapshotRecord_Token); ok {
@@ -1929,6 +2022,14 @@ type SnapshotRecord_SegmentStats struct {
 	SegmentStats *SegmentStatsRecord `protobuf:"bytes,21,opt,name=segment_stats,json=segmentStats,proto3,oneof"`
 }
 
+type SnapshotRecord_ManifestRetired struct {
+	ManifestRetired *ManifestRetiredRecord `protobuf:"bytes,22,opt,name=manifest_retired,json=manifestRetired,proto3,oneof"`
+}
+
+type SnapshotRecord_ManifestMeta struct {
+	ManifestMeta *ManifestMeta `protobuf:"bytes,23,opt,name=manifest_meta,json=manifestMeta,proto3,oneof"`
+}
+
 type SnapshotRecord_Token struct {
 	// 30..39: access control (fsm/tokens.go).
 	Token *TokenRecord `protobuf:"bytes,30,opt,name=token,proto3,oneof"`
@@ -1968,6 +2069,10 @@ func (*SnapshotRecord_SegmentIndex) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_SegmentStats) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_ManifestRetired) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_ManifestMeta) isSnapshotRecord_Record() {}
+
 func (*SnapshotRecord_Token) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_SecurityMeta) isSnapshotRecord_Record() {}
@@ -1985,7 +2090,7 @@ type InitStreaming struct {
 
 func (x *InitStreaming) Reset() {
 	*x = InitStreaming{}
-	mi := &file_log_proto_msgTypes[16]
+	mi := &file_log_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2102,7 @@ func (x *InitStreaming) String() string {
 func (*InitStreaming) ProtoMessage() {}
 
 func (x *InitStreaming) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[16]
+	mi := &file_log_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2115,7 @@ func (x *InitStreaming) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitStreaming.ProtoReflect.Descriptor instead.
 func (*InitStreaming) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{16}
+	return file_log_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InitStreaming) GetClusterId() string {
@@ -2037,7 +2142,7 @@ type AddPChannels struct {
 
 func (x *AddPChannels) Reset() {
 	*x = AddPChannels{}
-	mi := &file_log_proto_msgTypes[17]
+	mi := &file_log_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2154,7 @@ func (x *AddPChannels) String() string {
 func (*AddPChannels) ProtoMessage() {}
 
 func (x *AddPChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[17]
+	mi := &file_log_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2167,7 @@ func (x *AddPChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPChannels.ProtoReflect.Descriptor instead.
 func (*AddPChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{17}
+	return file_log_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddPChannels) GetPchannels() []string {
@@ -2086,7 +2191,7 @@ type PChannelAssignment struct {
 
 func (x *PChannelAssignment) Reset() {
 	*x = PChannelAssignment{}
-	mi := &file_log_proto_msgTypes[18]
+	mi := &file_log_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2203,7 @@ func (x *PChannelAssignment) String() string {
 func (*PChannelAssignment) ProtoMessage() {}
 
 func (x *PChannelAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[18]
+	mi := &file_log_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2216,7 @@ func (x *PChannelAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelAssignment.ProtoReflect.Descriptor instead.
 func (*PChannelAssignment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{18}
+	return file_log_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PChannelAssignment) GetPchannel() string {
@@ -2153,7 +2258,7 @@ type AssignPChannels struct {
 
 func (x *AssignPChannels) Reset() {
 	*x = AssignPChannels{}
-	mi := &file_log_proto_msgTypes[19]
+	mi := &file_log_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2270,7 @@ func (x *AssignPChannels) String() string {
 func (*AssignPChannels) ProtoMessage() {}
 
 func (x *AssignPChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[19]
+	mi := &file_log_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2283,7 @@ func (x *AssignPChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignPChannels.ProtoReflect.Descriptor instead.
 func (*AssignPChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{19}
+	return file_log_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AssignPChannels) GetAssignments() []*PChannelAssignment {
@@ -2199,7 +2304,7 @@ type PChannelTerm struct {
 
 func (x *PChannelTerm) Reset() {
 	*x = PChannelTerm{}
-	mi := &file_log_proto_msgTypes[20]
+	mi := &file_log_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2316,7 @@ func (x *PChannelTerm) String() string {
 func (*PChannelTerm) ProtoMessage() {}
 
 func (x *PChannelTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[20]
+	mi := &file_log_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2329,7 @@ func (x *PChannelTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTerm.ProtoReflect.Descriptor instead.
 func (*PChannelTerm) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{20}
+	return file_log_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PChannelTerm) GetPchannel() string {
@@ -2258,7 +2363,7 @@ type AssignPChannelsDone struct {
 
 func (x *AssignPChannelsDone) Reset() {
 	*x = AssignPChannelsDone{}
-	mi := &file_log_proto_msgTypes[21]
+	mi := &file_log_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2375,7 @@ func (x *AssignPChannelsDone) String() string {
 func (*AssignPChannelsDone) ProtoMessage() {}
 
 func (x *AssignPChannelsDone) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[21]
+	mi := &file_log_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2388,7 @@ func (x *AssignPChannelsDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignPChannelsDone.ProtoReflect.Descriptor instead.
 func (*AssignPChannelsDone) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{21}
+	return file_log_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AssignPChannelsDone) GetChannels() []*PChannelTerm {
@@ -2303,7 +2408,7 @@ type MarkPChannelsUnavailable struct {
 
 func (x *MarkPChannelsUnavailable) Reset() {
 	*x = MarkPChannelsUnavailable{}
-	mi := &file_log_proto_msgTypes[22]
+	mi := &file_log_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2420,7 @@ func (x *MarkPChannelsUnavailable) String() string {
 func (*MarkPChannelsUnavailable) ProtoMessage() {}
 
 func (x *MarkPChannelsUnavailable) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[22]
+	mi := &file_log_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2433,7 @@ func (x *MarkPChannelsUnavailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkPChannelsUnavailable.ProtoReflect.Descriptor instead.
 func (*MarkPChannelsUnavailable) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{22}
+	return file_log_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkPChannelsUnavailable) GetChannels() []*PChannelTerm {
@@ -2348,7 +2453,7 @@ type RecordAssignFailure struct {
 
 func (x *RecordAssignFailure) Reset() {
 	*x = RecordAssignFailure{}
-	mi := &file_log_proto_msgTypes[23]
+	mi := &file_log_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2465,7 @@ func (x *RecordAssignFailure) String() string {
 func (*RecordAssignFailure) ProtoMessage() {}
 
 func (x *RecordAssignFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[23]
+	mi := &file_log_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2478,7 @@ func (x *RecordAssignFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAssignFailure.ProtoReflect.Descriptor instead.
 func (*RecordAssignFailure) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{23}
+	return file_log_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecordAssignFailure) GetChannel() *PChannelTerm {
@@ -2403,7 +2508,7 @@ type RegisterStreamingNode struct {
 
 func (x *RegisterStreamingNode) Reset() {
 	*x = RegisterStreamingNode{}
-	mi := &file_log_proto_msgTypes[24]
+	mi := &file_log_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2520,7 @@ func (x *RegisterStreamingNode) String() string {
 func (*RegisterStreamingNode) ProtoMessage() {}
 
 func (x *RegisterStreamingNode) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[24]
+	mi := &file_log_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2533,7 @@ func (x *RegisterStreamingNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterStreamingNode.ProtoReflect.Descriptor instead.
 func (*RegisterStreamingNode) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{24}
+	return file_log_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegisterStreamingNode) GetAddress() string {
@@ -2477,7 +2582,7 @@ type MarkStreamingNodeDown struct {
 
 func (x *MarkStreamingNodeDown) Reset() {
 	*x = MarkStreamingNodeDown{}
-	mi := &file_log_proto_msgTypes[25]
+	mi := &file_log_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2594,7 @@ func (x *MarkStreamingNodeDown) String() string {
 func (*MarkStreamingNodeDown) ProtoMessage() {}
 
 func (x *MarkStreamingNodeDown) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[25]
+	mi := &file_log_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2607,7 @@ func (x *MarkStreamingNodeDown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkStreamingNodeDown.ProtoReflect.Descriptor instead.
 func (*MarkStreamingNodeDown) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{25}
+	return file_log_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MarkStreamingNodeDown) GetNodeId() uint64 {
@@ -2537,7 +2642,7 @@ type SetStreamingNodeDrain struct {
 
 func (x *SetStreamingNodeDrain) Reset() {
 	*x = SetStreamingNodeDrain{}
-	mi := &file_log_proto_msgTypes[26]
+	mi := &file_log_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2654,7 @@ func (x *SetStreamingNodeDrain) String() string {
 func (*SetStreamingNodeDrain) ProtoMessage() {}
 
 func (x *SetStreamingNodeDrain) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[26]
+	mi := &file_log_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2667,7 @@ func (x *SetStreamingNodeDrain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStreamingNodeDrain.ProtoReflect.Descriptor instead.
 func (*SetStreamingNodeDrain) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{26}
+	return file_log_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetStreamingNodeDrain) GetNodeId() uint64 {
@@ -2596,7 +2701,7 @@ type AllocVirtualChannels struct {
 
 func (x *AllocVirtualChannels) Reset() {
 	*x = AllocVirtualChannels{}
-	mi := &file_log_proto_msgTypes[27]
+	mi := &file_log_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2713,7 @@ func (x *AllocVirtualChannels) String() string {
 func (*AllocVirtualChannels) ProtoMessage() {}
 
 func (x *AllocVirtualChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[27]
+	mi := &file_log_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2726,7 @@ func (x *AllocVirtualChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocVirtualChannels.ProtoReflect.Descriptor instead.
 func (*AllocVirtualChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{27}
+	return file_log_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AllocVirtualChannels) GetCollectionId() int64 {
@@ -2647,7 +2752,7 @@ type DropVirtualChannels struct {
 
 func (x *DropVirtualChannels) Reset() {
 	*x = DropVirtualChannels{}
-	mi := &file_log_proto_msgTypes[28]
+	mi := &file_log_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2764,7 @@ func (x *DropVirtualChannels) String() string {
 func (*DropVirtualChannels) ProtoMessage() {}
 
 func (x *DropVirtualChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[28]
+	mi := &file_log_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2777,7 @@ func (x *DropVirtualChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropVirtualChannels.ProtoReflect.Descriptor instead.
 func (*DropVirtualChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{28}
+	return file_log_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DropVirtualChannels) GetCollectionId() int64 {
@@ -2692,7 +2797,7 @@ type ReplicateCluster struct {
 
 func (x *ReplicateCluster) Reset() {
 	*x = ReplicateCluster{}
-	mi := &file_log_proto_msgTypes[29]
+	mi := &file_log_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2809,7 @@ func (x *ReplicateCluster) String() string {
 func (*ReplicateCluster) ProtoMessage() {}
 
 func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[29]
+	mi := &file_log_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2822,7 @@ func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateCluster.ProtoReflect.Descriptor instead.
 func (*ReplicateCluster) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{29}
+	return file_log_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplicateCluster) GetClusterId() string {
@@ -2744,7 +2849,7 @@ type ReplicateTopology struct {
 
 func (x *ReplicateTopology) Reset() {
 	*x = ReplicateTopology{}
-	mi := &file_log_proto_msgTypes[30]
+	mi := &file_log_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2861,7 @@ func (x *ReplicateTopology) String() string {
 func (*ReplicateTopology) ProtoMessage() {}
 
 func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[30]
+	mi := &file_log_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2874,7 @@ func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateTopology.ProtoReflect.Descriptor instead.
 func (*ReplicateTopology) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{30}
+	return file_log_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplicateTopology) GetSourceClusterId() string {
@@ -2796,7 +2901,7 @@ type ReplicateConfiguration struct {
 
 func (x *ReplicateConfiguration) Reset() {
 	*x = ReplicateConfiguration{}
-	mi := &file_log_proto_msgTypes[31]
+	mi := &file_log_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +2913,7 @@ func (x *ReplicateConfiguration) String() string {
 func (*ReplicateConfiguration) ProtoMessage() {}
 
 func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[31]
+	mi := &file_log_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +2926,7 @@ func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateConfiguration.ProtoReflect.Descriptor instead.
 func (*ReplicateConfiguration) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{31}
+	return file_log_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplicateConfiguration) GetClusters() []*ReplicateCluster {
@@ -2847,7 +2952,7 @@ type UpdateReplicateConfiguration struct {
 
 func (x *UpdateReplicateConfiguration) Reset() {
 	*x = UpdateReplicateConfiguration{}
-	mi := &file_log_proto_msgTypes[32]
+	mi := &file_log_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +2964,7 @@ func (x *UpdateReplicateConfiguration) String() string {
 func (*UpdateReplicateConfiguration) ProtoMessage() {}
 
 func (x *UpdateReplicateConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[32]
+	mi := &file_log_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +2977,7 @@ func (x *UpdateReplicateConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateReplicateConfiguration.ProtoReflect.Descriptor instead.
 func (*UpdateReplicateConfiguration) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{32}
+	return file_log_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateReplicateConfiguration) GetConfig() *ReplicateConfiguration {
@@ -2897,7 +3002,7 @@ type ResetReplicateRole struct {
 
 func (x *ResetReplicateRole) Reset() {
 	*x = ResetReplicateRole{}
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3014,7 @@ func (x *ResetReplicateRole) String() string {
 func (*ResetReplicateRole) ProtoMessage() {}
 
 func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3027,7 @@ func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetReplicateRole.ProtoReflect.Descriptor instead.
 func (*ResetReplicateRole) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{33}
+	return file_log_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResetReplicateRole) GetReason() string {
@@ -2942,7 +3047,7 @@ type AssignResult struct {
 
 func (x *AssignResult) Reset() {
 	*x = AssignResult{}
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3059,7 @@ func (x *AssignResult) String() string {
 func (*AssignResult) ProtoMessage() {}
 
 func (x *AssignResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3072,7 @@ func (x *AssignResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
 func (*AssignResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{34}
+	return file_log_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AssignResult) GetAssigned() []*PChannelTerm {
@@ -2988,7 +3093,7 @@ type RegisterNodeResult struct {
 
 func (x *RegisterNodeResult) Reset() {
 	*x = RegisterNodeResult{}
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3105,7 @@ func (x *RegisterNodeResult) String() string {
 func (*RegisterNodeResult) ProtoMessage() {}
 
 func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3118,7 @@ func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResult.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{35}
+	return file_log_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegisterNodeResult) GetNodeId() uint64 {
@@ -3046,7 +3151,7 @@ type VChannelList struct {
 
 func (x *VChannelList) Reset() {
 	*x = VChannelList{}
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3163,7 @@ func (x *VChannelList) String() string {
 func (*VChannelList) ProtoMessage() {}
 
 func (x *VChannelList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3176,7 @@ func (x *VChannelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelList.ProtoReflect.Descriptor instead.
 func (*VChannelList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{36}
+	return file_log_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *VChannelList) GetVchannels() []string {
@@ -3091,7 +3196,7 @@ type AssignmentVersion struct {
 
 func (x *AssignmentVersion) Reset() {
 	*x = AssignmentVersion{}
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3208,7 @@ func (x *AssignmentVersion) String() string {
 func (*AssignmentVersion) ProtoMessage() {}
 
 func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3221,7 @@ func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentVersion.ProtoReflect.Descriptor instead.
 func (*AssignmentVersion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{37}
+	return file_log_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AssignmentVersion) GetGlobal() uint64 {
@@ -3144,7 +3249,7 @@ type PChannelHistory struct {
 
 func (x *PChannelHistory) Reset() {
 	*x = PChannelHistory{}
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3261,7 @@ func (x *PChannelHistory) String() string {
 func (*PChannelHistory) ProtoMessage() {}
 
 func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3274,7 @@ func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelHistory.ProtoReflect.Descriptor instead.
 func (*PChannelHistory) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{38}
+	return file_log_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PChannelHistory) GetTerm() int64 {
@@ -3213,7 +3318,7 @@ type PChannelRecord struct {
 
 func (x *PChannelRecord) Reset() {
 	*x = PChannelRecord{}
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3330,7 @@ func (x *PChannelRecord) String() string {
 func (*PChannelRecord) ProtoMessage() {}
 
 func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3343,7 @@ func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelRecord.ProtoReflect.Descriptor instead.
 func (*PChannelRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{39}
+	return file_log_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PChannelRecord) GetName() string {
@@ -3348,7 +3453,7 @@ type StreamingNodeRecord struct {
 
 func (x *StreamingNodeRecord) Reset() {
 	*x = StreamingNodeRecord{}
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3465,7 @@ func (x *StreamingNodeRecord) String() string {
 func (*StreamingNodeRecord) ProtoMessage() {}
 
 func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3478,7 @@ func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamingNodeRecord.ProtoReflect.Descriptor instead.
 func (*StreamingNodeRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{40}
+	return file_log_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamingNodeRecord) GetId() uint64 {
@@ -3470,7 +3575,7 @@ type CollectionVChannels struct {
 
 func (x *CollectionVChannels) Reset() {
 	*x = CollectionVChannels{}
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3587,7 @@ func (x *CollectionVChannels) String() string {
 func (*CollectionVChannels) ProtoMessage() {}
 
 func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3600,7 @@ func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
 func (*CollectionVChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{41}
+	return file_log_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CollectionVChannels) GetCollectionId() int64 {
@@ -3529,7 +3634,7 @@ type ChannelsMeta struct {
 
 func (x *ChannelsMeta) Reset() {
 	*x = ChannelsMeta{}
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3646,7 @@ func (x *ChannelsMeta) String() string {
 func (*ChannelsMeta) ProtoMessage() {}
 
 func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3659,7 @@ func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelsMeta.ProtoReflect.Descriptor instead.
 func (*ChannelsMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{42}
+	return file_log_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ChannelsMeta) GetClusterId() string {
@@ -3617,7 +3722,7 @@ type ResourceKey struct {
 
 func (x *ResourceKey) Reset() {
 	*x = ResourceKey{}
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3734,7 @@ func (x *ResourceKey) String() string {
 func (*ResourceKey) ProtoMessage() {}
 
 func (x *ResourceKey) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3747,7 @@ func (x *ResourceKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceKey.ProtoReflect.Descriptor instead.
 func (*ResourceKey) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{43}
+	return file_log_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResourceKey) GetDomain() ResourceDomain {
@@ -3680,7 +3785,7 @@ type VChannelCheckpoint struct {
 
 func (x *VChannelCheckpoint) Reset() {
 	*x = VChannelCheckpoint{}
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3797,7 @@ func (x *VChannelCheckpoint) String() string {
 func (*VChannelCheckpoint) ProtoMessage() {}
 
 func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3810,7 @@ func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelCheckpoint.ProtoReflect.Descriptor instead.
 func (*VChannelCheckpoint) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{44}
+	return file_log_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *VChannelCheckpoint) GetVchannel() string {
@@ -3756,7 +3861,7 @@ type CreateBroadcast struct {
 
 func (x *CreateBroadcast) Reset() {
 	*x = CreateBroadcast{}
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +3873,7 @@ func (x *CreateBroadcast) String() string {
 func (*CreateBroadcast) ProtoMessage() {}
 
 func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +3886,7 @@ func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBroadcast.ProtoReflect.Descriptor instead.
 func (*CreateBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{45}
+	return file_log_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateBroadcast) GetMessageType() string {
@@ -3845,7 +3950,7 @@ type AckBroadcast struct {
 
 func (x *AckBroadcast) Reset() {
 	*x = AckBroadcast{}
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +3962,7 @@ func (x *AckBroadcast) String() string {
 func (*AckBroadcast) ProtoMessage() {}
 
 func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +3975,7 @@ func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBroadcast.ProtoReflect.Descriptor instead.
 func (*AckBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{46}
+	return file_log_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AckBroadcast) GetBroadcastId() uint64 {
@@ -3913,7 +4018,7 @@ type CompleteBroadcast struct {
 
 func (x *CompleteBroadcast) Reset() {
 	*x = CompleteBroadcast{}
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4030,7 @@ func (x *CompleteBroadcast) String() string {
 func (*CompleteBroadcast) ProtoMessage() {}
 
 func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4043,7 @@ func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBroadcast.ProtoReflect.Descriptor instead.
 func (*CompleteBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{47}
+	return file_log_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompleteBroadcast) GetBroadcastId() uint64 {
@@ -3961,7 +4066,7 @@ type AbandonBroadcast struct {
 
 func (x *AbandonBroadcast) Reset() {
 	*x = AbandonBroadcast{}
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4078,7 @@ func (x *AbandonBroadcast) String() string {
 func (*AbandonBroadcast) ProtoMessage() {}
 
 func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4091,7 @@ func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBroadcast.ProtoReflect.Descriptor instead.
 func (*AbandonBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{48}
+	return file_log_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AbandonBroadcast) GetBroadcastId() uint64 {
@@ -4016,7 +4121,7 @@ type PruneBroadcastTombstones struct {
 
 func (x *PruneBroadcastTombstones) Reset() {
 	*x = PruneBroadcastTombstones{}
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4133,7 @@ func (x *PruneBroadcastTombstones) String() string {
 func (*PruneBroadcastTombstones) ProtoMessage() {}
 
 func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4146,7 @@ func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneBroadcastTombstones.ProtoReflect.Descriptor instead.
 func (*PruneBroadcastTombstones) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{49}
+	return file_log_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PruneBroadcastTombstones) GetMaxCount() uint32 {
@@ -4069,7 +4174,7 @@ type CreateCollectionPayload struct {
 
 func (x *CreateCollectionPayload) Reset() {
 	*x = CreateCollectionPayload{}
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4186,7 @@ func (x *CreateCollectionPayload) String() string {
 func (*CreateCollectionPayload) ProtoMessage() {}
 
 func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4199,7 @@ func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
 func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{50}
+	return file_log_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreateCollectionPayload) GetCollectionId() int64 {
@@ -4120,7 +4225,7 @@ type DropCollectionPayload struct {
 
 func (x *DropCollectionPayload) Reset() {
 	*x = DropCollectionPayload{}
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4132,7 +4237,7 @@ func (x *DropCollectionPayload) String() string {
 func (*DropCollectionPayload) ProtoMessage() {}
 
 func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4145,7 +4250,7 @@ func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
 func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{51}
+	return file_log_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DropCollectionPayload) GetCollectionId() int64 {
@@ -4163,7 +4268,7 @@ type FlushAllPayload struct {
 
 func (x *FlushAllPayload) Reset() {
 	*x = FlushAllPayload{}
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4280,7 @@ func (x *FlushAllPayload) String() string {
 func (*FlushAllPayload) ProtoMessage() {}
 
 func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4293,7 @@ func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllPayload.ProtoReflect.Descriptor instead.
 func (*FlushAllPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{52}
+	return file_log_proto_rawDescGZIP(), []int{53}
 }
 
 type BroadcastCreated struct {
@@ -4201,7 +4306,7 @@ type BroadcastCreated struct {
 
 func (x *BroadcastCreated) Reset() {
 	*x = BroadcastCreated{}
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4213,7 +4318,7 @@ func (x *BroadcastCreated) String() string {
 func (*BroadcastCreated) ProtoMessage() {}
 
 func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4226,7 +4331,7 @@ func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCreated.ProtoReflect.Descriptor instead.
 func (*BroadcastCreated) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{53}
+	return file_log_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BroadcastCreated) GetBroadcastId() uint64 {
@@ -4256,7 +4361,7 @@ type BroadcastCompletion struct {
 
 func (x *BroadcastCompletion) Reset() {
 	*x = BroadcastCompletion{}
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4268,7 +4373,7 @@ func (x *BroadcastCompletion) String() string {
 func (*BroadcastCompletion) ProtoMessage() {}
 
 func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4281,7 +4386,7 @@ func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCompletion.ProtoReflect.Descriptor instead.
 func (*BroadcastCompletion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{54}
+	return file_log_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BroadcastCompletion) GetTombstoned() bool {
@@ -4324,7 +4429,7 @@ type BroadcastTask struct {
 
 func (x *BroadcastTask) Reset() {
 	*x = BroadcastTask{}
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4336,7 +4441,7 @@ func (x *BroadcastTask) String() string {
 func (*BroadcastTask) ProtoMessage() {}
 
 func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4349,7 +4454,7 @@ func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastTask.ProtoReflect.Descriptor instead.
 func (*BroadcastTask) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{55}
+	return file_log_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BroadcastTask) GetId() uint64 {
@@ -4474,7 +4579,7 @@ type PChannelTimeTick struct {
 
 func (x *PChannelTimeTick) Reset() {
 	*x = PChannelTimeTick{}
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4591,7 @@ func (x *PChannelTimeTick) String() string {
 func (*PChannelTimeTick) ProtoMessage() {}
 
 func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4604,7 @@ func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTimeTick.ProtoReflect.Descriptor instead.
 func (*PChannelTimeTick) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{56}
+	return file_log_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PChannelTimeTick) GetPchannel() string {
@@ -4529,7 +4634,7 @@ type BroadcastMeta struct {
 
 func (x *BroadcastMeta) Reset() {
 	*x = BroadcastMeta{}
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4541,7 +4646,7 @@ func (x *BroadcastMeta) String() string {
 func (*BroadcastMeta) ProtoMessage() {}
 
 func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4554,7 +4659,7 @@ func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastMeta.ProtoReflect.Descriptor instead.
 func (*BroadcastMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{57}
+	return file_log_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BroadcastMeta) GetNextTombstoneSeq() uint64 {
@@ -4591,7 +4696,7 @@ type WALPosition struct {
 
 func (x *WALPosition) Reset() {
 	*x = WALPosition{}
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4603,7 +4708,7 @@ func (x *WALPosition) String() string {
 func (*WALPosition) ProtoMessage() {}
 
 func (x *WALPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4616,7 +4721,7 @@ func (x *WALPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALPosition.ProtoReflect.Descriptor instead.
 func (*WALPosition) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{58}
+	return file_log_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WALPosition) GetTerm() int64 {
@@ -4654,7 +4759,7 @@ type LogRef struct {
 
 func (x *LogRef) Reset() {
 	*x = LogRef{}
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4666,7 +4771,7 @@ func (x *LogRef) String() string {
 func (*LogRef) ProtoMessage() {}
 
 func (x *LogRef) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4679,7 +4784,7 @@ func (x *LogRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
 func (*LogRef) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{59}
+	return file_log_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LogRef) GetLogId() int64 {
@@ -4727,7 +4832,7 @@ type FieldLogs struct {
 
 func (x *FieldLogs) Reset() {
 	*x = FieldLogs{}
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4739,7 +4844,7 @@ func (x *FieldLogs) String() string {
 func (*FieldLogs) ProtoMessage() {}
 
 func (x *FieldLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4752,7 +4857,7 @@ func (x *FieldLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldLogs.ProtoReflect.Descriptor instead.
 func (*FieldLogs) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{60}
+	return file_log_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FieldLogs) GetFieldId() int64 {
@@ -4785,7 +4890,7 @@ type CreateSegment struct {
 
 func (x *CreateSegment) Reset() {
 	*x = CreateSegment{}
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4797,7 +4902,7 @@ func (x *CreateSegment) String() string {
 func (*CreateSegment) ProtoMessage() {}
 
 func (x *CreateSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4810,7 +4915,7 @@ func (x *CreateSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSegment.ProtoReflect.Descriptor instead.
 func (*CreateSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{61}
+	return file_log_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateSegment) GetCollectionId() int64 {
@@ -4867,7 +4972,7 @@ type CreateImportSegment struct {
 
 func (x *CreateImportSegment) Reset() {
 	*x = CreateImportSegment{}
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4879,7 +4984,7 @@ func (x *CreateImportSegment) String() string {
 func (*CreateImportSegment) ProtoMessage() {}
 
 func (x *CreateImportSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4892,7 +4997,7 @@ func (x *CreateImportSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateImportSegment.ProtoReflect.Descriptor instead.
 func (*CreateImportSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{62}
+	return file_log_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateImportSegment) GetCollectionId() int64 {
@@ -4958,7 +5063,7 @@ type FinishImportSegment struct {
 
 func (x *FinishImportSegment) Reset() {
 	*x = FinishImportSegment{}
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4970,7 +5075,7 @@ func (x *FinishImportSegment) String() string {
 func (*FinishImportSegment) ProtoMessage() {}
 
 func (x *FinishImportSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4983,7 +5088,7 @@ func (x *FinishImportSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishImportSegment.ProtoReflect.Descriptor instead.
 func (*FinishImportSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{63}
+	return file_log_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *FinishImportSegment) GetSegmentId() int64 {
@@ -5052,7 +5157,7 @@ type SealSegments struct {
 
 func (x *SealSegments) Reset() {
 	*x = SealSegments{}
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5064,7 +5169,7 @@ func (x *SealSegments) String() string {
 func (*SealSegments) ProtoMessage() {}
 
 func (x *SealSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5077,7 +5182,7 @@ func (x *SealSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
 func (*SealSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{64}
+	return file_log_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SealSegments) GetSegmentIds() []int64 {
@@ -5127,7 +5232,7 @@ type MarkSegmentsFlushing struct {
 
 func (x *MarkSegmentsFlushing) Reset() {
 	*x = MarkSegmentsFlushing{}
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5139,7 +5244,7 @@ func (x *MarkSegmentsFlushing) String() string {
 func (*MarkSegmentsFlushing) ProtoMessage() {}
 
 func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5152,7 +5257,7 @@ func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
 func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{65}
+	return file_log_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
@@ -5180,7 +5285,7 @@ type SegmentCheckpointUpdate struct {
 
 func (x *SegmentCheckpointUpdate) Reset() {
 	*x = SegmentCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5192,7 +5297,7 @@ func (x *SegmentCheckpointUpdate) String() string {
 func (*SegmentCheckpointUpdate) ProtoMessage() {}
 
 func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5205,7 +5310,7 @@ func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{66}
+	return file_log_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
@@ -5239,7 +5344,7 @@ type SegmentStartUpdate struct {
 
 func (x *SegmentStartUpdate) Reset() {
 	*x = SegmentStartUpdate{}
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5356,7 @@ func (x *SegmentStartUpdate) String() string {
 func (*SegmentStartUpdate) ProtoMessage() {}
 
 func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5369,7 @@ func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{67}
+	return file_log_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SegmentStartUpdate) GetSegmentId() int64 {
@@ -5313,7 +5418,7 @@ type SaveBinlogPaths struct {
 
 func (x *SaveBinlogPaths) Reset() {
 	*x = SaveBinlogPaths{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5430,7 @@ func (x *SaveBinlogPaths) String() string {
 func (*SaveBinlogPaths) ProtoMessage() {}
 
 func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5443,7 @@ func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SaveBinlogPaths) GetNodeId() uint64 {
@@ -5478,7 +5583,7 @@ type ChannelCheckpointUpdate struct {
 
 func (x *ChannelCheckpointUpdate) Reset() {
 	*x = ChannelCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5490,7 +5595,7 @@ func (x *ChannelCheckpointUpdate) String() string {
 func (*ChannelCheckpointUpdate) ProtoMessage() {}
 
 func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5503,7 +5608,7 @@ func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ChannelCheckpointUpdate) GetVchannel() string {
@@ -5540,7 +5645,7 @@ type UpdateChannelCheckpoints struct {
 
 func (x *UpdateChannelCheckpoints) Reset() {
 	*x = UpdateChannelCheckpoints{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5552,7 +5657,7 @@ func (x *UpdateChannelCheckpoints) String() string {
 func (*UpdateChannelCheckpoints) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5565,7 +5670,7 @@ func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
@@ -5596,7 +5701,7 @@ type PruneDroppedSegments struct {
 
 func (x *PruneDroppedSegments) Reset() {
 	*x = PruneDroppedSegments{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5608,7 +5713,7 @@ func (x *PruneDroppedSegments) String() string {
 func (*PruneDroppedSegments) ProtoMessage() {}
 
 func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5621,7 +5726,7 @@ func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
 func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PruneDroppedSegments) GetRetentionMs() int64 {
@@ -5654,7 +5759,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +5771,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +5784,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5699,7 +5804,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +5816,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +5829,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5755,7 +5860,7 @@ type ImportFinished struct {
 
 func (x *ImportFinished) Reset() {
 	*x = ImportFinished{}
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5767,7 +5872,7 @@ func (x *ImportFinished) String() string {
 func (*ImportFinished) ProtoMessage() {}
 
 func (x *ImportFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5780,7 +5885,7 @@ func (x *ImportFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportFinished.ProtoReflect.Descriptor instead.
 func (*ImportFinished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{74}
+	return file_log_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImportFinished) GetVersion() int64 {
@@ -5814,7 +5919,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5826,7 +5931,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5839,7 +5944,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{75}
+	return file_log_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5885,7 +5990,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5897,7 +6002,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5910,7 +6015,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{76}
+	return file_log_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -6073,7 +6178,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6085,7 +6190,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6098,7 +6203,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{77}
+	return file_log_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -6147,7 +6252,7 @@ type ManifestStats struct {
 
 func (x *ManifestStats) Reset() {
 	*x = ManifestStats{}
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6159,7 +6264,7 @@ func (x *ManifestStats) String() string {
 func (*ManifestStats) ProtoMessage() {}
 
 func (x *ManifestStats) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6172,7 +6277,7 @@ func (x *ManifestStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
 func (*ManifestStats) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{78}
+	return file_log_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ManifestStats) GetKey() string {
@@ -6208,7 +6313,7 @@ type SegmentIndexRecord struct {
 
 func (x *SegmentIndexRecord) Reset() {
 	*x = SegmentIndexRecord{}
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6220,7 +6325,7 @@ func (x *SegmentIndexRecord) String() string {
 func (*SegmentIndexRecord) ProtoMessage() {}
 
 func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6233,7 +6338,7 @@ func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
 func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{79}
+	return file_log_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SegmentIndexRecord) GetBuildId() int64 {
@@ -6304,7 +6409,7 @@ type SegmentStatsRecord struct {
 
 func (x *SegmentStatsRecord) Reset() {
 	*x = SegmentStatsRecord{}
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6316,7 +6421,7 @@ func (x *SegmentStatsRecord) String() string {
 func (*SegmentStatsRecord) ProtoMessage() {}
 
 func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6329,7 +6434,7 @@ func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
 func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{80}
+	return file_log_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SegmentStatsRecord) GetSegmentId() int64 {
@@ -6361,7 +6466,7 @@ type ManifestNewSegment struct {
 
 func (x *ManifestNewSegment) Reset() {
 	*x = ManifestNewSegment{}
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6373,7 +6478,7 @@ func (x *ManifestNewSegment) String() string {
 func (*ManifestNewSegment) ProtoMessage() {}
 
 func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6386,7 +6491,7 @@ func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
 func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{81}
+	return file_log_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ManifestNewSegment) GetCollectionId() int64 {
@@ -6443,7 +6548,7 @@ type ManifestCatalogMutation struct {
 
 func (x *ManifestCatalogMutation) Reset() {
 	*x = ManifestCatalogMutation{}
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6455,7 +6560,7 @@ func (x *ManifestCatalogMutation) String() string {
 func (*ManifestCatalogMutation) ProtoMessage() {}
 
 func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6468,7 +6573,7 @@ func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
 func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{82}
+	return file_log_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ManifestCatalogMutation) GetState() SegmentState {
@@ -6544,7 +6649,7 @@ type ManifestPublish struct {
 
 func (x *ManifestPublish) Reset() {
 	*x = ManifestPublish{}
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6556,7 +6661,7 @@ func (x *ManifestPublish) String() string {
 func (*ManifestPublish) ProtoMessage() {}
 
 func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6569,7 +6674,7 @@ func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
 func (*ManifestPublish) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{83}
+	return file_log_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ManifestPublish) GetSegmentId() int64 {
@@ -6634,7 +6739,7 @@ type CommitSegmentManifests struct {
 
 func (x *CommitSegmentManifests) Reset() {
 	*x = CommitSegmentManifests{}
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6646,7 +6751,7 @@ func (x *CommitSegmentManifests) String() string {
 func (*CommitSegmentManifests) ProtoMessage() {}
 
 func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6659,7 +6764,7 @@ func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
 func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{84}
+	return file_log_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
@@ -6681,7 +6786,7 @@ type ManifestPublished struct {
 
 func (x *ManifestPublished) Reset() {
 	*x = ManifestPublished{}
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6693,7 +6798,7 @@ func (x *ManifestPublished) String() string {
 func (*ManifestPublished) ProtoMessage() {}
 
 func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6706,7 +6811,7 @@ func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
 func (*ManifestPublished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{85}
+	return file_log_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ManifestPublished) GetSegmentId() int64 {
@@ -6739,7 +6844,7 @@ type ManifestCommitResult struct {
 
 func (x *ManifestCommitResult) Reset() {
 	*x = ManifestCommitResult{}
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6751,7 +6856,7 @@ func (x *ManifestCommitResult) String() string {
 func (*ManifestCommitResult) ProtoMessage() {}
 
 func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6764,7 +6869,7 @@ func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
 func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{86}
+	return file_log_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
@@ -6772,6 +6877,275 @@ func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
 		return x.Published
 	}
 	return nil
+}
+
+// ManifestRetirement condemns the revisions of one base path: every version
+// in from..through, all above the highest version any segment publishes
+// there (docs/semantics.md#manifest-orphans).
+type ManifestRetirement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Base          string                 `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	From          int64                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	Through       int64                  `protobuf:"varint,3,opt,name=through,proto3" json:"through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRetirement) Reset() {
+	*x = ManifestRetirement{}
+	mi := &file_log_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRetirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRetirement) ProtoMessage() {}
+
+func (x *ManifestRetirement) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRetirement.ProtoReflect.Descriptor instead.
+func (*ManifestRetirement) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ManifestRetirement) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestRetirement) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ManifestRetirement) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+// RetireManifestRevisions (0x0402) is the orphan collector's decision,
+// committed before it deletes anything: once applied, no pointer may ever
+// name a retired version. Apply refuses an entry (kept, nothing changes
+// for it) whose base a segment publishes at or above `from`, or an
+// Importing segment may publish; the collector deletes only what the
+// result lists as retired. It carries its decision term (the envelope's
+// leader_term), so a deposed leader's pass is refused.
+type RetireManifestRevisions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Retirements   []*ManifestRetirement  `protobuf:"bytes,1,rep,name=retirements,proto3" json:"retirements,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireManifestRevisions) Reset() {
+	*x = RetireManifestRevisions{}
+	mi := &file_log_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireManifestRevisions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireManifestRevisions) ProtoMessage() {}
+
+func (x *RetireManifestRevisions) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireManifestRevisions.ProtoReflect.Descriptor instead.
+func (*RetireManifestRevisions) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *RetireManifestRevisions) GetRetirements() []*ManifestRetirement {
+	if x != nil {
+		return x.Retirements
+	}
+	return nil
+}
+
+type ManifestRetireResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// retired[i] answers retirements[i]; reasons[i] says why one was kept.
+	Retired       []bool   `protobuf:"varint,1,rep,packed,name=retired,proto3" json:"retired,omitempty"`
+	Reasons       []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRetireResult) Reset() {
+	*x = ManifestRetireResult{}
+	mi := &file_log_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRetireResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRetireResult) ProtoMessage() {}
+
+func (x *ManifestRetireResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRetireResult.ProtoReflect.Descriptor instead.
+func (*ManifestRetireResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ManifestRetireResult) GetRetired() []bool {
+	if x != nil {
+		return x.Retired
+	}
+	return nil
+}
+
+func (x *ManifestRetireResult) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+// ManifestRetiredRecord is a base's retirement watermark in snapshots: no
+// pointer may name a version at or below `through` at `base`.
+type ManifestRetiredRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Base          string                 `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	Through       int64                  `protobuf:"varint,2,opt,name=through,proto3" json:"through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRetiredRecord) Reset() {
+	*x = ManifestRetiredRecord{}
+	mi := &file_log_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRetiredRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRetiredRecord) ProtoMessage() {}
+
+func (x *ManifestRetiredRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRetiredRecord.ProtoReflect.Descriptor instead.
+func (*ManifestRetiredRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *ManifestRetiredRecord) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestRetiredRecord) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+// ManifestMeta is written to snapshots only once the collector retired a
+// base no segment publishes: segments created with an ID below
+// `create_floor` by a manifest commit are refused (their base may have
+// been collected).
+type ManifestMeta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CreateFloor   int64                  `protobuf:"varint,1,opt,name=create_floor,json=createFloor,proto3" json:"create_floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestMeta) Reset() {
+	*x = ManifestMeta{}
+	mi := &file_log_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestMeta) ProtoMessage() {}
+
+func (x *ManifestMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestMeta.ProtoReflect.Descriptor instead.
+func (*ManifestMeta) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *ManifestMeta) GetCreateFloor() int64 {
+	if x != nil {
+		return x.CreateFloor
+	}
+	return 0
 }
 
 // TokenRecord is one API token. Only the SHA-256 of the token's secret part
@@ -6794,7 +7168,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6806,7 +7180,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6819,7 +7193,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{87}
+	return file_log_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *TokenRecord) GetId() string {
@@ -6882,7 +7256,7 @@ type SecurityMeta struct {
 
 func (x *SecurityMeta) Reset() {
 	*x = SecurityMeta{}
-	mi := &file_log_proto_msgTypes[88]
+	mi := &file_log_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6894,7 +7268,7 @@ func (x *SecurityMeta) String() string {
 func (*SecurityMeta) ProtoMessage() {}
 
 func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[88]
+	mi := &file_log_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6907,7 +7281,7 @@ func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityMeta.ProtoReflect.Descriptor instead.
 func (*SecurityMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{88}
+	return file_log_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
@@ -6931,7 +7305,7 @@ type CreateToken struct {
 
 func (x *CreateToken) Reset() {
 	*x = CreateToken{}
-	mi := &file_log_proto_msgTypes[89]
+	mi := &file_log_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6943,7 +7317,7 @@ func (x *CreateToken) String() string {
 func (*CreateToken) ProtoMessage() {}
 
 func (x *CreateToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[89]
+	mi := &file_log_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6956,7 +7330,7 @@ func (x *CreateToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToken.ProtoReflect.Descriptor instead.
 func (*CreateToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{89}
+	return file_log_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CreateToken) GetToken() *TokenRecord {
@@ -6976,7 +7350,7 @@ type RevokeToken struct {
 
 func (x *RevokeToken) Reset() {
 	*x = RevokeToken{}
-	mi := &file_log_proto_msgTypes[90]
+	mi := &file_log_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6988,7 +7362,7 @@ func (x *RevokeToken) String() string {
 func (*RevokeToken) ProtoMessage() {}
 
 func (x *RevokeToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[90]
+	mi := &file_log_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7001,7 +7375,7 @@ func (x *RevokeToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
 func (*RevokeToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{90}
+	return file_log_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *RevokeToken) GetId() string {
@@ -7029,7 +7403,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\a\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\a\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -7046,7 +7420,8 @@ const file_log_proto_rawDesc = "" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
 	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
 	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12H\n" +
-	"\x0fimport_finished\x18\x15 \x01(\v2\x1d.coordd.log.v1.ImportFinishedH\x00R\x0eimportFinished\x12R\n" +
+	"\x0fimport_finished\x18\x15 \x01(\v2\x1d.coordd.log.v1.ImportFinishedH\x00R\x0eimportFinished\x12P\n" +
+	"\x10manifest_retired\x18\x16 \x01(\v2#.coordd.log.v1.ManifestRetireResultH\x00R\x0fmanifestRetired\x12R\n" +
 	"\x10replicate_config\x18\x0e \x01(\v2%.coordd.log.v1.ReplicateConfigurationH\x00R\x0freplicateConfigB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
@@ -7068,7 +7443,10 @@ const file_log_proto_rawDesc = "" +
 	"\x11limit_physical_ms\x18\x01 \x01(\x03R\x0flimitPhysicalMs\"\"\n" +
 	"\n" +
 	"ReserveIDs\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count\"\x7f\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"b\n" +
+	"\x14RaiseAllocatorFloors\x12\x17\n" +
+	"\anext_id\x18\x01 \x01(\x04R\x06nextId\x121\n" +
+	"\x15tso_limit_physical_ms\x18\x02 \x01(\x03R\x12tsoLimitPhysicalMs\"\x7f\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -7086,7 +7464,8 @@ const file_log_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
-	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xfa\b\n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\x91\n" +
+	"\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -7107,7 +7486,9 @@ const file_log_proto_rawDesc = "" +
 	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
 	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x12H\n" +
 	"\rsegment_index\x18\x14 \x01(\v2!.coordd.log.v1.SegmentIndexRecordH\x00R\fsegmentIndex\x12H\n" +
-	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStats\x122\n" +
+	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStats\x12Q\n" +
+	"\x10manifest_retired\x18\x16 \x01(\v2$.coordd.log.v1.ManifestRetiredRecordH\x00R\x0fmanifestRetired\x12B\n" +
+	"\rmanifest_meta\x18\x17 \x01(\v2\x1b.coordd.log.v1.ManifestMetaH\x00R\fmanifestMeta\x122\n" +
 	"\x05token\x18\x1e \x01(\v2\x1a.coordd.log.v1.TokenRecordH\x00R\x05token\x12B\n" +
 	"\rsecurity_meta\x18\x1f \x01(\v2\x1b.coordd.log.v1.SecurityMetaH\x00R\fsecurityMetaB\b\n" +
 	"\x06record\"L\n" +
@@ -7483,7 +7864,21 @@ const file_log_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
 	"\askipped\x18\x03 \x01(\bR\askipped\"V\n" +
 	"\x14ManifestCommitResult\x12>\n" +
-	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished\"\xda\x01\n" +
+	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished\"V\n" +
+	"\x12ManifestRetirement\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x18\n" +
+	"\athrough\x18\x03 \x01(\x03R\athrough\"^\n" +
+	"\x17RetireManifestRevisions\x12C\n" +
+	"\vretirements\x18\x01 \x03(\v2!.coordd.log.v1.ManifestRetirementR\vretirements\"J\n" +
+	"\x14ManifestRetireResult\x12\x18\n" +
+	"\aretired\x18\x01 \x03(\bR\aretired\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\"E\n" +
+	"\x15ManifestRetiredRecord\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12\x18\n" +
+	"\athrough\x18\x02 \x01(\x03R\athrough\"1\n" +
+	"\fManifestMeta\x12!\n" +
+	"\fcreate_floor\x18\x01 \x01(\x03R\vcreateFloor\"\xda\x01\n" +
 	"\vTokenRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -7582,7 +7977,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -7605,187 +8000,197 @@ var file_log_proto_goTypes = []any{
 	(*Member)(nil),                       // 18: coordd.log.v1.Member
 	(*ExtendTSOWindow)(nil),              // 19: coordd.log.v1.ExtendTSOWindow
 	(*ReserveIDs)(nil),                   // 20: coordd.log.v1.ReserveIDs
-	(*SnapshotHeader)(nil),               // 21: coordd.log.v1.SnapshotHeader
-	(*AllocatorState)(nil),               // 22: coordd.log.v1.AllocatorState
-	(*LeadershipState)(nil),              // 23: coordd.log.v1.LeadershipState
-	(*DedupRecord)(nil),                  // 24: coordd.log.v1.DedupRecord
-	(*SnapshotRecord)(nil),               // 25: coordd.log.v1.SnapshotRecord
-	(*InitStreaming)(nil),                // 26: coordd.log.v1.InitStreaming
-	(*AddPChannels)(nil),                 // 27: coordd.log.v1.AddPChannels
-	(*PChannelAssignment)(nil),           // 28: coordd.log.v1.PChannelAssignment
-	(*AssignPChannels)(nil),              // 29: coordd.log.v1.AssignPChannels
-	(*PChannelTerm)(nil),                 // 30: coordd.log.v1.PChannelTerm
-	(*AssignPChannelsDone)(nil),          // 31: coordd.log.v1.AssignPChannelsDone
-	(*MarkPChannelsUnavailable)(nil),     // 32: coordd.log.v1.MarkPChannelsUnavailable
-	(*RecordAssignFailure)(nil),          // 33: coordd.log.v1.RecordAssignFailure
-	(*RegisterStreamingNode)(nil),        // 34: coordd.log.v1.RegisterStreamingNode
-	(*MarkStreamingNodeDown)(nil),        // 35: coordd.log.v1.MarkStreamingNodeDown
-	(*SetStreamingNodeDrain)(nil),        // 36: coordd.log.v1.SetStreamingNodeDrain
-	(*AllocVirtualChannels)(nil),         // 37: coordd.log.v1.AllocVirtualChannels
-	(*DropVirtualChannels)(nil),          // 38: coordd.log.v1.DropVirtualChannels
-	(*ReplicateCluster)(nil),             // 39: coordd.log.v1.ReplicateCluster
-	(*ReplicateTopology)(nil),            // 40: coordd.log.v1.ReplicateTopology
-	(*ReplicateConfiguration)(nil),       // 41: coordd.log.v1.ReplicateConfiguration
-	(*UpdateReplicateConfiguration)(nil), // 42: coordd.log.v1.UpdateReplicateConfiguration
-	(*ResetReplicateRole)(nil),           // 43: coordd.log.v1.ResetReplicateRole
-	(*AssignResult)(nil),                 // 44: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 45: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 46: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 47: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 48: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 49: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 50: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 51: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 52: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 53: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 54: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 55: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 56: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 57: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 58: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 59: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 60: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 61: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 62: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 63: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 64: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 65: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 66: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 67: coordd.log.v1.BroadcastMeta
-	(*WALPosition)(nil),                  // 68: coordd.log.v1.WALPosition
-	(*LogRef)(nil),                       // 69: coordd.log.v1.LogRef
-	(*FieldLogs)(nil),                    // 70: coordd.log.v1.FieldLogs
-	(*CreateSegment)(nil),                // 71: coordd.log.v1.CreateSegment
-	(*CreateImportSegment)(nil),          // 72: coordd.log.v1.CreateImportSegment
-	(*FinishImportSegment)(nil),          // 73: coordd.log.v1.FinishImportSegment
-	(*SealSegments)(nil),                 // 74: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 75: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 76: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 77: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 78: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 79: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 80: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 81: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 82: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 83: coordd.log.v1.SaveBinlogPathsResult
-	(*ImportFinished)(nil),               // 84: coordd.log.v1.ImportFinished
-	(*CheckpointsResult)(nil),            // 85: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 86: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 87: coordd.log.v1.ChannelCheckpointRecord
-	(*ManifestStats)(nil),                // 88: coordd.log.v1.ManifestStats
-	(*SegmentIndexRecord)(nil),           // 89: coordd.log.v1.SegmentIndexRecord
-	(*SegmentStatsRecord)(nil),           // 90: coordd.log.v1.SegmentStatsRecord
-	(*ManifestNewSegment)(nil),           // 91: coordd.log.v1.ManifestNewSegment
-	(*ManifestCatalogMutation)(nil),      // 92: coordd.log.v1.ManifestCatalogMutation
-	(*ManifestPublish)(nil),              // 93: coordd.log.v1.ManifestPublish
-	(*CommitSegmentManifests)(nil),       // 94: coordd.log.v1.CommitSegmentManifests
-	(*ManifestPublished)(nil),            // 95: coordd.log.v1.ManifestPublished
-	(*ManifestCommitResult)(nil),         // 96: coordd.log.v1.ManifestCommitResult
-	(*TokenRecord)(nil),                  // 97: coordd.log.v1.TokenRecord
-	(*SecurityMeta)(nil),                 // 98: coordd.log.v1.SecurityMeta
-	(*CreateToken)(nil),                  // 99: coordd.log.v1.CreateToken
-	(*RevokeToken)(nil),                  // 100: coordd.log.v1.RevokeToken
+	(*RaiseAllocatorFloors)(nil),         // 21: coordd.log.v1.RaiseAllocatorFloors
+	(*SnapshotHeader)(nil),               // 22: coordd.log.v1.SnapshotHeader
+	(*AllocatorState)(nil),               // 23: coordd.log.v1.AllocatorState
+	(*LeadershipState)(nil),              // 24: coordd.log.v1.LeadershipState
+	(*DedupRecord)(nil),                  // 25: coordd.log.v1.DedupRecord
+	(*SnapshotRecord)(nil),               // 26: coordd.log.v1.SnapshotRecord
+	(*InitStreaming)(nil),                // 27: coordd.log.v1.InitStreaming
+	(*AddPChannels)(nil),                 // 28: coordd.log.v1.AddPChannels
+	(*PChannelAssignment)(nil),           // 29: coordd.log.v1.PChannelAssignment
+	(*AssignPChannels)(nil),              // 30: coordd.log.v1.AssignPChannels
+	(*PChannelTerm)(nil),                 // 31: coordd.log.v1.PChannelTerm
+	(*AssignPChannelsDone)(nil),          // 32: coordd.log.v1.AssignPChannelsDone
+	(*MarkPChannelsUnavailable)(nil),     // 33: coordd.log.v1.MarkPChannelsUnavailable
+	(*RecordAssignFailure)(nil),          // 34: coordd.log.v1.RecordAssignFailure
+	(*RegisterStreamingNode)(nil),        // 35: coordd.log.v1.RegisterStreamingNode
+	(*MarkStreamingNodeDown)(nil),        // 36: coordd.log.v1.MarkStreamingNodeDown
+	(*SetStreamingNodeDrain)(nil),        // 37: coordd.log.v1.SetStreamingNodeDrain
+	(*AllocVirtualChannels)(nil),         // 38: coordd.log.v1.AllocVirtualChannels
+	(*DropVirtualChannels)(nil),          // 39: coordd.log.v1.DropVirtualChannels
+	(*ReplicateCluster)(nil),             // 40: coordd.log.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),            // 41: coordd.log.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),       // 42: coordd.log.v1.ReplicateConfiguration
+	(*UpdateReplicateConfiguration)(nil), // 43: coordd.log.v1.UpdateReplicateConfiguration
+	(*ResetReplicateRole)(nil),           // 44: coordd.log.v1.ResetReplicateRole
+	(*AssignResult)(nil),                 // 45: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 46: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 47: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 48: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 49: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 50: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 51: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 52: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 53: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 54: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 55: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 56: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 57: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 58: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 59: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 60: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 61: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 62: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 63: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 64: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 65: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 66: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 67: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 68: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 69: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 70: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 71: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 72: coordd.log.v1.CreateSegment
+	(*CreateImportSegment)(nil),          // 73: coordd.log.v1.CreateImportSegment
+	(*FinishImportSegment)(nil),          // 74: coordd.log.v1.FinishImportSegment
+	(*SealSegments)(nil),                 // 75: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 76: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 77: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 78: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 79: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 80: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 81: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 82: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 83: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 84: coordd.log.v1.SaveBinlogPathsResult
+	(*ImportFinished)(nil),               // 85: coordd.log.v1.ImportFinished
+	(*CheckpointsResult)(nil),            // 86: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 87: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 88: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 89: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 90: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 91: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 92: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 93: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 94: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 95: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 96: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 97: coordd.log.v1.ManifestCommitResult
+	(*ManifestRetirement)(nil),           // 98: coordd.log.v1.ManifestRetirement
+	(*RetireManifestRevisions)(nil),      // 99: coordd.log.v1.RetireManifestRevisions
+	(*ManifestRetireResult)(nil),         // 100: coordd.log.v1.ManifestRetireResult
+	(*ManifestRetiredRecord)(nil),        // 101: coordd.log.v1.ManifestRetiredRecord
+	(*ManifestMeta)(nil),                 // 102: coordd.log.v1.ManifestMeta
+	(*TokenRecord)(nil),                  // 103: coordd.log.v1.TokenRecord
+	(*SecurityMeta)(nil),                 // 104: coordd.log.v1.SecurityMeta
+	(*CreateToken)(nil),                  // 105: coordd.log.v1.CreateToken
+	(*RevokeToken)(nil),                  // 106: coordd.log.v1.RevokeToken
 }
 var file_log_proto_depIdxs = []int32{
-	11, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
-	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
-	12, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
-	14, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	44, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	45, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	46, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	63, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	64, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	82, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	83, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	85, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	96, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
-	84, // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
-	41, // 14: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	18, // 15: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	13, // 16: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	21, // 17: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	18, // 18: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	22, // 19: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	23, // 20: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	24, // 21: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	52, // 22: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	49, // 23: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	50, // 24: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	51, // 25: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	65, // 26: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	67, // 27: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	86, // 28: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	87, // 29: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	89, // 30: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
-	90, // 31: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
-	97, // 32: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
-	98, // 33: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
-	1,  // 34: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	28, // 35: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	30, // 36: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 37: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 38: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	39, // 39: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	40, // 40: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	41, // 41: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	30, // 42: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	47, // 43: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 44: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 45: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 46: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	48, // 47: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 48: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	47, // 49: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	41, // 50: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	47, // 51: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 52: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	53, // 53: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	54, // 54: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	53, // 55: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 56: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	54, // 57: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	66, // 58: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	69, // 59: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	7,  // 60: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	8,  // 61: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	68, // 62: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	68, // 63: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 64: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	70, // 65: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	70, // 66: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 67: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	76, // 68: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	77, // 69: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	68, // 70: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	79, // 71: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 72: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	6,  // 73: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 74: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 75: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	68, // 76: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	68, // 77: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 78: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	70, // 79: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	70, // 80: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 81: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	68, // 82: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	88, // 83: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
-	7,  // 84: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 85: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
-	88, // 86: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
-	89, // 87: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
-	91, // 88: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
-	92, // 89: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
-	93, // 90: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
-	95, // 91: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
-	9,  // 92: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
-	97, // 93: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	11,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
+	0,   // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
+	12,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
+	14,  // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
+	45,  // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	46,  // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	47,  // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	64,  // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	65,  // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	83,  // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	84,  // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	86,  // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	97,  // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	85,  // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
+	100, // 14: coordd.log.v1.Result.manifest_retired:type_name -> coordd.log.v1.ManifestRetireResult
+	42,  // 15: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	18,  // 16: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	13,  // 17: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	22,  // 18: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	18,  // 19: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	23,  // 20: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	24,  // 21: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	25,  // 22: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	53,  // 23: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	50,  // 24: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	51,  // 25: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	52,  // 26: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	66,  // 27: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	68,  // 28: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	87,  // 29: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	88,  // 30: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	90,  // 31: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	91,  // 32: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	101, // 33: coordd.log.v1.SnapshotRecord.manifest_retired:type_name -> coordd.log.v1.ManifestRetiredRecord
+	102, // 34: coordd.log.v1.SnapshotRecord.manifest_meta:type_name -> coordd.log.v1.ManifestMeta
+	103, // 35: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
+	104, // 36: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
+	1,   // 37: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	29,  // 38: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	31,  // 39: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	31,  // 40: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	31,  // 41: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	40,  // 42: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	41,  // 43: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	42,  // 44: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	31,  // 45: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	48,  // 46: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,   // 47: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,   // 48: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,   // 49: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	49,  // 50: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,   // 51: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	48,  // 52: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	42,  // 53: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	48,  // 54: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,   // 55: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	54,  // 56: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	55,  // 57: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	54,  // 58: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,   // 59: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	55,  // 60: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	67,  // 61: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	70,  // 62: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	7,   // 63: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	8,   // 64: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	69,  // 65: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	69,  // 66: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,   // 67: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	71,  // 68: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	71,  // 69: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	70,  // 70: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	77,  // 71: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	78,  // 72: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	69,  // 73: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	80,  // 74: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,   // 75: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	6,   // 76: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
+	7,   // 77: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,   // 78: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	69,  // 79: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	69,  // 80: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,   // 81: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	71,  // 82: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	71,  // 83: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	70,  // 84: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	69,  // 85: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	89,  // 86: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,   // 87: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,   // 88: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	89,  // 89: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	90,  // 90: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	92,  // 91: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	93,  // 92: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	94,  // 93: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	96,  // 94: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	98,  // 95: coordd.log.v1.RetireManifestRevisions.retirements:type_name -> coordd.log.v1.ManifestRetirement
+	9,   // 96: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
+	103, // 97: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	98,  // [98:98] is the sub-list for method output_type
+	98,  // [98:98] is the sub-list for method input_type
+	98,  // [98:98] is the sub-list for extension type_name
+	98,  // [98:98] is the sub-list for extension extendee
+	0,   // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -7806,9 +8211,10 @@ func file_log_proto_init() {
 		(*Result_Checkpoints)(nil),
 		(*Result_ManifestCommit)(nil),
 		(*Result_ImportFinished)(nil),
+		(*Result_ManifestRetired)(nil),
 		(*Result_ReplicateConfig)(nil),
 	}
-	file_log_proto_msgTypes[15].OneofWrappers = []any{
+	file_log_proto_msgTypes[16].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Member)(nil),
 		(*SnapshotRecord_Allocator)(nil),
@@ -7824,6 +8230,8 @@ func file_log_proto_init() {
 		(*SnapshotRecord_ChannelCheckpoint)(nil),
 		(*SnapshotRecord_SegmentIndex)(nil),
 		(*SnapshotRecord_SegmentStats)(nil),
+		(*SnapshotRecord_ManifestRetired)(nil),
+		(*SnapshotRecord_ManifestMeta)(nil),
 		(*SnapshotRecord_Token)(nil),
 		(*SnapshotRecord_SecurityMeta)(nil),
 	}
@@ -7833,7 +8241,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   91,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -97,7 +97,13 @@ func liveNodeID(t *testing.T, c *client.Client, addr string) uint64 {
 }
 
 func snStatus(ctx context.Context, addr string) (*coordpb.NodeStatusResponse, error) {
-	conn, err := grpc.NewClient(addr, snDialOptions()...)
+	return snStatusWith(ctx, addr, snDialOptions())
+}
+
+// snStatusWith is snStatus with explicit dial options (plaintext for a
+// `coordd dev` cluster).
+func snStatusWith(ctx context.Context, addr string, opts []grpc.DialOption) (*coordpb.NodeStatusResponse, error) {
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -242,7 +242,7 @@ func TestDevSupervisesAStreamingNodeKill(t *testing.T) {
 			t.Fatalf("member at %s stopped answering after the streaming node kill: %v", ep, err)
 		}
 	}
-	if st, err := snStatus(context.Background(), sn2Addr); err != nil {
+	if st, err := snStatusWith(context.Background(), sn2Addr, client.StreamingNodeDialOptions(nil)); err != nil { // coordd dev: plaintext
 		t.Fatalf("sn2 stopped answering: %v (status %v)", err, st)
 	}
 }

@@ -49,9 +49,13 @@ func TestLockTimeoutSurvivesForwarding(t *testing.T) {
 		t.Fatalf("the holder broadcast: %v, want its caller's deadline to pass", err)
 	}
 	pending := func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		resp, err := coordpb.NewBroadcasterClient(cs.conns[li]).ListBroadcasts(ctx, &coordpb.ListBroadcastsRequest{PendingOnly: true})
+		// Any member answers (a forwarded linearizable read); an election on
+		// a loaded machine (Unavailable) moves on to the next one.
+		resp, err := anyMember(ctx, cs, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.ListBroadcastsResponse, error) {
+			return coordpb.NewBroadcasterClient(conn).ListBroadcasts(ctx, &coordpb.ListBroadcastsRequest{PendingOnly: true})
+		})
 		if err != nil {
 			t.Fatalf("list broadcasts: %v", err)
 		}

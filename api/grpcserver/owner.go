@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coordd/coordd/api/auth"
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -21,25 +22,29 @@ import (
 //
 // An unknown session is refused too: it may have been evicted while a
 // PChannel still names it, and no credential can prove it owns one.
-func (s *Server) speaksFor(ctx context.Context, st *fsm.State, node uint64) error {
+//
+// On success the returned context carries the caller's node identity
+// (commands.WithCallerNode): the commands the call proposes are stamped
+// with it, and Apply checks the binding again (fsm checkCaller).
+func (s *Server) speaksFor(ctx context.Context, st *fsm.State, node uint64) (context.Context, error) {
 	if s.auth == nil {
-		return nil // --insecure: no credentials, no binding
+		return ctx, nil // --insecure: no credentials, no binding
 	}
 	if node == 0 {
-		return s.toStatus(ctx, fmt.Errorf("%w: node_id is required: the call speaks for a streaming node session", errInvalid))
+		return ctx, s.toStatus(ctx, fmt.Errorf("%w: node_id is required: the call speaks for a streaming node session", errInvalid))
 	}
 	who, ok := auth.IdentityFrom(ctx)
 	if !ok {
-		return auth.StatusOf(fmt.Errorf("%w: no authenticated caller", auth.ErrPermissionDenied))
+		return ctx, auth.StatusOf(fmt.Errorf("%w: no authenticated caller", auth.ErrPermissionDenied))
 	}
 	n, found := st.StreamingNode(node)
 	if !found {
-		return auth.StatusOf(fmt.Errorf("%w: streaming node %d is not registered, so no credential may speak for it", auth.ErrPermissionDenied, node))
+		return ctx, auth.StatusOf(fmt.Errorf("%w: streaming node %d is not registered, so no credential may speak for it", auth.ErrPermissionDenied, node))
 	}
 	if err := auth.SpeaksFor(who, node, n.BoundNode); err != nil {
-		return auth.StatusOf(err)
+		return ctx, auth.StatusOf(err)
 	}
-	return nil
+	return commands.WithCallerNode(ctx, who.Node), nil
 }
 
 // callerNode is the node identity a registration is bound to: the caller's

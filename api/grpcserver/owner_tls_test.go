@@ -59,7 +59,7 @@ func tlsConn(t *testing.T, tn *testNode, pki security.DevPKI, client security.Fi
 // changes nothing: no log entry, no checkpoint, no time tick, no heartbeat.
 // Session 1's own certificate then moves its checkpoint.
 func TestForgedOwnerCallsRefused(t *testing.T) {
-	oc := startOwnedCluster(t)
+	oc := startOwnedCluster(t, true)
 	tn := oc.tn
 	pki, err := security.WriteDevPKI(filepath.Join(t.TempDir(), "pki"), time.Now(), time.Hour)
 	if err != nil {
@@ -132,6 +132,12 @@ func TestForgedOwnerCallsRefused(t *testing.T) {
 	}
 	if cp, ok := tn.node.State().ChannelCheckpoint(dv0); !ok || cp.Position.Offset != 1 {
 		t.Fatalf("owner's checkpoint not stored: %+v %v", cp, ok)
+	}
+	// The owner's ack goes through the broadcaster's proposal, stamped with
+	// its identity (an unknown broadcast: a no-op, but past Apply's check).
+	if _, err := coordpb.NewBroadcasterClient(owner).Ack(ctx, &coordpb.AckRequest{BroadcastId: 99, NodeId: 1, Epoch: oc.epoch1,
+		Checkpoints: []*coordpb.Checkpoint{{Vchannel: dv0, Term: 2, Offset: 1, TimeTick: 100}}}); err != nil {
+		t.Fatalf("owner's ack: %v", err)
 	}
 	// Session 2's own data path is not session 1's: node 1 may not speak
 	// for it either.

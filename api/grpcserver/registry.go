@@ -94,9 +94,11 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	if term == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
 	}
-	if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
 		return nil, err
 	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -167,9 +169,11 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 	// Who may end the session comes first; a record already evicted
 	// answers DOWN to a deregistration, as there is nothing to protect.
 	if _, known := s.node.State().StreamingNode(req.NodeId); known || !deregister {
-		if err := s.speaksFor(ctx, s.node.State(), req.NodeId); err != nil {
+		sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+		if err != nil {
 			return nil, err
 		}
+		ctx = sctx // the drain or deregistration is stamped with the caller
 	}
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {

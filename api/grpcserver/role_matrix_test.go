@@ -22,6 +22,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
@@ -126,11 +127,16 @@ func (h *heartbeatLog) LastSeen(node uint64) (time.Duration, bool) {
 
 func (h *heartbeatLog) TTL() time.Duration { return time.Minute }
 
-func startOwnedCluster(t *testing.T) *ownedCluster {
+func startOwnedCluster(t *testing.T, withBroadcaster bool) *ownedCluster {
 	t.Helper()
 	beats := &heartbeatLog{seen: map[uint64]int{}}
-	tn := startTestNodeCfg(t, routines.Config{Data: flush.Config{AllocationExpiry: time.Minute, Interval: 20 * time.Millisecond}},
-		WithAuth(), WithNodeHealth(beats))
+	rc := routines.Config{Data: flush.Config{AllocationExpiry: time.Minute, Interval: 20 * time.Millisecond}}
+	if withBroadcaster {
+		// A node's Ack then goes through the manager's own proposal, which
+		// must carry the caller's stamp like a handler's.
+		rc.Broadcaster = &broadcaster.Config{}
+	}
+	tn := startTestNodeCfg(t, rc, WithAuth(), WithNodeHealth(beats))
 	propose := func(c commands.Command) {
 		t.Helper()
 		res, err := tn.node.Propose(callCtx(t), c)
@@ -264,7 +270,7 @@ func outcome(c codes.Code) byte {
 // behave exactly like a proxy token. Refusals run first and must change
 // nothing: no log entry, no heartbeat recorded.
 func TestRoleMatrix(t *testing.T) {
-	oc := startOwnedCluster(t)
+	oc := startOwnedCluster(t, false)
 	tn := oc.tn
 	methods := registeredMethods(t, tn.grpc)
 	var names []string
@@ -287,7 +293,7 @@ func TestRoleMatrix(t *testing.T) {
 		return names[i] < names[j]
 	})
 	reqs := oc.nodeRequests()
-	ctx := callCtx(t)
+	ctx := context.Background() // invoke bounds each call on its own
 	calls := 0
 	run := func(refusals bool) {
 		for _, m := range names {
@@ -305,7 +311,12 @@ func TestRoleMatrix(t *testing.T) {
 					continue
 				}
 				calls++
-				got := outcome(invoke(oc.as(ctx, kind), tn.conn, m, methods[m], reqs[m]))
+				start := time.Now()
+				code := invoke(oc.as(ctx, kind), tn.conn, m, methods[m], reqs[m])
+				if d := time.Since(start); d > time.Second {
+					t.Logf("%s as %s took %v (%v)", m, kind, d.Round(time.Millisecond), code)
+				}
+				got := outcome(code)
 				if got != want[i] {
 					t.Errorf("%s as %s: %c, want %c", m, kind, got, want[i])
 				}

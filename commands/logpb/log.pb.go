@@ -36,6 +36,7 @@ const (
 	RejectCode_REJECT_STALE       RejectCode = 4 // precondition (term, version, window) is older than state
 	RejectCode_REJECT_EXHAUSTED   RejectCode = 5 // a bounded collection or counter is full
 	RejectCode_REJECT_NOT_PRIMARY RejectCode = 6 // a DDL-like change on a secondary cluster
+	RejectCode_REJECT_PERMISSION  RejectCode = 7 // the caller may not speak for the named session
 )
 
 // Enum value maps for RejectCode.
@@ -48,6 +49,7 @@ var (
 		4: "REJECT_STALE",
 		5: "REJECT_EXHAUSTED",
 		6: "REJECT_NOT_PRIMARY",
+		7: "REJECT_PERMISSION",
 	}
 	RejectCode_value = map[string]int32{
 		"REJECT_NONE":        0,
@@ -57,6 +59,7 @@ var (
 		"REJECT_STALE":       4,
 		"REJECT_EXHAUSTED":   5,
 		"REJECT_NOT_PRIMARY": 6,
+		"REJECT_PERMISSION":  7,
 	}
 )
 
@@ -647,8 +650,15 @@ type Envelope struct {
 	// the only notion of time the state machine ever sees.
 	ProposedAtUnixMs int64 `protobuf:"varint,4,opt,name=proposed_at_unix_ms,json=proposedAtUnixMs,proto3" json:"proposed_at_unix_ms,omitempty"`
 	// leader_term is the raft term of the proposing leader.
-	LeaderTerm    uint64 `protobuf:"varint,5,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Body          []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
+	LeaderTerm uint64 `protobuf:"varint,5,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Body       []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
+	// caller_node is the node identity of the authenticated node credential
+	// the command is proposed for (docs/security.md#per-node-identity),
+	// stamped by the leader from the caller's credential, never from a
+	// request; 0 for every other caller, for leader routines and without
+	// authentication. Apply refuses a command that speaks for a streaming
+	// node session bound to another identity.
+	CallerNode    uint64 `protobuf:"varint,7,opt,name=caller_node,json=callerNode,proto3" json:"caller_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +733,13 @@ func (x *Envelope) GetBody() []byte {
 		return x.Body
 	}
 	return nil
+}
+
+func (x *Envelope) GetCallerNode() uint64 {
+	if x != nil {
+		return x.CallerNode
+	}
+	return 0
 }
 
 type Rejection struct {
@@ -7391,7 +7408,7 @@ const file_log_proto_rawDesc = "" +
 	"\n" +
 	"\tlog.proto\x12\rcoordd.log.v1\"<\n" +
 	"\x05Entry\x123\n" +
-	"\bcommands\x18\x01 \x03(\v2\x17.coordd.log.v1.EnvelopeR\bcommands\"\xbb\x01\n" +
+	"\bcommands\x18\x01 \x03(\v2\x17.coordd.log.v1.EnvelopeR\bcommands\"\xdc\x01\n" +
 	"\bEnvelope\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\rR\x04type\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1d\n" +
@@ -7400,7 +7417,9 @@ const file_log_proto_rawDesc = "" +
 	"\x13proposed_at_unix_ms\x18\x04 \x01(\x03R\x10proposedAtUnixMs\x12\x1f\n" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
 	"leaderTerm\x12\x12\n" +
-	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
+	"\x04body\x18\x06 \x01(\fR\x04body\x12\x1f\n" +
+	"\vcaller_node\x18\a \x01(\x04R\n" +
+	"callerNode\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\a\n" +
@@ -7893,7 +7912,7 @@ const file_log_proto_rawDesc = "" +
 	"\vCreateToken\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.coordd.log.v1.TokenRecordR\x05token\"\x1d\n" +
 	"\vRevokeToken\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id*\x9c\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id*\xb3\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -7902,7 +7921,8 @@ const file_log_proto_rawDesc = "" +
 	"\x0fREJECT_CONFLICT\x10\x03\x12\x10\n" +
 	"\fREJECT_STALE\x10\x04\x12\x14\n" +
 	"\x10REJECT_EXHAUSTED\x10\x05\x12\x16\n" +
-	"\x12REJECT_NOT_PRIMARY\x10\x06**\n" +
+	"\x12REJECT_NOT_PRIMARY\x10\x06\x12\x15\n" +
+	"\x11REJECT_PERMISSION\x10\a**\n" +
 	"\n" +
 	"AccessMode\x12\r\n" +
 	"\tACCESS_RW\x10\x00\x12\r\n" +

@@ -217,7 +217,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	file := filepath.Join(dir, "backup.snap")
 	ackedBefore, maxIDBefore, maxTSBefore := ld.snapshot()
 	start := time.Now()
-	code, out := runTool(t, coordctlBinary, "--endpoints", l.Endpoints(), "snapshot", "save", file)
+	code, out := runTool(t, coordctlBinary, append(ctlArgs(l), "snapshot", "save", file)...)
 	t.Logf("snapshot save under load took %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
 	if code != 0 {
 		t.Fatalf("snapshot save: exit %d: %s", code, out)
@@ -258,7 +258,8 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	floorArg := strconv.FormatUint(idFloor, 10)
 
 	// The new cluster: fresh ports and data dirs.
-	plan := cluster.NewLauncher(cluster.LauncherConfig{DataDir: t.TempDir(), Nodes: 3, BasePort: freeBasePort(t, 3), Host: "127.0.0.1"})
+	plan := cluster.NewLauncher(cluster.LauncherConfig{DataDir: t.TempDir(), Nodes: 3, BasePort: freeBasePort(t, 3), Host: "127.0.0.1",
+		Security: l.Security()}) // the restored state holds the source's tokens
 	ms := plan.Members()
 	if code, out := runTool(t, coorddBinary, "restore", "--snapshot", corrupt, "--data-dir", ms[0].DataDir, "--id", ms[0].ID, "--raft-addr", ms[0].RaftAddr, "--id-floor", floorArg); code != 1 ||
 		!strings.Contains(out, "SHA-256 mismatch") {
@@ -285,12 +286,12 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	}
 
 	logs := t.TempDir()
-	startMemberProc(t, serveArgs(ms[0], snapArgs...), filepath.Join(logs, "n1.log"))
+	startMemberProc(t, serveArgs(ms[0], append(memberArgsSec(plan, 0), snapArgs...)...), filepath.Join(logs, "n1.log"))
 	if err := plan.WaitReady(ctx, 0, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < 3; i++ {
-		startMemberProc(t, serveArgs(ms[i], append(snapArgs, "--join", ms[0].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
+		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(plan, i), snapArgs...), "--join", ms[0].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
 		if err := plan.WaitReady(ctx, i, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +311,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 
 	// Saved again from the new cluster: the same tables.
 	again := filepath.Join(dir, "again.snap")
-	if code, out := runTool(t, coordctlBinary, "--endpoints", plan.Endpoints(), "snapshot", "save", again); code != 0 {
+	if code, out := runTool(t, coordctlBinary, append(ctlArgs(plan), "snapshot", "save", again)...); code != 0 {
 		t.Fatalf("save from the new cluster: %s", out)
 	}
 	ab, err := backup.Open(again)
@@ -418,7 +419,7 @@ func TestQuorumLossRecoverSurvivorAndRegrow(t *testing.T) {
 		if i == s {
 			continue
 		}
-		startMemberProc(t, serveArgs(ms[i], append(snapArgs, "--join", ms[s].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
+		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(l, i), snapArgs...), "--join", ms[s].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
 		if err := l.WaitReady(ctx, i, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}

@@ -127,7 +127,7 @@ func TestInFlightBroadcastCompletesWithoutItsCaller(t *testing.T) {
 	waitPlacement(t, c, 30*time.Second, "all channels assigned", func(ps map[string]placement) bool { return allAssigned(ps, 0) })
 	leader := leaderIndex(t, l, cs, -1)
 	// Talk to the leader only, once, so the call dies with it.
-	lc, err := client.New(context.Background(), client.Config{Endpoints: []string{l.Members()[leader].GRPCAddr}, MaxRetries: 1})
+	lc, err := client.New(context.Background(), secured(l, client.Config{Endpoints: []string{l.Members()[leader].GRPCAddr}, MaxRetries: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
@@ -28,7 +27,7 @@ var channelArgs = []string{"--pchannels", "8", "--node-ttl", "2s", "--balance-in
 func startChannelCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *client.Client) {
 	t.Helper()
 	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: channelArgs, StreamingNodes: streamingNodes})
-	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
+	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,13 @@ func liveNodeID(t *testing.T, c *client.Client, addr string) uint64 {
 }
 
 func snStatus(ctx context.Context, addr string) (*coordpb.NodeStatusResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return snStatusWith(ctx, addr, snDialOptions())
+}
+
+// snStatusWith is snStatus with explicit dial options (plaintext for a
+// `coordd dev` cluster).
+func snStatusWith(ctx context.Context, addr string, opts []grpc.DialOption) (*coordpb.NodeStatusResponse, error) {
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +259,7 @@ func TestFencedOldOwnerCannotAppend(t *testing.T) {
 		}
 	}
 	vchannel := pchannel + "_77v0"
-	conn, err := grpc.NewClient(victim.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(victim.Addr, snDialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

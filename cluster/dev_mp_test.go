@@ -203,7 +203,7 @@ func TestDevSupervisesAStreamingNodeKill(t *testing.T) {
 	})
 
 	// A manual rebalance of a balanced placement says so.
-	if out, code := coordctl(t, strings.Join(eps, ","), "pchannel", "rebalance"); code != 0 || !strings.Contains(out, "Nothing moved: placement is balanced") {
+	if out, code := coordctlPlain(t, strings.Join(eps, ","), "pchannel", "rebalance"); code != 0 || !strings.Contains(out, "Nothing moved: placement is balanced") {
 		t.Fatalf("pchannel rebalance: exit %d: %s", code, out)
 	}
 
@@ -242,7 +242,7 @@ func TestDevSupervisesAStreamingNodeKill(t *testing.T) {
 			t.Fatalf("member at %s stopped answering after the streaming node kill: %v", ep, err)
 		}
 	}
-	if st, err := snStatus(context.Background(), sn2Addr); err != nil {
+	if st, err := snStatusWith(context.Background(), sn2Addr, client.StreamingNodeDialOptions(nil)); err != nil { // coordd dev: plaintext
 		t.Fatalf("sn2 stopped answering: %v (status %v)", err, st)
 	}
 }

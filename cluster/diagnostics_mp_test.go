@@ -17,12 +17,12 @@ import (
 )
 
 // memberLevel reads a member's log level over HTTP.
-func memberLevel(t *testing.T, httpAddr string) string {
+func memberLevel(t *testing.T, l *cluster.Launcher, httpAddr string) string {
 	t.Helper()
 	var v struct {
 		Level string `json:"level"`
 	}
-	getJSON(t, "http://"+httpAddr+"/v1/admin/log-level", &v)
+	getJSON(t, memberURL(l, httpAddr, "/v1/admin/log-level"), &v)
 	return v.Level
 }
 
@@ -34,8 +34,7 @@ func getJSON(t *testing.T, url string, v any) {
 }
 
 func tryGetJSON(url string, v any) error {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
+	resp, err := httpClient(5 * time.Second).Get(url)
 	if err != nil {
 		return err
 	}
@@ -81,7 +80,6 @@ func readBundle(t *testing.T, path string) map[string]string {
 // the missing one; an existing FILE is not overwritten without --force.
 func TestLogLevelAndDebugBundle(t *testing.T) {
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1})
-	eps := l.Endpoints()
 	ms := l.Members()
 	// Members register their gRPC and HTTP addresses once a leader is
 	// established; coordctl reaches each member through them.
@@ -93,7 +91,7 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 				HTTPAddr string `json:"http_addr"`
 			} `json:"members"`
 		}
-		err := tryGetJSON("http://"+ms[0].HTTPAddr+"/v1/cluster/members?consistency=STALE", &mr)
+		err := tryGetJSON(memberURL(l, ms[0].HTTPAddr, "/v1/cluster/members?consistency=STALE"), &mr)
 		registered := 0
 		for _, m := range mr.Members {
 			if m.GRPCAddr != "" && m.HTTPAddr != "" {
@@ -109,32 +107,32 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	if _, code := coordctl(t, eps, "log-level", "debug"); code != 0 {
+	if _, code := coordctl(t, l, "log-level", "debug"); code != 0 {
 		t.Fatalf("log-level debug: exit %d", code)
 	}
 	for _, m := range ms {
-		if got := memberLevel(t, m.HTTPAddr); got != "debug" {
+		if got := memberLevel(t, l, m.HTTPAddr); got != "debug" {
 			t.Errorf("%s at %s after log-level debug", m.ID, got)
 		}
 	}
-	if _, code := coordctl(t, eps, "log-level", "warn", "--member", ms[1].ID); code != 0 {
+	if _, code := coordctl(t, l, "log-level", "warn", "--member", ms[1].ID); code != 0 {
 		t.Fatalf("log-level warn --member: exit %d", code)
 	}
-	if _, code := coordctl(t, eps, "log-level", "loud"); code != 2 {
+	if _, code := coordctl(t, l, "log-level", "loud"); code != 2 {
 		t.Errorf("bad level: exit %d, want 2", code)
 	}
-	if _, code := coordctl(t, eps, "log-level", "info", "--member", "nosuch"); code != 1 {
+	if _, code := coordctl(t, l, "log-level", "info", "--member", "nosuch"); code != 1 {
 		t.Errorf("unknown member: exit %d, want 1", code)
 	}
 	for i, want := range []string{"debug", "warn", "debug"} {
-		if got := memberLevel(t, ms[i].HTTPAddr); got != want {
+		if got := memberLevel(t, l, ms[i].HTTPAddr); got != want {
 			t.Errorf("%s at %s, want %s", ms[i].ID, got, want)
 		}
 	}
 	var levels struct {
 		Members []struct{ Member, Level string } `json:"members"`
 	}
-	coordctlJSON(t, eps, &levels, "log-level")
+	coordctlJSON(t, l, &levels, "log-level")
 	if len(levels.Members) != 3 {
 		t.Errorf("log-level listing: %+v", levels)
 	}
@@ -143,7 +141,7 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 	var st struct {
 		LeaderID string `json:"leader_id"`
 	}
-	getJSON(t, "http://"+ms[0].HTTPAddr+"/v1/cluster/status", &st)
+	getJSON(t, memberURL(l, ms[0].HTTPAddr, "/v1/cluster/status"), &st)
 	leader, victim := -1, -1
 	for i, m := range ms {
 		if m.ID == st.LeaderID {
@@ -163,7 +161,7 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 		var re struct {
 			Entries []struct{ Message string } `json:"entries"`
 		}
-		getJSON(t, "http://"+ms[leader].HTTPAddr+"/v1/admin/recent-errors", &re)
+		getJSON(t, memberURL(l, ms[leader].HTTPAddr, "/v1/admin/recent-errors"), &re)
 		if len(re.Entries) > 0 {
 			break
 		}
@@ -174,7 +172,7 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "bundle.tar.gz")
-	if _, code := coordctl(t, eps, "debug", "bundle", file); code != 0 {
+	if _, code := coordctl(t, l, "debug", "bundle", file); code != 0 {
 		t.Fatalf("debug bundle: exit %d", code)
 	}
 	files := readBundle(t, file)
@@ -186,7 +184,7 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 	}
 	// --logs takes the processes' log files from the data dir.
 	withLogs := filepath.Join(t.TempDir(), "logs.tar.gz")
-	if _, code := coordctl(t, eps, "debug", "bundle", "--logs", filepath.Dir(ms[0].DataDir), withLogs); code != 0 {
+	if _, code := coordctl(t, l, "debug", "bundle", "--logs", filepath.Dir(ms[0].DataDir), withLogs); code != 0 {
 		t.Fatalf("debug bundle --logs: exit %d", code)
 	}
 	if lf := readBundle(t, withLogs); !strings.Contains(lf["logs/"+ms[0].ID+"/coordd.log"], "raft") {
@@ -238,13 +236,13 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 	}
 
 	before, _ := os.ReadFile(file)
-	if _, code := coordctl(t, eps, "debug", "bundle", file); code != 1 {
+	if _, code := coordctl(t, l, "debug", "bundle", file); code != 1 {
 		t.Errorf("existing FILE: exit %d, want 1", code)
 	}
 	if after, _ := os.ReadFile(file); string(after) != string(before) {
 		t.Error("an existing FILE was changed without --force")
 	}
-	if _, code := coordctl(t, eps, "debug", "bundle", filepath.Join(t.TempDir(), "nodir", "b.tgz")); code != 1 {
+	if _, code := coordctl(t, l, "debug", "bundle", filepath.Join(t.TempDir(), "nodir", "b.tgz")); code != 1 {
 		t.Errorf("missing directory: exit %d, want 1", code)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -25,10 +24,9 @@ import (
 
 // metricValue reads one sample (name with its labels, as exposed) from a
 // member's /metrics.
-func metricValue(t *testing.T, httpAddr, series string) float64 {
+func metricValue(t *testing.T, l *cluster.Launcher, httpAddr, series string) float64 {
 	t.Helper()
-	c := &http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get("http://" + httpAddr + "/metrics")
+	resp, err := httpClient(3 * time.Second).Get(memberURL(l, httpAddr, "/metrics"))
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
@@ -72,7 +70,9 @@ func TestFloodPastCapsLeavesMemberServing(t *testing.T) {
 		t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 	}
 	start := time.Now()
-	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: append([]string{
+	// Insecure on purpose (an explicit plaintext variant): the flood
+	// speaks raw HTTP/1.1 on the sockets it holds open.
+	l := startInsecureClusterWith(t, cluster.LauncherConfig{ExtraArgs: append([]string{
 		"--http-max-conns", strconv.Itoa(capN), "--max-watchers", strconv.Itoa(capN)}, floodRaftTimeouts...)})
 	m := l.Members()[0]
 
@@ -100,7 +100,7 @@ func TestFloodPastCapsLeavesMemberServing(t *testing.T) {
 	var opened, exhausted, other atomic.Int64
 	var wg sync.WaitGroup
 	for c := 0; c < flood/100; c++ {
-		conn, err := grpc.NewClient(m.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(m.GRPCAddr, dialOptions(l)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestFloodPastCapsLeavesMemberServing(t *testing.T) {
 
 	// Raft and gRPC: a write through the flooded member commits, and the
 	// member applies it.
-	conn, err := grpc.NewClient(m.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(m.GRPCAddr, dialOptions(l)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +184,9 @@ func TestFloodPastCapsLeavesMemberServing(t *testing.T) {
 	if !ok {
 		t.Fatalf("/healthz never answered 200 under the flood (last: %s)", lastHTTP)
 	}
-	fds := metricValue(t, m.HTTPAddr, "process_open_fds")
-	refusedHTTP := metricValue(t, m.HTTPAddr, `coordd_limit_refused_total{limit="http_connections"}`)
-	refusedWatch := metricValue(t, m.HTTPAddr, `coordd_limit_refused_total{limit="assignment_watchers"}`)
+	fds := metricValue(t, l, m.HTTPAddr, "process_open_fds")
+	refusedHTTP := metricValue(t, l, m.HTTPAddr, `coordd_limit_refused_total{limit="http_connections"}`)
+	refusedWatch := metricValue(t, l, m.HTTPAddr, `coordd_limit_refused_total{limit="assignment_watchers"}`)
 	t.Logf("member fds %.0f, HTTP refused %.0f, watchers refused %.0f, elapsed %v", fds, refusedHTTP, refusedWatch, time.Since(start))
 	if fds > 3*capN {
 		t.Errorf("the member holds %.0f file descriptors under the flood", fds)

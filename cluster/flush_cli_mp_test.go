@@ -10,13 +10,27 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/coordd/coordd/cluster"
 )
 
 // coordctl runs the CLI against the cluster and returns its stdout and
 // exit code.
-func coordctl(t *testing.T, endpoints string, args ...string) (string, int) {
+func coordctl(t *testing.T, l *cluster.Launcher, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(coordctlBinary, append([]string{"--endpoints", endpoints, "--timeout", "20s"}, args...)...)
+	return runCoordctl(t, ctlArgs(l), args...)
+}
+
+// coordctlPlain runs the CLI against plaintext endpoints (a `coordd dev`
+// cluster, insecure on purpose).
+func coordctlPlain(t *testing.T, endpoints string, args ...string) (string, int) {
+	t.Helper()
+	return runCoordctl(t, []string{"--endpoints", endpoints}, args...)
+}
+
+func runCoordctl(t *testing.T, conn []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(coordctlBinary, append(conn, append([]string{"--timeout", "20s"}, args...)...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -32,9 +46,9 @@ func coordctl(t *testing.T, endpoints string, args ...string) (string, int) {
 	return "", -1
 }
 
-func coordctlJSON(t *testing.T, endpoints string, v any, args ...string) {
+func coordctlJSON(t *testing.T, l *cluster.Launcher, v any, args ...string) {
 	t.Helper()
-	out, code := coordctl(t, endpoints, append(args, "-o", "json")...)
+	out, code := coordctl(t, l, append(args, "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("coordctl %v: exit %d", args, code)
 	}
@@ -48,8 +62,7 @@ func coordctlJSON(t *testing.T, endpoints string, v any, args ...string) {
 // --wait, segment list/get, binlog dump, checkpoint list, recovery-info.
 func TestCLIWritePath(t *testing.T) {
 	l, _, _ := startFlushCluster(t, 2)
-	e := l.Endpoints()
-	if _, code := coordctl(t, e, "vchannel", "alloc", "104", "2"); code != 0 {
+	if _, code := coordctl(t, l, "vchannel", "alloc", "104", "2"); code != 0 {
 		t.Fatal("vchannel alloc failed")
 	}
 	var ins struct {
@@ -58,7 +71,7 @@ func TestCLIWritePath(t *testing.T) {
 		LastPK       int64 `json:"last_pk"`
 		Count        int64 `json:"count"`
 	}
-	coordctlJSON(t, e, &ins, "insert", "104", "1500")
+	coordctlJSON(t, l, &ins, "insert", "104", "1500")
 	if ins.CollectionID != 104 || ins.Count != 1500 || ins.LastPK-ins.FirstPK+1 != 1500 {
 		t.Fatalf("insert printed %+v", ins)
 	}
@@ -66,7 +79,7 @@ func TestCLIWritePath(t *testing.T) {
 		FlushTs uint64 `json:"flush_ts"`
 		Flushed bool   `json:"flushed"`
 	}
-	coordctlJSON(t, e, &fl, "flush", "104", "--wait")
+	coordctlJSON(t, l, &fl, "flush", "104", "--wait")
 	if !fl.Flushed || fl.FlushTs == 0 {
 		t.Fatalf("flush --wait printed %+v", fl)
 	}
@@ -80,7 +93,7 @@ func TestCLIWritePath(t *testing.T) {
 			RowCount     int64  `json:"row_count"`
 		} `json:"segments"`
 	}
-	coordctlJSON(t, e, &list, "segment", "list", "--collection", "104", "--state", "Flushed")
+	coordctlJSON(t, l, &list, "segment", "list", "--collection", "104", "--state", "Flushed")
 	if len(list.Segments) == 0 {
 		t.Fatal("no Flushed segments listed")
 	}
@@ -94,13 +107,13 @@ func TestCLIWritePath(t *testing.T) {
 			RowCount    int64    `json:"row_count"`
 			BinlogPaths []string `json:"binlog_paths"`
 		}
-		coordctlJSON(t, e, &got, "segment", "get", strconv.FormatInt(s.SegmentID, 10))
+		coordctlJSON(t, l, &got, "segment", "get", strconv.FormatInt(s.SegmentID, 10))
 		if got.SegmentID != s.SegmentID || got.RowCount != s.RowCount || len(got.BinlogPaths) == 0 {
 			t.Fatalf("segment get %d: %+v", s.SegmentID, got)
 		}
 		paths = append(paths, got.BinlogPaths...)
 	}
-	out, code := coordctl(t, e, append([]string{"binlog", "dump", "--object-store", filepath.Join(filepath.Dir(l.WALDir()), "objects")}, paths...)...)
+	out, code := coordctl(t, l, append([]string{"binlog", "dump", "--object-store", filepath.Join(filepath.Dir(l.WALDir()), "objects")}, paths...)...)
 	if code != 0 {
 		t.Fatal("binlog dump failed")
 	}
@@ -132,7 +145,7 @@ func TestCLIWritePath(t *testing.T) {
 			} `json:"position"`
 		} `json:"checkpoints"`
 	}
-	coordctlJSON(t, e, &cps, "checkpoint", "list", "--collection", "104")
+	coordctlJSON(t, l, &cps, "checkpoint", "list", "--collection", "104")
 	if len(cps.Checkpoints) != 2 {
 		t.Fatalf("checkpoint list: %+v", cps)
 	}
@@ -150,15 +163,15 @@ func TestCLIWritePath(t *testing.T) {
 			SegmentID int64 `json:"segment_id"`
 		} `json:"flushed"`
 	}
-	coordctlJSON(t, e, &ri, "recovery-info", cps.Checkpoints[0].VChannel)
+	coordctlJSON(t, l, &ri, "recovery-info", cps.Checkpoints[0].VChannel)
 	if ri.VChannel != cps.Checkpoints[0].VChannel || ri.SeekPosition == nil || len(ri.Flushed) == 0 {
 		t.Fatalf("recovery-info: %+v", ri)
 	}
 	// Bad input: usage error, nothing sent.
-	if _, code := coordctl(t, e, "insert", "104", "0"); code != 2 {
+	if _, code := coordctl(t, l, "insert", "104", "0"); code != 2 {
 		t.Fatalf("insert with 0 rows: exit %d, want 2", code)
 	}
-	if _, code := coordctl(t, e, "segment", "get", "999999"); code != 1 {
+	if _, code := coordctl(t, l, "segment", "get", "999999"); code != 1 {
 		t.Fatalf("segment get of a missing segment: exit %d, want 1", code)
 	}
 }

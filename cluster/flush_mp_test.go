@@ -31,7 +31,7 @@ var flushSNArgs = []string{"--flusher-save-interval", "300ms"}
 func startFlushCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *client.Client, objectstore.Store) {
 	t.Helper()
 	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: flushArgs, StreamingNodes: streamingNodes, StreamingExtraArgs: flushSNArgs})
-	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
+	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +254,7 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 	b := insertRows(t, c, 102, 200)
 	var old placement
 	var oldV string
+	asNode := nodeClient(t, l)
 	for _, v := range vs {
 		if p := before[commands.PChannelOf(v)]; p.node == victimID {
 			old, oldV = p, v
@@ -274,7 +275,9 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.SaveBinlogPaths(ctx, &coordpb.SaveBinlogPathsRequest{NodeId: victimID, Vchannel: oldV, PchannelTerm: old.term,
+		// With the old owner's own credential: refused by the term, not by
+		// authorisation.
+		_, err = asNode(victim).SaveBinlogPaths(ctx, &coordpb.SaveBinlogPathsRequest{NodeId: victimID, Vchannel: oldV, PchannelTerm: old.term,
 			SegmentId: s.SegmentId, CollectionId: 102, Level: "L1", Flushed: true,
 			FieldBinlogs: []*coordpb.FieldBinlog{{FieldId: binlog.PKFieldID, Binlogs: []*coordpb.Binlog{{LogId: 1, EntriesNum: 1}}}},
 			Checkpoints:  []*coordpb.SegmentCheckpoint{{SegmentId: s.SegmentId, Position: &coordpb.Position{Term: old.term, Offset: 1 << 40, Timestamp: 1 << 62}, NumOfRows: 1}}})

@@ -47,7 +47,10 @@ type LauncherConfig struct {
 // LaunchSecurity is the TLS material and bootstrap token of a secure
 // launched cluster (security.WriteDevPKI writes a matching set).
 type LaunchSecurity struct {
-	Server security.Files // every member's server certificate
+	Server security.Files // every member's server certificate (unless Servers names one)
+	// Servers, when set, gives member i its own server certificate
+	// (Servers[i]); members beyond it use Server.
+	Servers []security.Files
 	// Nodes[i] is streaming node i's client certificate, bound to node
 	// identity i+1 (security.CA.IssueNode; security.DevPKI.Nodes): each
 	// streaming node may speak only for the sessions it registers.
@@ -55,12 +58,22 @@ type LaunchSecurity struct {
 	BootstrapTokenFile string
 }
 
-// memberArgs are the security flags of a member.
-func (s *LaunchSecurity) memberArgs() []string {
+// server is member i's certificate.
+func (s *LaunchSecurity) server(i int) security.Files {
+	if i >= 0 && i < len(s.Servers) {
+		return s.Servers[i]
+	}
+	return s.Server
+}
+
+// MemberArgs are the security flags of member i (--insecure without
+// security), for members a test starts outside the launcher too.
+func (s *LaunchSecurity) MemberArgs(i int) []string {
 	if s == nil {
 		return []string{"--insecure"}
 	}
-	args := []string{"--insecure=false", "--tls-ca", s.Server.CA, "--tls-cert", s.Server.Cert, "--tls-key", s.Server.Key}
+	f := s.server(i)
+	args := []string{"--insecure=false", "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
 	if s.BootstrapTokenFile != "" {
 		args = append(args, "--bootstrap-token-file", s.BootstrapTokenFile)
 	}
@@ -84,7 +97,7 @@ func (s *LaunchSecurity) httpClient() (*http.Client, string, error) {
 	if s == nil {
 		return &http.Client{Timeout: time.Second}, "http://", nil
 	}
-	m, err := security.Load(security.Files{CA: s.Server.CA})
+	m, err := security.Load(security.Files{CA: s.server(0).CA})
 	if err != nil {
 		return nil, "", err
 	}
@@ -165,6 +178,10 @@ func NewLauncher(cfg LauncherConfig) *Launcher {
 	return l
 }
 
+// Security is the cluster's TLS material and bootstrap token (nil: every
+// process runs --insecure).
+func (l *Launcher) Security() *LaunchSecurity { return l.cfg.Security }
+
 // Members lists the planned coordd members.
 func (l *Launcher) Members() []LocalMember { return l.members }
 
@@ -229,7 +246,7 @@ func (l *Launcher) StartMember(i int) error {
 	args := append([]string{"serve",
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
-		"--peers", l.peers(), "--object-store", l.ObjectStoreDir()}, append(l.cfg.Security.memberArgs(), l.cfg.ExtraArgs...)...)
+		"--peers", l.peers(), "--object-store", l.ObjectStoreDir()}, append(l.cfg.Security.MemberArgs(i), l.cfg.ExtraArgs...)...)
 	if l.cfg.MemberArgs != nil {
 		args = append(args, l.cfg.MemberArgs(i)...)
 	}

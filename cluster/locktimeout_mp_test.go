@@ -49,9 +49,13 @@ func TestLockTimeoutSurvivesForwarding(t *testing.T) {
 		t.Fatalf("the holder broadcast: %v, want its caller's deadline to pass", err)
 	}
 	pending := func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		resp, err := coordpb.NewBroadcasterClient(cs.conns[li]).ListBroadcasts(ctx, &coordpb.ListBroadcastsRequest{PendingOnly: true})
+		// Any member answers (a forwarded linearizable read); an election on
+		// a loaded machine (Unavailable) moves on to the next one.
+		resp, err := anyMember(ctx, cs, func(ctx context.Context, conn *grpc.ClientConn) (*coordpb.ListBroadcastsResponse, error) {
+			return coordpb.NewBroadcasterClient(conn).ListBroadcasts(ctx, &coordpb.ListBroadcastsRequest{PendingOnly: true})
+		})
 		if err != nil {
 			t.Fatalf("list broadcasts: %v", err)
 		}
@@ -82,9 +86,9 @@ func TestLockTimeoutSurvivesForwarding(t *testing.T) {
 	}
 
 	// HTTP, through the follower's gateway (its own call deadline, 10s).
-	hc := &http.Client{Timeout: 20 * time.Second}
+	hc := httpClient(20 * time.Second)
 	body := `{"message_type":"CreateIndex","resource_keys":[{"domain":"COLLECTION_NAME","key":"db:held"}]}`
-	req, err := http.NewRequest(http.MethodPost, "http://"+follower.HTTPAddr+"/v1/broadcasts", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, memberURL(l, follower.HTTPAddr, "/v1/broadcasts"), strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

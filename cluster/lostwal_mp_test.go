@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
@@ -32,7 +31,7 @@ func TestLostWALIsReassigned(t *testing.T) {
 		StreamingNodes:     1,
 		StreamingExtraArgs: []string{"--heartbeat-interval", "500ms", "--test-only-unsafe-accept-any-remove"},
 	})
-	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
+	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +47,7 @@ func TestLostWALIsReassigned(t *testing.T) {
 	}
 	const victim = "by-dev-rootcoord-dml_0"
 	old := before[victim]
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, snDialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestLostWALIsReassigned(t *testing.T) {
 	}
 	members := l.Members()
 	leader := leaderIndex(t, l, dialAll(t, l), -1)
-	if v := metricValue(t, members[leader].HTTPAddr, `coordd_pchannel_lost_wal_total{reason="missing"}`); v != 1 {
+	if v := metricValue(t, l, members[leader].HTTPAddr, `coordd_pchannel_lost_wal_total{reason="missing"}`); v != 1 {
 		t.Fatalf(`coordd_pchannel_lost_wal_total{reason="missing"} = %v on the leader, want 1`, v)
 	}
 }

@@ -38,11 +38,10 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: []string{
 		"--test-only-manifest-pause-after-write", manifestPause.String(),
 		"--manifest-gc-grace", "1s", "--manifest-gc-interval", "1h"}})
-	e := l.Endpoints()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{l.Members()[0].GRPCAddr, l.Members()[1].GRPCAddr, l.Members()[2].GRPCAddr},
-		RequestTimeout: 20 * time.Second, AttemptTimeout: 8 * time.Second})
+	c, err := client.New(ctx, secured(l, client.Config{Endpoints: []string{l.Members()[0].GRPCAddr, l.Members()[1].GRPCAddr, l.Members()[2].GRPCAddr},
+		RequestTimeout: 20 * time.Second, AttemptTimeout: 8 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,7 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 		SegmentID int64 `json:"segment_id"`
 		Version   int64 `json:"version"`
 	}
-	coordctlJSON(t, e, &committed, "manifest", "commit", id, "--add-stats", "bloom=stats_log/104/1/"+id+"/0")
+	coordctlJSON(t, l, &committed, "manifest", "commit", id, "--add-stats", "bloom=stats_log/104/1/"+id+"/0")
 	if committed.SegmentID != seg || committed.Version != 2 {
 		t.Fatalf("manifest commit printed %+v", committed)
 	}
@@ -79,7 +78,7 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 			Stats   map[string][]string `json:"stats"`
 		} `json:"revision"`
 	}
-	coordctlJSON(t, e, &got, "manifest", "get", id)
+	coordctlJSON(t, l, &got, "manifest", "get", id)
 	if got.Version != 2 || got.Revision.Version != 2 || len(got.Revision.Stats["bloom"]) != 1 || got.Base != commands.ManifestBase(104, 1, seg) {
 		t.Fatalf("manifest get printed %+v", got)
 	}
@@ -87,7 +86,7 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 	if err := os.WriteFile(prepared, []byte(`{"publish_prepared":{"version":2}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code := coordctl(t, e, "manifest", "commit", id, "--mutation", prepared, "--expected", "1", "-o", "json")
+	out, code := coordctl(t, l, "manifest", "commit", id, "--mutation", prepared, "--expected", "1", "-o", "json")
 	var refusal struct {
 		Error    string `json:"error"`
 		Expected int64  `json:"expected"`
@@ -104,8 +103,8 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 	// One attempt only: a retry on the new leader would publish a newer
 	// revision and delete the skipped one itself (the unit tests cover
 	// that); here the orphan must be left to the collector.
-	once, err := client.New(ctx, client.Config{Endpoints: []string{l.Members()[leader].GRPCAddr},
-		RequestTimeout: 20 * time.Second, MaxRetries: -1})
+	once, err := client.New(ctx, secured(l, client.Config{Endpoints: []string{l.Members()[leader].GRPCAddr},
+		RequestTimeout: 20 * time.Second, MaxRetries: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 		var rep struct {
 			Removed []string `json:"removed"`
 		}
-		coordctlJSON(t, e, &rep, "manifest", "gc")
+		coordctlJSON(t, l, &rep, "manifest", "gc")
 		removed = append(removed, rep.Removed...)
 		_, err := os.Stat(orphan)
 		return os.IsNotExist(err)

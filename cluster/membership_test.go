@@ -31,9 +31,9 @@ func TestJoinTransferRemove(t *testing.T) {
 	dir := t.TempDir()
 	n4 := struct{ raft, grpc, http string }{
 		fmt.Sprintf("127.0.0.1:%d", base+100), fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1000)}
-	startProcess(t, "n4", coorddBinary, "serve", "--id", "n4", "--data-dir", filepath.Join(dir, "n4"),
+	startProcess(t, "n4", coorddBinary, append([]string{"serve", "--id", "n4", "--data-dir", filepath.Join(dir, "n4"),
 		"--raft-addr", n4.raft, "--grpc-addr", n4.grpc, "--http-addr", n4.http,
-		"--join", l.Members()[follower].GRPCAddr)
+		"--join", l.Members()[follower].GRPCAddr}, memberArgsSec(l, 3)...)...)
 
 	// n4 appears as a voter with all three addresses.
 	waitFor(t, ctx, "n4 to join as a voter with addresses", func() bool {

@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -45,10 +44,13 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	// Members started directly by tests (not through the launcher, which
-	// passes --insecure itself) run plaintext without authentication unless
-	// a test passes TLS flags and --insecure=false (secure_mp_test.go).
-	os.Setenv("COORDD_INSECURE", "true")
+	// Secure by default (testpki_test.go): one throwaway CA for the run.
+	if !insecureRequested() {
+		if pki, err = newTestPKI(filepath.Join(dir, "pki")); err != nil {
+			fmt.Fprintln(os.Stderr, "test PKI:", err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -85,8 +87,26 @@ func startCluster(t *testing.T) *cluster.Launcher {
 }
 
 // startClusterWith launches three members (and cfg.StreamingNodes
-// streaming nodes) with cfg's extra arguments.
+// streaming nodes) with cfg's extra arguments, secure with the test PKI
+// unless cfg brings its own security or the run is insecure
+// (COORDD_TEST_INSECURE=1).
 func startClusterWith(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launcher {
+	t.Helper()
+	if cfg.Security == nil && pki != nil {
+		cfg.Security = pki.launch()
+	}
+	return launch(t, cfg)
+}
+
+// startInsecureClusterWith is startClusterWith with --insecure: for the
+// tests that are about plaintext (the explicit insecure variant).
+func startInsecureClusterWith(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launcher {
+	t.Helper()
+	cfg.Security = nil
+	return launch(t, cfg)
+}
+
+func launch(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launcher {
 	t.Helper()
 	cfg.Binary, cfg.StreamingBinary = coorddBinary, streamingBinary
 	cfg.DataDir, cfg.Nodes, cfg.BasePort, cfg.Host = t.TempDir(), 3, freeBasePort(t, 3), "127.0.0.1"
@@ -111,7 +131,7 @@ func startClusterWith(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launche
 			}
 		}
 	})
-	if cfg.Security == nil {
+	if cfg.Security == nil || ours(l) {
 		waitServing(t, l)
 	}
 	return l
@@ -174,7 +194,7 @@ func dialAll(t *testing.T, l *cluster.Launcher) *clients {
 	t.Helper()
 	c := &clients{}
 	for _, m := range l.Members() {
-		conn, err := grpc.NewClient(m.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(m.GRPCAddr, dialOptions(l)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -73,7 +72,7 @@ func TestProposalFloodPastQueueLeavesMemberServing(t *testing.T) {
 		if i%4 == 3 { // a quarter through a follower, which forwards
 			m = l.Members()[(li+1+i%2)%3]
 		}
-		conn, err := grpc.NewClient(m.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(m.GRPCAddr, dialOptions(l)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,10 +129,10 @@ func TestProposalFloodPastQueueLeavesMemberServing(t *testing.T) {
 	if hinted.Load() != exhausted.Load() {
 		t.Fatalf("%d of %d refusals carried %s", hinted.Load(), exhausted.Load(), grpcserver.MDRetryAfter)
 	}
-	if got := metricValue(t, leader.HTTPAddr, `coordd_limit_refused_total{limit="pending_proposals"}`); got < float64(exhausted.Load()) {
+	if got := metricValue(t, l, leader.HTTPAddr, `coordd_limit_refused_total{limit="pending_proposals"}`); got < float64(exhausted.Load()) {
 		t.Errorf("leader counted %.0f refusals, the clients saw %d", got, exhausted.Load())
 	}
-	if got := metricValue(t, leader.HTTPAddr, `coordd_limit_max{limit="pending_proposals"}`); got != 1 {
+	if got := metricValue(t, l, leader.HTTPAddr, `coordd_limit_max{limit="pending_proposals"}`); got != 1 {
 		t.Errorf("coordd_limit_max{limit=\"pending_proposals\"} = %v, want 1", got)
 	}
 

@@ -38,7 +38,7 @@ func TestReadyzReportsAFollowerThatCannotAppend(t *testing.T) {
 		if id%50 != 0 {
 			continue
 		}
-		code, b := readyz(t, m.HTTPAddr)
+		code, b := readyz(t, l, m.HTTPAddr)
 		if code == http.StatusServiceUnavailable && strings.Contains(b["status"].(string), "cannot append to its raft log") {
 			body = b
 			break
@@ -50,9 +50,9 @@ func TestReadyzReportsAFollowerThatCannotAppend(t *testing.T) {
 	t.Logf("limited follower: %v", body)
 }
 
-func readyz(t *testing.T, addr string) (int, map[string]any) {
+func readyz(t *testing.T, l *cluster.Launcher, addr string) (int, map[string]any) {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/readyz")
+	resp, err := httpClient(2 * time.Second).Get(memberURL(l, addr, "/readyz"))
 	if err != nil {
 		return 0, map[string]any{"status": err.Error()}
 	}

@@ -152,7 +152,7 @@ func TestRestartAfterSnapshotInstall(t *testing.T) {
 	}
 	commit(40) // the leader snapshots and compacts again: the new member needs an install
 	joinArgs := append([]string{"serve", "--id", m.ID, "--data-dir", m.DataDir, "--raft-addr", m.RaftAddr,
-		"--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr, "--join", l.Members()[leader].GRPCAddr}, snapArgs...)
+		"--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr, "--join", l.Members()[leader].GRPCAddr}, append(memberArgsSec(l, f), snapArgs...)...)
 	joined := startProcess(t, "re-added", coorddBinary, joinArgs...)
 	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
 		t.Fatal(err)

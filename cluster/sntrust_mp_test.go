@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/streamingnode/wal"
@@ -39,7 +38,7 @@ func TestForgedAssignIsRefused(t *testing.T) {
 		if st[i], err = snStatus(ctx, sns[i].Addr); err != nil {
 			t.Fatal(err)
 		}
-		conn, err := grpc.NewClient(sns[i].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(sns[i].Addr, snDialOptions()...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -113,8 +113,10 @@ func TestStatusPageInChromium(t *testing.T) {
 	// Chromium renders a page, and no rendering could match the cluster.
 	args := append(append([]string(nil), channelArgs...),
 		"--heartbeat-timeout", "1s", "--election-timeout", "1s", "--leader-lease-timeout", "500ms")
-	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: args, StreamingNodes: 1})
-	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
+	// Insecure on purpose (an explicit plaintext variant): the headless
+	// browser can neither trust the test CA nor send a token.
+	l := startInsecureClusterWith(t, cluster.LauncherConfig{ExtraArgs: args, StreamingNodes: 1})
+	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}

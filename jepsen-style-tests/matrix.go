@@ -23,7 +23,7 @@ var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.I
 // the write-path (flush) and manifest-commit workloads.
 func Smoke() []scenario.Scenario {
 	d := 16 * time.Second
-	return []scenario.Scenario{
+	smoke := []scenario.Scenario{
 		{Name: "smoke-net-3", Nodes: 3, Faults: nemesis.NetworkKinds, Duration: d},
 		{Name: "smoke-proc-3", Nodes: 3, Faults: processFaults, Duration: d},
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
@@ -58,6 +58,8 @@ func Smoke() []scenario.Scenario {
 			Duration: 12 * time.Second, Recovery: 3 * time.Second, ExtraArgs: scenario.ManifestArgs, ObjectStore: true,
 			Workloads: scenario.ManifestWorkloads},
 	}
+	smoke = append(smoke, hostileSmoke()...)
+	return smoke
 }
 
 // withClientCut is kinds plus the client-link faults.
@@ -142,6 +144,10 @@ func brokenClient() scenario.Scenario {
 	return scenario.Scenario{
 		Name: "smoke-broken-client-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader},
 		Duration: 4 * time.Second, Recovery: time.Second, ExpectViolation: true,
+		// The smoke matrix's explicit insecure variant (--insecure: plaintext,
+		// no tokens): the whole pipeline without TLS; every other smoke
+		// scenario runs secure.
+		Insecure: true,
 		Workloads: func(nodes int) []workload.Workload {
 			return []workload.Workload{&workload.Alloc{NClients: 2 * nodes, InjectStale: 50}}
 		},
@@ -206,7 +212,11 @@ func Full() []scenario.Scenario {
 		// Manifest commits under every coordd fault kind.
 		{Name: "manifest-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, Workloads: scenario.ManifestWorkloads},
+		// The explicit insecure variant (--insecure, plaintext, no tokens);
+		// every other template runs secure.
+		{Name: "proc-3-insecure", Nodes: 3, Faults: processFaults, Duration: d, Insecure: true},
 	}
+	templates = append(templates, hostileTemplates(d)...)
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {
 		for _, t := range templates {

@@ -45,6 +45,10 @@ type Config struct {
 	LogLevel string
 	// Dir holds the members' data dirs; default t.TempDir().
 	Dir string
+	// Insecure runs every member with --insecure (plaintext, no
+	// authentication) instead of the default: TLS, mutual TLS on raft and
+	// tokens, with a throwaway CA per run (security.go).
+	Insecure bool
 }
 
 // Member is one coordd member's addresses and files.
@@ -61,6 +65,8 @@ type Cluster struct {
 	links     [][]*proxy.Proxy // links[i][j]: i dials j
 	clients   []*proxy.Proxy   // clients[i]: workload clients -> member i's gRPC address
 	http      *http.Client
+	sec       *Security // nil on an insecure run
+	scheme    string    // of the members' HTTP addresses: "https://" or "http://"
 
 	join map[int]string // members replaced after a disk loss: --join through this gRPC address
 }
@@ -87,12 +93,20 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 	}
 	c := &Cluster{
 		procTable: newProcTable(t, t0, cfg.Nodes), cfg: cfg, bin: bin,
-		http: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+		scheme: "http://",
 	}
 	hosts, err := pickHosts(cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
+	tr := &http.Transport{DisableKeepAlives: true}
+	if !cfg.Insecure {
+		if c.sec, err = newSecurity(filepath.Join(cfg.Dir, "pki"), hosts); err != nil {
+			return nil, fmt.Errorf("harness: PKI: %w", err)
+		}
+		tr.TLSClientConfig, c.scheme = c.sec.ClientTLS.Clone(), "https://"
+	}
+	c.http = &http.Client{Timeout: 2 * time.Second, Transport: tr}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(cfg.Dir, id)
@@ -138,8 +152,20 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 			return nil, err
 		}
 	}
+	if c.sec != nil {
+		if err := c.sec.createTokens(ctx, c); err != nil {
+			return nil, fmt.Errorf("harness: tokens: %w", err)
+		}
+	}
 	return c, nil
 }
+
+// Security is the run's PKI and tokens; nil on an insecure run (its
+// methods then give plaintext settings).
+func (c *Cluster) Security() *Security { return c.sec }
+
+// Secure reports whether the run uses TLS and tokens.
+func (c *Cluster) Secure() bool { return c.sec != nil }
 
 // pickHosts finds n loopback addresses 127.a.b.(1..n) whose ports are free.
 // Binding 127.0.0.0/8 addresses other than 127.0.0.1 works on Linux without
@@ -255,10 +281,8 @@ func (c *Cluster) args(i int) []string {
 		"--id", m.ID, "--data-dir", m.DataDir,
 		"--raft-addr", m.RaftAddr, "--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr,
 		"--raft-dial", strings.Join(dial, ","), "--log-level", c.cfg.LogLevel,
-		// Plaintext without authentication: the faults under test are
-		// about consensus, not transport security (docs/security.md).
-		"--insecure",
 	}
+	args = append(args, c.sec.memberArgs(i)...)
 	if via, ok := c.join[i]; ok {
 		args = append(args, "--join", via)
 	} else {

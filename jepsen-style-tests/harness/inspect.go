@@ -22,9 +22,12 @@ import (
 // replica comparison and their logs.
 
 func (c *Cluster) get(ctx context.Context, i int, path string) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.members[i].HTTPAddr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+c.members[i].HTTPAddr+path, nil)
 	if err != nil {
 		return nil, 0, err
+	}
+	if tok := c.sec.Token(RoleAdmin); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok) // the snapshot needs admin
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

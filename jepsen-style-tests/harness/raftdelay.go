@@ -18,11 +18,14 @@ func (c *Cluster) SetRaftDelay(ctx context.Context, i int, kind string, d time.D
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.members[i].HTTPAddr+"/debug/raft-delay", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+c.members[i].HTTPAddr+"/debug/raft-delay", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if tok := c.sec.Token(RoleAdmin); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok) // the route needs admin
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err

@@ -56,6 +56,7 @@ type StreamingNodes struct {
 	coord  string
 	WALDir string
 	extra  []string // more command-line arguments for every node
+	sec    *Security
 	addrs  []string
 	dirs   []string
 }
@@ -69,7 +70,7 @@ func StartStreamingNodes(t testing.TB, c *Cluster, n int, dir string, extra ...s
 		return nil, err
 	}
 	s := &StreamingNodes{procTable: newProcTable(t, c.t0, n), bin: bin, coord: strings.Join(c.Endpoints(0), ","),
-		WALDir: filepath.Join(dir, "wal"), extra: extra}
+		WALDir: filepath.Join(dir, "wal"), extra: extra, sec: c.sec}
 	if err := os.MkdirAll(s.WALDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -110,7 +111,8 @@ func (s *StreamingNodes) Start(i int) error {
 		return err
 	}
 	args := append([]string{"--coord", s.coord, "--addr", s.addrs[i], "--wal-dir", s.WALDir,
-		"--data-dir", s.dirs[i], "--heartbeat-interval", "250ms", "--drain-timeout", "2s"}, s.extra...)
+		"--data-dir", s.dirs[i], "--heartbeat-interval", "250ms", "--drain-timeout", "2s"}, s.sec.StreamingArgs(i)...)
+	args = append(args, s.extra...)
 	_, err := s.startLocked(i, supervise.Spec{Path: s.bin, Args: args, Banner: s.banner(i, "starting")}, false, nil)
 	return err
 }

@@ -22,9 +22,12 @@ import (
 
 // Summary is everything about one run but the raw history.
 type Summary struct {
-	Scenario    string           `json:"scenario"`
-	Seed        uint64           `json:"seed"`
-	Nodes       int              `json:"nodes"`
+	Scenario string `json:"scenario"`
+	Seed     uint64 `json:"seed"`
+	Nodes    int    `json:"nodes"`
+	// Security is the configuration the run used: "tls+tokens" (the
+	// default, as deployed) or "insecure".
+	Security    string           `json:"security"`
 	Workloads   []string         `json:"workloads"`
 	Faults      []string         `json:"fault_kinds"`
 	Started     time.Time        `json:"started"`
@@ -40,8 +43,10 @@ type Summary struct {
 	Coverage    map[string]int   `json:"coverage,omitempty"` // raft events counted in the member logs
 	Repro       string           `json:"repro"`
 	// ExpectViolation: a test of the tests, where FAIL is the right verdict.
-	ExpectViolation bool              `json:"expect_violation,omitempty"`
-	Extra           map[string]string `json:"extra,omitempty"`
+	ExpectViolation bool `json:"expect_violation,omitempty"`
+	// KnownDefect: the run is expected to fail because of this open defect.
+	KnownDefect string            `json:"known_defect,omitempty"`
+	Extra       map[string]string `json:"extra,omitempty"`
 }
 
 // Timeline is what timeline.json holds.
@@ -106,7 +111,10 @@ func VerdictLine(s Summary, dir string) string {
 	case checker.Unknown:
 		word = "UNKNOWN"
 	}
-	if s.ExpectViolation {
+	switch {
+	case s.KnownDefect != "":
+		word += "(expected FAIL: known defect)"
+	case s.ExpectViolation:
 		word += "(expected FAIL: injected bug)"
 	}
 	var cov []string
@@ -114,8 +122,8 @@ func VerdictLine(s Summary, dir string) string {
 		cov = append(cov, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(cov)
-	return fmt.Sprintf("JEPSEN %s scenario=%s seed=%d nodes=%d ops=%d (ok %d, fail %d, info %d) faults=%d [%s] raft: %s; crashes=%d; checks: %s; wall %v; report %s; repro: %s",
-		word, s.Scenario, s.Seed, s.Nodes, s.Ops.Total, s.Ops.Ok, s.Ops.Fail, s.Ops.Info,
+	return fmt.Sprintf("JEPSEN %s scenario=%s seed=%d nodes=%d security=%s ops=%d (ok %d, fail %d, info %d) faults=%d [%s] raft: %s; crashes=%d; checks: %s; wall %v; report %s; repro: %s",
+		word, s.Scenario, s.Seed, s.Nodes, s.Security, s.Ops.Total, s.Ops.Ok, s.Ops.Fail, s.Ops.Info,
 		s.Injected, strings.Join(kinds, " "), strings.Join(cov, " "), len(s.Crashes), strings.Join(checks, " "),
 		s.Wall.Round(100*time.Millisecond), dir, s.Repro)
 }

@@ -53,6 +53,11 @@ type Scenario struct {
 	// ExpectChecker, with ExpectViolation, names the checker that must
 	// report the violation (others may too).
 	ExpectChecker string
+	// KnownDefect, with ExpectViolation and ExpectChecker, marks a
+	// scenario that cannot pass yet: it names the open defect that makes
+	// ExpectChecker fail. The run passes while the defect reproduces and
+	// fails, asking for this field to go, once it no longer does.
+	KnownDefect string
 	// StreamingNodes starts this many streaming nodes (shared WAL dir)
 	// once the cluster is ready; StreamingFaults adds their nemesis
 	// (SIGKILL + restart, SIGSTOP past the node TTL + SIGCONT).
@@ -68,6 +73,22 @@ type Scenario struct {
 	// ObjectStore gives every coordd member --object-store on one shared
 	// directory (manifest revisions).
 	ObjectStore bool
+	// Insecure runs this scenario with --insecure (plaintext, no tokens):
+	// the explicit insecure variant. Every other scenario runs secure (TLS,
+	// mutual TLS on raft, a token per client role, certificates for the
+	// streaming nodes) unless JEPSEN_INSECURE=1.
+	Insecure bool
+	// SecureBlocked names an open defect that keeps this scenario from
+	// working secure. Until it is fixed the scenario runs insecure, and its
+	// log and verdict line say so and why (JEPSEN_FORCE_SECURE=1 runs it
+	// secure anyway, to see whether the fix landed).
+	SecureBlocked string
+	// Hostile adds the hostile-client nemesis (nemesis/hostile.go): forged
+	// data-path calls with the wrong credentials, each recorded and
+	// checked to be refused. HostileKinds limits its forged calls to
+	// these kinds (nemesis.Forge*; default all).
+	Hostile      bool
+	HostileKinds []string
 }
 
 // ChannelArgs make channel management fast enough for a short run: node
@@ -163,7 +184,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	dir, persistent := reportDir(t, sc.Name, seed, start)
 	sum := report.Summary{
 		Scenario: sc.Name, Seed: seed, Nodes: sc.Nodes, Started: start,
-		Repro: Repro(sc.Name, seed, full), ExpectViolation: sc.ExpectViolation,
+		Repro: Repro(sc.Name, seed, full), ExpectViolation: sc.ExpectViolation, KnownDefect: sc.KnownDefect,
 	}
 	for _, k := range sc.Faults {
 		sum.Faults = append(sum.Faults, string(k))
@@ -183,9 +204,18 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	if sc.ObjectStore {
 		extra = append(append([]string(nil), extra...), "--object-store", filepath.Join(t.TempDir(), "objects"))
 	}
-	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: seed, ExtraArgs: extra, Dir: filepath.Join(t.TempDir(), "data")}, t0)
+	insecure := sc.Insecure || harness.InsecureFromEnv()
+	sum.Security = "tls+tokens"
+	if insecure {
+		sum.Security = "insecure"
+	} else if sc.SecureBlocked != "" && os.Getenv("JEPSEN_FORCE_SECURE") != "1" {
+		insecure, sum.Security = true, "insecure(secure-blocked)"
+		t.Logf("scenario %s runs INSECURE, not secure: blocked by %s (JEPSEN_FORCE_SECURE=1 runs it secure)", sc.Name, sc.SecureBlocked)
+	}
+	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: seed, ExtraArgs: extra, Dir: filepath.Join(t.TempDir(), "data"),
+		Insecure: insecure}, t0)
 	if err != nil {
-		t.Fatalf("start cluster (seed %d): %v", seed, err)
+		t.Fatalf("start cluster (seed %d, %s): %v", seed, sum.Security, err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("JEPSEN_KEEP_LOGS") == "1" {
@@ -207,7 +237,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 			}
 		}
 	})
-	cl.Logf("cluster of %d ready", sc.Nodes)
+	cl.Logf("cluster of %d ready (%s)", sc.Nodes, sum.Security)
 	var sns *harness.StreamingNodes
 	walDir := ""
 	if sc.StreamingNodes > 0 {
@@ -223,7 +253,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		})
 		cl.Logf("%d streaming nodes started (WAL %s)", sc.StreamingNodes, walDir)
 	}
-	admin, err := client.New(ctx, client.Config{Endpoints: cl.Endpoints(0), RequestTimeout: 10 * time.Second})
+	admin, err := client.New(ctx, cl.Security().ClientConfig(harness.RoleAdmin, client.Config{Endpoints: cl.Endpoints(0), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,13 +263,17 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	wls := sc.Workloads(sc.Nodes)
+	if sc.KnownDefect != "" {
+		t.Logf("scenario %s runs with a KNOWN DEFECT, expected to make %s fail: %s", sc.Name, sc.ExpectChecker, sc.KnownDefect)
+	}
 	var wg sync.WaitGroup
 	base := 0
 	for k, w := range wls {
 		sum.Workloads = append(sum.Workloads, w.Name())
 		// Workload clients dial the client-link proxies (client-cut);
 		// the admin client above and the HTTP checks go direct.
-		env := workload.Env{Endpoints: cl.ClientEndpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base, WALDir: walDir}
+		env := workload.Env{Endpoints: cl.ClientEndpoints, Members: sc.Nodes, Recorder: rec, Seed: seed + uint64(k)*1000003, ClientBase: base,
+			WALDir: walDir, Creds: credentials(cl)}
 		base += w.Clients()
 		wg.Add(1)
 		go func() {
@@ -250,6 +284,17 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}()
 	}
 	loadStart := time.Now()
+	hostileDone := make(chan struct{})
+	if sc.Hostile {
+		go func() {
+			defer close(hostileDone)
+			hc := hostileConfig(cl, sns, rec, seed, sc.Duration, base)
+			hc.Kinds = sc.HostileKinds
+			nemesis.RunHostile(loadCtx, hc)
+		}()
+	} else {
+		close(hostileDone)
+	}
 
 	nem := nemesis.New(cl, nemesis.Config{
 		Seed: seed, Kinds: sc.Faults, First: sc.FirstFaults, Duration: sc.Duration, MaxFaults: sc.MaxFaults,
@@ -274,6 +319,7 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	time.Sleep(sc.Recovery)
 	stopLoad()
 	wg.Wait()
+	<-hostileDone
 	sum.LoadTime = time.Since(loadStart)
 	ops := rec.Close()
 	sum.Ops = history.Count(ops)
@@ -290,6 +336,10 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 	}
 	for _, w := range wls {
 		sum.Results = append(sum.Results, w.Check(ops, dir, notes)...)
+	}
+	if sc.Hostile {
+		sum.Results = append(sum.Results, checker.HostileRefused(ops, nemesis.HostilePrefix),
+			checker.PChannelsOwned(ops, nemesis.FOwners, OwnerBound(sc.ExtraArgs)))
 	}
 	sum.Results = append(sum.Results, recovered(ops, healedAt, healErr))
 	rr, snaps := cl.CheckReplicas(ctx, 60*time.Second)
@@ -358,6 +408,12 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}
 	}
 	switch {
+	case sc.KnownDefect != "" && caught:
+		t.Logf("scenario %s: the known defect still reproduces (%s invalid): %s", sc.Name, sc.ExpectChecker, sc.KnownDefect)
+	case sc.KnownDefect != "":
+		failed = true
+		t.Errorf("scenario %s seed %d: the known defect no longer reproduces (%s is %s): drop KnownDefect (and ExpectViolation) from the scenario: %s",
+			sc.Name, seed, sc.ExpectChecker, sum.Verdict, sc.KnownDefect)
 	case sc.ExpectViolation && caught:
 		t.Logf("scenario %s: the injected bug was caught, as it must be", sc.Name)
 	case sc.ExpectViolation:
@@ -393,6 +449,9 @@ func recovered(ops []history.Op, healedAt int64, healErr error) checker.Result {
 	}
 	kinds := map[string]int{}
 	for _, o := range ops {
+		if strings.HasPrefix(o.F, nemesis.HostilePrefix) {
+			continue // forged calls must never succeed
+		}
 		if _, ok := kinds[o.F]; !ok {
 			kinds[o.F] = 0
 		}
@@ -485,5 +544,21 @@ func streamingNemesis(ctx context.Context, cl *harness.Cluster, sns *harness.Str
 		}
 		cl.Logf("streaming nemesis: %s %s (%s) err=%v", w.Kind, w.Targets, w.Detail, err)
 		out = append(out, w)
+	}
+}
+
+// credentials are the workload clients' credentials on a secure run (nil
+// on an insecure one): the run's CA, and a token per role; the proxy
+// token is what most workload clients hold.
+func credentials(cl *harness.Cluster) *workload.Credentials {
+	sec := cl.Security()
+	if sec == nil {
+		return nil
+	}
+	return &workload.Credentials{
+		TLS: sec.ClientTLS,
+		Tokens: map[string]string{workload.RoleRead: sec.Token(harness.RoleRead), workload.RoleProxy: sec.Token(harness.RoleProxy),
+			workload.RoleAdmin: sec.Token(harness.RoleAdmin)},
+		StreamingNode: sec.StreamingNodeDialOptions(),
 	}
 }

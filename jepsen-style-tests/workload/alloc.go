@@ -51,7 +51,7 @@ func (a *Alloc) Run(ctx context.Context, env Env) error {
 	}
 	var wg sync.WaitGroup
 	for k := 0; k < n; k++ {
-		cl, err := client.New(ctx, ClientConfig(env.Endpoints(k%env.Members)))
+		cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(k%env.Members)))
 		if err != nil {
 			return err
 		}

@@ -23,6 +23,10 @@ import (
 type Broadcast struct {
 	NClients  int // default 3
 	PChannels int // default 3
+	// AckSyncUp makes every other broadcast ack_sync_up (the streaming
+	// nodes ack it themselves), so there are pending acks a hostile
+	// client can forge.
+	AckSyncUp bool
 	walDir    string
 }
 
@@ -58,7 +62,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	if np <= 0 {
 		np = 3
 	}
-	admin, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	admin, err := client.New(ctx, env.ClientConfig(RoleRead, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -82,7 +86,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	}
 	var wg sync.WaitGroup
 	for k := 0; k < b.Clients(); k++ {
-		cfg := ClientConfig(env.Endpoints(k % env.Members))
+		cfg := env.ClientConfig(RoleProxy, env.Endpoints(k%env.Members))
 		cfg.RequestTimeout, cfg.AttemptTimeout = 8*time.Second, 3*time.Second
 		cl, err := client.New(ctx, cfg)
 		if err != nil {
@@ -125,6 +129,7 @@ func (b *Broadcast) one(ctx context.Context, cl *client.Client, rec *history.Rec
 		Payload:      []byte(in.Payload),
 		ResourceKeys: []*coordpb.ResourceKey{{Domain: client.DomainCollectionName, Key: in.Key}},
 		VChannels:    in.VChannels,
+		AckSyncUp:    b.AckSyncUp && len(in.Payload)%2 == 0,
 	}
 	if in.Idem != "" {
 		spec.Idempotency = &client.IdempotencyKey{Scope: client.ScopeCollection, ScopeID: in.IdemScope, Key: in.Idem}

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -39,6 +38,7 @@ type Channels struct {
 	Zombies   bool
 
 	walDir string
+	dial   func(addr string) (*grpc.ClientConn, error) // set by Run: a streaming node's port, with the run's credentials
 	mu     sync.Mutex
 	obs    []Observation
 	sent   map[string][]attempt // payload -> every (node, term) it was sent to
@@ -95,6 +95,7 @@ func (c *Channels) appenders() int {
 // WALDir is set by Run (from env) and read by Check.
 func (c *Channels) Run(ctx context.Context, env Env) error {
 	c.walDir = env.WALDir
+	c.dial = env.DialStreamingNode
 	if c.walDir == "" {
 		return fmt.Errorf("channels workload needs streaming nodes (env.WALDir)")
 	}
@@ -102,7 +103,7 @@ func (c *Channels) Run(ctx context.Context, env Env) error {
 	if np <= 0 {
 		np = 3
 	}
-	admin, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	admin, err := client.New(ctx, env.ClientConfig(RoleRead, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func (c *Channels) Run(ctx context.Context, env Env) error {
 	}
 	var wg sync.WaitGroup
 	if c.Zombies {
-		cl, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+		cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
 		if err != nil {
 			return err
 		}
@@ -147,7 +148,7 @@ func (c *Channels) Run(ctx context.Context, env Env) error {
 		}()
 	}
 	for k := 0; k < c.appenders(); k++ {
-		cl, err := client.New(ctx, ClientConfig(env.Endpoints(k%env.Members)))
+		cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(k%env.Members)))
 		if err != nil {
 			return err
 		}
@@ -253,7 +254,7 @@ func (c *Channels) append(ctx context.Context, w *client.Watcher, conns map[stri
 		cc := conns[node.Address]
 		if cc == nil {
 			var err error
-			if cc, err = grpc.NewClient(node.Address, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			if cc, err = c.dial(node.Address); err != nil {
 				p.Info(err)
 				return
 			}
@@ -333,7 +334,7 @@ func (c *Channels) zombieAppend(ctx context.Context, conns map[string]*grpc.Clie
 	cc := conns[node.Address]
 	if cc == nil {
 		var err error
-		if cc, err = grpc.NewClient(node.Address, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		if cc, err = c.dial(node.Address); err != nil {
 			p.Fail(err) // nothing was sent
 			return
 		}

@@ -28,6 +28,9 @@ type Flush struct {
 	NInserters int // default 3
 	Rows       int // rows per insert (default 40)
 	Shards     int // VChannels of the collection (default 2)
+	// FinalWait bounds the final flush and read-back after the run
+	// (default 90 s).
+	FinalWait time.Duration
 }
 
 func (f *Flush) defaults() {
@@ -39,6 +42,9 @@ func (f *Flush) defaults() {
 	}
 	if f.Shards <= 0 {
 		f.Shards = 2
+	}
+	if f.FinalWait <= 0 {
+		f.FinalWait = 90 * time.Second
 	}
 }
 
@@ -52,7 +58,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 	if env.WALDir == "" {
 		return fmt.Errorf("the flush workload needs streaming nodes")
 	}
-	cl, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -75,7 +81,7 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := client.New(ctx, ClientConfig(env.Endpoints(i%env.Members)))
+			c, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(i%env.Members)))
 			if err != nil {
 				return
 			}
@@ -121,9 +127,9 @@ func (f *Flush) Run(ctx context.Context, env Env) error {
 
 	// The run is over and the cluster healed: flush what is left and read
 	// back everything persisted.
-	fctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	fctx, cancel := context.WithTimeout(context.Background(), f.FinalWait)
 	defer cancel()
-	fin, err := client.New(fctx, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second})
+	fin, err := client.New(fctx, env.Config(RoleProxy, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		return err
 	}

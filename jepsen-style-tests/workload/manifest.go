@@ -58,7 +58,7 @@ func (m *Manifest) Clients() int { m.defaults(); return m.Committers + m.Readers
 
 func (m *Manifest) Run(ctx context.Context, env Env) error {
 	m.defaults()
-	cl, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (m *Manifest) Run(ctx context.Context, env Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := client.New(ctx, ClientConfig(env.Endpoints(i%env.Members)))
+			c, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(i%env.Members)))
 			if err != nil {
 				return
 			}
@@ -101,7 +101,7 @@ func (m *Manifest) Run(ctx context.Context, env Env) error {
 	// orphans, read again.
 	fctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fin, err := client.New(fctx, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second})
+	fin, err := client.New(fctx, env.Config(RoleAdmin, client.Config{Endpoints: env.Endpoints(0), RequestTimeout: 10 * time.Second}))
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func operatorConfigs(cluster string, pchannels []string) map[string]*coordpb.Rep
 }
 
 func (o *Operator) Run(ctx context.Context, env Env) error {
-	admin, err := client.New(ctx, ClientConfig(env.Endpoints(0)))
+	admin, err := client.New(ctx, env.ClientConfig(RoleAdmin, env.Endpoints(0)))
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (o *Operator) Run(ctx context.Context, env Env) error {
 	kinds := []string{"alone", "dr-a", "dr-b"}
 	var wg sync.WaitGroup
 	for k := 0; k < 4; k++ {
-		cfg := ClientConfig(env.Endpoints(k % env.Members))
+		cfg := env.ClientConfig(RoleAdmin, env.Endpoints(k%env.Members))
 		cfg.RequestTimeout, cfg.AttemptTimeout = 8*time.Second, 3*time.Second
 		cl, err := client.New(ctx, cfg)
 		if err != nil {

@@ -31,6 +31,9 @@ type Env struct {
 	// WALDir is the streaming nodes' shared WAL directory ("" without
 	// streaming nodes).
 	WALDir string
+	// Creds authenticate the clients on a secure run (nil: insecure);
+	// build client configurations with ClientConfig(role, ...).
+	Creds *Credentials
 }
 
 // Workload is one kind of client traffic plus its checkers.

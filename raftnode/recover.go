@@ -60,7 +60,7 @@ func RecoverDataDir(dir string, servers []Server) error {
 	defer trans.Close()
 	a := newFSMAdapter(rc.Logger)
 	return guard(dir, "recovering the cluster configuration", func() error {
-		if err := raft.RecoverCluster(rc, a, st.store, st.store, st.snaps, trans, conf); err != nil {
+		if err := raft.RecoverCluster(rc, a, st.logs, st.store, st.snaps, trans, conf); err != nil {
 			return fmt.Errorf("recover cluster: %w", err)
 		}
 		return nil
@@ -76,6 +76,9 @@ type RestoreConfig struct {
 	// are the raft position it was taken at.
 	Body        io.Reader
 	Index, Term uint64
+	// LogStore is the log store the member will run on (LogStoreBolt when
+	// empty); it is recorded in the data dir.
+	LogStore string
 }
 
 // RestoreDataDir seeds a new cluster's first member from a backup: a new
@@ -135,6 +138,26 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	defer store.Close()
 	if err := store.SetUint64(keyCurrentTerm, c.Term); err != nil {
 		return Identity{}, fmt.Errorf("record current term: %w", err)
+	}
+	kind := c.LogStore
+	if kind == "" {
+		kind = LogStoreBolt
+	}
+	if !ValidLogStore(kind) {
+		return Identity{}, fmt.Errorf("unknown log store %q (want %s or %s)", kind, LogStoreBolt, LogStoreWAL)
+	}
+	if err := recordLogStore(store, kind); err != nil {
+		return Identity{}, err
+	}
+	if kind == LogStoreWAL {
+		// An empty raft-wal log, so the data dir is whole as recorded.
+		w, err := openWAL(c.Dir, 0, nil)
+		if err != nil {
+			return Identity{}, err
+		}
+		if err := w.Close(); err != nil {
+			return Identity{}, fmt.Errorf("close the new %s log store: %w", LogStoreWAL, err)
+		}
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.Dir, 2, hclogOrNull(nil))
 	if err != nil {

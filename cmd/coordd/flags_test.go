@@ -144,6 +144,7 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "negative heartbeat", args: with("--heartbeat-timeout", "-1s", "--leader-lease-timeout", "-1s"), want: "--heartbeat-timeout must be at least 5ms"},
 		{name: "snapshot threshold 0", args: with("--snapshot-threshold", "0"), want: "--snapshot-threshold and --trailing-logs must be positive"},
 		{name: "trailing logs 0", args: with("--trailing-logs", "0"), want: "must be positive"},
+		{name: "unknown log store", args: with("--raft-log-store", "leveldb"), want: `--raft-log-store must be bolt or wal, got "leveldb"`},
 		{name: "no entries in flight", args: with("--raft-inflight-entries", "0"), want: "--raft-inflight-entries must be in 1..64, got 0"},
 		{name: "too many entries in flight", args: with("--raft-inflight-entries", "65"), want: "--raft-inflight-entries must be in 1..64, got 65"},
 		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},

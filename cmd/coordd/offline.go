@@ -44,8 +44,12 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	id := fs.String("id", "", "the new member's ID")
 	raftAddr := fs.String("raft-addr", "", "the new member's raft address host:port")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	logStore := fs.String("raft-log-store", raftnode.LogStoreBolt, "the log store the member will run on: bolt or wal (serve it with the same --raft-log-store)")
 	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr"); err != nil {
 		return err
+	}
+	if !raftnode.ValidLogStore(*logStore) {
+		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, *logStore)
 	}
 	if err := commands.ValidateMemberID(*id); err != nil {
 		return badConfig("--id: %v", err)
@@ -65,7 +69,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("refusing to restore %s: %w", *file, err)
 	}
 	ident, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
-		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term})
+		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, LogStore: *logStore})
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -108,6 +112,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "Member:\t%s (incarnation %s)\n", rep.Identity.MemberID, rep.Identity.Incarnation)
 	fmt.Fprintf(w, "Cluster ID:\t%s\n", orDash(rep.Identity.ClusterID))
 	fmt.Fprintf(w, "Current term:\t%d\n", rep.CurrentTerm)
+	fmt.Fprintf(w, "Log store:\t%s\n", rep.LogStore)
 	fmt.Fprintf(w, "Last index:\t%d (term %d)\n", rep.LastIndex, rep.LastTerm)
 	if rep.FirstIndex == 0 {
 		fmt.Fprintf(w, "Log:\tempty (the state is all in the newest snapshot)\n")

@@ -88,8 +88,12 @@ func (w *walLog) GetLog(idx uint64, out *raft.Log) error {
 //   - wal-meta.db that bolt's consistency check rejects, or whose segment
 //     list is not one contiguous run ending in a single unsealed tail;
 //   - segment files present with no wal-meta.db;
-//   - a listed segment file that is missing, shorter than the size it was
-//     preallocated to (truncated), or whose header names another segment;
+//   - a listed sealed segment file that is missing; a segment shorter than
+//     the size it was preallocated to (truncated) unless it is an empty
+//     tail; a header naming another segment. (A missing tail segment is
+//     taken as empty: raft-wal lists a segment before creating its file,
+//     so a crash or a full disk in between leaves exactly that. Deleting
+//     the newest segment by hand cannot be told apart from it.)
 //   - a sealed segment any of whose batches fails its checksum, or that
 //     holds fewer entries than its metadata says;
 //   - a tail segment with a batch failing its checksum before the last
@@ -218,6 +222,11 @@ func checkWALSegment(wd string, si waltypes.SegmentInfo, tail bool) (walSegment,
 	name := fmt.Sprintf("%020d-%016x.wal", si.BaseIndex, si.ID)
 	seg := walSegment{info: si, path: filepath.Join(wd, name)}
 	data, err := os.ReadFile(seg.path)
+	if errors.Is(err, os.ErrNotExist) && tail {
+		// raft-wal lists a new segment before it creates the file, and a
+		// full disk can fail the creation: it makes the file on open.
+		return seg, nil
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return seg, fmt.Errorf("segment file %s is missing", name)
 	}
@@ -225,7 +234,10 @@ func checkWALSegment(wd string, si waltypes.SegmentInfo, tail bool) (walSegment,
 		return seg, fmt.Errorf("read segment %s: %w", name, err)
 	}
 	seg.data = data
-	if si.SizeLimit > 0 && len(data) < int(si.SizeLimit) {
+	// A tail whose preallocation failed (full disk) is short but empty; one
+	// with entries that is short was cut.
+	short := si.SizeLimit > 0 && len(data) < int(si.SizeLimit)
+	if short && (!tail || !allZero(data[min(len(data), walFileHeaderLen):])) {
 		return seg, fmt.Errorf("segment %s is %d bytes but was preallocated to %d (truncated)", name, len(data), si.SizeLimit)
 	}
 	var offsets []uint32
@@ -298,4 +310,13 @@ func checkWALSegment(wd string, si waltypes.SegmentInfo, tail bool) (walSegment,
 		}
 	}
 	return seg, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -146,10 +146,6 @@ func TestDamagedWALIsRefused(t *testing.T) {
 			setByte(t, tail, frames(t, tail, 1)[1], 9)
 		}, "malformed frame header"},
 		{"sealed segment deleted", func(t *testing.T, d string) { os.Remove(segmentFiles(t, d)[0]) }, "is missing"},
-		{"tail segment deleted", func(t *testing.T, d string) {
-			s := segmentFiles(t, d)
-			os.Remove(s[len(s)-1])
-		}, "is missing"},
 		{"wal-meta.db deleted", func(t *testing.T, d string) { os.Remove(filepath.Join(wal(d), "wal-meta.db")) },
 			"segment files but no wal-meta.db"},
 		{"wal-meta.db meta pages bit-flipped", func(t *testing.T, d string) {

@@ -39,7 +39,8 @@ type Config struct {
 	// (0: raft-wal's default, 64 MiB). Tests use small ones.
 	WALSegmentSize int
 	// BoltOptions, when set, adjusts the options raft.db is opened with
-	// (benchmarks compare bolt's freelist settings with it).
+	// (boltOptions: no synced freelist, hashmap freelist); benchmarks
+	// compare bolt's settings with it.
 	BoltOptions func(*bolt.Options)
 
 	// MaxInflightEntries is how many log entries the batcher keeps with

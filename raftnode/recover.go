@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // RecoverDataDir rewrites a stopped member's raft configuration to servers,
@@ -131,7 +130,7 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	if err := saveIdentity(c.Dir, ident); err != nil {
 		return Identity{}, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.Dir, RaftDBFile), BoltOptions: &bolt.Options{Timeout: lockTimeout}})
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.Dir, RaftDBFile), BoltOptions: boltOptions()})
 	if err != nil {
 		return Identity{}, fmt.Errorf("create %s: %w", RaftDBFile, err)
 	}

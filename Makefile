@@ -65,6 +65,7 @@ $(STATICCHECK):
 
 fuzz:
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzDecode -fuzztime=30s ./commands
+	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzParseObjectKey -fuzztime=30s ./commands
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzParseAuthorization -fuzztime=30s ./api/auth
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzRead -fuzztime=30s ./backup
 

@@ -129,3 +129,39 @@ func FuzzRead(f *testing.F) {
 		_, _ = Validate(bf.Body())
 	})
 }
+
+// TestOpenRefusesTrailingBytes: anything after the checksum is refused,
+// whatever it is (a second backup appended, zero padding, one byte), both
+// by Open and by Read; so is a file cut anywhere before the end.
+func TestOpenRefusesTrailingBytes(t *testing.T) {
+	path := writeFile(t, sampleState(t), Header{ClusterID: "c1", Index: 5, Term: 2})
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"one byte":          append(bytes.Clone(good), 0),
+		"zero padding":      append(bytes.Clone(good), make([]byte, 4096)...),
+		"a second backup":   append(bytes.Clone(good), good...),
+		"the checksum cut":  good[:len(good)-1],
+		"only the header":   good[:HeaderSize],
+		"the body cut":      good[:HeaderSize+3],
+		"a repeated digest": append(bytes.Clone(good), good[len(good)-sumSize:]...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "b.snap")
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if bf, err := Open(p); !errors.Is(err, ErrCorrupt) {
+				if bf != nil {
+					bf.Close()
+				}
+				t.Fatalf("Open accepted %d bytes (a good file has %d): %v", len(data), len(good), err)
+			}
+			if _, err := Read(bytes.NewReader(data), int64(len(data))); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Read accepted %d bytes: %v", len(data), err)
+			}
+		})
+	}
+}

@@ -43,11 +43,20 @@ func (c *Client) AddPChannels(ctx context.Context, names []string) (uint32, erro
 
 // Rebalance asks the leader's balancer for a round now.
 func (c *Client) Rebalance(ctx context.Context) error {
-	_, err := c.do(ctx, "Rebalance", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {
-		_, err := coordpb.NewChannelsClient(cc).Rebalance(ctx, &coordpb.RebalanceRequest{}, o...)
+	_, err := c.RebalanceReport(ctx)
+	return err
+}
+
+// RebalanceReport asks the leader's balancer for a round now and returns
+// what it moved, or why nothing moved and when a blocked move becomes
+// possible.
+func (c *Client) RebalanceReport(ctx context.Context) (*coordpb.RebalanceResponse, error) {
+	var resp *coordpb.RebalanceResponse
+	_, err := c.do(ctx, "Rebalance", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
+		resp, err = coordpb.NewChannelsClient(cc).Rebalance(ctx, &coordpb.RebalanceRequest{}, o...)
 		return err
 	})
-	return err
+	return resp, err
 }
 
 // ListNodes lists streaming nodes (DOWN ones too with includeDown).

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -130,6 +131,8 @@ type producer struct {
 	conns  map[string]*grpc.ClientConn
 	owners map[string]*coordpb.PChannel
 	epochs map[uint64]uint64 // streaming node ID -> epoch
+	nodes  map[uint64]*coordpb.StreamingNode
+	seenAt time.Time // when owners and nodes were read
 }
 
 // owner returns pchannel's assignment and its node's epoch (0: not a live
@@ -147,15 +150,16 @@ func (p *producer) owner(ctx context.Context, pchannel string, refresh bool) (*c
 		if err != nil {
 			return nil, 0, err
 		}
-		owners, epochs := map[string]*coordpb.PChannel{}, map[uint64]uint64{}
+		owners, epochs, byID := map[string]*coordpb.PChannel{}, map[uint64]uint64{}, map[uint64]*coordpb.StreamingNode{}
 		for _, pc := range resp.Pchannels {
 			owners[pc.Name] = pc
 		}
 		for _, n := range nodes {
 			epochs[n.Id] = n.Epoch
+			byID[n.Id] = n
 		}
 		p.mu.Lock()
-		p.owners, p.epochs = owners, epochs
+		p.owners, p.epochs, p.nodes, p.seenAt = owners, epochs, byID, time.Now()
 		p.mu.Unlock()
 	}
 	p.mu.Lock()
@@ -195,10 +199,16 @@ func (p *producer) close() {
 func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 	pch := commands.PChannelOf(req.Vchannel)
 	var last error
+	var since time.Time // first failed attempt of this call
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
+			if since.IsZero() {
+				since = time.Now()
+			}
 			if err := sleep(ctx, min(time.Duration(attempt)*100*time.Millisecond, time.Second)); err != nil {
-				return &Error{Op: "Insert", Err: fmt.Errorf("%w (last error: %v)", err, last)}
+				// The wait explains itself: which PChannel, whose, since
+				// when and when coordd acts (docs/semantics.md#insert-waits).
+				return &Error{Op: "Insert", Err: status.Errorf(codes.Unavailable, "%v; waited from %s, gave up after %v (%v)", last, since.Format("15:04:05.000"), time.Since(since).Round(time.Millisecond), err), Stopped: err}
 			}
 		}
 		pc, epoch, err := p.owner(ctx, pch, attempt > 0)
@@ -206,13 +216,13 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 			return err
 		}
 		if pc == nil || pc.NodeAddress == "" || pc.State != "ASSIGNED" {
-			last = fmt.Errorf("pchannel %s has no assigned streaming node", pch)
+			last = p.waitReason(pch, pc, nil)
 			continue
 		}
 		if epoch == 0 {
 			// The owner is not a live node (it died and the PChannel has
 			// not moved yet): wait for the move.
-			last = fmt.Errorf("pchannel %s is assigned to streaming node %d, which is not live", pch, pc.NodeId)
+			last = p.waitReason(pch, pc, nil)
 			continue
 		}
 		cc, err := p.conn(pc.NodeAddress)
@@ -232,6 +242,115 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 		if ctx.Err() != nil {
 			return &Error{Op: "Insert", Err: fmt.Errorf("%w (last error: %v)", ctx.Err(), err)}
 		}
-		last = err // not the owner any more, a newer term, unavailable: look again
+		last = p.waitReason(pch, pc, err) // not the owner any more, a newer term, unavailable: look again
 	}
+}
+
+// waitReason says why an insert into pch cannot be delivered now: the
+// PChannel, its owner, and when coordd acts — the owner's node TTL runs out
+// (it is marked DOWN and the PChannel moves) or the reassignment in flight
+// completes. cause is the owner's own answer, if it was reached.
+func (p *producer) waitReason(pch string, pc *coordpb.PChannel, cause error) error {
+	p.mu.Lock()
+	var n *coordpb.StreamingNode
+	if pc != nil {
+		n = p.nodes[pc.NodeId]
+	}
+	seenAt := p.seenAt
+	p.mu.Unlock()
+	return explainWait(pch, pc, n, cause, seenAt)
+}
+
+// explainWait is waitReason's text, pure in its inputs (seenAt: when pc and
+// n were read).
+func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, cause error, seenAt time.Time) error {
+	clock := func(t time.Time) string { return t.Format("15:04:05.000") }
+	switch {
+	case pc == nil || pc.NodeId == 0:
+		return fmt.Errorf("pchannel %s has no streaming node yet: coordd places it as soon as a node is UP (coordctl node list)", pch)
+	case pc.State == "ASSIGNING":
+		msg := fmt.Sprintf("pchannel %s is being reassigned to streaming node %d at term %d", pch, pc.NodeId, pc.Term)
+		if pc.LastAssignUnixMs > 0 {
+			msg += " (previous assignment " + clock(time.UnixMilli(pc.LastAssignUnixMs)) + ")"
+		}
+		if pc.LastError != "" {
+			msg += fmt.Sprintf("; attempt %d failed at %s: %s; coordd retries with backoff", pc.FailedAttempts, clock(time.UnixMilli(pc.LastErrorUnixMs)), pc.LastError)
+		} else {
+			msg += "; coordd completes it once the node opens the WAL"
+		}
+		return errors.New(msg)
+	case pc.State != "ASSIGNED":
+		return fmt.Errorf("pchannel %s is %s (owner streaming node %d)", pch, pc.State, pc.NodeId)
+	case n == nil || n.Epoch == 0:
+		return fmt.Errorf("pchannel %s is assigned to streaming node %d, which is not live (DOWN): coordd is moving it to a live node", pch, pc.NodeId)
+	}
+	owner := fmt.Sprintf("streaming node %d (%s)", n.Id, n.Address)
+	msg := fmt.Sprintf("pchannel %s: its owner %s", pch, owner)
+	if cause != nil {
+		msg += fmt.Sprintf(" did not take the insert (%s)", status.Convert(cause).Message())
+	}
+	if n.LastHeartbeatMsAgo >= 0 {
+		last := seenAt.Add(-time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond)
+		if cause != nil {
+			msg += "; last heartbeat " + clock(last)
+		} else {
+			msg += " has not heartbeated since " + clock(last)
+		}
+		if n.NodeTtlMs > 0 {
+			msg += fmt.Sprintf(", so coordd marks it DOWN and moves the pchannel at about %s (node TTL %v)",
+				clock(last.Add(time.Duration(n.NodeTtlMs)*time.Millisecond)), time.Duration(n.NodeTtlMs)*time.Millisecond)
+		}
+	} else {
+		msg += "; coordd moves the pchannel once the node misses its heartbeat TTL (--node-ttl)"
+	}
+	return errors.New(msg)
+}
+
+// OwnerTrouble says what is wrong with pchannel's owner, for a waiter that
+// wants to explain itself (`coordctl flush --wait` progress): a PChannel
+// without an owner, being reassigned, on a node that is not live, or on a
+// node the leader has not heard from for over a second, with when coordd
+// acts. "" when the owner looks healthy.
+func (c *Client) OwnerTrouble(ctx context.Context, pchannel string) (string, error) {
+	resp, err := c.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
+	if err != nil {
+		return "", err
+	}
+	nodes, err := c.ListNodes(ctx, coordpb.ReadConsistency_LINEARIZABLE, false)
+	if err != nil {
+		return "", err
+	}
+	seenAt := time.Now()
+	var pc *coordpb.PChannel
+	for _, p := range resp.Pchannels {
+		if p.Name == pchannel {
+			pc = p
+		}
+	}
+	var n *coordpb.StreamingNode
+	for _, x := range nodes {
+		if pc != nil && x.Id == pc.NodeId {
+			n = x
+		}
+	}
+	if pc != nil && pc.State == "ASSIGNED" && n != nil && n.Epoch != 0 && n.LastHeartbeatMsAgo >= 0 && n.LastHeartbeatMsAgo < 1000 {
+		return "", nil
+	}
+	if pc != nil && pc.State == "ASSIGNED" && n != nil && n.Epoch != 0 && n.LastHeartbeatMsAgo < 0 {
+		return "", nil // no heartbeat age (not answered by the leader): nothing to say
+	}
+	return explainWait(pchannel, pc, n, nil, seenAt).Error(), nil
+}
+
+// StreamingNodeStatus asks the streaming node at addr for its Status (the
+// WALs it holds, its session), over the same connection kind inserts use.
+func (c *Client) StreamingNodeStatus(ctx context.Context, addr string) (*coordpb.NodeStatusResponse, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	return coordpb.NewStreamingNodeServiceClient(cc).Status(ctx, &coordpb.NodeStatusRequest{})
 }

@@ -3,11 +3,13 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,6 +224,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	}
 	waitFor(t, ctx, "more writes after the save", func() bool { a, _, _ := ld.snapshot(); return len(a) >= len(ackedBefore)+5 })
 	ld.halt(t)
+	_, maxIDAfter, maxTSAfter := ld.snapshot() // handed out by the old cluster after the backup
 
 	if code, out := runTool(t, coordctlBinary, "snapshot", "inspect", file); code != 0 || !strings.Contains(out, "(ok)") {
 		t.Fatalf("snapshot inspect: exit %d: %s", code, out)
@@ -240,15 +243,28 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 		t.Fatalf("inspect of a corrupt backup: exit %d: %s", code, out)
 	}
 	l.Stop() // the old cluster is gone; the new one reuses nothing of it
+	// --id-floor as the docs say: the highest next ID of the old members.
+	var idFloor uint64
+	for _, m := range l.Members() {
+		code, out := runTool(t, coorddBinary, "inspect", "--json", "--data-dir", m.DataDir)
+		var rep struct {
+			NextID uint64 `json:"allocator_next_id"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("inspect %s: exit %d: %s", m.ID, code, out)
+		}
+		idFloor = max(idFloor, rep.NextID)
+	}
+	floorArg := strconv.FormatUint(idFloor, 10)
 
 	// The new cluster: fresh ports and data dirs.
 	plan := cluster.NewLauncher(cluster.LauncherConfig{DataDir: t.TempDir(), Nodes: 3, BasePort: freeBasePort(t, 3), Host: "127.0.0.1"})
 	ms := plan.Members()
-	if code, out := runTool(t, coorddBinary, "restore", "--snapshot", corrupt, "--data-dir", ms[0].DataDir, "--id", ms[0].ID, "--raft-addr", ms[0].RaftAddr); code != 1 ||
+	if code, out := runTool(t, coorddBinary, "restore", "--snapshot", corrupt, "--data-dir", ms[0].DataDir, "--id", ms[0].ID, "--raft-addr", ms[0].RaftAddr, "--id-floor", floorArg); code != 1 ||
 		!strings.Contains(out, "SHA-256 mismatch") {
 		t.Fatalf("restore of a corrupt backup: exit %d: %s", code, out)
 	}
-	if code, out := runTool(t, coorddBinary, "restore", "--snapshot", file, "--data-dir", ms[0].DataDir, "--id", ms[0].ID, "--raft-addr", ms[0].RaftAddr); code != 0 {
+	if code, out := runTool(t, coorddBinary, "restore", "--snapshot", file, "--data-dir", ms[0].DataDir, "--id", ms[0].ID, "--raft-addr", ms[0].RaftAddr, "--id-floor", floorArg); code != 0 {
 		t.Fatalf("restore: exit %d: %s", code, out)
 	}
 	bf, err := backup.Open(file)
@@ -290,7 +306,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	if err != nil || len(st.Members) != 3 {
 		t.Fatalf("new cluster members: %v %v", st.GetMembers(), err)
 	}
-	checkAllocatorsAhead(t, ctx, nc, maxIDBefore, maxTSBefore)
+	checkAllocatorsAhead(t, ctx, nc, max(maxIDBefore, maxIDAfter), max(maxTSBefore, maxTSAfter))
 
 	// Saved again from the new cluster: the same tables.
 	again := filepath.Join(dir, "again.snap")

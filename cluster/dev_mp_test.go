@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,6 +74,47 @@ func TestDevStartsFlushers(t *testing.T) {
 // prints the "try:" line that says the cluster is up.
 func startDev(t *testing.T, dir string, base int, args ...string) string {
 	t.Helper()
+	return startDevProc(t, dir, base, args...).banner
+}
+
+// devProc is a running `coordd dev`: its banner, and its output so far.
+type devProc struct {
+	banner string
+	exited chan struct{}
+	mu     sync.Mutex
+	out    strings.Builder
+}
+
+// output is everything coordd dev printed so far.
+func (d *devProc) output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.out.String()
+}
+
+// pid is the PID the banner gives for process name ("sn1", "n2", ...).
+func (d *devProc) pid(t *testing.T, name string) int {
+	t.Helper()
+	for _, line := range strings.Split(d.banner, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != name {
+			continue
+		}
+		for i := range f[:len(f)-1] {
+			if f[i] == "pid" {
+				var pid int
+				if _, err := fmt.Sscan(f[i+1], &pid); err == nil && pid > 0 {
+					return pid
+				}
+			}
+		}
+	}
+	t.Fatalf("banner gives no pid for %s:\n%s", name, d.banner)
+	return 0
+}
+
+func startDevProc(t *testing.T, dir string, base int, args ...string) *devProc {
+	t.Helper()
 	cmd := exec.Command(coorddBinary, append([]string{"dev", "--data-dir", dir, "--base-port", fmt.Sprint(base),
 		"--streamingnode-binary", streamingBinary}, args...)...)
 	out, err := cmd.StdoutPipe()
@@ -82,38 +124,127 @@ func startDev(t *testing.T, dir string, base int, args ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	d := &devProc{exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case <-exited:
+		case <-d.exited:
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
-			<-exited
+			<-d.exited
 		}
 	})
 	up := make(chan string, 1)
 	go func() {
-		var text strings.Builder
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			text.WriteString(sc.Text() + "\n")
+			d.mu.Lock()
+			d.out.WriteString(sc.Text() + "\n")
+			text := d.out.String()
+			d.mu.Unlock()
 			if strings.HasPrefix(sc.Text(), "try:") {
-				up <- text.String()
+				up <- text
 			}
 		}
 		io.Copy(io.Discard, out)
 	}()
 	select {
-	case banner := <-up:
-		return banner
-	case <-exited:
-		t.Fatal("coordd dev exited before it was up")
+	case d.banner = <-up:
+		return d
+	case <-d.exited:
+		t.Fatalf("coordd dev exited before it was up:\n%s", d.output())
 	case <-time.After(testutil.Timeout(60 * time.Second)):
 		t.Fatal("coordd dev was not up in time")
 	}
-	return ""
+	return nil
+}
+
+// TestDevSupervisesAStreamingNodeKill: a fresh `coordd dev` (3 members, 2
+// streaming nodes, default --min-rebalance-interval 5m) spreads the 16
+// PChannels 8/8 within seconds; SIGKILL of one streaming node is reported
+// with its exit status while the dev process, the members and the other
+// node keep running, and the killed node's PChannels move to the survivor
+// after its TTL.
+func TestDevSupervisesAStreamingNodeKill(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBasePort(t, 3)
+	d := startDevProc(t, dir, base, "--streaming-nodes", "2")
+	for _, want := range []string{"log " + filepath.Join(dir, "sn1", "streamingnode.log"), "log " + filepath.Join(dir, "n1", "coordd.log")} {
+		if !strings.Contains(d.banner, want) {
+			t.Fatalf("banner does not say %q:\n%s", want, d.banner)
+		}
+	}
+	var eps []string
+	for i := 0; i < 3; i++ {
+		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", base+i))
+	}
+	c, err := client.New(context.Background(), client.Config{Endpoints: eps, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sn1Addr, sn2Addr := fmt.Sprintf("127.0.0.1:%d", base+200), fmt.Sprintf("127.0.0.1:%d", base+201)
+	// Balanced from the first minute: 8/8, long before the 5m interval
+	// would allow a rebalance.
+	var sn1, sn2 uint64
+	waitPlacement(t, c, testutil.Timeout(30*time.Second), "16 pchannels spread 8/8 over both streaming nodes", func(ps map[string]placement) bool {
+		sn1, sn2 = liveNodeID(t, c, sn1Addr), liveNodeID(t, c, sn2Addr)
+		if sn1 == 0 || sn2 == 0 || !allAssigned(ps, 0) {
+			return false
+		}
+		per := map[uint64]int{}
+		for _, p := range ps {
+			per[p.node]++
+		}
+		// 8/8 is the steady state: while a node holds fewer than its
+		// floor share the balancer keeps filling it.
+		return per[sn1] == 8 && per[sn2] == 8
+	})
+
+	// A manual rebalance of a balanced placement says so.
+	if out, code := coordctl(t, strings.Join(eps, ","), "pchannel", "rebalance"); code != 0 || !strings.Contains(out, "Nothing moved: placement is balanced") {
+		t.Fatalf("pchannel rebalance: exit %d: %s", code, out)
+	}
+
+	if err := syscall.Kill(d.pid(t, "sn1"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyEvery(t, testutil.Timeout(10*time.Second), 20*time.Millisecond, "coordd dev reports sn1's exit", func() bool {
+		return strings.Contains(d.output(), "sn1 exited: signal: killed")
+	})
+	waitPlacement(t, c, testutil.Timeout(60*time.Second), "every pchannel moved to sn2", func(ps map[string]placement) bool {
+		if !allAssigned(ps, sn1) {
+			return false
+		}
+		for _, p := range ps {
+			if p.node != sn2 {
+				return false
+			}
+		}
+		return true
+	})
+	select {
+	case <-d.exited:
+		t.Fatalf("coordd dev exited after a streaming node died:\n%s", d.output())
+	default:
+	}
+	for _, ep := range eps {
+		mc, err := client.New(context.Background(), client.Config{Endpoints: []string{ep}, RequestTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = mc.Status(ctx)
+		cancel()
+		mc.Close()
+		if err != nil {
+			t.Fatalf("member at %s stopped answering after the streaming node kill: %v", ep, err)
+		}
+	}
+	if st, err := snStatus(context.Background(), sn2Addr); err != nil {
+		t.Fatalf("sn2 stopped answering: %v (status %v)", err, st)
+	}
 }
 
 func grepLines(text, prefix string) string {
@@ -124,4 +255,45 @@ func grepLines(text, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDevRestartsADeadStreamingNode: with --restart, a SIGKILLed streaming
+// node is reported, started again after --restart-delay (a new process,
+// a new node ID at the same address) and takes the PChannels back.
+func TestDevRestartsADeadStreamingNode(t *testing.T) {
+	dir := t.TempDir()
+	base := freeBasePort(t, 1)
+	d := startDevProc(t, dir, base, "--nodes", "1", "--streaming-nodes", "1", "--restart", "--restart-delay", "200ms")
+	c, err := client.New(context.Background(), client.Config{Endpoints: []string{fmt.Sprintf("127.0.0.1:%d", base)}, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	addr := fmt.Sprintf("127.0.0.1:%d", base+200)
+	var first uint64
+	waitPlacement(t, c, testutil.Timeout(30*time.Second), "every pchannel on sn1", func(ps map[string]placement) bool {
+		first = liveNodeID(t, c, addr)
+		return first != 0 && allAssigned(ps, 0)
+	})
+	pid := d.pid(t, "sn1")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyEvery(t, testutil.Timeout(30*time.Second), 20*time.Millisecond, "coordd dev restarts sn1", func() bool {
+		out := d.output()
+		return strings.Contains(out, "sn1 exited: signal: killed") && strings.Contains(out, "restarted sn1 (pid ")
+	})
+	var again uint64
+	waitPlacement(t, c, testutil.Timeout(60*time.Second), "every pchannel on the restarted sn1", func(ps map[string]placement) bool {
+		again = liveNodeID(t, c, addr)
+		if again == 0 || again == first || !allAssigned(ps, first) {
+			return false
+		}
+		for _, p := range ps {
+			if p.node != again {
+				return false
+			}
+		}
+		return true
+	})
 }

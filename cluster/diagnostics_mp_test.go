@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/cluster"
 )
 
 // memberLevel reads a member's log level over HTTP.
@@ -78,7 +80,7 @@ func readBundle(t *testing.T, path string) map[string]string {
 // level, and the leader's recent errors about the lost member) and names
 // the missing one; an existing FILE is not overwritten without --force.
 func TestLogLevelAndDebugBundle(t *testing.T) {
-	l := startCluster(t)
+	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1})
 	eps := l.Endpoints()
 	ms := l.Members()
 	// Members register their gRPC and HTTP addresses once a leader is
@@ -181,6 +183,30 @@ func TestLogLevelAndDebugBundle(t *testing.T) {
 	}
 	if !strings.Contains(files["members.json"], ms[victim].ID) {
 		t.Errorf("members.json lacks the killed member:\n%s", files["members.json"])
+	}
+	// --logs takes the processes' log files from the data dir.
+	withLogs := filepath.Join(t.TempDir(), "logs.tar.gz")
+	if _, code := coordctl(t, eps, "debug", "bundle", "--logs", filepath.Dir(ms[0].DataDir), withLogs); code != 0 {
+		t.Fatalf("debug bundle --logs: exit %d", code)
+	}
+	if lf := readBundle(t, withLogs); !strings.Contains(lf["logs/"+ms[0].ID+"/coordd.log"], "raft") {
+		t.Errorf("bundle --logs lacks %s's coordd.log", ms[0].ID)
+	}
+	// The streaming nodes are in the bundle too: the PChannel and node
+	// lists, and each listed live node's own status.
+	if _, ok := files["pchannels.json"]; !ok {
+		t.Errorf("bundle lacks pchannels.json")
+	}
+	if _, ok := files["streaming-nodes.json"]; !ok {
+		t.Errorf("bundle lacks streaming-nodes.json")
+	} else if strings.Contains(files["streaming-nodes.json"], l.StreamingNodes()[0].Addr) {
+		found := false
+		for name := range files {
+			found = found || (strings.HasPrefix(name, "streaming-nodes/") && strings.HasSuffix(name, "/status.json"))
+		}
+		if !found && !strings.Contains(files["bundle.txt"], "streaming node") {
+			t.Errorf("a listed streaming node has neither a status file nor a note in bundle.txt:\n%s", files["bundle.txt"])
+		}
 	}
 	for i, m := range ms {
 		dir := "members/" + m.ID + "/"

@@ -95,6 +95,24 @@ type LocalStreamingNode struct {
 	MetricsAddr         string // "" unless LauncherConfig.StreamingMetrics
 }
 
+// ExitError is what Exited reports: a process exited without being asked
+// to. Err is the wait error (nil for a clean exit status 0).
+type ExitError struct {
+	Name string // n1.., sn1..
+	Err  error
+	Log  string // the process's log file
+}
+
+func (e *ExitError) Error() string {
+	status := "exit status 0"
+	if e.Err != nil {
+		status = e.Err.Error()
+	}
+	return fmt.Sprintf("%s exited: %s (log: %s)", e.Name, status, e.Log)
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
 // ErrNotRunning is returned for operations on a stopped process.
 var ErrNotRunning = errors.New("process is not running")
 
@@ -243,7 +261,7 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 		l.mu.Unlock()
 		if !deliberate {
 			select {
-			case l.exited <- fmt.Errorf("%s exited: %v (log: %s)", name, err, logPath):
+			case l.exited <- &ExitError{Name: name, Err: err, Log: logPath}:
 			default:
 			}
 		}
@@ -253,6 +271,59 @@ func (l *Launcher) start(name, dir, logName, binary string, args []string) error
 	}
 	l.procs[name] = p
 	return nil
+}
+
+// Restart starts the process called name (a member "n1".. or a streaming
+// node "sn1..") again, as StartMember or StartStreamingNode would; it is an
+// error if that process is running.
+func (l *Launcher) Restart(name string) error {
+	l.mu.Lock()
+	_, running := l.procs[name]
+	stopping := l.stopping
+	l.mu.Unlock()
+	if running {
+		return fmt.Errorf("%s is still running", name)
+	}
+	if stopping {
+		return fmt.Errorf("%s: the launcher is stopping", name)
+	}
+	for i, m := range l.members {
+		if m.ID == name {
+			return l.StartMember(i)
+		}
+	}
+	for i, sn := range l.sns {
+		if sn.Name == name {
+			return l.StartStreamingNode(i)
+		}
+	}
+	return fmt.Errorf("no process called %q", name)
+}
+
+// Pid is the process ID of the running process called name, or 0.
+func (l *Launcher) Pid(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p := l.procs[name]; p != nil {
+		return p.Process.Pid
+	}
+	return 0
+}
+
+// LogPath is where the process called name logs (its data dir's
+// coordd.log or streamingnode.log); "" for an unknown name.
+func (l *Launcher) LogPath(name string) string {
+	for _, m := range l.members {
+		if m.ID == name {
+			return filepath.Join(m.DataDir, "coordd.log")
+		}
+	}
+	for _, sn := range l.sns {
+		if sn.Name == name {
+			return filepath.Join(sn.DataDir, "streamingnode.log")
+		}
+	}
+	return ""
 }
 
 // WaitReady polls member i's /readyz until it answers 200.

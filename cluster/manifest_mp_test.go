@@ -66,7 +66,7 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 		SegmentID int64 `json:"segment_id"`
 		Version   int64 `json:"version"`
 	}
-	coordctlJSON(t, e, &committed, "manifest", "commit", id, "--add-stats", "bloom=stats/"+id+"/0")
+	coordctlJSON(t, e, &committed, "manifest", "commit", id, "--add-stats", "bloom=stats_log/104/1/"+id+"/0")
 	if committed.SegmentID != seg || committed.Version != 2 {
 		t.Fatalf("manifest commit printed %+v", committed)
 	}
@@ -114,7 +114,7 @@ func TestManifestCommitSurvivesLeaderKillBetweenWriteAndCommit(t *testing.T) {
 	go func() {
 		_, err := once.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: seg,
 			Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddStats{AddStats: &coordpb.AddStats{
-				Stats: []*coordpb.ManifestStatsEntry{{Key: "text:101", Files: []string{"stats/t"}}}}}}})
+				Stats: []*coordpb.ManifestStatsEntry{{Key: "text:101", Files: []string{"stats_log/104/1/" + strconv.FormatInt(seg, 10) + "/t"}}}}}}})
 		done <- err
 	}()
 	testutil.Eventually(t, "the leader wrote revision 3", func() bool {

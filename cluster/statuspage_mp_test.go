@@ -34,10 +34,12 @@ func chromiumPath(t *testing.T) string {
 }
 
 // chromium runs headless Chromium once with args (plus the flags that keep
-// it off the network and out of the user's profile) and returns stdout.
-func chromium(t *testing.T, bin string, args ...string) string {
+// it off the network and out of the user's profile) and returns stdout. A
+// slow browser on a loaded machine is an error to retry, not a failure:
+// the caller decides within its own deadline.
+func chromium(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(60*time.Second))
 	defer cancel()
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -47,9 +49,57 @@ func chromium(t *testing.T, bin string, args ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("chromium %v: %v\n%s", args, err, tail(stderr.String(), 20))
+		return "", fmt.Errorf("chromium %v: %v\n%s", args, err, tail(stderr.String(), 20))
 	}
-	return string(out)
+	return string(out), nil
+}
+
+// pageComplete is the marker the status page writes last: a DOM without it
+// is a rendering Chromium cut short, to be taken again.
+const pageComplete = `id="page-complete"`
+
+// renderDOM dumps page's DOM, retrying until it is complete (the marker
+// is there) or the deadline passes.
+func renderDOM(t *testing.T, bin, page string, deadline time.Time) (string, error) {
+	t.Helper()
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		dom, err := chromium(t, bin, "--dump-dom", page)
+		switch {
+		case err != nil:
+			lastErr = err
+		case !strings.Contains(dom, pageComplete):
+			lastErr = fmt.Errorf("incomplete DOM (no %s marker, %d bytes)", pageComplete, len(dom))
+		default:
+			return dom, nil
+		}
+		if time.Now().After(deadline) {
+			return dom, fmt.Errorf("after %d attempts: %w", attempt+1, lastErr)
+		}
+	}
+}
+
+// screenshot writes page as a small PNG (only with -update-screenshot).
+func screenshot(t *testing.T, bin, page, png string) {
+	t.Helper()
+	deadline := time.Now().Add(testutil.Timeout(90 * time.Second))
+	for {
+		_, err := chromium(t, bin, "--hide-scrollbars", "--window-size=1000,640", "--screenshot="+png, page)
+		if err == nil {
+			if fi, serr := os.Stat(png); serr == nil && fi.Size() > 0 {
+				t.Logf("wrote %s (%d bytes)", png, fi.Size())
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("screenshot %s not written: %v", png, err)
+		}
+	}
+}
+
+func docsPath(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "docs", name)
 }
 
 // TestStatusPageInChromium: a live three-member cluster with one streaming
@@ -78,7 +128,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	// follower also applies the last assignment a moment after the leader.
 	var page, dom string
 	var pageErr error
-	deadline := time.Now().Add(testutil.Timeout(40 * time.Second))
+	deadline := time.Now().Add(testutil.Timeout(120 * time.Second))
 	for {
 		leader, ps, err := expectedPicture(t, c)
 		if err == nil {
@@ -88,7 +138,10 @@ func TestStatusPageInChromium(t *testing.T) {
 					break
 				}
 			}
-			dom = chromium(t, bin, "--dump-dom", page)
+			dom, err = renderDOM(t, bin, page, deadline)
+			if err != nil {
+				t.Fatalf("status page at %s: %v", page, err)
+			}
 			pageErr = checkStatusDOM(dom, leader, l.Members(), ps)
 			if pageErr == nil {
 				break
@@ -107,14 +160,51 @@ func TestStatusPageInChromium(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // between renderings, not a wait for an event
 	}
 	if *updateScreenshot {
-		_, file, _, _ := runtime.Caller(0)
-		png := filepath.Join(filepath.Dir(file), "..", "docs", "status-page.png")
-		chromium(t, bin, "--hide-scrollbars", "--window-size=1100,1000", "--screenshot="+png, page)
-		if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
-			t.Fatalf("screenshot %s not written: %v", png, err)
-		}
-		t.Logf("wrote %s", png)
+		screenshot(t, bin, page, docsPath("status-page.png"))
 	}
+}
+
+// TestStatusPageVerdictScreenshots (only with -update-screenshot) draws the
+// verdict line in its three states into docs/: healthy, degraded (a member
+// killed) and unavailable (a second one killed: no leader).
+func TestStatusPageVerdictScreenshots(t *testing.T) {
+	if !*updateScreenshot {
+		t.Skip("only with -update-screenshot")
+	}
+	bin := chromiumPath(t)
+	args := append(append([]string(nil), channelArgs...),
+		"--heartbeat-timeout", "1s", "--election-timeout", "1s", "--leader-lease-timeout", "500ms")
+	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: args, StreamingNodes: 2})
+	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	waitPlacement(t, c, 30*time.Second, "all channels assigned", func(ps map[string]placement) bool { return allAssigned(ps, 0) })
+	page := "http://" + l.Members()[0].HTTPAddr + "/ui?refresh=0"
+	shoot := func(level, png string) {
+		deadline := time.Now().Add(testutil.Timeout(120 * time.Second))
+		for {
+			dom, err := renderDOM(t, bin, page, deadline)
+			if err == nil && strings.Contains(dom, `data-verdict="`+level+`"`) {
+				screenshot(t, bin, page, docsPath(png))
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("page never showed %s: %v", level, err)
+			}
+			time.Sleep(200 * time.Millisecond) // between renderings
+		}
+	}
+	shoot("healthy", "status-page-healthy.png")
+	if err := l.Kill(2); err != nil {
+		t.Fatal(err)
+	}
+	shoot("degraded", "status-page-degraded.png")
+	if err := l.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	shoot("unavailable", "status-page-leaderless.png")
 }
 
 // expectedPicture is what the page should show now: the leader the

@@ -31,6 +31,9 @@ var fixedSamples = map[Type]func() proto.Message{
 	TypeRemoveMember:    func() proto.Message { return &logpb.RemoveMember{Id: "node-3"} },
 	TypeExtendTSOWindow: func() proto.Message { return &logpb.ExtendTSOWindow{LimitPhysicalMs: 1700000003000} },
 	TypeReserveIDs:      func() proto.Message { return &logpb.ReserveIDs{Count: 1000} },
+	TypeRaiseAllocatorFloors: func() proto.Message {
+		return &logpb.RaiseAllocatorFloors{NextId: 1 << 40, TsoLimitPhysicalMs: 1_795_000_000_000}
+	},
 
 	// 0x0100.. channel management. Every field of every body is set, so the
 	// golden files pin each field number and wire type.

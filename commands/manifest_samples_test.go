@@ -9,6 +9,10 @@ import (
 // 0x0400.. segment manifests: a fixed sample (every field set) for the
 // golden files.
 func init() {
+	fixedSamples[TypeRetireManifestRevisions] = func() proto.Message {
+		return &logpb.RetireManifestRevisions{Retirements: []*logpb.ManifestRetirement{
+			{Base: "manifest/449326211/449326212/449326400", From: 4, Through: 6}}}
+	}
 	fixedSamples[TypeCommitSegmentManifests] = func() proto.Message {
 		return &logpb.CommitSegmentManifests{Publishes: []*logpb.ManifestPublish{{
 			SegmentId: 449326400,

@@ -22,6 +22,8 @@ const (
 	TypeRemoveMember      Type = 0x0003
 	TypeExtendTSOWindow   Type = 0x0004
 	TypeReserveIDs        Type = 0x0005
+	// 0x0006 and 0x0007 are left free.
+	TypeRaiseAllocatorFloors Type = 0x0008
 
 	TypeInitStreaming                Type = 0x0101
 	TypeAddPChannels                 Type = 0x0102
@@ -52,9 +54,10 @@ const (
 	TypeCreateImportSegment      Type = 0x0307
 	TypeFinishImportSegment      Type = 0x0308
 
-	TypeCommitSegmentManifests Type = 0x0401
-	TypeCreateToken            Type = 0x0500
-	TypeRevokeToken            Type = 0x0501
+	TypeCommitSegmentManifests  Type = 0x0401
+	TypeRetireManifestRevisions Type = 0x0402
+	TypeCreateToken             Type = 0x0500
+	TypeRevokeToken             Type = 0x0501
 )
 
 // spec describes how one command type is encoded.
@@ -67,11 +70,12 @@ type spec struct {
 // registry lists every command this binary understands. It is a fixed table,
 // built at compile time; adding a command means adding a line here.
 var registry = map[Type]spec{
-	TypeLeaderEstablished: {"LeaderEstablished", 1, func() proto.Message { return &logpb.LeaderEstablished{} }},
-	TypeUpsertMember:      {"UpsertMember", 1, func() proto.Message { return &logpb.UpsertMember{} }},
-	TypeRemoveMember:      {"RemoveMember", 1, func() proto.Message { return &logpb.RemoveMember{} }},
-	TypeExtendTSOWindow:   {"ExtendTSOWindow", 1, func() proto.Message { return &logpb.ExtendTSOWindow{} }},
-	TypeReserveIDs:        {"ReserveIDs", 1, func() proto.Message { return &logpb.ReserveIDs{} }},
+	TypeLeaderEstablished:    {"LeaderEstablished", 1, func() proto.Message { return &logpb.LeaderEstablished{} }},
+	TypeUpsertMember:         {"UpsertMember", 1, func() proto.Message { return &logpb.UpsertMember{} }},
+	TypeRemoveMember:         {"RemoveMember", 1, func() proto.Message { return &logpb.RemoveMember{} }},
+	TypeExtendTSOWindow:      {"ExtendTSOWindow", 1, func() proto.Message { return &logpb.ExtendTSOWindow{} }},
+	TypeReserveIDs:           {"ReserveIDs", 1, func() proto.Message { return &logpb.ReserveIDs{} }},
+	TypeRaiseAllocatorFloors: {"RaiseAllocatorFloors", 1, func() proto.Message { return &logpb.RaiseAllocatorFloors{} }},
 
 	TypeInitStreaming:                {"InitStreaming", 1, func() proto.Message { return &logpb.InitStreaming{} }},
 	TypeAddPChannels:                 {"AddPChannels", 1, func() proto.Message { return &logpb.AddPChannels{} }},
@@ -106,9 +110,10 @@ var registry = map[Type]spec{
 	TypeCreateImportSegment:      {"CreateImportSegment", 1, func() proto.Message { return &logpb.CreateImportSegment{} }},
 	TypeFinishImportSegment:      {"FinishImportSegment", 1, func() proto.Message { return &logpb.FinishImportSegment{} }},
 
-	TypeCommitSegmentManifests: {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
-	TypeCreateToken:            {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
-	TypeRevokeToken:            {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
+	TypeCommitSegmentManifests:  {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
+	TypeRetireManifestRevisions: {"RetireManifestRevisions", 1, func() proto.Message { return &logpb.RetireManifestRevisions{} }},
+	TypeCreateToken:             {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
+	TypeRevokeToken:             {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
 }
 
 // String names the type for logs and errors.

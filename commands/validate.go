@@ -48,6 +48,14 @@ func Validate(c Command) error {
 			return invalid("id reservation count must be in 1..%d, got %d", MaxReserveIDs, b.Count)
 		}
 		return nil
+	case *logpb.RaiseAllocatorFloors:
+		if b.NextId == 0 && b.TsoLimitPhysicalMs == 0 {
+			return invalid("RaiseAllocatorFloors needs a next id or a tso limit")
+		}
+		if b.TsoLimitPhysicalMs < 0 || b.TsoLimitPhysicalMs >= 1<<46 {
+			return invalid("tso limit %d is outside the 46-bit physical part", b.TsoLimitPhysicalMs)
+		}
+		return nil
 	case nil:
 		return nil // an ignorable command this binary does not know
 	}

@@ -1,6 +1,9 @@
 package commands
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -22,6 +25,9 @@ const (
 // validateManifestCommand covers the 0x0400 block; ok=false means body is
 // not a manifest command.
 func validateManifestCommand(body any) (err error, ok bool) {
+	if r, isRetire := body.(*logpb.RetireManifestRevisions); isRetire {
+		return validateRetireManifestRevisions(r), true
+	}
 	b, isManifest := body.(*logpb.CommitSegmentManifests)
 	if !isManifest {
 		return nil, false
@@ -148,6 +154,9 @@ func ValidateManifestStats(s *logpb.ManifestStats) error {
 	if s == nil || s.Key == "" || len(s.Key) > 256 {
 		return invalid("a stats key must be 1..256 bytes")
 	}
+	if err := ValidateStatsKey(s.Key); err != nil {
+		return err
+	}
 	return validateFiles(s.Files)
 }
 
@@ -156,8 +165,57 @@ func validateFiles(files []string) error {
 		return invalid("%d files (max %d)", len(files), MaxManifestFiles)
 	}
 	for _, f := range files {
-		if f == "" || len(f) > MaxManifestFileBytes {
-			return invalid("a file key must be 1..%d bytes", MaxManifestFileBytes)
+		if _, err := ParseObjectKey(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MaxManifestRetirements bounds the bases one RetireManifestRevisions
+// condemns.
+const MaxManifestRetirements = 1024
+
+func validateRetireManifestRevisions(b *logpb.RetireManifestRevisions) error {
+	n := len(b.Retirements)
+	if n == 0 || n > MaxManifestRetirements {
+		return invalid("a retirement names 1..%d bases, got %d", MaxManifestRetirements, n)
+	}
+	seen := make(map[string]bool, n)
+	for _, r := range b.Retirements {
+		if err := ValidateManifestBase(r.Base); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(r.Base, ManifestRoot) {
+			return invalid("the collector retires only revisions under %s, not %q", ManifestRoot, r.Base)
+		}
+		if seen[r.Base] {
+			return invalid("base %q is retired twice in one command", r.Base)
+		}
+		seen[r.Base] = true
+		if r.From < 1 || r.Through < r.From {
+			return invalid("base %q: retired versions %d..%d are not a range of positive versions", r.Base, r.From, r.Through)
+		}
+	}
+	return nil
+}
+
+// ValidateStatsKey checks a stats key's name (a catalog key such as
+// "bloom_filter" or "text:101", not an object key): valid UTF-8 without
+// control characters (NUL included) or backslashes, not absolute, and no
+// empty, "." or ".." element if it has slashes.
+func ValidateStatsKey(key string) error {
+	if !utf8.ValidString(key) {
+		return invalid("stats key %q is not valid UTF-8", key)
+	}
+	for _, c := range key {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return invalid("stats key %q contains a control character or backslash", key)
+		}
+	}
+	for _, e := range strings.Split(key, "/") {
+		if e == "" || e == "." || e == ".." {
+			return invalid("stats key %q is absolute or has an empty, '.' or '..' element", key)
 		}
 	}
 	return nil

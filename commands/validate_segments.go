@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -177,6 +178,9 @@ func validateSaveBinlogPaths(b *logpb.SaveBinlogPaths) error {
 	if err := validateLogs("deltalogs", b.Deltalogs); err != nil {
 		return err
 	}
+	if err := validateSums(b); err != nil {
+		return err
+	}
 	if len(b.Checkpoints) > MaxSegmentsPerCmd || len(b.StartPositions) > MaxSegmentsPerCmd {
 		return invalid("too many checkpoints or start positions (max %d each)", MaxSegmentsPerCmd)
 	}
@@ -198,6 +202,40 @@ func validateSaveBinlogPaths(b *logpb.SaveBinlogPaths) error {
 		if why := positionProblem(sp.Position); why != "" {
 			return invalid("start position of segment %d: %s", sp.SegmentId, why)
 		}
+	}
+	return nil
+}
+
+// validateSums: one field's entries and all the logs' sizes of one save
+// each fit an int64 (a segment's row count and size are such sums; Apply
+// checks them again together with the logs the segment holds).
+func validateSums(b *logpb.SaveBinlogPaths) error {
+	var size int64
+	addSizes := func(logs []*logpb.LogRef) bool {
+		for _, l := range logs {
+			if l.MemorySize > math.MaxInt64-size {
+				return false
+			}
+			size += l.MemorySize
+		}
+		return true
+	}
+	for _, list := range [][]*logpb.FieldLogs{b.Binlogs, b.Statslogs} {
+		for _, f := range list {
+			var rows int64
+			for _, l := range f.Logs {
+				if l.EntriesNum > math.MaxInt64-rows {
+					return invalid("field %d: the entries of its logs add up to more than %d", f.FieldId, int64(math.MaxInt64))
+				}
+				rows += l.EntriesNum
+			}
+			if !addSizes(f.Logs) {
+				return invalid("the sizes of the save's logs add up to more than %d bytes", int64(math.MaxInt64))
+			}
+		}
+	}
+	if !addSizes(b.Deltalogs) {
+		return invalid("the sizes of the save's logs add up to more than %d bytes", int64(math.MaxInt64))
 	}
 	return nil
 }

@@ -32,3 +32,15 @@ func applyReserveIDs(next *State, c commands.Command) *logpb.Result {
 	next.alloc.nextID = first + count
 	return &logpb.Result{Value: &logpb.Result_IdRange{IdRange: &logpb.IDRange{First: first, Count: count}}}
 }
+
+// applyRaiseAllocatorFloors moves the next ID and the TSO limit up to the
+// given floors (a lower or zero floor leaves its value). `coordd restore`
+// writes it first, so the restored cluster's first reservation and first
+// window start above anything the old cluster may have handed out after
+// the backup (docs/operations.md#backup-and-restore).
+func applyRaiseAllocatorFloors(next *State, c commands.Command) *logpb.Result {
+	b := c.Body.(*logpb.RaiseAllocatorFloors)
+	next.alloc.nextID = max(next.alloc.nextID, b.NextId)
+	next.alloc.tsoLimitPhysicalMs = max(next.alloc.tsoLimitPhysicalMs, b.TsoLimitPhysicalMs)
+	return &logpb.Result{Value: &logpb.Result_IdRange{IdRange: &logpb.IDRange{First: next.alloc.nextID}}}
+}

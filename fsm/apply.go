@@ -14,11 +14,12 @@ type applyFunc func(next *State, c commands.Command) *logpb.Result
 
 // handlers is the dispatch table: one small function per command type.
 var handlers = map[commands.Type]applyFunc{
-	commands.TypeLeaderEstablished: applyLeaderEstablished,
-	commands.TypeUpsertMember:      applyUpsertMember,
-	commands.TypeRemoveMember:      applyRemoveMember,
-	commands.TypeExtendTSOWindow:   applyExtendTSOWindow,
-	commands.TypeReserveIDs:        applyReserveIDs,
+	commands.TypeLeaderEstablished:    applyLeaderEstablished,
+	commands.TypeUpsertMember:         applyUpsertMember,
+	commands.TypeRemoveMember:         applyRemoveMember,
+	commands.TypeExtendTSOWindow:      applyExtendTSOWindow,
+	commands.TypeReserveIDs:           applyReserveIDs,
+	commands.TypeRaiseAllocatorFloors: applyRaiseAllocatorFloors,
 
 	commands.TypeInitStreaming:                applyInitStreaming,
 	commands.TypeAddPChannels:                 applyAddPChannels,
@@ -49,9 +50,10 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeCreateImportSegment:      applyCreateImportSegment,
 	commands.TypeFinishImportSegment:      applyFinishImportSegment,
 
-	commands.TypeCommitSegmentManifests: applyCommitSegmentManifests,
-	commands.TypeCreateToken:            applyCreateToken,
-	commands.TypeRevokeToken:            applyRevokeToken,
+	commands.TypeCommitSegmentManifests:  applyCommitSegmentManifests,
+	commands.TypeRetireManifestRevisions: applyRetireManifestRevisions,
+	commands.TypeCreateToken:             applyCreateToken,
+	commands.TypeRevokeToken:             applyRevokeToken,
 }
 
 // Apply applies the log entry at index and returns the new state and one

@@ -57,7 +57,34 @@ func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result
 	names := append([]string(nil), vchs...)
 	sort.Slice(names, func(i, j int) bool { return shardOf(names[i]) < shardOf(names[j]) })
 	recordCollection(next, p.CollectionId, names)
+	storeCreationCheckpoints(next, t)
 	return accepted()
+}
+
+// storeCreationCheckpoints gives each VChannel the collection was just
+// recorded on a checkpoint at its CreateCollection message (the acked
+// position), as Milvus's DataCoord stores the collection's start
+// positions: no row of the VChannel can precede that message (inserts need
+// the recorded collection, and their timestamps are fresh TSO timestamps
+// taken after it), so a recovery seeks there until the owner reports a
+// checkpoint, never past a row coordd has no position for. An acked
+// position outside the position bounds, or a VChannel that already has a
+// checkpoint, is left alone.
+func storeCreationCheckpoints(next *State, t *logpb.BroadcastTask) {
+	for _, a := range t.Acked {
+		if _, ok := next.knownVChannel(a.Vchannel); !ok {
+			continue // the CChannel, or not a VChannel of this collection
+		}
+		if _, had := next.seg.cps.Get(a.Vchannel); had {
+			continue
+		}
+		pos := Position{Term: a.Term, Offset: a.Offset, Timestamp: a.TimeTick}
+		if pos.IsZero() || next.checkPosition("creation checkpoint", a.Vchannel, pos) != nil {
+			continue
+		}
+		v := next.internVChannel(a.Vchannel)
+		next.seg.cps = next.seg.cps.Set(v, &ChannelCheckpoint{VChannel: v, Position: pos, PChannelTerm: a.Term, UpdatedMs: next.nowMs})
+	}
 }
 
 // shardOf is the shard index at the end of a VChannel name ("…v<i>").

@@ -60,7 +60,7 @@ func goldenEntries(t testing.TB) [][]commands.Command {
 	batch := func(cs ...commands.Command) { out = append(out, cs) }
 
 	// Core: leadership, members, allocators (with request IDs: dedup).
-	one(segBase()...) // leader (term 2), nodes 1..3, streaming, p0→1, p1→2, collection 100
+	one(segBaseV1()...) // leader (term 2), nodes 1..3, streaming, p0→1, p1→2, collection 100
 	batch(
 		cmd(&logpb.UpsertMember{Member: &logpb.Member{Id: "c1", RaftAddr: "h:1", GrpcAddr: "h:11", HttpAddr: "h:21"}}, withTerm(2)),
 		upsertMember("c2", "h:2", withTerm(2)),

@@ -37,8 +37,9 @@ func applyCreateImportSegment(next *State, c commands.Command) *logpb.Result {
 //   - a Flushed segment holding exactly this pointer is an acknowledged
 //     no-op (the retry of a finish that committed); any other pointer on a
 //     Flushed segment is stale; any other state is a conflict;
-//   - the pointer must keep the segment's base (invalid) and be newer than
-//     its current one (stale, with both versions).
+//   - the pointer must lie at the segment's own base (invalid), be newer
+//     than its current one (stale, with both versions) and not be retired
+//     by the orphan collector (invalid).
 func applyFinishImportSegment(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.FinishImportSegment)
 	if err := next.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm); err != nil {
@@ -69,11 +70,14 @@ func applyFinishImportSegment(next *State, c commands.Command) *logpb.Result {
 	default:
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "segment %d is %s; only an Importing segment can finish an import", g.ID, SegmentStateName(g.State))
 	}
-	if !cur.IsZero() && cur.Base != np.Base {
-		return reject(logpb.RejectCode_REJECT_INVALID, "finish import segment %d: manifest base %q, the segment's is %q", g.ID, np.Base, cur.Base)
+	if own, _ := ownManifestBase(g); np.Base != own {
+		return reject(logpb.RejectCode_REJECT_INVALID, "finish import segment %d: manifest base %q, the segment's is %q", g.ID, np.Base, own)
 	}
 	if np.Version <= cur.Version {
 		return staleManifest(g.ID, np.Version, cur.Version, "an import publishes a newer revision than the current one")
+	}
+	if rej := next.checkPublication(g, cur, np, true); rej != nil {
+		return rej
 	}
 	ng := *g
 	ng.ManifestPath, ng.StorageVersion = np.String(), StorageV3

@@ -10,7 +10,9 @@ import (
 // checkSegmentInvariants verifies the write-path structures of one state:
 // records under their own ID, IDs from the global ID space, indexes and
 // counters in step with the records, sealed segments carry a seal time,
-// no empty non-L0 segment stays Flushed.
+// no empty non-L0 segment stays Flushed, row counts and sizes are not
+// negative, and every stored position is within the position bounds
+// (which only widen: terms and the TSO limit only grow).
 func (s *State) checkSegmentInvariants() error {
 	var counts segmentCounts
 	n, active, dropped := 0, 0, 0
@@ -45,6 +47,14 @@ func (s *State) checkSegmentInvariants() error {
 		if _, ok := s.seg.byColl.Get(collSegKey{g.CollectionID, id}); !ok {
 			return fmt.Errorf("segment %d missing from the collection index", id)
 		}
+		if g.NumRows < 0 || g.Size < 0 {
+			return fmt.Errorf("segment %d has %d rows and %d bytes", id, g.NumRows, g.Size)
+		}
+		for _, p := range []Position{g.Start, g.DML} {
+			if err := s.checkStoredPosition(g.VChannel, p); err != nil {
+				return fmt.Errorf("segment %d: %w", id, err)
+			}
+		}
 		switch g.State {
 		case logpb.SegmentState_SEGMENT_SEALED, logpb.SegmentState_SEGMENT_FLUSHING:
 			if g.SealTs == 0 {
@@ -72,6 +82,9 @@ func (s *State) checkSegmentInvariants() error {
 		name, cp, _ := it.Next()
 		if cp == nil || cp.VChannel != name {
 			return fmt.Errorf("checkpoint under %q names %q", name, cp.VChannel)
+		}
+		if err := s.checkStoredPosition(name, cp.Position); err != nil {
+			return fmt.Errorf("checkpoint of %s: %w", name, err)
 		}
 	}
 	return nil
@@ -137,4 +150,13 @@ func segmentSuccessor(prev, next *State) error {
 		}
 	}
 	return nil
+}
+
+// checkStoredPosition: a stored position (absent, the dropped sentinel, or
+// one Apply accepted) is within today's bounds.
+func (s *State) checkStoredPosition(vchannel string, p Position) error {
+	if p.IsZero() || p.IsDroppedSentinel() {
+		return nil
+	}
+	return s.checkPosition("stored position", vchannel, p)
 }

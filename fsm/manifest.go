@@ -19,6 +19,13 @@ type manifestState struct {
 	indexes *immutable.SortedMap[int64, *logpb.SegmentIndexRecord] // by build ID
 	bySeg   *immutable.SortedMap[segBuildKey, struct{}]            // derived: (segment, build)
 	stats   *immutable.SortedMap[int64, *logpb.SegmentStatsRecord] // by segment ID
+	// retired, foreign and createFloor are the orphan collector's fence
+	// (manifest_retire.go): watermarks by base, the derived index of
+	// pointers at a base other than their segment's default, and the
+	// lowest ID a manifest commit may create.
+	retired     *immutable.SortedMap[string, int64]
+	foreign     *immutable.SortedMap[baseSegKey, struct{}]
+	createFloor int64
 }
 
 // segBuildKey orders index records by (segment, build ID).
@@ -38,6 +45,8 @@ func newManifestState() manifestState {
 		indexes: immutable.NewSortedMap[int64, *logpb.SegmentIndexRecord](immutable.NewComparer[int64](0)),
 		bySeg:   immutable.NewSortedMap[segBuildKey, struct{}](segBuildCmp{}),
 		stats:   immutable.NewSortedMap[int64, *logpb.SegmentStatsRecord](immutable.NewComparer[int64](0)),
+		retired: newRetiredMap(),
+		foreign: newForeignIndex(),
 	}
 }
 
@@ -49,15 +58,6 @@ func (m *manifestState) putIndex(r *logpb.SegmentIndexRecord) {
 func (m *manifestState) removeIndex(r *logpb.SegmentIndexRecord) {
 	m.indexes = m.indexes.Delete(r.BuildId)
 	m.bySeg = m.bySeg.Delete(segBuildKey{r.SegmentId, r.BuildId})
-}
-
-// forgetSegment drops every record of a pruned segment.
-func (m *manifestState) forgetSegment(seg int64) {
-	for _, build := range m.buildsOf(seg) {
-		r, _ := m.indexes.Get(build)
-		m.removeIndex(r)
-	}
-	m.stats = m.stats.Delete(seg)
 }
 
 func (m *manifestState) buildsOf(seg int64) []int64 {
@@ -118,7 +118,7 @@ func (s *State) SegmentStats(seg int64) []*logpb.ManifestStats {
 // ---- snapshot ---------------------------------------------------------------
 
 func (s *State) manifestRecordCount() uint64 {
-	return uint64(s.mf.indexes.Len() + s.mf.stats.Len())
+	return uint64(s.mf.indexes.Len()+s.mf.stats.Len()) + s.retiredRecordCount()
 }
 
 func (s *State) writeManifestRecords(write func(*logpb.SnapshotRecord) error) error {
@@ -134,7 +134,7 @@ func (s *State) writeManifestRecords(write func(*logpb.SnapshotRecord) error) er
 			return err
 		}
 	}
-	return nil
+	return s.writeRetiredRecords(write)
 }
 
 func (s *State) restoreSegmentIndex(r *logpb.SegmentIndexRecord) error {
@@ -184,6 +184,37 @@ func (s *State) checkManifestInvariants() error {
 		id, _, _ := it.Next()
 		if _, ok := s.seg.segs.Get(id); !ok {
 			return fmt.Errorf("stats record names missing segment %d", id)
+		}
+	}
+	return s.checkRetiredInvariants()
+}
+
+// checkRetiredInvariants: every watermark's base has a publisher (a base
+// without one is covered by createFloor instead, unless it names an ID not
+// allocated yet), createFloor never passes the IDs ever allocated, and the
+// foreign-base index lists only segments whose pointer is not at their
+// default base.
+func (s *State) checkRetiredInvariants() error {
+	for it := s.mf.retired.Iterator(); !it.Done(); {
+		base, _, _ := it.Next()
+		if _, _, id, ok := parseDefaultBase(base); ok && uint64(id) >= s.alloc.nextID {
+			continue
+		}
+		if len(s.ManifestBaseUse(base).Segments) == 0 {
+			return fmt.Errorf("retired manifest base %q has no publishing segment", base)
+		}
+	}
+	if s.mf.createFloor < 0 || uint64(s.mf.createFloor) > s.alloc.nextID {
+		return fmt.Errorf("manifest creation floor %d is outside 0..%d", s.mf.createFloor, s.alloc.nextID)
+	}
+	for it := s.mf.foreign.Iterator(); !it.Done(); {
+		k, _, _ := it.Next()
+		g, ok := s.seg.segs.Get(k.seg)
+		if !ok {
+			return fmt.Errorf("foreign manifest base index names missing segment %d", k.seg)
+		}
+		if own, _ := ownManifestBase(g); own != k.base || own == commands.ManifestBase(g.CollectionID, g.PartitionID, g.ID) {
+			return fmt.Errorf("foreign manifest base index lists segment %d at %q", k.seg, k.base)
 		}
 	}
 	return nil

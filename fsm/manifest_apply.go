@@ -25,6 +25,10 @@ const StorageV3 = 3
 //   - a prepared revision needs the expected version (when given), the
 //     same base path and a version not below the current one (equal: an
 //     idempotent retry, success without change), else stale;
+//   - every pointer lies at the segment's own base and never at a version
+//     the orphan collector retired (a structured commit: stale; a prepared
+//     one: invalid), and every object key the catalog mutation lists lies
+//     under the segment's directories (invalid; docs/semantics.md#manifest-keys);
 //   - the catalog mutation is applied to the current record (rebased over
 //     whatever committed since the leader read it).
 //
@@ -94,6 +98,9 @@ func (s *publishStage) publish(p *logpb.ManifestPublish) (*logpb.ManifestPublish
 	if g.StorageVersion != 0 && g.StorageVersion != StorageV3 {
 		return nil, reject(logpb.RejectCode_REJECT_INVALID, "segment %d has storage version %d, manifests need %d", p.SegmentId, g.StorageVersion, StorageV3)
 	}
+	if rej := s.checkKeys(g, cat); rej != nil {
+		return nil, rej
+	}
 	if p.Prepared {
 		if p.CheckExpected && cur.Version != p.ExpectedVersion {
 			return nil, staleManifest(p.SegmentId, p.ExpectedVersion, cur.Version, "expected manifest differs")
@@ -110,6 +117,9 @@ func (s *publishStage) publish(p *logpb.ManifestPublish) (*logpb.ManifestPublish
 	} else if cur != base {
 		return nil, staleManifest(p.SegmentId, base.Version, cur.Version, "the pointer moved during manifest I/O")
 	}
+	if rej := s.st.checkPublication(g, cur, next, p.Prepared); rej != nil {
+		return nil, rej
+	}
 	ng := *g
 	if rej := s.applyCatalog(&ng, cat, next.Version); rej != nil {
 		return nil, rej
@@ -124,6 +134,9 @@ func (s *publishStage) publish(p *logpb.ManifestPublish) (*logpb.ManifestPublish
 func (s *publishStage) newSegment(id int64, ns *logpb.ManifestNewSegment) (*Segment, *logpb.Result) {
 	if uint64(id) >= s.st.alloc.nextID {
 		return nil, reject(logpb.RejectCode_REJECT_INVALID, "segment id %d was never allocated (next id %d)", id, s.st.alloc.nextID)
+	}
+	if rej := s.st.checkCreatable(id); rej != nil {
+		return nil, rej
 	}
 	if _, ok := s.st.knownVChannel(ns.Vchannel); !ok {
 		return nil, reject(logpb.RejectCode_REJECT_NOT_FOUND, "vchannel %s is not a live vchannel", ns.Vchannel)
@@ -200,4 +213,21 @@ func mergeStats(old, add []*logpb.ManifestStats) []*logpb.ManifestStats {
 	}
 	slices.SortFunc(out, func(a, b *logpb.ManifestStats) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// checkKeys: every object key the catalog mutation lists (stats files,
+// SegmentIndex files) lies under the segment's directories, or, for an
+// index file, in the index layout of its build (commands.ParseObjectKey).
+func (s *publishStage) checkKeys(g *Segment, m *logpb.ManifestCatalogMutation) *logpb.Result {
+	for _, st := range m.Stats {
+		if err := commands.SegmentKeys("stats key "+st.Key, st.Files, g.CollectionID, g.PartitionID, g.ID); err != nil {
+			return reject(logpb.RejectCode_REJECT_INVALID, "segment %d: %v", g.ID, err)
+		}
+	}
+	for _, r := range m.IndexUpserts {
+		if err := commands.IndexKeys(r.BuildId, r.Files, g.CollectionID, g.PartitionID, g.ID); err != nil {
+			return reject(logpb.RejectCode_REJECT_INVALID, "segment %d: %v", g.ID, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,6 +29,11 @@ func newSeg() *logpb.ManifestNewSegment {
 }
 
 // createPub publishes version 1 of a new segment.
+// segKey is an object key under segment seg's stats directory.
+func segKey(seg int64, rest string) string {
+	return fmt.Sprintf("stats_log/%d/1/%d/%s", coll, seg, rest)
+}
+
 func createPub(seg int64) *logpb.ManifestPublish {
 	return &logpb.ManifestPublish{SegmentId: seg, Next: mptr(seg, 1), Catalog: &logpb.ManifestCatalogMutation{NewSegment: newSeg()}}
 }
@@ -165,7 +171,7 @@ func TestCommitSegmentManifestRebasesCatalogMutationAfterManifestIO(t *testing.T
 	other := *g
 	other.NumRows = 77 // as if another command changed it after the leader's snapshot
 	s.seg.put(&other)
-	stats := &logpb.ManifestStats{Key: "text:101", Files: []string{"a", "b"}}
+	stats := &logpb.ManifestStats{Key: "text:101", Files: []string{segKey(5, "101/1"), segKey(5, "101/2")}}
 	p := advance(5, 1)
 	p.Catalog = &logpb.ManifestCatalogMutation{Stats: []*logpb.ManifestStats{stats}}
 	s, res := mustApply(t, s, mcommit(p))
@@ -178,7 +184,7 @@ func TestCommitSegmentManifestRebasesCatalogMutationAfterManifestIO(t *testing.T
 
 func TestCommitSegmentManifestPublishesIndexTaskAtomically(t *testing.T) {
 	s := build(t, mfBase(mcommit(createPub(5)))...)
-	rec := &logpb.SegmentIndexRecord{BuildId: 40, SegmentId: 5, IndexId: 41, FieldId: 101, Files: []string{"idx/40/0"}}
+	rec := &logpb.SegmentIndexRecord{BuildId: 40, SegmentId: 5, IndexId: 41, FieldId: 101, Files: []string{"index_files/40/1/1/5/0"}}
 	up := advance(5, 1)
 	up.Catalog = &logpb.ManifestCatalogMutation{IndexUpserts: []*logpb.SegmentIndexRecord{rec}}
 	s, res := mustApply(t, s, mcommit(up))
@@ -218,9 +224,10 @@ func TestDeposedLeaderManifestCommitIsRefused(t *testing.T) {
 func TestPruneForgetsManifestRecords(t *testing.T) {
 	up := advance(5, 1)
 	up.Catalog = &logpb.ManifestCatalogMutation{State: sgDropped,
-		Stats:        []*logpb.ManifestStats{{Key: "k", Files: []string{"f"}}},
-		IndexUpserts: []*logpb.SegmentIndexRecord{{BuildId: 40, SegmentId: 5, IndexId: 41, Files: []string{"x"}}}}
+		Stats:        []*logpb.ManifestStats{{Key: "k", Files: []string{segKey(5, "101/3")}}},
+		IndexUpserts: []*logpb.SegmentIndexRecord{{BuildId: 40, SegmentId: 5, IndexId: 41, Files: []string{segKey(5, "idx/0")}}}}
 	s := build(t, mfBase(mcommit(createPub(5)), mcommit(up))...)
+	s, _ = mustApply(t, s, cpUpdate(1, v0, 2, ComposeTS(6000))) // past the drop (segment 5 has no WAL position)
 	s, _ = mustApply(t, s, cmd(&logpb.PruneDroppedSegments{RetentionMs: 1000, MaxCount: 10, DecisionTerm: 2}, withProposedAt(1<<40)))
 	if _, ok := s.Segment(5); ok || s.SegmentIndexCount() != 0 || s.SegmentStats(5) != nil {
 		t.Fatalf("pruned segment kept manifest records: %v %d %v", ok, s.SegmentIndexCount(), s.SegmentStats(5))

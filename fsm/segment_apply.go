@@ -116,8 +116,10 @@ func applyMarkSegmentsFlushing(next *State, c commands.Command) *logpb.Result {
 }
 
 // applyUpdateChannelCheckpoints advances checkpoints: each entry must come
-// from the owner, name a live VChannel, and be newer than the stored one;
-// the dropped sentinel is terminal. Refused entries are listed.
+// from the owner, name a live VChannel, be within the position bounds
+// (docs/semantics.md#position-bounds) and be newer than the stored one
+// (by time tick, and not at a lower offset in the same term); the dropped
+// sentinel is terminal. Refused entries are listed.
 func applyUpdateChannelCheckpoints(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.UpdateChannelCheckpoints)
 	out := &logpb.CheckpointsResult{}
@@ -136,9 +138,19 @@ func applyUpdateChannelCheckpoints(next *State, c commands.Command) *logpb.Resul
 			out.Refused = append(out.Refused, u.Vchannel+": "+err.Error())
 			continue
 		}
+		if err := next.checkPosition("checkpoint", u.Vchannel, pos); err != nil {
+			out.Refused = append(out.Refused, u.Vchannel+": "+err.Error())
+			continue
+		}
 		if had && !old.Position.Less(pos) {
 			out.Refused = append(out.Refused, u.Vchannel+": not newer than the stored checkpoint")
 			continue
+		}
+		if had {
+			if why := movesBack(old.Position, pos); why != "" {
+				out.Refused = append(out.Refused, u.Vchannel+": checkpoint "+why)
+				continue
+			}
 		}
 		next.seg.cps = next.seg.cps.Set(u.Vchannel, &ChannelCheckpoint{VChannel: next.internVChannel(u.Vchannel),
 			Position: pos, NodeID: b.NodeId, PChannelTerm: u.PchannelTerm, UpdatedMs: c.ProposedAtUnixMs})
@@ -182,26 +194,71 @@ func positionProto(p Position) *logpb.WALPosition {
 }
 
 // applyPruneDroppedSegments forgets, oldest first, up to max_count
-// segments Dropped at least retention_ms before the command's time: their
-// rows are gone and no recovery needs them any more.
+// segments Dropped at least retention_ms before the command's time whose
+// rows no recovery can replay any more (PrunableDropped). A Dropped
+// segment that is still needed stays listed in RecoveryInfo, so the
+// replay filter keeps discarding its inserts.
 func applyPruneDroppedSegments(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.PruneDroppedSegments)
 	if r := checkDecisionTerm(next, c.Type, b.DecisionTerm); r != nil {
 		return r
 	}
-	cutoff := c.ProposedAtUnixMs - b.RetentionMs
-	var pruned []int64
-	for it := next.seg.dropped.Iterator(); !it.Done() && len(pruned) < int(b.MaxCount); {
-		k, _, _ := it.Next()
-		if k.ms > cutoff {
-			break
-		}
-		pruned = append(pruned, k.id)
-	}
+	pruned := next.PrunableDropped(c.ProposedAtUnixMs-b.RetentionMs, int(b.MaxCount))
 	for _, id := range pruned {
 		g, _ := next.seg.segs.Get(id)
 		next.seg.remove(g)
-		next.mf.forgetSegment(id)
+		next.forgetManifestRecords(g)
 	}
 	return segmentIDs(pruned)
+}
+
+// MaxPruneScan bounds the Dropped segments one prune decision examines, so
+// a VChannel whose checkpoint is stuck behind many of them costs a bounded
+// scan per round.
+const MaxPruneScan = 1 << 16
+
+// PrunableDropped lists, oldest drop first, up to max Dropped segments
+// dropped at or before cutoffMs that recovery no longer needs
+// (prunableDropped), examining at most MaxPruneScan candidates. Apply and
+// the leader's decision to propose a prune use it alike.
+func (s *State) PrunableDropped(cutoffMs int64, max int) []int64 {
+	var out []int64
+	scanned := 0
+	for it := s.seg.dropped.Iterator(); !it.Done() && len(out) < max && scanned < MaxPruneScan; scanned++ {
+		k, _, _ := it.Next()
+		if k.ms > cutoffMs {
+			break
+		}
+		if g, _ := s.seg.segs.Get(k.id); s.prunableDropped(g) {
+			out = append(out, k.id)
+		}
+	}
+	return out
+}
+
+// prunableDropped: every insert of g that a recovery could read is below
+// its VChannel's checkpoint, so the replay filter drops it by the seek
+// floor and g need not be listed as dropped any more (as Milvus's garbage
+// collector: the channel checkpoint must be after the segment's DML
+// position). That holds when the VChannel is dropped; when g's DML
+// position (else its start position) is below the checkpoint's time tick;
+// and, for a segment the WAL never named (no position: it reported no
+// row), once the checkpoint's physical time is past the drop. Without a
+// checkpoint nothing is prunable.
+func (s *State) prunableDropped(g *Segment) bool {
+	cp, ok := s.seg.cps.Get(g.VChannel)
+	if !ok {
+		return false
+	}
+	if cp.Dropped() {
+		return true
+	}
+	p := g.DML
+	if p.IsZero() {
+		p = g.Start
+	}
+	if p.IsZero() {
+		return PhysicalMs(cp.Position.Timestamp) > g.DroppedMs
+	}
+	return p.Timestamp < cp.Position.Timestamp
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"sort"
 
 	"github.com/coordd/coordd/commands"
@@ -20,6 +21,9 @@ func saveResult(stale bool, st logpb.SegmentState) *logpb.Result {
 //     otherwise nothing changes;
 //   - an unknown L0 segment is created Flushed; another unknown segment is
 //     NotFound;
+//   - every position and time tick must be within the bounds of
+//     docs/semantics.md#position-bounds, and the row count and size sums
+//     must fit an int64 (invalid);
 //   - a Dropped segment, a Flushed one (unless this drops it), a DML
 //     position older than the stored one or (after_dml) a new binlog that
 //     starts at or before the stored DML position makes the request stale:
@@ -31,6 +35,9 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.SaveBinlogPaths)
 	if err := next.CheckChannelOwner(b.Vchannel, b.NodeId, b.PchannelTerm); err != nil {
 		return reject(logpb.RejectCode_REJECT_STALE, "save binlogs of segment %d: %v", b.SegmentId, err)
+	}
+	if r := checkSavePositions(next, b); r != nil {
+		return r
 	}
 	g, exists := next.seg.segs.Get(b.SegmentId)
 	if !exists {
@@ -67,8 +74,14 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 		return saveResult(true, g.State)
 	}
 	own := ownCheckpoint(b)
-	if own != nil && !g.DML.IsZero() && positionOf(own.Position).Less(g.DML) {
-		return saveResult(true, g.State)
+	if own != nil && !g.DML.IsZero() {
+		p := positionOf(own.Position)
+		if p.Less(g.DML) {
+			return saveResult(true, g.State)
+		}
+		if why := movesBack(g.DML, p); why != "" {
+			return reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: DML position at time tick %d: %s", g.ID, p.Timestamp, why)
+		}
 	}
 	if b.AfterDml && !b.WithFullBinlogs && overlapsDML(g, b.Binlogs) {
 		return saveResult(true, g.State)
@@ -76,7 +89,7 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 	if g.StorageVersion != 0 && b.StorageVersion != 0 && g.StorageVersion != b.StorageVersion {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "segment %d has storage version %d, the save says %d", g.ID, g.StorageVersion, b.StorageVersion)
 	}
-	pointer, rej := inlinePointer(g, b)
+	pointer, rej := inlinePointer(next, g, b, exists)
 	if rej != nil {
 		return rej
 	}
@@ -110,10 +123,17 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 			ng.Start = positionOf(sp.Position)
 		}
 	}
-	if rows, ok := binlogRows(ng.Binlogs); ok {
+	rows, has, ok := binlogRows(ng.Binlogs)
+	if !ok {
+		return reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: the entries of field %d's binlogs would exceed %d rows",
+			g.ID, ng.Binlogs[0].FieldID, int64(math.MaxInt64))
+	}
+	if has {
 		ng.NumRows = rows
 	}
-	ng.Size = logsSize(ng.Binlogs) + logsSize(ng.Statslogs) + sumSize(ng.Deltalogs)
+	if ng.Size, ok = segmentSize(&ng); !ok {
+		return reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: its logs' sizes would exceed %d bytes", g.ID, int64(math.MaxInt64))
+	}
 	ng.LastWriteMs = c.ProposedAtUnixMs
 	switch {
 	case b.Dropped:
@@ -125,33 +145,11 @@ func applySaveBinlogPaths(next *State, c commands.Command) *logpb.Result {
 		ng.State, ng.DroppedMs = logpb.SegmentState_SEGMENT_DROPPED, c.ProposedAtUnixMs
 	}
 	next.seg.put(&ng)
+	if !exists {
+		next.fenceLateSegment(&ng)
+	}
 	applyOtherCheckpoints(next, b, c.ProposedAtUnixMs)
 	return saveResult(false, ng.State)
-}
-
-// inlinePointer is the manifest pointer a save leaves on the segment (the
-// single-writer publication path, docs/semantics.md#manifest-commit): the
-// stored one when the save names none; the named one when it parses, keeps
-// the base and does not go back (the same pointer again is a no-op). nil
-// with no rejection: the named pointer is older, so the save is stale.
-func inlinePointer(g *Segment, b *logpb.SaveBinlogPaths) (*string, *logpb.Result) {
-	if b.ManifestPath == "" {
-		return &g.ManifestPath, nil
-	}
-	np, err := commands.ParseManifestPointer(b.ManifestPath)
-	if err != nil {
-		return nil, reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: %v", g.ID, err)
-	}
-	if cur, err := commands.ParseManifestPointer(g.ManifestPath); err == nil && !cur.IsZero() {
-		if cur.Base != np.Base {
-			return nil, reject(logpb.RejectCode_REJECT_INVALID, "save binlogs of segment %d: manifest base %q, the segment's is %q", g.ID, np.Base, cur.Base)
-		}
-		if np.Version < cur.Version {
-			return nil, nil
-		}
-	}
-	out := np.String()
-	return &out, nil
 }
 
 // overlapsDML reports whether a binlog in add that g does not hold yet
@@ -204,12 +202,12 @@ func applyOtherCheckpoints(next *State, b *logpb.SaveBinlogPaths, nowMs int64) {
 			continue
 		}
 		pos := positionOf(cp.Position)
-		if !g.DML.IsZero() && !g.DML.Less(pos) {
+		if !g.DML.IsZero() && (!g.DML.Less(pos) || movesBack(g.DML, pos) != "") {
 			continue
 		}
 		ng := *g
 		ng.DML, ng.LastWriteMs = pos, nowMs
-		if _, has := binlogRows(ng.Binlogs); !has {
+		if _, has, _ := binlogRows(ng.Binlogs); !has {
 			ng.NumRows = cp.NumOfRows
 		}
 		next.seg.put(&ng)
@@ -290,34 +288,63 @@ func appendFieldLogs(old []FieldLogs, add []*logpb.FieldLogs) []FieldLogs {
 	return out
 }
 
-// binlogRows sums the entries of the first field's binlogs.
-func binlogRows(fs []FieldLogs) (int64, bool) {
+// binlogRows sums the entries of the first field's binlogs (has=false
+// without any); ok=false when the sum overflows.
+func binlogRows(fs []FieldLogs) (rows int64, has, ok bool) {
 	if len(fs) == 0 || len(fs[0].Logs) == 0 {
-		return 0, false
+		return 0, false, true
 	}
-	return sumEntries(fs[0].Logs), true
+	rows, ok = sumEntries(fs[0].Logs)
+	return rows, true, ok
 }
 
-func sumEntries(ls []LogRef) int64 {
+func sumEntries(ls []LogRef) (int64, bool) {
 	var n int64
 	for _, l := range ls {
-		n += l.Entries
+		var ok bool
+		if n, ok = addCount(n, l.Entries); !ok {
+			return 0, false
+		}
 	}
-	return n
+	return n, true
 }
 
-func sumSize(ls []LogRef) int64 {
+func sumSize(ls []LogRef) (int64, bool) {
 	var n int64
 	for _, l := range ls {
-		n += l.MemorySize
+		var ok bool
+		if n, ok = addCount(n, l.MemorySize); !ok {
+			return 0, false
+		}
 	}
-	return n
+	return n, true
 }
 
-func logsSize(fs []FieldLogs) int64 {
+func logsSize(fs []FieldLogs) (int64, bool) {
 	var n int64
 	for _, f := range fs {
-		n += sumSize(f.Logs)
+		m, ok := sumSize(f.Logs)
+		if !ok {
+			return 0, false
+		}
+		if n, ok = addCount(n, m); !ok {
+			return 0, false
+		}
 	}
-	return n
+	return n, true
+}
+
+// segmentSize is the bytes of every binlog, stats log and delta log.
+func segmentSize(g *Segment) (int64, bool) {
+	a, ok1 := logsSize(g.Binlogs)
+	b, ok2 := logsSize(g.Statslogs)
+	c, ok3 := sumSize(g.Deltalogs)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, false
+	}
+	ab, ok := addCount(a, b)
+	if !ok {
+		return 0, false
+	}
+	return addCount(ab, c)
 }

@@ -36,8 +36,13 @@ type RecoveryInfo struct {
 // importing segments and finished segments without any position are
 // skipped; then Dropped → dropped, L0 → L0, Flushed → flushed, the rest
 // (Growing, Sealed, Flushing) → unflushed: a Flushing segment is not
-// persisted yet, so its new owner must rebuild and flush it. The seek position is the channel
-// checkpoint, else the earliest DML (or start) position of a live segment.
+// persisted yet, so its new owner must rebuild and flush it. The seek
+// position is the channel checkpoint (every VChannel a CreateCollection
+// broadcast made has one from its creation), else the earliest DML (or
+// start) position of a segment, else the beginning (zero). An unflushed
+// segment without any position may hold rows coordd has no position for
+// (buffered, never saved), and they may be before every known position:
+// then the seek is the beginning too.
 func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 	cp, hasCP := s.seg.cps.Get(vchannel)
 	coll, live := s.knownVChannel(vchannel)
@@ -53,6 +58,7 @@ func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 		return out, nil
 	}
 	var earliest Position
+	unpositioned := false
 	for _, g := range s.SegmentsOfVChannel(vchannel) {
 		if g.State == logpb.SegmentState_SEGMENT_IMPORTING {
 			continue
@@ -77,13 +83,15 @@ func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 		if p.IsZero() {
 			p = g.Start
 		}
+		unpositioned = unpositioned || (unflushed && p.IsZero())
 		if !p.IsZero() && (earliest.IsZero() || p.Less(earliest)) {
 			earliest = p
 		}
 	}
-	if hasCP {
+	switch {
+	case hasCP:
 		out.Seek = cp.Position
-	} else {
+	case !unpositioned:
 		out.Seek = earliest
 	}
 	return out, nil

@@ -51,9 +51,18 @@ func TestRecoveryInfo(t *testing.T) {
 		!eqIDs(ids(ri.DroppedSegments), []int64{4}) || !eqIDs(ids(ri.L0), []int64{6}) {
 		t.Fatalf("classification: unflushed %v flushed %v dropped %v l0 %v", ids(ri.Unflushed), ids(ri.Flushed), ids(ri.DroppedSegments), ids(ri.L0))
 	}
-	// No checkpoint: the earliest DML position of a live segment.
-	if ri.Seek.Timestamp != 100 || ri.Dropped || ri.CollectionID != coll {
+	// No checkpoint, and segment 3 (unflushed) has no position: its rows
+	// may be before every known position, so from the beginning.
+	if ri.Seek != (Position{}) || ri.Dropped || ri.CollectionID != coll {
 		t.Fatalf("seek %+v dropped %v coll %d", ri.Seek, ri.Dropped, ri.CollectionID)
+	}
+	// Once 3 has a start position: the earliest DML (or start) position of
+	// a live segment.
+	s, _ = mustApply(t, s, save(2, 54, 1, 185, func(b *logpb.SaveBinlogPaths) {
+		b.StartPositions = []*logpb.SegmentStartUpdate{{SegmentId: 3, Position: wpos(2, 130, 130)}}
+	}))
+	if ri, _ = s.RecoveryInfo(v0); ri.Seek.Timestamp != 100 {
+		t.Fatalf("seek %+v, want segment 1's DML position", ri.Seek)
 	}
 	s, _ = mustApply(t, s, cpUpdate(1, v0, 2, 105))
 	if ri, _ = s.RecoveryInfo(v0); ri.Seek.Timestamp != 105 {

@@ -28,8 +28,17 @@ const (
 )
 
 // segBase: base(), p0 → node 1 and p1 → node 2 at term 2, collection 100
-// with v0 and v1. The next global ID is 1.
+// with v0 and v1, and a TSO window up to segTSOLimitMs (reported time
+// ticks stay below it plus PositionSlackMs). The next global ID is 1.
 func segBase(more ...commands.Command) []commands.Command {
+	return concat(segBaseV1(), []commands.Command{extendTSO(segTSOLimitMs)}, more)
+}
+
+// segTSOLimitMs is segBase's committed TSO limit.
+const segTSOLimitMs = 1_000_000
+
+// segBaseV1 is segBase as the golden log v1 was recorded: no TSO window.
+func segBaseV1(more ...commands.Command) []commands.Command {
 	return concat(base(), assigned(p0, 1), assigned(p1, 2), []commands.Command{allocV(coll, 2)}, more)
 }
 
@@ -311,9 +320,10 @@ func TestApplyPruneDroppedSegments(t *testing.T) {
 	prune := func(term uint64, retention int64, max uint32, at int64) commands.Command {
 		return cmd(&logpb.PruneDroppedSegments{RetentionMs: retention, MaxCount: max, DecisionTerm: term}, withProposedAt(at))
 	}
-	// Segments 1 and 2 dropped at 2000 (by saves), 3 still growing.
+	// Segments 1 and 2 dropped at 2000 (by saves, DML positions at tick
+	// 100), 3 still growing; v0's checkpoint has passed them.
 	three := segBase(createSeg(v0, 1, 2), createSeg(v0, 1, 2), createSeg(v0, 1, 2),
-		save(1, 50, 10, 100, droppedSave), save(2, 51, 10, 100, droppedSave))
+		save(1, 50, 10, 100, droppedSave), save(2, 51, 10, 100, droppedSave), cpUpdate(1, v0, 2, 101))
 	runApplyCases(t, []applyCase{
 		{name: "too young: nothing pruned", setup: three, cmd: prune(2, 5000, 10, 6999), want: segResult(), unchanged: true},
 		{name: "old enough: pruned, oldest first, at most max", setup: three, cmd: prune(2, 5000, 1, 7000), want: segResult(1),

@@ -218,6 +218,12 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *logpb.SnapshotRecord_Dedup:
 			s.dedup = s.dedup.record(v.Dedup)
 		default:
+			if ok, err := s.readRetiredRecord(rec); ok {
+				if err != nil {
+					return nil, fmt.Errorf("%w: record %d: %v", errSnapshot, i+1, err)
+				}
+				continue
+			}
 			if !s.readTokenRecord(rec) {
 				return nil, fmt.Errorf("%w: record %d has unexpected kind %T", errSnapshot, i+1, rec.Record)
 			}
@@ -228,6 +234,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	}
 	s.cluster.members = members.Map()
 	segs.install(s)
+	s.rebuildForeignIndex()
 	if err := s.CheckInvariants(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errSnapshot, err)
 	}

@@ -21,7 +21,8 @@ type SyntheticShape struct {
 // Synthetic builds, deterministically and without the log, a state shaped
 // like a busy cluster's: 16 PChannels; VChannels in collections of 4; each
 // segment on one of them (10 consecutive segments per VChannel) with start
-// and DML positions and, once sealed, 4 fields × 2 insert binlogs plus a
+// and DML positions (PChannel term 1, within a committed TSO window) and,
+// once sealed, 4 fields × 2 insert binlogs plus a
 // stats log, states 10 % growing, 20 % sealed, 5 % flushing, 60 % flushed,
 // 5 % dropped; and tombstoned DDL broadcasts, each to 16 VChannels and the
 // control channel, every target acked. Every invariant holds on the result
@@ -85,10 +86,10 @@ func (s *State) addSyntheticSegments(n int) {
 		ts := uint64(449326301000000 + i)
 		g := &Segment{ID: id, CollectionID: coll, PartitionID: coll + 1, VChannel: vch, Level: logpb.SegmentLevel_LEVEL_L1,
 			State: states[i%len(states)], CreatedMs: 1700000000000 + int64(i), LastWriteMs: 1700000000000 + int64(i),
-			Start: Position{Term: 3, Offset: uint64(i), Timestamp: ts}, StorageVersion: 2}
+			Start: Position{Term: 1, Offset: uint64(i), Timestamp: ts}, StorageVersion: 2}
 		if g.State != logpb.SegmentState_SEGMENT_GROWING {
 			g.SealTs, g.SealedMs, g.SealReason = ts+100, g.CreatedMs+1000, logpb.SealReason_SEAL_CAPACITY
-			g.DML = Position{Term: 3, Offset: uint64(i) + 100, Timestamp: ts + 100}
+			g.DML = Position{Term: 1, Offset: uint64(i) + 100, Timestamp: ts + 100}
 			g.NumRows, g.Size = 100000, 120<<20
 			for f := int64(0); f < 4; f++ {
 				g.Binlogs = append(g.Binlogs, FieldLogs{FieldID: 100 + f, Logs: []LogRef{
@@ -103,6 +104,8 @@ func (s *State) addSyntheticSegments(n int) {
 		s.seg.put(g)
 	}
 	s.alloc.nextID = uint64(base + int64(n))
+	// The positions' time ticks came from a TSO window (position bounds).
+	s.alloc.tsoLimitPhysicalMs = max(s.alloc.tsoLimitPhysicalMs, PhysicalMs(uint64(449326301000000+n+100))+1)
 }
 
 // addSyntheticTombstones adds n finished CreateCollection broadcasts, each

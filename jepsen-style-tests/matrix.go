@@ -198,6 +198,11 @@ func Full() []scenario.Scenario {
 		{Name: "flush-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingFaults: true, StreamingArgs: scenario.FlushStreamingArgs,
 			Workloads: scenario.FlushWorkloads},
+		// Raft messages held by kind (a TimeoutNow past its term, slow
+		// appends, slow votes) with leadership transfers, kills and
+		// partitions.
+		{Name: "raft-delay-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), nemesis.RaftDelayKinds...), nemesis.Transfer, nemesis.IsolateLeader, nemesis.KillNode),
+			FirstFaults: nemesis.RaftDelayKinds, Duration: d, ExtraArgs: nemesis.FaultInjectionArgs},
 		// Manifest commits under every coordd fault kind.
 		{Name: "manifest-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, Workloads: scenario.ManifestWorkloads},

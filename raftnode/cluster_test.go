@@ -403,3 +403,22 @@ func idRange(t *testing.T, res *logpb.Result) (first, count uint64) {
 	}
 	return r.First, r.Count
 }
+
+// transferLeadership asks n to hand leadership to target (any member when
+// target is nil), again while the attempt failed with n still leading:
+// under load, catching the target up can outlast raft's transfer timeout
+// (one election timeout). It returns the last error if n never let go.
+func transferLeadership(n, target *raftnode.Node) error {
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		if target == nil {
+			err = n.TransferLeadership("", "")
+		} else {
+			err = n.TransferLeadership(target.ID(), target.RaftAddr())
+		}
+		if err == nil || !n.IsLeader() {
+			return nil
+		}
+	}
+	return err
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -21,13 +22,25 @@ import (
 // a deposed one, so the maximum over all of them is a safe lower bound.
 // Heartbeats carry no commit index and may bypass the consumer channel (the
 // TCP transport's fast path); they are not needed here.
+//
+// The same wrapper checks leadership transfers (transfer_guard.go) and, with
+// fault injection, delays RPCs (raft_delay.go).
 type commitWatch struct {
 	raft.Transport
-	out   chan raft.RPC
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	heard atomic.Uint64
+	logger hclog.Logger
+	out    chan raft.RPC
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	heard  atomic.Uint64
+
+	view               atomic.Pointer[raftView]
+	transferTerm       atomic.Uint64 // the term of the last transfer this member started
+	awaitTerm          atomic.Uint64 // an accepted TimeoutNow's term, until raft's election starts
+	electionStarted    chan struct{}
+	gate               sync.RWMutex // heartbeats read-lock it; an accepted TimeoutNow holds it
+	refusedTimeoutNows atomic.Uint64
+	faults             *faultDelays // nil: fault injection off
 }
 
 // commitWatchPreVote is a commitWatch over a transport that supports
@@ -43,9 +56,13 @@ func (w commitWatchPreVote) RequestPreVote(id raft.ServerID, target raft.ServerA
 }
 
 // watchCommits wraps t and starts forwarding its RPCs to raft. Close stops
-// the forwarding and closes t.
-func watchCommits(t raft.Transport) (raft.Transport, *commitWatch) {
-	w := &commitWatch{Transport: t, out: make(chan raft.RPC), stop: make(chan struct{}), done: make(chan struct{})}
+// the forwarding and closes t. faults enables SetRaftDelay.
+func watchCommits(t raft.Transport, logger hclog.Logger, faults bool) (raft.Transport, *commitWatch) {
+	w := &commitWatch{Transport: t, logger: logger, out: make(chan raft.RPC), stop: make(chan struct{}),
+		done: make(chan struct{}), electionStarted: make(chan struct{}, 1)}
+	if faults {
+		w.faults = newFaultDelays()
+	}
 	go w.run()
 	if pv, ok := t.(raft.WithPreVote); ok {
 		return commitWatchPreVote{commitWatch: w, pv: pv}, w
@@ -63,14 +80,30 @@ func (w *commitWatch) run() {
 		select {
 		case rpc := <-in:
 			w.observe(rpc)
-			select {
-			case w.out <- rpc:
-			case <-w.stop:
+			if kind := rpcKind(rpc); w.faults.delays(kind) {
+				w.hold(rpc, kind)
+				continue
+			}
+			if !w.deliver(rpc) {
 				return
 			}
 		case <-w.stop:
 			return
 		}
+	}
+}
+
+// deliver hands rpc to raft (a TimeoutNow only if it passes the transfer
+// check); false means the wrapper is stopping.
+func (w *commitWatch) deliver(rpc raft.RPC) bool {
+	if req, ok := rpc.Command.(*raft.TimeoutNowRequest); ok {
+		return w.deliverTimeoutNow(rpc, req)
+	}
+	select {
+	case w.out <- rpc:
+		return true
+	case <-w.stop:
+		return false
 	}
 }
 
@@ -97,6 +130,9 @@ func (w *commitWatch) Close() error {
 	w.once.Do(func() {
 		close(w.stop)
 		<-w.done
+		if w.faults != nil {
+			w.faults.held.Wait()
+		}
 		if c, ok := w.Transport.(io.Closer); ok {
 			err = c.Close()
 		}

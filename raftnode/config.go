@@ -84,6 +84,11 @@ type Config struct {
 	// member without them. Never set it in production.
 	TestOnlySkipIdentityCheck bool
 
+	// FaultInjection enables Node.SetRaftDelay, which holds received raft
+	// RPCs of a kind for a while (the Jepsen-style suite's raft-delay
+	// nemesis). Off in production.
+	FaultInjection bool
+
 	Logger hclog.Logger
 }
 

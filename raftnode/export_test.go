@@ -14,8 +14,17 @@ func (n *Node) ClassifyApplyError(err error) error { return n.classifyApplyError
 // out by its own clock (the zero time: it holds none).
 func (n *Node) LeaseEnd() time.Time {
 	now := time.Now()
-	if left := n.lease.remaining(n.establishedTerm.Load(), now); left > 0 {
+	if left := n.lease.remaining(n.establishedTerm.Load(), n.lease.now()); left > 0 {
 		return now.Add(left)
 	}
 	return time.Time{}
+}
+
+// HeldRaftRPCs is how many raft RPCs (or answers) fault injection holds
+// on this node right now.
+func (n *Node) HeldRaftRPCs() int64 {
+	if n.watch.faults == nil {
+		return 0
+	}
+	return n.watch.faults.holding.Load()
 }

@@ -229,7 +229,7 @@ func TestLinearizableReadAfterFailover(t *testing.T) {
 	}))
 	nodeA := c.node(a)
 	if l := c.waitLeader(); l != a {
-		if err := c.node(l).TransferLeadership(nodeA.ID(), nodeA.RaftAddr()); err != nil {
+		if err := transferLeadership(c.node(l), nodeA); err != nil {
 			t.Fatalf("transfer leadership from n%d to n%d: %v", l, a, err)
 		}
 		waitFor(t, electTimeout, func() bool { return c.leaderNow() == a }, "n%d to lead", a)

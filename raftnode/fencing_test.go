@@ -43,14 +43,14 @@ func TestDeposedRoutineDecisionIsRefused(t *testing.T) {
 
 	old := next("on the first leader")
 	a := c.node(old.node)
-	if err := a.TransferLeadership("", ""); err != nil {
+	if err := transferLeadership(a, nil); err != nil {
 		t.Fatalf("transfer leadership away from n%d: %v", old.node, err)
 	}
 	mid := next("on the second leader")
 	if mid.node == old.node || mid.term <= old.term {
 		t.Fatalf("second routine on n%d in term %d; want another node after term %d", mid.node, mid.term, old.term)
 	}
-	if err := c.node(mid.node).TransferLeadership(a.ID(), a.RaftAddr()); err != nil {
+	if err := transferLeadership(c.node(mid.node), a); err != nil {
 		t.Fatalf("transfer leadership back to n%d: %v", old.node, err)
 	}
 	again := next("on the first leader again")

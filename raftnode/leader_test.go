@@ -56,7 +56,7 @@ func TestLeaderRoutines(t *testing.T) {
 	if l := c.waitLeader(); l != first.node {
 		t.Fatalf("routine started on n%d but n%d leads", first.node, l)
 	}
-	if err := c.node(first.node).TransferLeadership("", ""); err != nil {
+	if err := transferLeadership(c.node(first.node), nil); err != nil {
 		t.Fatalf("transfer leadership: %v", err)
 	}
 	if stop := next(stops, "stop"); stop != first {

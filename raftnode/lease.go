@@ -19,7 +19,10 @@ import (
 //
 // What breaks the argument, and what the lease does about it:
 //   - a leadership transfer: the target's election bypasses the refusal, so
-//     the first transfer attempt ends the lease for the rest of the term;
+//     the first transfer attempt ends the lease for the rest of the term,
+//     and its TimeoutNow is accepted only in that term, from that leader
+//     (transfer_guard.go), so a late one cannot elect anybody in a later
+//     term's lease;
 //   - a membership change: a new configuration has other quorums, so the
 //     lease pauses while one is in progress and counts only entries
 //     submitted after it completed (a failed change ends it for the term);
@@ -29,34 +32,42 @@ import (
 //     while raft reports this member as leader of the established term.
 //
 // Every member must run the same HeartbeatTimeout (the lease trusts the
-// followers' timers to be at least as long as its own).
+// followers' timers to be at least as long as its own). Time is read from
+// leaseClock (CLOCK_BOOTTIME on Linux), which counts a system suspend, so
+// a leader resumed from one finds its lease over.
 type leaderLease struct {
-	d    time.Duration // 0: off
-	base time.Time     // monotonic origin of the offsets below
+	d time.Duration // 0: off
+	// clock gives the instants below (leaseClock: it counts suspend).
+	clock func() time.Duration
 
 	mu       sync.Mutex
 	term     uint64        // the term until belongs to
-	until    time.Duration // valid while now < until (offset from base)
+	until    time.Duration // valid while now < until
 	ended    uint64        // a term whose lease was ended for good (transfer, failed change)
 	changing int           // membership changes in progress
-	resumeAt time.Duration // entries submitted before this offset do not count
+	resumeAt time.Duration // entries submitted before this instant do not count
 	renewing bool          // a renewal barrier is in flight
 }
 
 func newLeaderLease(d time.Duration) *leaderLease {
-	return &leaderLease{d: d, base: time.Now()}
+	return &leaderLease{d: d, clock: leaseClock}
 }
 
 func (l *leaderLease) enabled() bool { return l != nil && l.d > 0 }
 
-func (l *leaderLease) offset(t time.Time) time.Duration { return t.Sub(l.base) }
+// now is the current instant on the lease's clock (0 when it is off).
+func (l *leaderLease) now() time.Duration {
+	if !l.enabled() {
+		return 0
+	}
+	return l.clock()
+}
 
-// extend records that an entry submitted at anchor in term committed.
-func (l *leaderLease) extend(term uint64, anchor time.Time) {
+// extend records that an entry submitted at instant at in term committed.
+func (l *leaderLease) extend(term uint64, at time.Duration) {
 	if !l.enabled() {
 		return
 	}
-	at := l.offset(anchor)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if term == 0 || term == l.ended || l.changing > 0 || at < l.resumeAt {
@@ -69,7 +80,7 @@ func (l *leaderLease) extend(term uint64, anchor time.Time) {
 }
 
 // remaining is how long the lease of term still runs at now (<= 0: none).
-func (l *leaderLease) remaining(term uint64, now time.Time) time.Duration {
+func (l *leaderLease) remaining(term uint64, now time.Duration) time.Duration {
 	if !l.enabled() {
 		return 0
 	}
@@ -78,7 +89,7 @@ func (l *leaderLease) remaining(term uint64, now time.Time) time.Duration {
 	if term == 0 || term != l.term || term == l.ended || l.changing > 0 {
 		return 0
 	}
-	return l.until - l.offset(now)
+	return l.until - now
 }
 
 // end revokes the lease of term for the rest of the term.
@@ -107,14 +118,14 @@ func (l *leaderLease) pause() {
 	l.until = 0
 }
 
-func (l *leaderLease) resume(term uint64, ok bool, now time.Time) {
+func (l *leaderLease) resume(term uint64, ok bool, now time.Duration) {
 	if !l.enabled() {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.changing--
-	l.resumeAt = max(l.resumeAt, l.offset(now))
+	l.resumeAt = max(l.resumeAt, now)
 	if !ok {
 		l.ended = term
 	}
@@ -123,7 +134,7 @@ func (l *leaderLease) resume(term uint64, ok bool, now time.Time) {
 // startRenewal reports whether the caller should renew the lease now: it
 // runs out within half its length and no renewal is in flight. The caller
 // must call renewalDone.
-func (l *leaderLease) startRenewal(term uint64, now time.Time) bool {
+func (l *leaderLease) startRenewal(term uint64, now time.Duration) bool {
 	if !l.enabled() {
 		return false
 	}
@@ -132,7 +143,7 @@ func (l *leaderLease) startRenewal(term uint64, now time.Time) bool {
 	if l.renewing || term == 0 || term == l.ended || l.changing > 0 {
 		return false
 	}
-	if term == l.term && l.until-l.offset(now) > l.d/2 {
+	if term == l.term && l.until-now > l.d/2 {
 		return false
 	}
 	l.renewing = true

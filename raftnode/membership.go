@@ -36,7 +36,7 @@ func (n *Node) AddVoter(id, raftAddr string) error {
 	term := n.raft.CurrentTerm()
 	n.lease.pause()
 	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 10*time.Second).Error()
-	n.lease.resume(term, err == nil, time.Now())
+	n.lease.resume(term, err == nil, n.lease.now())
 	if err != nil {
 		return n.membershipError("add voter "+id, err)
 	}
@@ -51,7 +51,7 @@ func (n *Node) RemoveServer(id string) error {
 	term := n.raft.CurrentTerm()
 	n.lease.pause()
 	err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
-	n.lease.resume(term, err == nil, time.Now())
+	n.lease.resume(term, err == nil, n.lease.now())
 	if err != nil {
 		return n.membershipError("remove "+id, err)
 	}
@@ -65,8 +65,12 @@ func (n *Node) TransferLeadership(targetID, targetAddr string) error {
 		return n.notLeader()
 	}
 	// The target's election bypasses the followers' refusal to vote while
-	// they know a leader: no lease for the rest of this term.
-	n.lease.end(n.raft.CurrentTerm())
+	// they know a leader: no lease for the rest of this term. The
+	// TimeoutNow carries this term, and a member accepts it only in this
+	// term from this leader (transfer_guard.go).
+	term := n.raft.CurrentTerm()
+	n.lease.end(term)
+	n.watch.startTransfer(term)
 	var f raft.Future
 	if targetID == "" {
 		f = n.raft.LeadershipTransfer()

@@ -72,7 +72,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
 	n.logStore = st.logs
-	n.logs = &watchedLogStore{LogStore: st.logs}
+	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.logs, snaps: st.snaps}}
 
 	var err error
 	trans := cfg.Transport
@@ -83,7 +83,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		trans = n.tcp
 	}
-	n.trans, n.watch = watchCommits(trans)
+	n.trans, n.watch = watchCommits(trans, cfg.Logger.Named("transport"), cfg.FaultInjection)
 	notify := make(chan bool, 16)
 	rc, err := cfg.raftConfig(notify)
 	if err != nil {
@@ -99,7 +99,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	err = guard(cfg.DataDir, "starting raft on it", func() error {
 		var rerr error
-		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans)
+		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, st.stable, n.snaps, n.trans)
 		return rerr
 	})
 	if err != nil {
@@ -110,6 +110,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.watch.setRaft(n.raft)
 	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 {
 		n.fsm.advance(snaps[0].Index)
 	}

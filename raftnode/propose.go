@@ -189,7 +189,7 @@ func (b *batcher) submit(batch []*proposal) {
 	}
 	// The entry does not exist before this instant, so its commit proves a
 	// quorum heard from this leader after it (see leaderLease).
-	anchor := time.Now()
+	anchor := b.n.lease.now()
 	f := b.n.raft.Apply(data, b.n.cfg.ApplyTimeout)
 	go func() {
 		defer release()

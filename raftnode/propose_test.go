@@ -108,7 +108,7 @@ func TestRequestIDDedupThroughRaft(t *testing.T) {
 	}
 
 	// The table is replicated state: a new leader answers the same way.
-	if err := leader.TransferLeadership("", ""); err != nil {
+	if err := transferLeadership(leader, nil); err != nil {
 		t.Fatalf("transfer leadership: %v", err)
 	}
 	nl := c.waitLeader(l)

@@ -78,6 +78,16 @@ type RestoreConfig struct {
 	// LogStore is the log store the member will run on (LogStoreBolt when
 	// empty); it is recorded in the data dir.
 	LogStore string
+	// IDFloor and TSOFloorMs, when set, are written as one
+	// RaiseAllocatorFloors entry right after the snapshot (at Index+1,
+	// Term): it is the first entry the restored member commits, so its
+	// first ID reservation and TSO window start at or above them
+	// (docs/operations.md#backup-and-restore). The snapshot itself stays
+	// the backup's state byte for byte.
+	IDFloor    uint64
+	TSOFloorMs int64
+	// NowMs stamps that entry (the restore's wall clock).
+	NowMs int64
 }
 
 // RestoreDataDir seeds a new cluster's first member from a backup: a new
@@ -148,15 +158,16 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	if err := recordLogStore(store, kind); err != nil {
 		return Identity{}, err
 	}
+	var logs raft.LogStore = store
 	if kind == LogStoreWAL {
-		// An empty raft-wal log, so the data dir is whole as recorded.
+		// The raft-wal log (empty, or holding just the floors entry
+		// below), so the data dir is whole as recorded.
 		w, err := openWAL(c.Dir, 0, nil)
 		if err != nil {
 			return Identity{}, err
 		}
-		if err := w.Close(); err != nil {
-			return Identity{}, fmt.Errorf("close the new %s log store: %w", LogStoreWAL, err)
-		}
+		defer w.Close()
+		logs = w
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.Dir, 2, hclogOrNull(nil))
 	if err != nil {
@@ -175,6 +186,9 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	}
 	if err := sink.Close(); err != nil {
 		return Identity{}, fmt.Errorf("finish snapshot: %w", err)
+	}
+	if err := writeAllocatorFloors(logs, c); err != nil {
+		return Identity{}, err
 	}
 	return ident, syncDir(c.Dir)
 }

@@ -88,10 +88,13 @@ type Storage struct {
 	// kind is LogStoreBolt.
 	store *raftboltdb.BoltStore
 	// logs is where the entries live: store, or wal.
-	logs  raft.LogStore
-	wal   *raftwal.WAL
-	kind  string
-	snaps *raft.FileSnapshotStore
+	logs raft.LogStore
+	wal  *raftwal.WAL
+	kind string
+	// stable is store as raft's StableStore: it records every durable
+	// term and vote in VoteFile too.
+	stable *recordingStable
+	snaps  *raft.FileSnapshotStore
 }
 
 // LogStore is the log store the data dir uses (LogStoreBolt or LogStoreWAL).
@@ -191,6 +194,14 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 		st.logs = st.wal
 	}
 	if err := guard(dir, "reading the log in "+where, func() error { return checkEntries(dir, where, st.logs, st.store, rep) }); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := guard(dir, "reading the term and vote in "+RaftDBFile, func() error {
+		var verr error
+		st.stable, verr = checkVote(dir, st.store, skip)
+		return verr
+	}); err != nil {
 		st.Close()
 		return nil, err
 	}

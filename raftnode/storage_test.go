@@ -22,8 +22,8 @@ import (
 )
 
 // seededDataDir returns a stopped single member's data dir holding two
-// snapshots and a log compacted past the older one (trailing logs 16 <
-// threshold 64, as the flags no longer allow, to make that case reachable).
+// snapshots and a log that starts after the older one (the member keeps the
+// log back to its older snapshot, whatever the trailing logs).
 func seededDataDir(t *testing.T) string {
 	t.Helper()
 	// Only the two snapshots taken here: a timed one in between would
@@ -139,6 +139,14 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 			}
 		}, false, "no readable meta.json"},
 		{"newest snapshot bit-flipped, log compacted past the older", func(t *testing.T, d string) {
+			// As a member compacted it before it kept the log back to its
+			// older snapshot.
+			first, _, snap := logBounds(t, d)
+			var below []uint64
+			for i := first; i < snap; i++ {
+				below = append(below, i)
+			}
+			deleteLogEntries(t, d, below...)
 			s := snapshotDirs(t, d)
 			flipBytes(t, filepath.Join(s[len(s)-1], "state.bin"), 10, 1)
 		}, false, "the newest intact snapshot ends at index"},

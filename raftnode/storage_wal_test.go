@@ -314,8 +314,13 @@ func TestWALInspectRecoverRestore(t *testing.T) {
 	}
 	rdir := filepath.Join(t.TempDir(), "restored")
 	if _, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: rdir, ID: "n0", RaftAddr: "inmem-n0",
-		Body: &snap, Index: rep.LastIndex, Term: rep.LastTerm, LogStore: raftnode.LogStoreWAL}); err != nil {
+		Body: &snap, Index: rep.LastIndex, Term: rep.LastTerm, LogStore: raftnode.LogStoreWAL,
+		IDFloor: rep.State.NextID() + 1000}); err != nil {
 		t.Fatal(err)
+	}
+	// The allocator floors entry went into the wal log.
+	if rr, err := raftnode.InspectDataDir(rdir); err != nil || rr.LogStore != raftnode.LogStoreWAL || rr.LastIndex != rep.LastIndex+1 {
+		t.Fatalf("restored data dir: %v; store %q, last index %d, want %d", err, rr.LogStore, rr.LastIndex, rep.LastIndex+1)
 	}
 	cfg := openCfg(rdir)
 	cfg.LogStore = raftnode.LogStoreBolt

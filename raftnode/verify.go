@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -15,6 +14,9 @@ import (
 // round that started after it arrived, which is what makes a read (or an
 // allocation from leader memory) linearizable: if the round succeeds, no
 // other leader can have been elected before the caller arrived.
+//
+// A round (quorumRound) counts only answers to heartbeats it sent itself,
+// after it began.
 type verifier struct {
 	n       *Node
 	mu      sync.Mutex
@@ -32,7 +34,7 @@ type verifier struct {
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	if n.lease.enabled() {
 		term := n.establishedTerm.Load()
-		now := time.Now()
+		now := n.lease.now()
 		left := n.lease.remaining(term, now)
 		if n.lease.startRenewal(term, now) {
 			go n.renewLease(term)
@@ -75,9 +77,7 @@ func (v *verifier) loop() {
 		v.mu.Unlock()
 		var err error
 		v.rounds.Add(1)
-		if e := v.n.raft.VerifyLeader().Error(); e != nil {
-			err = v.n.notLeader()
-		}
+		err = v.n.quorumRound()
 		for _, ch := range batch {
 			ch <- err
 		}
@@ -89,7 +89,7 @@ func (v *verifier) loop() {
 // log, so without it a leader serving only them would lose its lease.
 func (n *Node) renewLease(term uint64) {
 	defer n.lease.renewalDone()
-	anchor := time.Now()
+	anchor := n.lease.now()
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 		return
 	}

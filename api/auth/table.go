@@ -184,6 +184,10 @@ var routeRoles = map[string]Role{
 	"GET /debug/pprof/profile": RoleAdmin,
 	"GET /debug/pprof/symbol":  RoleAdmin,
 	"GET /debug/pprof/trace":   RoleAdmin,
+
+	// Test only (served only with --fault-injection): holds raft messages.
+	"GET /debug/raft-delay":  RoleAdmin,
+	"POST /debug/raft-delay": RoleAdmin,
 }
 
 // RouteRole is the role an HTTP route (ServeMux pattern) needs;

@@ -509,7 +509,19 @@ func (*RebalanceRequest) Descriptor() ([]byte, []int) {
 }
 
 type RebalanceResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// moves: the PChannels the round moved (empty: nothing moved).
+	Moves []*PChannelMove `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	// reason: why nothing moved (empty when something did), e.g. "placement
+	// is balanced" or "channels were assigned less than
+	// --min-rebalance-interval ago".
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// next_move_unix_ms: when a better placement that the minimum rebalance
+	// interval blocks becomes possible (0: no move is blocked).
+	NextMoveUnixMs int64 `protobuf:"varint,3,opt,name=next_move_unix_ms,json=nextMoveUnixMs,proto3" json:"next_move_unix_ms,omitempty"`
+	// round_done: false when the round did not finish within the call (it
+	// still runs; watch the PChannel list).
+	RoundDone     bool `protobuf:"varint,4,opt,name=round_done,json=roundDone,proto3" json:"round_done,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -544,6 +556,103 @@ func (*RebalanceResponse) Descriptor() ([]byte, []int) {
 	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{8}
 }
 
+func (x *RebalanceResponse) GetMoves() []*PChannelMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RebalanceResponse) GetNextMoveUnixMs() int64 {
+	if x != nil {
+		return x.NextMoveUnixMs
+	}
+	return 0
+}
+
+func (x *RebalanceResponse) GetRoundDone() bool {
+	if x != nil {
+		return x.RoundDone
+	}
+	return false
+}
+
+// PChannelMove is one assignment a rebalance round committed.
+type PChannelMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pchannel      string                 `protobuf:"bytes,1,opt,name=pchannel,proto3" json:"pchannel,omitempty"`
+	FromNodeId    uint64                 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"` // 0: it had no healthy owner
+	ToNodeId      uint64                 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	Term          int64                  `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PChannelMove) Reset() {
+	*x = PChannelMove{}
+	mi := &file_coordd_v1_channels_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PChannelMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PChannelMove) ProtoMessage() {}
+
+func (x *PChannelMove) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_channels_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PChannelMove.ProtoReflect.Descriptor instead.
+func (*PChannelMove) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PChannelMove) GetPchannel() string {
+	if x != nil {
+		return x.Pchannel
+	}
+	return ""
+}
+
+func (x *PChannelMove) GetFromNodeId() uint64 {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return 0
+}
+
+func (x *PChannelMove) GetToNodeId() uint64 {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return 0
+}
+
+func (x *PChannelMove) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 type StreamingNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -557,13 +666,17 @@ type StreamingNode struct {
 	Pchannels        []string `protobuf:"bytes,8,rep,name=pchannels,proto3" json:"pchannels,omitempty"`
 	// last_heartbeat_ms_ago is known only to the leader (-1 elsewhere).
 	LastHeartbeatMsAgo int64 `protobuf:"varint,9,opt,name=last_heartbeat_ms_ago,json=lastHeartbeatMsAgo,proto3" json:"last_heartbeat_ms_ago,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// node_ttl_ms: the leader's --node-ttl, with last_heartbeat_ms_ago (0
+	// elsewhere): a node silent for that long is marked DOWN and its
+	// PChannels move, so a client waiting on it can say when.
+	NodeTtlMs     int64 `protobuf:"varint,10,opt,name=node_ttl_ms,json=nodeTtlMs,proto3" json:"node_ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamingNode) Reset() {
 	*x = StreamingNode{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[9]
+	mi := &file_coordd_v1_channels_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +688,7 @@ func (x *StreamingNode) String() string {
 func (*StreamingNode) ProtoMessage() {}
 
 func (x *StreamingNode) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[9]
+	mi := &file_coordd_v1_channels_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +701,7 @@ func (x *StreamingNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamingNode.ProtoReflect.Descriptor instead.
 func (*StreamingNode) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{9}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamingNode) GetId() uint64 {
@@ -654,6 +767,13 @@ func (x *StreamingNode) GetLastHeartbeatMsAgo() int64 {
 	return 0
 }
 
+func (x *StreamingNode) GetNodeTtlMs() int64 {
+	if x != nil {
+		return x.NodeTtlMs
+	}
+	return 0
+}
+
 type ListNodesRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Consistency ReadConsistency        `protobuf:"varint,1,opt,name=consistency,proto3,enum=coordd.v1.ReadConsistency" json:"consistency,omitempty"`
@@ -665,7 +785,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[10]
+	mi := &file_coordd_v1_channels_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +797,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[10]
+	mi := &file_coordd_v1_channels_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +810,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{10}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListNodesRequest) GetConsistency() ReadConsistency {
@@ -716,7 +836,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[11]
+	mi := &file_coordd_v1_channels_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +848,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[11]
+	mi := &file_coordd_v1_channels_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +861,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{11}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesResponse) GetNodes() []*StreamingNode {
@@ -761,7 +881,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[12]
+	mi := &file_coordd_v1_channels_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +893,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[12]
+	mi := &file_coordd_v1_channels_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +906,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{12}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainNodeRequest) GetNodeId() uint64 {
@@ -812,7 +932,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[13]
+	mi := &file_coordd_v1_channels_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +944,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[13]
+	mi := &file_coordd_v1_channels_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +957,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{13}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainNodeResponse) GetNode() *StreamingNode {
@@ -858,7 +978,7 @@ type AllocVirtualChannelsRequest struct {
 
 func (x *AllocVirtualChannelsRequest) Reset() {
 	*x = AllocVirtualChannelsRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[14]
+	mi := &file_coordd_v1_channels_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +990,7 @@ func (x *AllocVirtualChannelsRequest) String() string {
 func (*AllocVirtualChannelsRequest) ProtoMessage() {}
 
 func (x *AllocVirtualChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[14]
+	mi := &file_coordd_v1_channels_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1003,7 @@ func (x *AllocVirtualChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocVirtualChannelsRequest.ProtoReflect.Descriptor instead.
 func (*AllocVirtualChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{14}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AllocVirtualChannelsRequest) GetCollectionId() int64 {
@@ -916,7 +1036,7 @@ type AllocVirtualChannelsResponse struct {
 
 func (x *AllocVirtualChannelsResponse) Reset() {
 	*x = AllocVirtualChannelsResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[15]
+	mi := &file_coordd_v1_channels_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1048,7 @@ func (x *AllocVirtualChannelsResponse) String() string {
 func (*AllocVirtualChannelsResponse) ProtoMessage() {}
 
 func (x *AllocVirtualChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[15]
+	mi := &file_coordd_v1_channels_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1061,7 @@ func (x *AllocVirtualChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocVirtualChannelsResponse.ProtoReflect.Descriptor instead.
 func (*AllocVirtualChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{15}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AllocVirtualChannelsResponse) GetVchannels() []string {
@@ -961,7 +1081,7 @@ type DropVirtualChannelsRequest struct {
 
 func (x *DropVirtualChannelsRequest) Reset() {
 	*x = DropVirtualChannelsRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[16]
+	mi := &file_coordd_v1_channels_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1093,7 @@ func (x *DropVirtualChannelsRequest) String() string {
 func (*DropVirtualChannelsRequest) ProtoMessage() {}
 
 func (x *DropVirtualChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[16]
+	mi := &file_coordd_v1_channels_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1106,7 @@ func (x *DropVirtualChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropVirtualChannelsRequest.ProtoReflect.Descriptor instead.
 func (*DropVirtualChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{16}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DropVirtualChannelsRequest) GetCollectionId() int64 {
@@ -1011,7 +1131,7 @@ type DropVirtualChannelsResponse struct {
 
 func (x *DropVirtualChannelsResponse) Reset() {
 	*x = DropVirtualChannelsResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[17]
+	mi := &file_coordd_v1_channels_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1143,7 @@ func (x *DropVirtualChannelsResponse) String() string {
 func (*DropVirtualChannelsResponse) ProtoMessage() {}
 
 func (x *DropVirtualChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[17]
+	mi := &file_coordd_v1_channels_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1156,7 @@ func (x *DropVirtualChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropVirtualChannelsResponse.ProtoReflect.Descriptor instead.
 func (*DropVirtualChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{17}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{18}
 }
 
 type ListVirtualChannelsRequest struct {
@@ -1050,7 +1170,7 @@ type ListVirtualChannelsRequest struct {
 
 func (x *ListVirtualChannelsRequest) Reset() {
 	*x = ListVirtualChannelsRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[18]
+	mi := &file_coordd_v1_channels_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1182,7 @@ func (x *ListVirtualChannelsRequest) String() string {
 func (*ListVirtualChannelsRequest) ProtoMessage() {}
 
 func (x *ListVirtualChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[18]
+	mi := &file_coordd_v1_channels_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1195,7 @@ func (x *ListVirtualChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVirtualChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListVirtualChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{18}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListVirtualChannelsRequest) GetConsistency() ReadConsistency {
@@ -1102,7 +1222,7 @@ type CollectionVChannels struct {
 
 func (x *CollectionVChannels) Reset() {
 	*x = CollectionVChannels{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[19]
+	mi := &file_coordd_v1_channels_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1234,7 @@ func (x *CollectionVChannels) String() string {
 func (*CollectionVChannels) ProtoMessage() {}
 
 func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[19]
+	mi := &file_coordd_v1_channels_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1247,7 @@ func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
 func (*CollectionVChannels) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{19}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CollectionVChannels) GetCollectionId() int64 {
@@ -1153,7 +1273,7 @@ type ListVirtualChannelsResponse struct {
 
 func (x *ListVirtualChannelsResponse) Reset() {
 	*x = ListVirtualChannelsResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[20]
+	mi := &file_coordd_v1_channels_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1285,7 @@ func (x *ListVirtualChannelsResponse) String() string {
 func (*ListVirtualChannelsResponse) ProtoMessage() {}
 
 func (x *ListVirtualChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[20]
+	mi := &file_coordd_v1_channels_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1298,7 @@ func (x *ListVirtualChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVirtualChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListVirtualChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{20}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListVirtualChannelsResponse) GetCollections() []*CollectionVChannels {
@@ -1198,7 +1318,7 @@ type ReplicateCluster struct {
 
 func (x *ReplicateCluster) Reset() {
 	*x = ReplicateCluster{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[21]
+	mi := &file_coordd_v1_channels_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1330,7 @@ func (x *ReplicateCluster) String() string {
 func (*ReplicateCluster) ProtoMessage() {}
 
 func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[21]
+	mi := &file_coordd_v1_channels_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1343,7 @@ func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateCluster.ProtoReflect.Descriptor instead.
 func (*ReplicateCluster) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{21}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplicateCluster) GetClusterId() string {
@@ -1250,7 +1370,7 @@ type ReplicateTopology struct {
 
 func (x *ReplicateTopology) Reset() {
 	*x = ReplicateTopology{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[22]
+	mi := &file_coordd_v1_channels_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1382,7 @@ func (x *ReplicateTopology) String() string {
 func (*ReplicateTopology) ProtoMessage() {}
 
 func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[22]
+	mi := &file_coordd_v1_channels_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1395,7 @@ func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateTopology.ProtoReflect.Descriptor instead.
 func (*ReplicateTopology) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{22}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplicateTopology) GetSourceClusterId() string {
@@ -1302,7 +1422,7 @@ type ReplicateConfiguration struct {
 
 func (x *ReplicateConfiguration) Reset() {
 	*x = ReplicateConfiguration{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[23]
+	mi := &file_coordd_v1_channels_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1434,7 @@ func (x *ReplicateConfiguration) String() string {
 func (*ReplicateConfiguration) ProtoMessage() {}
 
 func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[23]
+	mi := &file_coordd_v1_channels_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1447,7 @@ func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateConfiguration.ProtoReflect.Descriptor instead.
 func (*ReplicateConfiguration) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{23}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReplicateConfiguration) GetClusters() []*ReplicateCluster {
@@ -1353,7 +1473,7 @@ type UpdateReplicateConfigurationRequest struct {
 
 func (x *UpdateReplicateConfigurationRequest) Reset() {
 	*x = UpdateReplicateConfigurationRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[24]
+	mi := &file_coordd_v1_channels_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1485,7 @@ func (x *UpdateReplicateConfigurationRequest) String() string {
 func (*UpdateReplicateConfigurationRequest) ProtoMessage() {}
 
 func (x *UpdateReplicateConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[24]
+	mi := &file_coordd_v1_channels_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1498,7 @@ func (x *UpdateReplicateConfigurationRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdateReplicateConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*UpdateReplicateConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{24}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateReplicateConfigurationRequest) GetConfig() *ReplicateConfiguration {
@@ -1396,7 +1516,7 @@ type UpdateReplicateConfigurationResponse struct {
 
 func (x *UpdateReplicateConfigurationResponse) Reset() {
 	*x = UpdateReplicateConfigurationResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[25]
+	mi := &file_coordd_v1_channels_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1528,7 @@ func (x *UpdateReplicateConfigurationResponse) String() string {
 func (*UpdateReplicateConfigurationResponse) ProtoMessage() {}
 
 func (x *UpdateReplicateConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[25]
+	mi := &file_coordd_v1_channels_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1541,7 @@ func (x *UpdateReplicateConfigurationResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use UpdateReplicateConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*UpdateReplicateConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{25}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{26}
 }
 
 type ResetReplicateRoleRequest struct {
@@ -1434,7 +1554,7 @@ type ResetReplicateRoleRequest struct {
 
 func (x *ResetReplicateRoleRequest) Reset() {
 	*x = ResetReplicateRoleRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[26]
+	mi := &file_coordd_v1_channels_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1566,7 @@ func (x *ResetReplicateRoleRequest) String() string {
 func (*ResetReplicateRoleRequest) ProtoMessage() {}
 
 func (x *ResetReplicateRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[26]
+	mi := &file_coordd_v1_channels_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1579,7 @@ func (x *ResetReplicateRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetReplicateRoleRequest.ProtoReflect.Descriptor instead.
 func (*ResetReplicateRoleRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{26}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResetReplicateRoleRequest) GetReason() string {
@@ -1477,7 +1597,7 @@ type GetReplicateConfigurationRequest struct {
 
 func (x *GetReplicateConfigurationRequest) Reset() {
 	*x = GetReplicateConfigurationRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[27]
+	mi := &file_coordd_v1_channels_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1609,7 @@ func (x *GetReplicateConfigurationRequest) String() string {
 func (*GetReplicateConfigurationRequest) ProtoMessage() {}
 
 func (x *GetReplicateConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[27]
+	mi := &file_coordd_v1_channels_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1622,7 @@ func (x *GetReplicateConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicateConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*GetReplicateConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{27}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{28}
 }
 
 type GetReplicateConfigurationResponse struct {
@@ -1517,7 +1637,7 @@ type GetReplicateConfigurationResponse struct {
 
 func (x *GetReplicateConfigurationResponse) Reset() {
 	*x = GetReplicateConfigurationResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[28]
+	mi := &file_coordd_v1_channels_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1649,7 @@ func (x *GetReplicateConfigurationResponse) String() string {
 func (*GetReplicateConfigurationResponse) ProtoMessage() {}
 
 func (x *GetReplicateConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[28]
+	mi := &file_coordd_v1_channels_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1662,7 @@ func (x *GetReplicateConfigurationResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use GetReplicateConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*GetReplicateConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{28}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetReplicateConfigurationResponse) GetConfig() *ReplicateConfiguration {
@@ -1576,7 +1696,7 @@ type WatchAssignmentsRequest struct {
 
 func (x *WatchAssignmentsRequest) Reset() {
 	*x = WatchAssignmentsRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[29]
+	mi := &file_coordd_v1_channels_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1708,7 @@ func (x *WatchAssignmentsRequest) String() string {
 func (*WatchAssignmentsRequest) ProtoMessage() {}
 
 func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[29]
+	mi := &file_coordd_v1_channels_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1721,7 @@ func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAssignmentsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAssignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{29}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchAssignmentsRequest) GetFromVersion() *Version {
@@ -1624,7 +1744,7 @@ type ChannelAssignment struct {
 
 func (x *ChannelAssignment) Reset() {
 	*x = ChannelAssignment{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[30]
+	mi := &file_coordd_v1_channels_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1756,7 @@ func (x *ChannelAssignment) String() string {
 func (*ChannelAssignment) ProtoMessage() {}
 
 func (x *ChannelAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[30]
+	mi := &file_coordd_v1_channels_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1769,7 @@ func (x *ChannelAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelAssignment.ProtoReflect.Descriptor instead.
 func (*ChannelAssignment) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{30}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ChannelAssignment) GetPchannel() string {
@@ -1704,7 +1824,7 @@ type AssignmentUpdate struct {
 
 func (x *AssignmentUpdate) Reset() {
 	*x = AssignmentUpdate{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[31]
+	mi := &file_coordd_v1_channels_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1836,7 @@ func (x *AssignmentUpdate) String() string {
 func (*AssignmentUpdate) ProtoMessage() {}
 
 func (x *AssignmentUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[31]
+	mi := &file_coordd_v1_channels_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1849,7 @@ func (x *AssignmentUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentUpdate.ProtoReflect.Descriptor instead.
 func (*AssignmentUpdate) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{31}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AssignmentUpdate) GetVersion() *Version {
@@ -1785,7 +1905,7 @@ type ReportAssignmentErrorRequest struct {
 
 func (x *ReportAssignmentErrorRequest) Reset() {
 	*x = ReportAssignmentErrorRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[32]
+	mi := &file_coordd_v1_channels_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1917,7 @@ func (x *ReportAssignmentErrorRequest) String() string {
 func (*ReportAssignmentErrorRequest) ProtoMessage() {}
 
 func (x *ReportAssignmentErrorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[32]
+	mi := &file_coordd_v1_channels_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1930,7 @@ func (x *ReportAssignmentErrorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAssignmentErrorRequest.ProtoReflect.Descriptor instead.
 func (*ReportAssignmentErrorRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{32}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportAssignmentErrorRequest) GetPchannel() string {
@@ -1844,7 +1964,7 @@ type ReportAssignmentErrorResponse struct {
 
 func (x *ReportAssignmentErrorResponse) Reset() {
 	*x = ReportAssignmentErrorResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[33]
+	mi := &file_coordd_v1_channels_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1976,7 @@ func (x *ReportAssignmentErrorResponse) String() string {
 func (*ReportAssignmentErrorResponse) ProtoMessage() {}
 
 func (x *ReportAssignmentErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[33]
+	mi := &file_coordd_v1_channels_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +1989,7 @@ func (x *ReportAssignmentErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAssignmentErrorResponse.ProtoReflect.Descriptor instead.
 func (*ReportAssignmentErrorResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{33}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportAssignmentErrorResponse) GetMarked() bool {
@@ -1892,7 +2012,7 @@ type RegisterStreamingNodeRequest struct {
 
 func (x *RegisterStreamingNodeRequest) Reset() {
 	*x = RegisterStreamingNodeRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[34]
+	mi := &file_coordd_v1_channels_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2024,7 @@ func (x *RegisterStreamingNodeRequest) String() string {
 func (*RegisterStreamingNodeRequest) ProtoMessage() {}
 
 func (x *RegisterStreamingNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[34]
+	mi := &file_coordd_v1_channels_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2037,7 @@ func (x *RegisterStreamingNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterStreamingNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterStreamingNodeRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{34}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterStreamingNodeRequest) GetAddress() string {
@@ -1954,7 +2074,7 @@ type RegisterStreamingNodeResponse struct {
 
 func (x *RegisterStreamingNodeResponse) Reset() {
 	*x = RegisterStreamingNodeResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[35]
+	mi := &file_coordd_v1_channels_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2086,7 @@ func (x *RegisterStreamingNodeResponse) String() string {
 func (*RegisterStreamingNodeResponse) ProtoMessage() {}
 
 func (x *RegisterStreamingNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[35]
+	mi := &file_coordd_v1_channels_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2099,7 @@ func (x *RegisterStreamingNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterStreamingNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterStreamingNodeResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{35}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegisterStreamingNodeResponse) GetNodeId() uint64 {
@@ -2014,7 +2134,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[36]
+	mi := &file_coordd_v1_channels_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2146,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[36]
+	mi := &file_coordd_v1_channels_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2159,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{36}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HeartbeatRequest) GetNodeId() uint64 {
@@ -2075,7 +2195,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2207,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[37]
+	mi := &file_coordd_v1_channels_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2220,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{37}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HeartbeatResponse) GetCoordTerm() uint64 {
@@ -2134,7 +2254,7 @@ type NodeSessionRequest struct {
 
 func (x *NodeSessionRequest) Reset() {
 	*x = NodeSessionRequest{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2266,7 @@ func (x *NodeSessionRequest) String() string {
 func (*NodeSessionRequest) ProtoMessage() {}
 
 func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[38]
+	mi := &file_coordd_v1_channels_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2279,7 @@ func (x *NodeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionRequest.ProtoReflect.Descriptor instead.
 func (*NodeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{38}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeSessionRequest) GetNodeId() uint64 {
@@ -2187,7 +2307,7 @@ type NodeSessionResponse struct {
 
 func (x *NodeSessionResponse) Reset() {
 	*x = NodeSessionResponse{}
-	mi := &file_coordd_v1_channels_proto_msgTypes[39]
+	mi := &file_coordd_v1_channels_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2319,7 @@ func (x *NodeSessionResponse) String() string {
 func (*NodeSessionResponse) ProtoMessage() {}
 
 func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_channels_proto_msgTypes[39]
+	mi := &file_coordd_v1_channels_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2332,7 @@ func (x *NodeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSessionResponse.ProtoReflect.Descriptor instead.
 func (*NodeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{39}
+	return file_coordd_v1_channels_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeSessionResponse) GetState() string {
@@ -2269,8 +2389,20 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x05names\x18\x01 \x03(\tR\x05names\",\n" +
 	"\x14AddPChannelsResponse\x12\x14\n" +
 	"\x05added\x18\x01 \x01(\rR\x05added\"\x12\n" +
-	"\x10RebalanceRequest\"\x13\n" +
-	"\x11RebalanceResponse\"\xa3\x02\n" +
+	"\x10RebalanceRequest\"\xa4\x01\n" +
+	"\x11RebalanceResponse\x12-\n" +
+	"\x05moves\x18\x01 \x03(\v2\x17.coordd.v1.PChannelMoveR\x05moves\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
+	"\x11next_move_unix_ms\x18\x03 \x01(\x03R\x0enextMoveUnixMs\x12\x1d\n" +
+	"\n" +
+	"round_done\x18\x04 \x01(\bR\troundDone\"~\n" +
+	"\fPChannelMove\x12\x1a\n" +
+	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12 \n" +
+	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
+	"fromNodeId\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x03R\x04term\"\xc3\x02\n" +
 	"\rStreamingNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
@@ -2280,7 +2412,9 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12,\n" +
 	"\x12registered_unix_ms\x18\a \x01(\x03R\x10registeredUnixMs\x12\x1c\n" +
 	"\tpchannels\x18\b \x03(\tR\tpchannels\x121\n" +
-	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\"s\n" +
+	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\x12\x1e\n" +
+	"\vnode_ttl_ms\x18\n" +
+	" \x01(\x03R\tnodeTtlMs\"s\n" +
 	"\x10ListNodesRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\x12!\n" +
 	"\finclude_down\x18\x02 \x01(\bR\vincludeDown\"C\n" +
@@ -2412,7 +2546,7 @@ func file_coordd_v1_channels_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_channels_proto_rawDescData
 }
 
-var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_coordd_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_coordd_v1_channels_proto_goTypes = []any{
 	(*Version)(nil),                              // 0: coordd.v1.Version
 	(*PChannelHistory)(nil),                      // 1: coordd.v1.PChannelHistory
@@ -2423,101 +2557,103 @@ var file_coordd_v1_channels_proto_goTypes = []any{
 	(*AddPChannelsResponse)(nil),                 // 6: coordd.v1.AddPChannelsResponse
 	(*RebalanceRequest)(nil),                     // 7: coordd.v1.RebalanceRequest
 	(*RebalanceResponse)(nil),                    // 8: coordd.v1.RebalanceResponse
-	(*StreamingNode)(nil),                        // 9: coordd.v1.StreamingNode
-	(*ListNodesRequest)(nil),                     // 10: coordd.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),                    // 11: coordd.v1.ListNodesResponse
-	(*DrainNodeRequest)(nil),                     // 12: coordd.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                    // 13: coordd.v1.DrainNodeResponse
-	(*AllocVirtualChannelsRequest)(nil),          // 14: coordd.v1.AllocVirtualChannelsRequest
-	(*AllocVirtualChannelsResponse)(nil),         // 15: coordd.v1.AllocVirtualChannelsResponse
-	(*DropVirtualChannelsRequest)(nil),           // 16: coordd.v1.DropVirtualChannelsRequest
-	(*DropVirtualChannelsResponse)(nil),          // 17: coordd.v1.DropVirtualChannelsResponse
-	(*ListVirtualChannelsRequest)(nil),           // 18: coordd.v1.ListVirtualChannelsRequest
-	(*CollectionVChannels)(nil),                  // 19: coordd.v1.CollectionVChannels
-	(*ListVirtualChannelsResponse)(nil),          // 20: coordd.v1.ListVirtualChannelsResponse
-	(*ReplicateCluster)(nil),                     // 21: coordd.v1.ReplicateCluster
-	(*ReplicateTopology)(nil),                    // 22: coordd.v1.ReplicateTopology
-	(*ReplicateConfiguration)(nil),               // 23: coordd.v1.ReplicateConfiguration
-	(*UpdateReplicateConfigurationRequest)(nil),  // 24: coordd.v1.UpdateReplicateConfigurationRequest
-	(*UpdateReplicateConfigurationResponse)(nil), // 25: coordd.v1.UpdateReplicateConfigurationResponse
-	(*ResetReplicateRoleRequest)(nil),            // 26: coordd.v1.ResetReplicateRoleRequest
-	(*GetReplicateConfigurationRequest)(nil),     // 27: coordd.v1.GetReplicateConfigurationRequest
-	(*GetReplicateConfigurationResponse)(nil),    // 28: coordd.v1.GetReplicateConfigurationResponse
-	(*WatchAssignmentsRequest)(nil),              // 29: coordd.v1.WatchAssignmentsRequest
-	(*ChannelAssignment)(nil),                    // 30: coordd.v1.ChannelAssignment
-	(*AssignmentUpdate)(nil),                     // 31: coordd.v1.AssignmentUpdate
-	(*ReportAssignmentErrorRequest)(nil),         // 32: coordd.v1.ReportAssignmentErrorRequest
-	(*ReportAssignmentErrorResponse)(nil),        // 33: coordd.v1.ReportAssignmentErrorResponse
-	(*RegisterStreamingNodeRequest)(nil),         // 34: coordd.v1.RegisterStreamingNodeRequest
-	(*RegisterStreamingNodeResponse)(nil),        // 35: coordd.v1.RegisterStreamingNodeResponse
-	(*HeartbeatRequest)(nil),                     // 36: coordd.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                    // 37: coordd.v1.HeartbeatResponse
-	(*NodeSessionRequest)(nil),                   // 38: coordd.v1.NodeSessionRequest
-	(*NodeSessionResponse)(nil),                  // 39: coordd.v1.NodeSessionResponse
-	(ReadConsistency)(0),                         // 40: coordd.v1.ReadConsistency
+	(*PChannelMove)(nil),                         // 9: coordd.v1.PChannelMove
+	(*StreamingNode)(nil),                        // 10: coordd.v1.StreamingNode
+	(*ListNodesRequest)(nil),                     // 11: coordd.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                    // 12: coordd.v1.ListNodesResponse
+	(*DrainNodeRequest)(nil),                     // 13: coordd.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                    // 14: coordd.v1.DrainNodeResponse
+	(*AllocVirtualChannelsRequest)(nil),          // 15: coordd.v1.AllocVirtualChannelsRequest
+	(*AllocVirtualChannelsResponse)(nil),         // 16: coordd.v1.AllocVirtualChannelsResponse
+	(*DropVirtualChannelsRequest)(nil),           // 17: coordd.v1.DropVirtualChannelsRequest
+	(*DropVirtualChannelsResponse)(nil),          // 18: coordd.v1.DropVirtualChannelsResponse
+	(*ListVirtualChannelsRequest)(nil),           // 19: coordd.v1.ListVirtualChannelsRequest
+	(*CollectionVChannels)(nil),                  // 20: coordd.v1.CollectionVChannels
+	(*ListVirtualChannelsResponse)(nil),          // 21: coordd.v1.ListVirtualChannelsResponse
+	(*ReplicateCluster)(nil),                     // 22: coordd.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),                    // 23: coordd.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),               // 24: coordd.v1.ReplicateConfiguration
+	(*UpdateReplicateConfigurationRequest)(nil),  // 25: coordd.v1.UpdateReplicateConfigurationRequest
+	(*UpdateReplicateConfigurationResponse)(nil), // 26: coordd.v1.UpdateReplicateConfigurationResponse
+	(*ResetReplicateRoleRequest)(nil),            // 27: coordd.v1.ResetReplicateRoleRequest
+	(*GetReplicateConfigurationRequest)(nil),     // 28: coordd.v1.GetReplicateConfigurationRequest
+	(*GetReplicateConfigurationResponse)(nil),    // 29: coordd.v1.GetReplicateConfigurationResponse
+	(*WatchAssignmentsRequest)(nil),              // 30: coordd.v1.WatchAssignmentsRequest
+	(*ChannelAssignment)(nil),                    // 31: coordd.v1.ChannelAssignment
+	(*AssignmentUpdate)(nil),                     // 32: coordd.v1.AssignmentUpdate
+	(*ReportAssignmentErrorRequest)(nil),         // 33: coordd.v1.ReportAssignmentErrorRequest
+	(*ReportAssignmentErrorResponse)(nil),        // 34: coordd.v1.ReportAssignmentErrorResponse
+	(*RegisterStreamingNodeRequest)(nil),         // 35: coordd.v1.RegisterStreamingNodeRequest
+	(*RegisterStreamingNodeResponse)(nil),        // 36: coordd.v1.RegisterStreamingNodeResponse
+	(*HeartbeatRequest)(nil),                     // 37: coordd.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                    // 38: coordd.v1.HeartbeatResponse
+	(*NodeSessionRequest)(nil),                   // 39: coordd.v1.NodeSessionRequest
+	(*NodeSessionResponse)(nil),                  // 40: coordd.v1.NodeSessionResponse
+	(ReadConsistency)(0),                         // 41: coordd.v1.ReadConsistency
 }
 var file_coordd_v1_channels_proto_depIdxs = []int32{
 	1,  // 0: coordd.v1.PChannel.histories:type_name -> coordd.v1.PChannelHistory
-	40, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	41, // 1: coordd.v1.ListPChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	2,  // 2: coordd.v1.ListPChannelsResponse.pchannels:type_name -> coordd.v1.PChannel
 	0,  // 3: coordd.v1.ListPChannelsResponse.version:type_name -> coordd.v1.Version
-	40, // 4: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
-	9,  // 5: coordd.v1.ListNodesResponse.nodes:type_name -> coordd.v1.StreamingNode
-	9,  // 6: coordd.v1.DrainNodeResponse.node:type_name -> coordd.v1.StreamingNode
-	40, // 7: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
-	19, // 8: coordd.v1.ListVirtualChannelsResponse.collections:type_name -> coordd.v1.CollectionVChannels
-	21, // 9: coordd.v1.ReplicateConfiguration.clusters:type_name -> coordd.v1.ReplicateCluster
-	22, // 10: coordd.v1.ReplicateConfiguration.topology:type_name -> coordd.v1.ReplicateTopology
-	23, // 11: coordd.v1.UpdateReplicateConfigurationRequest.config:type_name -> coordd.v1.ReplicateConfiguration
-	23, // 12: coordd.v1.GetReplicateConfigurationResponse.config:type_name -> coordd.v1.ReplicateConfiguration
-	0,  // 13: coordd.v1.WatchAssignmentsRequest.from_version:type_name -> coordd.v1.Version
-	0,  // 14: coordd.v1.AssignmentUpdate.version:type_name -> coordd.v1.Version
-	9,  // 15: coordd.v1.AssignmentUpdate.nodes:type_name -> coordd.v1.StreamingNode
-	30, // 16: coordd.v1.AssignmentUpdate.channels:type_name -> coordd.v1.ChannelAssignment
-	23, // 17: coordd.v1.AssignmentUpdate.replicate_config:type_name -> coordd.v1.ReplicateConfiguration
-	0,  // 18: coordd.v1.RegisterStreamingNodeResponse.registered_version:type_name -> coordd.v1.Version
-	0,  // 19: coordd.v1.HeartbeatRequest.seen_version:type_name -> coordd.v1.Version
-	3,  // 20: coordd.v1.Channels.ListPChannels:input_type -> coordd.v1.ListPChannelsRequest
-	5,  // 21: coordd.v1.Channels.AddPChannels:input_type -> coordd.v1.AddPChannelsRequest
-	7,  // 22: coordd.v1.Channels.Rebalance:input_type -> coordd.v1.RebalanceRequest
-	10, // 23: coordd.v1.Channels.ListNodes:input_type -> coordd.v1.ListNodesRequest
-	12, // 24: coordd.v1.Channels.DrainNode:input_type -> coordd.v1.DrainNodeRequest
-	12, // 25: coordd.v1.Channels.UndrainNode:input_type -> coordd.v1.DrainNodeRequest
-	14, // 26: coordd.v1.Channels.AllocVirtualChannels:input_type -> coordd.v1.AllocVirtualChannelsRequest
-	16, // 27: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
-	18, // 28: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
-	24, // 29: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
-	26, // 30: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
-	27, // 31: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
-	29, // 32: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
-	32, // 33: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
-	34, // 34: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
-	36, // 35: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
-	38, // 36: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
-	38, // 37: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
-	4,  // 38: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
-	6,  // 39: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
-	8,  // 40: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
-	11, // 41: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
-	13, // 42: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
-	13, // 43: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
-	15, // 44: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
-	17, // 45: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
-	20, // 46: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
-	25, // 47: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
-	28, // 48: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	28, // 49: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
-	31, // 50: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
-	33, // 51: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
-	35, // 52: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
-	37, // 53: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
-	39, // 54: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
-	39, // 55: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
-	38, // [38:56] is the sub-list for method output_type
-	20, // [20:38] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 4: coordd.v1.RebalanceResponse.moves:type_name -> coordd.v1.PChannelMove
+	41, // 5: coordd.v1.ListNodesRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	10, // 6: coordd.v1.ListNodesResponse.nodes:type_name -> coordd.v1.StreamingNode
+	10, // 7: coordd.v1.DrainNodeResponse.node:type_name -> coordd.v1.StreamingNode
+	41, // 8: coordd.v1.ListVirtualChannelsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	20, // 9: coordd.v1.ListVirtualChannelsResponse.collections:type_name -> coordd.v1.CollectionVChannels
+	22, // 10: coordd.v1.ReplicateConfiguration.clusters:type_name -> coordd.v1.ReplicateCluster
+	23, // 11: coordd.v1.ReplicateConfiguration.topology:type_name -> coordd.v1.ReplicateTopology
+	24, // 12: coordd.v1.UpdateReplicateConfigurationRequest.config:type_name -> coordd.v1.ReplicateConfiguration
+	24, // 13: coordd.v1.GetReplicateConfigurationResponse.config:type_name -> coordd.v1.ReplicateConfiguration
+	0,  // 14: coordd.v1.WatchAssignmentsRequest.from_version:type_name -> coordd.v1.Version
+	0,  // 15: coordd.v1.AssignmentUpdate.version:type_name -> coordd.v1.Version
+	10, // 16: coordd.v1.AssignmentUpdate.nodes:type_name -> coordd.v1.StreamingNode
+	31, // 17: coordd.v1.AssignmentUpdate.channels:type_name -> coordd.v1.ChannelAssignment
+	24, // 18: coordd.v1.AssignmentUpdate.replicate_config:type_name -> coordd.v1.ReplicateConfiguration
+	0,  // 19: coordd.v1.RegisterStreamingNodeResponse.registered_version:type_name -> coordd.v1.Version
+	0,  // 20: coordd.v1.HeartbeatRequest.seen_version:type_name -> coordd.v1.Version
+	3,  // 21: coordd.v1.Channels.ListPChannels:input_type -> coordd.v1.ListPChannelsRequest
+	5,  // 22: coordd.v1.Channels.AddPChannels:input_type -> coordd.v1.AddPChannelsRequest
+	7,  // 23: coordd.v1.Channels.Rebalance:input_type -> coordd.v1.RebalanceRequest
+	11, // 24: coordd.v1.Channels.ListNodes:input_type -> coordd.v1.ListNodesRequest
+	13, // 25: coordd.v1.Channels.DrainNode:input_type -> coordd.v1.DrainNodeRequest
+	13, // 26: coordd.v1.Channels.UndrainNode:input_type -> coordd.v1.DrainNodeRequest
+	15, // 27: coordd.v1.Channels.AllocVirtualChannels:input_type -> coordd.v1.AllocVirtualChannelsRequest
+	17, // 28: coordd.v1.Channels.DropVirtualChannels:input_type -> coordd.v1.DropVirtualChannelsRequest
+	19, // 29: coordd.v1.Channels.ListVirtualChannels:input_type -> coordd.v1.ListVirtualChannelsRequest
+	25, // 30: coordd.v1.Channels.UpdateReplicateConfiguration:input_type -> coordd.v1.UpdateReplicateConfigurationRequest
+	27, // 31: coordd.v1.Channels.ResetReplicateRole:input_type -> coordd.v1.ResetReplicateRoleRequest
+	28, // 32: coordd.v1.Channels.GetReplicateConfiguration:input_type -> coordd.v1.GetReplicateConfigurationRequest
+	30, // 33: coordd.v1.Channels.WatchAssignments:input_type -> coordd.v1.WatchAssignmentsRequest
+	33, // 34: coordd.v1.Channels.ReportAssignmentError:input_type -> coordd.v1.ReportAssignmentErrorRequest
+	35, // 35: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:input_type -> coordd.v1.RegisterStreamingNodeRequest
+	37, // 36: coordd.v1.StreamingNodeRegistry.Heartbeat:input_type -> coordd.v1.HeartbeatRequest
+	39, // 37: coordd.v1.StreamingNodeRegistry.RequestDrain:input_type -> coordd.v1.NodeSessionRequest
+	39, // 38: coordd.v1.StreamingNodeRegistry.Deregister:input_type -> coordd.v1.NodeSessionRequest
+	4,  // 39: coordd.v1.Channels.ListPChannels:output_type -> coordd.v1.ListPChannelsResponse
+	6,  // 40: coordd.v1.Channels.AddPChannels:output_type -> coordd.v1.AddPChannelsResponse
+	8,  // 41: coordd.v1.Channels.Rebalance:output_type -> coordd.v1.RebalanceResponse
+	12, // 42: coordd.v1.Channels.ListNodes:output_type -> coordd.v1.ListNodesResponse
+	14, // 43: coordd.v1.Channels.DrainNode:output_type -> coordd.v1.DrainNodeResponse
+	14, // 44: coordd.v1.Channels.UndrainNode:output_type -> coordd.v1.DrainNodeResponse
+	16, // 45: coordd.v1.Channels.AllocVirtualChannels:output_type -> coordd.v1.AllocVirtualChannelsResponse
+	18, // 46: coordd.v1.Channels.DropVirtualChannels:output_type -> coordd.v1.DropVirtualChannelsResponse
+	21, // 47: coordd.v1.Channels.ListVirtualChannels:output_type -> coordd.v1.ListVirtualChannelsResponse
+	26, // 48: coordd.v1.Channels.UpdateReplicateConfiguration:output_type -> coordd.v1.UpdateReplicateConfigurationResponse
+	29, // 49: coordd.v1.Channels.ResetReplicateRole:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	29, // 50: coordd.v1.Channels.GetReplicateConfiguration:output_type -> coordd.v1.GetReplicateConfigurationResponse
+	32, // 51: coordd.v1.Channels.WatchAssignments:output_type -> coordd.v1.AssignmentUpdate
+	34, // 52: coordd.v1.Channels.ReportAssignmentError:output_type -> coordd.v1.ReportAssignmentErrorResponse
+	36, // 53: coordd.v1.StreamingNodeRegistry.RegisterStreamingNode:output_type -> coordd.v1.RegisterStreamingNodeResponse
+	38, // 54: coordd.v1.StreamingNodeRegistry.Heartbeat:output_type -> coordd.v1.HeartbeatResponse
+	40, // 55: coordd.v1.StreamingNodeRegistry.RequestDrain:output_type -> coordd.v1.NodeSessionResponse
+	40, // 56: coordd.v1.StreamingNodeRegistry.Deregister:output_type -> coordd.v1.NodeSessionResponse
+	39, // [39:57] is the sub-list for method output_type
+	21, // [21:39] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_coordd_v1_channels_proto_init() }
@@ -2532,7 +2668,7 @@ func file_coordd_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_channels_proto_rawDesc), len(file_coordd_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -495,7 +495,18 @@ type ReportTimeTicksResponse struct {
 	Accepted uint32                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	// refused: "vchannel: reason" for ticks not accepted (not the owner,
 	// unknown VChannel).
-	Refused       []string `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused []string `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
+	// checkpoint_wanted: VChannels of this report whose checkpoint someone
+	// waits on (a flush or flush-all whose state found the checkpoint
+	// behind). An idle flusher reports a checkpoint whose time tick moved
+	// but whose position did not only for these (or after its idle
+	// interval), so an idle cluster commits nothing.
+	CheckpointWanted []string `protobuf:"bytes,3,rep,name=checkpoint_wanted,json=checkpointWanted,proto3" json:"checkpoint_wanted,omitempty"`
+	// tick_wanted: VChannels of this report with a sealed segment whose seal
+	// time the reported tick has not passed (a flush waits for the tick). An
+	// idle flusher takes a fresh time tick (a TSO allocation) only for these,
+	// for checkpoint_wanted ones, or after its idle interval.
+	TickWanted    []string `protobuf:"bytes,4,rep,name=tick_wanted,json=tickWanted,proto3" json:"tick_wanted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -540,6 +551,20 @@ func (x *ReportTimeTicksResponse) GetAccepted() uint32 {
 func (x *ReportTimeTicksResponse) GetRefused() []string {
 	if x != nil {
 		return x.Refused
+	}
+	return nil
+}
+
+func (x *ReportTimeTicksResponse) GetCheckpointWanted() []string {
+	if x != nil {
+		return x.CheckpointWanted
+	}
+	return nil
+}
+
+func (x *ReportTimeTicksResponse) GetTickWanted() []string {
+	if x != nil {
+		return x.TickWanted
 	}
 	return nil
 }
@@ -3183,10 +3208,13 @@ const file_coordd_v1_data_proto_rawDesc = "" +
 	"\ttime_tick\x18\x03 \x01(\x04R\btimeTick\"c\n" +
 	"\x16ReportTimeTicksRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x120\n" +
-	"\x05ticks\x18\x02 \x03(\v2\x1a.coordd.v1.ChannelTimeTickR\x05ticks\"O\n" +
+	"\x05ticks\x18\x02 \x03(\v2\x1a.coordd.v1.ChannelTimeTickR\x05ticks\"\x9d\x01\n" +
 	"\x17ReportTimeTicksResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
-	"\arefused\x18\x02 \x03(\tR\arefused\"G\n" +
+	"\arefused\x18\x02 \x03(\tR\arefused\x12+\n" +
+	"\x11checkpoint_wanted\x18\x03 \x03(\tR\x10checkpointWanted\x12\x1f\n" +
+	"\vtick_wanted\x18\x04 \x03(\tR\n" +
+	"tickWanted\"G\n" +
 	"\x16WatchFlushTasksRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\xe2\x01\n" +

@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
 )
@@ -109,9 +111,22 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 	return &coordpb.AddPChannelsResponse{Added: uint32(res.GetNumber())}, nil
 }
 
+// rebalanceWait bounds how long Rebalance waits for the balancer's rounds
+// (within the caller's deadline); past it the answer says the round is
+// still running.
+const rebalanceWait = 10 * time.Second
+
+// reportingRebalancer is a Rebalancer that can say what a round did
+// (controller/balancer.Balancer).
+type reportingRebalancer interface {
+	Rebalance(ctx context.Context) (balancer.Report, error)
+}
+
 // Rebalance asks the leader's balancer for a round now
-// (docs/semantics.md#pchannel-assignment) and returns without waiting for it.
-// Unavailable when no established leader can take the request.
+// (docs/semantics.md#pchannel-assignment) and waits for it: the answer
+// lists what moved, or why nothing did and when a move the minimum
+// rebalance interval blocks becomes possible. Unavailable when no
+// established leader can take the request.
 func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (*coordpb.RebalanceResponse, error) {
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RebalanceResponse, error) {
 		return coordpb.NewChannelsClient(c).Rebalance(ctx, req, o...)
@@ -121,8 +136,33 @@ func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (
 	if s.node.EstablishedTerm() == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
 	}
-	s.rebalancer.Trigger()
-	return &coordpb.RebalanceResponse{}, nil
+	rr, ok := s.rebalancer.(reportingRebalancer)
+	if !ok {
+		s.rebalancer.Trigger()
+		return &coordpb.RebalanceResponse{Reason: "the round was requested; this member cannot report on it"}, nil
+	}
+	wait := rebalanceWait
+	if d, ok := ctx.Deadline(); ok {
+		// Answer a little before the caller gives up, so it hears why.
+		wait = min(wait, time.Until(d)*9/10)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	rep, err := rr.Rebalance(wctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, s.toStatus(ctx, ctx.Err())
+		}
+		return &coordpb.RebalanceResponse{Reason: fmt.Sprintf("the round did not finish within %v; it still runs (watch 'coordctl pchannel list')", wait.Round(time.Millisecond))}, nil
+	}
+	out := &coordpb.RebalanceResponse{Reason: rep.Reason, RoundDone: true}
+	if !rep.NextMove.IsZero() {
+		out.NextMoveUnixMs = rep.NextMove.UnixMilli()
+	}
+	for _, m := range rep.Moves {
+		out.Moves = append(out.Moves, &coordpb.PChannelMove{Pchannel: m.PChannel, FromNodeId: m.From, ToNodeId: m.To, Term: m.Term})
+	}
+	return out, nil
 }
 
 // ListNodes returns the streaming nodes (DOWN ones only with include_down)
@@ -142,7 +182,11 @@ func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (
 		if n.State == logpb.NodeState_NODE_DOWN && !req.IncludeDown {
 			continue
 		}
-		out.Nodes = append(out.Nodes, apiNode(n, held[n.Id], s.lastSeenMs(n.Id)))
+		an := apiNode(n, held[n.Id], s.lastSeenMs(n.Id))
+		if an.LastHeartbeatMsAgo >= 0 {
+			an.NodeTtlMs = s.health.TTL().Milliseconds()
+		}
+		out.Nodes = append(out.Nodes, an)
 	}
 	return out, nil
 }

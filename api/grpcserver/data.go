@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -71,7 +72,28 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.ReportTimeTicksResponse{Accepted: uint32(acc), Refused: refused}, nil
+	vs := make([]string, len(req.Ticks))
+	for i, t := range req.Ticks {
+		vs[i] = t.Vchannel
+	}
+	return &coordpb.ReportTimeTicksResponse{Accepted: uint32(acc), Refused: refused,
+		CheckpointWanted: s.cpWants.wanted(vs, time.Now()), TickWanted: ticksWanted(s.node.State(), req.Ticks)}, nil
+}
+
+// ticksWanted lists the VChannels of ticks with a sealed segment whose
+// seal time the reported tick has not passed: the flush of that segment
+// waits for a fresh tick from its owner.
+func ticksWanted(st *fsm.State, ticks []*coordpb.ChannelTimeTick) []string {
+	var out []string
+	for _, t := range ticks {
+		for _, g := range st.SegmentsOfVChannel(t.Vchannel) {
+			if g.State == logpb.SegmentState_SEGMENT_SEALED && g.SealTs > t.TimeTick {
+				out = append(out, t.Vchannel)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func logPosition(p *coordpb.Position) *logpb.WALPosition {
@@ -136,6 +158,9 @@ func (s *Server) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlogPat
 		return coordpb.NewDataCoordClient(cc).SaveBinlogPaths(ctx, req, o...)
 	}); handled {
 		return resp, err
+	}
+	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	var sealedMs int64
 	if g, ok := s.node.State().Segment(req.SegmentId); ok {

@@ -119,7 +119,21 @@ func (s *Server) GetFlushState(ctx context.Context, req *coordpb.GetFlushStateRe
 	if done {
 		return resp, err
 	}
-	return apiFlushState(st.FlushState(req.SegmentIds, req.FlushTs, req.CollectionId)), nil
+	fs := st.FlushState(req.SegmentIds, req.FlushTs, req.CollectionId)
+	s.wantCheckpoints(fs)
+	return apiFlushState(fs), nil
+}
+
+// wantCheckpoints tells the flushers (through their next tick report) that
+// a waiter needs the checkpoints fs found behind.
+func (s *Server) wantCheckpoints(fs fsm.FlushStatus) {
+	var vs []string
+	for _, l := range fs.Behind {
+		if l.Kind == "vchannel" {
+			vs = append(vs, l.VChannel)
+		}
+	}
+	s.cpWants.want(vs, time.Now())
 }
 
 // GetFlushAllState compares every VChannel's checkpoint with the FlushAll
@@ -142,5 +156,6 @@ func (s *Server) GetFlushAllState(ctx context.Context, req *coordpb.GetFlushAllS
 	if err != nil {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
 	}
+	s.wantCheckpoints(fs)
 	return apiFlushState(fs), nil
 }

@@ -61,6 +61,9 @@ func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImp
 	}); handled {
 		return resp, err
 	}
+	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	res, err := s.commit(ctx, c)
 	if err != nil {
 		return nil, err

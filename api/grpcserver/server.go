@@ -57,6 +57,7 @@ type Server struct {
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
+	cpWants    checkpointWants // leader memory: VChannels a flush waiter needs checkpoints of
 
 	maxWatchers int64
 	maxWait     time.Duration

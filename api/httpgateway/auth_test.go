@@ -17,13 +17,14 @@ import (
 )
 
 // securedGateway serves the shared node through a gateway whose server
-// checks credentials, with pprof on (coordd --enable-pprof), and returns
+// checks credentials, with pprof and fault injection on (coordd
+// --enable-pprof --fault-injection), and returns
 // it with one bearer token per role.
 func securedGateway(t *testing.T) (*Gateway, *httptest.Server, map[auth.Role]string) {
 	t.Helper()
 	srv := grpcserver.New(shared.node, shared.self, hclog.NewNullLogger(), shared.Routines, grpcserver.WithAuth())
 	t.Cleanup(srv.Close)
-	gw := New(srv, Probes{Node: shared.node}, shared.metrics.Handler(), WithPprof())
+	gw := New(srv, Probes{Node: shared.node}, shared.metrics.Handler(), WithPprof(), WithFaultInjection(fakeDelays{}))
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	tokens := map[auth.Role]string{}

@@ -108,6 +108,8 @@ type Gateway struct {
 	mux     *http.ServeMux
 	server  *grpcserver.Server
 	timeout time.Duration
+	// delays is the member's fault-injection hook (nil: off).
+	delays RaftDelayer
 	// patterns lists every "METHOD /path" registered on mux, in order: the
 	// OpenAPI test checks it against the document both ways.
 	patterns []string
@@ -118,36 +120,52 @@ type Gateway struct {
 type extraRoute struct {
 	method, path, summary, contentType string
 	handler                            http.Handler
-	// pprof routes are served only with --enable-pprof.
-	pprof bool
+	// flag, when set, is the coordd flag without which the route is not
+	// served (--enable-pprof, --fault-injection).
+	flag string
 }
 
 // extraRoutes are the non-RPC endpoints. Handlers may be nil when only the
 // table is wanted (the OpenAPI generator).
 func (g *Gateway) extraRoutes(probes Probes, metrics http.Handler) []extraRoute {
 	return []extraRoute{
-		{http.MethodGet, "/v1/snapshot", "A consistent snapshot of the state machine, from the leader", "application/octet-stream", http.HandlerFunc(g.serveSnapshot), false},
-		{http.MethodGet, "/healthz", "Liveness: the process serves HTTP", "application/json", http.HandlerFunc(probes.healthz), false},
-		{http.MethodGet, "/readyz", "Readiness: a leader is known and this member is caught up", "application/json", http.HandlerFunc(probes.readyz), false},
-		{http.MethodGet, "/metrics", "Prometheus metrics of this member", "text/plain", metrics, false},
-		{http.MethodGet, "/ui", "The status page (HTML, reloads itself; ?refresh=SECONDS, 0 = never)", "text/html", g.statusPage(), false},
-		{http.MethodGet, "/v1/openapi.json", "This OpenAPI document", "application/json", http.HandlerFunc(serveOpenAPI), false},
-		{http.MethodGet, "/debug/pprof/", "Go profiles (index and named profiles); only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Index), true},
-		{http.MethodGet, "/debug/pprof/profile", "CPU profile (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Profile), true},
-		{http.MethodGet, "/debug/pprof/symbol", "Symbol lookup; only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Symbol), true},
-		{http.MethodGet, "/debug/pprof/trace", "Execution trace (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Trace), true},
+		{http.MethodGet, "/v1/snapshot", "A consistent snapshot of the state machine, from the leader", "application/octet-stream", http.HandlerFunc(g.serveSnapshot), ""},
+		{http.MethodGet, "/healthz", "Liveness: the process serves HTTP", "application/json", http.HandlerFunc(probes.healthz), ""},
+		{http.MethodGet, "/readyz", "Readiness: a leader is known and this member is caught up", "application/json", http.HandlerFunc(probes.readyz), ""},
+		{http.MethodGet, "/metrics", "Prometheus metrics of this member", "text/plain", metrics, ""},
+		{http.MethodGet, "/ui", "The status page (HTML, reloads itself; ?refresh=SECONDS, 0 = never)", "text/html", g.statusPage(), ""},
+		{http.MethodGet, "/v1/openapi.json", "This OpenAPI document", "application/json", http.HandlerFunc(serveOpenAPI), ""},
+		{http.MethodGet, "/debug/pprof/", "Go profiles (index and named profiles); only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Index), flagPprof},
+		{http.MethodGet, "/debug/pprof/profile", "CPU profile (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Profile), flagPprof},
+		{http.MethodGet, "/debug/pprof/symbol", "Symbol lookup; only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Symbol), flagPprof},
+		{http.MethodGet, "/debug/pprof/trace", "Execution trace (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Trace), flagPprof},
+		{http.MethodGet, "/debug/raft-delay", "TEST ONLY: the raft RPC delays in force on this member; only with --fault-injection", "application/json", http.HandlerFunc(g.serveRaftDelay), flagFaults},
+		{http.MethodPost, "/debug/raft-delay", "TEST ONLY: hold every raft RPC of a kind this member receives ({\"kind\",\"delay_ms\"}); only with --fault-injection", "application/json", http.HandlerFunc(g.serveRaftDelay), flagFaults},
 	}
 }
 
 // Option configures a Gateway.
 type Option func(*gatewayOptions)
 
-type gatewayOptions struct{ pprof bool }
+type gatewayOptions struct {
+	pprof  bool
+	delays RaftDelayer
+}
+
+// Flags that turn routes on.
+const (
+	flagPprof  = "--enable-pprof"
+	flagFaults = "--fault-injection"
+)
 
 // WithPprof serves Go's profiles under /debug/pprof/ (coordd
 // --enable-pprof): they reveal memory contents and cost CPU, so they are
 // off unless asked for.
 func WithPprof() Option { return func(o *gatewayOptions) { o.pprof = true } }
+
+// WithFaultInjection serves /debug/raft-delay over d (coordd
+// --fault-injection, the Jepsen-style suite's raft-delay nemesis).
+func WithFaultInjection(d RaftDelayer) Option { return func(o *gatewayOptions) { o.delays = d } }
 
 // New builds the gateway. probes supplies /healthz and /readyz, metrics
 // /metrics.
@@ -156,7 +174,8 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler, opts ...Opti
 	for _, opt := range opts {
 		opt(&o)
 	}
-	g := &Gateway{mux: http.NewServeMux(), server: s, timeout: 10 * time.Second}
+	g := &Gateway{mux: http.NewServeMux(), server: s, timeout: 10 * time.Second, delays: o.delays}
+	on := map[string]bool{"": true, flagPprof: o.pprof, flagFaults: o.delays != nil}
 	allowed := map[string][]string{}
 	handle := func(method, path string, h http.Handler) {
 		g.patterns = append(g.patterns, method+" "+path)
@@ -167,7 +186,7 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler, opts ...Opti
 		handle(r.method, r.path, g.serveRPC(r))
 	}
 	for _, r := range g.extraRoutes(probes, metrics) {
-		if r.pprof && !o.pprof {
+		if !on[r.flag] {
 			continue
 		}
 		handle(r.method, r.path, r.handler)

@@ -54,8 +54,8 @@ func GenerateOpenAPI() ([]byte, error) {
 				"default": errorResponse,
 			},
 		}
-		if r.pprof {
-			o["x-coordd-requires-flag"] = "--enable-pprof"
+		if r.flag != "" {
+			o["x-coordd-requires-flag"] = r.flag
 		}
 		if err := op(r.path, r.method, o); err != nil {
 			return nil, err

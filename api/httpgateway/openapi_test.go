@@ -74,13 +74,14 @@ func docRoutes(d openAPIDocument, withFlags bool) []string {
 
 // TestOpenAPIListsExactlyTheServedRoutes: every documented route reaches
 // its own handler on a real gateway (not the 404/405 fallback), and every
-// route the gateway registers is documented, with and without pprof.
+// route the gateway registers is documented, with and without the routes
+// that need a flag (pprof, fault injection).
 func TestOpenAPIListsExactlyTheServedRoutes(t *testing.T) {
 	d := parseDoc(t, openAPIDoc)
 	for _, pprof := range []bool{false, true} {
 		var opts []Option
 		if pprof {
-			opts = append(opts, WithPprof())
+			opts = append(opts, WithPprof(), WithFaultInjection(fakeDelays{}))
 		}
 		g := New(shared.srv, Probes{Node: shared.node}, shared.metrics.Handler(), opts...)
 		want := docRoutes(d, pprof)

@@ -18,6 +18,7 @@ func TestDataCollector(t *testing.T) {
 	st := fsm.New()
 	cmds := []commands.Command{
 		commands.MustNew(&logpb.LeaderEstablished{Term: 2, LeaderId: "c"}),
+		commands.MustNew(&logpb.ExtendTSOWindow{LimitPhysicalMs: 20_000}), // the checkpoint's time tick is below it
 		commands.MustNew(&logpb.RegisterStreamingNode{Address: "10.0.0.1:1", Incarnation: "a"}),
 		commands.MustNew(&logpb.InitStreaming{ClusterId: "c", Pchannels: []string{"dml_0"}}),
 		commands.MustNew(&logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: "dml_0", NodeId: 1, ExpectedTerm: 1}}}),

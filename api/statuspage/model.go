@@ -86,6 +86,9 @@ type view struct {
 	SegStates   []string // column order of VChannels[i].Counts
 	Errors      []string // sections that could not be read
 	FailingBcst int
+	Verdict     verdict
+	Collections []collectionRow
+	DownIdle    []uint64 // DOWN sessions that hold no pchannel (history)
 }
 
 type memberRow struct {
@@ -126,6 +129,7 @@ type vchannelRow struct {
 	CheckpointTs uint64
 	LagMs        int64
 	HasCP        bool
+	CheckpointAt string // the checkpoint's time tick as wall time (UTC)
 }
 
 // segmentStates is the order of the segment columns (data.proto).
@@ -134,7 +138,7 @@ var segmentStates = []string{"Growing", "Sealed", "Flushing", "Flushed", "Droppe
 // gather reads every section; a section that fails is reported on the page
 // and the others still show.
 func gather(ctx context.Context, src Source, peer PeerStatus, now time.Time) view {
-	v := view{Generated: now.UTC().Format(time.RFC3339), SegStates: segmentStates}
+	v := view{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), SegStates: segmentStates}
 	fail := func(what string, err error) { v.Errors = append(v.Errors, fmt.Sprintf("%s: %v", what, err)) }
 	st, err := src.Status(ctx, &coordpb.StatusRequest{})
 	if err != nil {
@@ -149,13 +153,22 @@ func gather(ctx context.Context, src Source, peer PeerStatus, now time.Time) vie
 		fail("pchannels", err)
 		pcs = &coordpb.ListPChannelsResponse{}
 	}
-	nodes, err := src.ListNodes(ctx, &coordpb.ListNodesRequest{Consistency: stale})
+	nodes, err := src.ListNodes(ctx, &coordpb.ListNodesRequest{Consistency: stale, IncludeDown: true})
 	if err != nil {
 		fail("streaming nodes", err)
 		nodes = &coordpb.ListNodesResponse{}
 	}
 	v.CChannel = pcs.Cchannel
 	v.Nodes, v.Unassigned = channelMap(pcs.Pchannels, nodes.Nodes)
+	live := v.Nodes[:0:0]
+	for _, g := range v.Nodes {
+		if g.State == "DOWN" && len(g.PChannels) == 0 {
+			v.DownIdle = append(v.DownIdle, g.ID)
+			continue
+		}
+		live = append(live, g)
+	}
+	v.Nodes = live
 	bs, err := src.ListBroadcasts(ctx, &coordpb.ListBroadcastsRequest{Consistency: stale, PendingOnly: true, Limit: 100})
 	if err != nil {
 		fail("broadcasts", err)
@@ -181,6 +194,8 @@ func gather(ctx context.Context, src Source, peer PeerStatus, now time.Time) vie
 		cps = &coordpb.ListChannelCheckpointsResponse{}
 	}
 	v.VChannels = vchannels(segs.Segments, cps.Checkpoints)
+	v.Collections = collections(segs.Segments)
+	v.Verdict = judge(&v)
 	return v
 }
 
@@ -286,6 +301,7 @@ func vchannels(segs []*coordpb.SegmentInfo, cps []*coordpb.ChannelCheckpoint) []
 		r.HasCP, r.LagMs = true, cp.LagMs
 		if cp.Position != nil {
 			r.CheckpointTs = cp.Position.Timestamp
+			r.CheckpointAt = hybridTime(cp.Position.Timestamp)
 		}
 	}
 	for _, s := range segs {

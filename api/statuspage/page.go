@@ -1,9 +1,11 @@
 // Package statuspage renders the status page a member serves at /ui: one
 // server-rendered HTML page (html/template, embedded; no JavaScript) that
-// refreshes itself and shows the members with their leader, term, applied
-// index and lag; the PChannels of each streaming node; broadcasts in flight
-// and failing callbacks; and segments by state with the checkpoint lag of
-// each VChannel. Every section is read from the serving member's own
+// refreshes itself. Its first line is a verdict (verdict.go: healthy,
+// degraded or unavailable, with why); below it the members with their
+// leader, term, applied index and lag; the PChannels of each streaming
+// node; broadcasts in flight and failing callbacks; rows per collection;
+// and segments by state with the checkpoint time and lag of each
+// VChannel. Every section is read from the serving member's own
 // replica (STALE), so the page works on followers and says which member
 // drew it.
 package statuspage
@@ -24,6 +26,7 @@ var pageHTML string
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"stateClass": stateClass,
+	"ms":         humanMs,
 }).Parse(pageHTML))
 
 // DefaultRefresh is how often the page reloads itself (seconds).
@@ -85,4 +88,13 @@ func stateClass(state string) string {
 		return "bad"
 	}
 	return "plain"
+}
+
+// humanMs is a lag in milliseconds as a short duration ("1.5s", "3m0s").
+func humanMs(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	if d < time.Second {
+		return d.String()
+	}
+	return d.Round(100 * time.Millisecond).String()
 }

@@ -125,7 +125,10 @@ func TestPageShowsEverySection(t *testing.T) {
 		`<tr data-broadcast="6" class="bad">`, `<td>1m0s</td>`,
 		// v0: 1 growing, 2 flushed, checkpoint lag 1500 ms; v1 only a checkpoint.
 		`<td class="num">1</td><td class="num">0</td><td class="num">0</td><td class="num">2</td>`,
-		`<td class="num">4242</td><td class="num">1500 ms</td>`, `data-vchannel="v1"`,
+		`title="hybrid timestamp 4242">1970-01-01 00:00:00.000</td><td class="num">1.5s</td>`, `data-vchannel="v1"`,
+		// the verdict comes first: ASSIGNING/UNAVAILABLE channels, n3 down, a failing callback.
+		`<p id="verdict" class="verdict warn" data-verdict="degraded"><b>degraded</b>: member n3 unreachable`,
+		`id="page-complete"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)

@@ -146,17 +146,21 @@ func manifestRun(clients []*client.Client, segs []int64, callers, batch int, dur
 			var local []time.Duration
 			localErrs := 0
 			for n := 0; time.Now().Before(stopAt); n++ {
-				stats := &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddStats{AddStats: &coordpb.AddStats{
-					Stats: []*coordpb.ManifestStatsEntry{{Key: key, Files: []string{fmt.Sprintf("stats/%d/%d", k, n)}}}}}}
+				// A stats file lies under its segment's directory.
+				stats := func(seg int64) *coordpb.ManifestMutation {
+					return &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddStats{AddStats: &coordpb.AddStats{
+						Stats: []*coordpb.ManifestStatsEntry{{Key: key, Files: []string{fmt.Sprintf("stats_log/%d/1/%d/%d-%d", manifestCollection, seg, k, n)}}}}}}
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				t0 := time.Now()
 				var err error
 				if batch == 1 {
-					_, err = c.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: segs[rng.IntN(len(segs))], Mutation: stats})
+					seg := segs[rng.IntN(len(segs))]
+					_, err = c.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: seg, Mutation: stats(seg)})
 				} else {
 					var reqs []*coordpb.CommitSegmentManifestRequest
 					for _, i := range rng.Perm(len(segs))[:batch] {
-						reqs = append(reqs, &coordpb.CommitSegmentManifestRequest{SegmentId: segs[i], Mutation: stats})
+						reqs = append(reqs, &coordpb.CommitSegmentManifestRequest{SegmentId: segs[i], Mutation: stats(segs[i])})
 					}
 					_, err = c.CommitSegmentManifestBatch(ctx, reqs)
 				}

@@ -42,7 +42,7 @@ func setupManifests(s *system) error {
 					_, err := mc.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: v.segment,
 						RequestId: fmt.Sprintf("coordbench-create-%d", v.segment),
 						Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_Create{Create: &coordpb.CreateManifest{
-							ColumnGroups: []*coordpb.ManifestColumnGroup{{FieldIds: []int64{100, 101}, Files: []string{fmt.Sprintf("insert/%d/0.parquet", v.segment)}}}}}}})
+							ColumnGroups: []*coordpb.ManifestColumnGroup{{FieldIds: []int64{100, 101}, Files: []string{fmt.Sprintf("insert_log/%d/1/%d/100/0.parquet", v.collection, v.segment)}}}}}}})
 					return err
 				})
 				cancel()
@@ -75,7 +75,7 @@ func w4Op(hot bool) func(s *system, c, clients int) clientOp {
 			}
 			_, err := mc.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: v.segment,
 				Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddStats{AddStats: &coordpb.AddStats{
-					Stats: []*coordpb.ManifestStatsEntry{{Key: "bloom_filter", Files: []string{fmt.Sprintf("stats/%d/bf-%d", v.segment, nextPosition()-positionBase)}}}}}}})
+					Stats: []*coordpb.ManifestStatsEntry{{Key: "bloom_filter", Files: []string{fmt.Sprintf("stats_log/%d/1/%d/bf-%d", v.collection, v.segment, nextPosition()-positionBase)}}}}}}})
 			return err
 		}
 	}

@@ -134,14 +134,14 @@ func bindRebalance(*flag.FlagSet) func([]string) (action, error) {
 			return action{}, err
 		}
 		return action{what: "pchannel rebalance", run: func(ctx context.Context, e *env) error {
-			if err := e.c.Rebalance(ctx); err != nil {
+			resp, err := e.c.RebalanceReport(ctx)
+			if err != nil {
 				return err
 			}
 			if e.json {
-				return writeJSON(e.out, requestedJSON{Requested: true})
+				return writeJSON(e.out, rebalanceJSONOf(resp))
 			}
-			_, err := fmt.Fprintln(e.out, "Rebalance requested; watch 'coordctl pchannel list' for the result.")
-			return err
+			return printRebalance(e.out, resp, time.Now())
 		}}, nil
 	}
 }
@@ -211,6 +211,10 @@ func bindDrain(drain bool) func(*flag.FlagSet) func([]string) (action, error) {
 	}
 }
 
+// writeNodesTable lists nodes with one PChannel per line (a node holding
+// 16 channels takes 16 short lines, not one 400-character one); the node's
+// own cells are on its first line. The reason is shown only for a node that
+// is not UP (an undrained node keeps its old drain reason in the log).
 func writeNodesTable(w io.Writer, nodes []*coordpb.StreamingNode) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tADDRESS\tGROUP\tSTATE\tEPOCH\tPCHANNELS\tHEARTBEAT\tREASON")
@@ -219,8 +223,20 @@ func writeNodesTable(w io.Writer, nodes []*coordpb.StreamingNode) error {
 		if ms := n.GetLastHeartbeatMsAgo(); ms >= 0 {
 			hb = (time.Duration(ms) * time.Millisecond).String() + " ago"
 		}
+		reason := n.GetReason()
+		if n.GetState() == "UP" {
+			reason = ""
+		}
+		pcs := n.GetPchannels()
+		first := "-"
+		if len(pcs) > 0 {
+			first = fmt.Sprintf("%s (%d)", pcs[0], len(pcs))
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.GetId(), dash(n.GetAddress()), dash(n.GetResourceGroup()),
-			dash(n.GetState()), n.GetEpoch(), dash(strings.Join(n.GetPchannels(), ",")), hb, dash(oneLine(n.GetReason())))
+			dash(n.GetState()), n.GetEpoch(), first, hb, dash(oneLine(reason)))
+		for _, p := range pcs[min(1, len(pcs)):] {
+			fmt.Fprintf(tw, "\t\t\t\t\t%s\t\t\n", p)
+		}
 	}
 	return tw.Flush()
 }

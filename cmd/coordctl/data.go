@@ -9,12 +9,13 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/commands"
 )
 
 // The write path: insert rows, flush a collection, recovery information.
 
 var insertGroup = &group{name: "insert", summary: "write rows to a collection's VChannels", cmds: []*command{
-	{name: "", args: "COLLECTION_ID ROWS", summary: "write ROWS rows with fresh primary keys (one allocated range) spread over the collection's VChannels; returns once the WALs hold them", bind: bindInsert},
+	{name: "", args: "COLLECTION_ID ROWS", summary: "write ROWS rows (1..65536: one allocated primary-key range) spread over the collection's VChannels; returns once the WALs hold them", bind: bindInsert},
 }}
 
 var flushGroup = &group{name: "flush", summary: "seal and flush a collection's growing segments", cmds: []*command{
@@ -144,11 +145,22 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 			}
 			wctx, cancel := context.WithTimeout(ctx, wt)
 			defer cancel()
-			last := ""
+			last, lastChange, lastWhy := "", time.Now(), ""
 			st, err := e.c.WaitFlushed(wctx, f, iv, func(st *coordpb.GetFlushStateResponse) {
 				if line := progressLine(st); line != last {
 					fmt.Fprintln(progressTo, line)
-					last = line
+					last, lastChange = line, time.Now()
+					return
+				}
+				// No progress for 2 s: say what the slowest VChannel's
+				// owner is up to (unreachable, moving), once per change.
+				if v := slowestVChannel(st); v != "" && time.Since(lastChange) >= 2*time.Second {
+					lastChange = time.Now()
+					why, err := e.c.OwnerTrouble(wctx, commands.PChannelOf(v))
+					if err == nil && why != "" && why != lastWhy {
+						fmt.Fprintf(progressTo, "  waiting on vchannel %s: %s\n", v, why)
+						lastWhy = why
+					}
 				}
 			})
 			if err != nil {
@@ -172,6 +184,25 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 			return err
 		}}, nil
 	}
+}
+
+// slowestVChannel is the VChannel progressLine names ("" if none).
+func slowestVChannel(st *coordpb.GetFlushStateResponse) string {
+	var slowest *coordpb.FlushLag
+	for _, b := range st.Behind {
+		if b.Kind == "vchannel" && (slowest == nil || b.State == "none" || (slowest.State != "none" && b.LagMs > slowest.LagMs)) {
+			slowest = b
+		}
+	}
+	if slowest == nil {
+		for _, b := range st.Behind {
+			if b.Kind == "segment" {
+				return b.Vchannel
+			}
+		}
+		return ""
+	}
+	return slowest.Vchannel
 }
 
 // progressLine is one line of flush progress: segments flushed of total,

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +32,7 @@ var debugGroup = &group{
 
 func bindDebugBundle(fs *flag.FlagSet) func([]string) (action, error) {
 	force := fs.Bool("force", false, "overwrite FILE if it exists")
+	logs := fs.String("logs", "", "also take the last 256 KiB of every *.log under `DIR` (a local cluster's data dir, e.g. data/dev: coordd.log and streamingnode.log of every process)")
 	return func(args []string) (action, error) {
 		if err := wantArgs(args, 1, 1, "FILE"); err != nil {
 			return action{}, err
@@ -37,9 +40,14 @@ func bindDebugBundle(fs *flag.FlagSet) func([]string) (action, error) {
 		if args[0] == "" {
 			return action{}, errors.New("FILE is empty")
 		}
+		if *logs != "" {
+			if fi, err := os.Stat(*logs); err != nil || !fi.IsDir() {
+				return action{}, fmt.Errorf("--logs %s is not a directory", *logs)
+			}
+		}
 		file := args[0]
 		return action{what: "debug bundle", run: func(ctx context.Context, e *env) error {
-			return writeBundle(ctx, e, file, *force)
+			return writeBundle(ctx, e, file, *force, *logs)
 		}}, nil
 	}
 }
@@ -81,7 +89,7 @@ func (b *bundle) problem(format string, args ...any) {
 // for its own view, and writes the archive to FILE.tmp, renamed over FILE
 // once complete. A member that does not answer is noted in bundle.txt and
 // does not stop the others; when none answers, no file is written.
-func writeBundle(ctx context.Context, e *env, file string, force bool) (err error) {
+func writeBundle(ctx context.Context, e *env, file string, force bool, logDir string) (err error) {
 	if !force {
 		if err := refuseExisting(file); err != nil {
 			return err
@@ -105,7 +113,11 @@ func writeBundle(ctx context.Context, e *env, file string, force bool) (err erro
 	if answered == 0 {
 		return fmt.Errorf("no member answered: %s", strings.Join(b.problems, "; "))
 	}
-	summary := fmt.Sprintf("coordd debug bundle\ncreated: %s\nmembers: %d, answered: %d\n", b.now.UTC().Format(time.RFC3339), len(members), answered)
+	nodes := collectStreamingNodes(ctx, e, b)
+	if logDir != "" {
+		collectLogs(b, logDir)
+	}
+	summary := fmt.Sprintf("coordd debug bundle\ncreated: %s\nmembers: %d, answered: %d\nstreaming nodes: %d\n", b.now.UTC().Format(time.RFC3339), len(members), answered, nodes)
 	for _, p := range b.problems {
 		summary += "not collected: " + p + "\n"
 	}
@@ -129,6 +141,80 @@ func writeBundle(ctx context.Context, e *env, file string, force bool) (err erro
 		fmt.Fprintf(e.errOut, "coordctl: debug bundle: not collected: %s\n", p)
 	}
 	return nil
+}
+
+// collectStreamingNodes adds the PChannel and streaming-node lists (DOWN
+// sessions too) and each live node's own Status; it returns how many nodes
+// are listed.
+func collectStreamingNodes(ctx context.Context, e *env, b *bundle) int {
+	if pcs, err := e.c.ListPChannels(ctx, coordpb.ReadConsistency_STALE); err != nil {
+		b.problem("pchannels: %s", describe(err, false))
+	} else {
+		b.addProto("pchannels.json", pcs)
+	}
+	nodes, err := e.c.ListNodes(ctx, coordpb.ReadConsistency_STALE, true)
+	if err != nil {
+		b.problem("streaming nodes: %s", describe(err, false))
+		return 0
+	}
+	b.addProto("streaming-nodes.json", &coordpb.ListNodesResponse{Nodes: nodes})
+	for _, n := range nodes {
+		if n.State == "DOWN" || n.Address == "" {
+			continue
+		}
+		st, err := e.c.StreamingNodeStatus(ctx, n.Address)
+		if err != nil {
+			b.problem("streaming node %d (%s) status: %s", n.Id, n.Address, describe(err, false))
+			continue
+		}
+		b.addProto(fmt.Sprintf("streaming-nodes/%d/status.json", n.Id), st)
+	}
+	return len(nodes)
+}
+
+// logTailBytes is how much of each log file --logs takes (its end).
+const logTailBytes = 256 << 10
+
+// collectLogs adds the tail of every *.log under dir as logs/<path>.
+func collectLogs(b *bundle, dir string) {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".log") {
+			return nil
+		}
+		rel, rerr := filepath.Rel(dir, path)
+		if rerr != nil {
+			return nil
+		}
+		data, terr := tailFile(path, logTailBytes)
+		if terr != nil {
+			b.problem("log %s: %v", rel, terr)
+			return nil
+		}
+		b.add("logs/"+filepath.ToSlash(rel), data)
+		return nil
+	})
+	if err != nil {
+		b.problem("logs under %s: %v", dir, err)
+	}
+}
+
+// tailFile reads the last n bytes of path.
+func tailFile(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(fi.Size()-n, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // collectMember adds one member's files; false when it answered nothing.

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/logging"
 )
@@ -66,7 +69,7 @@ func runLogLevel(ctx context.Context, e *env, level, only string) error {
 		return fmt.Errorf("no member %q in the cluster", only)
 	}
 	var rows []logLevelJSON
-	failed := 0
+	failed, refused := 0, 0
 	for _, m := range chosen {
 		row := logLevelJSON{Member: m.Id}
 		var resp *coordpb.LogLevelResponse
@@ -81,6 +84,10 @@ func runLogLevel(ctx context.Context, e *env, level, only string) error {
 		if err != nil {
 			row.Error = describe(err, false)
 			failed++
+			switch status.Code(err) {
+			case codes.PermissionDenied, codes.Unauthenticated:
+				refused++
+			}
 		} else {
 			row.Level, row.Previous = resp.Level, resp.Previous
 		}
@@ -99,6 +106,12 @@ func runLogLevel(ctx context.Context, e *env, level, only string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Member, r.Level, r.Previous, r.Error)
 		}
 		tw.Flush()
+	}
+	if refused > 0 && refused == failed {
+		return fmt.Errorf("%d of %d members refused (permission: see the ERROR column)", refused, len(rows))
+	}
+	if refused > 0 {
+		return fmt.Errorf("%d of %d members refused and %d did not answer", refused, len(rows), failed-refused)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d members did not answer", failed, len(rows))

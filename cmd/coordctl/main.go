@@ -20,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/client"
@@ -63,7 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	defer c.Close()
 	e := &env{c: c, out: stdout, errOut: stderr, json: inv.g.output == "json", timeout: inv.g.timeout}
 	if err := inv.act.run(ctx, e); err != nil {
-		fmt.Fprintf(stderr, "coordctl: %s: %s\n", inv.act.what, oneLine(describe(err, inv.act.mutates)))
+		msg := describe(err, inv.act.mutates) + transportHint(err, inv.g)
+		fmt.Fprintf(stderr, "coordctl: %s: %s\n", inv.act.what, oneLine(msg))
 		return exitFail
 	}
 	return exitOK
@@ -88,4 +90,33 @@ func describe(err error, mutates bool) string {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// transportHint explains a transport failure the gRPC text leaves a riddle:
+// plaintext sent to a TLS port (the server's answer is no HTTP/2 preface),
+// TLS sent to a plaintext port, or every endpoint unreachable (gRPC names
+// only the last one dialled).
+func transportHint(err error, g *globals) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "error reading server preface") && g.tls.ca == "":
+		return "; the server seems to speak TLS: give --tls-ca CA_FILE (and --token-file for a token), or $COORDD_TLS_CA"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "; the server speaks plaintext: drop --tls-ca (it runs --insecure)"
+	case status.Code(err) == codes.Unavailable && mentionsEndpoint(msg, g.endpointList) &&
+		(strings.Contains(msg, "connection refused") || strings.Contains(msg, "dial") || strings.Contains(msg, "no such host")):
+		return fmt.Sprintf("; no member answered at any endpoint tried: %s (from %s)", strings.Join(g.endpointList, ", "), g.endpointsSrc)
+	}
+	return ""
+}
+
+// mentionsEndpoint: the dial error is about one of coordd's endpoints (not,
+// say, a streaming node an insert was sent to).
+func mentionsEndpoint(msg string, endpoints []string) bool {
+	for _, e := range endpoints {
+		if strings.Contains(msg, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -109,10 +109,6 @@ type addedJSON struct {
 	Existing uint32 `json:"existing"`
 }
 
-type requestedJSON struct {
-	Requested bool `json:"requested"`
-}
-
 type streamingNodeJSON struct {
 	ID                 uint64   `json:"id"`
 	Address            string   `json:"address"`

@@ -117,6 +117,10 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	}
 	g.tls.fromEnv(getenv)
 
+	if isVersionFlag(args) {
+		err, _ := localCommand([]string{"version"})
+		return nil, err
+	}
 	root := newFlagSet("coordctl", g)
 	rest, err := parseFlags(root, args, false)
 	if err != nil {
@@ -131,9 +135,12 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	if rest[0] == "help" {
 		return nil, helpFor(rest[1:])
 	}
+	if err, ok := localCommand(rest); ok {
+		return nil, err
+	}
 	grp := findGroup(rest[0])
 	if grp == nil {
-		return nil, fmt.Errorf("unknown command %q (run 'coordctl help')", rest[0])
+		return nil, fmt.Errorf("unknown command %q%s (run 'coordctl help')", rest[0], didYouMeanTop(rest[0]))
 	}
 
 	gfs := newFlagSet("coordctl "+grp.name, g)
@@ -154,7 +161,7 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 		}
 		cmd = findCommand(grp, rest[0])
 		if cmd == nil {
-			return nil, fmt.Errorf("%s: unknown command %q (run 'coordctl %s --help')", grp.name, rest[0], grp.name)
+			return nil, fmt.Errorf("%s: unknown command %q%s (run 'coordctl %s --help')", grp.name, rest[0], didYouMean(rest[0], commandNames(grp)), grp.name)
 		}
 		cmdArgs = rest[1:]
 	}
@@ -217,7 +224,7 @@ func parseFlags(fs *flag.FlagSet, args []string, interleave bool) ([]string, err
 			}
 		}
 		if err := fs.Parse(args[i : i+n]); err != nil {
-			return nil, err
+			return nil, explainFlagError(fs, err)
 		}
 		i += n
 	}

@@ -13,6 +13,12 @@ const globalFlagsHelp = `Global flags (accepted before or after any command):
   -o, --output table|json    output format (default table)
   --timeout DURATION         bound on each request, retries included (default 5s;
                              'assignment watch' streams until --count/--duration)
+  --tls-ca FILE              speak TLS, verifying servers against this CA; env COORDD_TLS_CA
+  --tls-cert FILE --tls-key FILE
+                             client certificate for mutual TLS; env COORDD_TLS_CERT, COORDD_TLS_KEY
+  --tls-server-name NAME     name to verify servers against (default server.coordd)
+  --token-file FILE          bearer token (needs TLS); env COORDD_TOKEN_FILE
+  --token TOKEN              the same inline (visible to other users); env COORDD_TOKEN
 `
 
 func mainUsage() string {
@@ -59,7 +65,7 @@ func commandUsage(g *group, c *command, fs *flag.FlagSet) string {
 	var own []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
 		switch f.Name {
-		case "endpoints", "o", "output", "timeout":
+		case "endpoints", "o", "output", "timeout", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "token", "token-file":
 		default:
 			own = append(own, f)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,10 @@ type devConfig struct {
 	StreamingNodes  int
 	StreamingBinary string
 	Secure          bool
+	// Restart restarts a process that exits without being asked to, after
+	// RestartDelay; off, the exit is reported and the rest keep running.
+	Restart      bool
+	RestartDelay time.Duration
 }
 
 func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
@@ -32,11 +37,16 @@ func parseDevFlags(args []string, stderr io.Writer) (devConfig, error) {
 	fs.IntVar(&c.StreamingNodes, "streaming-nodes", 2, "reference streaming nodes to start beside the cluster (0..16)")
 	fs.StringVar(&c.StreamingBinary, "streamingnode-binary", "", "streamingnode binary (default: next to this coordd binary)")
 	fs.BoolVar(&c.Secure, "secure", false, "TLS everywhere, mutual TLS on raft, and tokens: a throwaway CA, certificates and an admin token under DATA_DIR/pki (kept and reused on later runs)")
-	if err := fs.Parse(args); err != nil {
-		return c, errUsage
+	fs.BoolVar(&c.Restart, "restart", false, "restart a member or streaming node that dies (after --restart-delay); without it a dead process is reported and the rest keep running")
+	fs.DurationVar(&c.RestartDelay, "restart-delay", time.Second, "how long --restart waits before starting a dead process again")
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, badConfig("unexpected argument %q", fs.Arg(0))
+	}
+	if c.RestartDelay < 0 {
+		return c, badConfig("--restart-delay must not be negative, got %v", c.RestartDelay)
 	}
 	if c.Nodes != 1 && c.Nodes != 3 && c.Nodes != 5 {
 		return c, badConfig("--nodes must be 1, 3 or 5, got %d", c.Nodes)
@@ -83,23 +93,35 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Stop()
+	printBanner(stdout, l, sec, c)
+	return supervise(ctx, l, c, stdout, time.Now)
+}
+
+// printBanner says what runs where: addresses, data dirs, logs and PIDs
+// (for failure drills: kill -9 PID, kill -STOP PID), then a "try:" line.
+func printBanner(stdout io.Writer, l *cluster.Launcher, sec *cluster.LaunchSecurity, c devConfig) {
 	fmt.Fprintln(stdout, "coordd dev cluster is up (Ctrl-C stops it):")
 	scheme := "http"
 	if sec != nil {
 		scheme = "https"
 	}
 	for _, m := range l.Members() {
-		fmt.Fprintf(stdout, "  %-4s grpc %-16s http %s://%-16s raft %-16s data %s\n", m.ID, m.GRPCAddr, scheme, m.HTTPAddr, m.RaftAddr, m.DataDir)
+		fmt.Fprintf(stdout, "  %-4s grpc %-16s http %s://%-16s raft %-16s pid %-7d log %s\n", m.ID, m.GRPCAddr, scheme, m.HTTPAddr, m.RaftAddr, l.Pid(m.ID), l.LogPath(m.ID))
 	}
 	for _, sn := range l.StreamingNodes() {
-		fmt.Fprintf(stdout, "  %-4s streaming node %-16s metrics http://%s/metrics data %s (WALs in %s)\n", sn.Name, sn.Addr, sn.MetricsAddr, sn.DataDir, l.WALDir())
+		fmt.Fprintf(stdout, "  %-4s streaming node %-16s metrics http://%s/metrics pid %-7d log %s\n", sn.Name, sn.Addr, sn.MetricsAddr, l.Pid(sn.Name), l.LogPath(sn.Name))
 	}
 	if len(l.StreamingNodes()) > 0 {
 		objects := filepath.Join(filepath.Dir(l.WALDir()), "objects")
 		if abs, err := filepath.Abs(objects); err == nil {
 			objects = abs
 		}
-		fmt.Fprintf(stdout, "  binlogs: file://%s (the streaming nodes' default object store; coordctl binlog dump --object-store %s)\n", objects, objects)
+		fmt.Fprintf(stdout, "  WALs: %s; binlogs: file://%s (coordctl binlog dump --object-store %s)\n", l.WALDir(), objects, objects)
+	}
+	if c.Restart {
+		fmt.Fprintf(stdout, "  a process that dies is restarted after %v (--restart)\n", c.RestartDelay)
+	} else {
+		fmt.Fprintln(stdout, "  a process that dies is reported and the rest keep running (--restart restarts it)")
 	}
 	if sec != nil {
 		pki := filepath.Dir(sec.Server.CA)
@@ -107,16 +129,54 @@ func dev(ctx context.Context, c devConfig, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s --tls-ca %s --token-file %s cluster status\n",
 			l.Endpoints(), sec.Server.CA, sec.BootstrapTokenFile)
 		fmt.Fprintf(stdout, "     (then 'token create read --name me' and revoke the bootstrap token: docs/security.md)\n")
+	} else if c.BasePort == 7001 && c.Nodes == 3 {
+		fmt.Fprintln(stdout, "try: bin/coordctl cluster status   (coordctl's default endpoints are this cluster's)")
 	} else {
 		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s cluster status\n", l.Endpoints())
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-l.Exited():
-		return fmt.Errorf("a member exited: %w", err)
+}
+
+// supervise runs until ctx ends (Ctrl-C): a process that exits on its own
+// is reported with its exit status and, with --restart, started again after
+// the delay; the others keep running, so failure drills (kill the leader,
+// kill or pause a streaming node) can be watched.
+func supervise(ctx context.Context, l *cluster.Launcher, c devConfig, stdout io.Writer, now func() time.Time) error {
+	restart := make(chan string, 64)
+	stamp := func() string { return now().Format("15:04:05.000") }
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stdout, "stopping")
+			return nil
+		case err := <-l.Exited():
+			var e *cluster.ExitError
+			if !errors.As(err, &e) {
+				fmt.Fprintf(stdout, "%s %v\n", stamp(), err)
+				continue
+			}
+			if !c.Restart {
+				fmt.Fprintf(stdout, "%s %v; the others keep running (restart it with --restart, or Ctrl-C and run again)\n", stamp(), e)
+				continue
+			}
+			fmt.Fprintf(stdout, "%s %v; restarting it in %v\n", stamp(), e, c.RestartDelay)
+			name := e.Name
+			time.AfterFunc(c.RestartDelay, func() {
+				select {
+				case restart <- name:
+				case <-ctx.Done():
+				}
+			})
+		case name := <-restart:
+			if ctx.Err() != nil {
+				continue
+			}
+			if err := l.Restart(name); err != nil {
+				fmt.Fprintf(stdout, "%s restart %s failed: %v\n", stamp(), name, err)
+				continue
+			}
+			fmt.Fprintf(stdout, "%s restarted %s (pid %d, log %s)\n", stamp(), name, l.Pid(name), l.LogPath(name))
+		}
 	}
-	fmt.Fprintln(stdout, "stopping")
-	return nil
 }
 
 // devSecurity returns the PKI and admin token of a secure dev cluster in

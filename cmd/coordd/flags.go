@@ -20,6 +20,21 @@ import (
 // errUsage: flag parsing already printed the problem and usage.
 var errUsage = errors.New("usage")
 
+// errHelp: -h/--help printed the usage; the exit status is 0.
+var errHelp = errors.New("help")
+
+// parseFlags parses args into fs: errHelp for -h/--help, errUsage for any
+// other parse failure (the flag package has printed it and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
+	}
+	return nil
+}
+
 // configError marks bad configuration (exit status 2).
 type configError struct{ error }
 
@@ -39,6 +54,7 @@ type serveConfig struct {
 	TestOnlyUnsafeIDReuse                     bool
 	TestOnlyUnsafeBroadcastOrder              bool
 	TestOnlySkipIdentityCheck                 bool
+	FaultInjection                            bool
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
@@ -69,6 +85,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"TEST ONLY: break the broadcaster (resource keys released once a task is created, not when it is done) so the Jepsen-style checkers can be shown to catch conflicting broadcasts out of order")
 	fs.BoolVar(&c.TestOnlySkipIdentityCheck, "test-only-skip-identity-check", false,
 		"TEST ONLY: accept a data dir that lost its raft state and raft connections from any cluster, so the Jepsen-style disk-loss scenario can be shown to catch it")
+	fs.BoolVar(&c.FaultInjection, "fault-injection", false,
+		"TEST ONLY: serve /debug/raft-delay (admin), which holds raft RPCs of a kind this member receives, for the Jepsen-style raft-delay nemesis")
 	var raftDial string
 	fs.StringVar(&raftDial, "raft-dial", "", "dial overrides id=host:port,... for raft links to those members (fault-injection proxies in tests)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
@@ -95,8 +113,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			"a data dir keeps the store it was created with (docs/operations.md#raft-log-store)")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
-	if err := fs.Parse(args); err != nil {
-		return c, errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, badConfig("unexpected argument %q", fs.Arg(0))
@@ -218,13 +236,9 @@ func (c serveConfig) validate() error {
 	if c.Raft.SnapshotThreshold == 0 || c.Raft.TrailingLogs == 0 {
 		return badConfig("--snapshot-threshold and --trailing-logs must be positive")
 	}
-	// With fewer trailing logs than the threshold, a member whose newest
-	// snapshot turns out unreadable cannot fall back to the older one: the
-	// log no longer reaches back to it.
-	if c.Raft.TrailingLogs < c.Raft.SnapshotThreshold {
-		return badConfig("--trailing-logs (%d) must be at least --snapshot-threshold (%d), so a member can fall back to its older snapshot",
-			c.Raft.TrailingLogs, c.Raft.SnapshotThreshold)
-	}
+	// Any --trailing-logs is safe for the snapshot fallback: raftnode never
+	// compacts the log past the older retained snapshot
+	// (docs/operations.md, the snapshot fallback).
 	if _, _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return badConfig("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}

@@ -132,8 +132,6 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "peers list self elsewhere", args: with("--peers", "n1=127.0.0.1:9999,n2=127.0.0.1:7102"), want: "--peers lists n1 at 127.0.0.1:9999, but --raft-addr is 127.0.0.1:7101"},
 		{name: "join bad address", args: with("--join", "nohost"), want: `--join "nohost"`},
 		{name: "peers and join", args: with("--peers", "n1="+raftAddr, "--join", "127.0.0.1:7002"), want: "give --peers to bootstrap a new cluster or --join to join a running one, not both"},
-		{name: "trailing logs below threshold", args: with("--snapshot-threshold", "64", "--trailing-logs", "32"), want: "--trailing-logs (32) must be at least --snapshot-threshold (64)"},
-		{name: "trailing logs below default threshold", args: with("--trailing-logs", "100"), want: "--trailing-logs (100) must be at least --snapshot-threshold (8192)"},
 		{name: "lease > heartbeat", args: with("--leader-lease-timeout", "300ms"), want: "--leader-lease-timeout (300ms) must not exceed --heartbeat-timeout (200ms)"},
 		{name: "election < heartbeat", args: with("--election-timeout", "100ms"), want: "--election-timeout (100ms) must be at least --heartbeat-timeout (200ms)"},
 		{name: "heartbeat < 5ms", args: with("--heartbeat-timeout", "4ms", "--election-timeout", "4ms", "--leader-lease-timeout", "4ms"), want: "--heartbeat-timeout must be at least 5ms, got 4ms"},
@@ -181,7 +179,6 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "unknown flag", args: with("--bogus", "1"), usage: true, want: "usage"},
 		{name: "bad duration syntax", args: with("--commit-timeout", "fast"), usage: true, want: "usage"},
 		{name: "bad number syntax", args: with("--snapshot-threshold", "-1"), usage: true, want: "usage"},
-		{name: "help", args: []string{"-h"}, usage: true, want: "usage"},
 
 		{name: "config not JSON", args: with("--config", notJSON), want: "not a JSON object"},
 		{name: "config is an array", args: with("--config", array), want: "not a JSON object"},
@@ -275,6 +272,8 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) { c.Peers = three[:2] })},
 		{"single-member peers", with("--peers", "n1="+raftAddr), nil, want(func(c *serveConfig) { c.Peers = three[:1] })},
 		{"join", with("--join", "127.0.0.1:7002"), nil, want(func(c *serveConfig) { c.Join = "127.0.0.1:7002" })},
+		{"fewer trailing logs than the threshold (the fallback keeps its own log)", with("--snapshot-threshold", "64", "--trailing-logs", "32"), nil,
+			want(func(c *serveConfig) { c.Raft.SnapshotThreshold, c.Raft.TrailingLogs = 64, 32 })},
 		{"quorum rounds instead of a lease", with("--lease-reads=false"), nil, want(func(c *serveConfig) { c.LeaseReads = false })},
 		{"tuned raft", with("--heartbeat-timeout", "100ms", "--election-timeout", "100ms", "--leader-lease-timeout", "100ms",
 			"--commit-timeout", "5ms", "--snapshot-interval", "5ms", "--snapshot-threshold", "1", "--trailing-logs", "1", "--raft-inflight-entries", "4", "--log-level", "TRACE"), nil,
@@ -335,14 +334,15 @@ func TestParseDevFlags(t *testing.T) {
 		args []string
 		want devConfig
 	}{
-		{nil, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2}},
-		{[]string{"--nodes", "1"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 7001, StreamingNodes: 2}},
-		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2}},
-		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2}},
+		{nil, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--nodes", "1"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 7001, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--nodes", "5", "--data-dir", "/tmp/x"}, devConfig{DataDir: "/tmp/x", Nodes: 5, BasePort: 7001, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--base-port", "1024"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 1024, StreamingNodes: 2, RestartDelay: time.Second}},
 		// The highest port is HTTP base+1000+nodes-1, which may be 65535.
-		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535}},
-		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531}},
-		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2}},
+		{[]string{"--nodes", "1", "--base-port", "64535", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 1, BasePort: 64535, RestartDelay: time.Second}},
+		{[]string{"--nodes", "5", "--base-port", "64531", "--streaming-nodes", "0"}, devConfig{DataDir: "./data/dev", Nodes: 5, BasePort: 64531, RestartDelay: time.Second}},
+		{[]string{"--base-port", "64334"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 64334, StreamingNodes: 2, RestartDelay: time.Second}},
+		{[]string{"--restart", "--restart-delay", "2s"}, devConfig{DataDir: "./data/dev", Nodes: 3, BasePort: 7001, StreamingNodes: 2, Restart: true, RestartDelay: 2 * time.Second}},
 	}
 	for _, tc := range valid {
 		got, err := parseDevFlags(tc.args, io.Discard)
@@ -414,6 +414,15 @@ func TestRunExitCodes(t *testing.T) {
 		{name: "dev: bad node count", args: []string{"dev", "--nodes", "2"}, code: 2, stderr: "--nodes must be 1, 3 or 5"},
 		{name: "dev: unknown flag", args: []string{"dev", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "usage:"},
+		// --help exits 0 everywhere, with the subcommand's flags.
+		{name: "serve --help", args: []string{"serve", "--help"}, code: 0, stderr: "-data-dir"},
+		{name: "dev --help", args: []string{"dev", "--help"}, code: 0, stderr: "-restart-delay"},
+		{name: "restore --help", args: []string{"restore", "--help"}, code: 0, stderr: "-snapshot"},
+		{name: "inspect --help", args: []string{"inspect", "--help"}, code: 0, stderr: "-data-dir"},
+		{name: "recover -h", args: []string{"recover", "-h"}, code: 0, stderr: "-peers-file"},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: "log format: "},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "coordd "},
+		{name: "dev: negative restart delay", args: []string{"dev", "--restart-delay", "-1s"}, code: 2, stderr: "--restart-delay must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

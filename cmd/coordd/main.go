@@ -3,7 +3,7 @@
 //	coordd [serve] --id ID --data-dir DIR --raft-addr A --grpc-addr A --http-addr A (--peers ... | --join A)
 //	coordd dev [--data-dir ./data/dev] [--secure]   a three-node cluster on loopback, in the foreground
 //	coordd token generate                  print a fresh token for --bootstrap-token-file
-//	coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr A   seed a new cluster from a backup
+//	coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr A --id-floor N   seed a new cluster from a backup
 //	coordd inspect --data-dir DIR          what a stopped member's data dir holds
 //	coordd recover --data-dir DIR --peers-file FILE   rewrite a stopped member's configuration (quorum loss)
 //
@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/coordd/coordd/cmd/internal/buildinfo"
 )
 
 func main() {
@@ -29,6 +31,10 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Fprint(stdout, versionText("coordd"))
+		return 0
+	}
 	cmd := "serve"
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "dev" || args[0] == "token" || offline[args[0]] || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
 		cmd, args = args[0], args[1:]
@@ -64,6 +70,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, usage)
 		return 0
 	}
+	if err == errHelp {
+		return 0
+	}
 	if err == errUsage {
 		return 2
 	}
@@ -86,6 +95,7 @@ usage:
   coordd inspect [flags]   show what a stopped member's data dir holds (see 'coordd inspect -h')
   coordd recover [flags]   rewrite a stopped member's configuration after quorum loss (see 'coordd recover -h')
   coordd token generate    print a fresh admin token for --bootstrap-token-file
+  coordd --version         build and log-format version
 
 coordd serve is secure by default (TLS, mutual TLS on raft, tokens): give
 --tls-ca/--tls-cert/--tls-key, or --insecure for plaintext without
@@ -93,3 +103,6 @@ authentication (development only). See docs/security.md.`
 
 // offline names the subcommands that work on a stopped member's data dir.
 var offline = map[string]bool{"restore": true, "inspect": true, "recover": true}
+
+// versionText is `coordd --version`.
+func versionText(program string) string { return buildinfo.Text(program) }

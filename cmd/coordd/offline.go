@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/coordd/coordd/backup"
 	"github.com/coordd/coordd/commands"
@@ -21,8 +23,8 @@ import (
 
 // parseOffline parses a subcommand's flags; positional arguments are refused.
 func parseOffline(fs *flag.FlagSet, args []string, required ...string) error {
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return badConfig("%s: unexpected argument %q (every input is a flag)", fs.Name(), fs.Arg(0))
@@ -35,7 +37,13 @@ func parseOffline(fs *flag.FlagSet, args []string, required ...string) error {
 	return nil
 }
 
-// restoreCmd: coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr ADDR.
+// restoreTSOMargin is how far above the restoring machine's clock the
+// restored cluster's first timestamp lies by default: more than the TSO
+// window's lead over its leader's clock (3 s) plus any sane clock skew
+// between the old cluster's leader and this machine.
+const restoreTSOMargin = time.Minute
+
+// restoreCmd: coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr ADDR --id-floor N [--ts-floor-ms MS].
 func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coordd restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,10 +51,21 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("data-dir", "", "the new member's data dir (missing or empty)")
 	id := fs.String("id", "", "the new member's ID")
 	raftAddr := fs.String("raft-addr", "", "the new member's raft address host:port")
+	idFloor := fs.String("id-floor", "", "required: the restored cluster's first ID; above every ID the old cluster may have handed out "+
+		"(the highest 'Allocator next ID' of its members' 'coordd inspect', see docs/operations.md#backup-and-restore)")
+	tsFloor := fs.Int64("ts-floor-ms", 0, "the restored cluster's first timestamp, Unix ms (default and minimum: this machine's clock + 1 min, "+
+		"and never below the backup's TSO limit)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	logStore := fs.String("raft-log-store", raftnode.LogStoreBolt, "the log store the member will run on: bolt or wal (serve it with the same --raft-log-store)")
-	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr"); err != nil {
+	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr", "id-floor"); err != nil {
 		return err
+	}
+	floor, err := strconv.ParseUint(*idFloor, 10, 64)
+	if err != nil || floor == 0 {
+		return badConfig("--id-floor: want a positive integer, got %q", *idFloor)
+	}
+	if *tsFloor < 0 || *tsFloor >= 1<<46 {
+		return badConfig("--ts-floor-ms: %d is not a Unix time in ms", *tsFloor)
 	}
 	if !raftnode.ValidLogStore(*logStore) {
 		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, *logStore)
@@ -65,22 +84,32 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("refusing to restore: %w", err)
 	}
 	defer bf.Close()
-	if _, err := backup.Validate(bf.Body()); err != nil {
+	st, err := backup.Validate(bf.Body())
+	if err != nil {
 		return fmt.Errorf("refusing to restore %s: %w", *file, err)
 	}
+	if floor < st.NextID() {
+		return badConfig("--id-floor %d is below the backup's own next ID %d; give the old cluster's highest next ID (or more)", floor, st.NextID())
+	}
+	now := time.Now()
+	tso := max(*tsFloor, now.Add(restoreTSOMargin).UnixMilli(), st.TSOLimitPhysicalMs())
 	ident, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
-		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, LogStore: *logStore})
+		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, IDFloor: floor, TSOFloorMs: tso, NowMs: now.UnixMilli(),
+		LogStore: *logStore})
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	if *asJSON {
 		return writeJSONTo(stdout, map[string]any{"data_dir": *dir, "member_id": *id, "cluster_id": ident.ClusterID,
-			"from_cluster_id": bf.Header.ClusterID, "index": bf.Header.Index, "term": bf.Header.Term, "sha256": bf.SHA256})
+			"from_cluster_id": bf.Header.ClusterID, "index": bf.Header.Index, "term": bf.Header.Term, "sha256": bf.SHA256,
+			"id_floor": floor, "tso_floor_unix_ms": tso})
 	}
 	_, err = fmt.Fprintf(stdout, "Restored %s (cluster %s, index %d, term %d) into %s as member %s of new cluster %s.\n"+
+		"Its first ID is at least %d and its first timestamp at least %s (Unix ms %d).\n"+
 		"Start it with 'coordd serve --id %s --data-dir %s --raft-addr %s ...' (no --peers or --join needed),\n"+
 		"then start every other member with an empty data dir and --join (docs/operations.md#backup-and-restore).\n",
-		*file, bf.Header.ClusterID, bf.Header.Index, bf.Header.Term, *dir, *id, ident.ClusterID, *id, *dir, *raftAddr)
+		*file, bf.Header.ClusterID, bf.Header.Index, bf.Header.Term, *dir, *id, ident.ClusterID,
+		floor, time.UnixMilli(tso).UTC().Format(time.RFC3339), tso, *id, *dir, *raftAddr)
 	return err
 }
 
@@ -105,7 +134,10 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 		return writeJSONTo(stdout, struct {
 			*raftnode.DataDirReport
 			State backup.Summary `json:"state"`
-		}{rep, sum})
+			// The allocators, for `coordd restore --id-floor` / --ts-floor-ms.
+			NextID   uint64 `json:"allocator_next_id"`
+			TSOLimit int64  `json:"tso_limit_unix_ms"`
+		}{rep, sum, rep.State.NextID(), rep.State.TSOLimitPhysicalMs()})
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Data dir:\t%s\n", rep.Dir)
@@ -136,6 +168,8 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, "%s\t%s: index %d, term %d, %d bytes\n", label, s.ID, s.Index, s.Term, s.Size)
 	}
 	fmt.Fprintf(w, "State:\tapplied index %d, %d records\n", sum.AppliedIndex, sum.Records)
+	fmt.Fprintf(w, "Allocator next ID:\t%d\n", rep.State.NextID())
+	fmt.Fprintf(w, "TSO limit:\tUnix ms %d\n", rep.State.TSOLimitPhysicalMs())
 	for _, t := range sum.Tables {
 		fmt.Fprintf(w, "\t  %s: %d (%d bytes)\n", t.Name, t.Count, t.Bytes)
 	}

@@ -75,8 +75,9 @@ func restoredSnapshotBytes(t *testing.T, dir string) []byte {
 func TestRestoreInspectRecover(t *testing.T) {
 	file, body := writeBackup(t)
 	dir := filepath.Join(t.TempDir(), "n1")
-	code, out, errs := runCmd("restore", "--snapshot", file, "--data-dir", dir, "--id", "n1", "--raft-addr", "127.0.0.1:7101")
-	if code != 0 || !strings.Contains(out, "new cluster") {
+	code, out, errs := runCmd("restore", "--snapshot", file, "--data-dir", dir, "--id", "n1", "--raft-addr", "127.0.0.1:7101",
+		"--id-floor", "1000", "--ts-floor-ms", farTSFloor)
+	if code != 0 || !strings.Contains(out, "new cluster") || !strings.Contains(out, "first ID is at least 1000") {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
 	}
 	if got := restoredSnapshotBytes(t, dir); !bytes.Equal(got, body) {
@@ -98,12 +99,9 @@ func TestRestoreInspectRecover(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("inspect JSON: %v\n%s", err, out)
 	}
-	want, err := backup.Summarize(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := restoredSummary(t, body, 1000)
 	if rep.Identity.MemberID != "n1" || rep.Identity.ClusterID == "" || rep.Identity.ClusterID == "oldcluster" ||
-		rep.CurrentTerm != 3 || rep.LastIndex != 7 || rep.LastTerm != 3 ||
+		rep.CurrentTerm != 3 || rep.LastIndex != 8 || rep.LastTerm != 3 ||
 		len(rep.Configuration) != 1 || rep.Configuration[0].ID != "n1" || !rep.Configuration[0].Voter {
 		t.Fatalf("inspect after restore: %+v", rep)
 	}
@@ -111,7 +109,8 @@ func TestRestoreInspectRecover(t *testing.T) {
 		t.Fatalf("inspected state %s, backup state %s", g, w)
 	}
 	code, out, _ = runCmd("inspect", "--data-dir", dir)
-	if code != 0 || !strings.Contains(out, "Last index:     7 (term 3)") || !strings.Contains(out, "n1=127.0.0.1:7101 (voter)") {
+	if code != 0 || !strings.Contains(out, "Last index:         8 (term 3)") ||
+		!strings.Contains(out, "Allocator next ID:  1000") || !strings.Contains(out, "n1=127.0.0.1:7101 (voter)") {
 		t.Fatalf("inspect text: exit %d\n%s", code, out)
 	}
 
@@ -130,6 +129,30 @@ func TestRestoreInspectRecover(t *testing.T) {
 	if mustJSON(t, got) != mustJSON(t, want) || after.CurrentTerm != 3 || len(after.Configuration) != 2 || after.Configuration[1].Voter {
 		t.Fatalf("after recover: %+v", after)
 	}
+}
+
+// farTSFloor is a --ts-floor-ms above any test machine's clock, so the
+// restored state does not depend on the time the test runs.
+const farTSFloor = "4102444800000" // 2100-01-01
+
+// restoredSummary is the summary of the state a restore of body with
+// --id-floor idFloor and --ts-floor-ms farTSFloor rebuilds: the backup's
+// state plus the RaiseAllocatorFloors entry after it.
+func restoredSummary(t *testing.T, body []byte, idFloor uint64) backup.Summary {
+	t.Helper()
+	st, err := fsm.ReadSnapshot(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err = st.ApplyCommands(st.AppliedIndex()+1, commands.MustNew(&logpb.RaiseAllocatorFloors{NextId: idFloor, TsoLimitPhysicalMs: 4102444800000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := backup.SummarizeState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }
 
 func mustJSON(t *testing.T, v any) string {
@@ -181,7 +204,7 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 	}
 
 	seeded := filepath.Join(t.TempDir(), "seeded")
-	if code, _, errs := runCmd("restore", "--snapshot", file, "--data-dir", seeded, "--id", "n1", "--raft-addr", "127.0.0.1:7101"); code != 0 {
+	if code, _, errs := runCmd("restore", "--snapshot", file, "--data-dir", seeded, "--id", "n1", "--raft-addr", "127.0.0.1:7101", "--id-floor", "100"); code != 0 {
 		t.Fatal(errs)
 	}
 	nonEmpty := t.TempDir()
@@ -196,7 +219,7 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 		return p
 	}
 	restore := func(extra ...string) []string {
-		args := []string{"restore", "--snapshot", file, "--data-dir", fresh, "--id", "n1", "--raft-addr", "127.0.0.1:7101"}
+		args := []string{"restore", "--snapshot", file, "--data-dir", fresh, "--id", "n1", "--raft-addr", "127.0.0.1:7101", "--id-floor", "100", "--ts-floor-ms", "0"}
 		for i := 0; i+1 < len(extra); i += 2 {
 			for j := 1; j+1 < len(args); j += 2 {
 				if args[j] == extra[i] {
@@ -214,6 +237,10 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 	}{
 		{"restore without flags", []string{"restore"}, 2, "--snapshot is required"},
 		{"restore without id", restore("--id", ""), 2, "--id is required"},
+		{"restore without id floor", restore("--id-floor", ""), 2, "--id-floor is required"},
+		{"restore bad id floor", restore("--id-floor", "-3"), 2, "--id-floor"},
+		{"restore id floor below the backup's", restore("--id-floor", "5"), 2, "below the backup's own next ID 11"},
+		{"restore bad ts floor", restore("--ts-floor-ms", "-1"), 2, "--ts-floor-ms"},
 		{"restore bad id", restore("--id", "n 1"), 2, "--id"},
 		{"restore bad raft addr", restore("--raft-addr", "nowhere"), 2, "--raft-addr"},
 		{"restore positional", append(restore(), "extra"), 2, "unexpected argument"},

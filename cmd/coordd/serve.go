@@ -148,6 +148,7 @@ func openNode(c serveConfig, sec *secureSetup, logger hclog.Logger) (*raftnode.N
 		rc.TLS = &raftnode.RaftTLS{Server: sec.tls.RaftServer(), Client: sec.tls.RaftClient()}
 	}
 	rc.TestOnlySkipIdentityCheck = c.TestOnlySkipIdentityCheck
+	rc.FaultInjection = c.FaultInjection
 	rc.MaxPendingProposals = c.Limits.MaxPendingProposals
 	if c.LeaseReads {
 		rc.LeaderLease = leaseFor(rc.HeartbeatTimeout)
@@ -283,6 +284,10 @@ func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcs
 	var gwOpts []httpgateway.Option
 	if c.EnablePprof {
 		gwOpts = append(gwOpts, httpgateway.WithPprof())
+	}
+	if c.FaultInjection {
+		logger.Warn("TEST ONLY: fault injection is on (/debug/raft-delay can hold this member's raft messages)")
+		gwOpts = append(gwOpts, httpgateway.WithFaultInjection(node))
 	}
 	var handler http.Handler = httpgateway.New(srv, httpgateway.Probes{Node: node, MaxLag: c.ReadyMaxLag}, reg.Handler(), gwOpts...)
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,

@@ -789,6 +789,7 @@ type Result struct {
 	//	*Result_Checkpoints
 	//	*Result_ManifestCommit
 	//	*Result_ImportFinished
+	//	*Result_ManifestRetired
 	//	*Result_ReplicateConfig
 	Value         isResult_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
@@ -947,6 +948,15 @@ func (x *Result) GetImportFinished() *ImportFinished {
 	return nil
 }
 
+func (x *Result) GetManifestRetired() *ManifestRetireResult {
+	if x != nil {
+		if x, ok := x.Value.(*Result_ManifestRetired); ok {
+			return x.ManifestRetired
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetReplicateConfig() *ReplicateConfiguration {
 	if x != nil {
 		if x, ok := x.Value.(*Result_ReplicateConfig); ok {
@@ -1008,6 +1018,10 @@ type Result_ImportFinished struct {
 	ImportFinished *ImportFinished `protobuf:"bytes,21,opt,name=import_finished,json=importFinished,proto3,oneof"` // FinishImportSegment
 }
 
+type Result_ManifestRetired struct {
+	ManifestRetired *ManifestRetireResult `protobuf:"bytes,22,opt,name=manifest_retired,json=manifestRetired,proto3,oneof"` // RetireManifestRevisions
+}
+
 type Result_ReplicateConfig struct {
 	ReplicateConfig *ReplicateConfiguration `protobuf:"bytes,14,opt,name=replicate_config,json=replicateConfig,proto3,oneof"` // ResetReplicateRole: the configuration installed
 }
@@ -1035,6 +1049,8 @@ func (*Result_Checkpoints) isResult_Value() {}
 func (*Result_ManifestCommit) isResult_Value() {}
 
 func (*Result_ImportFinished) isResult_Value() {}
+
+func (*Result_ManifestRetired) isResult_Value() {}
 
 func (*Result_ReplicateConfig) isResult_Value() {}
 
@@ -1392,6 +1408,63 @@ func (x *ReserveIDs) GetCount() uint64 {
 	return 0
 }
 
+// RaiseAllocatorFloors (0x0008) moves the ID allocator's next ID and the
+// TSO window's committed limit up to at least the given values (never
+// down). `coordd restore` writes it as the first entry after the restored
+// snapshot, so a restored cluster never hands out an ID or timestamp the
+// old cluster may have issued after the backup (docs/operations.md).
+type RaiseAllocatorFloors struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	NextId             uint64                 `protobuf:"varint,1,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`
+	TsoLimitPhysicalMs int64                  `protobuf:"varint,2,opt,name=tso_limit_physical_ms,json=tsoLimitPhysicalMs,proto3" json:"tso_limit_physical_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RaiseAllocatorFloors) Reset() {
+	*x = RaiseAllocatorFloors{}
+	mi := &file_log_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseAllocatorFloors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseAllocatorFloors) ProtoMessage() {}
+
+func (x *RaiseAllocatorFloors) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseAllocatorFloors.ProtoReflect.Descriptor instead.
+func (*RaiseAllocatorFloors) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RaiseAllocatorFloors) GetNextId() uint64 {
+	if x != nil {
+		return x.NextId
+	}
+	return 0
+}
+
+func (x *RaiseAllocatorFloors) GetTsoLimitPhysicalMs() int64 {
+	if x != nil {
+		return x.TsoLimitPhysicalMs
+	}
+	return 0
+}
+
 type SnapshotHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
@@ -1403,7 +1476,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_log_proto_msgTypes[11]
+	mi := &file_log_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1488,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[11]
+	mi := &file_log_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1501,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{11}
+	return file_log_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1462,7 +1535,7 @@ type AllocatorState struct {
 
 func (x *AllocatorState) Reset() {
 	*x = AllocatorState{}
-	mi := &file_log_proto_msgTypes[12]
+	mi := &file_log_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1547,7 @@ func (x *AllocatorState) String() string {
 func (*AllocatorState) ProtoMessage() {}
 
 func (x *AllocatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[12]
+	mi := &file_log_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1560,7 @@ func (x *AllocatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatorState.ProtoReflect.Descriptor instead.
 func (*AllocatorState) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{12}
+	return file_log_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AllocatorState) GetTsoLimitPhysicalMs() int64 {
@@ -1515,7 +1588,7 @@ type LeadershipState struct {
 
 func (x *LeadershipState) Reset() {
 	*x = LeadershipState{}
-	mi := &file_log_proto_msgTypes[13]
+	mi := &file_log_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1600,7 @@ func (x *LeadershipState) String() string {
 func (*LeadershipState) ProtoMessage() {}
 
 func (x *LeadershipState) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[13]
+	mi := &file_log_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1613,7 @@ func (x *LeadershipState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadershipState.ProtoReflect.Descriptor instead.
 func (*LeadershipState) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{13}
+	return file_log_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeadershipState) GetEstablishedTerm() uint64 {
@@ -1581,7 +1654,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_log_proto_msgTypes[14]
+	mi := &file_log_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1666,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[14]
+	mi := &file_log_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1679,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{14}
+	return file_log_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DedupRecord) GetRequestId() string {
@@ -1663,6 +1736,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_ChannelCheckpoint
 	//	*SnapshotRecord_SegmentIndex
 	//	*SnapshotRecord_SegmentStats
+	//	*SnapshotRecord_ManifestRetired
+	//	*SnapshotRecord_ManifestMeta
 	//	*SnapshotRecord_Token
 	//	*SnapshotRecord_SecurityMeta
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
@@ -1672,7 +1747,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_log_proto_msgTypes[15]
+	mi := &file_log_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1759,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[15]
+	mi := &file_log_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1772,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{15}
+	return file_log_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1842,6 +1917,24 @@ func (x *SnapshotRecord) GetSegmentStats() *SegmentStatsRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetManifestRetired() *ManifestRetiredRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_ManifestRetired); ok {
+			return x.ManifestRetired
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetManifestMeta() *ManifestMeta {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_ManifestMeta); ok {
+			return x.ManifestMeta
+		}
+	}
+	return nil
+}
+
 func (x *SnapshotRecord) GetToken() *TokenRecord {
 	if x != nil {
 		if x, ok := x.Record.(*SnapshotRecord_Token); ok {
@@ -1924,6 +2017,14 @@ type SnapshotRecord_SegmentStats struct {
 	SegmentStats *SegmentStatsRecord `protobuf:"bytes,21,opt,name=segment_stats,json=segmentStats,proto3,oneof"`
 }
 
+type SnapshotRecord_ManifestRetired struct {
+	ManifestRetired *ManifestRetiredRecord `protobuf:"bytes,22,opt,name=manifest_retired,json=manifestRetired,proto3,oneof"`
+}
+
+type SnapshotRecord_ManifestMeta struct {
+	ManifestMeta *ManifestMeta `protobuf:"bytes,23,opt,name=manifest_meta,json=manifestMeta,proto3,oneof"`
+}
+
 type SnapshotRecord_Token struct {
 	// 30..39: access control (fsm/tokens.go).
 	Token *TokenRecord `protobuf:"bytes,30,opt,name=token,proto3,oneof"`
@@ -1963,6 +2064,10 @@ func (*SnapshotRecord_SegmentIndex) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_SegmentStats) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_ManifestRetired) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_ManifestMeta) isSnapshotRecord_Record() {}
+
 func (*SnapshotRecord_Token) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_SecurityMeta) isSnapshotRecord_Record() {}
@@ -1980,7 +2085,7 @@ type InitStreaming struct {
 
 func (x *InitStreaming) Reset() {
 	*x = InitStreaming{}
-	mi := &file_log_proto_msgTypes[16]
+	mi := &file_log_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2097,7 @@ func (x *InitStreaming) String() string {
 func (*InitStreaming) ProtoMessage() {}
 
 func (x *InitStreaming) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[16]
+	mi := &file_log_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2110,7 @@ func (x *InitStreaming) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitStreaming.ProtoReflect.Descriptor instead.
 func (*InitStreaming) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{16}
+	return file_log_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InitStreaming) GetClusterId() string {
@@ -2032,7 +2137,7 @@ type AddPChannels struct {
 
 func (x *AddPChannels) Reset() {
 	*x = AddPChannels{}
-	mi := &file_log_proto_msgTypes[17]
+	mi := &file_log_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2149,7 @@ func (x *AddPChannels) String() string {
 func (*AddPChannels) ProtoMessage() {}
 
 func (x *AddPChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[17]
+	mi := &file_log_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2162,7 @@ func (x *AddPChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPChannels.ProtoReflect.Descriptor instead.
 func (*AddPChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{17}
+	return file_log_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddPChannels) GetPchannels() []string {
@@ -2081,7 +2186,7 @@ type PChannelAssignment struct {
 
 func (x *PChannelAssignment) Reset() {
 	*x = PChannelAssignment{}
-	mi := &file_log_proto_msgTypes[18]
+	mi := &file_log_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2198,7 @@ func (x *PChannelAssignment) String() string {
 func (*PChannelAssignment) ProtoMessage() {}
 
 func (x *PChannelAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[18]
+	mi := &file_log_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2211,7 @@ func (x *PChannelAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelAssignment.ProtoReflect.Descriptor instead.
 func (*PChannelAssignment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{18}
+	return file_log_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PChannelAssignment) GetPchannel() string {
@@ -2148,7 +2253,7 @@ type AssignPChannels struct {
 
 func (x *AssignPChannels) Reset() {
 	*x = AssignPChannels{}
-	mi := &file_log_proto_msgTypes[19]
+	mi := &file_log_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2265,7 @@ func (x *AssignPChannels) String() string {
 func (*AssignPChannels) ProtoMessage() {}
 
 func (x *AssignPChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[19]
+	mi := &file_log_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2278,7 @@ func (x *AssignPChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignPChannels.ProtoReflect.Descriptor instead.
 func (*AssignPChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{19}
+	return file_log_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AssignPChannels) GetAssignments() []*PChannelAssignment {
@@ -2194,7 +2299,7 @@ type PChannelTerm struct {
 
 func (x *PChannelTerm) Reset() {
 	*x = PChannelTerm{}
-	mi := &file_log_proto_msgTypes[20]
+	mi := &file_log_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2311,7 @@ func (x *PChannelTerm) String() string {
 func (*PChannelTerm) ProtoMessage() {}
 
 func (x *PChannelTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[20]
+	mi := &file_log_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2324,7 @@ func (x *PChannelTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTerm.ProtoReflect.Descriptor instead.
 func (*PChannelTerm) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{20}
+	return file_log_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PChannelTerm) GetPchannel() string {
@@ -2253,7 +2358,7 @@ type AssignPChannelsDone struct {
 
 func (x *AssignPChannelsDone) Reset() {
 	*x = AssignPChannelsDone{}
-	mi := &file_log_proto_msgTypes[21]
+	mi := &file_log_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2370,7 @@ func (x *AssignPChannelsDone) String() string {
 func (*AssignPChannelsDone) ProtoMessage() {}
 
 func (x *AssignPChannelsDone) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[21]
+	mi := &file_log_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2383,7 @@ func (x *AssignPChannelsDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignPChannelsDone.ProtoReflect.Descriptor instead.
 func (*AssignPChannelsDone) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{21}
+	return file_log_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AssignPChannelsDone) GetChannels() []*PChannelTerm {
@@ -2298,7 +2403,7 @@ type MarkPChannelsUnavailable struct {
 
 func (x *MarkPChannelsUnavailable) Reset() {
 	*x = MarkPChannelsUnavailable{}
-	mi := &file_log_proto_msgTypes[22]
+	mi := &file_log_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2415,7 @@ func (x *MarkPChannelsUnavailable) String() string {
 func (*MarkPChannelsUnavailable) ProtoMessage() {}
 
 func (x *MarkPChannelsUnavailable) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[22]
+	mi := &file_log_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2428,7 @@ func (x *MarkPChannelsUnavailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkPChannelsUnavailable.ProtoReflect.Descriptor instead.
 func (*MarkPChannelsUnavailable) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{22}
+	return file_log_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkPChannelsUnavailable) GetChannels() []*PChannelTerm {
@@ -2343,7 +2448,7 @@ type RecordAssignFailure struct {
 
 func (x *RecordAssignFailure) Reset() {
 	*x = RecordAssignFailure{}
-	mi := &file_log_proto_msgTypes[23]
+	mi := &file_log_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2460,7 @@ func (x *RecordAssignFailure) String() string {
 func (*RecordAssignFailure) ProtoMessage() {}
 
 func (x *RecordAssignFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[23]
+	mi := &file_log_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2473,7 @@ func (x *RecordAssignFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAssignFailure.ProtoReflect.Descriptor instead.
 func (*RecordAssignFailure) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{23}
+	return file_log_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecordAssignFailure) GetChannel() *PChannelTerm {
@@ -2392,7 +2497,7 @@ type RegisterStreamingNode struct {
 
 func (x *RegisterStreamingNode) Reset() {
 	*x = RegisterStreamingNode{}
-	mi := &file_log_proto_msgTypes[24]
+	mi := &file_log_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2509,7 @@ func (x *RegisterStreamingNode) String() string {
 func (*RegisterStreamingNode) ProtoMessage() {}
 
 func (x *RegisterStreamingNode) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[24]
+	mi := &file_log_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2522,7 @@ func (x *RegisterStreamingNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterStreamingNode.ProtoReflect.Descriptor instead.
 func (*RegisterStreamingNode) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{24}
+	return file_log_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegisterStreamingNode) GetAddress() string {
@@ -2459,7 +2564,7 @@ type MarkStreamingNodeDown struct {
 
 func (x *MarkStreamingNodeDown) Reset() {
 	*x = MarkStreamingNodeDown{}
-	mi := &file_log_proto_msgTypes[25]
+	mi := &file_log_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2576,7 @@ func (x *MarkStreamingNodeDown) String() string {
 func (*MarkStreamingNodeDown) ProtoMessage() {}
 
 func (x *MarkStreamingNodeDown) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[25]
+	mi := &file_log_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2589,7 @@ func (x *MarkStreamingNodeDown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkStreamingNodeDown.ProtoReflect.Descriptor instead.
 func (*MarkStreamingNodeDown) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{25}
+	return file_log_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MarkStreamingNodeDown) GetNodeId() uint64 {
@@ -2519,7 +2624,7 @@ type SetStreamingNodeDrain struct {
 
 func (x *SetStreamingNodeDrain) Reset() {
 	*x = SetStreamingNodeDrain{}
-	mi := &file_log_proto_msgTypes[26]
+	mi := &file_log_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2636,7 @@ func (x *SetStreamingNodeDrain) String() string {
 func (*SetStreamingNodeDrain) ProtoMessage() {}
 
 func (x *SetStreamingNodeDrain) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[26]
+	mi := &file_log_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2649,7 @@ func (x *SetStreamingNodeDrain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStreamingNodeDrain.ProtoReflect.Descriptor instead.
 func (*SetStreamingNodeDrain) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{26}
+	return file_log_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetStreamingNodeDrain) GetNodeId() uint64 {
@@ -2578,7 +2683,7 @@ type AllocVirtualChannels struct {
 
 func (x *AllocVirtualChannels) Reset() {
 	*x = AllocVirtualChannels{}
-	mi := &file_log_proto_msgTypes[27]
+	mi := &file_log_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2695,7 @@ func (x *AllocVirtualChannels) String() string {
 func (*AllocVirtualChannels) ProtoMessage() {}
 
 func (x *AllocVirtualChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[27]
+	mi := &file_log_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2708,7 @@ func (x *AllocVirtualChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocVirtualChannels.ProtoReflect.Descriptor instead.
 func (*AllocVirtualChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{27}
+	return file_log_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AllocVirtualChannels) GetCollectionId() int64 {
@@ -2629,7 +2734,7 @@ type DropVirtualChannels struct {
 
 func (x *DropVirtualChannels) Reset() {
 	*x = DropVirtualChannels{}
-	mi := &file_log_proto_msgTypes[28]
+	mi := &file_log_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2746,7 @@ func (x *DropVirtualChannels) String() string {
 func (*DropVirtualChannels) ProtoMessage() {}
 
 func (x *DropVirtualChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[28]
+	mi := &file_log_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2759,7 @@ func (x *DropVirtualChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropVirtualChannels.ProtoReflect.Descriptor instead.
 func (*DropVirtualChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{28}
+	return file_log_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DropVirtualChannels) GetCollectionId() int64 {
@@ -2674,7 +2779,7 @@ type ReplicateCluster struct {
 
 func (x *ReplicateCluster) Reset() {
 	*x = ReplicateCluster{}
-	mi := &file_log_proto_msgTypes[29]
+	mi := &file_log_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2791,7 @@ func (x *ReplicateCluster) String() string {
 func (*ReplicateCluster) ProtoMessage() {}
 
 func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[29]
+	mi := &file_log_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2804,7 @@ func (x *ReplicateCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateCluster.ProtoReflect.Descriptor instead.
 func (*ReplicateCluster) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{29}
+	return file_log_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplicateCluster) GetClusterId() string {
@@ -2726,7 +2831,7 @@ type ReplicateTopology struct {
 
 func (x *ReplicateTopology) Reset() {
 	*x = ReplicateTopology{}
-	mi := &file_log_proto_msgTypes[30]
+	mi := &file_log_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +2843,7 @@ func (x *ReplicateTopology) String() string {
 func (*ReplicateTopology) ProtoMessage() {}
 
 func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[30]
+	mi := &file_log_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +2856,7 @@ func (x *ReplicateTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateTopology.ProtoReflect.Descriptor instead.
 func (*ReplicateTopology) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{30}
+	return file_log_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplicateTopology) GetSourceClusterId() string {
@@ -2778,7 +2883,7 @@ type ReplicateConfiguration struct {
 
 func (x *ReplicateConfiguration) Reset() {
 	*x = ReplicateConfiguration{}
-	mi := &file_log_proto_msgTypes[31]
+	mi := &file_log_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2895,7 @@ func (x *ReplicateConfiguration) String() string {
 func (*ReplicateConfiguration) ProtoMessage() {}
 
 func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[31]
+	mi := &file_log_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2908,7 @@ func (x *ReplicateConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateConfiguration.ProtoReflect.Descriptor instead.
 func (*ReplicateConfiguration) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{31}
+	return file_log_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplicateConfiguration) GetClusters() []*ReplicateCluster {
@@ -2829,7 +2934,7 @@ type UpdateReplicateConfiguration struct {
 
 func (x *UpdateReplicateConfiguration) Reset() {
 	*x = UpdateReplicateConfiguration{}
-	mi := &file_log_proto_msgTypes[32]
+	mi := &file_log_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2946,7 @@ func (x *UpdateReplicateConfiguration) String() string {
 func (*UpdateReplicateConfiguration) ProtoMessage() {}
 
 func (x *UpdateReplicateConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[32]
+	mi := &file_log_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2959,7 @@ func (x *UpdateReplicateConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateReplicateConfiguration.ProtoReflect.Descriptor instead.
 func (*UpdateReplicateConfiguration) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{32}
+	return file_log_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateReplicateConfiguration) GetConfig() *ReplicateConfiguration {
@@ -2879,7 +2984,7 @@ type ResetReplicateRole struct {
 
 func (x *ResetReplicateRole) Reset() {
 	*x = ResetReplicateRole{}
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +2996,7 @@ func (x *ResetReplicateRole) String() string {
 func (*ResetReplicateRole) ProtoMessage() {}
 
 func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[33]
+	mi := &file_log_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3009,7 @@ func (x *ResetReplicateRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetReplicateRole.ProtoReflect.Descriptor instead.
 func (*ResetReplicateRole) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{33}
+	return file_log_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResetReplicateRole) GetReason() string {
@@ -2924,7 +3029,7 @@ type AssignResult struct {
 
 func (x *AssignResult) Reset() {
 	*x = AssignResult{}
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3041,7 @@ func (x *AssignResult) String() string {
 func (*AssignResult) ProtoMessage() {}
 
 func (x *AssignResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[34]
+	mi := &file_log_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3054,7 @@ func (x *AssignResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
 func (*AssignResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{34}
+	return file_log_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AssignResult) GetAssigned() []*PChannelTerm {
@@ -2970,7 +3075,7 @@ type RegisterNodeResult struct {
 
 func (x *RegisterNodeResult) Reset() {
 	*x = RegisterNodeResult{}
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3087,7 @@ func (x *RegisterNodeResult) String() string {
 func (*RegisterNodeResult) ProtoMessage() {}
 
 func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[35]
+	mi := &file_log_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3100,7 @@ func (x *RegisterNodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResult.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{35}
+	return file_log_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegisterNodeResult) GetNodeId() uint64 {
@@ -3028,7 +3133,7 @@ type VChannelList struct {
 
 func (x *VChannelList) Reset() {
 	*x = VChannelList{}
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3145,7 @@ func (x *VChannelList) String() string {
 func (*VChannelList) ProtoMessage() {}
 
 func (x *VChannelList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[36]
+	mi := &file_log_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3158,7 @@ func (x *VChannelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelList.ProtoReflect.Descriptor instead.
 func (*VChannelList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{36}
+	return file_log_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *VChannelList) GetVchannels() []string {
@@ -3073,7 +3178,7 @@ type AssignmentVersion struct {
 
 func (x *AssignmentVersion) Reset() {
 	*x = AssignmentVersion{}
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3190,7 @@ func (x *AssignmentVersion) String() string {
 func (*AssignmentVersion) ProtoMessage() {}
 
 func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[37]
+	mi := &file_log_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3203,7 @@ func (x *AssignmentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentVersion.ProtoReflect.Descriptor instead.
 func (*AssignmentVersion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{37}
+	return file_log_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AssignmentVersion) GetGlobal() uint64 {
@@ -3126,7 +3231,7 @@ type PChannelHistory struct {
 
 func (x *PChannelHistory) Reset() {
 	*x = PChannelHistory{}
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3243,7 @@ func (x *PChannelHistory) String() string {
 func (*PChannelHistory) ProtoMessage() {}
 
 func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[38]
+	mi := &file_log_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3256,7 @@ func (x *PChannelHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelHistory.ProtoReflect.Descriptor instead.
 func (*PChannelHistory) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{38}
+	return file_log_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PChannelHistory) GetTerm() int64 {
@@ -3195,7 +3300,7 @@ type PChannelRecord struct {
 
 func (x *PChannelRecord) Reset() {
 	*x = PChannelRecord{}
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3312,7 @@ func (x *PChannelRecord) String() string {
 func (*PChannelRecord) ProtoMessage() {}
 
 func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[39]
+	mi := &file_log_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3325,7 @@ func (x *PChannelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelRecord.ProtoReflect.Descriptor instead.
 func (*PChannelRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{39}
+	return file_log_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PChannelRecord) GetName() string {
@@ -3328,7 +3433,7 @@ type StreamingNodeRecord struct {
 
 func (x *StreamingNodeRecord) Reset() {
 	*x = StreamingNodeRecord{}
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3340,7 +3445,7 @@ func (x *StreamingNodeRecord) String() string {
 func (*StreamingNodeRecord) ProtoMessage() {}
 
 func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[40]
+	mi := &file_log_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3353,7 +3458,7 @@ func (x *StreamingNodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamingNodeRecord.ProtoReflect.Descriptor instead.
 func (*StreamingNodeRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{40}
+	return file_log_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamingNodeRecord) GetId() uint64 {
@@ -3443,7 +3548,7 @@ type CollectionVChannels struct {
 
 func (x *CollectionVChannels) Reset() {
 	*x = CollectionVChannels{}
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3560,7 @@ func (x *CollectionVChannels) String() string {
 func (*CollectionVChannels) ProtoMessage() {}
 
 func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[41]
+	mi := &file_log_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3573,7 @@ func (x *CollectionVChannels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionVChannels.ProtoReflect.Descriptor instead.
 func (*CollectionVChannels) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{41}
+	return file_log_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CollectionVChannels) GetCollectionId() int64 {
@@ -3502,7 +3607,7 @@ type ChannelsMeta struct {
 
 func (x *ChannelsMeta) Reset() {
 	*x = ChannelsMeta{}
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3619,7 @@ func (x *ChannelsMeta) String() string {
 func (*ChannelsMeta) ProtoMessage() {}
 
 func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[42]
+	mi := &file_log_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3632,7 @@ func (x *ChannelsMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelsMeta.ProtoReflect.Descriptor instead.
 func (*ChannelsMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{42}
+	return file_log_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ChannelsMeta) GetClusterId() string {
@@ -3590,7 +3695,7 @@ type ResourceKey struct {
 
 func (x *ResourceKey) Reset() {
 	*x = ResourceKey{}
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3707,7 @@ func (x *ResourceKey) String() string {
 func (*ResourceKey) ProtoMessage() {}
 
 func (x *ResourceKey) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[43]
+	mi := &file_log_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3720,7 @@ func (x *ResourceKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceKey.ProtoReflect.Descriptor instead.
 func (*ResourceKey) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{43}
+	return file_log_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResourceKey) GetDomain() ResourceDomain {
@@ -3653,7 +3758,7 @@ type VChannelCheckpoint struct {
 
 func (x *VChannelCheckpoint) Reset() {
 	*x = VChannelCheckpoint{}
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3770,7 @@ func (x *VChannelCheckpoint) String() string {
 func (*VChannelCheckpoint) ProtoMessage() {}
 
 func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[44]
+	mi := &file_log_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +3783,7 @@ func (x *VChannelCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VChannelCheckpoint.ProtoReflect.Descriptor instead.
 func (*VChannelCheckpoint) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{44}
+	return file_log_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *VChannelCheckpoint) GetVchannel() string {
@@ -3729,7 +3834,7 @@ type CreateBroadcast struct {
 
 func (x *CreateBroadcast) Reset() {
 	*x = CreateBroadcast{}
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +3846,7 @@ func (x *CreateBroadcast) String() string {
 func (*CreateBroadcast) ProtoMessage() {}
 
 func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[45]
+	mi := &file_log_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +3859,7 @@ func (x *CreateBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBroadcast.ProtoReflect.Descriptor instead.
 func (*CreateBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{45}
+	return file_log_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateBroadcast) GetMessageType() string {
@@ -3818,7 +3923,7 @@ type AckBroadcast struct {
 
 func (x *AckBroadcast) Reset() {
 	*x = AckBroadcast{}
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3935,7 @@ func (x *AckBroadcast) String() string {
 func (*AckBroadcast) ProtoMessage() {}
 
 func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[46]
+	mi := &file_log_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3948,7 @@ func (x *AckBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBroadcast.ProtoReflect.Descriptor instead.
 func (*AckBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{46}
+	return file_log_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AckBroadcast) GetBroadcastId() uint64 {
@@ -3886,7 +3991,7 @@ type CompleteBroadcast struct {
 
 func (x *CompleteBroadcast) Reset() {
 	*x = CompleteBroadcast{}
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +4003,7 @@ func (x *CompleteBroadcast) String() string {
 func (*CompleteBroadcast) ProtoMessage() {}
 
 func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[47]
+	mi := &file_log_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +4016,7 @@ func (x *CompleteBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBroadcast.ProtoReflect.Descriptor instead.
 func (*CompleteBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{47}
+	return file_log_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompleteBroadcast) GetBroadcastId() uint64 {
@@ -3934,7 +4039,7 @@ type AbandonBroadcast struct {
 
 func (x *AbandonBroadcast) Reset() {
 	*x = AbandonBroadcast{}
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4051,7 @@ func (x *AbandonBroadcast) String() string {
 func (*AbandonBroadcast) ProtoMessage() {}
 
 func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[48]
+	mi := &file_log_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4064,7 @@ func (x *AbandonBroadcast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBroadcast.ProtoReflect.Descriptor instead.
 func (*AbandonBroadcast) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{48}
+	return file_log_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AbandonBroadcast) GetBroadcastId() uint64 {
@@ -3989,7 +4094,7 @@ type PruneBroadcastTombstones struct {
 
 func (x *PruneBroadcastTombstones) Reset() {
 	*x = PruneBroadcastTombstones{}
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4001,7 +4106,7 @@ func (x *PruneBroadcastTombstones) String() string {
 func (*PruneBroadcastTombstones) ProtoMessage() {}
 
 func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[49]
+	mi := &file_log_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4014,7 +4119,7 @@ func (x *PruneBroadcastTombstones) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneBroadcastTombstones.ProtoReflect.Descriptor instead.
 func (*PruneBroadcastTombstones) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{49}
+	return file_log_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PruneBroadcastTombstones) GetMaxCount() uint32 {
@@ -4042,7 +4147,7 @@ type CreateCollectionPayload struct {
 
 func (x *CreateCollectionPayload) Reset() {
 	*x = CreateCollectionPayload{}
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4054,7 +4159,7 @@ func (x *CreateCollectionPayload) String() string {
 func (*CreateCollectionPayload) ProtoMessage() {}
 
 func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[50]
+	mi := &file_log_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4067,7 +4172,7 @@ func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
 func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{50}
+	return file_log_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreateCollectionPayload) GetCollectionId() int64 {
@@ -4093,7 +4198,7 @@ type DropCollectionPayload struct {
 
 func (x *DropCollectionPayload) Reset() {
 	*x = DropCollectionPayload{}
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4105,7 +4210,7 @@ func (x *DropCollectionPayload) String() string {
 func (*DropCollectionPayload) ProtoMessage() {}
 
 func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[51]
+	mi := &file_log_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4118,7 +4223,7 @@ func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
 func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{51}
+	return file_log_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DropCollectionPayload) GetCollectionId() int64 {
@@ -4136,7 +4241,7 @@ type FlushAllPayload struct {
 
 func (x *FlushAllPayload) Reset() {
 	*x = FlushAllPayload{}
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4253,7 @@ func (x *FlushAllPayload) String() string {
 func (*FlushAllPayload) ProtoMessage() {}
 
 func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[52]
+	mi := &file_log_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4266,7 @@ func (x *FlushAllPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushAllPayload.ProtoReflect.Descriptor instead.
 func (*FlushAllPayload) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{52}
+	return file_log_proto_rawDescGZIP(), []int{53}
 }
 
 type BroadcastCreated struct {
@@ -4174,7 +4279,7 @@ type BroadcastCreated struct {
 
 func (x *BroadcastCreated) Reset() {
 	*x = BroadcastCreated{}
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +4291,7 @@ func (x *BroadcastCreated) String() string {
 func (*BroadcastCreated) ProtoMessage() {}
 
 func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[53]
+	mi := &file_log_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +4304,7 @@ func (x *BroadcastCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCreated.ProtoReflect.Descriptor instead.
 func (*BroadcastCreated) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{53}
+	return file_log_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BroadcastCreated) GetBroadcastId() uint64 {
@@ -4229,7 +4334,7 @@ type BroadcastCompletion struct {
 
 func (x *BroadcastCompletion) Reset() {
 	*x = BroadcastCompletion{}
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4241,7 +4346,7 @@ func (x *BroadcastCompletion) String() string {
 func (*BroadcastCompletion) ProtoMessage() {}
 
 func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[54]
+	mi := &file_log_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4254,7 +4359,7 @@ func (x *BroadcastCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastCompletion.ProtoReflect.Descriptor instead.
 func (*BroadcastCompletion) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{54}
+	return file_log_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BroadcastCompletion) GetTombstoned() bool {
@@ -4297,7 +4402,7 @@ type BroadcastTask struct {
 
 func (x *BroadcastTask) Reset() {
 	*x = BroadcastTask{}
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4309,7 +4414,7 @@ func (x *BroadcastTask) String() string {
 func (*BroadcastTask) ProtoMessage() {}
 
 func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[55]
+	mi := &file_log_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4322,7 +4427,7 @@ func (x *BroadcastTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastTask.ProtoReflect.Descriptor instead.
 func (*BroadcastTask) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{55}
+	return file_log_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BroadcastTask) GetId() uint64 {
@@ -4447,7 +4552,7 @@ type PChannelTimeTick struct {
 
 func (x *PChannelTimeTick) Reset() {
 	*x = PChannelTimeTick{}
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4564,7 @@ func (x *PChannelTimeTick) String() string {
 func (*PChannelTimeTick) ProtoMessage() {}
 
 func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[56]
+	mi := &file_log_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4577,7 @@ func (x *PChannelTimeTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PChannelTimeTick.ProtoReflect.Descriptor instead.
 func (*PChannelTimeTick) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{56}
+	return file_log_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PChannelTimeTick) GetPchannel() string {
@@ -4502,7 +4607,7 @@ type BroadcastMeta struct {
 
 func (x *BroadcastMeta) Reset() {
 	*x = BroadcastMeta{}
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4619,7 @@ func (x *BroadcastMeta) String() string {
 func (*BroadcastMeta) ProtoMessage() {}
 
 func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[57]
+	mi := &file_log_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4632,7 @@ func (x *BroadcastMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastMeta.ProtoReflect.Descriptor instead.
 func (*BroadcastMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{57}
+	return file_log_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BroadcastMeta) GetNextTombstoneSeq() uint64 {
@@ -4564,7 +4669,7 @@ type WALPosition struct {
 
 func (x *WALPosition) Reset() {
 	*x = WALPosition{}
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4681,7 @@ func (x *WALPosition) String() string {
 func (*WALPosition) ProtoMessage() {}
 
 func (x *WALPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[58]
+	mi := &file_log_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4694,7 @@ func (x *WALPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALPosition.ProtoReflect.Descriptor instead.
 func (*WALPosition) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{58}
+	return file_log_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WALPosition) GetTerm() int64 {
@@ -4627,7 +4732,7 @@ type LogRef struct {
 
 func (x *LogRef) Reset() {
 	*x = LogRef{}
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4639,7 +4744,7 @@ func (x *LogRef) String() string {
 func (*LogRef) ProtoMessage() {}
 
 func (x *LogRef) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[59]
+	mi := &file_log_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4652,7 +4757,7 @@ func (x *LogRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
 func (*LogRef) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{59}
+	return file_log_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LogRef) GetLogId() int64 {
@@ -4700,7 +4805,7 @@ type FieldLogs struct {
 
 func (x *FieldLogs) Reset() {
 	*x = FieldLogs{}
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +4817,7 @@ func (x *FieldLogs) String() string {
 func (*FieldLogs) ProtoMessage() {}
 
 func (x *FieldLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[60]
+	mi := &file_log_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +4830,7 @@ func (x *FieldLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldLogs.ProtoReflect.Descriptor instead.
 func (*FieldLogs) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{60}
+	return file_log_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FieldLogs) GetFieldId() int64 {
@@ -4758,7 +4863,7 @@ type CreateSegment struct {
 
 func (x *CreateSegment) Reset() {
 	*x = CreateSegment{}
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +4875,7 @@ func (x *CreateSegment) String() string {
 func (*CreateSegment) ProtoMessage() {}
 
 func (x *CreateSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[61]
+	mi := &file_log_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +4888,7 @@ func (x *CreateSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSegment.ProtoReflect.Descriptor instead.
 func (*CreateSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{61}
+	return file_log_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateSegment) GetCollectionId() int64 {
@@ -4840,7 +4945,7 @@ type CreateImportSegment struct {
 
 func (x *CreateImportSegment) Reset() {
 	*x = CreateImportSegment{}
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4852,7 +4957,7 @@ func (x *CreateImportSegment) String() string {
 func (*CreateImportSegment) ProtoMessage() {}
 
 func (x *CreateImportSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[62]
+	mi := &file_log_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4865,7 +4970,7 @@ func (x *CreateImportSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateImportSegment.ProtoReflect.Descriptor instead.
 func (*CreateImportSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{62}
+	return file_log_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateImportSegment) GetCollectionId() int64 {
@@ -4931,7 +5036,7 @@ type FinishImportSegment struct {
 
 func (x *FinishImportSegment) Reset() {
 	*x = FinishImportSegment{}
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5048,7 @@ func (x *FinishImportSegment) String() string {
 func (*FinishImportSegment) ProtoMessage() {}
 
 func (x *FinishImportSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[63]
+	mi := &file_log_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5061,7 @@ func (x *FinishImportSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishImportSegment.ProtoReflect.Descriptor instead.
 func (*FinishImportSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{63}
+	return file_log_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *FinishImportSegment) GetSegmentId() int64 {
@@ -5025,7 +5130,7 @@ type SealSegments struct {
 
 func (x *SealSegments) Reset() {
 	*x = SealSegments{}
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5142,7 @@ func (x *SealSegments) String() string {
 func (*SealSegments) ProtoMessage() {}
 
 func (x *SealSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[64]
+	mi := &file_log_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5155,7 @@ func (x *SealSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSegments.ProtoReflect.Descriptor instead.
 func (*SealSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{64}
+	return file_log_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SealSegments) GetSegmentIds() []int64 {
@@ -5100,7 +5205,7 @@ type MarkSegmentsFlushing struct {
 
 func (x *MarkSegmentsFlushing) Reset() {
 	*x = MarkSegmentsFlushing{}
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5112,7 +5217,7 @@ func (x *MarkSegmentsFlushing) String() string {
 func (*MarkSegmentsFlushing) ProtoMessage() {}
 
 func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[65]
+	mi := &file_log_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +5230,7 @@ func (x *MarkSegmentsFlushing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkSegmentsFlushing.ProtoReflect.Descriptor instead.
 func (*MarkSegmentsFlushing) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{65}
+	return file_log_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *MarkSegmentsFlushing) GetSegmentIds() []int64 {
@@ -5153,7 +5258,7 @@ type SegmentCheckpointUpdate struct {
 
 func (x *SegmentCheckpointUpdate) Reset() {
 	*x = SegmentCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5165,7 +5270,7 @@ func (x *SegmentCheckpointUpdate) String() string {
 func (*SegmentCheckpointUpdate) ProtoMessage() {}
 
 func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[66]
+	mi := &file_log_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5178,7 +5283,7 @@ func (x *SegmentCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{66}
+	return file_log_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SegmentCheckpointUpdate) GetSegmentId() int64 {
@@ -5212,7 +5317,7 @@ type SegmentStartUpdate struct {
 
 func (x *SegmentStartUpdate) Reset() {
 	*x = SegmentStartUpdate{}
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5224,7 +5329,7 @@ func (x *SegmentStartUpdate) String() string {
 func (*SegmentStartUpdate) ProtoMessage() {}
 
 func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[67]
+	mi := &file_log_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5237,7 +5342,7 @@ func (x *SegmentStartUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStartUpdate.ProtoReflect.Descriptor instead.
 func (*SegmentStartUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{67}
+	return file_log_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SegmentStartUpdate) GetSegmentId() int64 {
@@ -5286,7 +5391,7 @@ type SaveBinlogPaths struct {
 
 func (x *SaveBinlogPaths) Reset() {
 	*x = SaveBinlogPaths{}
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5298,7 +5403,7 @@ func (x *SaveBinlogPaths) String() string {
 func (*SaveBinlogPaths) ProtoMessage() {}
 
 func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[68]
+	mi := &file_log_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5311,7 +5416,7 @@ func (x *SaveBinlogPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPaths.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPaths) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{68}
+	return file_log_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SaveBinlogPaths) GetNodeId() uint64 {
@@ -5451,7 +5556,7 @@ type ChannelCheckpointUpdate struct {
 
 func (x *ChannelCheckpointUpdate) Reset() {
 	*x = ChannelCheckpointUpdate{}
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5463,7 +5568,7 @@ func (x *ChannelCheckpointUpdate) String() string {
 func (*ChannelCheckpointUpdate) ProtoMessage() {}
 
 func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[69]
+	mi := &file_log_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5476,7 +5581,7 @@ func (x *ChannelCheckpointUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointUpdate) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{69}
+	return file_log_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ChannelCheckpointUpdate) GetVchannel() string {
@@ -5513,7 +5618,7 @@ type UpdateChannelCheckpoints struct {
 
 func (x *UpdateChannelCheckpoints) Reset() {
 	*x = UpdateChannelCheckpoints{}
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5525,7 +5630,7 @@ func (x *UpdateChannelCheckpoints) String() string {
 func (*UpdateChannelCheckpoints) ProtoMessage() {}
 
 func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[70]
+	mi := &file_log_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5538,7 +5643,7 @@ func (x *UpdateChannelCheckpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelCheckpoints.ProtoReflect.Descriptor instead.
 func (*UpdateChannelCheckpoints) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{70}
+	return file_log_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateChannelCheckpoints) GetNodeId() uint64 {
@@ -5569,7 +5674,7 @@ type PruneDroppedSegments struct {
 
 func (x *PruneDroppedSegments) Reset() {
 	*x = PruneDroppedSegments{}
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5581,7 +5686,7 @@ func (x *PruneDroppedSegments) String() string {
 func (*PruneDroppedSegments) ProtoMessage() {}
 
 func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[71]
+	mi := &file_log_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5594,7 +5699,7 @@ func (x *PruneDroppedSegments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneDroppedSegments.ProtoReflect.Descriptor instead.
 func (*PruneDroppedSegments) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{71}
+	return file_log_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PruneDroppedSegments) GetRetentionMs() int64 {
@@ -5627,7 +5732,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5639,7 +5744,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[72]
+	mi := &file_log_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5652,7 +5757,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{72}
+	return file_log_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5672,7 +5777,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5684,7 +5789,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5697,7 +5802,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5728,7 +5833,7 @@ type ImportFinished struct {
 
 func (x *ImportFinished) Reset() {
 	*x = ImportFinished{}
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5740,7 +5845,7 @@ func (x *ImportFinished) String() string {
 func (*ImportFinished) ProtoMessage() {}
 
 func (x *ImportFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5753,7 +5858,7 @@ func (x *ImportFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportFinished.ProtoReflect.Descriptor instead.
 func (*ImportFinished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{74}
+	return file_log_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImportFinished) GetVersion() int64 {
@@ -5787,7 +5892,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5799,7 +5904,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5812,7 +5917,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{75}
+	return file_log_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -5858,7 +5963,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5870,7 +5975,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5883,7 +5988,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{76}
+	return file_log_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -6046,7 +6151,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6058,7 +6163,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6071,7 +6176,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{77}
+	return file_log_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -6120,7 +6225,7 @@ type ManifestStats struct {
 
 func (x *ManifestStats) Reset() {
 	*x = ManifestStats{}
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6132,7 +6237,7 @@ func (x *ManifestStats) String() string {
 func (*ManifestStats) ProtoMessage() {}
 
 func (x *ManifestStats) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6145,7 +6250,7 @@ func (x *ManifestStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
 func (*ManifestStats) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{78}
+	return file_log_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ManifestStats) GetKey() string {
@@ -6181,7 +6286,7 @@ type SegmentIndexRecord struct {
 
 func (x *SegmentIndexRecord) Reset() {
 	*x = SegmentIndexRecord{}
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6193,7 +6298,7 @@ func (x *SegmentIndexRecord) String() string {
 func (*SegmentIndexRecord) ProtoMessage() {}
 
 func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6206,7 +6311,7 @@ func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
 func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{79}
+	return file_log_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SegmentIndexRecord) GetBuildId() int64 {
@@ -6277,7 +6382,7 @@ type SegmentStatsRecord struct {
 
 func (x *SegmentStatsRecord) Reset() {
 	*x = SegmentStatsRecord{}
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6289,7 +6394,7 @@ func (x *SegmentStatsRecord) String() string {
 func (*SegmentStatsRecord) ProtoMessage() {}
 
 func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6302,7 +6407,7 @@ func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
 func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{80}
+	return file_log_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SegmentStatsRecord) GetSegmentId() int64 {
@@ -6334,7 +6439,7 @@ type ManifestNewSegment struct {
 
 func (x *ManifestNewSegment) Reset() {
 	*x = ManifestNewSegment{}
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6346,7 +6451,7 @@ func (x *ManifestNewSegment) String() string {
 func (*ManifestNewSegment) ProtoMessage() {}
 
 func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6359,7 +6464,7 @@ func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
 func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{81}
+	return file_log_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ManifestNewSegment) GetCollectionId() int64 {
@@ -6416,7 +6521,7 @@ type ManifestCatalogMutation struct {
 
 func (x *ManifestCatalogMutation) Reset() {
 	*x = ManifestCatalogMutation{}
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6428,7 +6533,7 @@ func (x *ManifestCatalogMutation) String() string {
 func (*ManifestCatalogMutation) ProtoMessage() {}
 
 func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6441,7 +6546,7 @@ func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
 func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{82}
+	return file_log_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ManifestCatalogMutation) GetState() SegmentState {
@@ -6517,7 +6622,7 @@ type ManifestPublish struct {
 
 func (x *ManifestPublish) Reset() {
 	*x = ManifestPublish{}
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6529,7 +6634,7 @@ func (x *ManifestPublish) String() string {
 func (*ManifestPublish) ProtoMessage() {}
 
 func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6542,7 +6647,7 @@ func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
 func (*ManifestPublish) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{83}
+	return file_log_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ManifestPublish) GetSegmentId() int64 {
@@ -6607,7 +6712,7 @@ type CommitSegmentManifests struct {
 
 func (x *CommitSegmentManifests) Reset() {
 	*x = CommitSegmentManifests{}
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6619,7 +6724,7 @@ func (x *CommitSegmentManifests) String() string {
 func (*CommitSegmentManifests) ProtoMessage() {}
 
 func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6632,7 +6737,7 @@ func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
 func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{84}
+	return file_log_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
@@ -6654,7 +6759,7 @@ type ManifestPublished struct {
 
 func (x *ManifestPublished) Reset() {
 	*x = ManifestPublished{}
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6666,7 +6771,7 @@ func (x *ManifestPublished) String() string {
 func (*ManifestPublished) ProtoMessage() {}
 
 func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6679,7 +6784,7 @@ func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
 func (*ManifestPublished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{85}
+	return file_log_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ManifestPublished) GetSegmentId() int64 {
@@ -6712,7 +6817,7 @@ type ManifestCommitResult struct {
 
 func (x *ManifestCommitResult) Reset() {
 	*x = ManifestCommitResult{}
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6724,7 +6829,7 @@ func (x *ManifestCommitResult) String() string {
 func (*ManifestCommitResult) ProtoMessage() {}
 
 func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6737,7 +6842,7 @@ func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
 func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{86}
+	return file_log_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
@@ -6745,6 +6850,275 @@ func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
 		return x.Published
 	}
 	return nil
+}
+
+// ManifestRetirement condemns the revisions of one base path: every version
+// in from..through, all above the highest version any segment publishes
+// there (docs/semantics.md#manifest-orphans).
+type ManifestRetirement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Base          string                 `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	From          int64                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	Through       int64                  `protobuf:"varint,3,opt,name=through,proto3" json:"through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRetirement) Reset() {
+	*x = ManifestRetirement{}
+	mi := &file_log_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRetirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRetirement) ProtoMessage() {}
+
+func (x *ManifestRetirement) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRetirement.ProtoReflect.Descriptor instead.
+func (*ManifestRetirement) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ManifestRetirement) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestRetirement) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ManifestRetirement) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+// RetireManifestRevisions (0x0402) is the orphan collector's decision,
+// committed before it deletes anything: once applied, no pointer may ever
+// name a retired version. Apply refuses an entry (kept, nothing changes
+// for it) whose base a segment publishes at or above `from`, or an
+// Importing segment may publish; the collector deletes only what the
+// result lists as retired. It carries its decision term (the envelope's
+// leader_term), so a deposed leader's pass is refused.
+type RetireManifestRevisions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Retirements   []*ManifestRetirement  `protobuf:"bytes,1,rep,name=retirements,proto3" json:"retirements,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireManifestRevisions) Reset() {
+	*x = RetireManifestRevisions{}
+	mi := &file_log_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireManifestRevisions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireManifestRevisions) ProtoMessage() {}
+
+func (x *RetireManifestRevisions) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireManifestRevisions.ProtoReflect.Descriptor instead.
+func (*RetireManifestRevisions) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *RetireManifestRevisions) GetRetirements() []*ManifestRetirement {
+	if x != nil {
+		return x.Retirements
+	}
+	return nil
+}
+
+type ManifestRetireResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// retired[i] answers retirements[i]; reasons[i] says why one was kept.
+	Retired       []bool   `protobuf:"varint,1,rep,packed,name=retired,proto3" json:"retired,omitempty"`
+	Reasons       []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRetireResult) Reset() {
+	*x = ManifestRetireResult{}
+	mi := &file_log_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRetireResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRetireResult) ProtoMessage() {}
+
+func (x *ManifestRetireResult) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRetireResult.ProtoReflect.Descriptor instead.
+func (*ManifestRetireResult) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ManifestRetireResult) GetRetired() []bool {
+	if x != nil {
+		return x.Retired
+	}
+	return nil
+}
+
+func (x *ManifestRetireResult) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+// ManifestRetiredRecord is a base's retirement watermark in snapshots: no
+// pointer may name a version at or below `through` at `base`.
+type ManifestRetiredRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Base          string                 `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	Through       int64                  `protobuf:"varint,2,opt,name=through,proto3" json:"through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRetiredRecord) Reset() {
+	*x = ManifestRetiredRecord{}
+	mi := &file_log_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRetiredRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRetiredRecord) ProtoMessage() {}
+
+func (x *ManifestRetiredRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRetiredRecord.ProtoReflect.Descriptor instead.
+func (*ManifestRetiredRecord) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *ManifestRetiredRecord) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ManifestRetiredRecord) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+// ManifestMeta is written to snapshots only once the collector retired a
+// base no segment publishes: segments created with an ID below
+// `create_floor` by a manifest commit are refused (their base may have
+// been collected).
+type ManifestMeta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CreateFloor   int64                  `protobuf:"varint,1,opt,name=create_floor,json=createFloor,proto3" json:"create_floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestMeta) Reset() {
+	*x = ManifestMeta{}
+	mi := &file_log_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestMeta) ProtoMessage() {}
+
+func (x *ManifestMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestMeta.ProtoReflect.Descriptor instead.
+func (*ManifestMeta) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *ManifestMeta) GetCreateFloor() int64 {
+	if x != nil {
+		return x.CreateFloor
+	}
+	return 0
 }
 
 // TokenRecord is one API token. Only the SHA-256 of the token's secret part
@@ -6764,7 +7138,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6776,7 +7150,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6789,7 +7163,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{87}
+	return file_log_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *TokenRecord) GetId() string {
@@ -6845,7 +7219,7 @@ type SecurityMeta struct {
 
 func (x *SecurityMeta) Reset() {
 	*x = SecurityMeta{}
-	mi := &file_log_proto_msgTypes[88]
+	mi := &file_log_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6857,7 +7231,7 @@ func (x *SecurityMeta) String() string {
 func (*SecurityMeta) ProtoMessage() {}
 
 func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[88]
+	mi := &file_log_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6870,7 +7244,7 @@ func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityMeta.ProtoReflect.Descriptor instead.
 func (*SecurityMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{88}
+	return file_log_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
@@ -6893,7 +7267,7 @@ type CreateToken struct {
 
 func (x *CreateToken) Reset() {
 	*x = CreateToken{}
-	mi := &file_log_proto_msgTypes[89]
+	mi := &file_log_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6905,7 +7279,7 @@ func (x *CreateToken) String() string {
 func (*CreateToken) ProtoMessage() {}
 
 func (x *CreateToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[89]
+	mi := &file_log_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6918,7 +7292,7 @@ func (x *CreateToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToken.ProtoReflect.Descriptor instead.
 func (*CreateToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{89}
+	return file_log_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CreateToken) GetToken() *TokenRecord {
@@ -6938,7 +7312,7 @@ type RevokeToken struct {
 
 func (x *RevokeToken) Reset() {
 	*x = RevokeToken{}
-	mi := &file_log_proto_msgTypes[90]
+	mi := &file_log_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6950,7 +7324,7 @@ func (x *RevokeToken) String() string {
 func (*RevokeToken) ProtoMessage() {}
 
 func (x *RevokeToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[90]
+	mi := &file_log_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6963,7 +7337,7 @@ func (x *RevokeToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
 func (*RevokeToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{90}
+	return file_log_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *RevokeToken) GetId() string {
@@ -6991,7 +7365,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\a\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\a\n" +
 	"\x06Result\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.coordd.log.v1.RejectionR\trejection\x123\n" +
 	"\bid_range\x18\x02 \x01(\v2\x16.coordd.log.v1.IDRangeH\x00R\aidRange\x12\x18\n" +
@@ -7008,7 +7382,8 @@ const file_log_proto_rawDesc = "" +
 	" \x01(\v2$.coordd.log.v1.SaveBinlogPathsResultH\x00R\vsaveBinlogs\x12D\n" +
 	"\vcheckpoints\x18\v \x01(\v2 .coordd.log.v1.CheckpointsResultH\x00R\vcheckpoints\x12N\n" +
 	"\x0fmanifest_commit\x18\x14 \x01(\v2#.coordd.log.v1.ManifestCommitResultH\x00R\x0emanifestCommit\x12H\n" +
-	"\x0fimport_finished\x18\x15 \x01(\v2\x1d.coordd.log.v1.ImportFinishedH\x00R\x0eimportFinished\x12R\n" +
+	"\x0fimport_finished\x18\x15 \x01(\v2\x1d.coordd.log.v1.ImportFinishedH\x00R\x0eimportFinished\x12P\n" +
+	"\x10manifest_retired\x18\x16 \x01(\v2#.coordd.log.v1.ManifestRetireResultH\x00R\x0fmanifestRetired\x12R\n" +
 	"\x10replicate_config\x18\x0e \x01(\v2%.coordd.log.v1.ReplicateConfigurationH\x00R\x0freplicateConfigB\a\n" +
 	"\x05value\"5\n" +
 	"\aIDRange\x12\x14\n" +
@@ -7030,7 +7405,10 @@ const file_log_proto_rawDesc = "" +
 	"\x11limit_physical_ms\x18\x01 \x01(\x03R\x0flimitPhysicalMs\"\"\n" +
 	"\n" +
 	"ReserveIDs\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count\"\x7f\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"b\n" +
+	"\x14RaiseAllocatorFloors\x12\x17\n" +
+	"\anext_id\x18\x01 \x01(\x04R\x06nextId\x121\n" +
+	"\x15tso_limit_physical_ms\x18\x02 \x01(\x03R\x12tsoLimitPhysicalMs\"\x7f\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -7048,7 +7426,8 @@ const file_log_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\rR\x04type\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.coordd.log.v1.ResultR\x06result\x12 \n" +
-	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\xfa\b\n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\"\x91\n" +
+	"\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.coordd.log.v1.SnapshotHeaderH\x00R\x06header\x12/\n" +
 	"\x06member\x18\x02 \x01(\v2\x15.coordd.log.v1.MemberH\x00R\x06member\x12=\n" +
@@ -7069,7 +7448,9 @@ const file_log_proto_rawDesc = "" +
 	"\asegment\x18\f \x01(\v2\x1c.coordd.log.v1.SegmentRecordH\x00R\asegment\x12W\n" +
 	"\x12channel_checkpoint\x18\r \x01(\v2&.coordd.log.v1.ChannelCheckpointRecordH\x00R\x11channelCheckpoint\x12H\n" +
 	"\rsegment_index\x18\x14 \x01(\v2!.coordd.log.v1.SegmentIndexRecordH\x00R\fsegmentIndex\x12H\n" +
-	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStats\x122\n" +
+	"\rsegment_stats\x18\x15 \x01(\v2!.coordd.log.v1.SegmentStatsRecordH\x00R\fsegmentStats\x12Q\n" +
+	"\x10manifest_retired\x18\x16 \x01(\v2$.coordd.log.v1.ManifestRetiredRecordH\x00R\x0fmanifestRetired\x12B\n" +
+	"\rmanifest_meta\x18\x17 \x01(\v2\x1b.coordd.log.v1.ManifestMetaH\x00R\fmanifestMeta\x122\n" +
 	"\x05token\x18\x1e \x01(\v2\x1a.coordd.log.v1.TokenRecordH\x00R\x05token\x12B\n" +
 	"\rsecurity_meta\x18\x1f \x01(\v2\x1b.coordd.log.v1.SecurityMetaH\x00R\fsecurityMetaB\b\n" +
 	"\x06record\"L\n" +
@@ -7441,7 +7822,21 @@ const file_log_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
 	"\askipped\x18\x03 \x01(\bR\askipped\"V\n" +
 	"\x14ManifestCommitResult\x12>\n" +
-	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished\"\xc1\x01\n" +
+	"\tpublished\x18\x01 \x03(\v2 .coordd.log.v1.ManifestPublishedR\tpublished\"V\n" +
+	"\x12ManifestRetirement\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x18\n" +
+	"\athrough\x18\x03 \x01(\x03R\athrough\"^\n" +
+	"\x17RetireManifestRevisions\x12C\n" +
+	"\vretirements\x18\x01 \x03(\v2!.coordd.log.v1.ManifestRetirementR\vretirements\"J\n" +
+	"\x14ManifestRetireResult\x12\x18\n" +
+	"\aretired\x18\x01 \x03(\bR\aretired\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\"E\n" +
+	"\x15ManifestRetiredRecord\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12\x18\n" +
+	"\athrough\x18\x02 \x01(\x03R\athrough\"1\n" +
+	"\fManifestMeta\x12!\n" +
+	"\fcreate_floor\x18\x01 \x01(\x03R\vcreateFloor\"\xc1\x01\n" +
 	"\vTokenRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -7538,7 +7933,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -7561,187 +7956,197 @@ var file_log_proto_goTypes = []any{
 	(*Member)(nil),                       // 18: coordd.log.v1.Member
 	(*ExtendTSOWindow)(nil),              // 19: coordd.log.v1.ExtendTSOWindow
 	(*ReserveIDs)(nil),                   // 20: coordd.log.v1.ReserveIDs
-	(*SnapshotHeader)(nil),               // 21: coordd.log.v1.SnapshotHeader
-	(*AllocatorState)(nil),               // 22: coordd.log.v1.AllocatorState
-	(*LeadershipState)(nil),              // 23: coordd.log.v1.LeadershipState
-	(*DedupRecord)(nil),                  // 24: coordd.log.v1.DedupRecord
-	(*SnapshotRecord)(nil),               // 25: coordd.log.v1.SnapshotRecord
-	(*InitStreaming)(nil),                // 26: coordd.log.v1.InitStreaming
-	(*AddPChannels)(nil),                 // 27: coordd.log.v1.AddPChannels
-	(*PChannelAssignment)(nil),           // 28: coordd.log.v1.PChannelAssignment
-	(*AssignPChannels)(nil),              // 29: coordd.log.v1.AssignPChannels
-	(*PChannelTerm)(nil),                 // 30: coordd.log.v1.PChannelTerm
-	(*AssignPChannelsDone)(nil),          // 31: coordd.log.v1.AssignPChannelsDone
-	(*MarkPChannelsUnavailable)(nil),     // 32: coordd.log.v1.MarkPChannelsUnavailable
-	(*RecordAssignFailure)(nil),          // 33: coordd.log.v1.RecordAssignFailure
-	(*RegisterStreamingNode)(nil),        // 34: coordd.log.v1.RegisterStreamingNode
-	(*MarkStreamingNodeDown)(nil),        // 35: coordd.log.v1.MarkStreamingNodeDown
-	(*SetStreamingNodeDrain)(nil),        // 36: coordd.log.v1.SetStreamingNodeDrain
-	(*AllocVirtualChannels)(nil),         // 37: coordd.log.v1.AllocVirtualChannels
-	(*DropVirtualChannels)(nil),          // 38: coordd.log.v1.DropVirtualChannels
-	(*ReplicateCluster)(nil),             // 39: coordd.log.v1.ReplicateCluster
-	(*ReplicateTopology)(nil),            // 40: coordd.log.v1.ReplicateTopology
-	(*ReplicateConfiguration)(nil),       // 41: coordd.log.v1.ReplicateConfiguration
-	(*UpdateReplicateConfiguration)(nil), // 42: coordd.log.v1.UpdateReplicateConfiguration
-	(*ResetReplicateRole)(nil),           // 43: coordd.log.v1.ResetReplicateRole
-	(*AssignResult)(nil),                 // 44: coordd.log.v1.AssignResult
-	(*RegisterNodeResult)(nil),           // 45: coordd.log.v1.RegisterNodeResult
-	(*VChannelList)(nil),                 // 46: coordd.log.v1.VChannelList
-	(*AssignmentVersion)(nil),            // 47: coordd.log.v1.AssignmentVersion
-	(*PChannelHistory)(nil),              // 48: coordd.log.v1.PChannelHistory
-	(*PChannelRecord)(nil),               // 49: coordd.log.v1.PChannelRecord
-	(*StreamingNodeRecord)(nil),          // 50: coordd.log.v1.StreamingNodeRecord
-	(*CollectionVChannels)(nil),          // 51: coordd.log.v1.CollectionVChannels
-	(*ChannelsMeta)(nil),                 // 52: coordd.log.v1.ChannelsMeta
-	(*ResourceKey)(nil),                  // 53: coordd.log.v1.ResourceKey
-	(*VChannelCheckpoint)(nil),           // 54: coordd.log.v1.VChannelCheckpoint
-	(*CreateBroadcast)(nil),              // 55: coordd.log.v1.CreateBroadcast
-	(*AckBroadcast)(nil),                 // 56: coordd.log.v1.AckBroadcast
-	(*CompleteBroadcast)(nil),            // 57: coordd.log.v1.CompleteBroadcast
-	(*AbandonBroadcast)(nil),             // 58: coordd.log.v1.AbandonBroadcast
-	(*PruneBroadcastTombstones)(nil),     // 59: coordd.log.v1.PruneBroadcastTombstones
-	(*CreateCollectionPayload)(nil),      // 60: coordd.log.v1.CreateCollectionPayload
-	(*DropCollectionPayload)(nil),        // 61: coordd.log.v1.DropCollectionPayload
-	(*FlushAllPayload)(nil),              // 62: coordd.log.v1.FlushAllPayload
-	(*BroadcastCreated)(nil),             // 63: coordd.log.v1.BroadcastCreated
-	(*BroadcastCompletion)(nil),          // 64: coordd.log.v1.BroadcastCompletion
-	(*BroadcastTask)(nil),                // 65: coordd.log.v1.BroadcastTask
-	(*PChannelTimeTick)(nil),             // 66: coordd.log.v1.PChannelTimeTick
-	(*BroadcastMeta)(nil),                // 67: coordd.log.v1.BroadcastMeta
-	(*WALPosition)(nil),                  // 68: coordd.log.v1.WALPosition
-	(*LogRef)(nil),                       // 69: coordd.log.v1.LogRef
-	(*FieldLogs)(nil),                    // 70: coordd.log.v1.FieldLogs
-	(*CreateSegment)(nil),                // 71: coordd.log.v1.CreateSegment
-	(*CreateImportSegment)(nil),          // 72: coordd.log.v1.CreateImportSegment
-	(*FinishImportSegment)(nil),          // 73: coordd.log.v1.FinishImportSegment
-	(*SealSegments)(nil),                 // 74: coordd.log.v1.SealSegments
-	(*MarkSegmentsFlushing)(nil),         // 75: coordd.log.v1.MarkSegmentsFlushing
-	(*SegmentCheckpointUpdate)(nil),      // 76: coordd.log.v1.SegmentCheckpointUpdate
-	(*SegmentStartUpdate)(nil),           // 77: coordd.log.v1.SegmentStartUpdate
-	(*SaveBinlogPaths)(nil),              // 78: coordd.log.v1.SaveBinlogPaths
-	(*ChannelCheckpointUpdate)(nil),      // 79: coordd.log.v1.ChannelCheckpointUpdate
-	(*UpdateChannelCheckpoints)(nil),     // 80: coordd.log.v1.UpdateChannelCheckpoints
-	(*PruneDroppedSegments)(nil),         // 81: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 82: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 83: coordd.log.v1.SaveBinlogPathsResult
-	(*ImportFinished)(nil),               // 84: coordd.log.v1.ImportFinished
-	(*CheckpointsResult)(nil),            // 85: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 86: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 87: coordd.log.v1.ChannelCheckpointRecord
-	(*ManifestStats)(nil),                // 88: coordd.log.v1.ManifestStats
-	(*SegmentIndexRecord)(nil),           // 89: coordd.log.v1.SegmentIndexRecord
-	(*SegmentStatsRecord)(nil),           // 90: coordd.log.v1.SegmentStatsRecord
-	(*ManifestNewSegment)(nil),           // 91: coordd.log.v1.ManifestNewSegment
-	(*ManifestCatalogMutation)(nil),      // 92: coordd.log.v1.ManifestCatalogMutation
-	(*ManifestPublish)(nil),              // 93: coordd.log.v1.ManifestPublish
-	(*CommitSegmentManifests)(nil),       // 94: coordd.log.v1.CommitSegmentManifests
-	(*ManifestPublished)(nil),            // 95: coordd.log.v1.ManifestPublished
-	(*ManifestCommitResult)(nil),         // 96: coordd.log.v1.ManifestCommitResult
-	(*TokenRecord)(nil),                  // 97: coordd.log.v1.TokenRecord
-	(*SecurityMeta)(nil),                 // 98: coordd.log.v1.SecurityMeta
-	(*CreateToken)(nil),                  // 99: coordd.log.v1.CreateToken
-	(*RevokeToken)(nil),                  // 100: coordd.log.v1.RevokeToken
+	(*RaiseAllocatorFloors)(nil),         // 21: coordd.log.v1.RaiseAllocatorFloors
+	(*SnapshotHeader)(nil),               // 22: coordd.log.v1.SnapshotHeader
+	(*AllocatorState)(nil),               // 23: coordd.log.v1.AllocatorState
+	(*LeadershipState)(nil),              // 24: coordd.log.v1.LeadershipState
+	(*DedupRecord)(nil),                  // 25: coordd.log.v1.DedupRecord
+	(*SnapshotRecord)(nil),               // 26: coordd.log.v1.SnapshotRecord
+	(*InitStreaming)(nil),                // 27: coordd.log.v1.InitStreaming
+	(*AddPChannels)(nil),                 // 28: coordd.log.v1.AddPChannels
+	(*PChannelAssignment)(nil),           // 29: coordd.log.v1.PChannelAssignment
+	(*AssignPChannels)(nil),              // 30: coordd.log.v1.AssignPChannels
+	(*PChannelTerm)(nil),                 // 31: coordd.log.v1.PChannelTerm
+	(*AssignPChannelsDone)(nil),          // 32: coordd.log.v1.AssignPChannelsDone
+	(*MarkPChannelsUnavailable)(nil),     // 33: coordd.log.v1.MarkPChannelsUnavailable
+	(*RecordAssignFailure)(nil),          // 34: coordd.log.v1.RecordAssignFailure
+	(*RegisterStreamingNode)(nil),        // 35: coordd.log.v1.RegisterStreamingNode
+	(*MarkStreamingNodeDown)(nil),        // 36: coordd.log.v1.MarkStreamingNodeDown
+	(*SetStreamingNodeDrain)(nil),        // 37: coordd.log.v1.SetStreamingNodeDrain
+	(*AllocVirtualChannels)(nil),         // 38: coordd.log.v1.AllocVirtualChannels
+	(*DropVirtualChannels)(nil),          // 39: coordd.log.v1.DropVirtualChannels
+	(*ReplicateCluster)(nil),             // 40: coordd.log.v1.ReplicateCluster
+	(*ReplicateTopology)(nil),            // 41: coordd.log.v1.ReplicateTopology
+	(*ReplicateConfiguration)(nil),       // 42: coordd.log.v1.ReplicateConfiguration
+	(*UpdateReplicateConfiguration)(nil), // 43: coordd.log.v1.UpdateReplicateConfiguration
+	(*ResetReplicateRole)(nil),           // 44: coordd.log.v1.ResetReplicateRole
+	(*AssignResult)(nil),                 // 45: coordd.log.v1.AssignResult
+	(*RegisterNodeResult)(nil),           // 46: coordd.log.v1.RegisterNodeResult
+	(*VChannelList)(nil),                 // 47: coordd.log.v1.VChannelList
+	(*AssignmentVersion)(nil),            // 48: coordd.log.v1.AssignmentVersion
+	(*PChannelHistory)(nil),              // 49: coordd.log.v1.PChannelHistory
+	(*PChannelRecord)(nil),               // 50: coordd.log.v1.PChannelRecord
+	(*StreamingNodeRecord)(nil),          // 51: coordd.log.v1.StreamingNodeRecord
+	(*CollectionVChannels)(nil),          // 52: coordd.log.v1.CollectionVChannels
+	(*ChannelsMeta)(nil),                 // 53: coordd.log.v1.ChannelsMeta
+	(*ResourceKey)(nil),                  // 54: coordd.log.v1.ResourceKey
+	(*VChannelCheckpoint)(nil),           // 55: coordd.log.v1.VChannelCheckpoint
+	(*CreateBroadcast)(nil),              // 56: coordd.log.v1.CreateBroadcast
+	(*AckBroadcast)(nil),                 // 57: coordd.log.v1.AckBroadcast
+	(*CompleteBroadcast)(nil),            // 58: coordd.log.v1.CompleteBroadcast
+	(*AbandonBroadcast)(nil),             // 59: coordd.log.v1.AbandonBroadcast
+	(*PruneBroadcastTombstones)(nil),     // 60: coordd.log.v1.PruneBroadcastTombstones
+	(*CreateCollectionPayload)(nil),      // 61: coordd.log.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),        // 62: coordd.log.v1.DropCollectionPayload
+	(*FlushAllPayload)(nil),              // 63: coordd.log.v1.FlushAllPayload
+	(*BroadcastCreated)(nil),             // 64: coordd.log.v1.BroadcastCreated
+	(*BroadcastCompletion)(nil),          // 65: coordd.log.v1.BroadcastCompletion
+	(*BroadcastTask)(nil),                // 66: coordd.log.v1.BroadcastTask
+	(*PChannelTimeTick)(nil),             // 67: coordd.log.v1.PChannelTimeTick
+	(*BroadcastMeta)(nil),                // 68: coordd.log.v1.BroadcastMeta
+	(*WALPosition)(nil),                  // 69: coordd.log.v1.WALPosition
+	(*LogRef)(nil),                       // 70: coordd.log.v1.LogRef
+	(*FieldLogs)(nil),                    // 71: coordd.log.v1.FieldLogs
+	(*CreateSegment)(nil),                // 72: coordd.log.v1.CreateSegment
+	(*CreateImportSegment)(nil),          // 73: coordd.log.v1.CreateImportSegment
+	(*FinishImportSegment)(nil),          // 74: coordd.log.v1.FinishImportSegment
+	(*SealSegments)(nil),                 // 75: coordd.log.v1.SealSegments
+	(*MarkSegmentsFlushing)(nil),         // 76: coordd.log.v1.MarkSegmentsFlushing
+	(*SegmentCheckpointUpdate)(nil),      // 77: coordd.log.v1.SegmentCheckpointUpdate
+	(*SegmentStartUpdate)(nil),           // 78: coordd.log.v1.SegmentStartUpdate
+	(*SaveBinlogPaths)(nil),              // 79: coordd.log.v1.SaveBinlogPaths
+	(*ChannelCheckpointUpdate)(nil),      // 80: coordd.log.v1.ChannelCheckpointUpdate
+	(*UpdateChannelCheckpoints)(nil),     // 81: coordd.log.v1.UpdateChannelCheckpoints
+	(*PruneDroppedSegments)(nil),         // 82: coordd.log.v1.PruneDroppedSegments
+	(*SegmentIDList)(nil),                // 83: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 84: coordd.log.v1.SaveBinlogPathsResult
+	(*ImportFinished)(nil),               // 85: coordd.log.v1.ImportFinished
+	(*CheckpointsResult)(nil),            // 86: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 87: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 88: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 89: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 90: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 91: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 92: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 93: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 94: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 95: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 96: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 97: coordd.log.v1.ManifestCommitResult
+	(*ManifestRetirement)(nil),           // 98: coordd.log.v1.ManifestRetirement
+	(*RetireManifestRevisions)(nil),      // 99: coordd.log.v1.RetireManifestRevisions
+	(*ManifestRetireResult)(nil),         // 100: coordd.log.v1.ManifestRetireResult
+	(*ManifestRetiredRecord)(nil),        // 101: coordd.log.v1.ManifestRetiredRecord
+	(*ManifestMeta)(nil),                 // 102: coordd.log.v1.ManifestMeta
+	(*TokenRecord)(nil),                  // 103: coordd.log.v1.TokenRecord
+	(*SecurityMeta)(nil),                 // 104: coordd.log.v1.SecurityMeta
+	(*CreateToken)(nil),                  // 105: coordd.log.v1.CreateToken
+	(*RevokeToken)(nil),                  // 106: coordd.log.v1.RevokeToken
 }
 var file_log_proto_depIdxs = []int32{
-	11, // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
-	0,  // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
-	12, // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
-	14, // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
-	44, // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
-	45, // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
-	46, // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
-	63, // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
-	64, // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	82, // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	83, // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	85, // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	96, // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
-	84, // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
-	41, // 14: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	18, // 15: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
-	13, // 16: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
-	21, // 17: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
-	18, // 18: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
-	22, // 19: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
-	23, // 20: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
-	24, // 21: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
-	52, // 22: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
-	49, // 23: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
-	50, // 24: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
-	51, // 25: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
-	65, // 26: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
-	67, // 27: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	86, // 28: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	87, // 29: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	89, // 30: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
-	90, // 31: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
-	97, // 32: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
-	98, // 33: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
-	1,  // 34: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
-	28, // 35: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
-	30, // 36: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 37: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
-	30, // 38: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
-	39, // 39: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
-	40, // 40: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
-	41, // 41: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
-	30, // 42: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
-	47, // 43: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
-	1,  // 44: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
-	1,  // 45: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
-	2,  // 46: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
-	48, // 47: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
-	3,  // 48: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
-	47, // 49: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
-	41, // 50: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
-	47, // 51: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
-	4,  // 52: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
-	53, // 53: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	54, // 54: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	53, // 55: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,  // 56: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	54, // 57: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	66, // 58: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	69, // 59: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	7,  // 60: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	8,  // 61: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	68, // 62: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	68, // 63: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,  // 64: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	70, // 65: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	70, // 66: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 67: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	76, // 68: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	77, // 69: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	68, // 70: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	79, // 71: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,  // 72: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	6,  // 73: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
-	7,  // 74: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 75: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	68, // 76: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	68, // 77: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,  // 78: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	70, // 79: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	70, // 80: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	69, // 81: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	68, // 82: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	88, // 83: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
-	7,  // 84: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	6,  // 85: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
-	88, // 86: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
-	89, // 87: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
-	91, // 88: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
-	92, // 89: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
-	93, // 90: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
-	95, // 91: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
-	9,  // 92: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
-	97, // 93: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	11,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
+	0,   // 1: coordd.log.v1.Rejection.code:type_name -> coordd.log.v1.RejectCode
+	12,  // 2: coordd.log.v1.Result.rejection:type_name -> coordd.log.v1.Rejection
+	14,  // 3: coordd.log.v1.Result.id_range:type_name -> coordd.log.v1.IDRange
+	45,  // 4: coordd.log.v1.Result.assign:type_name -> coordd.log.v1.AssignResult
+	46,  // 5: coordd.log.v1.Result.register_node:type_name -> coordd.log.v1.RegisterNodeResult
+	47,  // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
+	64,  // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
+	65,  // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
+	83,  // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	84,  // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	86,  // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	97,  // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	85,  // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
+	100, // 14: coordd.log.v1.Result.manifest_retired:type_name -> coordd.log.v1.ManifestRetireResult
+	42,  // 15: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	18,  // 16: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
+	13,  // 17: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
+	22,  // 18: coordd.log.v1.SnapshotRecord.header:type_name -> coordd.log.v1.SnapshotHeader
+	18,  // 19: coordd.log.v1.SnapshotRecord.member:type_name -> coordd.log.v1.Member
+	23,  // 20: coordd.log.v1.SnapshotRecord.allocator:type_name -> coordd.log.v1.AllocatorState
+	24,  // 21: coordd.log.v1.SnapshotRecord.leadership:type_name -> coordd.log.v1.LeadershipState
+	25,  // 22: coordd.log.v1.SnapshotRecord.dedup:type_name -> coordd.log.v1.DedupRecord
+	53,  // 23: coordd.log.v1.SnapshotRecord.channels_meta:type_name -> coordd.log.v1.ChannelsMeta
+	50,  // 24: coordd.log.v1.SnapshotRecord.pchannel:type_name -> coordd.log.v1.PChannelRecord
+	51,  // 25: coordd.log.v1.SnapshotRecord.streaming_node:type_name -> coordd.log.v1.StreamingNodeRecord
+	52,  // 26: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
+	66,  // 27: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
+	68,  // 28: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
+	87,  // 29: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	88,  // 30: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	90,  // 31: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	91,  // 32: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	101, // 33: coordd.log.v1.SnapshotRecord.manifest_retired:type_name -> coordd.log.v1.ManifestRetiredRecord
+	102, // 34: coordd.log.v1.SnapshotRecord.manifest_meta:type_name -> coordd.log.v1.ManifestMeta
+	103, // 35: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
+	104, // 36: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
+	1,   // 37: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
+	29,  // 38: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
+	31,  // 39: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
+	31,  // 40: coordd.log.v1.MarkPChannelsUnavailable.channels:type_name -> coordd.log.v1.PChannelTerm
+	31,  // 41: coordd.log.v1.RecordAssignFailure.channel:type_name -> coordd.log.v1.PChannelTerm
+	40,  // 42: coordd.log.v1.ReplicateConfiguration.clusters:type_name -> coordd.log.v1.ReplicateCluster
+	41,  // 43: coordd.log.v1.ReplicateConfiguration.topology:type_name -> coordd.log.v1.ReplicateTopology
+	42,  // 44: coordd.log.v1.UpdateReplicateConfiguration.config:type_name -> coordd.log.v1.ReplicateConfiguration
+	31,  // 45: coordd.log.v1.AssignResult.assigned:type_name -> coordd.log.v1.PChannelTerm
+	48,  // 46: coordd.log.v1.RegisterNodeResult.version:type_name -> coordd.log.v1.AssignmentVersion
+	1,   // 47: coordd.log.v1.PChannelHistory.mode:type_name -> coordd.log.v1.AccessMode
+	1,   // 48: coordd.log.v1.PChannelRecord.mode:type_name -> coordd.log.v1.AccessMode
+	2,   // 49: coordd.log.v1.PChannelRecord.state:type_name -> coordd.log.v1.PChannelState
+	49,  // 50: coordd.log.v1.PChannelRecord.histories:type_name -> coordd.log.v1.PChannelHistory
+	3,   // 51: coordd.log.v1.StreamingNodeRecord.state:type_name -> coordd.log.v1.NodeState
+	48,  // 52: coordd.log.v1.StreamingNodeRecord.registered_version:type_name -> coordd.log.v1.AssignmentVersion
+	42,  // 53: coordd.log.v1.ChannelsMeta.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
+	48,  // 54: coordd.log.v1.ChannelsMeta.delta_floor:type_name -> coordd.log.v1.AssignmentVersion
+	4,   // 55: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
+	54,  // 56: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	55,  // 57: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	54,  // 58: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,   // 59: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	55,  // 60: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	67,  // 61: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	70,  // 62: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	7,   // 63: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	8,   // 64: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	69,  // 65: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	69,  // 66: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,   // 67: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	71,  // 68: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	71,  // 69: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	70,  // 70: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	77,  // 71: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	78,  // 72: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	69,  // 73: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	80,  // 74: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,   // 75: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	6,   // 76: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
+	7,   // 77: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,   // 78: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	69,  // 79: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	69,  // 80: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,   // 81: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	71,  // 82: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	71,  // 83: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	70,  // 84: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	69,  // 85: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	89,  // 86: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,   // 87: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,   // 88: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	89,  // 89: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	90,  // 90: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	92,  // 91: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	93,  // 92: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	94,  // 93: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	96,  // 94: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	98,  // 95: coordd.log.v1.RetireManifestRevisions.retirements:type_name -> coordd.log.v1.ManifestRetirement
+	9,   // 96: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
+	103, // 97: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	98,  // [98:98] is the sub-list for method output_type
+	98,  // [98:98] is the sub-list for method input_type
+	98,  // [98:98] is the sub-list for extension type_name
+	98,  // [98:98] is the sub-list for extension extendee
+	0,   // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }
@@ -7762,9 +8167,10 @@ func file_log_proto_init() {
 		(*Result_Checkpoints)(nil),
 		(*Result_ManifestCommit)(nil),
 		(*Result_ImportFinished)(nil),
+		(*Result_ManifestRetired)(nil),
 		(*Result_ReplicateConfig)(nil),
 	}
-	file_log_proto_msgTypes[15].OneofWrappers = []any{
+	file_log_proto_msgTypes[16].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Member)(nil),
 		(*SnapshotRecord_Allocator)(nil),
@@ -7780,6 +8186,8 @@ func file_log_proto_init() {
 		(*SnapshotRecord_ChannelCheckpoint)(nil),
 		(*SnapshotRecord_SegmentIndex)(nil),
 		(*SnapshotRecord_SegmentStats)(nil),
+		(*SnapshotRecord_ManifestRetired)(nil),
+		(*SnapshotRecord_ManifestMeta)(nil),
 		(*SnapshotRecord_Token)(nil),
 		(*SnapshotRecord_SecurityMeta)(nil),
 	}
@@ -7789,7 +8197,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   91,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -248,6 +248,26 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	return nil
 }
 
+// PhysicalMs is the physical part (milliseconds) the next timestamp would
+// have if it were handed out now, read without handing one out: the
+// clock, or the window's position when that leads the clock. A term whose
+// window is not open yet starts at the committed limit (resetLocked), so
+// that is what it answers then: after a failover the oracle leads the
+// clock by up to one window until the clock catches up, and a deadline
+// stated as a timestamp (an allocation's expiry) must be measured from
+// here, not from the clock.
+func (t *TSO) PhysicalMs() int64 {
+	term := t.leader.EstablishedTerm()
+	committed := t.leader.State().TSOLimitPhysicalMs()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Clock.Now().UnixMilli()
+	if term == 0 || t.term != term {
+		return max(now, committed)
+	}
+	return max(now, t.physical)
+}
+
 // Skew is the physical part of the last timestamp handed out minus the
 // clock (positive: the oracle runs ahead), and false when this node serves
 // no term.

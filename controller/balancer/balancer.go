@@ -123,7 +123,8 @@ type Balancer struct {
 	cfg    Config
 	policy policy.Policy
 
-	trigger chan struct{}
+	trigger  chan struct{}
+	requests chan chan Report // manual rebalances waiting for a report
 
 	mu        sync.Mutex
 	lastError string
@@ -149,7 +150,7 @@ func New(leader Leader, health Health, cfg Config) (*Balancer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("balance policy: %w", err)
 	}
-	return &Balancer{leader: leader, health: health, cfg: cfg, policy: p, trigger: make(chan struct{}, 1)}, nil
+	return &Balancer{leader: leader, health: health, cfg: cfg, policy: p, trigger: make(chan struct{}, 1), requests: make(chan chan Report)}, nil
 }
 
 // Close releases connections to streaming nodes.
@@ -186,6 +187,10 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 	timer := b.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	var lastLayout string
+	// waiting are manual rebalances to answer once a round changes nothing
+	// (or fails); moved is what the rounds since the first of them moved.
+	var waiting []chan Report
+	var moved []Move
 	stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
 	for {
 		forced := false
@@ -195,6 +200,9 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		case <-timer.Chan():
 			forced = true
 		case <-b.trigger:
+			forced = true
+		case r := <-b.requests:
+			waiting = append(waiting, r)
 			forced = true
 		case <-stateCh:
 		case <-healthCh:
@@ -215,7 +223,22 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		}
 		changed := false
 		if err == nil {
-			changed, err = b.execute(ctx, plan)
+			var committed map[string]int64
+			changed, committed, err = b.executeReport(ctx, plan)
+			if len(waiting) > 0 {
+				moved = append(moved, movesOf(plan, committed)...)
+			}
+		}
+		if len(waiting) > 0 && (err != nil || !changed) {
+			rep := Report{Moves: moved}
+			if len(moved) == 0 {
+				view := View{State: b.leader.State(), Healthy: b.health.Healthy}
+				rep.Reason, rep.NextMove = Explain(view, b.cfg.Clock.Now(), b.policy.Name(), b.cfg.Policy, err)
+			}
+			for _, w := range waiting {
+				w <- rep // buffered, one each
+			}
+			waiting, moved = nil, nil
 		}
 		b.mu.Lock()
 		b.rounds++
@@ -288,18 +311,29 @@ func (b *Balancer) decide(st *fsm.State, balanced string) (Plan, error) {
 // the FSM assigned; changed reports whether any was (another round
 // should follow at once).
 func (b *Balancer) execute(ctx context.Context, plan Plan) (changed bool, err error) {
+	changed, _, err = b.executeReport(ctx, plan)
+	return changed, err
+}
+
+// executeReport is execute that also returns the term of every channel
+// the FSM assigned.
+func (b *Balancer) executeReport(ctx context.Context, plan Plan) (changed bool, committed map[string]int64, err error) {
 	if len(plan.Assignments) == 0 {
-		return false, nil
+		return false, nil, nil
 	}
 	res, err := commands.Propose(ctx, b.leader, &logpb.AssignPChannels{Assignments: plan.Assignments}, "")
 	if err != nil {
-		return false, fmt.Errorf("commit assignment: %w", err)
+		return false, nil, fmt.Errorf("commit assignment: %w", err)
 	}
 	if res.Rejection != nil {
-		return false, fmt.Errorf("commit assignment: %s", res.Rejection.Message)
+		return false, nil, fmt.Errorf("commit assignment: %s", res.Rejection.Message)
 	}
 	assigned := res.GetAssign().GetAssigned()
-	return len(assigned) > 0, b.applyAll(ctx, assigned)
+	committed = make(map[string]int64, len(assigned))
+	for _, a := range assigned {
+		committed[a.Pchannel] = a.Term
+	}
+	return len(assigned) > 0, committed, b.applyAll(ctx, assigned)
 }
 
 // applyAll runs phase two for every assigned channel, at most MaxParallel

@@ -796,18 +796,18 @@ func TestNoRebalanceWhenDisallowed(t *testing.T) {
 		}
 	})
 
-	t.Run("allowed but recently assigned", func(t *testing.T) {
+	t.Run("allowed, recently assigned and balanced", func(t *testing.T) {
 		h := newHarness(t, nil)
 		h.bootstrap()
 		a := h.addNode("10.0.0.1:1001")
+		b := h.addNode("10.0.0.2:1002")
 		h.settle()
-		h.addNode("10.0.0.2:1002")
 		h.clock.Advance(time.Minute) // within MinRebalanceInterval (5m)
 		h.client.Reset()
 		if changed, err := h.round(); changed || err != nil {
 			t.Fatalf("round: changed=%v err=%v", changed, err)
 		}
-		if got := h.placement(); got[a] != 16 {
+		if got := h.placement(); got[a] != 8 || got[b] != 8 {
 			t.Fatalf("placement %v", got)
 		}
 	})

@@ -39,6 +39,9 @@ type Leader interface {
 // TSO hands out timestamps (the leader's timestamp oracle).
 type TSO interface {
 	Alloc(ctx context.Context, count uint32) (uint64, error)
+	// PhysicalMs is the physical part of the timestamp Alloc would hand
+	// out now, without handing it out (allocator.TSO.PhysicalMs).
+	PhysicalMs() int64
 }
 
 // Clock is the time source (a fake one in tests, see

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 
@@ -28,6 +29,12 @@ func (t *fakeTSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	return ts, nil
 }
 
+func (t *fakeTSO) PhysicalMs() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(t.clock.Now().UnixMilli(), fsm.PhysicalMs(t.last))
+}
+
 const (
 	coll  = int64(100)
 	pch0  = "dml_0"
@@ -49,7 +56,18 @@ func creates(l *controllertest.Leader) int {
 // fixture: a fake leader in term 2 over a real FSM; nodes 1 and 2; dml_0 →
 // node 1 and dml_1 → node 2, both at term 2; collection 100 with vch0
 // (dml_0) and vch1 (dml_1).
+// fixture is bareFixture with a committed TSO window a day past the clock
+// (a real leader keeps one ahead), so the time ticks and positions the
+// tests report are within the position bounds.
 func fixture(t *testing.T, cfg Config) (*Manager, *controllertest.Leader, *clockwork.FakeClock) {
+	m, l, clock := bareFixture(t, cfg)
+	l.MustPropose(t, &logpb.ExtendTSOWindow{LimitPhysicalMs: clock.Now().Add(24 * time.Hour).UnixMilli()})
+	return m, l, clock
+}
+
+// bareFixture: two streaming nodes holding dml_0 and dml_1 at term 2,
+// collection 100 on them, no TSO window committed yet.
+func bareFixture(t *testing.T, cfg Config) (*Manager, *controllertest.Leader, *clockwork.FakeClock) {
 	clock := controllertest.NewClock()
 	l := controllertest.NewLeader(t, clock, 2)
 	l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "10.0.0.1:1", Incarnation: "a"})

@@ -72,7 +72,11 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 			return res, err
 		}
 	}
-	if oldest, ok := st.OldestDroppedMs(); ok && now.Sub(time.UnixMilli(oldest)) >= m.cfg.DroppedRetention {
+	// Propose a prune only when Apply would forget something: a Dropped
+	// segment past its retention whose VChannel's checkpoint has passed it
+	// (fsm.State.PrunableDropped), so a stuck checkpoint costs no log
+	// entry per round.
+	if len(st.PrunableDropped(now.Add(-m.cfg.DroppedRetention).UnixMilli(), 1)) > 0 {
 		pruned, err := m.prune(ctx, term)
 		res.Pruned = pruned
 		if err != nil {

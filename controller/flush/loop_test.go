@@ -101,7 +101,9 @@ func TestDeposedRoutineChangesNothing(t *testing.T) {
 }
 
 // TestRoundPrunesDroppedSegmentsAfterRetention: a Dropped segment is kept
-// for the retention, then forgotten by a command of the routine's term.
+// for the retention and until its VChannel's checkpoint has passed its DML
+// position (no prune is even proposed before), then forgotten by a command
+// of the routine's term.
 func TestRoundPrunesDroppedSegmentsAfterRetention(t *testing.T) {
 	cfg := small
 	cfg.DroppedRetention = time.Hour
@@ -112,13 +114,29 @@ func TestRoundPrunesDroppedSegmentsAfterRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := a[0].SegmentID
+	dml := fsm.ComposeTS(clock.Now().UnixMilli())
 	l.MustPropose(t, &logpb.SaveBinlogPaths{NodeId: node1, Vchannel: vch0, PchannelTerm: 2, SegmentId: id, CollectionId: coll,
-		PartitionId: 1, Level: logpb.SegmentLevel_LEVEL_L1, Dropped: true})
+		PartitionId: 1, Level: logpb.SegmentLevel_LEVEL_L1, Dropped: true,
+		Checkpoints: []*logpb.SegmentCheckpointUpdate{{SegmentId: id, Position: &logpb.WALPosition{Term: 2, Offset: 7, Timestamp: dml}}}})
+	checkpoint := func(ts uint64) {
+		t.Helper()
+		res := l.MustPropose(t, &logpb.UpdateChannelCheckpoints{NodeId: node1, Checkpoints: []*logpb.ChannelCheckpointUpdate{
+			{Vchannel: vch0, PchannelTerm: 2, Position: &logpb.WALPosition{Term: 2, Offset: 8, Timestamp: ts}}}})
+		if res.GetCheckpoints().GetAccepted() != 1 {
+			t.Fatalf("checkpoint %d: %v", ts, res)
+		}
+	}
+	checkpoint(dml) // at the DML position: not past it
 	clock.Advance(59 * time.Minute)
 	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 0 {
 		t.Fatalf("pruned %v before the retention (err %v)", r.Pruned, err)
 	}
 	clock.Advance(time.Minute)
+	before := l.State().AppliedIndex()
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 0 || l.State().AppliedIndex() != before {
+		t.Fatalf("before the checkpoint passed the segment: pruned %v (err %v), applied %d -> %d", r.Pruned, err, before, l.State().AppliedIndex())
+	}
+	checkpoint(dml + 1)
 	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned) != 1 || r.Pruned[0] != id {
 		t.Fatalf("after the retention: pruned %v (err %v)", r.Pruned, err)
 	}

@@ -2,12 +2,13 @@ package flush
 
 import (
 	"context"
-
 	"fmt"
-	"github.com/jonboulle/clockwork"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -153,6 +154,9 @@ func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
 	if r.Bytes == 0 && r.Rows == 0 {
 		return fmt.Errorf("%w: %s: rows and bytes are both 0", ErrInvalid, r.VChannel)
 	}
+	if r.Bytes > math.MaxInt64 || r.Rows > math.MaxInt64 {
+		return fmt.Errorf("%w: %s: rows %d or bytes %d above %d", ErrInvalid, r.VChannel, r.Rows, r.Bytes, int64(math.MaxInt64))
+	}
 	if r.PartitionID < 0 {
 		return fmt.Errorf("%w: negative partition id", ErrInvalid)
 	}
@@ -233,7 +237,7 @@ func (m *Manager) assignOne(ctx context.Context, node uint64, r AssignRequest) (
 			}
 			id = created
 		}
-		a, err := m.record(id, r)
+		a, err := m.record(id, r, m.tso.PhysicalMs())
 		if err != nil {
 			return Assignment{}, err
 		}
@@ -267,7 +271,7 @@ func (m *Manager) pick(r AssignRequest, skip map[int64]bool) (int64, bool) {
 		if s, ok := m.segs[g.ID]; ok && int64(s.bytes) > used {
 			used = int64(s.bytes)
 		}
-		if used+int64(r.Bytes) > m.cfg.Capacity(g.ID) && used > 0 {
+		if int64(r.Bytes) > m.cfg.Capacity(g.ID)-used && used > 0 {
 			continue
 		}
 		if used > bestUsed {
@@ -297,8 +301,13 @@ func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest) (int
 	return res.GetSegments().GetIds()[0], nil
 }
 
-// record adds an allocation to id's memory.
-func (m *Manager) record(id int64, r AssignRequest) (Assignment, error) {
+// record adds an allocation to id's memory. Its expiry is
+// AllocationExpiry from now on the wall clock (the flush gate's and the
+// streaming node's clock check) and, as a timestamp, AllocationExpiry past
+// the TSO's current physical time tsoMs: the insert path compares a fresh
+// TSO timestamp with ExpireTs, and after a failover the TSO leads the
+// clock by up to one window, which a wall-clock ExpireTs would not cover.
+func (m *Manager) record(id int64, r AssignRequest, tsoMs int64) (Assignment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, err := m.termLocked(); err != nil {
@@ -311,15 +320,16 @@ func (m *Manager) record(id int64, r AssignRequest) (Assignment, error) {
 		s = &segMem{}
 		m.segs[id] = s
 	}
-	s.bytes += r.Bytes
-	s.rows += r.Rows
+	s.bytes, s.rows = addCapped(s.bytes, r.Bytes), addCapped(s.rows, r.Rows)
 	s.lastAlloc = now
 	// Expiry as a TSO timestamp: the first timestamp of the millisecond
-	// after the expiry, so every timestamp handed out before it is below.
-	ts := fsm.ComposeTS(exp.UnixMilli() + 1)
+	// after the expiry measured on the TSO's time, so every timestamp the
+	// TSO hands out within AllocationExpiry is below.
+	ts := fsm.ComposeTS(max(now.UnixMilli(), tsoMs) + m.cfg.AllocationExpiry.Milliseconds() + 1)
 	if exp.After(s.expire) {
-		s.expire, s.expireTs = exp, ts
+		s.expire = exp
 	}
+	s.expireTs = max(s.expireTs, ts)
 	live := s.live[:0]
 	for _, e := range s.live {
 		if now.Before(e) {
@@ -328,6 +338,15 @@ func (m *Manager) record(id int64, r AssignRequest) (Assignment, error) {
 	}
 	s.live = append(live, exp)
 	return Assignment{SegmentID: id, ExpireTs: ts, Expire: exp}, nil
+}
+
+// addCapped adds allocation sizes (each at most MaxInt64, checkAssign),
+// stopping at MaxInt64 so the sum stays a valid int64 byte count.
+func addCapped(a, b uint64) uint64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // ReportTimeTicks records ticks from their VChannels' owners (only ever
@@ -343,6 +362,14 @@ func (m *Manager) ReportTimeTicks(node uint64, ticks []TimeTick) (accepted int, 
 	wake := false
 	for _, t := range ticks {
 		if err := st.CheckChannelOwner(t.VChannel, node, t.PChannelTerm); err != nil {
+			refused = append(refused, t.VChannel+": "+err.Error())
+			continue
+		}
+		// The same bound Apply puts on every reported time tick
+		// (docs/semantics.md#position-bounds), against the applied state:
+		// a tick past the TSO would make every sealed segment look
+		// flushable at once.
+		if err := st.CheckTimeTick(t.VChannel, t.Tick); err != nil {
 			refused = append(refused, t.VChannel+": "+err.Error())
 			continue
 		}

@@ -246,7 +246,7 @@ func TestCommitSegmentManifestRemovesSegmentIndexWithRetraction(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.create(5)
 	ctx := context.Background()
-	idxFile := "index/40/0"
+	idxFile := "index_files/40/1/1/5/0"
 	if err := f.store.Put(ctx, idxFile, []byte("index bytes")); err != nil {
 		t.Fatal(err)
 	}

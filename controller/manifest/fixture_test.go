@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -53,12 +54,25 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 func createReq(seg int64) *coordpb.CommitSegmentManifestRequest {
 	return &coordpb.CommitSegmentManifestRequest{SegmentId: seg,
 		Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_Create{Create: &coordpb.CreateManifest{
-			ColumnGroups: []*coordpb.ManifestColumnGroup{{FieldIds: []int64{100, 101}, Files: []string{"data/0"}}}}}},
+			ColumnGroups: []*coordpb.ManifestColumnGroup{{FieldIds: []int64{100, 101}, Files: []string{dataKey(seg, "0")}}}}}},
 		Catalog: &coordpb.CatalogMutation{NewSegment: &coordpb.ManifestNewSegment{CollectionId: testColl, PartitionId: 1,
 			Vchannel: testVChannel, NumOfRows: 10}}}
 }
 
+// dataKey and statsKey are object keys under segment seg's directories
+// (docs/semantics.md#manifest-keys).
+func dataKey(seg int64, rest string) string {
+	return fmt.Sprintf("insert_log/%d/1/%d/100/%s", testColl, seg, rest)
+}
+
+func statsKey(seg int64, rest string) string {
+	return fmt.Sprintf("stats_log/%d/1/%d/%s", testColl, seg, rest)
+}
+
 func statsReq(seg int64, key string, files ...string) *coordpb.CommitSegmentManifestRequest {
+	for i, f := range files {
+		files[i] = statsKey(seg, f)
+	}
 	return &coordpb.CommitSegmentManifestRequest{SegmentId: seg,
 		Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddStats{AddStats: &coordpb.AddStats{
 			Stats: []*coordpb.ManifestStatsEntry{{Key: key, Files: files}}}}}}

@@ -30,6 +30,7 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.Com
 	g, exists := st.Segment(id)
 	var cur commands.ManifestPointer
 	var base string
+	var coll, part int64
 	switch {
 	case cat.GetNewSegment() != nil:
 		if exists {
@@ -37,6 +38,7 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.Com
 			return nil, nil, &StaleError{Segment: id, Expected: 0, Current: p.Version, Why: "the new segment exists already"}
 		}
 		ns := cat.NewSegment
+		coll, part = ns.CollectionId, ns.PartitionId
 		base = commands.ManifestBase(ns.CollectionId, ns.PartitionId, id)
 	case !exists:
 		return nil, nil, fmt.Errorf("%w: segment %d does not exist", ErrNotFound, id)
@@ -52,14 +54,22 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.Com
 		if cur, err = commands.ParseManifestPointer(g.ManifestPath); err != nil {
 			return nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %v", id, err)
 		}
+		coll, part = g.CollectionID, g.PartitionID
 		base = cur.Base
 		if base == "" {
 			base = commands.ManifestBase(g.CollectionID, g.PartitionID, id)
 		}
 	}
+	if err := checkMutationKeys(req, coll, part); err != nil {
+		return nil, nil, err
+	}
+	retired := st.ManifestRetired(base)
 	pub := &logpb.ManifestPublish{SegmentId: id, Base: cur.String(), Catalog: cat}
 	if prep := req.Mutation.GetPublishPrepared(); prep != nil {
-		next, err := c.checkPrepared(ctx, id, cur, base, prep, req.ExpectedVersion)
+		next, err := c.checkPrepared(ctx, id, cur, base, prep, req.ExpectedVersion, coll, part)
+		if err == nil && next != cur && next.Version <= retired {
+			err = invalidf("segment %d: prepared revision %s was retired by the orphan collector (versions up to %d); write a newer one", id, next.Key(), retired)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -69,7 +79,7 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.Com
 		}
 		return pub, nil, nil
 	}
-	next, err := c.writeNext(ctx, id, cur, base, req.Mutation)
+	next, err := c.writeNext(ctx, id, cur, base, retired, req.Mutation)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,15 +90,12 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.Com
 // checkPrepared validates a revision written elsewhere: the expected
 // version, the same base, not older than the current one, and the object
 // exists and is that segment's revision of that version.
-func (c *Committer) checkPrepared(ctx context.Context, id int64, cur commands.ManifestPointer, base string, prep *coordpb.PublishPreparedManifest, expected *int64) (commands.ManifestPointer, error) {
+func (c *Committer) checkPrepared(ctx context.Context, id int64, cur commands.ManifestPointer, base string, prep *coordpb.PublishPreparedManifest, expected *int64, coll, part int64) (commands.ManifestPointer, error) {
 	if expected != nil && *expected != cur.Version {
 		return commands.ManifestPointer{}, &StaleError{Segment: id, Expected: *expected, Current: cur.Version, Why: "expected manifest differs"}
 	}
-	if prep.BasePath != "" {
-		if cur.Base != "" && prep.BasePath != cur.Base {
-			return commands.ManifestPointer{}, invalidf("segment %d: prepared revision at base %q, the segment's base is %q", id, prep.BasePath, cur.Base)
-		}
-		base = prep.BasePath
+	if prep.BasePath != "" && prep.BasePath != base {
+		return commands.ManifestPointer{}, invalidf("segment %d: prepared revision at base %q, the segment's base is %q", id, prep.BasePath, base)
 	}
 	next := commands.ManifestPointer{Base: base, Version: prep.Version}
 	if next.Version < cur.Version {
@@ -104,6 +111,9 @@ func (c *Committer) checkPrepared(ctx context.Context, id int64, cur commands.Ma
 	if rev.SegmentId != id || rev.Version != next.Version {
 		return commands.ManifestPointer{}, invalidf("segment %d: %s holds segment %d version %d", id, next.Key(), rev.SegmentId, rev.Version)
 	}
+	if err := checkRevisionKeys(rev, coll, part); err != nil {
+		return commands.ManifestPointer{}, invalidf("segment %d: prepared revision %s: %v", id, next.Key(), err)
+	}
 	return next, nil
 }
 
@@ -118,7 +128,7 @@ func (c *Committer) read(ctx context.Context, p commands.ManifestPointer) (*coor
 
 // writeNext builds the next revision from the current one and creates it
 // under the first free version after cur (never overwriting an object).
-func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.ManifestPointer, base string, m *coordpb.ManifestMutation) (commands.ManifestPointer, error) {
+func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.ManifestPointer, base string, retired int64, m *coordpb.ManifestMutation) (commands.ManifestPointer, error) {
 	var curRev *coordpb.ManifestRevision
 	if cur.Version > 0 {
 		var err error
@@ -131,7 +141,10 @@ func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.Manife
 			return commands.ManifestPointer{}, err
 		}
 	}
-	for v := cur.Version + 1; v <= cur.Version+maxVersionSkips; v++ {
+	// Versions the orphan collector retired can never be published: the
+	// numbering goes on above them.
+	first := max(cur.Version, retired) + 1
+	for v := first; v < first+maxVersionSkips; v++ {
 		rev, err := Mutate(curRev, id, v, m)
 		if err != nil {
 			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", ErrInvalid, id, err)
@@ -151,7 +164,7 @@ func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.Manife
 		return next, nil
 	}
 	return commands.ManifestPointer{}, fmt.Errorf("segment %d: versions %d..%d are all taken by unpublished revisions; run the orphan collector",
-		id, cur.Version+1, cur.Version+maxVersionSkips)
+		id, first, first+maxVersionSkips-1)
 }
 
 // deleteIndexFiles removes the files of the retracted index entries before

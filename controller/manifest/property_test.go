@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/objectstore"
 )
 
 // Faults the property injects into publications, in proposal order.
@@ -217,4 +220,173 @@ func statsKeys(stats []*coordpb.ManifestStatsEntry) []string {
 		out = append(out, s.Key)
 	}
 	return out
+}
+
+// hookStore runs beforeDelete (once, then clears it) before a Delete, so
+// a property can interleave a publication between a collection pass's
+// decision and its deletions; and it dates every object by the fake
+// clock, so an object's age is exactly what the steps made it.
+type hookStore struct {
+	objectstore.Store
+	clock        clockwork.Clock
+	mu           sync.Mutex
+	beforeDelete func()
+	created      map[string]time.Time
+}
+
+func (h *hookStore) Create(ctx context.Context, key string, data []byte) error {
+	if err := h.Store.Create(ctx, key, data); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.created == nil {
+		h.created = map[string]time.Time{}
+	}
+	h.created[key] = h.clock.Now()
+	return nil
+}
+
+func (h *hookStore) ListInfo(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error) {
+	infos, err := h.Store.ListInfo(ctx, prefix)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range infos {
+		if at, ok := h.created[infos[i].Key]; ok {
+			infos[i].ModTime = at
+		}
+	}
+	return infos, err
+}
+
+func (h *hookStore) Delete(ctx context.Context, key string) error {
+	h.mu.Lock()
+	f := h.beforeDelete
+	h.beforeDelete = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return h.Store.Delete(ctx, key)
+}
+
+// TestCollectorInterleavingProperties: the orphan collector against the
+// publication paths, with every interleaving drawn as an explicit step
+// (no goroutines, so a failing schedule reproduces exactly). Steps: the
+// owner writes a revision; publishes any written revision inline (late,
+// stale or repeated); a structured commit; the clock advances; a
+// collection pass, optionally with an inline publication applied just
+// before its retirement commits or just before its first deletion; a new
+// leader establishes itself; the deposed leader runs a pass from the
+// state it last saw. After every step, every segment's pointer names an
+// object that exists, and no object at or below a published version was
+// deleted.
+func TestCollectorInterleavingProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		o := newOwnerFixture(t)
+		hs := &hookStore{Store: o.store, clock: o.clock}
+		c := New(o.l, Config{Store: hs, Clock: o.clock, GCGrace: time.Minute})
+		ctx := context.Background()
+		second := o.l.MustPropose(t, &logpb.CreateSegment{CollectionId: testColl, PartitionId: 1, Vchannel: testVChannel, NodeId: o.node, PchannelTerm: 2})
+		segs := []int64{o.seg, second.GetSegments().GetIds()[0]}
+		written := map[int64][]int64{} // versions the owner wrote, per segment
+		everPublished := map[string]bool{}
+		term := uint64(1)
+		type view struct {
+			st   *fsm.State
+			term uint64
+		}
+		var deposed *view
+		base := func(seg int64) string { return commands.ManifestBase(testColl, 1, seg) }
+		publish := func(label string) {
+			seg := rapid.SampledFrom(segs).Draw(rt, label+" segment")
+			if len(written[seg]) == 0 {
+				return
+			}
+			v := rapid.SampledFrom(written[seg]).Draw(rt, label+" version")
+			body := o.saveBody(commands.ManifestPointer{Base: base(seg), Version: v})
+			body.SegmentId = seg
+			if _, err := commands.Propose(ctx, o.l, body, ""); err != nil {
+				rt.Fatalf("inline publication: %v", err)
+			}
+		}
+		check := func(step int) {
+			for _, seg := range segs {
+				p, _, _ := o.l.State().ManifestPointer(seg)
+				if p.IsZero() {
+					continue
+				}
+				everPublished[p.Key()] = true
+				if _, err := o.store.Get(ctx, p.Key()); err != nil {
+					rt.Fatalf("step %d: segment %d publishes %s, which is gone: %v", step, seg, p.Key(), err)
+				}
+			}
+			for k := range everPublished {
+				b, v, _ := commands.ParseManifestKey(k)
+				seg, _ := commands.SegmentOfManifestBase(b)
+				if p, _, _ := o.l.State().ManifestPointer(seg); v <= p.Version {
+					if _, err := o.store.Get(ctx, k); err != nil {
+						rt.Fatalf("step %d: %s (at or below segment %d's v%d) was deleted", step, k, seg, p.Version)
+					}
+				}
+			}
+		}
+		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
+		for step := 0; step < steps; step++ {
+			switch rapid.IntRange(0, 7).Draw(rt, "action") {
+			case 0: // the owner writes its segment's next revision
+				seg := rapid.SampledFrom(segs).Draw(rt, "write segment")
+				v := int64(len(written[seg]) + 1)
+				for {
+					data, err := Encode(&coordpb.ManifestRevision{FormatVersion: FormatVersion, SegmentId: seg, Version: v})
+					if err != nil {
+						rt.Fatal(err)
+					}
+					if err := hs.Create(ctx, commands.ManifestKey(base(seg), v), data); err == nil {
+						break
+					}
+					v++ // taken by a structured commit
+				}
+				written[seg] = append(written[seg], v)
+			case 1:
+				publish("inline")
+			case 2: // a structured commit (may be refused: a pointer at an unreadable revision, ...)
+				seg := rapid.SampledFrom(segs).Draw(rt, "commit segment")
+				_, _ = c.Commit(ctx, statsReq(seg, fmt.Sprintf("k%d", step), "f"))
+			case 3:
+				o.clock.Advance(rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 2 * time.Minute}).Draw(rt, "advance"))
+			case 4:
+				_, _ = c.CollectOrphans(ctx, false)
+			case 5: // a publication commits between the pass's plan and its retirement
+				o.l.SetBeforeNextApply(func(body proto.Message) bool {
+					if proto.MessageName(body).Name() != "RetireManifestRevisions" {
+						return false
+					}
+					publish("before retirement")
+					return true
+				})
+				_, _ = c.CollectOrphans(ctx, false)
+				o.l.SetBeforeNextApply(nil)
+			case 6: // a publication commits between the retirement and the deletions
+				hs.mu.Lock()
+				hs.beforeDelete = func() { publish("before delete") }
+				hs.mu.Unlock()
+				_, _ = c.CollectOrphans(ctx, false)
+				hs.mu.Lock()
+				hs.beforeDelete = nil
+				hs.mu.Unlock()
+			case 7: // a new leader; the old one may still run a pass later
+				if deposed != nil && rapid.Bool().Draw(rt, "deposed pass") {
+					old := New(staleLeader{Leader: o.l, st: deposed.st, term: deposed.term}, Config{Store: hs, Clock: o.clock, GCGrace: time.Minute})
+					_, _ = old.CollectOrphans(ctx, false)
+					break
+				}
+				deposed = &view{st: o.l.State(), term: term}
+				term++
+				o.l.Establish(t, term)
+				c = New(o.l, Config{Store: hs, Clock: o.clock, GCGrace: time.Minute})
+			}
+			check(step)
+		}
+	})
 }

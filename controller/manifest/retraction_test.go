@@ -21,7 +21,7 @@ func TestIndexRetractionCrashBetweenDeleteAndCommitIsFinishedByARerun(t *testing
 	f := newFixture(t, Config{})
 	f.create(5)
 	ctx := context.Background()
-	idxFile := "index/40/0"
+	idxFile := "index_files/40/1/1/5/0"
 	if err := f.store.Put(ctx, idxFile, []byte("index bytes")); err != nil {
 		t.Fatal(err)
 	}

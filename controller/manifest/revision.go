@@ -156,8 +156,8 @@ func validateFileList(files []string) error {
 		return fmt.Errorf("%w: %d files (max %d)", errCodec, len(files), MaxEntries)
 	}
 	for _, f := range files {
-		if f == "" || len(f) > commands.MaxManifestFileBytes {
-			return fmt.Errorf("%w: a file key must be 1..%d bytes", errCodec, commands.MaxManifestFileBytes)
+		if _, err := commands.ParseObjectKey(f); err != nil {
+			return fmt.Errorf("%w: %v", errCodec, err)
 		}
 	}
 	return nil

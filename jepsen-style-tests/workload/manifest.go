@@ -87,7 +87,7 @@ func (m *Manifest) Run(ctx context.Context, env Env) error {
 			for n := 0; ctx.Err() == nil; n++ {
 				seg := segs[rng.IntN(len(segs))]
 				if i < m.Committers {
-					commitOnce(ctx, c, env.Recorder, id, seg, fmt.Sprintf("c%d-%d", id, n))
+					commitOnce(ctx, c, env.Recorder, id, coll, seg, fmt.Sprintf("c%d-%d", id, n))
 				} else {
 					readOnce(ctx, c, env.Recorder, id, checker.FManifestRead, seg, mangle)
 					sleepCtx(ctx, time.Duration(rng.IntN(20))*time.Millisecond)
@@ -157,11 +157,13 @@ func (m *Manifest) setup(ctx context.Context, cl *client.Client, coll int64) ([]
 	return segs, nil
 }
 
-func commitOnce(ctx context.Context, c *client.Client, rec *history.Recorder, id int, seg int64, key string) {
+// commitOnce commits one stats key; its file lies under the segment's
+// stats directory (coordd refuses keys outside the segment's directories).
+func commitOnce(ctx context.Context, c *client.Client, rec *history.Recorder, id int, coll, seg int64, key string) {
 	p := rec.Invoke(id, checker.FManifestCommit, checker.ManifestCommitIn{Segment: seg, Key: key})
 	resp, err := c.CommitSegmentManifest(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: seg,
 		Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddStats{AddStats: &coordpb.AddStats{
-			Stats: []*coordpb.ManifestStatsEntry{{Key: key, Files: []string{"stats/" + key}}}}}}})
+			Stats: []*coordpb.ManifestStatsEntry{{Key: key, Files: []string{fmt.Sprintf("stats_log/%d/1/%d/%s", coll, seg, key)}}}}}}})
 	switch Classify(err) {
 	case history.Ok:
 		p.Ok(checker.ManifestCommitOut{Version: resp.Version})

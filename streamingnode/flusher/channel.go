@@ -89,7 +89,9 @@ type vstate struct {
 	collection int64
 	dropped    bool
 	filter     *client.ReplayFilter
-	sentCP     uint64 // time tick of the last checkpoint coordd accepted
+	sentCP     uint64    // time tick of the last checkpoint coordd accepted
+	sentOffset uint64    // its WAL offset
+	sentAt     time.Time // when it was accepted
 }
 
 // segBuf holds a segment's rows not yet persisted.
@@ -117,6 +119,13 @@ type session struct {
 	ins      dml.Insert          // the last insert consumed (its PK slice is reused)
 	lastTick time.Time
 	lastList time.Time // last refresh of the VChannel list
+	// Idle ticks: a fresh time tick is a TSO allocation (and, on an idle
+	// leader, a lease renewal in coordd's log), so a caught-up flusher with
+	// nothing new takes one only when coordd wants it (wantFresh), when
+	// something is buffered or flushing, or after the idle interval.
+	freshAt   time.Time // when the last fresh tick was taken
+	freshNext uint64    // s.next at that time
+	wantFresh bool      // the last report's answer asked for a fresh tick
 }
 
 var errRestart = errors.New("flusher: replay must start earlier")
@@ -286,7 +295,10 @@ func (s *session) addVChannel(ctx context.Context, v string, collection int64) e
 // so they get time ticks and checkpoints before their first record.
 func (s *session) refresh(ctx context.Context) error {
 	s.lastList = time.Now()
-	colls, err := s.c.m.cfg.Coord.ListVirtualChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE, 0)
+	// A stale read is enough (and costs coordd no quorum round or lease
+	// renewal): a VChannel this listing misses is added by its first
+	// record (addVChannel, from linearizable recovery information).
+	colls, err := s.c.m.cfg.Coord.ListVirtualChannels(ctx, coordpb.ReadConsistency_STALE, 0)
 	if err != nil {
 		s.log.Debug("listing vchannels failed", "error", err)
 		return nil
@@ -319,7 +331,11 @@ func (s *session) advance(ts uint64, skip string) {
 func (s *session) report(ctx context.Context, caughtUp bool) error {
 	c, m := s.c, s.c.m
 	s.lastTick = time.Now()
-	if caughtUp {
+	now := m.cfg.Clock.Now()
+	fresh := caughtUp && (s.wantFresh || s.tick == 0 || s.next != s.freshNext || len(s.bufs) > 0 || len(s.snap) > 0 ||
+		now.Sub(s.freshAt) >= m.cfg.IdleCheckpointInterval)
+	if fresh {
+		s.freshAt, s.freshNext, s.wantFresh = now, s.next, false
 		// Without a timestamp (coordd unreachable) or once the PChannel
 		// is gone (the manager stops this flusher) the tick stays where it
 		// is this round.
@@ -342,7 +358,7 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 		}
 	}
 	var ticks []*coordpb.ChannelTimeTick
-	var cps []*coordpb.ChannelCheckpoint
+	var cands []*coordpb.ChannelCheckpoint // checkpoints ahead of the last accepted one
 	names := make([]string, 0, len(s.vch))
 	for name := range s.vch {
 		names = append(names, name)
@@ -360,16 +376,37 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 			cp = &coordpb.Position{Term: c.term, Offset: s.next, Timestamp: s.tick}
 		}
 		if cp.Timestamp > vs.sentCP {
-			cps = append(cps, &coordpb.ChannelCheckpoint{Vchannel: name, PchannelTerm: c.term, Position: cp})
+			cands = append(cands, &coordpb.ChannelCheckpoint{Vchannel: name, PchannelTerm: c.term, Position: cp})
 		}
 	}
+	wanted := map[string]bool{}
 	if len(ticks) > 0 {
 		resp, err := m.cfg.Coord.ReportTimeTicks(ctx, nodeID, ticks)
 		if err != nil {
 			m.metrics.fail(classTimeTick)
 			s.log.Debug("time tick report failed", "error", err)
-		} else if len(resp.Refused) > 0 {
-			s.log.Debug("time ticks refused", "refused", resp.Refused)
+		} else {
+			if len(resp.Refused) > 0 {
+				s.log.Debug("time ticks refused", "refused", resp.Refused)
+			}
+			for _, v := range resp.CheckpointWanted {
+				wanted[v] = true
+			}
+			// Checkpoints wanted at or past a fresh tick, and sealed
+			// segments waiting for one: take one at the next report.
+			s.wantFresh = s.wantFresh || len(resp.TickWanted) > 0 || (!fresh && len(resp.CheckpointWanted) > 0)
+		}
+	}
+	// A checkpoint is a raft commit on coordd: send one only when it moved
+	// (its WAL position), when a flush waits on it, the first time, or
+	// after the idle interval (so the checkpoint lag of an idle VChannel
+	// stays bounded). A time tick alone moving is what ReportTimeTicks is
+	// for (leader memory, no commit).
+	var cps []*coordpb.ChannelCheckpoint
+	for _, cp := range cands {
+		vs := s.vch[cp.Vchannel]
+		if vs.sentCP == 0 || cp.Position.Offset != vs.sentOffset || wanted[cp.Vchannel] || now.Sub(vs.sentAt) >= m.cfg.IdleCheckpointInterval {
+			cps = append(cps, cp)
 		}
 	}
 	if len(cps) > 0 {
@@ -389,7 +426,8 @@ func (s *session) report(ctx context.Context, caughtUp bool) error {
 		}
 		for _, cp := range cps {
 			if !refused[cp.Vchannel] {
-				s.vch[cp.Vchannel].sentCP = cp.Position.Timestamp
+				vs := s.vch[cp.Vchannel]
+				vs.sentCP, vs.sentOffset, vs.sentAt = cp.Position.Timestamp, cp.Position.Offset, now
 			}
 		}
 		if len(resp.Refused) > 0 {

@@ -29,7 +29,11 @@ type fakeCoord struct {
 	taskCh    chan struct{}
 	refused   int
 	cpRegress int
-	stale     int // saves answered stale
+	cpCalls   int             // UpdateChannelCheckpoints calls
+	tickCalls int             // ReportTimeTicks calls
+	wanted    map[string]bool // answered as checkpoint_wanted
+	tickWant  map[string]bool // answered as tick_wanted
+	stale     int             // saves answered stale
 	// deferSaves: that many partial saves are answered with an error and
 	// recorded only after the next GetRecoveryInfo of their VChannel has
 	// answered without them — a save that commits
@@ -106,17 +110,26 @@ func (f *fakeCoord) ownerOK(v string, term int64) bool {
 func (f *fakeCoord) ReportTimeTicks(ctx context.Context, node uint64, ticks []*coordpb.ChannelTimeTick) (*coordpb.ReportTimeTicksResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.tickCalls++
+	resp := &coordpb.ReportTimeTicksResponse{}
 	for _, t := range ticks {
 		if f.ownerOK(t.Vchannel, t.PchannelTerm) && t.TimeTick > f.ticks[t.Vchannel] {
 			f.ticks[t.Vchannel] = t.TimeTick
 		}
+		if f.wanted[t.Vchannel] {
+			resp.CheckpointWanted = append(resp.CheckpointWanted, t.Vchannel)
+		}
+		if f.tickWant[t.Vchannel] {
+			resp.TickWanted = append(resp.TickWanted, t.Vchannel)
+		}
 	}
-	return &coordpb.ReportTimeTicksResponse{}, nil
+	return resp, nil
 }
 
 func (f *fakeCoord) UpdateChannelCheckpoints(ctx context.Context, node uint64, cps []*coordpb.ChannelCheckpoint) (*coordpb.UpdateChannelCheckpointsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.cpCalls++
 	resp := &coordpb.UpdateChannelCheckpointsResponse{}
 	for _, cp := range cps {
 		old := f.cps[cp.Vchannel]
@@ -272,10 +285,11 @@ func (f *fakeCoord) state(id int64) string {
 
 // fakeHost holds one PChannel's WAL writer.
 type fakeHost struct {
-	dir string
-	mu  sync.Mutex
-	w   *wal.Writer
-	ts  uint64
+	dir   string
+	mu    sync.Mutex
+	w     *wal.Writer
+	ts    uint64
+	ticks int // Tick calls (fresh time ticks: TSO allocations on a real node)
 }
 
 func (h *fakeHost) Session() (uint64, uint64) { return 7, 1 }
@@ -306,6 +320,7 @@ func (h *fakeHost) Tick(ctx context.Context, p string, term int64) (uint64, uint
 		return 0, 0, fmt.Errorf("not held")
 	}
 	h.ts++
+	h.ticks++
 	return h.w.NextOffset(), h.ts, nil
 }
 

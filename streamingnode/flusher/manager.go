@@ -67,6 +67,10 @@ type Config struct {
 	// TickInterval: how often time ticks and checkpoints are reported
 	// (default 200ms).
 	TickInterval time.Duration
+	// IdleCheckpointInterval: a VChannel whose checkpoint only moved in
+	// time (no new records) reports it at most this often, unless coordd
+	// says a flush waits on it (default 1m; see report).
+	IdleCheckpointInterval time.Duration
 	// PollInterval: how often a caught-up flusher looks for new records
 	// (default 10ms).
 	PollInterval time.Duration
@@ -107,6 +111,9 @@ type Manager struct {
 func New(cfg Config) *Manager {
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = 200 * time.Millisecond
+	}
+	if cfg.IdleCheckpointInterval <= 0 {
+		cfg.IdleCheckpointInterval = time.Minute
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 10 * time.Millisecond

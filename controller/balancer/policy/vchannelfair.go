@@ -39,7 +39,10 @@ func (*vchannelFair) Name() string { return VChannelFairName }
 //     the node giving the lowest global score (ties: smaller node ID);
 //  4. without AllowRebalance, return that;
 //  5. up to RebalanceMaxStep times take off the movable channel whose
-//     removal leaves the lowest global score (ties: smaller name);
+//     removal leaves the lowest global score (ties: smaller name); while
+//     some node holds fewer than ⌊channels/nodes⌋ PChannels after step 3
+//     (a new or refilled node), every channel on a node holding more is
+//     movable whatever its age (fillExemption);
 //  6. try every node for every channel taken off (first best leaf in
 //     ascending node order wins);
 //  7. return the search result only if it beats the step-3 score by more
@@ -102,6 +105,7 @@ func (p *vchannelFair) Balance(l Layout) (map[string]uint64, error) {
 	}
 
 	// Step 5: take off the channels whose removal helps most.
+	r.fillExemption()
 	removed := make([]int, 0, steps)
 	for range steps {
 		eps := tieEpsilon(r.score())
@@ -191,6 +195,32 @@ func movable(nowMs, lastMs int64, interval time.Duration) bool {
 		needMs++
 	}
 	return age >= needMs
+}
+
+// fillExemption marks movable, whatever its age, every kept channel on a
+// node holding more than ⌊channels/nodes⌋ PChannels while some node holds
+// fewer. MinRebalanceInterval exists to stop channels flapping between
+// healthy nodes of a balanced placement; it must not keep a node that just
+// joined (or came back, or was undrained) empty for the interval. Once every
+// node holds at least its floor share, the interval applies again, so a
+// balanced placement is never churned by it. Scores are untouched: the
+// search still moves a channel only for a real improvement.
+func (r *round) fillExemption() {
+	floor := len(r.chans) / len(r.nodes)
+	under := false
+	for n := range r.nodes {
+		if r.nodes[n].p < floor {
+			under = true
+		}
+	}
+	if !under {
+		return
+	}
+	for c := range r.chans {
+		if n := r.assign[c]; n >= 0 && r.nodes[n].p > floor {
+			r.chans[c].movable = true
+		}
+	}
 }
 
 // nodeLoad is one node's share of the layout being built.

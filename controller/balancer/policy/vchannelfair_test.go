@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -328,6 +329,18 @@ func TestBalanceMinRebalanceInterval(t *testing.T) {
 		mixed[i].LastAssignMs = oldAssign // ch-000, ch-003, ch-006, ch-009
 	}
 	exact := named(12, 1, testNow-(5*time.Minute).Milliseconds())
+	// 4/4/4, all recent: the interval holds.
+	recentBalanced := named(12, 1, recentAssign)
+	for i := range recentBalanced {
+		recentBalanced[i].Node = uint64(1 + i%3)
+	}
+	// 6/4/4 (14 channels, floor 4): no node is below its floor share, so
+	// only node 1's one old channel may move.
+	mixedFloor := named(14, 1, recentAssign)
+	for i := 6; i < 14; i++ {
+		mixedFloor[i].Node = uint64(2 + (i-6)%2)
+	}
+	mixedFloor[0].LastAssignMs = oldAssign
 	tests := []struct {
 		name      string
 		chs       []Channel
@@ -335,7 +348,9 @@ func TestBalanceMinRebalanceInterval(t *testing.T) {
 		wantMoved int
 		wantCount map[uint64]int
 	}{
-		{"all recent: nothing moves", named(12, 1, recentAssign), DefaultConfig(), 0, map[uint64]int{1: 12}},
+		{"all recent, balanced: nothing moves", recentBalanced, DefaultConfig(), 0, map[uint64]int{1: 4, 2: 4, 3: 4}},
+		{"all recent on one node: empty nodes are filled", named(12, 1, recentAssign), DefaultConfig(), 3, map[uint64]int{1: 9, 2: 2, 3: 1}},
+		{"all recent, AllowRebalance false: nothing fills", named(12, 1, recentAssign), noRebalance(), 0, map[uint64]int{1: 12}},
 		{"all old: MaxStep moves", named(12, 1, oldAssign), DefaultConfig(), 3, map[uint64]int{1: 9, 2: 2, 3: 1}},
 		{"never assigned time counts as old", named(12, 1, 0), DefaultConfig(), 3, map[uint64]int{1: 9, 2: 2, 3: 1}},
 		{"exactly the interval is old", exact, DefaultConfig(), 3, map[uint64]int{1: 9, 2: 2, 3: 1}},
@@ -343,7 +358,8 @@ func TestBalanceMinRebalanceInterval(t *testing.T) {
 		{"MaxStep 0", named(12, 1, oldAssign), withStep(0), 0, map[uint64]int{1: 12}},
 		{"MaxStep 8", named(12, 1, oldAssign), withStep(8), 8, map[uint64]int{1: 4, 2: 4, 3: 4}},
 		{"interval 0 makes recent movable", named(12, 1, recentAssign), func() Config { c := DefaultConfig(); c.MinRebalanceInterval = 0; return c }(), 3, map[uint64]int{1: 9, 2: 2, 3: 1}},
-		{"only old ones move", mixed, withStep(8), 4, map[uint64]int{1: 8, 2: 2, 3: 2}},
+		{"fill ignores age", mixed, withStep(8), 8, map[uint64]int{1: 4, 2: 4, 3: 4}},
+		{"only old ones move once every node has its floor share", mixedFloor, withStep(8), 1, map[uint64]int{1: 5, 2: 5, 3: 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,7 +372,7 @@ func TestBalanceMinRebalanceInterval(t *testing.T) {
 				t.Fatalf("per node = %v, want %v", c, tt.wantCount)
 			}
 			for _, c := range tt.chs {
-				if c.LastAssignMs > testNow-tt.cfg.MinRebalanceInterval.Milliseconds() && got[c.Name] != c.Node {
+				if tt.name != "fill ignores age" && !strings.Contains(tt.name, "filled") && c.LastAssignMs > testNow-tt.cfg.MinRebalanceInterval.Milliseconds() && got[c.Name] != c.Node {
 					t.Fatalf("recently assigned %s moved %d → %d", c.Name, c.Node, got[c.Name])
 				}
 			}

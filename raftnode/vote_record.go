@@ -1,0 +1,196 @@
+package raftnode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// VoteFile records, outside raft.db, the current term and vote that raft
+// last stored durably in it.
+//
+// bolt keeps two meta pages and, when the newest is damaged, silently opens
+// the transaction before it: raft.db then reads as if its last write never
+// happened. For most writes that is indistinguishable from a crash during
+// the write (a torn meta page at power loss, when the write was never
+// acknowledged, and the older state is right). For a term or a vote it is
+// dangerous: a member that forgot its vote may vote again in that term,
+// for another candidate, and two leaders of one term follow.
+//
+// So every time raft stores a new term or vote, and only after raft.db has
+// stored it durably, the member writes both into this file (fsynced, renamed
+// into place, directory fsynced). raft.db can be ahead of the file (a crash
+// between the two writes), never behind it: on start, a raft.db whose term
+// or vote is older than the file's lost a durable transaction, and the data
+// dir is refused (DamagedError). A crash during a raft.db write leaves the
+// file at the previous value, so power loss is still accepted.
+const VoteFile = "vote.json"
+
+// voteRecord is VoteFile's content.
+type voteRecord struct {
+	CurrentTerm  uint64 `json:"current_term"`
+	LastVoteTerm uint64 `json:"last_vote_term"`
+	LastVoteCand string `json:"last_vote_cand,omitempty"`
+}
+
+// hashicorp/raft's stable-store keys.
+var (
+	keyLastVoteTerm = []byte("LastVoteTerm")
+	keyLastVoteCand = []byte("LastVoteCand")
+)
+
+// recordingStable is the StableStore raft writes through: after each
+// durable change of the term or the vote it rewrites VoteFile.
+type recordingStable struct {
+	raft.StableStore
+	dir string
+	mu  sync.Mutex
+	rec voteRecord
+}
+
+func (s *recordingStable) SetUint64(key []byte, val uint64) error {
+	if err := s.StableStore.SetUint64(key, val); err != nil {
+		return err
+	}
+	if !bytes.Equal(key, keyCurrentTerm) {
+		// LastVoteTerm is always followed by LastVoteCand: recorded then.
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.rec
+	next.CurrentTerm = val
+	return s.save(next)
+}
+
+func (s *recordingStable) Set(key, val []byte) error {
+	if err := s.StableStore.Set(key, val); err != nil {
+		return err
+	}
+	if !bytes.Equal(key, keyLastVoteCand) {
+		return nil
+	}
+	voteTerm, err := s.StableStore.GetUint64(keyLastVoteTerm)
+	if err != nil {
+		return fmt.Errorf("read back the vote's term: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.rec
+	next.LastVoteTerm, next.LastVoteCand = voteTerm, string(val)
+	return s.save(next)
+}
+
+func (s *recordingStable) save(rec voteRecord) error {
+	if rec == s.rec {
+		return nil
+	}
+	if err := writeVoteRecord(s.dir, rec); err != nil {
+		return err
+	}
+	s.rec = rec
+	return nil
+}
+
+func writeVoteRecord(dir string, rec voteRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", VoteFile, err)
+	}
+	path := filepath.Join(dir, VoteFile)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	_, werr := f.Write(append(data, '\n'))
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("install %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// loadVoteRecord reads VoteFile; ok is false when there is none (a new data
+// dir, or one written by an older coordd).
+func loadVoteRecord(dir string) (rec voteRecord, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, VoteFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return voteRecord{}, false, nil
+	}
+	if err != nil {
+		return voteRecord{}, false, fmt.Errorf("read %s: %w", VoteFile, err)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return voteRecord{}, false, &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s is not valid: %v", VoteFile, err)}
+	}
+	return rec, true, nil
+}
+
+// storedVote reads the term and vote raft.db holds.
+func storedVote(store raft.StableStore) (voteRecord, error) {
+	var rec voteRecord
+	var err error
+	get := func(k []byte) uint64 {
+		v, e := store.GetUint64(k)
+		if e != nil && e.Error() != "not found" && err == nil {
+			err = fmt.Errorf("read %s: %w", k, e)
+		}
+		return v
+	}
+	rec.CurrentTerm, rec.LastVoteTerm = get(keyCurrentTerm), get(keyLastVoteTerm)
+	cand, e := store.Get(keyLastVoteCand)
+	if e != nil && e.Error() != "not found" && err == nil {
+		err = fmt.Errorf("read %s: %w", keyLastVoteCand, e)
+	}
+	rec.LastVoteCand = string(cand)
+	return rec, err
+}
+
+// checkVote compares raft.db's term and vote with VoteFile and returns
+// the StableStore raft must write through. skipCheck (the test-only switch
+// that lets a data dir with lost raft state start) only records.
+func checkVote(dir string, store raft.StableStore, skipCheck bool) (*recordingStable, error) {
+	stored, err := storedVote(store)
+	if err != nil {
+		return nil, &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: %v", RaftDBFile, err)}
+	}
+	rec, ok, err := loadVoteRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if ok && !skipCheck {
+		if why := voteRollback(stored, rec); why != "" {
+			return nil, &DamagedError{Dir: dir, Reason: fmt.Sprintf(
+				"%s went back: %s, but %s recorded it after %s had stored it durably (a damaged newest bolt meta page, "+
+					"or a %s copied from an older backup of this member); the member could vote twice in one term",
+				RaftDBFile, why, VoteFile, RaftDBFile, RaftDBFile)}
+		}
+	}
+	return &recordingStable{StableStore: store, dir: dir, rec: stored}, nil
+}
+
+// voteRollback says how raft.db's stored term and vote are older than the
+// recorded ones, or "".
+func voteRollback(stored, rec voteRecord) string {
+	switch {
+	case stored.CurrentTerm < rec.CurrentTerm:
+		return fmt.Sprintf("it holds current term %d, last recorded %d", stored.CurrentTerm, rec.CurrentTerm)
+	case stored.LastVoteTerm < rec.LastVoteTerm:
+		return fmt.Sprintf("its last vote is in term %d, last recorded in term %d", stored.LastVoteTerm, rec.LastVoteTerm)
+	case stored.LastVoteTerm == rec.LastVoteTerm && rec.LastVoteCand != "" && stored.LastVoteCand != rec.LastVoteCand:
+		return fmt.Sprintf("its vote in term %d is for %q, recorded for %q", rec.LastVoteTerm, stored.LastVoteCand, rec.LastVoteCand)
+	}
+	return ""
+}

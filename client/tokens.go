@@ -8,12 +8,25 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 )
 
-// CreateToken creates a token with role (read, node or admin) and a label,
+// CreateToken creates a token with role (read, proxy or admin) and a label,
 // and returns it with its secret, which the cluster shows only this once.
+// Node tokens are bound to a node: CreateNodeToken.
 func (c *Client) CreateToken(ctx context.Context, role, name string) (*coordpb.CreateTokenResponse, error) {
+	return c.createToken(ctx, &coordpb.CreateTokenRequest{Role: role, Name: name})
+}
+
+// CreateNodeToken creates a node token bound to streaming node identity
+// nodeID (docs/security.md#per-node-identity): the streaming node that
+// presents it registers sessions bound to nodeID and may speak only for
+// them.
+func (c *Client) CreateNodeToken(ctx context.Context, nodeID uint64, name string) (*coordpb.CreateTokenResponse, error) {
+	return c.createToken(ctx, &coordpb.CreateTokenRequest{Role: "node", Name: name, NodeId: nodeID})
+}
+
+func (c *Client) createToken(ctx context.Context, req *coordpb.CreateTokenRequest) (*coordpb.CreateTokenResponse, error) {
 	var resp *coordpb.CreateTokenResponse
 	_, err := c.do(ctx, "CreateToken", mutation, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
-		resp, err = coordpb.NewTokensClient(cc).CreateToken(ctx, &coordpb.CreateTokenRequest{Role: role, Name: name}, opts...)
+		resp, err = coordpb.NewTokensClient(cc).CreateToken(ctx, req, opts...)
 		return err
 	})
 	return resp, err

@@ -35,7 +35,7 @@ func TestDevSecure(t *testing.T) {
 	}
 	pki := security.DevPKIIn(pkiDir)
 	token := filepath.Join(pkiDir, "admin.token")
-	for _, f := range []string{pki.Server.CA, pki.Server.Cert, pki.Server.Key, pki.Node.Cert, token} {
+	for _, f := range []string{pki.Server.CA, pki.Server.Cert, pki.Server.Key, pki.Node(1).Cert, pki.Node(1).Key, token} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("coordd dev --secure did not write %s: %v", f, err)
 		}
@@ -65,7 +65,7 @@ func TestDevSecure(t *testing.T) {
 	if who, err := raftnode.ProbeMember(raftAddr, 3*time.Second, nil); err == nil {
 		t.Fatalf("raft port answered a plaintext probe: %+v", who)
 	}
-	if who, err := raftnode.ProbeMember(raftAddr, 3*time.Second, raftTLSOf(t, pki.Node).Client); err == nil {
+	if who, err := raftnode.ProbeMember(raftAddr, 3*time.Second, raftTLSOf(t, pki.Node(1)).Client); err == nil {
 		t.Fatalf("raft port answered a client certificate from the same CA: %+v", who)
 	}
 	if who, err := raftnode.ProbeMember(raftAddr, 3*time.Second, raftTLSOf(t, pki.Server).Client); err != nil || who.MemberID != "n1" {

@@ -47,8 +47,11 @@ type LauncherConfig struct {
 // LaunchSecurity is the TLS material and bootstrap token of a secure
 // launched cluster (security.WriteDevPKI writes a matching set).
 type LaunchSecurity struct {
-	Server             security.Files // every member's server certificate
-	Node               security.Files // streaming nodes' client certificate (role node)
+	Server security.Files // every member's server certificate
+	// Nodes[i] is streaming node i's client certificate, bound to node
+	// identity i+1 (security.CA.IssueNode; security.DevPKI.Nodes): each
+	// streaming node may speak only for the sessions it registers.
+	Nodes              []security.Files
 	BootstrapTokenFile string
 }
 
@@ -64,12 +67,16 @@ func (s *LaunchSecurity) memberArgs() []string {
 	return args
 }
 
-// streamingArgs are the security flags of a streaming node.
-func (s *LaunchSecurity) streamingArgs() []string {
+// streamingArgs are the security flags of streaming node i (0-based).
+func (s *LaunchSecurity) streamingArgs(i int) ([]string, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
-	return []string{"--tls-ca", s.Node.CA, "--tls-cert", s.Node.Cert, "--tls-key", s.Node.Key}
+	if i >= len(s.Nodes) {
+		return nil, fmt.Errorf("streaming node %d has no node certificate (LaunchSecurity.Nodes holds %d)", i+1, len(s.Nodes))
+	}
+	n := s.Nodes[i]
+	return []string{"--tls-ca", n.CA, "--tls-cert", n.Cert, "--tls-key", n.Key}, nil
 }
 
 // httpClient is how the launcher probes members' /readyz.
@@ -239,7 +246,11 @@ func (l *Launcher) StartStreamingNode(i int) error {
 	if sn.MetricsAddr != "" {
 		args = append(args, "--metrics-addr", sn.MetricsAddr)
 	}
-	args = append(args, l.cfg.Security.streamingArgs()...)
+	sec, err := l.cfg.Security.streamingArgs(i)
+	if err != nil {
+		return err
+	}
+	args = append(args, sec...)
 	args = append(args, l.cfg.StreamingExtraArgs...)
 	return l.start(sn.Name, sn.DataDir, "streamingnode.log", l.cfg.StreamingBinary, args)
 }

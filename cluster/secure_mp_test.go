@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,16 +39,19 @@ func raftTLSOf(t *testing.T, f security.Files) *raftnode.RaftTLS {
 
 // TestSecureCluster runs three coordd processes and a streaming node the way
 // `coordd dev --secure` does (TLS on every port, mutual TLS on raft, a
-// bootstrap admin token, the streaming node authenticated by a node-role
+// bootstrap admin token, the streaming node authenticated by its node-1
 // certificate) and checks, over real sockets:
-//   - the bootstrap token works on every member; the streaming node registered;
+//   - the bootstrap token works on every member; the streaming node registered,
+//     bound to node identity 1;
 //   - a plaintext client and a plaintext HTTP request are refused;
 //   - on the raft port a client certificate from the cluster's own CA is
 //     refused, a server certificate accepted;
 //   - roles hold through a follower: a read token reads (forwarded) but cannot
 //     drain; an admin token creates a token through a follower (forwarded);
 //     a server certificate forwarding a read caller cannot act as admin;
-//   - a revoked token stops working on every member; coordctl creates tokens;
+//   - a revoked token stops working on every member; coordctl creates tokens,
+//     a node token only with --node-id, and a streaming node started with
+//     `--token-file` and that token registers bound to its node;
 //   - the status page (read role) reaches every peer over TLS, and coordctl
 //     debug bundle collects every member's status and metrics.
 func TestSecureCluster(t *testing.T) {
@@ -62,7 +66,7 @@ func TestSecureCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1,
-		Security: &cluster.LaunchSecurity{Server: pki.Server, Node: pki.Node, BootstrapTokenFile: bootFile}})
+		Security: &cluster.LaunchSecurity{Server: pki.Server, Nodes: pki.Nodes, BootstrapTokenFile: bootFile}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	clientTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Client.CA})
@@ -94,9 +98,9 @@ func TestSecureCluster(t *testing.T) {
 	if follower.ID == leaderID {
 		follower = l.Members()[1]
 	}
-	testutil.Eventually(t, "the streaming node (node-role certificate) to register", func() bool {
+	testutil.Eventually(t, "the streaming node (node-1 certificate) to register, bound to node identity 1", func() bool {
 		ns, err := admin.ListNodes(ctx, coordpb.ReadConsistency_STALE, true)
-		return err == nil && len(ns) == 1 && ns[0].GetState() == "UP"
+		return err == nil && len(ns) == 1 && ns[0].GetState() == "UP" && ns[0].GetBoundNode() == 1
 	})
 
 	// Plaintext is refused on the gRPC and HTTP ports.
@@ -124,7 +128,7 @@ func TestSecureCluster(t *testing.T) {
 	// The raft port: the CVE-2021-37219 shape (a client certificate from the
 	// same CA) is refused; a server certificate is accepted.
 	raftTLS := func(f security.Files) *raftnode.RaftTLS { return raftTLSOf(t, f) }
-	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Node).Client); err == nil {
+	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, raftTLS(pki.Node(1)).Client); err == nil {
 		t.Fatalf("raft port answered a client certificate: %+v", who)
 	}
 	if who, err := raftnode.ProbeMember(follower.RaftAddr, 3*time.Second, nil); err == nil {
@@ -183,9 +187,67 @@ func TestSecureCluster(t *testing.T) {
 
 	// coordctl speaks TLS with a token file and prints a new secret once.
 	out, err := exec.CommandContext(ctx, coordctlBinary, "--endpoints", l.Endpoints(), "--tls-ca", pki.Client.CA,
-		"--token-file", bootFile, "token", "create", "node", "--name", "proxy").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "cdt_") {
-		t.Fatalf("coordctl token create: %v\n%s", err, out)
+		"--token-file", bootFile, "token", "create", "node", "--node-id", "5", "--name", "sn5").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cdt_") || !strings.Contains(string(out), "bound to node 5") {
+		t.Fatalf("coordctl token create node --node-id 5: %v\n%s", err, out)
+	}
+	// A streaming node started with that token registers bound to node 5.
+	secret := ""
+	for _, line := range strings.Fields(string(out)) {
+		if strings.HasPrefix(line, "cdt_") {
+			secret = line
+		}
+	}
+	tokenFile := filepath.Join(dir, "sn5.token")
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snAddr := lis.Addr().String()
+	lis.Close()
+	snDir := filepath.Join(dir, "sn5")
+	sn := exec.Command(streamingBinary, "--coord", l.Endpoints(), "--addr", snAddr, "--wal-dir", filepath.Join(snDir, "wal"),
+		"--data-dir", snDir, "--tls-ca", pki.Client.CA, "--token-file", tokenFile)
+	var snLog strings.Builder
+	sn.Stdout, sn.Stderr = &snLog, &snLog
+	if err := sn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	snDone := make(chan error, 1)
+	go func() { snDone <- sn.Wait() }()
+	defer func() {
+		_ = sn.Process.Signal(os.Interrupt)
+		select {
+		case <-snDone:
+		case <-time.After(30 * time.Second):
+			_ = sn.Process.Kill()
+			<-snDone
+		}
+		if t.Failed() {
+			t.Logf("--- log of the token-authenticated streaming node ---\n%s", tail(snLog.String(), 40))
+		}
+	}()
+	testutil.Eventually(t, "the token-authenticated streaming node to register, bound to node identity 5", func() bool {
+		ns, err := admin.ListNodes(ctx, coordpb.ReadConsistency_STALE, false)
+		if err != nil {
+			return false
+		}
+		for _, n := range ns {
+			if n.GetAddress() == snAddr && n.GetState() == "UP" && n.GetBoundNode() == 5 {
+				return true
+			}
+		}
+		return false
+	})
+
+	// A node token without its node is refused by coordctl, with the fix.
+	out, err = exec.CommandContext(ctx, coordctlBinary, "--endpoints", l.Endpoints(), "--tls-ca", pki.Client.CA,
+		"--token-file", bootFile, "token", "create", "node", "--name", "unbound").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--node-id") {
+		t.Fatalf("coordctl token create node without --node-id: %v\n%s", err, out)
 	}
 
 	// Members register their addresses in the background; the page and the

@@ -44,6 +44,10 @@ type Command struct {
 	// Apply refuses a command whose term is older than the newest
 	// established leader's.
 	LeaderTerm uint64
+	// CallerNode is the node identity of the node credential the command
+	// was proposed for (Envelope.caller_node): the proposer stamps it from
+	// the call's context (WithCallerNode), never from a request.
+	CallerNode uint64
 	// Body is nil only for an ignorable type this binary does not know.
 	Body proto.Message
 
@@ -147,6 +151,7 @@ func EncodeEntry(cmds []Command) ([]byte, error) {
 			ProposedAtUnixMs: c.ProposedAtUnixMs,
 			LeaderTerm:       c.LeaderTerm,
 			Body:             body,
+			CallerNode:       c.CallerNode,
 		})
 	}
 	data, err := marshal.Marshal(entry)
@@ -191,6 +196,7 @@ func decodeEnvelope(env *logpb.Envelope) (Command, error) {
 		RequestID:        env.RequestId,
 		ProposedAtUnixMs: env.ProposedAtUnixMs,
 		LeaderTerm:       env.LeaderTerm,
+		CallerNode:       env.CallerNode,
 	}
 	if err := ValidateRequestID(env.RequestId); err != nil {
 		return Command{}, fmt.Errorf("%w: %w", ErrMalformed, err)

@@ -65,7 +65,7 @@ var fixedSamples = map[Type]func() proto.Message{
 			Pchannel: "by-dev-rootcoord-dml_1", Term: 2, Reason: "deadline exceeded"}}
 	},
 	TypeRegisterStreamingNode: func() proto.Message {
-		return &logpb.RegisterStreamingNode{Address: "10.0.0.7:22222", ResourceGroup: "rg-1", Incarnation: "boot-8f3a", ReplaceNodeId: 2}
+		return &logpb.RegisterStreamingNode{Address: "10.0.0.7:22222", ResourceGroup: "rg-1", Incarnation: "boot-8f3a", ReplaceNodeId: 2, BoundNode: 7}
 	},
 	TypeMarkStreamingNodeDown: func() proto.Message {
 		return &logpb.MarkStreamingNodeDown{NodeId: 3, Epoch: 41, Reason: "heartbeat ttl expired"}
@@ -215,6 +215,8 @@ func diffCommands(got, want []Command) string {
 			return fmt.Sprintf("command %d: proposed at %d, want %d", i, g.ProposedAtUnixMs, w.ProposedAtUnixMs)
 		case g.LeaderTerm != w.LeaderTerm:
 			return fmt.Sprintf("command %d: leader term %d, want %d", i, g.LeaderTerm, w.LeaderTerm)
+		case g.CallerNode != w.CallerNode:
+			return fmt.Sprintf("command %d: caller node %d, want %d", i, g.CallerNode, w.CallerNode)
 		case (g.Body == nil) != (w.Body == nil):
 			return fmt.Sprintf("command %d: body %v, want %v", i, g.Body, w.Body)
 		case g.Body != nil && !proto.Equal(g.Body, w.Body):
@@ -302,6 +304,7 @@ func genCommand(t *rapid.T, label string) Command {
 	c.RequestID = rapid.StringN(0, -1, MaxRequestIDBytes).Draw(t, label+".requestID")
 	c.ProposedAtUnixMs = rapid.Int64().Draw(t, label+".at")
 	c.LeaderTerm = rapid.Uint64().Draw(t, label+".term")
+	c.CallerNode = rapid.Uint64().Draw(t, label+".caller")
 	return c
 }
 

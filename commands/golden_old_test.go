@@ -24,4 +24,28 @@ func TestGoldenOldVersions(t *testing.T) {
 			t.Fatalf("v1 body %v", b)
 		}
 	})
+	t.Run("CreateToken v1", func(t *testing.T) {
+		cs, err := DecodeEntry(readGolden(t, filepath.Join("testdata", "golden_old", "CreateToken.v1.hex")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].Type != TypeCreateToken || cs[0].Version != 1 {
+			t.Fatalf("decoded %+v", cs)
+		}
+		if tok := cs[0].Body.(*logpb.CreateToken).Token; tok.Role != logpb.TokenRole_TOKEN_ROLE_NODE || tok.NodeId != 0 || tok.Name != "proxy-1" {
+			t.Fatalf("v1 body %v", tok)
+		}
+	})
+	t.Run("RegisterStreamingNode v1", func(t *testing.T) {
+		cs, err := DecodeEntry(readGolden(t, filepath.Join("testdata", "golden_old", "RegisterStreamingNode.v1.hex")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].Type != TypeRegisterStreamingNode || cs[0].Version != 1 {
+			t.Fatalf("decoded %+v", cs)
+		}
+		if b := cs[0].Body.(*logpb.RegisterStreamingNode); b.BoundNode != 0 || b.Address != "10.0.0.7:22222" {
+			t.Fatalf("v1 body %v", b)
+		}
+	})
 }

@@ -60,3 +60,21 @@ func DecisionTerm(ctx context.Context) uint64 {
 	t, _ := ctx.Value(decisionTermKey{}).(uint64)
 	return t
 }
+
+type callerNodeKey struct{}
+
+// WithCallerNode returns ctx marked with the node identity of the
+// authenticated node credential a call comes from (the API server sets it
+// once it has checked that the caller may speak for the session the call
+// names). A command proposed with such a context and no CallerNode of its
+// own carries it, and Apply refuses the command if it speaks for a session
+// bound to another identity (docs/security.md#per-node-identity).
+func WithCallerNode(ctx context.Context, node uint64) context.Context {
+	return context.WithValue(ctx, callerNodeKey{}, node)
+}
+
+// CallerNode returns the node identity WithCallerNode put into ctx, or 0.
+func CallerNode(ctx context.Context) uint64 {
+	n, _ := ctx.Value(callerNodeKey{}).(uint64)
+	return n
+}

@@ -16,7 +16,7 @@ func init() {
 	for typ, mk := range map[Type]func() proto.Message{
 		TypeCreateToken: func() proto.Message {
 			return &logpb.CreateToken{Token: &logpb.TokenRecord{Id: "0123456789abcdef", Name: "proxy-1",
-				Role: logpb.TokenRole_TOKEN_ROLE_NODE, SecretSha256: hash, CreatedMs: 1764590400000, Bootstrap: true}}
+				Role: logpb.TokenRole_TOKEN_ROLE_NODE, SecretSha256: hash, CreatedMs: 1764590400000, Bootstrap: true, NodeId: 3}}
 		},
 		TypeRevokeToken: func() proto.Message { return &logpb.RevokeToken{Id: "0123456789abcdef"} },
 	} {

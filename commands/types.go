@@ -77,13 +77,15 @@ var registry = map[Type]spec{
 	TypeReserveIDs:           {"ReserveIDs", 1, func() proto.Message { return &logpb.ReserveIDs{} }},
 	TypeRaiseAllocatorFloors: {"RaiseAllocatorFloors", 1, func() proto.Message { return &logpb.RaiseAllocatorFloors{} }},
 
-	TypeInitStreaming:                {"InitStreaming", 1, func() proto.Message { return &logpb.InitStreaming{} }},
-	TypeAddPChannels:                 {"AddPChannels", 1, func() proto.Message { return &logpb.AddPChannels{} }},
-	TypeAssignPChannels:              {"AssignPChannels", 1, func() proto.Message { return &logpb.AssignPChannels{} }},
-	TypeAssignPChannelsDone:          {"AssignPChannelsDone", 1, func() proto.Message { return &logpb.AssignPChannelsDone{} }},
-	TypeMarkPChannelsUnavailable:     {"MarkPChannelsUnavailable", 1, func() proto.Message { return &logpb.MarkPChannelsUnavailable{} }},
-	TypeRecordAssignFailure:          {"RecordAssignFailure", 1, func() proto.Message { return &logpb.RecordAssignFailure{} }},
-	TypeRegisterStreamingNode:        {"RegisterStreamingNode", 1, func() proto.Message { return &logpb.RegisterStreamingNode{} }},
+	TypeInitStreaming:            {"InitStreaming", 1, func() proto.Message { return &logpb.InitStreaming{} }},
+	TypeAddPChannels:             {"AddPChannels", 1, func() proto.Message { return &logpb.AddPChannels{} }},
+	TypeAssignPChannels:          {"AssignPChannels", 1, func() proto.Message { return &logpb.AssignPChannels{} }},
+	TypeAssignPChannelsDone:      {"AssignPChannelsDone", 1, func() proto.Message { return &logpb.AssignPChannelsDone{} }},
+	TypeMarkPChannelsUnavailable: {"MarkPChannelsUnavailable", 1, func() proto.Message { return &logpb.MarkPChannelsUnavailable{} }},
+	TypeRecordAssignFailure:      {"RecordAssignFailure", 1, func() proto.Message { return &logpb.RecordAssignFailure{} }},
+	// RegisterStreamingNode v2 adds bound_node (per-node identity): a v1
+	// replica would record a session without its binding, so it must stop.
+	TypeRegisterStreamingNode:        {"RegisterStreamingNode", 2, func() proto.Message { return &logpb.RegisterStreamingNode{} }},
 	TypeMarkStreamingNodeDown:        {"MarkStreamingNodeDown", 1, func() proto.Message { return &logpb.MarkStreamingNodeDown{} }},
 	TypeSetStreamingNodeDrain:        {"SetStreamingNodeDrain", 1, func() proto.Message { return &logpb.SetStreamingNodeDrain{} }},
 	TypeAllocVirtualChannels:         {"AllocVirtualChannels", 1, func() proto.Message { return &logpb.AllocVirtualChannels{} }},
@@ -112,8 +114,10 @@ var registry = map[Type]spec{
 
 	TypeCommitSegmentManifests:  {"CommitSegmentManifests", 1, func() proto.Message { return &logpb.CommitSegmentManifests{} }},
 	TypeRetireManifestRevisions: {"RetireManifestRevisions", 1, func() proto.Message { return &logpb.RetireManifestRevisions{} }},
-	TypeCreateToken:             {"CreateToken", 1, func() proto.Message { return &logpb.CreateToken{} }},
-	TypeRevokeToken:             {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
+	// CreateToken v2 adds the proxy role and node-bound node tokens: a v1
+	// replica would refuse (or mis-store) them, so it must stop.
+	TypeCreateToken: {"CreateToken", 2, func() proto.Message { return &logpb.CreateToken{} }},
+	TypeRevokeToken: {"RevokeToken", 1, func() proto.Message { return &logpb.RevokeToken{} }},
 }
 
 // String names the type for logs and errors.

@@ -38,8 +38,13 @@ func ValidateTokenRecord(t *logpb.TokenRecord) error {
 	if err := ValidateTokenID(t.Id); err != nil {
 		return err
 	}
-	if t.Role < logpb.TokenRole_TOKEN_ROLE_READ || t.Role > logpb.TokenRole_TOKEN_ROLE_ADMIN {
-		return invalid("token role must be read, node or admin, got %v", t.Role)
+	if t.Role < logpb.TokenRole_TOKEN_ROLE_READ || t.Role > logpb.TokenRole_TOKEN_ROLE_PROXY {
+		return invalid("token role must be read, proxy, node or admin, got %v", t.Role)
+	}
+	// A NODE record may lack node_id only when it predates per-node
+	// identity (it then has the proxy's rights); no other role is bound.
+	if t.NodeId != 0 && t.Role != logpb.TokenRole_TOKEN_ROLE_NODE {
+		return invalid("only a node token is bound to a node ID, not a %v token", t.Role)
 	}
 	if len(t.SecretSha256) != 32 {
 		return invalid("token secret hash must be 32 bytes (SHA-256), got %d", len(t.SecretSha256))

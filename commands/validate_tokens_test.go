@@ -26,6 +26,18 @@ func TestValidateTokenCommands(t *testing.T) {
 		{"short hash", &logpb.CreateToken{Token: func() *logpb.TokenRecord { r := good(); r.SecretSha256 = r.SecretSha256[:31]; return r }()}, "32 bytes"},
 		{"long name", &logpb.CreateToken{Token: func() *logpb.TokenRecord { r := good(); r.Name = strings.Repeat("x", 129); return r }()}, "at most"},
 		{"control char", &logpb.CreateToken{Token: func() *logpb.TokenRecord { r := good(); r.Name = "a\nb"; return r }()}, "control"},
+		{"proxy role", &logpb.CreateToken{Token: func() *logpb.TokenRecord { r := good(); r.Role = logpb.TokenRole_TOKEN_ROLE_PROXY; return r }()}, ""},
+		{"bound node", &logpb.CreateToken{Token: func() *logpb.TokenRecord {
+			r := good()
+			r.Role, r.NodeId = logpb.TokenRole_TOKEN_ROLE_NODE, 3
+			return r
+		}()}, ""},
+		{"bound admin", &logpb.CreateToken{Token: func() *logpb.TokenRecord { r := good(); r.NodeId = 3; return r }()}, "only a node token"},
+		{"bound proxy", &logpb.CreateToken{Token: func() *logpb.TokenRecord {
+			r := good()
+			r.Role, r.NodeId = logpb.TokenRole_TOKEN_ROLE_PROXY, 3
+			return r
+		}()}, "only a node token"},
 		{"valid revoke", &logpb.RevokeToken{Id: "fedcba9876543210"}, ""},
 		{"bad revoke", &logpb.RevokeToken{Id: "zz"}, "16 lower-case hex"},
 	} {

@@ -122,6 +122,9 @@ func (next *State) dispatch(c commands.Command) (*logpb.Result, error) {
 		return reject(logpb.RejectCode_REJECT_STALE,
 			"%s proposed in term %d, but a leader established itself in term %d", c.Type, c.LeaderTerm, next.leader.term), nil
 	}
+	if r := next.checkCaller(c); r != nil {
+		return r, nil
+	}
 	return h(next, c), nil
 }
 

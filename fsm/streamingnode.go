@@ -12,11 +12,16 @@ const DefaultResourceGroup = "__default_resource_group"
 // reused) and an epoch (this entry's index). A retry by the same process
 // (same address and incarnation) gets its first answer back; another
 // process at a live node's address is refused unless the leader has judged
-// that node dead and names it in replace_node_id.
+// that node dead and names it in replace_node_id. The record keeps the
+// registering credential's node identity (bound_node) for its whole life;
+// a retry must come from the same identity.
 func applyRegisterStreamingNode(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.RegisterStreamingNode)
 	if live := next.liveNodeAt(b.Address); live != nil {
 		switch {
+		case live.Incarnation == b.Incarnation && live.BoundNode != b.BoundNode:
+			return reject(logpb.RejectCode_REJECT_CONFLICT,
+				"address %s is held by live streaming node %d of node identity %d, not %d", b.Address, live.Id, live.BoundNode, b.BoundNode)
 		case live.Incarnation == b.Incarnation:
 			return registerResult(live)
 		case live.Id != b.ReplaceNodeId:
@@ -37,7 +42,7 @@ func applyRegisterStreamingNode(next *State, c commands.Command) *logpb.Result {
 	n := &logpb.StreamingNodeRecord{
 		Id: next.ch.meta.NextNodeId, Address: b.Address, ResourceGroup: rg, Incarnation: b.Incarnation,
 		Epoch: next.applied, State: logpb.NodeState_NODE_UP, RegisteredMs: c.ProposedAtUnixMs,
-		RegisteredVersion: next.AssignmentVersion().Proto(),
+		RegisteredVersion: next.AssignmentVersion().Proto(), BoundNode: b.BoundNode,
 	}
 	next.setMeta(func(m *logpb.ChannelsMeta) { m.NextNodeId++ })
 	next.putNode(n)

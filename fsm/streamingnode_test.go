@@ -59,6 +59,31 @@ func TestApplyRegisterStreamingNode(t *testing.T) {
 				}),
 		},
 		{
+			name:  "the registering credential's node identity is kept",
+			setup: []commands.Command{leader},
+			cmd:   cmd(&logpb.RegisterStreamingNode{Address: addr1, Incarnation: "i1", BoundNode: 7}),
+			want:  regResult(1, 2, AssignmentVersion{2, 1}),
+			check: func(t *testing.T, _, after *State) {
+				if n := mustNode(t, after, 1); n.BoundNode != 7 {
+					t.Fatalf("bound_node %d, want 7", n.BoundNode)
+				}
+			},
+		},
+		{
+			name:      "a retry from the same identity returns the first answer",
+			setup:     []commands.Command{leader, cmd(&logpb.RegisterStreamingNode{Address: addr1, Incarnation: "i1", BoundNode: 7})},
+			cmd:       cmd(&logpb.RegisterStreamingNode{Address: addr1, Incarnation: "i1", BoundNode: 7}),
+			want:      regResult(1, 2, AssignmentVersion{2, 1}),
+			unchanged: true,
+		},
+		{
+			name:    "a retry from another identity conflicts",
+			setup:   []commands.Command{leader, cmd(&logpb.RegisterStreamingNode{Address: addr1, Incarnation: "i1", BoundNode: 7})},
+			cmd:     cmd(&logpb.RegisterStreamingNode{Address: addr1, Incarnation: "i1", BoundNode: 8}),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "of node identity 7, not 8",
+		},
+		{
 			name:  "default resource group",
 			setup: []commands.Command{leader},
 			cmd:   register(addr1, "i1"),

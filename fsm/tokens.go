@@ -49,6 +49,11 @@ func applyCreateToken(next *State, c commands.Command) *logpb.Result {
 	if _, dup := next.tok.byID.Get(t.Id); dup {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "token %s already exists", t.Id)
 	}
+	if c.Version >= 2 && t.Role == logpb.TokenRole_TOKEN_ROLE_NODE && t.NodeId == 0 {
+		// Unbound node tokens exist only from v1 entries (they grant the
+		// proxy's rights); from v2 on a node token names its node.
+		return reject(logpb.RejectCode_REJECT_INVALID, "a node token must be bound to a node identity (node_id)")
+	}
 	if t.Bootstrap && next.tok.bootstrapped {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "a bootstrap token was already installed in this cluster")
 	}
@@ -57,7 +62,7 @@ func applyCreateToken(next *State, c commands.Command) *logpb.Result {
 			next.tok.byID.Len(), commands.MaxTokens)
 	}
 	rec := &logpb.TokenRecord{Id: t.Id, Name: t.Name, Role: t.Role, SecretSha256: append([]byte(nil), t.SecretSha256...),
-		CreatedMs: c.ProposedAtUnixMs, Bootstrap: t.Bootstrap}
+		CreatedMs: c.ProposedAtUnixMs, Bootstrap: t.Bootstrap, NodeId: t.NodeId}
 	next.tok.byID = next.tok.byID.Set(rec.Id, rec)
 	if rec.Bootstrap {
 		next.tok.bootstrapped = true

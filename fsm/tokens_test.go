@@ -13,7 +13,11 @@ import (
 
 func tokenRec(id string, role logpb.TokenRole, bootstrap bool) *logpb.TokenRecord {
 	h := bytes.Repeat([]byte{byte(len(id))}, 32)
-	return &logpb.TokenRecord{Id: id, Name: "t-" + id, Role: role, SecretSha256: h, Bootstrap: bootstrap}
+	rec := &logpb.TokenRecord{Id: id, Name: "t-" + id, Role: role, SecretSha256: h, Bootstrap: bootstrap}
+	if role == logpb.TokenRole_TOKEN_ROLE_NODE {
+		rec.NodeId = uint64(len(id)) // node tokens are bound from CreateToken v2 on
+	}
+	return rec
 }
 
 func createToken(id string, role logpb.TokenRole, bootstrap bool) *logpb.CreateToken {
@@ -63,6 +67,8 @@ func TestApplyCreateAndRevokeToken(t *testing.T) {
 		{"duplicate id", createToken(a, logpb.TokenRole_TOKEN_ROLE_READ, false), logpb.RejectCode_REJECT_CONFLICT, "already exists"},
 		{"second bootstrap", createToken(b, logpb.TokenRole_TOKEN_ROLE_ADMIN, true), logpb.RejectCode_REJECT_CONFLICT, "bootstrap token was already installed"},
 		{"invalid", &logpb.CreateToken{Token: &logpb.TokenRecord{Id: "x"}}, logpb.RejectCode_REJECT_INVALID, ""},
+		{"unbound node token", &logpb.CreateToken{Token: &logpb.TokenRecord{Id: b, Role: logpb.TokenRole_TOKEN_ROLE_NODE,
+			SecretSha256: bytes.Repeat([]byte{1}, 32)}}, logpb.RejectCode_REJECT_INVALID, "bound to a node identity"},
 	} {
 		next, res := mustApply(t, s, cmd(tc.body))
 		checkResult(t, res[0], rejected(tc.code), tc.msg)
@@ -92,6 +98,17 @@ func TestApplyCreateAndRevokeToken(t *testing.T) {
 	sameExceptApplied(t, s, next)
 	if !roundTrip(t, s).BootstrapTokenInstalled() {
 		t.Fatal("the bootstrap mark did not survive a snapshot")
+	}
+
+	// A v1 entry (written before per-node identity) may hold an unbound
+	// node token: replaying it must still install it, as it did then.
+	legacy := cmd(&logpb.CreateToken{Token: &logpb.TokenRecord{Id: "00000000000000ff", Role: logpb.TokenRole_TOKEN_ROLE_NODE,
+		SecretSha256: bytes.Repeat([]byte{1}, 32)}})
+	legacy.Version = 1
+	s, res = mustApply(t, s, legacy)
+	checkResult(t, res[0], okResult(), "")
+	if rec, ok := roundTrip(t, s).Token("00000000000000ff"); !ok || rec.NodeId != 0 || rec.Role != logpb.TokenRole_TOKEN_ROLE_NODE {
+		t.Fatalf("legacy node token after a snapshot: %v %v", rec, ok)
 	}
 
 	// A stale leader's token creation is refused like any other command.
@@ -128,7 +145,7 @@ func TestTokenTableProperty(t *testing.T) {
 			id := fmt.Sprintf("%016x", rapid.IntRange(0, 7).Draw(rt, "id"))
 			var res []*logpb.Result
 			if rapid.Bool().Draw(rt, "create") {
-				role := logpb.TokenRole(rapid.IntRange(1, 3).Draw(rt, "role"))
+				role := logpb.TokenRole(rapid.IntRange(1, 4).Draw(rt, "role"))
 				boot := rapid.Bool().Draw(rt, "bootstrap")
 				s, res = apply(rt, s, cmd(createToken(id, role, boot)))
 				_, dup := model[id]

@@ -35,6 +35,9 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 	if c.LeaderTerm == 0 {
 		c.LeaderTerm = commands.DecisionTerm(ctx) // a leader routine's own term
 	}
+	if c.CallerNode == 0 {
+		c.CallerNode = commands.CallerNode(ctx) // the node credential the API checked
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("propose %s: %w (not submitted)", c.Type, err)
 	}

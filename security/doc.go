@@ -10,4 +10,8 @@
 // identity (URI SAN ServerURI), which client certificates never carry, so a
 // client certificate leaked from a proxy or a streaming node cannot join or
 // disrupt the consensus group.
+//
+// A streaming node's certificate names its node identity (URI SAN
+// NodeURIPrefix+N, CA.IssueNode; CertNode reads it): package api/auth lets
+// it speak only for the streaming node sessions it registered.
 package security

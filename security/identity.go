@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -23,7 +24,40 @@ const (
 	// ClientURIPrefix starts the URI SAN of a client certificate that only
 	// identifies its holder (the role then comes from a bearer token).
 	ClientURIPrefix = "spiffe://coordd/client/"
+	// NodeURIPrefix starts the URI SAN of a streaming node's certificate:
+	// spiffe://coordd/node/<N> grants the node role bound to node identity
+	// N (a positive decimal integer), so the holder may speak for the
+	// sessions it registers and for no other node.
+	NodeURIPrefix = "spiffe://coordd/node/"
 )
+
+// NodeURI is the URI SAN naming node identity id.
+func NodeURI(id uint64) string { return NodeURIPrefix + strconv.FormatUint(id, 10) }
+
+// CertNode returns the node identity a certificate is bound to through a
+// NodeURIPrefix URI SAN, 0 when it has none, or an error for a malformed
+// or repeated one (a certificate names at most one node).
+func CertNode(cert *x509.Certificate) (uint64, error) {
+	if cert == nil {
+		return 0, nil
+	}
+	var id uint64
+	for _, u := range cert.URIs {
+		s, ok := strings.CutPrefix(u.String(), NodeURIPrefix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != s {
+			return 0, fmt.Errorf("certificate URI %q: the node identity must be a positive decimal integer", u)
+		}
+		if id != 0 {
+			return 0, fmt.Errorf("certificate names two node identities (%d and %d)", id, n)
+		}
+		id = n
+	}
+	return id, nil
+}
 
 // ErrNotServer is returned when a peer's certificate lacks the server
 // identity.
@@ -43,7 +77,7 @@ func IsServerCert(cert *x509.Certificate) bool {
 }
 
 // CertRole returns the role a client certificate grants through a
-// RoleURIPrefix URI SAN ("read", "node" or "admin"), or "".
+// RoleURIPrefix URI SAN ("read", "proxy", "node" or "admin"), or "".
 func CertRole(cert *x509.Certificate) string {
 	if cert == nil {
 		return ""

@@ -92,6 +92,28 @@ func (ca *CA) IssueClient(name, role string, notBefore, notAfter time.Time) (Key
 	return ca.issue(tmpl, notBefore, notAfter)
 }
 
+// IssueNode issues a streaming node's client certificate for node identity
+// id: URI SANs ClientURIPrefix+"node-<id>" and NodeURI(id), which grant the
+// node role bound to id without a token. It never carries the server
+// identity.
+func (ca *CA) IssueNode(id uint64, notBefore, notAfter time.Time) (KeyPair, error) {
+	if id == 0 {
+		return KeyPair{}, fmt.Errorf("node identity must be positive")
+	}
+	name := fmt.Sprintf("node-%d", id)
+	c, err := url.Parse(ClientURIPrefix + name)
+	if err != nil {
+		return KeyPair{}, err
+	}
+	n, err := url.Parse(NodeURI(id))
+	if err != nil {
+		return KeyPair{}, err
+	}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: "coordd streaming " + name}, URIs: []*url.URL{c, n},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	return ca.issue(tmpl, notBefore, notAfter)
+}
+
 // issue signs tmpl with a fresh P-256 key.
 func (ca *CA) issue(tmpl *x509.Certificate, notBefore, notAfter time.Time) (KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -133,13 +155,22 @@ func (kp KeyPair) Write(dir, name string) (certPath, keyPath string, err error) 
 	return certPath, keyPath, nil
 }
 
+// DevNodes is how many streaming node certificates WriteDevPKI issues
+// (node identities 1..DevNodes): as many as `coordd dev` can start, since
+// the CA key is not kept to issue more later.
+const DevNodes = 16
+
 // DevPKI is what WriteDevPKI wrote.
 type DevPKI struct {
 	// Server is every member's certificate; Client identifies a user
-	// (the role then comes from a token); Node carries the node role,
-	// for streaming nodes.
-	Server, Client, Node Files
+	// (the role then comes from a token); Proxy carries the proxy role.
+	Server, Client, Proxy Files
+	// Nodes[i] is streaming node identity i+1's certificate (NodeURI).
+	Nodes []Files
 }
+
+// Node returns the certificate of node identity id (1..DevNodes).
+func (p DevPKI) Node(id int) Files { return p.Nodes[id-1] }
 
 // DevPKIIn names the files WriteDevPKI writes into dir.
 func DevPKIIn(dir string) DevPKI {
@@ -147,14 +178,19 @@ func DevPKIIn(dir string) DevPKI {
 	f := func(name string) Files {
 		return Files{CA: ca, Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
 	}
-	return DevPKI{Server: f("server"), Client: f("client"), Node: f("node")}
+	p := DevPKI{Server: f("server"), Client: f("client"), Proxy: f("proxy")}
+	for i := 1; i <= DevNodes; i++ {
+		p.Nodes = append(p.Nodes, f(fmt.Sprintf("node-%d", i)))
+	}
+	return p
 }
 
 // WriteDevPKI creates dir and writes a fresh CA (ca.crt; its key is not
 // kept: nothing more is ever signed with it), a server certificate for
 // loopback (server.crt/.key), a client certificate without a role
-// (client.crt/.key) and one with the node role (node.crt/.key), valid from
-// now-1h for validity.
+// (client.crt/.key), one with the proxy role (proxy.crt/.key) and one per
+// streaming node identity 1..DevNodes (node-<i>.crt/.key, IssueNode),
+// valid from now-1h for validity.
 func WriteDevPKI(dir string, now time.Time, validity time.Duration) (DevPKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return DevPKI{}, fmt.Errorf("create %s: %w", dir, err)
@@ -176,11 +212,17 @@ func WriteDevPKI(dir string, now time.Time, validity time.Duration) (DevPKI, err
 	if err != nil {
 		return DevPKI{}, err
 	}
-	node, err := ca.IssueClient("streamingnode", "node", from, to)
+	proxy, err := ca.IssueClient("proxy", "proxy", from, to)
 	if err != nil {
 		return DevPKI{}, err
 	}
-	for name, kp := range map[string]KeyPair{"server": srv, "client": cli, "node": node} {
+	pairs := map[string]KeyPair{"server": srv, "client": cli, "proxy": proxy}
+	for i := uint64(1); i <= DevNodes; i++ {
+		if pairs[fmt.Sprintf("node-%d", i)], err = ca.IssueNode(i, from, to); err != nil {
+			return DevPKI{}, err
+		}
+	}
+	for name, kp := range pairs {
 		if _, _, err := kp.Write(dir, name); err != nil {
 			return DevPKI{}, err
 		}

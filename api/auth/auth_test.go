@@ -50,39 +50,65 @@ func TestTokenRoundTrip(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	admin, _ := NewToken()
 	read, _ := NewToken()
+	proxy, _ := NewToken()
+	node3, _ := NewToken()
+	legacy, _ := NewToken()
 	table := map[string]*logpb.TokenRecord{
-		admin.ID: {Id: admin.ID, Name: "ops", Role: logpb.TokenRole_TOKEN_ROLE_ADMIN, SecretSha256: admin.SecretHash()},
-		read.ID:  {Id: read.ID, Name: "dash", Role: logpb.TokenRole_TOKEN_ROLE_READ, SecretSha256: read.SecretHash()},
+		admin.ID:  {Id: admin.ID, Name: "ops", Role: logpb.TokenRole_TOKEN_ROLE_ADMIN, SecretSha256: admin.SecretHash()},
+		read.ID:   {Id: read.ID, Name: "dash", Role: logpb.TokenRole_TOKEN_ROLE_READ, SecretSha256: read.SecretHash()},
+		proxy.ID:  {Id: proxy.ID, Name: "proxy-1", Role: logpb.TokenRole_TOKEN_ROLE_PROXY, SecretSha256: proxy.SecretHash()},
+		node3.ID:  {Id: node3.ID, Name: "sn3", Role: logpb.TokenRole_TOKEN_ROLE_NODE, NodeId: 3, SecretSha256: node3.SecretHash()},
+		legacy.ID: {Id: legacy.ID, Name: "old", Role: logpb.TokenRole_TOKEN_ROLE_NODE, SecretSha256: legacy.SecretHash()},
 	}
 	a := New(func(id string) (*logpb.TokenRecord, bool) { r, ok := table[id]; return r, ok })
 	forged, _ := ParseToken("cdt_" + read.ID + "_" + strings.Repeat("A", 42) + "A")
 	server := certWith(security.ServerURI)
 	nodeCert := certWith(security.ClientURIPrefix+"sn1", security.RoleURIPrefix+"node")
+	node7Cert := certWith(security.ClientURIPrefix+"sn7", security.NodeURI(7))
 	plainCert := certWith(security.ClientURIPrefix + "alice")
 	for _, tc := range []struct {
 		name string
 		c    Credentials
 		role Role
 		err  error
+		node uint64
 	}{
-		{"admin token", Credentials{Authorization: "Bearer " + admin.String()}, RoleAdmin, nil},
-		{"read token", Credentials{Authorization: "Bearer " + read.String()}, RoleRead, nil},
-		{"known id, wrong secret", Credentials{Authorization: "Bearer " + forged.String()}, RoleNone, ErrUnauthenticated},
-		{"nothing", Credentials{}, RoleNone, ErrUnauthenticated},
-		{"malformed", Credentials{Authorization: "Bearer x"}, RoleNone, ErrUnauthenticated},
-		{"server certificate", Credentials{PeerCert: server}, RoleAdmin, nil},
-		{"server forwarding a read caller", Credentials{PeerCert: server, CallerRole: "read"}, RoleRead, nil},
-		{"server forwarding a bad role", Credentials{PeerCert: server, CallerRole: "root"}, RoleNone, ErrUnauthenticated},
+		{"proxy token", Credentials{Authorization: "Bearer " + proxy.String()}, RoleProxy, nil, 0},
+		{"node token", Credentials{Authorization: "Bearer " + node3.String()}, RoleNode, nil, 3},
+		// Node tokens from before per-node identity keep proxy rights only.
+		{"unbound node token", Credentials{Authorization: "Bearer " + legacy.String()}, RoleProxy, nil, 0},
+		{"node certificate bound to 7", Credentials{PeerCert: node7Cert}, RoleNode, nil, 7},
+		{"node certificate with its role URI", Credentials{PeerCert: certWith(security.NodeURI(7), security.RoleURIPrefix+"node")}, RoleNode, nil, 7},
+		{"node certificate claiming admin too", Credentials{PeerCert: certWith(security.NodeURI(7), security.RoleURIPrefix+"admin")}, RoleNone, ErrUnauthenticated, 0},
+		{"certificate naming two nodes", Credentials{PeerCert: certWith(security.NodeURI(7), security.NodeURI(8))}, RoleNone, ErrUnauthenticated, 0},
+		{"certificate naming node 0", Credentials{PeerCert: certWith(security.NodeURIPrefix + "0")}, RoleNone, ErrUnauthenticated, 0},
+		{"certificate naming node 07", Credentials{PeerCert: certWith(security.NodeURIPrefix + "07")}, RoleNone, ErrUnauthenticated, 0},
+		{"server forwarding node 3", Credentials{PeerCert: server, CallerRole: "node", CallerNode: "3"}, RoleNode, nil, 3},
+		{"server forwarding a node without its identity", Credentials{PeerCert: server, CallerRole: "node"}, RoleNone, ErrUnauthenticated, 0},
+		{"server forwarding a proxy that names a node", Credentials{PeerCert: server, CallerRole: "proxy", CallerNode: "3"}, RoleNone, ErrUnauthenticated, 0},
+		// Forwarding metadata from anyone but a server is ignored: a proxy
+		// cannot claim a node, a node cannot claim another one.
+		{"proxy token claiming node 3", Credentials{Authorization: "Bearer " + proxy.String(), CallerRole: "node", CallerNode: "3"}, RoleProxy, nil, 0},
+		{"node token claiming node 4", Credentials{Authorization: "Bearer " + node3.String(), CallerRole: "node", CallerNode: "4"}, RoleNode, nil, 3},
+		{"node certificate claiming node 4", Credentials{PeerCert: node7Cert, CallerRole: "node", CallerNode: "4"}, RoleNode, nil, 7},
+		{"admin token", Credentials{Authorization: "Bearer " + admin.String()}, RoleAdmin, nil, 0},
+		{"read token", Credentials{Authorization: "Bearer " + read.String()}, RoleRead, nil, 0},
+		{"known id, wrong secret", Credentials{Authorization: "Bearer " + forged.String()}, RoleNone, ErrUnauthenticated, 0},
+		{"nothing", Credentials{}, RoleNone, ErrUnauthenticated, 0},
+		{"malformed", Credentials{Authorization: "Bearer x"}, RoleNone, ErrUnauthenticated, 0},
+		{"server certificate", Credentials{PeerCert: server}, RoleAdmin, nil, 0},
+		{"server forwarding a read caller", Credentials{PeerCert: server, CallerRole: "read"}, RoleRead, nil, 0},
+		{"server forwarding a bad role", Credentials{PeerCert: server, CallerRole: "root"}, RoleNone, ErrUnauthenticated, 0},
 		// A caller role from anyone but a server is ignored: it cannot elevate.
-		{"read token claiming admin", Credentials{Authorization: "Bearer " + read.String(), CallerRole: "admin"}, RoleRead, nil},
-		{"client cert claiming admin", Credentials{PeerCert: plainCert, CallerRole: "admin"}, RoleNone, ErrUnauthenticated},
-		{"node certificate", Credentials{PeerCert: nodeCert}, RoleNode, nil},
-		{"plain client certificate", Credentials{PeerCert: plainCert}, RoleNone, ErrUnauthenticated},
-		{"token wins over certificate role", Credentials{PeerCert: nodeCert, Authorization: "Bearer " + read.String()}, RoleRead, nil},
+		{"read token claiming admin", Credentials{Authorization: "Bearer " + read.String(), CallerRole: "admin"}, RoleRead, nil, 0},
+		{"client cert claiming admin", Credentials{PeerCert: plainCert, CallerRole: "admin"}, RoleNone, ErrUnauthenticated, 0},
+		{"legacy node-role certificate", Credentials{PeerCert: nodeCert}, RoleProxy, nil, 0},
+		{"plain client certificate", Credentials{PeerCert: plainCert}, RoleNone, ErrUnauthenticated, 0},
+		{"token wins over certificate role", Credentials{PeerCert: nodeCert, Authorization: "Bearer " + read.String()}, RoleRead, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			who, err := a.Authenticate(tc.c)
-			if !errors.Is(err, tc.err) || (err == nil && who.Role != tc.role) {
+			if !errors.Is(err, tc.err) || (err == nil && (who.Role != tc.role || who.Node != tc.node)) {
 				t.Fatalf("Authenticate = %+v, %v; want role %s, error %v", who, err, tc.role, tc.err)
 			}
 		})
@@ -92,6 +118,44 @@ func TestAuthenticate(t *testing.T) {
 	}
 	if err := Authorize(Identity{Role: RoleAdmin}, RoleRead); err != nil {
 		t.Fatalf("admin calling read: %v", err)
+	}
+}
+
+// TestIncludes pins the role lattice by hand: read < proxy < admin, proxy <
+// node, and node methods need a node credential, which admin is not.
+func TestIncludes(t *testing.T) {
+	want := map[Role]string{ // the needs each role meets, by initial
+		RoleNone:  "-",
+		RoleRead:  "-r",
+		RoleProxy: "-rp",
+		RoleNode:  "-rpn",
+		RoleAdmin: "-rpa",
+	}
+	initial := map[Role]string{RoleNone: "-", RoleRead: "r", RoleProxy: "p", RoleNode: "n", RoleAdmin: "a"}
+	for have, meets := range want {
+		got := ""
+		for need := RoleNone; need <= RoleAdmin; need++ {
+			if have.Includes(need) {
+				got += initial[need]
+			}
+		}
+		if got != meets {
+			t.Errorf("%s meets %q, want %q", have, got, meets)
+		}
+	}
+	if err := Authorize(Identity{Role: RoleNode, Subject: "x"}, RoleNode); !errors.Is(err, ErrPermissionDenied) {
+		t.Errorf("a node identity without a node ID: %v, want PermissionDenied", err)
+	}
+	if err := SpeaksFor(Identity{Role: RoleNode, Node: 3}, 11, 3); err != nil {
+		t.Errorf("node 3 speaking for its session: %v", err)
+	}
+	for _, who := range []Identity{{Role: RoleNode, Node: 4}, {Role: RoleAdmin}, {Role: RoleProxy}, {Role: RoleNode}} {
+		if err := SpeaksFor(who, 11, 3); !errors.Is(err, ErrPermissionDenied) {
+			t.Errorf("%+v speaking for node 3's session: %v, want PermissionDenied", who, err)
+		}
+	}
+	if err := SpeaksFor(Identity{Role: RoleNode, Node: 3}, 11, 0); !errors.Is(err, ErrPermissionDenied) {
+		t.Errorf("speaking for an unbound session: %v, want PermissionDenied", err)
 	}
 }
 

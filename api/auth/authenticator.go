@@ -6,14 +6,20 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/security"
 )
 
 // MDCallerRole is the metadata key in which a member forwarding a call to
-// the leader names the original caller's role.
-const MDCallerRole = "coordd-caller-role"
+// the leader names the original caller's role; MDCallerNode names the node
+// identity of a node caller. Both are honoured only from a peer presenting
+// the server certificate.
+const (
+	MDCallerRole = "coordd-caller-role"
+	MDCallerNode = "coordd-caller-node"
+)
 
 var (
 	// ErrUnauthenticated: no usable credentials (none, malformed, unknown
@@ -39,6 +45,9 @@ func New(lookup TokenLookup) *Authenticator { return &Authenticator{lookup: look
 // Identity is an authenticated caller.
 type Identity struct {
 	Role Role
+	// Node is the streaming node identity a RoleNode caller is bound to
+	// (always > 0 then); 0 for every other role.
+	Node uint64
 	// Subject names the caller for logs: "token:<id> (<name>)",
 	// "cert:<uri>", "server" or "forwarded:<role>".
 	Subject string
@@ -50,24 +59,20 @@ type Credentials struct {
 	Authorization string
 	// PeerCert is the verified client certificate (nil without one).
 	PeerCert *x509.Certificate
-	// CallerRole is the MDCallerRole metadata ("" when absent).
-	CallerRole string
+	// CallerRole and CallerNode are the MDCallerRole and MDCallerNode
+	// metadata ("" when absent).
+	CallerRole, CallerNode string
 }
 
 // Authenticate identifies the caller. In order: a coordd server (server
-// certificate) is admin, or the forwarded caller's role when it names one;
-// a bearer token gets its record's role; a client certificate with a role
-// URI gets that role. Anything else is ErrUnauthenticated.
+// certificate) is admin, or the forwarded caller's role (and node) when it
+// names one; a bearer token gets its record's role and node; a client
+// certificate gets the node it names (NodeURIPrefix) or its role URI.
+// Anything else is ErrUnauthenticated. Forwarding metadata from anyone but
+// a server is ignored, so it can neither elevate a caller nor claim a node.
 func (a *Authenticator) Authenticate(c Credentials) (Identity, error) {
 	if security.IsServerCert(c.PeerCert) {
-		if c.CallerRole == "" {
-			return Identity{Role: RoleAdmin, Subject: "server"}, nil
-		}
-		r, err := ParseRole(c.CallerRole)
-		if err != nil {
-			return Identity{}, fmt.Errorf("%w: forwarded caller role: %v", ErrUnauthenticated, err)
-		}
-		return Identity{Role: r, Subject: "forwarded:" + r.String()}, nil
+		return forwarded(c)
 	}
 	if c.Authorization != "" {
 		tok, err := ParseAuthorization(c.Authorization)
@@ -84,26 +89,100 @@ func (a *Authenticator) Authenticate(c Credentials) (Identity, error) {
 		if subtle.ConstantTimeCompare(tok.SecretHash(), want) != 1 || !ok {
 			return Identity{}, fmt.Errorf("%w: unknown or revoked token %s", ErrUnauthenticated, tok.ID)
 		}
-		return Identity{Role: FromTokenRole(rec.Role), Subject: fmt.Sprintf("token:%s (%s)", rec.Id, rec.Name)}, nil
+		role, node := FromTokenRecord(rec)
+		if role == RoleNone {
+			return Identity{}, fmt.Errorf("%w: token %s has no usable role", ErrUnauthenticated, tok.ID)
+		}
+		return Identity{Role: role, Node: node, Subject: fmt.Sprintf("token:%s (%s)", rec.Id, rec.Name)}, nil
 	}
 	if c.PeerCert != nil {
-		if name := security.CertRole(c.PeerCert); name != "" {
-			r, err := ParseRole(name)
-			if err != nil {
-				return Identity{}, fmt.Errorf("%w: client certificate: %v", ErrUnauthenticated, err)
-			}
-			return Identity{Role: r, Subject: fmt.Sprintf("cert:%v", c.PeerCert.URIs)}, nil
-		}
+		return certIdentity(c.PeerCert)
 	}
 	return Identity{}, fmt.Errorf("%w: no credentials: send \"authorization: Bearer <token>\" or a client certificate with a role", ErrUnauthenticated)
 }
 
+// forwarded is the identity of a call from a member: admin, or the caller
+// it forwards (role, and node for a node caller).
+func forwarded(c Credentials) (Identity, error) {
+	if c.CallerRole == "" {
+		if c.CallerNode != "" {
+			return Identity{}, fmt.Errorf("%w: forwarded caller node without a role", ErrUnauthenticated)
+		}
+		return Identity{Role: RoleAdmin, Subject: "server"}, nil
+	}
+	r, err := ParseRole(c.CallerRole)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: forwarded caller role: %v", ErrUnauthenticated, err)
+	}
+	who := Identity{Role: r, Subject: "forwarded:" + r.String()}
+	switch {
+	case r == RoleNode:
+		n, err := strconv.ParseUint(c.CallerNode, 10, 64)
+		if err != nil || n == 0 {
+			return Identity{}, fmt.Errorf("%w: forwarded node caller without a valid node identity (%q)", ErrUnauthenticated, c.CallerNode)
+		}
+		who.Node, who.Subject = n, fmt.Sprintf("forwarded:node %d", n)
+	case c.CallerNode != "":
+		return Identity{}, fmt.Errorf("%w: forwarded %s caller names a node", ErrUnauthenticated, r)
+	}
+	return who, nil
+}
+
+// certIdentity is what a client certificate grants: the node role bound to
+// the node it names, else the role of its role URI. A legacy
+// spiffe://coordd/role/node certificate without a node identity has the
+// proxy's rights, like an unbound node token.
+func certIdentity(cert *x509.Certificate) (Identity, error) {
+	subject := fmt.Sprintf("cert:%v", cert.URIs)
+	node, err := security.CertNode(cert)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: client certificate: %v", ErrUnauthenticated, err)
+	}
+	name := security.CertRole(cert)
+	if node != 0 {
+		if name != "" && name != "node" {
+			return Identity{}, fmt.Errorf("%w: client certificate names node %d and role %q", ErrUnauthenticated, node, name)
+		}
+		return Identity{Role: RoleNode, Node: node, Subject: subject}, nil
+	}
+	if name == "" {
+		return Identity{}, fmt.Errorf("%w: client certificate carries no role; send a token as well", ErrUnauthenticated)
+	}
+	r, err := ParseRole(name)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: client certificate: %v", ErrUnauthenticated, err)
+	}
+	if r == RoleNode {
+		r = RoleProxy
+	}
+	return Identity{Role: r, Subject: subject}, nil
+}
+
 // Authorize checks that who may call something that needs role need.
 func Authorize(who Identity, need Role) error {
-	if who.Role < need {
-		return fmt.Errorf("%w: %s has role %s; this call needs %s", ErrPermissionDenied, who.Subject, who.Role, need)
+	if who.Role.Includes(need) && (need != RoleNode || who.Node != 0) {
+		return nil
 	}
-	return nil
+	if need == RoleNode {
+		return fmt.Errorf("%w: %s has role %s; this call speaks for a streaming node and needs that node's own credential (a node token or certificate bound to it)",
+			ErrPermissionDenied, who.Subject, who.Role)
+	}
+	return fmt.Errorf("%w: %s has role %s; this call needs %s", ErrPermissionDenied, who.Subject, who.Role, need)
+}
+
+// SpeaksFor checks that who may speak for a streaming node session bound to
+// node identity bound: who must be a node credential of that identity. A
+// session registered without authentication (bound 0) has no owner any
+// credential can prove, so no one may speak for it while authentication is
+// on.
+func SpeaksFor(who Identity, session, bound uint64) error {
+	if who.Role == RoleNode && who.Node != 0 && who.Node == bound {
+		return nil
+	}
+	if bound == 0 {
+		return fmt.Errorf("%w: streaming node %d registered without a node credential; restart it with one (docs/security.md#per-node-identity)", ErrPermissionDenied, session)
+	}
+	return fmt.Errorf("%w: %s may not speak for streaming node %d (node identity %d)", ErrPermissionDenied, who.Subject, session, bound)
 }
 
 type identityKey struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -48,7 +49,8 @@ func (a *Authenticator) check(ctx context.Context, method string) (context.Conte
 		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	c := Credentials{Authorization: first(md, "authorization"), CallerRole: first(md, MDCallerRole), PeerCert: grpcPeerCert(ctx)}
+	c := Credentials{Authorization: first(md, "authorization"), CallerRole: first(md, MDCallerRole),
+		CallerNode: first(md, MDCallerNode), PeerCert: grpcPeerCert(ctx)}
 	who, err := a.Authenticate(c)
 	if err == nil {
 		err = Authorize(who, need)
@@ -91,11 +93,16 @@ func grpcPeerCert(ctx context.Context) *x509.Certificate {
 	return ti.State.PeerCertificates[0]
 }
 
-// OutgoingCaller returns ctx with the caller's role added for a call
-// forwarded to another member (a no-op without an identity in ctx).
+// OutgoingCaller returns ctx with the caller's role (and node, for a node
+// caller) added for a call forwarded to another member (a no-op without an
+// identity in ctx).
 func OutgoingCaller(ctx, out context.Context) context.Context {
-	if who, ok := IdentityFrom(ctx); ok {
-		return metadata.AppendToOutgoingContext(out, MDCallerRole, who.Role.String())
+	who, ok := IdentityFrom(ctx)
+	if !ok {
+		return out
 	}
-	return out
+	if who.Role == RoleNode {
+		return metadata.AppendToOutgoingContext(out, MDCallerRole, who.Role.String(), MDCallerNode, strconv.FormatUint(who.Node, 10))
+	}
+	return metadata.AppendToOutgoingContext(out, MDCallerRole, who.Role.String())
 }

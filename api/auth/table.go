@@ -5,6 +5,10 @@ import "strings"
 // methodRoles is the one table of gRPC methods: the role each needs. A
 // method missing here needs admin (MethodRole); TestEveryMethodHasARow in
 // api/grpcserver fails for any registered coordd method without a row.
+// RoleNode marks the calls that speak for a streaming node: the handler
+// also checks that the caller's node identity is the one the named session
+// was registered with (auth.SpeaksFor); TestRoleMatrix in api/grpcserver
+// holds a hand-written expectation for every row.
 var methodRoles = map[string]Role{
 	"/coordd.v1.Cluster/Status":         RoleRead,
 	"/coordd.v1.Cluster/Members":        RoleRead,
@@ -14,8 +18,8 @@ var methodRoles = map[string]Role{
 	"/coordd.v1.Cluster/RegisterMember": RoleAdmin, // members register themselves with their server certificate
 	"/coordd.v1.Cluster/Snapshot":       RoleAdmin,
 
-	"/coordd.v1.Allocator/AllocTimestamp": RoleNode,
-	"/coordd.v1.Allocator/AllocID":        RoleNode,
+	"/coordd.v1.Allocator/AllocTimestamp": RoleProxy,
+	"/coordd.v1.Allocator/AllocID":        RoleProxy,
 
 	"/coordd.v1.Channels/ListPChannels":                RoleRead,
 	"/coordd.v1.Channels/AddPChannels":                 RoleAdmin,
@@ -23,21 +27,21 @@ var methodRoles = map[string]Role{
 	"/coordd.v1.Channels/ListNodes":                    RoleRead,
 	"/coordd.v1.Channels/DrainNode":                    RoleAdmin,
 	"/coordd.v1.Channels/UndrainNode":                  RoleAdmin,
-	"/coordd.v1.Channels/AllocVirtualChannels":         RoleNode, // proxies creating a collection
-	"/coordd.v1.Channels/DropVirtualChannels":          RoleNode,
+	"/coordd.v1.Channels/AllocVirtualChannels":         RoleProxy, // proxies creating a collection
+	"/coordd.v1.Channels/DropVirtualChannels":          RoleProxy,
 	"/coordd.v1.Channels/ListVirtualChannels":          RoleRead,
 	"/coordd.v1.Channels/UpdateReplicateConfiguration": RoleAdmin,
 	"/coordd.v1.Channels/ResetReplicateRole":           RoleAdmin,
 	"/coordd.v1.Channels/GetReplicateConfiguration":    RoleRead,
 	"/coordd.v1.Channels/WatchAssignments":             RoleRead,
-	"/coordd.v1.Channels/ReportAssignmentError":        RoleNode,
+	"/coordd.v1.Channels/ReportAssignmentError":        RoleProxy,
 
 	"/coordd.v1.StreamingNodeRegistry/RegisterStreamingNode": RoleNode,
 	"/coordd.v1.StreamingNodeRegistry/Heartbeat":             RoleNode,
 	"/coordd.v1.StreamingNodeRegistry/RequestDrain":          RoleNode,
 	"/coordd.v1.StreamingNodeRegistry/Deregister":            RoleNode,
 
-	"/coordd.v1.Broadcaster/Broadcast":        RoleNode, // proxies broadcasting DDL
+	"/coordd.v1.Broadcaster/Broadcast":        RoleProxy, // proxies broadcasting DDL
 	"/coordd.v1.Broadcaster/Ack":              RoleNode,
 	"/coordd.v1.Broadcaster/GetBroadcast":     RoleRead,
 	"/coordd.v1.Broadcaster/ListBroadcasts":   RoleRead,
@@ -51,9 +55,9 @@ var methodRoles = map[string]Role{
 	"/coordd.v1.DataCoord/CreateImportSegment":      RoleNode, // import and copy jobs on the VChannel's owner
 	"/coordd.v1.DataCoord/FinishImportSegment":      RoleNode,
 	"/coordd.v1.DataCoord/UpdateChannelCheckpoints": RoleNode,
-	"/coordd.v1.DataCoord/GetRecoveryInfo":          RoleNode,
-	"/coordd.v1.DataCoord/Flush":                    RoleNode, // proxies flushing for users
-	"/coordd.v1.DataCoord/FlushAll":                 RoleNode,
+	"/coordd.v1.DataCoord/GetRecoveryInfo":          RoleProxy,
+	"/coordd.v1.DataCoord/Flush":                    RoleProxy, // proxies flushing for users
+	"/coordd.v1.DataCoord/FlushAll":                 RoleProxy,
 	"/coordd.v1.DataCoord/GetFlushState":            RoleRead,
 	"/coordd.v1.DataCoord/GetFlushAllState":         RoleRead,
 	"/coordd.v1.DataCoord/GetSegmentInfo":           RoleRead,
@@ -63,8 +67,8 @@ var methodRoles = map[string]Role{
 	// Manifests: publications come from the data path (compaction, index
 	// builds, imports) like SaveBinlogPaths; the orphan collector deletes
 	// objects, so running it on demand is admin (coordctl manifest gc).
-	"/coordd.v1.ManifestService/CommitSegmentManifest":      RoleNode,
-	"/coordd.v1.ManifestService/CommitSegmentManifestBatch": RoleNode,
+	"/coordd.v1.ManifestService/CommitSegmentManifest":      RoleProxy,
+	"/coordd.v1.ManifestService/CommitSegmentManifestBatch": RoleProxy,
 	"/coordd.v1.ManifestService/GetSegmentManifest":         RoleRead,
 	"/coordd.v1.ManifestService/CollectManifestOrphans":     RoleAdmin,
 
@@ -121,26 +125,26 @@ var routeRoles = map[string]Role{
 	"POST /v1/cluster/members/remove":  RoleAdmin,
 	"POST /v1/cluster/transfer-leader": RoleAdmin,
 	"POST /v1/cluster/register":        RoleAdmin,
-	"POST /v1/alloc/timestamp":         RoleNode,
-	"POST /v1/alloc/id":                RoleNode,
+	"POST /v1/alloc/timestamp":         RoleProxy,
+	"POST /v1/alloc/id":                RoleProxy,
 
 	"GET /v1/pchannels":               RoleRead,
 	"POST /v1/pchannels":              RoleAdmin,
 	"POST /v1/pchannels/rebalance":    RoleAdmin,
-	"POST /v1/pchannels/report-error": RoleNode,
+	"POST /v1/pchannels/report-error": RoleProxy,
 	"GET /v1/nodes":                   RoleRead,
 	"POST /v1/nodes/drain":            RoleAdmin,
 	"POST /v1/nodes/undrain":          RoleAdmin,
 	"POST /v1/nodes/register":         RoleNode,
 	"POST /v1/nodes/heartbeat":        RoleNode,
-	"POST /v1/vchannels":              RoleNode,
-	"POST /v1/vchannels/drop":         RoleNode,
+	"POST /v1/vchannels":              RoleProxy,
+	"POST /v1/vchannels/drop":         RoleProxy,
 	"GET /v1/vchannels":               RoleRead,
 	"POST /v1/replicate-config":       RoleAdmin,
 	"POST /v1/replicate-config/reset": RoleAdmin,
 	"GET /v1/replicate-config":        RoleRead,
 
-	"POST /v1/broadcasts":         RoleNode,
+	"POST /v1/broadcasts":         RoleProxy,
 	"GET /v1/broadcasts":          RoleRead,
 	"GET /v1/broadcasts/get":      RoleRead,
 	"POST /v1/broadcasts/ack":     RoleNode,
@@ -155,16 +159,16 @@ var routeRoles = map[string]Role{
 	"POST /v1/segments/import/finish": RoleNode,
 	"POST /v1/checkpoints":            RoleNode,
 	"GET /v1/checkpoints":             RoleRead,
-	"GET /v1/recovery-info":           RoleNode,
-	"POST /v1/flush":                  RoleNode,
-	"POST /v1/flush-all":              RoleNode,
+	"GET /v1/recovery-info":           RoleProxy,
+	"POST /v1/flush":                  RoleProxy,
+	"POST /v1/flush-all":              RoleProxy,
 	"POST /v1/flush/state":            RoleRead,
 	"POST /v1/flush-all/state":        RoleRead,
 	"POST /v1/segments/info":          RoleRead,
 	"GET /v1/segments":                RoleRead,
 
-	"POST /v1/manifests/commit":       RoleNode,
-	"POST /v1/manifests/commit-batch": RoleNode,
+	"POST /v1/manifests/commit":       RoleProxy,
+	"POST /v1/manifests/commit-batch": RoleProxy,
 	"GET /v1/manifests":               RoleRead,
 	"POST /v1/manifests/gc":           RoleAdmin,
 

@@ -669,7 +669,10 @@ type StreamingNode struct {
 	// node_ttl_ms: the leader's --node-ttl, with last_heartbeat_ms_ago (0
 	// elsewhere): a node silent for that long is marked DOWN and its
 	// PChannels move, so a client waiting on it can say when.
-	NodeTtlMs     int64 `protobuf:"varint,10,opt,name=node_ttl_ms,json=nodeTtlMs,proto3" json:"node_ttl_ms,omitempty"`
+	NodeTtlMs int64 `protobuf:"varint,10,opt,name=node_ttl_ms,json=nodeTtlMs,proto3" json:"node_ttl_ms,omitempty"`
+	// bound_node: the node identity of the credential that registered this
+	// session (docs/security.md#per-node-identity); 0 without authentication.
+	BoundNode     uint64 `protobuf:"varint,11,opt,name=bound_node,json=boundNode,proto3" json:"bound_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,6 +773,13 @@ func (x *StreamingNode) GetLastHeartbeatMsAgo() int64 {
 func (x *StreamingNode) GetNodeTtlMs() int64 {
 	if x != nil {
 		return x.NodeTtlMs
+	}
+	return 0
+}
+
+func (x *StreamingNode) GetBoundNode() uint64 {
+	if x != nil {
+		return x.BoundNode
 	}
 	return 0
 }
@@ -2402,7 +2412,7 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12\x12\n" +
-	"\x04term\x18\x04 \x01(\x03R\x04term\"\xc3\x02\n" +
+	"\x04term\x18\x04 \x01(\x03R\x04term\"\xe2\x02\n" +
 	"\rStreamingNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
@@ -2414,7 +2424,9 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\tpchannels\x18\b \x03(\tR\tpchannels\x121\n" +
 	"\x15last_heartbeat_ms_ago\x18\t \x01(\x03R\x12lastHeartbeatMsAgo\x12\x1e\n" +
 	"\vnode_ttl_ms\x18\n" +
-	" \x01(\x03R\tnodeTtlMs\"s\n" +
+	" \x01(\x03R\tnodeTtlMs\x12\x1d\n" +
+	"\n" +
+	"bound_node\x18\v \x01(\x04R\tboundNode\"s\n" +
 	"\x10ListNodesRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\x12!\n" +
 	"\finclude_down\x18\x02 \x01(\bR\vincludeDown\"C\n" +

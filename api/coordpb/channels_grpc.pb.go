@@ -698,7 +698,8 @@ type StreamingNodeRegistryClient interface {
 	// RegisterStreamingNode starts a session: a new node ID (never reused), an
 	// epoch and the assignment version the node must see before it gets
 	// channels. A retry by the same process (same incarnation) gets the same
-	// answer.
+	// answer. With authentication on, only a node-bound credential may
+	// register, and the session is bound to that credential's node identity.
 	RegisterStreamingNode(ctx context.Context, in *RegisterStreamingNodeRequest, opts ...grpc.CallOption) (*RegisterStreamingNodeResponse, error)
 	// Heartbeat is answered by the leader from memory; it is never logged.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
@@ -765,7 +766,8 @@ type StreamingNodeRegistryServer interface {
 	// RegisterStreamingNode starts a session: a new node ID (never reused), an
 	// epoch and the assignment version the node must see before it gets
 	// channels. A retry by the same process (same incarnation) gets the same
-	// answer.
+	// answer. With authentication on, only a node-bound credential may
+	// register, and the session is bound to that credential's node identity.
 	RegisterStreamingNode(context.Context, *RegisterStreamingNodeRequest) (*RegisterStreamingNodeResponse, error)
 	// Heartbeat is answered by the leader from memory; it is never logged.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)

@@ -26,10 +26,14 @@ const (
 
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// read, node or admin.
+	// read, proxy, node or admin (docs/security.md#roles).
 	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	// A label for operators (who holds it, what for); at most 128 bytes.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// node_id: required for role node, refused for the others. The token
+	// speaks for streaming node identity node_id only: its registrations are
+	// bound to it, and calls naming another node are PermissionDenied.
+	NodeId        uint64 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -78,6 +82,13 @@ func (x *CreateTokenRequest) GetName() string {
 	return ""
 }
 
+func (x *CreateTokenRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
 type TokenInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -85,7 +96,10 @@ type TokenInfo struct {
 	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	CreatedUnixMs int64                  `protobuf:"varint,4,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
 	// bootstrap marks the token installed from --bootstrap-token-file.
-	Bootstrap     bool `protobuf:"varint,5,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	Bootstrap bool `protobuf:"varint,5,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	// node_id: the node identity a node token is bound to (0 otherwise; a
+	// node token with 0 predates per-node identity and has proxy rights).
+	NodeId        uint64 `protobuf:"varint,6,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -153,6 +167,13 @@ func (x *TokenInfo) GetBootstrap() bool {
 		return x.Bootstrap
 	}
 	return false
+}
+
+func (x *TokenInfo) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
 }
 
 type CreateTokenResponse struct {
@@ -372,16 +393,18 @@ var File_coordd_v1_security_proto protoreflect.FileDescriptor
 
 const file_coordd_v1_security_proto_rawDesc = "" +
 	"\n" +
-	"\x18coordd/v1/security.proto\x12\tcoordd.v1\"<\n" +
+	"\x18coordd/v1/security.proto\x12\tcoordd.v1\"U\n" +
 	"\x12CreateTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x89\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xa2\x01\n" +
 	"\tTokenInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12&\n" +
 	"\x0fcreated_unix_ms\x18\x04 \x01(\x03R\rcreatedUnixMs\x12\x1c\n" +
-	"\tbootstrap\x18\x05 \x01(\bR\tbootstrap\"Y\n" +
+	"\tbootstrap\x18\x05 \x01(\bR\tbootstrap\x12\x17\n" +
+	"\anode_id\x18\x06 \x01(\x04R\x06nodeId\"Y\n" +
 	"\x13CreateTokenResponse\x12*\n" +
 	"\x05token\x18\x01 \x01(\v2\x14.coordd.v1.TokenInfoR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x13\n" +

@@ -23,18 +23,22 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 )
 
-// roleTokens creates one token per role directly in the FSM and returns
-// their bearer strings by role.
+// roleTokens creates one token per role directly in the FSM (the node token
+// bound to node identity 1) and returns their bearer strings by role.
 func roleTokens(t *testing.T, tn *testNode) map[auth.Role]string {
 	t.Helper()
 	out := map[auth.Role]string{}
-	for _, r := range []auth.Role{auth.RoleRead, auth.RoleNode, auth.RoleAdmin} {
+	for _, r := range []auth.Role{auth.RoleRead, auth.RoleProxy, auth.RoleNode, auth.RoleAdmin} {
 		tok, err := auth.NewToken()
 		if err != nil {
 			t.Fatal(err)
 		}
+		var node uint64
+		if r == auth.RoleNode {
+			node = 1
+		}
 		res, err := commands.Propose(callCtx(t), tn.node, &logpb.CreateToken{Token: &logpb.TokenRecord{
-			Id: tok.ID, Name: r.String(), Role: r.TokenRole(), SecretSha256: tok.SecretHash()}}, "")
+			Id: tok.ID, Name: r.String(), Role: r.TokenRole(), SecretSha256: tok.SecretHash(), NodeId: node}}, "")
 		if err != nil || res.Rejection != nil {
 			t.Fatalf("create %s token: %v %v", r, res, err)
 		}
@@ -111,7 +115,7 @@ func TestEveryMethodHasARow(t *testing.T) {
 }
 
 // TestEveryMethodEveryRole walks every registered method with every role
-// (none, read, node, admin): a caller without credentials gets
+// (none, read, proxy, node, admin): a caller without credentials gets
 // Unauthenticated, one whose role is below the method's PermissionDenied,
 // and every refused call changes nothing (the applied index stays put).
 // Callers with enough rights get past authorisation (their empty requests
@@ -125,7 +129,7 @@ func TestEveryMethodEveryRole(t *testing.T) {
 		names = append(names, m)
 	}
 	sort.Strings(names)
-	roles := []auth.Role{auth.RoleNone, auth.RoleRead, auth.RoleNode, auth.RoleAdmin}
+	roles := []auth.Role{auth.RoleNone, auth.RoleRead, auth.RoleProxy, auth.RoleNode, auth.RoleAdmin}
 	ctx := callCtx(t)
 
 	// Refusals first, all of them, then check nothing was applied.
@@ -134,7 +138,7 @@ func TestEveryMethodEveryRole(t *testing.T) {
 	for _, m := range names {
 		need, _ := auth.MethodRole(m)
 		for _, r := range roles {
-			if need == auth.RoleNone || r >= need {
+			if r.Includes(need) {
 				continue
 			}
 			want := codes.PermissionDenied
@@ -154,7 +158,7 @@ func TestEveryMethodEveryRole(t *testing.T) {
 	for _, m := range names {
 		need, _ := auth.MethodRole(m)
 		for _, r := range roles {
-			if r < need {
+			if !r.Includes(need) {
 				continue
 			}
 			if got := callAs(ctx, tn.conn, m, methods[m], tokens[r]); got == codes.Unauthenticated || got == codes.PermissionDenied {
@@ -196,7 +200,7 @@ func TestBadCredentials(t *testing.T) {
 	admin := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[auth.RoleAdmin])
 	tc := coordpb.NewTokensClient(tn.conn)
 	list, err := tc.ListTokens(admin, &coordpb.ListTokensRequest{})
-	if err != nil || len(list.Tokens) != 3 {
+	if err != nil || len(list.Tokens) != 4 {
 		t.Fatalf("list: %v %v", list, err)
 	}
 	readID := strings.Split(tokens[auth.RoleRead], "_")[1]
@@ -207,19 +211,29 @@ func TestBadCredentials(t *testing.T) {
 		t.Errorf("revoked token: %v, want Unauthenticated", got)
 	}
 	// A created token works with its role and no more.
-	created, err := tc.CreateToken(admin, &coordpb.CreateTokenRequest{Role: "node", Name: "proxy-1"})
-	if err != nil || created.Token.Role != "node" || !strings.HasPrefix(created.Secret, "cdt_"+created.Token.Id+"_") {
+	created, err := tc.CreateToken(admin, &coordpb.CreateTokenRequest{Role: "proxy", Name: "proxy-1"})
+	if err != nil || created.Token.Role != "proxy" || !strings.HasPrefix(created.Secret, "cdt_"+created.Token.Id+"_") {
 		t.Fatalf("create: %v %v", created, err)
 	}
-	node := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+created.Secret)
-	if _, err := tn.alloc.AllocID(node, &coordpb.AllocIDRequest{Count: 1}); err != nil {
-		t.Errorf("node token AllocID: %v", err)
+	proxy := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+created.Secret)
+	if _, err := tn.alloc.AllocID(proxy, &coordpb.AllocIDRequest{Count: 1}); err != nil {
+		t.Errorf("proxy token AllocID: %v", err)
 	}
-	if _, err := tc.ListTokens(node, &coordpb.ListTokensRequest{}); statusCode(err) != codes.PermissionDenied {
-		t.Errorf("node token ListTokens: %v, want PermissionDenied", err)
+	if _, err := tc.ListTokens(proxy, &coordpb.ListTokensRequest{}); statusCode(err) != codes.PermissionDenied {
+		t.Errorf("proxy token ListTokens: %v, want PermissionDenied", err)
 	}
-	if _, err := tc.CreateToken(admin, &coordpb.CreateTokenRequest{Role: "root"}); statusCode(err) != codes.InvalidArgument {
-		t.Errorf("create with role root: %v, want InvalidArgument", err)
+	for _, bad := range []*coordpb.CreateTokenRequest{
+		{Role: "root"},
+		{Role: "node", Name: "unbound"},           // a node token names its node
+		{Role: "proxy", Name: "bound", NodeId: 2}, // only node tokens are bound
+	} {
+		if _, err := tc.CreateToken(admin, bad); statusCode(err) != codes.InvalidArgument {
+			t.Errorf("create %v: %v, want InvalidArgument", bad, err)
+		}
+	}
+	bound, err := tc.CreateToken(admin, &coordpb.CreateTokenRequest{Role: "node", Name: "sn2", NodeId: 2})
+	if err != nil || bound.Token.Role != "node" || bound.Token.NodeId != 2 {
+		t.Fatalf("create node token: %v %v", bound, err)
 	}
 }
 

@@ -143,6 +143,11 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	if s.broadcasts == nil {
 		if _, err := s.commit(ctx, cmd); err != nil {
 			return nil, err

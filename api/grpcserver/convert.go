@@ -42,6 +42,7 @@ func apiNode(n *logpb.StreamingNodeRecord, pchannels []string, lastSeenMs int64)
 	return &coordpb.StreamingNode{
 		Id: n.Id, Address: n.Address, ResourceGroup: n.ResourceGroup, State: nodeStateName(n.State), Epoch: n.Epoch,
 		Reason: n.Reason, RegisteredUnixMs: n.RegisteredMs, Pchannels: pchannels, LastHeartbeatMsAgo: lastSeenMs,
+		BoundNode: n.BoundNode,
 	}
 }
 

@@ -34,6 +34,11 @@ func (s *Server) AssignSegmentID(ctx context.Context, req *coordpb.AssignSegment
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	reqs := make([]flush.AssignRequest, len(req.Requests))
 	for i, r := range req.Requests {
 		reqs[i] = flush.AssignRequest{CollectionID: r.CollectionId, PartitionID: r.PartitionId, VChannel: r.Vchannel,
@@ -64,6 +69,11 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	ticks := make([]flush.TimeTick, len(req.Ticks))
 	for i, t := range req.Ticks {
 		ticks[i] = flush.TimeTick{VChannel: t.Vchannel, PChannelTerm: t.PchannelTerm, Tick: t.TimeTick}
@@ -159,6 +169,11 @@ func (s *Server) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlogPat
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -194,6 +209,11 @@ func (s *Server) UpdateChannelCheckpoints(ctx context.Context, req *coordpb.Upda
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	// Fail fast on the leader: a checkpoint not newer than the stored one
 	// (checkpoints only grow) or for a dropped VChannel is refused without
 	// a log entry; Apply checks everything again for the rest.
@@ -259,6 +279,9 @@ func (s *Server) CurrentFlushTasks(ctx context.Context, req *coordpb.WatchFlushT
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is required", errInvalid))
 	}
 	st := s.node.State()
+	if _, err := s.speaksFor(ctx, st, req.NodeId); err != nil {
+		return nil, err
+	}
 	if err := checkSession(st, req.NodeId, req.Epoch); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -290,6 +313,11 @@ func (s *Server) WatchFlushTasks(req *coordpb.WatchFlushTasksRequest, stream grp
 	for {
 		changed := s.node.StateChanged()
 		st := s.node.State()
+		if first {
+			if _, err := s.speaksFor(ctx, st, req.NodeId); err != nil {
+				return err
+			}
+		}
 		if err := checkSession(st, req.NodeId, req.Epoch); err != nil {
 			return s.toStatus(ctx, err)
 		}

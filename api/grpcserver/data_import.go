@@ -36,6 +36,11 @@ func (s *Server) CreateImportSegment(ctx context.Context, req *coordpb.CreateImp
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	res, err := s.commit(ctx, c)
 	if err != nil {
 		return nil, err
@@ -61,6 +66,11 @@ func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImp
 	}); handled {
 		return resp, err
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

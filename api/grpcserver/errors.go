@@ -122,6 +122,7 @@ var rejectionCodes = map[logpb.RejectCode]codes.Code{
 	// again gets the same answer), not "retry later".
 	logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition,
 	logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
+	logpb.RejectCode_REJECT_PERMISSION:  codes.PermissionDenied,
 }
 
 // httpStatus maps gRPC codes to HTTP statuses for the JSON gateway.

@@ -26,7 +26,11 @@ func (s *Server) notEstablished() error {
 // another process at the address has a live session; once that session has
 // lapsed, the newcomer replaces it.
 func (s *Server) RegisterStreamingNode(ctx context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
-	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation}
+	bound, err := s.callerNode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body := &logpb.RegisterStreamingNode{Address: req.Address, ResourceGroup: req.ResourceGroup, Incarnation: req.Incarnation, BoundNode: bound}
 	cmd, err := commands.New(body, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -90,6 +94,11 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	if term == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
 	}
+	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	ctx = sctx // what the call proposes is stamped with the caller's node
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -124,6 +133,15 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 	}
 	if s.node.EstablishedTerm() == 0 {
 		return nil, s.toStatus(ctx, s.notEstablished())
+	}
+	// Who may end the session comes first; a record already evicted
+	// answers DOWN to a deregistration, as there is nothing to protect.
+	if _, known := s.node.State().StreamingNode(req.NodeId); known || !deregister {
+		sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+		if err != nil {
+			return nil, err
+		}
+		ctx = sctx // the drain or deregistration is stamped with the caller
 	}
 	n, err := s.liveSession(req.NodeId, req.Epoch)
 	if err != nil {

@@ -59,7 +59,13 @@ func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenReques
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	rec := &logpb.TokenRecord{Id: tok.ID, Name: req.Name, Role: role.TokenRole(), SecretSha256: tok.SecretHash()}
+	switch {
+	case role == auth.RoleNode && req.NodeId == 0:
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: a node token is bound to one streaming node: give node_id (coordctl token create node --node-id N); proxies use role proxy", errInvalid))
+	case role != auth.RoleNode && req.NodeId != 0:
+		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is only for role node, not %s", errInvalid, role))
+	}
+	rec := &logpb.TokenRecord{Id: tok.ID, Name: req.Name, Role: role.TokenRole(), SecretSha256: tok.SecretHash(), NodeId: req.NodeId}
 	cmd, err := commands.New(&logpb.CreateToken{Token: rec}, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -79,11 +85,19 @@ func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenReques
 	return &coordpb.CreateTokenResponse{Token: apiToken(stored), Secret: tok.String()}, nil
 }
 
-// ListTokens lists every token (never a secret or its hash), from this
-// node's state.
-func (s *Server) ListTokens(ctx context.Context, _ *coordpb.ListTokensRequest) (*coordpb.ListTokensResponse, error) {
+// ListTokens lists every token (never a secret or its hash). The read is
+// linearizable on any member (forwarded to the leader, which confirms its
+// leadership and waits for its commit index): a token whose creation was
+// acknowledged is listed, even by a follower that has not applied it yet.
+func (s *Server) ListTokens(ctx context.Context, req *coordpb.ListTokensRequest) (*coordpb.ListTokensResponse, error) {
+	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListTokensResponse, error) {
+		return coordpb.NewTokensClient(c).ListTokens(ctx, req, o...)
+	})
+	if done {
+		return resp, err
+	}
 	out := &coordpb.ListTokensResponse{}
-	for _, t := range s.node.State().Tokens() {
+	for _, t := range st.Tokens() {
 		out.Tokens = append(out.Tokens, apiToken(t))
 	}
 	return out, nil
@@ -107,8 +121,11 @@ func (s *Server) RevokeToken(ctx context.Context, req *coordpb.RevokeTokenReques
 }
 
 func apiToken(t *logpb.TokenRecord) *coordpb.TokenInfo {
-	return &coordpb.TokenInfo{Id: t.Id, Name: t.Name, Role: auth.FromTokenRole(t.Role).String(),
-		CreatedUnixMs: t.CreatedMs, Bootstrap: t.Bootstrap}
+	// A node record without a node ID predates per-node identity; it is
+	// listed as what it grants (proxy).
+	role, node := auth.FromTokenRecord(t)
+	return &coordpb.TokenInfo{Id: t.Id, Name: t.Name, Role: role.String(),
+		CreatedUnixMs: t.CreatedMs, Bootstrap: t.Bootstrap, NodeId: node}
 }
 
 // BootstrapTokenRoutine is a leader routine that installs tok as the

@@ -118,6 +118,9 @@ type streamingNodeJSON struct {
 	PChannels          []string `json:"pchannels"`
 	LastHeartbeatMsAgo int64    `json:"last_heartbeat_ms_ago"`
 	Reason             string   `json:"reason"`
+	// BoundNode: the node identity of the credential that registered the
+	// session (docs/security.md#per-node-identity), 0 without one.
+	BoundNode uint64 `json:"bound_node,omitempty"`
 }
 
 type nodesJSON struct {
@@ -194,7 +197,7 @@ func toNodeJSON(n *coordpb.StreamingNode) streamingNodeJSON {
 	return streamingNodeJSON{
 		ID: n.GetId(), Address: n.GetAddress(), ResourceGroup: n.GetResourceGroup(), State: n.GetState(),
 		Epoch: n.GetEpoch(), PChannels: append([]string{}, n.GetPchannels()...),
-		LastHeartbeatMsAgo: n.GetLastHeartbeatMsAgo(), Reason: n.GetReason(),
+		LastHeartbeatMsAgo: n.GetLastHeartbeatMsAgo(), Reason: n.GetReason(), BoundNode: n.GetBoundNode(),
 	}
 }
 

@@ -128,6 +128,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"pchannel", "list", "-o", "yaml"}, "", `bad output format "yaml"`},
 		{[]string{"token", "create"}, "", "want ROLE, got 0"},
 		{[]string{"token", "create", "root"}, "", `unknown role "root"`},
+		{[]string{"token", "create", "node", "--name", "sn1"}, "", "add --node-id N"},
+		{[]string{"token", "create", "proxy", "--node-id", "3"}, "", "--node-id is only for role node"},
 		{[]string{"token", "revoke", "xyz"}, "", "16 lower-case hex"},
 		{[]string{"--token", "t", "cluster", "status"}, "", "a token needs TLS"},
 		{[]string{"--tls-ca", "ca.crt", "--token", "t", "--token-file", "f", "cluster", "status"}, "", "not both"},

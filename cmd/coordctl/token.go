@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/api/auth"
+	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 )
 
@@ -14,7 +15,7 @@ var tokenGroup = &group{
 	name:    "token",
 	summary: "manage API tokens (admin role; docs/security.md)",
 	cmds: []*command{
-		{name: "create", args: "ROLE", summary: "create a token with role read, node or admin and print its secret (shown once)", bind: bindTokenCreate},
+		{name: "create", args: "ROLE", summary: "create a token with role read, proxy, node (with --node-id) or admin and print its secret (shown once)", bind: bindTokenCreate},
 		{name: "list", summary: "list tokens: ID, role, name, creation time (never secrets)", bind: bindTokenList},
 		{name: "revoke", args: "ID", summary: "revoke a token: calls with it fail from then on", bind: bindTokenRevoke},
 	},
@@ -26,32 +27,52 @@ type tokenJSON struct {
 	Role      string `json:"role"`
 	CreatedMs int64  `json:"created_unix_ms"`
 	Bootstrap bool   `json:"bootstrap,omitempty"`
+	NodeID    uint64 `json:"node_id,omitempty"`
 	Secret    string `json:"secret,omitempty"`
 }
 
 func bindTokenCreate(fs *flag.FlagSet) func([]string) (action, error) {
 	name := fs.String("name", "", "label: who holds the token and what for")
+	nodeID := fs.Uint64("node-id", 0, "for role node (required): the streaming node identity the token is bound to; it may speak only for that node")
 	return func(args []string) (action, error) {
 		if err := wantArgs(args, 1, 1, "ROLE"); err != nil {
 			return action{}, err
 		}
-		if _, err := auth.ParseRole(args[0]); err != nil {
+		r, err := auth.ParseRole(args[0])
+		if err != nil {
 			return action{}, err
+		}
+		switch {
+		case r == auth.RoleNode && *nodeID == 0:
+			return action{}, fmt.Errorf("a node token is bound to one streaming node: add --node-id N (proxies use role proxy)")
+		case r != auth.RoleNode && *nodeID != 0:
+			return action{}, fmt.Errorf("--node-id is only for role node")
 		}
 		if len(*name) > commands.MaxTokenNameBytes {
 			return action{}, fmt.Errorf("--name is longer than %d bytes", commands.MaxTokenNameBytes)
 		}
-		role := args[0]
+		role, node := args[0], *nodeID
 		return action{what: "token create", mutates: true, run: func(ctx context.Context, e *env) error {
-			resp, err := e.c.CreateToken(ctx, role, *name)
+			var resp *coordpb.CreateTokenResponse
+			var err error
+			if node != 0 {
+				resp, err = e.c.CreateNodeToken(ctx, node, *name)
+			} else {
+				resp, err = e.c.CreateToken(ctx, role, *name)
+			}
 			if err != nil {
 				return err
 			}
 			t := resp.GetToken()
 			if e.json {
-				return writeJSON(e.out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(), Secret: resp.GetSecret()})
+				return writeJSON(e.out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(),
+					NodeID: t.GetNodeId(), Secret: resp.GetSecret()})
 			}
-			fmt.Fprintf(e.out, "Token %s (role %s) created. Its secret is shown only now:\n%s\n", t.GetId(), t.GetRole(), resp.GetSecret())
+			bound := ""
+			if t.GetNodeId() != 0 {
+				bound = fmt.Sprintf(", bound to node %d", t.GetNodeId())
+			}
+			fmt.Fprintf(e.out, "Token %s (role %s%s) created. Its secret is shown only now:\n%s\n", t.GetId(), t.GetRole(), bound, resp.GetSecret())
 			return nil
 		}}, nil
 	}
@@ -70,14 +91,19 @@ func bindTokenList(*flag.FlagSet) func([]string) (action, error) {
 			if e.json {
 				out := []tokenJSON{}
 				for _, t := range ts {
-					out = append(out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(), Bootstrap: t.GetBootstrap()})
+					out = append(out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(),
+						Bootstrap: t.GetBootstrap(), NodeID: t.GetNodeId()})
 				}
 				return writeJSON(e.out, out)
 			}
 			tw := newTable(e.out)
-			fmt.Fprintln(tw, "ID\tROLE\tNAME\tCREATED\tBOOTSTRAP")
+			fmt.Fprintln(tw, "ID\tROLE\tNODE\tNAME\tCREATED\tBOOTSTRAP")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", t.GetId(), t.GetRole(), dash(t.GetName()),
+				node := "-"
+				if t.GetNodeId() != 0 {
+					node = fmt.Sprint(t.GetNodeId())
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", t.GetId(), t.GetRole(), node, dash(t.GetName()),
 					time.UnixMilli(t.GetCreatedUnixMs()).UTC().Format(time.RFC3339), t.GetBootstrap())
 			}
 			return tw.Flush()

@@ -129,6 +129,8 @@ func printBanner(stdout io.Writer, l *cluster.Launcher, sec *cluster.LaunchSecur
 		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s --tls-ca %s --token-file %s cluster status\n",
 			l.Endpoints(), sec.Server.CA, sec.BootstrapTokenFile)
 		fmt.Fprintf(stdout, "     (then 'token create read --name me' and revoke the bootstrap token: docs/security.md)\n")
+		fmt.Fprintf(stdout, "  streaming node sn<N> authenticates with %s (node identity N); proxies: %s\n",
+			filepath.Join(pki, "node-<N>.crt"), filepath.Join(pki, "proxy.crt"))
 	} else if c.BasePort == 7001 && c.Nodes == 3 {
 		fmt.Fprintln(stdout, "try: bin/coordctl cluster status   (coordctl's default endpoints are this cluster's)")
 	} else {
@@ -198,10 +200,10 @@ func devSecurity(dir string, now time.Time) (*cluster.LaunchSecurity, error) {
 			return nil, fmt.Errorf("write admin token: %w", err)
 		}
 	}
-	for _, p := range []string{files.Server.Cert, files.Node.Cert, tokenPath} {
+	for _, p := range []string{files.Server.Cert, files.Node(security.DevNodes).Cert, tokenPath} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, badConfig("dev PKI in %s is incomplete (%v): remove the directory to start over", dir, err)
 		}
 	}
-	return &cluster.LaunchSecurity{Server: files.Server, Node: files.Node, BootstrapTokenFile: tokenPath}, nil
+	return &cluster.LaunchSecurity{Server: files.Server, Nodes: files.Nodes, BootstrapTokenFile: tokenPath}, nil
 }

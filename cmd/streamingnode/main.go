@@ -92,9 +92,9 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT at /metrics (default: off)")
 	fs.StringVar(logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&sec.ca, "tls-ca", "", "CA certificate file: talk to coordd over TLS, verifying it against this CA")
-	fs.StringVar(&sec.cert, "tls-cert", "", "client certificate file for mutual TLS (one carrying the node role needs no token)")
+	fs.StringVar(&sec.cert, "tls-cert", "", "client certificate file for mutual TLS (one naming this node's identity, spiffe://coordd/node/N, needs no token)")
 	fs.StringVar(&sec.key, "tls-key", "", "key of --tls-cert")
-	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding a coordd token with the node role (needs --tls-ca)")
+	fs.StringVar(&sec.tokenFile, "token-file", "", "file holding this node's coordd token (coordctl token create node --node-id N; needs --tls-ca)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "test-only-unsafe-no-fence", false,
 		"TEST ONLY, breaks the node: appends ignore the WAL fence and Remove is ignored, so a deposed owner keeps writing (tests of the Jepsen-style checkers)")
 	return fs

@@ -36,6 +36,7 @@ const (
 	RejectCode_REJECT_STALE       RejectCode = 4 // precondition (term, version, window) is older than state
 	RejectCode_REJECT_EXHAUSTED   RejectCode = 5 // a bounded collection or counter is full
 	RejectCode_REJECT_NOT_PRIMARY RejectCode = 6 // a DDL-like change on a secondary cluster
+	RejectCode_REJECT_PERMISSION  RejectCode = 7 // the caller may not speak for the named session
 )
 
 // Enum value maps for RejectCode.
@@ -48,6 +49,7 @@ var (
 		4: "REJECT_STALE",
 		5: "REJECT_EXHAUSTED",
 		6: "REJECT_NOT_PRIMARY",
+		7: "REJECT_PERMISSION",
 	}
 	RejectCode_value = map[string]int32{
 		"REJECT_NONE":        0,
@@ -57,6 +59,7 @@ var (
 		"REJECT_STALE":       4,
 		"REJECT_EXHAUSTED":   5,
 		"REJECT_NOT_PRIMARY": 6,
+		"REJECT_PERMISSION":  7,
 	}
 )
 
@@ -527,8 +530,10 @@ func (SealReason) EnumDescriptor() ([]byte, []int) {
 	return file_log_proto_rawDescGZIP(), []int{8}
 }
 
-// TokenRole is what a bearer token may do; each role includes the ones
-// before it (admin can do what node can, node what read can).
+// TokenRole is what a bearer token may do (docs/security.md#roles): read
+// < proxy < admin, and node = proxy plus speaking for its bound node. A
+// NODE record without node_id (written before per-node identity) has the
+// proxy's rights.
 type TokenRole int32
 
 const (
@@ -536,6 +541,7 @@ const (
 	TokenRole_TOKEN_ROLE_READ    TokenRole = 1
 	TokenRole_TOKEN_ROLE_NODE    TokenRole = 2
 	TokenRole_TOKEN_ROLE_ADMIN   TokenRole = 3
+	TokenRole_TOKEN_ROLE_PROXY   TokenRole = 4 // CreateToken v2
 )
 
 // Enum value maps for TokenRole.
@@ -545,12 +551,14 @@ var (
 		1: "TOKEN_ROLE_READ",
 		2: "TOKEN_ROLE_NODE",
 		3: "TOKEN_ROLE_ADMIN",
+		4: "TOKEN_ROLE_PROXY",
 	}
 	TokenRole_value = map[string]int32{
 		"TOKEN_ROLE_UNKNOWN": 0,
 		"TOKEN_ROLE_READ":    1,
 		"TOKEN_ROLE_NODE":    2,
 		"TOKEN_ROLE_ADMIN":   3,
+		"TOKEN_ROLE_PROXY":   4,
 	}
 )
 
@@ -642,8 +650,15 @@ type Envelope struct {
 	// the only notion of time the state machine ever sees.
 	ProposedAtUnixMs int64 `protobuf:"varint,4,opt,name=proposed_at_unix_ms,json=proposedAtUnixMs,proto3" json:"proposed_at_unix_ms,omitempty"`
 	// leader_term is the raft term of the proposing leader.
-	LeaderTerm    uint64 `protobuf:"varint,5,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Body          []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
+	LeaderTerm uint64 `protobuf:"varint,5,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Body       []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
+	// caller_node is the node identity of the authenticated node credential
+	// the command is proposed for (docs/security.md#per-node-identity),
+	// stamped by the leader from the caller's credential, never from a
+	// request; 0 for every other caller, for leader routines and without
+	// authentication. Apply refuses a command that speaks for a streaming
+	// node session bound to another identity.
+	CallerNode    uint64 `protobuf:"varint,7,opt,name=caller_node,json=callerNode,proto3" json:"caller_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -718,6 +733,13 @@ func (x *Envelope) GetBody() []byte {
 		return x.Body
 	}
 	return nil
+}
+
+func (x *Envelope) GetCallerNode() uint64 {
+	if x != nil {
+		return x.CallerNode
+	}
+	return 0
 }
 
 type Rejection struct {
@@ -2491,6 +2513,12 @@ type RegisterStreamingNode struct {
 	// replace_node_id: the leader has judged this node's session dead, so the
 	// new registration may take over its address.
 	ReplaceNodeId uint64 `protobuf:"varint,4,opt,name=replace_node_id,json=replaceNodeId,proto3" json:"replace_node_id,omitempty"`
+	// bound_node (version 2): the node identity of the credential that
+	// registered (a node-bound token or certificate), stamped by the leader
+	// from the authenticated caller, never taken from the request. Calls that
+	// speak for the session must come from that identity. 0 when
+	// authentication is off.
+	BoundNode     uint64 `protobuf:"varint,5,opt,name=bound_node,json=boundNode,proto3" json:"bound_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2549,6 +2577,13 @@ func (x *RegisterStreamingNode) GetIncarnation() string {
 func (x *RegisterStreamingNode) GetReplaceNodeId() uint64 {
 	if x != nil {
 		return x.ReplaceNodeId
+	}
+	return 0
+}
+
+func (x *RegisterStreamingNode) GetBoundNode() uint64 {
+	if x != nil {
+		return x.BoundNode
 	}
 	return 0
 }
@@ -3427,8 +3462,10 @@ type StreamingNodeRecord struct {
 	// node gets channels only once it has seen at least this version.
 	RegisteredVersion *AssignmentVersion `protobuf:"bytes,10,opt,name=registered_version,json=registeredVersion,proto3" json:"registered_version,omitempty"`
 	VersionGlobal     uint64             `protobuf:"varint,11,opt,name=version_global,json=versionGlobal,proto3" json:"version_global,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// bound_node: RegisterStreamingNode.bound_node, fixed for the record's life.
+	BoundNode     uint64 `protobuf:"varint,12,opt,name=bound_node,json=boundNode,proto3" json:"bound_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamingNodeRecord) Reset() {
@@ -3534,6 +3571,13 @@ func (x *StreamingNodeRecord) GetRegisteredVersion() *AssignmentVersion {
 func (x *StreamingNodeRecord) GetVersionGlobal() uint64 {
 	if x != nil {
 		return x.VersionGlobal
+	}
+	return 0
+}
+
+func (x *StreamingNodeRecord) GetBoundNode() uint64 {
+	if x != nil {
+		return x.BoundNode
 	}
 	return 0
 }
@@ -7125,13 +7169,16 @@ func (x *ManifestMeta) GetCreateFloor() int64 {
 // is stored: the secret itself is shown once, at creation, and never
 // replicated.
 type TokenRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`     // 16 lower-case hex digits, public
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // operator's label
-	Role          TokenRole              `protobuf:"varint,3,opt,name=role,proto3,enum=coordd.log.v1.TokenRole" json:"role,omitempty"`
-	SecretSha256  []byte                 `protobuf:"bytes,4,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"` // 32 bytes
-	CreatedMs     int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`         // leader-stamped
-	Bootstrap     bool                   `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`                          // installed from --bootstrap-token-file
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`     // 16 lower-case hex digits, public
+	Name         string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // operator's label
+	Role         TokenRole              `protobuf:"varint,3,opt,name=role,proto3,enum=coordd.log.v1.TokenRole" json:"role,omitempty"`
+	SecretSha256 []byte                 `protobuf:"bytes,4,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"` // 32 bytes
+	CreatedMs    int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`         // leader-stamped
+	Bootstrap    bool                   `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`                          // installed from --bootstrap-token-file
+	// node_id: the streaming node identity a NODE token speaks for (CreateToken
+	// v2); the registrations it makes are bound to it. 0 on every other role.
+	NodeId        uint64 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7208,6 +7255,13 @@ func (x *TokenRecord) GetBootstrap() bool {
 	return false
 }
 
+func (x *TokenRecord) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
 // SecurityMeta is written to snapshots only once a bootstrap token was
 // installed, so a cluster that never used tokens snapshots as before.
 type SecurityMeta struct {
@@ -7254,7 +7308,8 @@ func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
 	return false
 }
 
-// CreateToken (0x0500) adds a token. A bootstrap token is accepted once per
+// CreateToken (0x0500) adds a token. Version 2 adds the PROXY role and
+// node-bound NODE tokens (TokenRecord.node_id). A bootstrap token is accepted once per
 // cluster: after it has been installed (and maybe revoked), another
 // bootstrap CreateToken is refused, so a restarted member still holding the
 // old --bootstrap-token-file cannot bring a revoked token back.
@@ -7353,7 +7408,7 @@ const file_log_proto_rawDesc = "" +
 	"\n" +
 	"\tlog.proto\x12\rcoordd.log.v1\"<\n" +
 	"\x05Entry\x123\n" +
-	"\bcommands\x18\x01 \x03(\v2\x17.coordd.log.v1.EnvelopeR\bcommands\"\xbb\x01\n" +
+	"\bcommands\x18\x01 \x03(\v2\x17.coordd.log.v1.EnvelopeR\bcommands\"\xdc\x01\n" +
 	"\bEnvelope\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\rR\x04type\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1d\n" +
@@ -7362,7 +7417,9 @@ const file_log_proto_rawDesc = "" +
 	"\x13proposed_at_unix_ms\x18\x04 \x01(\x03R\x10proposedAtUnixMs\x12\x1f\n" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
 	"leaderTerm\x12\x12\n" +
-	"\x04body\x18\x06 \x01(\fR\x04body\"T\n" +
+	"\x04body\x18\x06 \x01(\fR\x04body\x12\x1f\n" +
+	"\vcaller_node\x18\a \x01(\x04R\n" +
+	"callerNode\"T\n" +
 	"\tRejection\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.coordd.log.v1.RejectCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\a\n" +
@@ -7476,12 +7533,14 @@ const file_log_proto_rawDesc = "" +
 	"\x18MarkPChannelsUnavailable\x127\n" +
 	"\bchannels\x18\x01 \x03(\v2\x1b.coordd.log.v1.PChannelTermR\bchannels\"L\n" +
 	"\x13RecordAssignFailure\x125\n" +
-	"\achannel\x18\x01 \x01(\v2\x1b.coordd.log.v1.PChannelTermR\achannel\"\xa2\x01\n" +
+	"\achannel\x18\x01 \x01(\v2\x1b.coordd.log.v1.PChannelTermR\achannel\"\xc1\x01\n" +
 	"\x15RegisterStreamingNode\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12%\n" +
 	"\x0eresource_group\x18\x02 \x01(\tR\rresourceGroup\x12 \n" +
 	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12&\n" +
-	"\x0freplace_node_id\x18\x04 \x01(\x04R\rreplaceNodeId\"^\n" +
+	"\x0freplace_node_id\x18\x04 \x01(\x04R\rreplaceNodeId\x12\x1d\n" +
+	"\n" +
+	"bound_node\x18\x05 \x01(\x04R\tboundNode\"^\n" +
 	"\x15MarkStreamingNodeDown\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -7538,7 +7597,7 @@ const file_log_proto_rawDesc = "" +
 	"\x0ffailed_attempts\x18\n" +
 	" \x01(\rR\x0efailedAttempts\x12#\n" +
 	"\rversion_local\x18\v \x01(\x04R\fversionLocal\x12%\n" +
-	"\x0eversion_global\x18\f \x01(\x04R\rversionGlobal\"\xa8\x03\n" +
+	"\x0eversion_global\x18\f \x01(\x04R\rversionGlobal\"\xc7\x03\n" +
 	"\x13StreamingNodeRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
@@ -7551,7 +7610,9 @@ const file_log_proto_rawDesc = "" +
 	"\rversion_local\x18\t \x01(\x04R\fversionLocal\x12O\n" +
 	"\x12registered_version\x18\n" +
 	" \x01(\v2 .coordd.log.v1.AssignmentVersionR\x11registeredVersion\x12%\n" +
-	"\x0eversion_global\x18\v \x01(\x04R\rversionGlobal\"X\n" +
+	"\x0eversion_global\x18\v \x01(\x04R\rversionGlobal\x12\x1d\n" +
+	"\n" +
+	"bound_node\x18\f \x01(\x04R\tboundNode\"X\n" +
 	"\x13CollectionVChannels\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12\x1c\n" +
 	"\tvchannels\x18\x02 \x03(\tR\tvchannels\"\xc7\x02\n" +
@@ -7836,7 +7897,7 @@ const file_log_proto_rawDesc = "" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x12\x18\n" +
 	"\athrough\x18\x02 \x01(\x03R\athrough\"1\n" +
 	"\fManifestMeta\x12!\n" +
-	"\fcreate_floor\x18\x01 \x01(\x03R\vcreateFloor\"\xc1\x01\n" +
+	"\fcreate_floor\x18\x01 \x01(\x03R\vcreateFloor\"\xda\x01\n" +
 	"\vTokenRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -7844,13 +7905,14 @@ const file_log_proto_rawDesc = "" +
 	"\rsecret_sha256\x18\x04 \x01(\fR\fsecretSha256\x12\x1d\n" +
 	"\n" +
 	"created_ms\x18\x05 \x01(\x03R\tcreatedMs\x12\x1c\n" +
-	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\"J\n" +
+	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x17\n" +
+	"\anode_id\x18\a \x01(\x04R\x06nodeId\"J\n" +
 	"\fSecurityMeta\x12:\n" +
 	"\x19bootstrap_token_installed\x18\x01 \x01(\bR\x17bootstrapTokenInstalled\"?\n" +
 	"\vCreateToken\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.coordd.log.v1.TokenRecordR\x05token\"\x1d\n" +
 	"\vRevokeToken\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id*\x9c\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id*\xb3\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -7859,7 +7921,8 @@ const file_log_proto_rawDesc = "" +
 	"\x0fREJECT_CONFLICT\x10\x03\x12\x10\n" +
 	"\fREJECT_STALE\x10\x04\x12\x14\n" +
 	"\x10REJECT_EXHAUSTED\x10\x05\x12\x16\n" +
-	"\x12REJECT_NOT_PRIMARY\x10\x06**\n" +
+	"\x12REJECT_NOT_PRIMARY\x10\x06\x12\x15\n" +
+	"\x11REJECT_PERMISSION\x10\a**\n" +
 	"\n" +
 	"AccessMode\x12\r\n" +
 	"\tACCESS_RW\x10\x00\x12\r\n" +
@@ -7913,12 +7976,13 @@ const file_log_proto_rawDesc = "" +
 	"\rSEAL_LIFETIME\x10\x03\x12\r\n" +
 	"\tSEAL_IDLE\x10\x04\x12\x16\n" +
 	"\x12SEAL_BINLOG_NUMBER\x10\x05\x12\x16\n" +
-	"\x12SEAL_GROWING_BYTES\x10\x06*c\n" +
+	"\x12SEAL_GROWING_BYTES\x10\x06*y\n" +
 	"\tTokenRole\x12\x16\n" +
 	"\x12TOKEN_ROLE_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fTOKEN_ROLE_READ\x10\x01\x12\x13\n" +
 	"\x0fTOKEN_ROLE_NODE\x10\x02\x12\x14\n" +
-	"\x10TOKEN_ROLE_ADMIN\x10\x03B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
+	"\x10TOKEN_ROLE_ADMIN\x10\x03\x12\x14\n" +
+	"\x10TOKEN_ROLE_PROXY\x10\x04B)Z'github.com/coordd/coordd/commands/logpbb\x06proto3"
 
 var (
 	file_log_proto_rawDescOnce sync.Once

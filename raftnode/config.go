@@ -29,8 +29,18 @@ type Config struct {
 	SnapshotThreshold  uint64        // default 8192 entries
 	TrailingLogs       uint64        // default 10240 entries
 	MaxAppendEntries   int           // default 256
+	// LogStore is where the log entries live: LogStoreBolt (raft.db) or
+	// LogStoreWAL (raft-wal segments under wal/). Empty: whatever the data
+	// dir records, LogStoreBolt for a new one. A data dir records its store
+	// when it is first opened; asking for the other one is refused
+	// (LogStoreMismatchError).
+	LogStore string
+	// WALSegmentSize is the size raft-wal preallocates each segment to
+	// (0: raft-wal's default, 64 MiB). Tests use small ones.
+	WALSegmentSize int
 	// BoltOptions, when set, adjusts the options raft.db is opened with
-	// (benchmarks compare bolt's freelist settings with it).
+	// (boltOptions: no synced freelist, hashmap freelist); benchmarks
+	// compare bolt's settings with it.
 	BoltOptions func(*bolt.Options)
 
 	// MaxInflightEntries is how many log entries the batcher keeps with

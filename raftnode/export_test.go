@@ -4,7 +4,7 @@ import "time"
 
 // FirstLogIndex exposes the first index still in the log store, so tests can
 // prove that log compaction forced an InstallSnapshot.
-func (n *Node) FirstLogIndex() (uint64, error) { return n.store.FirstIndex() }
+func (n *Node) FirstLogIndex() (uint64, error) { return n.logStore.FirstIndex() }
 
 // ClassifyApplyError exposes how a raft Apply error is reported to a
 // proposer, for the table test of its outcome classes.

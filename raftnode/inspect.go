@@ -26,6 +26,7 @@ type SnapshotInfo struct {
 type DataDirReport struct {
 	Dir         string         `json:"dir"`
 	Identity    Identity       `json:"identity"`
+	LogStore    string         `json:"log_store"` // bolt or wal
 	CurrentTerm uint64         `json:"current_term"`
 	FirstIndex  uint64         `json:"first_index"` // 0: the log is empty
 	LastIndex   uint64         `json:"last_index"`  // of the log, or of the newest snapshot when the log is empty
@@ -64,7 +65,11 @@ func InspectDataDir(dir string) (*DataDirReport, error) {
 	if rep.dbMissing {
 		return nil, &LostStateError{Dir: dir, Identity: ident, What: rep.dbLost}
 	}
-	out := &DataDirReport{Dir: dir, Identity: ident}
+	kind, err := chooseLogStore(dir, "", rep)
+	if err != nil {
+		return nil, err
+	}
+	out := &DataDirReport{Dir: dir, Identity: ident, LogStore: kind}
 	store, err := openReadOnly(dir)
 	if err != nil {
 		return nil, err
@@ -74,8 +79,24 @@ func InspectDataDir(dir string) (*DataDirReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	err = guard(dir, "reading "+RaftDBFile, func() error { return inspectInto(out, store, snaps) })
+	// raft-wal cannot open a log without writing to it: read the segments
+	// checkStorage already checked instead.
+	var logs logReader = store
+	if kind == LogStoreWAL {
+		logs = rep.wal
+		if rep.wal == nil {
+			logs = &walLog{}
+		}
+	}
+	err = guard(dir, "reading the log", func() error { return inspectInto(out, store, logs, snaps) })
 	return out, err
+}
+
+// logReader is what inspect reads a log through.
+type logReader interface {
+	FirstIndex() (uint64, error)
+	LastIndex() (uint64, error)
+	GetLog(index uint64, log *raft.Log) error
 }
 
 // openReadOnly opens raft.db read-only, waiting at most lockTimeout for a
@@ -96,9 +117,9 @@ func openReadOnly(dir string) (*raftboltdb.BoltStore, error) {
 	return store, nil
 }
 
-func inspectInto(out *DataDirReport, store *raftboltdb.BoltStore, snaps *raft.FileSnapshotStore) error {
+func inspectInto(out *DataDirReport, stable raft.StableStore, logs logReader, snaps *raft.FileSnapshotStore) error {
 	var err error
-	if out.CurrentTerm, err = store.GetUint64(keyCurrentTerm); err != nil && err.Error() != "not found" {
+	if out.CurrentTerm, err = stable.GetUint64(keyCurrentTerm); err != nil && err.Error() != "not found" {
 		return fmt.Errorf("read current term: %w", err)
 	}
 	metas, err := snaps.List()
@@ -124,17 +145,17 @@ func inspectInto(out *DataDirReport, store *raftboltdb.BoltStore, snaps *raft.Fi
 			from = m.Index + 1
 		}
 	}
-	if out.FirstIndex, err = store.FirstIndex(); err != nil {
+	if out.FirstIndex, err = logs.FirstIndex(); err != nil {
 		return fmt.Errorf("read first index: %w", err)
 	}
-	last, err := store.LastIndex()
+	last, err := logs.LastIndex()
 	if err != nil {
 		return fmt.Errorf("read last index: %w", err)
 	}
 	from = max(from, out.FirstIndex)
 	for idx := from; last > 0 && idx <= last; idx++ {
 		var e raft.Log
-		if err := store.GetLog(idx, &e); err != nil {
+		if err := logs.GetLog(idx, &e); err != nil {
 			return fmt.Errorf("read log entry %d: %w", idx, err)
 		}
 		out.LastIndex, out.LastTerm = e.Index, e.Term

@@ -24,9 +24,11 @@ type Node struct {
 	logger hclog.Logger
 	raft   *raft.Raft
 	fsm    *fsmAdapter
-	store  *raftboltdb.BoltStore
-	snaps  *raft.FileSnapshotStore
-	trans  raft.Transport
+	store  *raftboltdb.BoltStore // the stable store (raft.db)
+	// logStore is where the entries live: store, or the raft-wal log.
+	logStore raft.LogStore
+	snaps    *raft.FileSnapshotStore
+	trans    raft.Transport
 	// tcp is the TCP transport when the node made one (nil for a
 	// Config.Transport): Shutdown closes its pooled outbound connections.
 	tcp     *raft.NetworkTransport
@@ -69,7 +71,8 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
-	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.store, snaps: st.snaps}}
+	n.logStore = st.logs
+	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.logs, snaps: st.snaps}}
 
 	var err error
 	trans := cfg.Transport
@@ -120,7 +123,7 @@ func Open(cfg Config) (*Node, error) {
 // HasExistingState reports whether the member already has raft state on
 // disk (and so must not bootstrap again).
 func (n *Node) HasExistingState() (bool, error) {
-	return raft.HasExistingState(n.store, n.store, n.snaps)
+	return raft.HasExistingState(n.logStore, n.store, n.snaps)
 }
 
 // Bootstrap forms a new cluster from a static peer list. Every member may

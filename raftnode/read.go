@@ -88,7 +88,7 @@ func (n *Node) EntryTerm(index uint64) (uint64, error) {
 		return 0, nil
 	}
 	var e raft.Log
-	if err := n.store.GetLog(index, &e); err == nil {
+	if err := n.logStore.GetLog(index, &e); err == nil {
 		return e.Term, nil
 	}
 	if metas, err := n.snaps.List(); err == nil {

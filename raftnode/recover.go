@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // RecoverDataDir rewrites a stopped member's raft configuration to servers,
@@ -60,7 +59,7 @@ func RecoverDataDir(dir string, servers []Server) error {
 	defer trans.Close()
 	a := newFSMAdapter(rc.Logger)
 	return guard(dir, "recovering the cluster configuration", func() error {
-		if err := raft.RecoverCluster(rc, a, st.store, st.store, st.snaps, trans, conf); err != nil {
+		if err := raft.RecoverCluster(rc, a, st.logs, st.store, st.snaps, trans, conf); err != nil {
 			return fmt.Errorf("recover cluster: %w", err)
 		}
 		return nil
@@ -76,6 +75,9 @@ type RestoreConfig struct {
 	// are the raft position it was taken at.
 	Body        io.Reader
 	Index, Term uint64
+	// LogStore is the log store the member will run on (LogStoreBolt when
+	// empty); it is recorded in the data dir.
+	LogStore string
 	// IDFloor and TSOFloorMs, when set, are written as one
 	// RaiseAllocatorFloors entry right after the snapshot (at Index+1,
 	// Term): it is the first entry the restored member commits, so its
@@ -138,13 +140,34 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	if err := saveIdentity(c.Dir, ident); err != nil {
 		return Identity{}, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.Dir, RaftDBFile), BoltOptions: &bolt.Options{Timeout: lockTimeout}})
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.Dir, RaftDBFile), BoltOptions: boltOptions()})
 	if err != nil {
 		return Identity{}, fmt.Errorf("create %s: %w", RaftDBFile, err)
 	}
 	defer store.Close()
 	if err := store.SetUint64(keyCurrentTerm, c.Term); err != nil {
 		return Identity{}, fmt.Errorf("record current term: %w", err)
+	}
+	kind := c.LogStore
+	if kind == "" {
+		kind = LogStoreBolt
+	}
+	if !ValidLogStore(kind) {
+		return Identity{}, fmt.Errorf("unknown log store %q (want %s or %s)", kind, LogStoreBolt, LogStoreWAL)
+	}
+	if err := recordLogStore(store, kind); err != nil {
+		return Identity{}, err
+	}
+	var logs raft.LogStore = store
+	if kind == LogStoreWAL {
+		// The raft-wal log (empty, or holding just the floors entry
+		// below), so the data dir is whole as recorded.
+		w, err := openWAL(c.Dir, 0, nil)
+		if err != nil {
+			return Identity{}, err
+		}
+		defer w.Close()
+		logs = w
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.Dir, 2, hclogOrNull(nil))
 	if err != nil {
@@ -164,7 +187,7 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	if err := sink.Close(); err != nil {
 		return Identity{}, fmt.Errorf("finish snapshot: %w", err)
 	}
-	if err := writeAllocatorFloors(store, c); err != nil {
+	if err := writeAllocatorFloors(logs, c); err != nil {
 		return Identity{}, err
 	}
 	return ident, syncDir(c.Dir)

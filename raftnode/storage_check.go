@@ -53,6 +53,25 @@ func checkStorage(dir string, logger hclog.Logger) (storageReport, error) {
 			return rep, err
 		}
 	}
+	boltFirst, boltLast := rep.firstIndex, rep.lastIndex
+	wal, err := checkWAL(dir, &rep)
+	if err != nil {
+		return rep, err
+	}
+	rep.wal = wal
+	if wal != nil && boltLast > 0 {
+		if rep.lastIndex > 0 {
+			return rep, &DamagedError{Dir: dir, Reason: fmt.Sprintf("both %s (entries %d..%d) and %s/ (entries %d..%d) hold log entries",
+				RaftDBFile, boltFirst, boltLast, WALDir, rep.firstIndex, rep.lastIndex)}
+		}
+		return rep, &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s holds log entries %d..%d beside a %s/ log store", RaftDBFile, boltFirst, boltLast, WALDir)}
+	}
+	if rep.logStore == LogStoreWAL && !rep.dbMissing && wal == nil && (rep.hasTerm || rep.snapshots > 0) {
+		return rep, &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s records the %s log store but %s/ is missing", RaftDBFile, LogStoreWAL, WALDir)}
+	}
+	if rep.logStore == LogStoreBolt && wal != nil {
+		return rep, &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s records the %s log store but a %s/ log store is beside it", RaftDBFile, LogStoreBolt, WALDir)}
+	}
 	// Raft reads every entry after the snapshot it restores (entries at or
 	// below it may have gaps: raft leaves them after installing a snapshot).
 	if rep.lastIndex > rep.usableSnap && rep.afterSnap != rep.lastIndex-rep.usableSnap {
@@ -113,6 +132,12 @@ func checkBolt(dir, path string, size int64, rep *storageReport) error {
 	if b := tx.Bucket(boltConfBucket); b != nil {
 		if v := b.Get(keyCurrentTerm); len(v) == 8 && binary.BigEndian.Uint64(v) > 0 {
 			rep.hasTerm = true
+		}
+		if v := b.Get(keyLogStore); v != nil {
+			if !ValidLogStore(string(v)) {
+				return damaged("unknown log store %q recorded", v)
+			}
+			rep.logStore = string(v)
 		}
 	}
 	if b := tx.Bucket(boltLogsBucket); b != nil {

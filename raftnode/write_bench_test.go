@@ -28,6 +28,10 @@ func BenchmarkCommittedWrite(b *testing.B) {
 		cfg  func(*raftnode.Config)
 	}{
 		{"default", func(*raftnode.Config) {}},
+		{"bolt-freelist-synced-array", func(c *raftnode.Config) {
+			c.BoltOptions = func(o *bolt.Options) { o.NoFreelistSync, o.FreelistType = false, bolt.FreelistArrayType }
+		}},
+		{"wal", func(c *raftnode.Config) { c.LogStore = raftnode.LogStoreWAL }},
 		{"MaxAppendEntries=16", func(c *raftnode.Config) { c.MaxAppendEntries = 16 }},
 		{"MaxAppendEntries=1024", func(c *raftnode.Config) { c.MaxAppendEntries = 1024 }},
 		{"NoFreelistSync", func(c *raftnode.Config) { c.BoltOptions = func(o *bolt.Options) { o.NoFreelistSync = true } }},

@@ -260,9 +260,13 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 		if err := ctx.Err(); err != nil { // given up while a timestamp was fetched
 			return nil, status.FromContextError(err).Err()
 		}
-		res, err := sl.w.Append(req.Vchannel, req.Payload, req.BroadcastId, ts)
+		res, moved, err := appendOutsideSlot(sl, req.Vchannel, req.Payload, req.BroadcastId, ts)
 		var te *wal.TimestampError
 		switch {
+		case moved && err != nil:
+			// The slot dropped or replaced this writer while the record
+			// was being written; that writer's failure is not this one's.
+			return nil, status.Errorf(codes.Unavailable, "pchannel %s changed hands while the append was written (it is not in the log): %v", p, err)
 		case err == nil:
 			if req.AckSyncUp && req.BroadcastId != 0 {
 				// The message is persisted (fsync'd): ack it to the
@@ -291,6 +295,24 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 			return nil, status.Errorf(codes.Unavailable, "wal failure on pchannel %s (the append may or may not be in the log): %v", p, err)
 		}
 	}
+}
+
+// appendOutsideSlot appends with sl.mu held only while the timestamp's
+// order is fixed: the record is enqueued under it (so timestamps increase
+// along the log) and the slot is let go while the record is written, so
+// concurrent appends to one PChannel share one fdatasync (the WAL's group
+// commit). sl.mu is held again on return; moved reports that the slot no
+// longer holds the writer the record was given to.
+func appendOutsideSlot(sl *slot, vchannel string, payload []byte, broadcastID, ts uint64) (res wal.AppendResult, moved bool, err error) {
+	w := sl.w
+	pend, err := w.Enqueue(vchannel, payload, broadcastID, ts)
+	if err != nil {
+		return res, false, err
+	}
+	sl.mu.Unlock()
+	res, err = pend.Wait()
+	sl.mu.Lock()
+	return res, sl.w != w, err
 }
 
 // testHookAppendWaitsForSlot, when set (tests only), runs just before an

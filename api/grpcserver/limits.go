@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/logging"
 )
 
 // Defaults of the server's own bounds (cmd/coordd exposes each as a flag).
@@ -78,18 +80,42 @@ func (s *Server) admitWatcher() error {
 
 // UnaryInterceptor bounds every unary call by the server's maximum wait,
 // gives it a request-scoped logger (every line names its request ID), logs
-// each call at debug and each that fails with Internal at error.
+// each call at debug and each that fails with Internal at error. What a
+// plain gRPC server does not pay for is paid only when used: the deadline's
+// timer when the handler waits (boundWait), the request ID and logger when
+// something logs (withLazyRequestLogger), the debug line's fields at debug.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, cancel := context.WithTimeout(ctx, s.maxWait)
-		defer cancel()
-		ctx, _ = s.WithRequestLogger(ctx, req)
-		start := time.Now()
+		ctx, bound := boundWait(ctx, s.maxWait)
+		defer bound.release()
+		ctx = s.withLazyRequestLogger(ctx, req)
+		debug := s.logger.IsDebug()
+		var start time.Time
+		if debug {
+			start = time.Now()
+		}
 		resp, err := handler(ctx, req)
-		s.log(ctx).Debug("grpc call", "method", info.FullMethod, "code", status.Code(err).String(), "duration", time.Since(start))
+		if debug {
+			s.log(ctx).Debug("grpc call", "method", info.FullMethod, "code", status.Code(err).String(), "duration", time.Since(start))
+		}
 		s.LogFailure(ctx, info.FullMethod, req, err)
 		return resp, err
 	}
+}
+
+// withLazyRequestLogger is WithRequestLogger with the ID found (or made)
+// and the logger built only when the call first logs or asks for its ID.
+func (s *Server) withLazyRequestLogger(ctx context.Context, req any) context.Context {
+	if logging.HasRequest(ctx) {
+		return ctx
+	}
+	in := ctx
+	return logging.WithLazyRequest(ctx, s.logger, func() string {
+		if id := RequestIDOf(in, req); id != "" {
+			return id
+		}
+		return NewRequestID()
+	})
 }
 
 // StreamInterceptor gives each stream a request-scoped logger and logs
@@ -97,8 +123,10 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // long-lived by design and get no deadline.
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, _ := s.WithRequestLogger(ss.Context(), nil)
-		s.log(ctx).Debug("grpc stream opened", "method", info.FullMethod)
+		ctx := s.withLazyRequestLogger(ss.Context(), nil)
+		if s.logger.IsDebug() {
+			s.log(ctx).Debug("grpc stream opened", "method", info.FullMethod)
+		}
 		err := handler(srv, &scopedStream{ServerStream: ss, ctx: ctx})
 		s.LogFailure(ctx, info.FullMethod, nil, err)
 		return err

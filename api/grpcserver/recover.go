@@ -37,14 +37,6 @@ func (s *Server) Recovered(ctx context.Context, surface, method string, v any) e
 // Internal instead of crashing the process (grpc-go does not recover
 // handler panics).
 func (s *Server) RecoveryInterceptors() []grpc.ServerOption {
-	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				resp, err = nil, s.Recovered(ctx, "grpc", info.FullMethod, v)
-			}
-		}()
-		return h(ctx, req)
-	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -53,5 +45,14 @@ func (s *Server) RecoveryInterceptors() []grpc.ServerOption {
 		}()
 		return h(srv, ss)
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream)}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.recoveryUnary), grpc.ChainStreamInterceptor(stream)}
+}
+
+func (s *Server) recoveryUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, s.Recovered(ctx, "grpc", info.FullMethod, v)
+		}
+	}()
+	return h(ctx, req)
 }

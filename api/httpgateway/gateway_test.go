@@ -321,6 +321,7 @@ func TestMetrics(t *testing.T) {
 		"coordd_fsm_members",
 		"coordd_raft_term",
 		"coordd_is_leader",
+		"coordd_raft_log_appends_total",
 		// hashicorp/raft's, through the go-metrics sink
 		"coordd_raft_apply",
 		"coordd_raft_commitTime_count",

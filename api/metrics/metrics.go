@@ -73,6 +73,9 @@ func New(node *raftnode.Node) (*Registry, error) {
 	gauge("coordd_fsm_request_ids", "Request IDs remembered for retry deduplication.",
 		func() float64 { return float64(node.State().DedupLen()) })
 	gauge("coordd_raft_term", "Current raft term.", func() float64 { return float64(node.Raft().CurrentTerm()) })
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coordd_raft_log_appends_total",
+		Help: "Successful appends to this member's raft log (each one bolt transaction or one raft-wal fsync, whichever --raft-log-store is)."},
+		func() float64 { return float64(node.LogWrites()) }))
 	gauge("coordd_is_leader", "1 if this node is the established leader.", func() float64 {
 		if node.EstablishedTerm() != 0 {
 			return 1

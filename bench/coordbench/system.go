@@ -118,7 +118,9 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		return mt["coordd_fsm_applied_index"], mt["coordd_raft_boltdb_storeLogs_count"], mt["coordd_propose_duration_seconds_count"], nil
+		// One log append per leader store commit whichever log store runs
+		// (raft-boltdb's own counter exists only with bolt).
+		return mt["coordd_fsm_applied_index"], mt["coordd_raft_log_appends_total"], mt["coordd_propose_duration_seconds_count"], nil
 	}
 	return s, nil
 }

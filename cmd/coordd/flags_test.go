@@ -142,6 +142,7 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "negative heartbeat", args: with("--heartbeat-timeout", "-1s", "--leader-lease-timeout", "-1s"), want: "--heartbeat-timeout must be at least 5ms"},
 		{name: "snapshot threshold 0", args: with("--snapshot-threshold", "0"), want: "--snapshot-threshold and --trailing-logs must be positive"},
 		{name: "trailing logs 0", args: with("--trailing-logs", "0"), want: "must be positive"},
+		{name: "unknown log store", args: with("--raft-log-store", "leveldb"), want: `--raft-log-store must be bolt or wal, got "leveldb"`},
 		{name: "no entries in flight", args: with("--raft-inflight-entries", "0"), want: "--raft-inflight-entries must be in 1..64, got 0"},
 		{name: "too many entries in flight", args: with("--raft-inflight-entries", "65"), want: "--raft-inflight-entries must be in 1..64, got 65"},
 		{name: "ready max lag 0", args: with("--ready-max-lag", "0"), want: "--ready-max-lag must be positive"},
@@ -222,7 +223,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 	defaults := raftnode.Config{
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLeaseTimeout: 160 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
-		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
+		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries, LogStore: raftnode.LogStoreBolt,
 	}
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, LeaseReads: true, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
@@ -279,7 +280,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) {
 				c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 					LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 5 * time.Millisecond,
-					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4}
+					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4, LogStore: raftnode.LogStoreBolt}
 				c.LogLevel = "TRACE"
 			})},
 		{"everything from the environment", nil, fullEnv, want(func(c *serveConfig) {
@@ -290,13 +291,13 @@ func TestParseServeFlagsValid(t *testing.T) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries, LogStore: raftnode.LogStoreBolt}
 		})},
 		{"config file named by COORDD_CONFIG", []string{"--id", "n1"}, env{"COORDD_CONFIG": fullFile}, want(func(c *serveConfig) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries, LogStore: raftnode.LogStoreBolt}
 		})},
 		{"--config wins over COORDD_CONFIG", append(without("--id"), "--config", idFile), env{"COORDD_CONFIG": otherFile},
 			want(func(c *serveConfig) { c.ID, c.LogLevel = "fromfile", "warn" })},

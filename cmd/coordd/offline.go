@@ -56,6 +56,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	tsFloor := fs.Int64("ts-floor-ms", 0, "the restored cluster's first timestamp, Unix ms (default and minimum: this machine's clock + 1 min, "+
 		"and never below the backup's TSO limit)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	logStore := fs.String("raft-log-store", raftnode.LogStoreBolt, "the log store the member will run on: bolt or wal (serve it with the same --raft-log-store)")
 	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr", "id-floor"); err != nil {
 		return err
 	}
@@ -65,6 +66,9 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *tsFloor < 0 || *tsFloor >= 1<<46 {
 		return badConfig("--ts-floor-ms: %d is not a Unix time in ms", *tsFloor)
+	}
+	if !raftnode.ValidLogStore(*logStore) {
+		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, *logStore)
 	}
 	if err := commands.ValidateMemberID(*id); err != nil {
 		return badConfig("--id: %v", err)
@@ -90,7 +94,8 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	now := time.Now()
 	tso := max(*tsFloor, now.Add(restoreTSOMargin).UnixMilli(), st.TSOLimitPhysicalMs())
 	ident, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
-		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, IDFloor: floor, TSOFloorMs: tso, NowMs: now.UnixMilli()})
+		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, IDFloor: floor, TSOFloorMs: tso, NowMs: now.UnixMilli(),
+		LogStore: *logStore})
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -139,6 +144,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "Member:\t%s (incarnation %s)\n", rep.Identity.MemberID, rep.Identity.Incarnation)
 	fmt.Fprintf(w, "Cluster ID:\t%s\n", orDash(rep.Identity.ClusterID))
 	fmt.Fprintf(w, "Current term:\t%d\n", rep.CurrentTerm)
+	fmt.Fprintf(w, "Log store:\t%s\n", rep.LogStore)
 	fmt.Fprintf(w, "Last index:\t%d (term %d)\n", rep.LastIndex, rep.LastTerm)
 	if rep.FirstIndex == 0 {
 		fmt.Fprintf(w, "Log:\tempty (the state is all in the newest snapshot)\n")

@@ -10,6 +10,14 @@
 //   - IDs: the leader reserves a range with ReserveIDs; a range is never
 //     reserved twice, and ranges grow with log order.
 //
+// Neither makes callers wait for raft while values are left: the TSO's
+// leader routine extends the window a second before it runs out without
+// holding the allocator's lock, and the ID allocator reserves the next
+// range in the background once half of the current one is used, moving
+// callers into it when the current one runs out. Only a caller that finds
+// nothing committed (the first call of a term, a burst past both windows,
+// a count above the batch) waits for a commit.
+//
 // A deposed leader may not know it is deposed, so every answer waits for a
 // leadership check (a quorum round that started after the values were
 // taken): a value is returned only if no newer leader existed when the call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -13,7 +14,22 @@ import (
 // fewer.
 const DefaultIDBatch = 10000
 
-// IDs is the global ID allocator.
+// prefetchTimeout bounds a background reservation (it has no caller whose
+// context could end it).
+const prefetchTimeout = 10 * time.Second
+
+// idWindow is a committed range of IDs, [next, end).
+type idWindow struct{ next, end uint64 }
+
+func (w idWindow) left() uint64 { return w.end - w.next }
+
+// IDs is the global ID allocator. It serves from a committed window and,
+// once less than half a batch is left in it, reserves the next window in
+// the background, so callers move into a window that is already committed
+// instead of all waiting for a reservation every batch (alloc-id-100 in
+// bench/RESULTS.md). Invariant: every ID in spare is above every ID in cur,
+// and every ID served comes from cur, so IDs increase in the order calls
+// take them.
 type IDs struct {
 	leader Leader
 	batch  uint64
@@ -24,10 +40,13 @@ type IDs struct {
 	// a build with it to prove their checkers catch the violation.
 	unsafeNoReservation bool
 
-	mu   sync.Mutex
-	term uint64
-	next uint64 // next unused ID of the reserved range
-	end  uint64 // end (exclusive) of the reserved range
+	mu    sync.Mutex
+	term  uint64
+	cur   idWindow // the window IDs are served from
+	spare idWindow // the next committed window (empty: none)
+	// prefetch is closed when the running background reservation ends
+	// (nil: none running for this term).
+	prefetch chan struct{}
 }
 
 // NewIDs returns an ID allocator reserving batch IDs at a time (0 = default).
@@ -68,17 +87,43 @@ func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
 func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.term != term {
-		// A range reserved in an earlier term may have been partly served
-		// by this node already; never reuse it.
-		a.term, a.next, a.end = term, 0, 0
-	}
-	if a.unsafeNoReservation && a.end == 0 {
-		// The deliberate bug: a window nobody committed.
-		next := a.leader.State().NextID()
-		a.next, a.end = next, next+1<<40
-	}
-	if a.end-a.next < count {
+	for {
+		if a.term != term {
+			// A range reserved in an earlier term may have been partly
+			// served by this node already; never reuse it. A background
+			// reservation of that term is left to finish and be dropped.
+			a.term, a.cur, a.spare, a.prefetch = term, idWindow{}, idWindow{}, nil
+		}
+		if a.unsafeNoReservation && a.cur.end == 0 {
+			// The deliberate bug: a window nobody committed.
+			next := a.leader.State().NextID()
+			a.cur = idWindow{next, next + 1<<40}
+		}
+		if a.cur.left() < count && a.spare.left() >= count {
+			a.cur, a.spare = a.spare, idWindow{}
+		}
+		if a.cur.left() >= count {
+			first := a.cur.next
+			a.cur.next += count
+			a.maybePrefetchLocked(term)
+			return first, nil
+		}
+		if a.prefetch != nil && count <= a.batch {
+			// The next window is on its way and will cover this call.
+			ch := a.prefetch
+			a.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				a.mu.Lock()
+				return 0, fmt.Errorf("reserve ids: %w", ctx.Err())
+			}
+			a.mu.Lock()
+			continue
+		}
+		// Nothing committed covers the call: reserve now, holding the lock
+		// (every caller needs this window). It lands after any window held,
+		// which are dropped so IDs keep increasing.
 		res, err := commands.Propose(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")
 		if err != nil {
 			return 0, fmt.Errorf("reserve ids: %w", err)
@@ -86,10 +131,39 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		if res.Rejection != nil {
 			return 0, fmt.Errorf("reserve ids: %s", res.Rejection.Message)
 		}
+		if a.term != term {
+			continue
+		}
 		r := res.GetIdRange()
-		a.next, a.end = r.First, r.First+r.Count
+		a.cur, a.spare = idWindow{r.First, r.First + r.Count}, idWindow{}
 	}
-	first := a.next
-	a.next += count
-	return first, nil
+}
+
+// maybePrefetchLocked starts reserving the next window in the background
+// once less than half a batch is left and none is held or on its way.
+func (a *IDs) maybePrefetchLocked(term uint64) {
+	if a.unsafeNoReservation || a.prefetch != nil || a.spare.left() > 0 || a.cur.left() >= a.batch/2 {
+		return
+	}
+	ch := make(chan struct{})
+	a.prefetch = ch
+	go func() {
+		defer close(ch)
+		ctx, cancel := context.WithTimeout(commands.WithDecisionTerm(context.Background(), term), prefetchTimeout)
+		res, err := commands.Propose(ctx, a.leader, &logpb.ReserveIDs{Count: a.batch}, "")
+		cancel()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.prefetch == ch {
+			a.prefetch = nil
+		}
+		if err != nil || res.Rejection != nil || a.term != term {
+			return // a caller that needs a window reserves it itself
+		}
+		// Keep it only above everything held: a window reserved by a
+		// caller meanwhile may have landed after this one.
+		if r := res.GetIdRange(); r != nil && a.spare.left() == 0 && r.First >= a.cur.end {
+			a.spare = idWindow{r.First, r.First + r.Count}
+		}
+	}()
 }

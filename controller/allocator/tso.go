@@ -62,6 +62,10 @@ type TSO struct {
 	physical int64
 	logical  int64
 	limit    int64 // committed limit, exclusive
+	// refreshing is closed when Refresh's extension (proposed without
+	// the lock, so callers go on serving from the window meanwhile)
+	// ends; nil when none is running.
+	refreshing chan struct{}
 }
 
 // NewTSO returns a TSO that serves while leader leads.
@@ -137,6 +141,22 @@ func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error
 		}
 		t.physical, t.logical = max(next, now), 0
 	}
+	for t.physical >= t.limit && t.refreshing != nil {
+		// Refresh is extending the window: wait for it rather than race
+		// it with a lower limit that Apply would reject.
+		ch := t.refreshing
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.mu.Lock()
+			return 0, fmt.Errorf("extend tso window: %w", ctx.Err())
+		}
+		t.mu.Lock()
+		if t.term != term {
+			return 0, errNotLeader
+		}
+	}
 	if t.physical >= t.limit {
 		if err := t.extendLocked(ctx, max(t.physical, now)); err != nil {
 			return 0, err
@@ -187,19 +207,45 @@ func (t *TSO) extendLocked(ctx context.Context, from int64) error {
 }
 
 // Refresh extends the window ahead of need so Alloc rarely waits on raft.
-// The leader routine calls it periodically.
+// The leader routine calls it periodically. The extension is proposed
+// without holding the allocator's lock: callers keep taking timestamps
+// below the current limit while it commits, and only one that reaches
+// the limit waits for it.
 func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	ctx = commands.WithDecisionTerm(ctx, term)
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.term != term {
+		defer t.mu.Unlock()
 		return t.resetLocked(ctx, term)
 	}
 	now := t.cfg.Clock.Now().UnixMilli()
-	if t.limit-max(now, t.physical) > t.cfg.RefreshBefore.Milliseconds() {
+	if t.refreshing != nil || t.limit-max(now, t.physical) > t.cfg.RefreshBefore.Milliseconds() {
+		t.mu.Unlock()
 		return nil
 	}
-	return t.extendLocked(ctx, max(now, t.physical))
+	want := max(now+t.cfg.Window.Milliseconds(), max(now, t.physical)+1)
+	ch := make(chan struct{})
+	t.refreshing = ch
+	t.mu.Unlock()
+
+	res, err := commands.Propose(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refreshing = nil
+	close(ch)
+	switch {
+	case t.term != term:
+		return errNotLeader
+	case err != nil:
+		t.term = 0
+		return fmt.Errorf("extend tso window: %w", err)
+	case res.Rejection != nil:
+		t.term = 0 // re-read the committed limit rather than trust ours
+		return fmt.Errorf("extend tso window to %d: %s", want, res.Rejection.Message)
+	}
+	t.limit = max(t.limit, want)
+	return nil
 }
 
 // PhysicalMs is the physical part (milliseconds) the next timestamp would

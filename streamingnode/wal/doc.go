@@ -22,6 +22,13 @@
 // that still believes it owns a PChannel cannot write once a newer term has
 // been opened anywhere, and nothing it tries to write is ever readable.
 //
+// Group commit: concurrent appends to one PChannel share one write and one
+// fdatasync. Enqueue fixes a record's place in the log; the callers then
+// take turns leading (see group.go): the leader writes everything queued
+// and answers each caller only after the fdatasync that covers its record.
+// The fence is checked once per batch under the exclusive flock it is
+// written under, so a fenced writer's batch writes nothing.
+//
 // Offsets are dense per PChannel, starting at 0. Timestamps strictly increase
 // along the log. An append with a non-zero broadcast ID is idempotent per
 // (broadcast ID, vchannel): a repeat returns the first record's ID.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -38,7 +39,8 @@ type dedupVal struct {
 
 // Writer appends to one PChannel's log at one term. It is safe for
 // concurrent use; appends are serialized (within the process by a mutex,
-// across processes by the exclusive flock).
+// across processes by the exclusive flock), and concurrent appends share
+// one write and one fdatasync (group commit, see Enqueue).
 type Writer struct {
 	pchannel string
 	dir      string // <dir>/<pchannel>
@@ -54,7 +56,19 @@ type Writer struct {
 	closed    bool
 	broken    error  // set after a failure that leaves the file in doubt
 	noFence   bool   // test only: Append ignores the fence (UnsafeSkipFence)
-	scratch   []byte // the last encoded record's buffer, reused by the next Append
+	scratch   []byte // the last encoded batch's buffer, reused by the next one
+
+	// The group-commit queue (group.go): appends wait here in the order
+	// they were enqueued; one of their callers at a time (the leader)
+	// writes everything queued with one write and one fdatasync.
+	qmu     sync.Mutex
+	queue   []*Pending
+	leading bool
+
+	// Counters and test hooks, read and set by tests and benchmarks.
+	syncs      atomic.Uint64 // fdatasyncs of appended batches
+	maxBatch   int           // records per batch (0: maxBatchRecords); 1 = one fsync per append
+	beforeSync func()        // runs before a batch's fdatasync, under w.mu
 }
 
 // maxScratch bounds the encoding buffer a Writer keeps between appends, so
@@ -170,90 +184,6 @@ func (w *Writer) catchUp() error {
 	return nil
 }
 
-// Append writes one record for vchannel (which must belong to this
-// PChannel) with timestamp ts and returns its ID once it is on disk. It
-// fails with ErrFenced when a newer term has been opened (nothing is
-// written), with ErrTimestampRegression when ts is not above the log's last
-// timestamp, and returns the existing record with Duplicate set when
-// broadcastID is non-zero and (broadcastID, vchannel) is already in the log.
-func (w *Writer) Append(vchannel string, payload []byte, broadcastID, ts uint64) (AppendResult, error) {
-	if vchannel == "" || len(vchannel) > MaxVChannelBytes {
-		return AppendResult{}, invalidf("vchannel must be 1..%d bytes, got %d", MaxVChannelBytes, len(vchannel))
-	}
-	if PChannelOf(vchannel) != w.pchannel {
-		return AppendResult{}, invalidf("vchannel %q does not belong to pchannel %s", vchannel, w.pchannel)
-	}
-	if len(payload) > MaxPayloadBytes {
-		return AppendResult{}, invalidf("payload is %d bytes (max %d)", len(payload), MaxPayloadBytes)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return AppendResult{}, ErrClosed
-	}
-	if w.broken != nil {
-		return AppendResult{}, w.broken
-	}
-	if err := flock(w.lock, syscall.LOCK_EX); err != nil {
-		return AppendResult{}, err
-	}
-	defer flock(w.lock, syscall.LOCK_UN)
-	fence, err := readFence(w.dir)
-	if err != nil {
-		return AppendResult{}, err
-	}
-	if fence > w.term && !w.noFence {
-		return AppendResult{}, &FencedError{PChannel: w.pchannel, Fence: fence, Term: w.term}
-	}
-	if err := w.catchUp(); err != nil {
-		w.broken = err
-		return AppendResult{}, err
-	}
-	if w.st.lastTerm > w.term && !w.noFence {
-		return AppendResult{}, &FencedError{PChannel: w.pchannel, Fence: w.st.lastTerm, Term: w.term}
-	}
-	if broadcastID != 0 {
-		if v, ok := w.index[dedupKey{broadcastID, vchannel}]; ok {
-			return AppendResult{ID: v.id, Timestamp: v.ts, Duplicate: true}, nil
-		}
-	}
-	if ts <= w.st.lastTS {
-		return AppendResult{}, &TimestampError{PChannel: w.pchannel, Last: w.st.lastTS, Got: ts}
-	}
-	rec := Record{ID: MessageID{Term: w.term, Offset: w.st.next}, Timestamp: ts, VChannel: vchannel,
-		BroadcastID: broadcastID, Payload: payload}
-	// The record is encoded into the writer's scratch buffer (under w.mu;
-	// nothing keeps it after WriteAt): no allocation per append once it
-	// has grown to the usual record size.
-	buf := encodeRecord(w.scratch[:0], &rec)
-	if cap(buf) <= maxScratch {
-		w.scratch = buf
-	} else {
-		w.scratch = nil
-	}
-	if _, err := w.log.WriteAt(buf, w.st.pos); err != nil {
-		// Take back whatever part was written; if even that fails the file
-		// is in doubt.
-		if terr := w.log.Truncate(w.st.pos); terr != nil {
-			w.broken = fmt.Errorf("wal: write failed (%v) and truncating it failed: %w", err, terr)
-		}
-		return AppendResult{}, fmt.Errorf("wal: write: %w", err)
-	}
-	if err := fdatasync(w.log); err != nil {
-		// After a failed fsync the page cache may claim data the disk lost.
-		w.broken = fmt.Errorf("wal: fdatasync failed, writer unusable: %w", err)
-		return AppendResult{}, w.broken
-	}
-	w.st.pos += int64(len(buf))
-	w.st.next++
-	w.st.lastTerm = w.term
-	w.st.lastTS = ts
-	if broadcastID != 0 {
-		w.index[dedupKey{broadcastID, vchannel}] = dedupVal{rec.ID, ts}
-	}
-	return AppendResult{ID: rec.ID, Timestamp: ts}, nil
-}
-
 // PChannel is the log's PChannel.
 func (w *Writer) PChannel() string { return w.pchannel }
 
@@ -275,6 +205,10 @@ func (w *Writer) LastTimestamp() uint64 {
 	defer w.mu.Unlock()
 	return w.st.lastTS
 }
+
+// Syncs is how many fdatasyncs this writer's appends made: with appends
+// sharing them (group commit), fewer than the records it wrote.
+func (w *Writer) Syncs() uint64 { return w.syncs.Load() }
 
 // TruncatedBytes is how many bytes of torn tail this writer has cut off.
 func (w *Writer) TruncatedBytes() int64 {

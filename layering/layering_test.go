@@ -30,15 +30,19 @@ var allowed = map[string][]string{
 	"raftnode": {"commands", "fsm", "leadership"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
-	"controller": {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore"},
+	// security: coordd dials streaming nodes over mutual TLS and checks
+	// that the certificate names a streaming node.
+	"controller": {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security"},
 	// api/apitest waits with testutil's scaled timeouts.
 	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security"},
 	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc", "security"},
 	"client":        {"api/coordpb", "commands", "security"},
-	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore"},
+	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore", "security"},
 	"cmd": {"api/coordpb", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
-	"jepsen-style-tests": {"api/coordpb", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc"},
+	// The harness runs secure clusters: a throwaway CA (security) and the
+	// bootstrap admin token's format (api/auth, in the api group).
+	"jepsen-style-tests": {"api/coordpb", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
 	"bench":              {"api/coordpb", "commands", "client", "cluster", "testutil"},
 	"docs":               {},
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/security"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func certWith(uris ...string) *x509.Certificate {
@@ -179,4 +181,32 @@ func FuzzParseAuthorization(f *testing.F) {
 			t.Fatalf("accepted %q as %q, which does not round-trip: %v", h, got, err)
 		}
 	})
+}
+
+// A member that may not have applied a token yet answers an unknown token
+// with ErrNotCaughtUp (Unavailable: retry elsewhere), never Unauthenticated;
+// a current member, or a wrong secret for a known token, is Unauthenticated.
+func TestUnknownTokenOnALaggingMember(t *testing.T) {
+	known, _ := NewToken()
+	unknown, _ := NewToken()
+	table := map[string]*logpb.TokenRecord{known.ID: {Id: known.ID, Name: "ops", Role: logpb.TokenRole_TOKEN_ROLE_ADMIN, SecretSha256: known.SecretHash()}}
+	behind := true
+	a := New(func(id string) (*logpb.TokenRecord, bool) { r, ok := table[id]; return r, ok }).
+		WithCatchUp(func() (bool, string) { return behind, "is replaying its log" })
+	bearer := func(tok Token) Credentials { return Credentials{Authorization: "Bearer " + tok.String()} }
+	forged, _ := ParseToken("cdt_" + known.ID + "_" + strings.Repeat("A", 43))
+
+	if _, err := a.Authenticate(bearer(unknown)); !errors.Is(err, ErrNotCaughtUp) || status.Code(StatusOf(err)) != codes.Unavailable {
+		t.Fatalf("unknown token while behind: %v", err)
+	}
+	if id, err := a.Authenticate(bearer(known)); err != nil || id.Role != RoleAdmin {
+		t.Fatalf("known token while behind: %v %v", id, err)
+	}
+	if _, err := a.Authenticate(bearer(forged)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("known ID with a wrong secret while behind: %v", err)
+	}
+	behind = false
+	if _, err := a.Authenticate(bearer(unknown)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("unknown token on a current member: %v", err)
+	}
 }

@@ -28,7 +28,17 @@ var (
 	// ErrPermissionDenied: the caller's role is below the method's.
 	// Answered PermissionDenied / 403.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrNotCaughtUp: the token is unknown here, but this member may not
+	// have applied the entry that created it yet (it is restarting,
+	// replaying its log, or trails the leader). Answered Unavailable / 503
+	// so a client retries, on another member or later, instead of taking a
+	// valid credential for a revoked one.
+	ErrNotCaughtUp = errors.New("member not caught up")
 )
+
+// CatchUp says whether this member's token table may miss a token the
+// cluster has committed, and why ("" when it is current).
+type CatchUp func() (behind bool, why string)
 
 // TokenLookup finds a token record by ID in the replicated state (an
 // in-memory map lookup: the hot path never touches raft or disk).
@@ -36,11 +46,19 @@ type TokenLookup func(id string) (*logpb.TokenRecord, bool)
 
 // Authenticator turns credentials into an Identity.
 type Authenticator struct {
-	lookup TokenLookup
+	lookup  TokenLookup
+	catchUp CatchUp
 }
 
 // New returns an authenticator over the token table.
 func New(lookup TokenLookup) *Authenticator { return &Authenticator{lookup: lookup} }
+
+// WithCatchUp makes an unknown token answer ErrNotCaughtUp while behind
+// says this member may not have applied it yet.
+func (a *Authenticator) WithCatchUp(behind CatchUp) *Authenticator {
+	a.catchUp = behind
+	return a
+}
 
 // Identity is an authenticated caller.
 type Identity struct {
@@ -85,6 +103,12 @@ func (a *Authenticator) Authenticate(c Credentials) (Identity, error) {
 		want := make([]byte, 32)
 		if ok {
 			want = rec.SecretSha256
+		}
+		if !ok && a.catchUp != nil {
+			if behind, why := a.catchUp(); behind {
+				return Identity{}, fmt.Errorf("%w: token %s is not known on this member, which %s: try another member or retry",
+					ErrNotCaughtUp, tok.ID, why)
+			}
 		}
 		if subtle.ConstantTimeCompare(tok.SecretHash(), want) != 1 || !ok {
 			return Identity{}, fmt.Errorf("%w: unknown or revoked token %s", ErrUnauthenticated, tok.ID)

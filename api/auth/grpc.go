@@ -61,14 +61,16 @@ func (a *Authenticator) check(ctx context.Context, method string) (context.Conte
 	return WithIdentity(ctx, who), nil
 }
 
-// StatusOf maps ErrUnauthenticated and ErrPermissionDenied to their gRPC
-// codes.
+// StatusOf maps ErrUnauthenticated, ErrPermissionDenied and ErrNotCaughtUp
+// to their gRPC codes.
 func StatusOf(err error) error {
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, ErrNotCaughtUp):
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }

@@ -20,7 +20,8 @@ import (
 // tables of package auth, with tokens looked up in this node's FSM.
 func WithAuth() Option {
 	return func(s *Server) {
-		s.auth = auth.New(func(id string) (*logpb.TokenRecord, bool) { return s.node.State().Token(id) })
+		s.auth = auth.New(func(id string) (*logpb.TokenRecord, bool) { return s.node.State().Token(id) }).
+			WithCatchUp(s.tokensMayLag)
 	}
 }
 
@@ -159,4 +160,18 @@ func BootstrapTokenRoutine(node *raftnode.Node, tok auth.Token, logger interface
 			}
 		}
 	}
+}
+
+// tokensMayLag: a follower's token table may miss a committed token while it
+// knows no leader, has heard no commit index yet (just restarted), or has
+// not applied everything the leader told it is committed. The leader's
+// table holds every token it has acknowledged.
+func (s *Server) tokensMayLag() (bool, string) {
+	if s.node.IsLeader() {
+		return false, ""
+	}
+	if r := s.node.Readiness(0); !r.Ready {
+		return true, "is not caught up with the log (" + r.Status + ")"
+	}
+	return false, ""
 }

@@ -81,13 +81,20 @@ func saveIdentity(dir string, id Identity) error {
 	if err != nil {
 		return fmt.Errorf("encode identity: %w", err)
 	}
-	path := filepath.Join(dir, IdentityFile)
+	return writeFileDurably(dir, IdentityFile, append(data, '\n'))
+}
+
+// writeFileDurably replaces dir/name with data atomically and durably: the
+// new content is fsynced under a temporary name, renamed over the old file,
+// and the directory is fsynced so the rename survives a crash.
+func writeFileDurably(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	_, werr := f.Write(append(data, '\n'))
+	_, werr := f.Write(data)
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {

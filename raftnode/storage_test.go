@@ -222,28 +222,36 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 	t.Run("newest snapshot bit-flipped, log still covers the older", func(t *testing.T) {
 		// Default settings keep more trailing logs than the threshold, so
 		// raft falls back to the older snapshot; nothing is refused.
-		c := newCluster(t, 1, withConfig(func(_ int, cfg *raftnode.Config) {
+		checkSnapshotFallback(t, func(_ int, cfg *raftnode.Config) {
 			cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 400, 100*time.Millisecond
-		}))
-		n := c.node(c.waitLeader())
-		writeEntries(t, n, "a", 80)
-		if err := n.Snapshot(); err != nil {
-			t.Fatal(err)
-		}
-		writeEntries(t, n, "b", 80)
-		if err := n.Snapshot(); err != nil {
-			t.Fatal(err)
-		}
-		dir := c.cfgs[0].DataDir
-		c.stop(0)
-		s := snapshotDirs(t, dir)
-		flipBytes(t, filepath.Join(s[len(s)-1], "state.bin"), 10, 1)
-		n2, err := raftnode.Open(openCfg(dir))
-		if err != nil {
-			t.Fatalf("Open with an older intact snapshot and a covering log: %v", err)
-		}
-		n2.Shutdown()
+		}, openCfg)
 	})
+}
+
+// checkSnapshotFallback writes two snapshots on a one-member cluster
+// configured by configure, bit-flips the newest, and requires the member
+// to open again (with open's config) from the older one and its log.
+func checkSnapshotFallback(t *testing.T, configure func(int, *raftnode.Config), open func(dir string) raftnode.Config) {
+	t.Helper()
+	c := newCluster(t, 1, withConfig(configure))
+	n := c.node(c.waitLeader())
+	writeEntries(t, n, "a", 80)
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	writeEntries(t, n, "b", 80)
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	dir := c.cfgs[0].DataDir
+	c.stop(0)
+	s := snapshotDirs(t, dir)
+	flipBytes(t, filepath.Join(s[len(s)-1], "state.bin"), 10, 1)
+	n2, err := raftnode.Open(open(dir))
+	if err != nil {
+		t.Fatalf("Open with an older intact snapshot and a covering log: %v", err)
+	}
+	n2.Shutdown()
 }
 
 // logBounds returns the first and last index in a stopped member's log and

@@ -341,28 +341,10 @@ func TestWALInspectRecoverRestore(t *testing.T) {
 // TestWALSnapshotFallback: with raft-wal too, a bit-flipped newest snapshot
 // falls back to the older one while the log still covers it.
 func TestWALSnapshotFallback(t *testing.T) {
-	c := newCluster(t, 1, withConfig(func(i int, cfg *raftnode.Config) {
+	checkSnapshotFallback(t, func(i int, cfg *raftnode.Config) {
 		useWAL(i, cfg)
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 400, time.Hour
-	}))
-	n := c.node(c.waitLeader())
-	writeEntries(t, n, "a", 80)
-	if err := n.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	writeEntries(t, n, "b", 80)
-	if err := n.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	dir := c.cfgs[0].DataDir
-	c.stop(0)
-	s := snapshotDirs(t, dir)
-	flipBytes(t, filepath.Join(s[len(s)-1], "state.bin"), 10, 1)
-	n2, err := raftnode.Open(walOpenCfg(dir))
-	if err != nil {
-		t.Fatalf("Open with an older intact snapshot and a covering log: %v", err)
-	}
-	n2.Shutdown()
+	}, walOpenCfg)
 }
 
 // TestBoltFreelistSettingsInterchange: raft.db is now opened without a

@@ -103,23 +103,7 @@ func writeVoteRecord(dir string, rec voteRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", VoteFile, err)
 	}
-	path := filepath.Join(dir, VoteFile)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	_, werr := f.Write(append(data, '\n'))
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("install %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return writeFileDurably(dir, VoteFile, append(data, '\n'))
 }
 
 // loadVoteRecord reads VoteFile; ok is false when there is none (a new data

@@ -56,15 +56,7 @@ func raftTLSOf(t *testing.T, f security.Files) *raftnode.RaftTLS {
 //     debug bundle collects every member's status and metrics.
 func TestSecureCluster(t *testing.T) {
 	dir := t.TempDir()
-	pki, err := security.WriteDevPKI(filepath.Join(dir, "pki"), time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	boot, _ := auth.NewToken()
-	bootFile := filepath.Join(dir, "pki", "admin.token")
-	if err := os.WriteFile(bootFile, []byte(boot.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pki, boot, bootFile := ownDevPKI(t, dir)
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1,
 		Security: &cluster.LaunchSecurity{Server: pki.Server, Nodes: pki.Nodes, BootstrapTokenFile: bootFile}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

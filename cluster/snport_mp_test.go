@@ -3,8 +3,6 @@ package cluster_test
 import (
 	"context"
 	"crypto/tls"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/cluster"
@@ -37,15 +34,7 @@ import (
 // WAL while coordd keeps the channel ASSIGNED.
 func TestSecureStreamingNodePort(t *testing.T) {
 	dir := t.TempDir()
-	pki, err := security.WriteDevPKI(filepath.Join(dir, "pki"), time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	boot, _ := auth.NewToken()
-	bootFile := filepath.Join(dir, "pki", "admin.token")
-	if err := os.WriteFile(bootFile, []byte(boot.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pki, boot, bootFile := ownDevPKI(t, dir)
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1, ExtraArgs: []string{"--pchannels", "4"},
 		Security: &cluster.LaunchSecurity{Server: pki.Server, Nodes: pki.Nodes, BootstrapTokenFile: bootFile}})
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(90*time.Second))

@@ -251,3 +251,24 @@ func snDialOptions() []grpc.DialOption {
 	}
 	return client.StreamingNodeDialOptions(m.APIClient(""))
 }
+
+// ownDevPKI is for tests that need a PKI of their own (client, proxy and
+// node certificates beside the server's, as `coordd dev --secure` writes
+// them) instead of the test binary's: it writes one under dir/pki with a
+// bootstrap admin token, and returns the PKI, the token and its file.
+func ownDevPKI(t *testing.T, dir string) (security.DevPKI, auth.Token, string) {
+	t.Helper()
+	pki, err := security.WriteDevPKI(filepath.Join(dir, "pki"), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, err := auth.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootFile := filepath.Join(dir, "pki", "admin.token")
+	if err := os.WriteFile(bootFile, []byte(boot.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pki, boot, bootFile
+}

@@ -81,17 +81,23 @@ func (d *dataSet) refused(conn *grpc.ClientConn, err error) {
 }
 
 // positions are hybrid timestamps (physical ms << 18 | logical) from the
-// wall clock 10 s ahead, strictly increasing across both systems and every
-// cell: ahead of the checkpoints coordd's streaming nodes report for the
-// same VChannels from their own WALs, and only growing per VChannel.
+// wall clock positionLead ahead, strictly increasing across both systems
+// and every cell: ahead of the checkpoints coordd's streaming nodes report
+// for the same VChannels from their own WALs, and only growing per
+// VChannel. coordd refuses a time tick beyond its committed TSO limit plus
+// a slack of 3 s (docs/semantics.md#position-bounds); the limit runs about
+// 1-3 s ahead of the clock while timestamps are allocated, which
+// keepTimeTicking makes sure of, so a lead of 1 s stays inside the bound.
 var positionBase = uint64(time.Now().UnixMilli()) << 18
+
+const positionLead = time.Second
 
 var lastPosition atomic.Uint64
 
 func nextPosition() uint64 {
 	for {
 		prev := lastPosition.Load()
-		next := max(prev+1, uint64(time.Now().Add(10*time.Second).UnixMilli())<<18)
+		next := max(prev+1, uint64(time.Now().Add(positionLead).UnixMilli())<<18)
 		if lastPosition.CompareAndSwap(prev, next) {
 			return next
 		}

@@ -48,6 +48,12 @@ type system struct {
 	// pprofAddr serves /debug/pprof/ for -profile-dir (coordd: the
 	// leader's HTTP address, when started with --enable-pprof).
 	pprofAddr string
+	// pids are the coordinator's processes (coordd: the members; the
+	// peer: etcdcoord and its etcd members), for CPU seconds per operation.
+	pids func() map[string]int
+	// round samples every member's raft timers (coordd only; nil for the
+	// peer): roundBreakdown of two samples says where a round went.
+	round func() roundSample
 	// stopTicking ends keepTimeTicking.
 	stopTicking func()
 }
@@ -122,6 +128,16 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		}
 		return st.Term
 	}
+	s.pids = func() map[string]int {
+		out := map[string]int{}
+		for _, m := range l.Members() {
+			if pid := l.Pid(m.ID); pid > 0 {
+				out[m.ID] = pid
+			}
+		}
+		return out
+	}
+	s.round = func() roundSample { return sampleRound(l, ld.HTTPAddr) }
 	s.raftCounters = func() (float64, float64, float64, error) {
 		mt, err := scrape(ld.HTTPAddr)
 		if err != nil {
@@ -215,6 +231,13 @@ func (p *peer) system(nconns int, pprofAddr string) (*system, error) {
 		out := map[string]float64{"etcdcoord": rssMiB(p.cmd.Process.Pid)}
 		for name, pid := range p.etcd.pids() {
 			out[name] = rssMiB(pid)
+		}
+		return out
+	}
+	s.pids = func() map[string]int {
+		out := map[string]int{"etcdcoord": p.cmd.Process.Pid}
+		for name, pid := range p.etcd.pids() {
+			out[name] = pid
 		}
 		return out
 	}

@@ -34,9 +34,11 @@ def owners():
         return None
     rows = [ln.split() for ln in out.stdout.splitlines()[1:] if ln.strip()]
     per, total = {}, 0
-    for r in rows:
+    for r in rows:  # NAME TERM STATE NODE ...; other lines are notes
+        if len(r) < 4 or not r[1].isdigit():
+            continue
         total += 1
-        if len(r) >= 4 and r[1] == "ASSIGNED":
+        if r[2] == "ASSIGNED":
             per[r[3]] = per.get(r[3], 0) + 1
     return per, total
 

@@ -12,12 +12,8 @@ import (
 // task is the leader memory of one PENDING (or REPLICATED) task. Its
 // scheduling is one state machine; every field below the mutex line is
 // guarded by termState.mu, and the state changes only through the
-// transition methods in this file (docs/semantics.md#task-scheduling):
-//
-//	idle ─enqueue→ queued ─start→ running ─end→ queued | backoff | assignWait | awaitingAcks | finished
-//	locking ─locked→ idle (then enqueue), or finished when a finish was requested meanwhile
-//	backoff | assignWait | awaitingAcks ─enqueue (timer, retry, nudge, sweep)→ queued
-//	any state but running and locking ─finish→ finished (terminal)
+// transition methods in this file (docs/semantics.md#task-scheduling).
+// The states:
 //
 //   - idle: tracked, not scheduled yet (just created or rebuilt), or left
 //     by a step that ended with the leadership.
@@ -30,7 +26,15 @@ import (
 //     again, and so does the sweep as soon as the assignment changes.
 //   - awaitingAcks: appended, waiting for the streaming nodes' acks; an ack
 //     (nudge) or the sweep runs it again, its timer resends the appends.
-//   - finished: tombstoned or abandoned; released and forgotten.
+//   - finished: tombstoned or abandoned; released and forgotten (terminal).
+//
+// The moves:
+//
+//	idle ─enqueue→ queued ─start→ running ─end→ queued | backoff | assignWait | awaitingAcks | finished
+//	running ─abort (leadership ended mid-step)→ idle
+//	backoff | assignWait | awaitingAcks ─enqueue (timer, retry, nudge, sweep)→ queued
+//	locking ─locked→ idle (then enqueue), or finished when a finish was requested meanwhile
+//	every state but running and locking ─finish→ finished
 //
 // A running or locking task cannot change state when an event arrives: the
 // worker or the lock waiter owns it. Those events are recorded in pending
@@ -94,10 +98,10 @@ func (s taskState) waiting() bool {
 type request uint8
 
 const (
-	requestNone  request = iota
-	requestNudge         // an ack arrived: rerun if the step ends waiting for acks
-	requestRerun         // Retry (or an enqueue): run again at once
-	requestFinish        // abandoned: release when the step ends
+	requestNone   request = iota
+	requestNudge          // an ack arrived: rerun if the step ends waiting for acks
+	requestRerun          // Retry (or an enqueue): run again at once
+	requestFinish         // abandoned: release when the step ends
 )
 
 func (t *task) record(r request) { t.pending = max(t.pending, r) }

@@ -229,10 +229,7 @@ func bindBroadcastGet(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, toBroadcastInfoJSON(info))
-			}
-			return writeBroadcastInfo(e.out, info)
+			return e.show(toBroadcastInfoJSON(info), func(w io.Writer) error { return writeBroadcastInfo(w, info) })
 		}}, nil
 	}
 }
@@ -253,14 +250,11 @@ func bindBroadcastList(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				out := broadcastsJSON{Broadcasts: []broadcastInfoJSON{}}
-				for _, i := range infos {
-					out.Broadcasts = append(out.Broadcasts, toBroadcastInfoJSON(i))
-				}
-				return writeJSON(e.out, out)
+			out := broadcastsJSON{Broadcasts: []broadcastInfoJSON{}}
+			for _, i := range infos {
+				out.Broadcasts = append(out.Broadcasts, toBroadcastInfoJSON(i))
 			}
-			return writeBroadcastsTable(e.out, infos)
+			return e.show(out, func(w io.Writer) error { return writeBroadcastsTable(w, infos) })
 		}}, nil
 	}
 }
@@ -278,11 +272,7 @@ func bindBroadcastRetry(*flag.FlagSet) func([]string) (action, error) {
 			if err := e.c.RetryBroadcast(ctx, id); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, broadcastRetriedJSON{BroadcastID: id, Retried: true})
-			}
-			_, err := fmt.Fprintf(e.out, "Retry of broadcast %d requested; see 'coordctl broadcast get %d' for its progress.\n", id, id)
-			return err
+			return e.show(broadcastRetriedJSON{BroadcastID: id, Retried: true}, sentence("Retry of broadcast %d requested; see 'coordctl broadcast get %d' for its progress.\n", id, id))
 		}}, nil
 	}
 }
@@ -308,11 +298,7 @@ func bindBroadcastAbandon(fs *flag.FlagSet) func([]string) (action, error) {
 			if err := e.c.AbandonBroadcast(ctx, id, r); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, broadcastAbandonedJSON{BroadcastID: id, Abandoned: true, Reason: r})
-			}
-			_, err := fmt.Fprintf(e.out, "Abandoned broadcast %d: its callback will not run and its resource keys are released.\n", id)
-			return err
+			return e.show(broadcastAbandonedJSON{BroadcastID: id, Abandoned: true, Reason: r}, sentence("Abandoned broadcast %d: its callback will not run and its resource keys are released.\n", id))
 		}}, nil
 	}
 }
@@ -394,24 +380,23 @@ func toBroadcastInfoJSON(i *coordpb.BroadcastInfo) broadcastInfoJSON {
 }
 
 func printBroadcastSent(e *env, typ string, resp *coordpb.BroadcastResponse) error {
-	if e.json {
-		return writeJSON(e.out, broadcastSentJSON{BroadcastID: resp.GetBroadcastId(), Duplicated: resp.GetDuplicated(),
-			LockWaitMs: resp.GetLockWaitMs(), AppendResults: toCheckpointsJSON(resp.GetAppendResults())})
-	}
-	wait := (time.Duration(resp.GetLockWaitMs()) * time.Millisecond).String()
-	if resp.GetDuplicated() {
-		fmt.Fprintf(e.out, "Broadcast %d (%s) was sent before with this idempotency key; it is done on %d channel(s).\n\n",
-			resp.GetBroadcastId(), typ, len(resp.GetAppendResults()))
-	} else {
-		fmt.Fprintf(e.out, "Broadcast %d (%s) done on %d channel(s); waited %s for resource keys.\n\n",
-			resp.GetBroadcastId(), typ, len(resp.GetAppendResults()), wait)
-	}
-	tw := newTable(e.out)
-	fmt.Fprintln(tw, "VCHANNEL\tTERM\tOFFSET\tTIME TICK")
-	for _, cp := range resp.GetAppendResults() {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cp.GetVchannel(), cp.GetTerm(), cp.GetOffset(), cp.GetTimeTick())
-	}
-	return tw.Flush()
+	return e.show(broadcastSentJSON{BroadcastID: resp.GetBroadcastId(), Duplicated: resp.GetDuplicated(),
+		LockWaitMs: resp.GetLockWaitMs(), AppendResults: toCheckpointsJSON(resp.GetAppendResults())}, func(w io.Writer) error {
+		wait := (time.Duration(resp.GetLockWaitMs()) * time.Millisecond).String()
+		if resp.GetDuplicated() {
+			fmt.Fprintf(w, "Broadcast %d (%s) was sent before with this idempotency key; it is done on %d channel(s).\n\n",
+				resp.GetBroadcastId(), typ, len(resp.GetAppendResults()))
+		} else {
+			fmt.Fprintf(w, "Broadcast %d (%s) done on %d channel(s); waited %s for resource keys.\n\n",
+				resp.GetBroadcastId(), typ, len(resp.GetAppendResults()), wait)
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "VCHANNEL\tTERM\tOFFSET\tTIME TICK")
+		for _, cp := range resp.GetAppendResults() {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cp.GetVchannel(), cp.GetTerm(), cp.GetOffset(), cp.GetTimeTick())
+		}
+		return tw.Flush()
+	})
 }
 
 // unixMsString renders a Unix millisecond time in UTC ("-" for 0).

@@ -253,3 +253,21 @@ func dash(s string) string {
 	}
 	return s
 }
+
+// show writes a command's answer, the one way every command does: v as
+// indented JSON under -o json, otherwise what text writes to the output
+// (a table or a sentence).
+func (e *env) show(v any, text func(w io.Writer) error) error {
+	if e.json {
+		return writeJSON(e.out, v)
+	}
+	return text(e.out)
+}
+
+// sentence is the text of an answer that is one formatted line.
+func sentence(format string, args ...any) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	}
+}

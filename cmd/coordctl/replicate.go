@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -35,11 +36,10 @@ func bindReplicateGet(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())})
-			}
-			fmt.Fprintf(e.out, "Cluster %s (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
-			return writeReplicateTable(e, resp.GetConfig())
+			return e.show(replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())}, func(w io.Writer) error {
+				fmt.Fprintf(w, "Cluster %s (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
+				return writeReplicateTable(e, resp.GetConfig())
+			})
 		}}, nil
 	}
 }
@@ -76,11 +76,10 @@ func bindReplicateSet(*flag.FlagSet) func([]string) (action, error) {
 			if err := e.c.UpdateReplicateConfiguration(ctx, cfg); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, replicateSetJSON{Updated: true, Config: toReplicateJSON(cfg)})
-			}
-			fmt.Fprintf(e.out, "Replication configuration updated (%d clusters, %d topology edges).\n\n", len(cfg.GetClusters()), len(cfg.GetTopology()))
-			return writeReplicateTable(e, cfg)
+			return e.show(replicateSetJSON{Updated: true, Config: toReplicateJSON(cfg)}, func(w io.Writer) error {
+				fmt.Fprintf(w, "Replication configuration updated (%d clusters, %d topology edges).\n\n", len(cfg.GetClusters()), len(cfg.GetTopology()))
+				return writeReplicateTable(e, cfg)
+			})
 		}}, nil
 	}
 }
@@ -103,11 +102,10 @@ func bindReplicateReset(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())})
-			}
-			fmt.Fprintf(e.out, "Cluster %s is a primary again (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
-			return writeReplicateTable(e, resp.GetConfig())
+			return e.show(replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())}, func(w io.Writer) error {
+				fmt.Fprintf(w, "Cluster %s is a primary again (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
+				return writeReplicateTable(e, resp.GetConfig())
+			})
 		}}, nil
 	}
 }

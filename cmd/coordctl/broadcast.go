@@ -224,13 +224,9 @@ func bindBroadcastGet(*flag.FlagSet) func([]string) (action, error) {
 		if err != nil {
 			return action{}, err
 		}
-		return action{what: "broadcast get", run: func(ctx context.Context, e *env) error {
-			info, err := e.c.GetBroadcast(ctx, id)
-			if err != nil {
-				return err
-			}
-			return e.show(toBroadcastInfoJSON(info), func(w io.Writer) error { return writeBroadcastInfo(w, info) })
-		}}, nil
+		return action{what: "broadcast get", run: fetched(func(ctx context.Context, c *client.Client) (*coordpb.BroadcastInfo, error) {
+			return c.GetBroadcast(ctx, id)
+		}, func(i *coordpb.BroadcastInfo) any { return toBroadcastInfoJSON(i) }, writeBroadcastInfo)}, nil
 	}
 }
 
@@ -245,17 +241,9 @@ func bindBroadcastList(fs *flag.FlagSet) func([]string) (action, error) {
 			return action{}, fmt.Errorf("--limit must be in 0..%d, got %d", client.MaxListBroadcasts, *limit)
 		}
 		pendingOnly, n := *pending, uint32(*limit)
-		return action{what: "broadcast list", run: func(ctx context.Context, e *env) error {
-			infos, err := e.c.ListBroadcasts(ctx, pendingOnly, n)
-			if err != nil {
-				return err
-			}
-			out := broadcastsJSON{Broadcasts: []broadcastInfoJSON{}}
-			for _, i := range infos {
-				out.Broadcasts = append(out.Broadcasts, toBroadcastInfoJSON(i))
-			}
-			return e.show(out, func(w io.Writer) error { return writeBroadcastsTable(w, infos) })
-		}}, nil
+		return action{what: "broadcast list", run: fetched(func(ctx context.Context, c *client.Client) ([]*coordpb.BroadcastInfo, error) {
+			return c.ListBroadcasts(ctx, pendingOnly, n)
+		}, toBroadcastsJSON, writeBroadcastsTable)}, nil
 	}
 }
 
@@ -361,6 +349,14 @@ func toCheckpointsJSON(cps []*coordpb.Checkpoint) []checkpointJSON {
 	out := make([]checkpointJSON, 0, len(cps))
 	for _, cp := range cps {
 		out = append(out, checkpointJSON{VChannel: cp.GetVchannel(), Term: cp.GetTerm(), Offset: cp.GetOffset(), TimeTick: cp.GetTimeTick()})
+	}
+	return out
+}
+
+func toBroadcastsJSON(infos []*coordpb.BroadcastInfo) any {
+	out := broadcastsJSON{Broadcasts: []broadcastInfoJSON{}}
+	for _, i := range infos {
+		out.Broadcasts = append(out.Broadcasts, toBroadcastInfoJSON(i))
 	}
 	return out
 }

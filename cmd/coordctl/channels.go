@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/commands"
 )
 
@@ -146,17 +147,9 @@ func bindNodeList(fs *flag.FlagSet) func([]string) (action, error) {
 			return action{}, err
 		}
 		consistency, includeDown := consistencyOf(*stale), *all
-		return action{what: "node list", run: func(ctx context.Context, e *env) error {
-			nodes, err := e.c.ListNodes(ctx, consistency, includeDown)
-			if err != nil {
-				return err
-			}
-			out := nodesJSON{Nodes: []streamingNodeJSON{}}
-			for _, n := range nodes {
-				out.Nodes = append(out.Nodes, toNodeJSON(n))
-			}
-			return e.show(out, func(w io.Writer) error { return writeNodesTable(w, nodes) })
-		}}, nil
+		return action{what: "node list", run: fetched(func(ctx context.Context, c *client.Client) ([]*coordpb.StreamingNode, error) {
+			return c.ListNodes(ctx, consistency, includeDown)
+		}, toNodesJSON, writeNodesTable)}, nil
 	}
 }
 

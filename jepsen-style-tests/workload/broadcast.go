@@ -55,14 +55,7 @@ func (b *Broadcast) Clients() int {
 
 func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	b.walDir = env.WALDir
-	if b.walDir == "" {
-		return fmt.Errorf("broadcast workload needs streaming nodes (env.WALDir)")
-	}
-	np := b.PChannels
-	if np <= 0 {
-		np = 3
-	}
-	names, err := firstPChannels(ctx, env, np)
+	names, err := firstPChannels(ctx, env, b.Name(), b.PChannels)
 	if err != nil {
 		return err
 	}

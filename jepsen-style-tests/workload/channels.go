@@ -95,14 +95,7 @@ func (c *Channels) appenders() int {
 func (c *Channels) Run(ctx context.Context, env Env) error {
 	c.walDir = env.WALDir
 	c.dial = env.DialStreamingNode
-	if c.walDir == "" {
-		return fmt.Errorf("channels workload needs streaming nodes (env.WALDir)")
-	}
-	np := c.PChannels
-	if np <= 0 {
-		np = 3
-	}
-	names, err := firstPChannels(ctx, env, np)
+	names, err := firstPChannels(ctx, env, c.Name(), c.PChannels)
 	if err != nil {
 		return err
 	}

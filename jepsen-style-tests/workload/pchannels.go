@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -9,11 +10,18 @@ import (
 	"github.com/coordd/coordd/client"
 )
 
-// firstPChannels waits until the cluster lists its PChannels (a
-// linearizable read through member 0, tried again every 100 ms) and returns
-// the first n names in name order. Once ctx ends it returns what it has,
-// possibly nothing.
-func firstPChannels(ctx context.Context, env Env, n int) ([]string, error) {
+// firstPChannels is the start of a workload that writes to streaming
+// nodes: it fails unless the run has them, then waits until the cluster
+// lists its PChannels (a linearizable read through member 0, tried again
+// every 100 ms) and returns the first n names in name order (n <= 0: 3).
+// Once ctx ends it returns what it has, possibly nothing.
+func firstPChannels(ctx context.Context, env Env, workload string, n int) ([]string, error) {
+	if env.WALDir == "" {
+		return nil, fmt.Errorf("%s workload needs streaming nodes (env.WALDir)", workload)
+	}
+	if n <= 0 {
+		n = 3
+	}
 	admin, err := client.New(ctx, env.ClientConfig(RoleRead, env.Endpoints(0)))
 	if err != nil {
 		return nil, err

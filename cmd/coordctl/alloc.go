@@ -26,10 +26,7 @@ const logicalBits = 18
 func bindAlloc(ts bool) func(*flag.FlagSet) func([]string) (action, error) {
 	return func(*flag.FlagSet) func([]string) (action, error) {
 		return func(args []string) (action, error) {
-			if err := wantArgs(args, 1, 1, "N"); err != nil {
-				return action{}, err
-			}
-			n, err := parseCount(args[0])
+			n, err := oneArg(args, "N", parseCount)
 			if err != nil {
 				return action{}, err
 			}

@@ -217,10 +217,7 @@ func parseBroadcastID(s string) (uint64, error) {
 
 func bindBroadcastGet(*flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseBroadcastID(args[0])
+		id, err := oneArg(args, "ID", parseBroadcastID)
 		if err != nil {
 			return action{}, err
 		}
@@ -249,10 +246,7 @@ func bindBroadcastList(fs *flag.FlagSet) func([]string) (action, error) {
 
 func bindBroadcastRetry(*flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseBroadcastID(args[0])
+		id, err := oneArg(args, "ID", parseBroadcastID)
 		if err != nil {
 			return action{}, err
 		}
@@ -268,10 +262,7 @@ func bindBroadcastRetry(*flag.FlagSet) func([]string) (action, error) {
 func bindBroadcastAbandon(fs *flag.FlagSet) func([]string) (action, error) {
 	reason := fs.String("reason", "", "why the task is given up (`TEXT`, required; kept with the task)")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseBroadcastID(args[0])
+		id, err := oneArg(args, "ID", parseBroadcastID)
 		if err != nil {
 			return action{}, err
 		}

@@ -160,10 +160,7 @@ func bindDrain(drain bool) func(*flag.FlagSet) func([]string) (action, error) {
 			reason = fs.String("reason", "", "why the node is drained (default \"operator request\")")
 		}
 		return func(args []string) (action, error) {
-			if err := wantArgs(args, 1, 1, "ID"); err != nil {
-				return action{}, err
-			}
-			id, err := parseNodeID(args[0])
+			id, err := oneArg(args, "ID", parseNodeID)
 			if err != nil {
 				return action{}, err
 			}
@@ -298,10 +295,7 @@ func writeVChannelsTable(e *env, cs []*coordpb.CollectionVChannels) error {
 func bindVDrop(fs *flag.FlagSet) func([]string) (action, error) {
 	requestID := fs.String("request-id", "", "deduplication `ID` (default: random)")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "COLLECTION_ID"); err != nil {
-			return action{}, err
-		}
-		coll, err := parseCollectionID(args[0])
+		coll, err := oneArg(args, "COLLECTION_ID", parseCollectionID)
 		if err != nil {
 			return action{}, err
 		}

@@ -104,10 +104,7 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait, give up after `DURATION`")
 	interval := fs.Duration("interval", 200*time.Millisecond, "with --wait, poll every `DURATION`")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "COLLECTION_ID"); err != nil {
-			return action{}, err
-		}
-		coll, err := parseCollectionID(args[0])
+		coll, err := oneArg(args, "COLLECTION_ID", parseCollectionID)
 		if err != nil {
 			return action{}, err
 		}

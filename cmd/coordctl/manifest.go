@@ -104,10 +104,7 @@ func parseSegmentID(s string) (int64, error) {
 
 func bindManifestGet(fs *flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "SEGMENT_ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseSegmentID(args[0])
+		id, err := oneArg(args, "SEGMENT_ID", parseSegmentID)
 		if err != nil {
 			return action{}, err
 		}
@@ -147,10 +144,7 @@ func bindManifestCommit(fs *flag.FlagSet) func([]string) (action, error) {
 	var stats listFlag
 	fs.Var(&stats, "add-stats", "add stats `KEY=PATH` (repeatable; several paths of one key are its files)")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "SEGMENT_ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseSegmentID(args[0])
+		id, err := oneArg(args, "SEGMENT_ID", parseSegmentID)
 		if err != nil {
 			return action{}, err
 		}

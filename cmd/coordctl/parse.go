@@ -302,3 +302,13 @@ func wantArgs(args []string, min, max int, names string) error {
 	}
 	return nil
 }
+
+// oneArg parses the one argument of a command that takes exactly one,
+// named name in the error when it is missing or not alone.
+func oneArg[T any](args []string, name string, parse func(string) (T, error)) (T, error) {
+	if err := wantArgs(args, 1, 1, name); err != nil {
+		var zero T
+		return zero, err
+	}
+	return parse(args[0])
+}

@@ -65,10 +65,7 @@ func writeReplicateTable(e *env, c *coordpb.ReplicateConfiguration) error {
 
 func bindReplicateSet(*flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "FILE"); err != nil {
-			return action{}, err
-		}
-		cfg, err := readReplicateConfig(args[0])
+		cfg, err := oneArg(args, "FILE", readReplicateConfig)
 		if err != nil {
 			return action{}, err
 		}

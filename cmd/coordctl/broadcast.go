@@ -266,13 +266,10 @@ func bindBroadcastAbandon(fs *flag.FlagSet) func([]string) (action, error) {
 		if err != nil {
 			return action{}, err
 		}
-		if strings.TrimSpace(*reason) == "" {
-			return action{}, errors.New("--reason is required")
+		r, err := requiredReason(*reason)
+		if err != nil {
+			return action{}, err
 		}
-		if len(*reason) > commands.MaxReasonBytes {
-			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), commands.MaxReasonBytes)
-		}
-		r := *reason
 		return action{what: "broadcast abandon", mutates: true, run: func(ctx context.Context, e *env) error {
 			if err := e.c.AbandonBroadcast(ctx, id, r); err != nil {
 				return err

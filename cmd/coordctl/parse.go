@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/commands"
 )
 
 const (
@@ -311,4 +312,16 @@ func oneArg[T any](args []string, name string, parse func(string) (T, error)) (T
 		return zero, err
 	}
 	return parse(args[0])
+}
+
+// requiredReason checks a required --reason: not blank, and within the
+// size the server keeps.
+func requiredReason(reason string) (string, error) {
+	if strings.TrimSpace(reason) == "" {
+		return "", errors.New("--reason is required")
+	}
+	if len(reason) > commands.MaxReasonBytes {
+		return "", fmt.Errorf("--reason is %d bytes (max %d)", len(reason), commands.MaxReasonBytes)
+	}
+	return reason, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,13 +86,10 @@ func bindReplicateReset(fs *flag.FlagSet) func([]string) (action, error) {
 		if err := wantArgs(args, 0, 0, "no arguments"); err != nil {
 			return action{}, err
 		}
-		if strings.TrimSpace(*reason) == "" {
-			return action{}, errors.New("--reason is required")
+		r, err := requiredReason(*reason)
+		if err != nil {
+			return action{}, err
 		}
-		if len(*reason) > commands.MaxReasonBytes {
-			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), commands.MaxReasonBytes)
-		}
-		r := *reason
 		return action{what: "replicate reset", mutates: true, run: func(ctx context.Context, e *env) error {
 			resp, err := e.c.ResetReplicateRole(ctx, r)
 			if err != nil {

@@ -188,3 +188,103 @@ func TestNoReferencesOutsideTheRepository(t *testing.T) {
 		}
 	}
 }
+
+// readmeTableFolders returns the top-level folders the README's "What is
+// here" table names in its path column (a row may name several, each in
+// backticks; only the first path segment counts).
+func readmeTableFolders(t *testing.T, readme string) map[string]bool {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n## What is here\n")
+	if !ok {
+		t.Fatal("README.md has no \"What is here\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	pathColumn := -1
+	named := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if pathColumn < 0 {
+			for i, c := range cells {
+				if strings.TrimSpace(c) == "path" {
+					pathColumn = i
+				}
+			}
+			continue
+		}
+		if pathColumn >= len(cells) {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cells[pathColumn], -1) {
+			top, _, _ := strings.Cut(m[1], "/")
+			named[top] = true
+		}
+	}
+	if pathColumn < 0 {
+		t.Fatal("the \"What is here\" table has no \"path\" column")
+	}
+	return named
+}
+
+// goFolders returns the top-level folders of root that hold Go code
+// anywhere below them (hidden folders left out).
+func goFolders(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		found := false
+		_ = filepath.WalkDir(filepath.Join(root, e.Name()), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") {
+				found = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if found {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestReadmeNamesEveryFolder: the README's "What is here" table has a row
+// for every top-level folder that holds Go code, so a newcomer finds every
+// package from it. Rows for other folders are allowed.
+func TestReadmeNamesEveryFolder(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := readmeTableFolders(t, string(data))
+	folders := goFolders(t, repoRoot)
+	if len(folders) < 10 {
+		t.Fatalf("found only %d top-level Go folders (%v): is repoRoot right?", len(folders), folders)
+	}
+	for _, f := range folders {
+		if !named[f] {
+			t.Errorf("README.md \"What is here\" names no path under %s/", f)
+		}
+	}
+}
+
+// TestReadmeTableCheckCanFail: the check sees a folder missing from a
+// table, and reads paths from the path column only.
+func TestReadmeTableCheckCanFail(t *testing.T) {
+	readme := "# x\n\n## What is here\n\n| floor | path | what it owns |\n| --- | --- | --- |\n" +
+		"| 1 | `fsm/`, `commands/logpb` | uses `raftnode/` |\n\n## Next\n\n| path |\n| --- |\n| `cmd/` |\n"
+	named := readmeTableFolders(t, readme)
+	for f, want := range map[string]bool{"fsm": true, "commands": true, "raftnode": false, "cmd": false, "floor": false} {
+		if named[f] != want {
+			t.Errorf("named[%q] = %v, want %v", f, named[f], want)
+		}
+	}
+}

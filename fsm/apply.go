@@ -117,7 +117,6 @@ func (next *State) dispatch(c commands.Command) (*logpb.Result, error) {
 	if err := commands.Validate(c); err != nil {
 		return reject(logpb.RejectCode_REJECT_INVALID, "%v", err), nil
 	}
-	next.nowMs = c.ProposedAtUnixMs
 	if c.LeaderTerm != 0 && c.LeaderTerm < next.leader.term {
 		return reject(logpb.RejectCode_REJECT_STALE,
 			"%s proposed in term %d, but a leader established itself in term %d", c.Type, c.LeaderTerm, next.leader.term), nil

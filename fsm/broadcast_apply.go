@@ -129,7 +129,7 @@ func applyCompleteBroadcast(next *State, c commands.Command) *logpb.Result {
 		// The callback works on a scratch copy so a refusal changes nothing
 		// but the failure record.
 		scratch := *next
-		if r := cb(&scratch, t); r != nil && r.Rejection != nil {
+		if r := cb(&scratch, t, c.ProposedAtUnixMs); r != nil && r.Rejection != nil {
 			nt := proto.Clone(t).(*logpb.BroadcastTask)
 			nt.CallbackAttempts++
 			nt.LastError, nt.LastErrorMs = r.Rejection.Message, c.ProposedAtUnixMs

@@ -13,8 +13,9 @@ import (
 
 // broadcastCallback applies a broadcast's effect on coordd's own state once
 // every target has acked. It returns a rejection to refuse (the task stays
-// pending and is retried), or nil/success. Callbacks must be idempotent.
-type broadcastCallback func(next *State, t *logpb.BroadcastTask) *logpb.Result
+// pending and is retried), or nil/success. nowMs is the leader-stamped time
+// of the CompleteBroadcast command. Callbacks must be idempotent.
+type broadcastCallback func(next *State, t *logpb.BroadcastTask, nowMs int64) *logpb.Result
 
 // broadcastCallbacks maps message types to their callbacks. A later
 // subsystem adds its own line here; message types without one are recorded
@@ -35,14 +36,35 @@ func checkBuiltinPayload(messageType string, payload []byte) string {
 	return ""
 }
 
+// decodePayload decodes the payload of a task for its callback, or refuses.
+//
+// Every task Apply creates decodes: applyCreateBroadcast admits a built-in
+// type only after commands.Validate (in dispatch) and
+// CheckBroadcastCreation have decoded its payload with the same message
+// type (commands.ValidateBuiltinPayload), and no command changes a task's
+// payload afterwards. Only a task read from a damaged snapshot can fail
+// here. It then fails its callback like any refusal: the task stays
+// pending with the error recorded until an operator abandons it, instead of
+// running its callback on a half-decoded message. The message leaves out
+// the decoder's error text, which is not stable across protobuf builds,
+// so every replica records the same bytes.
+func decodePayload(t *logpb.BroadcastTask, m proto.Message) *logpb.Result {
+	if err := proto.Unmarshal(t.Payload, m); err != nil {
+		return reject(logpb.RejectCode_REJECT_INVALID, "broadcast %d: the %s payload does not decode", t.Id, t.MessageType)
+	}
+	return nil
+}
+
 // createCollectionCallback records the collection on exactly the
 // VChannels its message went to (the task's targets without the
 // CChannel). Creation checked them; a collection allocated meanwhile on
 // other VChannels (AllocVirtualChannels does not take resource keys) is a
 // conflict the task reports until an operator abandons it.
-func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+func createCollectionCallback(next *State, t *logpb.BroadcastTask, nowMs int64) *logpb.Result {
 	var p logpb.CreateCollectionPayload
-	_ = proto.Unmarshal(t.Payload, &p) // checked at creation
+	if r := decodePayload(t, &p); r != nil {
+		return r
+	}
 	vchs := collectionVChannels(next, t.Vchannels)
 	if existing, ok := next.ch.collections.Get(p.CollectionId); ok {
 		if sameSet(existing.Vchannels, vchs) {
@@ -57,7 +79,7 @@ func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result
 	names := append([]string(nil), vchs...)
 	sort.Slice(names, func(i, j int) bool { return shardOf(names[i]) < shardOf(names[j]) })
 	recordCollection(next, p.CollectionId, names)
-	storeCreationCheckpoints(next, t)
+	storeCreationCheckpoints(next, t, nowMs)
 	return accepted()
 }
 
@@ -70,7 +92,7 @@ func createCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result
 // checkpoint, never past a row coordd has no position for. An acked
 // position outside the position bounds, or a VChannel that already has a
 // checkpoint, is left alone.
-func storeCreationCheckpoints(next *State, t *logpb.BroadcastTask) {
+func storeCreationCheckpoints(next *State, t *logpb.BroadcastTask, nowMs int64) {
 	for _, a := range t.Acked {
 		if _, ok := next.knownVChannel(a.Vchannel); !ok {
 			continue // the CChannel, or not a VChannel of this collection
@@ -83,7 +105,7 @@ func storeCreationCheckpoints(next *State, t *logpb.BroadcastTask) {
 			continue
 		}
 		v := next.internVChannel(a.Vchannel)
-		next.seg.cps = next.seg.cps.Set(v, &ChannelCheckpoint{VChannel: v, Position: pos, PChannelTerm: a.Term, UpdatedMs: next.nowMs})
+		next.seg.cps = next.seg.cps.Set(v, &ChannelCheckpoint{VChannel: v, Position: pos, PChannelTerm: a.Term, UpdatedMs: nowMs})
 	}
 }
 
@@ -96,22 +118,26 @@ func shardOf(v string) int {
 
 // dropCollectionCallback drops the collection's VChannels (a no-op if it
 // has none).
-func dropCollectionCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+func dropCollectionCallback(next *State, t *logpb.BroadcastTask, nowMs int64) *logpb.Result {
 	var p logpb.DropCollectionPayload
-	_ = proto.Unmarshal(t.Payload, &p)
-	return dropVirtualChannels(next, p.CollectionId)
+	if r := decodePayload(t, &p); r != nil {
+		return r
+	}
+	return dropVirtualChannels(next, p.CollectionId, nowMs)
 }
 
 // alterReplicateConfigCallback installs the broadcast configuration.
-func alterReplicateConfigCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+func alterReplicateConfigCallback(next *State, t *logpb.BroadcastTask, _ int64) *logpb.Result {
 	var cfg logpb.ReplicateConfiguration
-	_ = proto.Unmarshal(t.Payload, &cfg)
+	if r := decodePayload(t, &cfg); r != nil {
+		return r
+	}
 	return updateReplicateConfiguration(next, &cfg)
 }
 
 // flushAllCallback records, per PChannel, the time tick at which the
 // FlushAll message landed, for a later flush-state query.
-func flushAllCallback(next *State, t *logpb.BroadcastTask) *logpb.Result {
+func flushAllCallback(next *State, t *logpb.BroadcastTask, _ int64) *logpb.Result {
 	per := map[string]uint64{}
 	for _, cp := range t.Acked {
 		p := commands.PChannelOf(cp.Vchannel)

@@ -134,27 +134,12 @@ func upsertHistory(hs []*logpb.PChannelHistory, h *logpb.PChannelHistory) []*log
 // and its histories are dropped. Stale or repeated reports change nothing.
 func applyAssignPChannelsDone(next *State, c commands.Command) *logpb.Result {
 	items := c.Body.(*logpb.AssignPChannelsDone).Channels
-	if r := requireKnownPChannels(next, items); r != nil {
-		return r
-	}
-	done := 0
-	for _, it := range items {
-		p, _ := next.ch.pchannels.Get(it.Pchannel)
-		if p.State != logpb.PChannelState_PCHANNEL_ASSIGNING || p.Term != it.Term {
-			continue
-		}
-		if done == 0 {
-			next.bumpVersion()
-		}
-		done++
-		np := clonePChannel(p)
+	return movePChannelsAtTerm(next, items, logpb.PChannelState_PCHANNEL_ASSIGNING, func(np *logpb.PChannelRecord, _ *logpb.PChannelTerm) {
 		np.State = logpb.PChannelState_PCHANNEL_ASSIGNED
 		np.Histories = nil
 		np.LastAssignMs = c.ProposedAtUnixMs
 		np.LastError, np.LastErrorMs, np.FailedAttempts = "", 0, 0
-		next.putPChannel(np)
-	}
-	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(done)}}
+	})
 }
 
 // applyMarkPChannelsUnavailable: an ASSIGNED channel whose WAL broke at the
@@ -162,25 +147,36 @@ func applyAssignPChannelsDone(next *State, c commands.Command) *logpb.Result {
 // ignored (docs/semantics.md#pchannel-terms).
 func applyMarkPChannelsUnavailable(next *State, c commands.Command) *logpb.Result {
 	items := c.Body.(*logpb.MarkPChannelsUnavailable).Channels
+	return movePChannelsAtTerm(next, items, logpb.PChannelState_PCHANNEL_ASSIGNED, func(np *logpb.PChannelRecord, it *logpb.PChannelTerm) {
+		np.State = logpb.PChannelState_PCHANNEL_UNAVAILABLE
+		np.LastError, np.LastErrorMs = it.Reason, c.ProposedAtUnixMs
+	})
+}
+
+// movePChannelsAtTerm applies a term-fenced report to each listed channel:
+// one that is in state from at exactly the reported term gets a copy with
+// edit applied; any other is a stale or repeated report and is left alone.
+// Every listed channel must exist (else nothing changes). The assignment
+// version moves once if any channel moved; the result counts them.
+func movePChannelsAtTerm(next *State, items []*logpb.PChannelTerm, from logpb.PChannelState, edit func(np *logpb.PChannelRecord, it *logpb.PChannelTerm)) *logpb.Result {
 	if r := requireKnownPChannels(next, items); r != nil {
 		return r
 	}
-	marked := 0
+	moved := 0
 	for _, it := range items {
 		p, _ := next.ch.pchannels.Get(it.Pchannel)
-		if p.State != logpb.PChannelState_PCHANNEL_ASSIGNED || p.Term != it.Term {
+		if p.State != from || p.Term != it.Term {
 			continue
 		}
-		if marked == 0 {
+		if moved == 0 {
 			next.bumpVersion()
 		}
-		marked++
+		moved++
 		np := clonePChannel(p)
-		np.State = logpb.PChannelState_PCHANNEL_UNAVAILABLE
-		np.LastError, np.LastErrorMs = it.Reason, c.ProposedAtUnixMs
+		edit(np, it)
 		next.putPChannel(np)
 	}
-	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(marked)}}
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(moved)}}
 }
 
 // applyRecordAssignFailure keeps why the current assignment attempt failed,

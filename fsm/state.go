@@ -19,9 +19,6 @@ type State struct {
 	seg     segmentsState
 	mf      manifestState
 	tok     tokensState
-	// nowMs is the leader-stamped time of the command being applied, for
-	// apply paths shared between commands (never part of a snapshot).
-	nowMs int64
 }
 
 // clusterState holds the client-facing addresses of raft members. Membership

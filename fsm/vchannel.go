@@ -47,12 +47,13 @@ func applyDropVirtualChannels(next *State, c commands.Command) *logpb.Result {
 	if _, ok := next.ch.collections.Get(id); !ok {
 		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "collection %d has no vchannels", id)
 	}
-	return dropVirtualChannels(next, id)
+	return dropVirtualChannels(next, id, c.ProposedAtUnixMs)
 }
 
 // dropVirtualChannels forgets a collection's VChannels if it has any
-// (shared with the DropCollection broadcast callback, which is idempotent).
-func dropVirtualChannels(next *State, id int64) *logpb.Result {
+// (shared with the DropCollection broadcast callback, which is idempotent);
+// nowMs is the leader-stamped time of the command that drops them.
+func dropVirtualChannels(next *State, id int64, nowMs int64) *logpb.Result {
 	coll, ok := next.ch.collections.Get(id)
 	if !ok {
 		return accepted()
@@ -66,7 +67,7 @@ func dropVirtualChannels(next *State, id int64) *logpb.Result {
 			next.ch.vcount = next.ch.vcount.Set(p, n)
 		}
 	}
-	dropCollectionSegments(next, coll, next.nowMs)
+	dropCollectionSegments(next, coll, nowMs)
 	next.ch.collections = next.ch.collections.Delete(id)
 	next.bumpVersion()
 	return accepted()

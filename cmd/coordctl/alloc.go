@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -25,10 +26,7 @@ const logicalBits = 18
 func bindAlloc(ts bool) func(*flag.FlagSet) func([]string) (action, error) {
 	return func(*flag.FlagSet) func([]string) (action, error) {
 		return func(args []string) (action, error) {
-			if err := wantArgs(args, 1, 1, "N"); err != nil {
-				return action{}, err
-			}
-			n, err := parseCount(args[0])
+			n, err := oneArg(args, "N", parseCount)
 			if err != nil {
 				return action{}, err
 			}
@@ -58,22 +56,21 @@ func parseCount(s string) (uint32, error) {
 }
 
 func printAlloc(e *env, ts bool, first uint64, count uint32) error {
-	if e.json {
-		vals := make([]uint64, count)
-		for i := range vals {
-			vals[i] = first + uint64(i)
+	vals := make([]uint64, count)
+	for i := range vals {
+		vals[i] = first + uint64(i)
+	}
+	return e.show(allocJSON{First: first, Count: count, Values: vals}, func(w io.Writer) error {
+		last := first + uint64(count) - 1
+		tw := newTable(w)
+		if ts {
+			fmt.Fprintln(tw, "FIRST\tLAST\tCOUNT\tPHYSICAL (FIRST)\tLOGICAL (FIRST)")
+			phys := time.UnixMilli(int64(first >> logicalBits)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", first, last, count, phys, first&(1<<logicalBits-1))
+		} else {
+			fmt.Fprintln(tw, "FIRST\tLAST\tCOUNT")
+			fmt.Fprintf(tw, "%d\t%d\t%d\n", first, last, count)
 		}
-		return writeJSON(e.out, allocJSON{First: first, Count: count, Values: vals})
-	}
-	last := first + uint64(count) - 1
-	tw := newTable(e.out)
-	if ts {
-		fmt.Fprintln(tw, "FIRST\tLAST\tCOUNT\tPHYSICAL (FIRST)\tLOGICAL (FIRST)")
-		phys := time.UnixMilli(int64(first >> logicalBits)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", first, last, count, phys, first&(1<<logicalBits-1))
-	} else {
-		fmt.Fprintln(tw, "FIRST\tLAST\tCOUNT")
-		fmt.Fprintf(tw, "%d\t%d\t%d\n", first, last, count)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }

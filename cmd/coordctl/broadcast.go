@@ -217,23 +217,13 @@ func parseBroadcastID(s string) (uint64, error) {
 
 func bindBroadcastGet(*flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseBroadcastID(args[0])
+		id, err := oneArg(args, "ID", parseBroadcastID)
 		if err != nil {
 			return action{}, err
 		}
-		return action{what: "broadcast get", run: func(ctx context.Context, e *env) error {
-			info, err := e.c.GetBroadcast(ctx, id)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return writeJSON(e.out, toBroadcastInfoJSON(info))
-			}
-			return writeBroadcastInfo(e.out, info)
-		}}, nil
+		return action{what: "broadcast get", run: fetched(func(ctx context.Context, c *client.Client) (*coordpb.BroadcastInfo, error) {
+			return c.GetBroadcast(ctx, id)
+		}, func(i *coordpb.BroadcastInfo) any { return toBroadcastInfoJSON(i) }, writeBroadcastInfo)}, nil
 	}
 }
 
@@ -248,29 +238,15 @@ func bindBroadcastList(fs *flag.FlagSet) func([]string) (action, error) {
 			return action{}, fmt.Errorf("--limit must be in 0..%d, got %d", client.MaxListBroadcasts, *limit)
 		}
 		pendingOnly, n := *pending, uint32(*limit)
-		return action{what: "broadcast list", run: func(ctx context.Context, e *env) error {
-			infos, err := e.c.ListBroadcasts(ctx, pendingOnly, n)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				out := broadcastsJSON{Broadcasts: []broadcastInfoJSON{}}
-				for _, i := range infos {
-					out.Broadcasts = append(out.Broadcasts, toBroadcastInfoJSON(i))
-				}
-				return writeJSON(e.out, out)
-			}
-			return writeBroadcastsTable(e.out, infos)
-		}}, nil
+		return action{what: "broadcast list", run: fetched(func(ctx context.Context, c *client.Client) ([]*coordpb.BroadcastInfo, error) {
+			return c.ListBroadcasts(ctx, pendingOnly, n)
+		}, toBroadcastsJSON, writeBroadcastsTable)}, nil
 	}
 }
 
 func bindBroadcastRetry(*flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseBroadcastID(args[0])
+		id, err := oneArg(args, "ID", parseBroadcastID)
 		if err != nil {
 			return action{}, err
 		}
@@ -278,11 +254,7 @@ func bindBroadcastRetry(*flag.FlagSet) func([]string) (action, error) {
 			if err := e.c.RetryBroadcast(ctx, id); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, broadcastRetriedJSON{BroadcastID: id, Retried: true})
-			}
-			_, err := fmt.Fprintf(e.out, "Retry of broadcast %d requested; see 'coordctl broadcast get %d' for its progress.\n", id, id)
-			return err
+			return e.show(broadcastRetriedJSON{BroadcastID: id, Retried: true}, sentence("Retry of broadcast %d requested; see 'coordctl broadcast get %d' for its progress.\n", id, id))
 		}}, nil
 	}
 }
@@ -290,29 +262,19 @@ func bindBroadcastRetry(*flag.FlagSet) func([]string) (action, error) {
 func bindBroadcastAbandon(fs *flag.FlagSet) func([]string) (action, error) {
 	reason := fs.String("reason", "", "why the task is given up (`TEXT`, required; kept with the task)")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseBroadcastID(args[0])
+		id, err := oneArg(args, "ID", parseBroadcastID)
 		if err != nil {
 			return action{}, err
 		}
-		if strings.TrimSpace(*reason) == "" {
-			return action{}, errors.New("--reason is required")
+		r, err := requiredReason(*reason)
+		if err != nil {
+			return action{}, err
 		}
-		if len(*reason) > commands.MaxReasonBytes {
-			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), commands.MaxReasonBytes)
-		}
-		r := *reason
 		return action{what: "broadcast abandon", mutates: true, run: func(ctx context.Context, e *env) error {
 			if err := e.c.AbandonBroadcast(ctx, id, r); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, broadcastAbandonedJSON{BroadcastID: id, Abandoned: true, Reason: r})
-			}
-			_, err := fmt.Fprintf(e.out, "Abandoned broadcast %d: its callback will not run and its resource keys are released.\n", id)
-			return err
+			return e.show(broadcastAbandonedJSON{BroadcastID: id, Abandoned: true, Reason: r}, sentence("Abandoned broadcast %d: its callback will not run and its resource keys are released.\n", id))
 		}}, nil
 	}
 }
@@ -379,6 +341,14 @@ func toCheckpointsJSON(cps []*coordpb.Checkpoint) []checkpointJSON {
 	return out
 }
 
+func toBroadcastsJSON(infos []*coordpb.BroadcastInfo) any {
+	out := broadcastsJSON{Broadcasts: []broadcastInfoJSON{}}
+	for _, i := range infos {
+		out.Broadcasts = append(out.Broadcasts, toBroadcastInfoJSON(i))
+	}
+	return out
+}
+
 func toBroadcastInfoJSON(i *coordpb.BroadcastInfo) broadcastInfoJSON {
 	out := broadcastInfoJSON{
 		BroadcastID: i.GetBroadcastId(), MessageType: i.GetMessageType(), State: i.GetState(), ResourceKeys: []resourceKeyJSON{},
@@ -394,24 +364,23 @@ func toBroadcastInfoJSON(i *coordpb.BroadcastInfo) broadcastInfoJSON {
 }
 
 func printBroadcastSent(e *env, typ string, resp *coordpb.BroadcastResponse) error {
-	if e.json {
-		return writeJSON(e.out, broadcastSentJSON{BroadcastID: resp.GetBroadcastId(), Duplicated: resp.GetDuplicated(),
-			LockWaitMs: resp.GetLockWaitMs(), AppendResults: toCheckpointsJSON(resp.GetAppendResults())})
-	}
-	wait := (time.Duration(resp.GetLockWaitMs()) * time.Millisecond).String()
-	if resp.GetDuplicated() {
-		fmt.Fprintf(e.out, "Broadcast %d (%s) was sent before with this idempotency key; it is done on %d channel(s).\n\n",
-			resp.GetBroadcastId(), typ, len(resp.GetAppendResults()))
-	} else {
-		fmt.Fprintf(e.out, "Broadcast %d (%s) done on %d channel(s); waited %s for resource keys.\n\n",
-			resp.GetBroadcastId(), typ, len(resp.GetAppendResults()), wait)
-	}
-	tw := newTable(e.out)
-	fmt.Fprintln(tw, "VCHANNEL\tTERM\tOFFSET\tTIME TICK")
-	for _, cp := range resp.GetAppendResults() {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cp.GetVchannel(), cp.GetTerm(), cp.GetOffset(), cp.GetTimeTick())
-	}
-	return tw.Flush()
+	return e.show(broadcastSentJSON{BroadcastID: resp.GetBroadcastId(), Duplicated: resp.GetDuplicated(),
+		LockWaitMs: resp.GetLockWaitMs(), AppendResults: toCheckpointsJSON(resp.GetAppendResults())}, func(w io.Writer) error {
+		wait := (time.Duration(resp.GetLockWaitMs()) * time.Millisecond).String()
+		if resp.GetDuplicated() {
+			fmt.Fprintf(w, "Broadcast %d (%s) was sent before with this idempotency key; it is done on %d channel(s).\n\n",
+				resp.GetBroadcastId(), typ, len(resp.GetAppendResults()))
+		} else {
+			fmt.Fprintf(w, "Broadcast %d (%s) done on %d channel(s); waited %s for resource keys.\n\n",
+				resp.GetBroadcastId(), typ, len(resp.GetAppendResults()), wait)
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "VCHANNEL\tTERM\tOFFSET\tTIME TICK")
+		for _, cp := range resp.GetAppendResults() {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cp.GetVchannel(), cp.GetTerm(), cp.GetOffset(), cp.GetTimeTick())
+		}
+		return tw.Flush()
+	})
 }
 
 // unixMsString renders a Unix millisecond time in UTC ("-" for 0).

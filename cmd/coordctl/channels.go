@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/commands"
 )
 
@@ -70,29 +71,28 @@ func bindPChannelList(fs *flag.FlagSet) func([]string) (action, error) {
 }
 
 func printPChannels(e *env, resp *coordpb.ListPChannelsResponse) error {
-	if e.json {
-		out := pchannelsJSON{PChannels: []pchannelJSON{}, CChannel: resp.GetCchannel(), Version: toVersionJSON(resp.GetVersion())}
-		for _, p := range resp.GetPchannels() {
-			out.PChannels = append(out.PChannels, pchannelJSON{
-				Name: p.GetName(), Term: p.GetTerm(), State: p.GetState(), NodeID: p.GetNodeId(), NodeAddress: p.GetNodeAddress(),
-				AccessMode: p.GetAccessMode(), AvailableInReplication: p.GetAvailableInReplication(),
-				VChannelCount: p.GetVchannelCount(), LastAssignUnixMs: p.GetLastAssignUnixMs(),
-				LastError: p.GetLastError(), FailedAttempts: p.GetFailedAttempts(),
-			})
-		}
-		return writeJSON(e.out, out)
-	}
-	tw := newTable(e.out)
-	fmt.Fprintln(tw, "NAME\tTERM\tSTATE\tNODE\tADDRESS\tVCHANNELS\tLAST ERROR")
+	out := pchannelsJSON{PChannels: []pchannelJSON{}, CChannel: resp.GetCchannel(), Version: toVersionJSON(resp.GetVersion())}
 	for _, p := range resp.GetPchannels() {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", p.GetName(), p.GetTerm(), dash(p.GetState()), nodeID(p.GetNodeId()),
-			dash(p.GetNodeAddress()), p.GetVchannelCount(), dash(oneLine(p.GetLastError())))
+		out.PChannels = append(out.PChannels, pchannelJSON{
+			Name: p.GetName(), Term: p.GetTerm(), State: p.GetState(), NodeID: p.GetNodeId(), NodeAddress: p.GetNodeAddress(),
+			AccessMode: p.GetAccessMode(), AvailableInReplication: p.GetAvailableInReplication(),
+			VChannelCount: p.GetVchannelCount(), LastAssignUnixMs: p.GetLastAssignUnixMs(),
+			LastError: p.GetLastError(), FailedAttempts: p.GetFailedAttempts(),
+		})
 	}
-	if err := tw.Flush(); err != nil {
+	return e.show(out, func(w io.Writer) error {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "NAME\tTERM\tSTATE\tNODE\tADDRESS\tVCHANNELS\tLAST ERROR")
+		for _, p := range resp.GetPchannels() {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", p.GetName(), p.GetTerm(), dash(p.GetState()), nodeID(p.GetNodeId()),
+				dash(p.GetNodeAddress()), p.GetVchannelCount(), dash(oneLine(p.GetLastError())))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "\nCChannel %s; assignment version %s.\n", dash(resp.GetCchannel()), versionString(resp.GetVersion()))
 		return err
-	}
-	_, err := fmt.Fprintf(e.out, "\nCChannel %s; assignment version %s.\n", dash(resp.GetCchannel()), versionString(resp.GetVersion()))
-	return err
+	})
 }
 
 func bindPChannelAdd(*flag.FlagSet) func([]string) (action, error) {
@@ -119,11 +119,7 @@ func bindPChannelAdd(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, addedJSON{Added: added, Existing: uint32(len(names)) - added})
-			}
-			_, err = fmt.Fprintf(e.out, "Added %d pchannel(s); %d already existed.\n", added, uint32(len(names))-added)
-			return err
+			return e.show(addedJSON{Added: added, Existing: uint32(len(names)) - added}, sentence("Added %d pchannel(s); %d already existed.\n", added, uint32(len(names))-added))
 		}}, nil
 	}
 }
@@ -138,10 +134,7 @@ func bindRebalance(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, rebalanceJSONOf(resp))
-			}
-			return printRebalance(e.out, resp, time.Now())
+			return e.show(rebalanceJSONOf(resp), func(w io.Writer) error { return printRebalance(w, resp, time.Now()) })
 		}}, nil
 	}
 }
@@ -154,20 +147,9 @@ func bindNodeList(fs *flag.FlagSet) func([]string) (action, error) {
 			return action{}, err
 		}
 		consistency, includeDown := consistencyOf(*stale), *all
-		return action{what: "node list", run: func(ctx context.Context, e *env) error {
-			nodes, err := e.c.ListNodes(ctx, consistency, includeDown)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				out := nodesJSON{Nodes: []streamingNodeJSON{}}
-				for _, n := range nodes {
-					out.Nodes = append(out.Nodes, toNodeJSON(n))
-				}
-				return writeJSON(e.out, out)
-			}
-			return writeNodesTable(e.out, nodes)
-		}}, nil
+		return action{what: "node list", run: fetched(func(ctx context.Context, c *client.Client) ([]*coordpb.StreamingNode, error) {
+			return c.ListNodes(ctx, consistency, includeDown)
+		}, toNodesJSON, writeNodesTable)}, nil
 	}
 }
 
@@ -178,10 +160,7 @@ func bindDrain(drain bool) func(*flag.FlagSet) func([]string) (action, error) {
 			reason = fs.String("reason", "", "why the node is drained (default \"operator request\")")
 		}
 		return func(args []string) (action, error) {
-			if err := wantArgs(args, 1, 1, "ID"); err != nil {
-				return action{}, err
-			}
-			id, err := parseNodeID(args[0])
+			id, err := oneArg(args, "ID", parseNodeID)
 			if err != nil {
 				return action{}, err
 			}
@@ -197,15 +176,14 @@ func bindDrain(drain bool) func(*flag.FlagSet) func([]string) (action, error) {
 				if err != nil {
 					return err
 				}
-				if e.json {
-					return writeJSON(e.out, drainJSON{Node: toNodeJSON(n)})
-				}
-				msg := fmt.Sprintf("Node %d is %s", id, n.GetState())
-				if drain && n.GetReason() != "" {
-					msg += " (" + oneLine(n.GetReason()) + ")"
-				}
-				fmt.Fprintf(e.out, "%s.\n\n", msg)
-				return writeNodesTable(e.out, []*coordpb.StreamingNode{n})
+				return e.show(drainJSON{Node: toNodeJSON(n)}, func(w io.Writer) error {
+					msg := fmt.Sprintf("Node %d is %s", id, n.GetState())
+					if drain && n.GetReason() != "" {
+						msg += " (" + oneLine(n.GetReason()) + ")"
+					}
+					fmt.Fprintf(w, "%s.\n\n", msg)
+					return writeNodesTable(w, []*coordpb.StreamingNode{n})
+				})
 			}}, nil
 		}
 	}
@@ -265,10 +243,9 @@ func bindVAlloc(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, vchannelsJSON{VChannels: append([]string{}, vs...)})
-			}
-			return writeVChannelsTable(e, []*coordpb.CollectionVChannels{{CollectionId: coll, Vchannels: vs}})
+			return e.show(vchannelsJSON{VChannels: append([]string{}, vs...)}, func(w io.Writer) error {
+				return writeVChannelsTable(e, []*coordpb.CollectionVChannels{{CollectionId: coll, Vchannels: vs}})
+			})
 		}}, nil
 	}
 }
@@ -292,15 +269,14 @@ func bindVList(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				out := collectionsJSON{Collections: []collectionJSON{}}
-				for _, c := range cs {
-					out.Collections = append(out.Collections, collectionJSON{CollectionID: c.GetCollectionId(),
-						VChannels: append([]string{}, c.GetVchannels()...)})
-				}
-				return writeJSON(e.out, out)
+			out := collectionsJSON{Collections: []collectionJSON{}}
+			for _, c := range cs {
+				out.Collections = append(out.Collections, collectionJSON{CollectionID: c.GetCollectionId(),
+					VChannels: append([]string{}, c.GetVchannels()...)})
 			}
-			return writeVChannelsTable(e, cs)
+			return e.show(out, func(w io.Writer) error {
+				return writeVChannelsTable(e, cs)
+			})
 		}}, nil
 	}
 }
@@ -319,10 +295,7 @@ func writeVChannelsTable(e *env, cs []*coordpb.CollectionVChannels) error {
 func bindVDrop(fs *flag.FlagSet) func([]string) (action, error) {
 	requestID := fs.String("request-id", "", "deduplication `ID` (default: random)")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "COLLECTION_ID"); err != nil {
-			return action{}, err
-		}
-		coll, err := parseCollectionID(args[0])
+		coll, err := oneArg(args, "COLLECTION_ID", parseCollectionID)
 		if err != nil {
 			return action{}, err
 		}
@@ -334,11 +307,7 @@ func bindVDrop(fs *flag.FlagSet) func([]string) (action, error) {
 			if err := e.c.DropVirtualChannels(ctx, coll, rid); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, droppedJSON{CollectionID: coll, Dropped: true})
-			}
-			_, err := fmt.Fprintf(e.out, "Dropped the vchannels of collection %d.\n", coll)
-			return err
+			return e.show(droppedJSON{CollectionID: coll, Dropped: true}, sentence("Dropped the vchannels of collection %d.\n", coll))
 		}}, nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -38,33 +39,32 @@ func runStatus(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return writeJSON(e.out, statusJSON{
-			NodeID: st.GetNodeId(), State: st.GetState(), LeaderID: st.GetLeaderId(),
-			LeaderGRPCAddr: st.GetLeaderGrpcAddr(), Term: st.GetTerm(),
-			CommitIndex: st.GetCommitIndex(), AppliedIndex: st.GetAppliedIndex(),
-			LastLogIndex: st.GetLastLogIndex(), LastSnapshotIndex: st.GetLastSnapshotIndex(),
-			EstablishedTerm: st.GetEstablishedTerm(), Members: toMembersJSON(st.GetMembers()),
-		})
-	}
-	leader := "none known"
-	if st.GetLeaderId() != "" {
-		leader = st.GetLeaderId() + " at " + dash(st.GetLeaderGrpcAddr())
-	}
-	tw := newTable(e.out)
-	fmt.Fprintf(tw, "Node:\t%s (%s)\n", st.GetNodeId(), st.GetState())
-	fmt.Fprintf(tw, "Leader:\t%s\n", leader)
-	fmt.Fprintf(tw, "Term:\t%d\n", st.GetTerm())
-	fmt.Fprintf(tw, "Established term:\t%d\n", st.GetEstablishedTerm())
-	fmt.Fprintf(tw, "Commit index:\t%d\n", st.GetCommitIndex())
-	fmt.Fprintf(tw, "Applied index:\t%d\n", st.GetAppliedIndex())
-	fmt.Fprintf(tw, "Last log index:\t%d\n", st.GetLastLogIndex())
-	fmt.Fprintf(tw, "Last snapshot index:\t%d\n", st.GetLastSnapshotIndex())
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(e.out)
-	return writeMembersTable(e.out, st.GetMembers())
+	return e.show(statusJSON{
+		NodeID: st.GetNodeId(), State: st.GetState(), LeaderID: st.GetLeaderId(),
+		LeaderGRPCAddr: st.GetLeaderGrpcAddr(), Term: st.GetTerm(),
+		CommitIndex: st.GetCommitIndex(), AppliedIndex: st.GetAppliedIndex(),
+		LastLogIndex: st.GetLastLogIndex(), LastSnapshotIndex: st.GetLastSnapshotIndex(),
+		EstablishedTerm: st.GetEstablishedTerm(), Members: toMembersJSON(st.GetMembers()),
+	}, func(w io.Writer) error {
+		leader := "none known"
+		if st.GetLeaderId() != "" {
+			leader = st.GetLeaderId() + " at " + dash(st.GetLeaderGrpcAddr())
+		}
+		tw := newTable(w)
+		fmt.Fprintf(tw, "Node:\t%s (%s)\n", st.GetNodeId(), st.GetState())
+		fmt.Fprintf(tw, "Leader:\t%s\n", leader)
+		fmt.Fprintf(tw, "Term:\t%d\n", st.GetTerm())
+		fmt.Fprintf(tw, "Established term:\t%d\n", st.GetEstablishedTerm())
+		fmt.Fprintf(tw, "Commit index:\t%d\n", st.GetCommitIndex())
+		fmt.Fprintf(tw, "Applied index:\t%d\n", st.GetAppliedIndex())
+		fmt.Fprintf(tw, "Last log index:\t%d\n", st.GetLastLogIndex())
+		fmt.Fprintf(tw, "Last snapshot index:\t%d\n", st.GetLastSnapshotIndex())
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		return writeMembersTable(w, st.GetMembers())
+	})
 }
 
 func bindMembers(fs *flag.FlagSet) func([]string) (action, error) {
@@ -88,10 +88,7 @@ func bindMembers(fs *flag.FlagSet) func([]string) (action, error) {
 }
 
 func printMembers(e *env, ms []*coordpb.Member) error {
-	if e.json {
-		return writeJSON(e.out, membersJSON{Members: toMembersJSON(ms)})
-	}
-	return writeMembersTable(e.out, ms)
+	return e.show(membersJSON{Members: toMembersJSON(ms)}, func(w io.Writer) error { return writeMembersTable(w, ms) })
 }
 
 func bindAddVoter(fs *flag.FlagSet) func([]string) (action, error) {
@@ -165,15 +162,14 @@ func bindTransfer(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, transferJSON{LeaderID: resp.GetLeaderId(), Term: resp.GetTerm()})
-			}
-			if resp.GetLeaderId() == "" {
-				_, err = fmt.Fprintf(e.out, "Leadership transferred (term %d); the new leader is not known yet (see 'coordctl cluster status').\n", resp.GetTerm())
+			return e.show(transferJSON{LeaderID: resp.GetLeaderId(), Term: resp.GetTerm()}, func(w io.Writer) error {
+				if resp.GetLeaderId() == "" {
+					_, err := fmt.Fprintf(w, "Leadership transferred (term %d); the new leader is not known yet (see 'coordctl cluster status').\n", resp.GetTerm())
+					return err
+				}
+				_, err := fmt.Fprintf(w, "Leadership transferred to %s (term %d).\n", resp.GetLeaderId(), resp.GetTerm())
 				return err
-			}
-			_, err = fmt.Fprintf(e.out, "Leadership transferred to %s (term %d).\n", resp.GetLeaderId(), resp.GetTerm())
-			return err
+			})
 		}}, nil
 	}
 }

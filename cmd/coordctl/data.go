@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -64,13 +65,10 @@ func bindInsert(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, insertJSON{CollectionID: coll, FirstPK: res.FirstPK, LastPK: res.LastPK, Count: res.Count,
-					Messages: res.Messages, VChannels: res.VChannels})
-			}
-			_, err = fmt.Fprintf(e.out, "Inserted %d rows into collection %d: primary keys %d..%d, %d messages over %d vchannels.\n",
-				res.Count, coll, res.FirstPK, res.LastPK, res.Messages, res.VChannels)
-			return err
+			return e.show(insertJSON{CollectionID: coll, FirstPK: res.FirstPK, LastPK: res.LastPK, Count: res.Count,
+				Messages: res.Messages, VChannels: res.VChannels},
+				sentence("Inserted %d rows into collection %d: primary keys %d..%d, %d messages over %d vchannels.\n",
+					res.Count, coll, res.FirstPK, res.LastPK, res.Messages, res.VChannels))
 		}}, nil
 	}
 }
@@ -106,10 +104,7 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait, give up after `DURATION`")
 	interval := fs.Duration("interval", 200*time.Millisecond, "with --wait, poll every `DURATION`")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "COLLECTION_ID"); err != nil {
-			return action{}, err
-		}
-		coll, err := parseCollectionID(args[0])
+		coll, err := oneArg(args, "COLLECTION_ID", parseCollectionID)
 		if err != nil {
 			return action{}, err
 		}
@@ -133,11 +128,7 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 					coll, f.FlushTs, len(f.SealedSegmentIds), len(f.FlushedSegmentIds))
 			}
 			if !w {
-				if e.json {
-					return writeJSON(e.out, out)
-				}
-				_, err := fmt.Fprintf(e.out, "Follow it with: coordctl flush %d --wait (or GetFlushState with flush_ts %d).\n", coll, f.FlushTs)
-				return err
+				return e.show(out, sentence("Follow it with: coordctl flush %d --wait (or GetFlushState with flush_ts %d).\n", coll, f.FlushTs))
 			}
 			progressTo := e.out
 			if e.json {
@@ -176,12 +167,11 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 				out.Behind = append(out.Behind, flushLagJSON{Kind: b.Kind, SegmentID: b.SegmentId, VChannel: b.Vchannel, State: b.State,
 					CheckpointTs: b.CheckpointTs, TargetTs: b.TargetTs, LagMs: b.LagMs})
 			}
-			if e.json {
-				return writeJSON(e.out, out)
-			}
-			_, err = fmt.Fprintf(e.out, "Flushed: %d/%d segments, %d/%d vchannels at or past flush_ts %d.\n",
-				st.SegmentsFlushed, st.SegmentsTotal, st.VchannelsFlushed, st.VchannelsTotal, f.FlushTs)
-			return err
+			return e.show(out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "Flushed: %d/%d segments, %d/%d vchannels at or past flush_ts %d.\n",
+					st.SegmentsFlushed, st.SegmentsTotal, st.VchannelsFlushed, st.VchannelsTotal, f.FlushTs)
+				return err
+			})
 		}}, nil
 	}
 }
@@ -287,23 +277,22 @@ func bindRecoveryInfo(fs *flag.FlagSet) func([]string) (action, error) {
 			out := recoveryJSON{CollectionID: info.CollectionId, VChannel: info.Vchannel, SeekPosition: toPositionJSON(info.SeekPosition),
 				Dropped: info.Dropped, Unflushed: toSegRefs(info.Unflushed), Flushed: toSegRefs(info.Flushed),
 				DroppedSegments: toSegRefs(info.DroppedSegments), LevelZero: toSegRefs(info.LevelZero)}
-			if e.json {
-				return writeJSON(e.out, out)
-			}
-			fmt.Fprintf(e.out, "VChannel %s (collection %d), seek position %s, dropped %v\n", out.VChannel, out.CollectionID,
-				positionString(info.SeekPosition), out.Dropped)
-			tw := newTable(e.out)
-			fmt.Fprintln(tw, "GROUP\tSEGMENT\tPARTITION\tSTATE\tLEVEL\tROWS\tSTART\tDML")
-			for _, g := range []struct {
-				name string
-				refs []*coordpb.SegmentRef
-			}{{"unflushed", info.Unflushed}, {"flushed", info.Flushed}, {"dropped", info.DroppedSegments}, {"l0", info.LevelZero}} {
-				for _, r := range g.refs {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", g.name, r.SegmentId, r.PartitionId, r.State, r.Level, r.NumOfRows,
-						positionString(r.StartPosition), positionString(r.DmlPosition))
+			return e.show(out, func(w io.Writer) error {
+				fmt.Fprintf(w, "VChannel %s (collection %d), seek position %s, dropped %v\n", out.VChannel, out.CollectionID,
+					positionString(info.SeekPosition), out.Dropped)
+				tw := newTable(w)
+				fmt.Fprintln(tw, "GROUP\tSEGMENT\tPARTITION\tSTATE\tLEVEL\tROWS\tSTART\tDML")
+				for _, g := range []struct {
+					name string
+					refs []*coordpb.SegmentRef
+				}{{"unflushed", info.Unflushed}, {"flushed", info.Flushed}, {"dropped", info.DroppedSegments}, {"l0", info.LevelZero}} {
+					for _, r := range g.refs {
+						fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", g.name, r.SegmentId, r.PartitionId, r.State, r.Level, r.NumOfRows,
+							positionString(r.StartPosition), positionString(r.DmlPosition))
+					}
 				}
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -103,10 +104,7 @@ func parseSegmentID(s string) (int64, error) {
 
 func bindManifestGet(fs *flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "SEGMENT_ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseSegmentID(args[0])
+		id, err := oneArg(args, "SEGMENT_ID", parseSegmentID)
 		if err != nil {
 			return action{}, err
 		}
@@ -116,26 +114,25 @@ func bindManifestGet(fs *flag.FlagSet) func([]string) (action, error) {
 				return err
 			}
 			mj := toManifestJSON(m)
-			if e.json {
-				return writeJSON(e.out, mj)
-			}
-			tw := newTable(e.out)
-			fmt.Fprintf(tw, "segment\t%d\nbase\t%s\nversion\t%d\n", mj.SegmentID, dash(mj.Base), mj.Version)
-			if r := mj.Revision; r != nil {
-				for _, g := range r.ColumnGroups {
-					fmt.Fprintf(tw, "column group %v\t%s\n", g.FieldIDs, strings.Join(g.Files, " "))
+			return e.show(mj, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintf(tw, "segment\t%d\nbase\t%s\nversion\t%d\n", mj.SegmentID, dash(mj.Base), mj.Version)
+				if r := mj.Revision; r != nil {
+					for _, g := range r.ColumnGroups {
+						fmt.Fprintf(tw, "column group %v\t%s\n", g.FieldIDs, strings.Join(g.Files, " "))
+					}
+					for _, d := range r.DeltaLogs {
+						fmt.Fprintf(tw, "delta log\t%s\n", d)
+					}
+					for _, k := range slices.Sorted(maps.Keys(r.Stats)) {
+						fmt.Fprintf(tw, "stats %s\t%s\n", k, strings.Join(r.Stats[k], " "))
+					}
+					for _, ix := range r.Indexes {
+						fmt.Fprintf(tw, "index build %d (index %d, field %d)\t%s\n", ix.BuildID, ix.IndexID, ix.FieldID, strings.Join(ix.Files, " "))
+					}
 				}
-				for _, d := range r.DeltaLogs {
-					fmt.Fprintf(tw, "delta log\t%s\n", d)
-				}
-				for _, k := range slices.Sorted(maps.Keys(r.Stats)) {
-					fmt.Fprintf(tw, "stats %s\t%s\n", k, strings.Join(r.Stats[k], " "))
-				}
-				for _, ix := range r.Indexes {
-					fmt.Fprintf(tw, "index build %d (index %d, field %d)\t%s\n", ix.BuildID, ix.IndexID, ix.FieldID, strings.Join(ix.Files, " "))
-				}
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }
@@ -147,10 +144,7 @@ func bindManifestCommit(fs *flag.FlagSet) func([]string) (action, error) {
 	var stats listFlag
 	fs.Var(&stats, "add-stats", "add stats `KEY=PATH` (repeatable; several paths of one key are its files)")
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "SEGMENT_ID"); err != nil {
-			return action{}, err
-		}
-		id, err := parseSegmentID(args[0])
+		id, err := oneArg(args, "SEGMENT_ID", parseSegmentID)
 		if err != nil {
 			return action{}, err
 		}
@@ -191,14 +185,13 @@ func bindManifestCommit(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return manifestRefusal(e, id, err)
 			}
-			if e.json {
-				return writeJSON(e.out, struct {
-					SegmentID int64 `json:"segment_id"`
-					Version   int64 `json:"version"`
-				}{resp.SegmentId, resp.Version})
-			}
-			fmt.Fprintf(e.out, "segment %d: published version %d at %s\n", resp.SegmentId, resp.Version, resp.BasePath)
-			return nil
+			return e.show(struct {
+				SegmentID int64 `json:"segment_id"`
+				Version   int64 `json:"version"`
+			}{resp.SegmentId, resp.Version}, func(w io.Writer) error {
+				fmt.Fprintf(w, "segment %d: published version %d at %s\n", resp.SegmentId, resp.Version, resp.BasePath)
+				return nil
+			})
 		}}, nil
 	}
 }
@@ -296,17 +289,16 @@ func bindManifestCommitBatch(fs *flag.FlagSet) func([]string) (action, error) {
 			for _, r := range out {
 				res = append(res, resultJSON{r.SegmentId, r.Version, r.Skipped})
 			}
-			if e.json {
-				return writeJSON(e.out, struct {
-					Results []resultJSON `json:"results"`
-				}{res})
-			}
-			tw := newTable(e.out)
-			fmt.Fprintln(tw, "SEGMENT\tVERSION\tSKIPPED")
-			for _, r := range res {
-				fmt.Fprintf(tw, "%d\t%d\t%v\n", r.SegmentID, r.Version, r.Skipped)
-			}
-			return tw.Flush()
+			return e.show(struct {
+				Results []resultJSON `json:"results"`
+			}{res}, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintln(tw, "SEGMENT\tVERSION\tSKIPPED")
+				for _, r := range res {
+					fmt.Fprintf(tw, "%d\t%d\t%v\n", r.SegmentID, r.Version, r.Skipped)
+				}
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }
@@ -328,14 +320,13 @@ func bindManifestGC(fs *flag.FlagSet) func([]string) (action, error) {
 				Young   uint32   `json:"young"`
 				DryRun  bool     `json:"dry_run"`
 			}{append([]string{}, rep.Found...), append([]string{}, rep.Removed...), rep.Young, *dry}
-			if e.json {
-				return writeJSON(e.out, out)
-			}
-			fmt.Fprintf(e.out, "orphans found: %d, removed: %d, inside the grace period: %d\n", len(out.Found), len(out.Removed), out.Young)
-			for _, k := range out.Found {
-				fmt.Fprintf(e.out, "  %s\n", k)
-			}
-			return nil
+			return e.show(out, func(w io.Writer) error {
+				fmt.Fprintf(w, "orphans found: %d, removed: %d, inside the grace period: %d\n", len(out.Found), len(out.Removed), out.Young)
+				for _, k := range out.Found {
+					fmt.Fprintf(w, "  %s\n", k)
+				}
+				return nil
+			})
 		}}, nil
 	}
 }

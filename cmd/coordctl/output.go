@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/backup"
+	"github.com/coordd/coordd/client"
 )
 
 // JSON shapes of -o json. Numbers are JSON numbers (protojson would quote
@@ -193,6 +195,14 @@ func toVersionJSON(v *coordpb.Version) versionJSON {
 	return versionJSON{Global: v.GetGlobal(), Local: v.GetLocal()}
 }
 
+func toNodesJSON(nodes []*coordpb.StreamingNode) any {
+	out := nodesJSON{Nodes: []streamingNodeJSON{}}
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, toNodeJSON(n))
+	}
+	return out
+}
+
 func toNodeJSON(n *coordpb.StreamingNode) streamingNodeJSON {
 	return streamingNodeJSON{
 		ID: n.GetId(), Address: n.GetAddress(), ResourceGroup: n.GetResourceGroup(), State: n.GetState(),
@@ -252,4 +262,35 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// show writes a command's answer, the one way every command does: v as
+// indented JSON under -o json, otherwise what text writes to the output
+// (a table or a sentence).
+func (e *env) show(v any, text func(w io.Writer) error) error {
+	if e.json {
+		return writeJSON(e.out, v)
+	}
+	return text(e.out)
+}
+
+// fetched is the run of a command that asks for one answer and shows it
+// (see env.show): the answer of fetch, as toJSON's value under -o json,
+// otherwise as text writes it.
+func fetched[T any](fetch func(context.Context, *client.Client) (T, error), toJSON func(T) any, text func(io.Writer, T) error) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		v, err := fetch(ctx, e.c)
+		if err != nil {
+			return err
+		}
+		return e.show(toJSON(v), func(w io.Writer) error { return text(w, v) })
+	}
+}
+
+// sentence is the text of an answer that is one formatted line.
+func sentence(format string, args ...any) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	}
 }

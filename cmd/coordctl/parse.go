@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/commands"
 )
 
 const (
@@ -301,4 +302,26 @@ func wantArgs(args []string, min, max int, names string) error {
 		return fmt.Errorf("want %s, got %d argument(s)", names, len(args))
 	}
 	return nil
+}
+
+// oneArg parses the one argument of a command that takes exactly one,
+// named name in the error when it is missing or not alone.
+func oneArg[T any](args []string, name string, parse func(string) (T, error)) (T, error) {
+	if err := wantArgs(args, 1, 1, name); err != nil {
+		var zero T
+		return zero, err
+	}
+	return parse(args[0])
+}
+
+// requiredReason checks a required --reason: not blank, and within the
+// size the server keeps.
+func requiredReason(reason string) (string, error) {
+	if strings.TrimSpace(reason) == "" {
+		return "", errors.New("--reason is required")
+	}
+	if len(reason) > commands.MaxReasonBytes {
+		return "", fmt.Errorf("--reason is %d bytes (max %d)", len(reason), commands.MaxReasonBytes)
+	}
+	return reason, nil
 }

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -35,11 +35,10 @@ func bindReplicateGet(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())})
-			}
-			fmt.Fprintf(e.out, "Cluster %s (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
-			return writeReplicateTable(e, resp.GetConfig())
+			return e.show(replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())}, func(w io.Writer) error {
+				fmt.Fprintf(w, "Cluster %s (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
+				return writeReplicateTable(e, resp.GetConfig())
+			})
 		}}, nil
 	}
 }
@@ -65,10 +64,7 @@ func writeReplicateTable(e *env, c *coordpb.ReplicateConfiguration) error {
 
 func bindReplicateSet(*flag.FlagSet) func([]string) (action, error) {
 	return func(args []string) (action, error) {
-		if err := wantArgs(args, 1, 1, "FILE"); err != nil {
-			return action{}, err
-		}
-		cfg, err := readReplicateConfig(args[0])
+		cfg, err := oneArg(args, "FILE", readReplicateConfig)
 		if err != nil {
 			return action{}, err
 		}
@@ -76,11 +72,10 @@ func bindReplicateSet(*flag.FlagSet) func([]string) (action, error) {
 			if err := e.c.UpdateReplicateConfiguration(ctx, cfg); err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, replicateSetJSON{Updated: true, Config: toReplicateJSON(cfg)})
-			}
-			fmt.Fprintf(e.out, "Replication configuration updated (%d clusters, %d topology edges).\n\n", len(cfg.GetClusters()), len(cfg.GetTopology()))
-			return writeReplicateTable(e, cfg)
+			return e.show(replicateSetJSON{Updated: true, Config: toReplicateJSON(cfg)}, func(w io.Writer) error {
+				fmt.Fprintf(w, "Replication configuration updated (%d clusters, %d topology edges).\n\n", len(cfg.GetClusters()), len(cfg.GetTopology()))
+				return writeReplicateTable(e, cfg)
+			})
 		}}, nil
 	}
 }
@@ -91,23 +86,19 @@ func bindReplicateReset(fs *flag.FlagSet) func([]string) (action, error) {
 		if err := wantArgs(args, 0, 0, "no arguments"); err != nil {
 			return action{}, err
 		}
-		if strings.TrimSpace(*reason) == "" {
-			return action{}, errors.New("--reason is required")
+		r, err := requiredReason(*reason)
+		if err != nil {
+			return action{}, err
 		}
-		if len(*reason) > commands.MaxReasonBytes {
-			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), commands.MaxReasonBytes)
-		}
-		r := *reason
 		return action{what: "replicate reset", mutates: true, run: func(ctx context.Context, e *env) error {
 			resp, err := e.c.ResetReplicateRole(ctx, r)
 			if err != nil {
 				return err
 			}
-			if e.json {
-				return writeJSON(e.out, replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())})
-			}
-			fmt.Fprintf(e.out, "Cluster %s is a primary again (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
-			return writeReplicateTable(e, resp.GetConfig())
+			return e.show(replicateGetJSON{ClusterID: resp.GetClusterId(), Role: resp.GetRole(), Config: toReplicateJSON(resp.GetConfig())}, func(w io.Writer) error {
+				fmt.Fprintf(w, "Cluster %s is a primary again (%s).\n\n", dash(resp.GetClusterId()), dash(resp.GetRole()))
+				return writeReplicateTable(e, resp.GetConfig())
+			})
 		}}, nil
 	}
 }

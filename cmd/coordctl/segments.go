@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -136,20 +137,19 @@ func bindSegmentList(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				out := segmentsJSON{Segments: []segmentJSON{}}
-				for _, s := range segs {
-					out.Segments = append(out.Segments, toSegmentJSON(s))
-				}
-				return writeJSON(e.out, out)
-			}
-			tw := newTable(e.out)
-			fmt.Fprintln(tw, "SEGMENT\tCOLLECTION\tPARTITION\tVCHANNEL\tLEVEL\tSTATE\tROWS\tSEAL_TS\tSEAL_REASON")
+			out := segmentsJSON{Segments: []segmentJSON{}}
 			for _, s := range segs {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", s.SegmentId, s.CollectionId, s.PartitionId, s.Vchannel,
-					s.Level, s.State, s.NumOfRows, s.SealTs, dash(s.SealReason))
+				out.Segments = append(out.Segments, toSegmentJSON(s))
 			}
-			return tw.Flush()
+			return e.show(out, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintln(tw, "SEGMENT\tCOLLECTION\tPARTITION\tVCHANNEL\tLEVEL\tSTATE\tROWS\tSEAL_TS\tSEAL_REASON")
+				for _, s := range segs {
+					fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", s.SegmentId, s.CollectionId, s.PartitionId, s.Vchannel,
+						s.Level, s.State, s.NumOfRows, s.SealTs, dash(s.SealReason))
+				}
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }
@@ -172,23 +172,22 @@ func bindSegmentGet(fs *flag.FlagSet) func([]string) (action, error) {
 				return fmt.Errorf("the server returned %d segments for one id", len(resp.Segments))
 			}
 			s := toSegmentGetJSON(resp.Segments[0])
-			if e.json {
-				return writeJSON(e.out, s)
-			}
-			tw := newTable(e.out)
-			for _, kv := range [][2]string{
-				{"segment", strconv.FormatInt(s.SegmentID, 10)}, {"collection", strconv.FormatInt(s.CollectionID, 10)},
-				{"partition", strconv.FormatInt(s.PartitionID, 10)}, {"vchannel", s.VChannel}, {"level", s.Level}, {"state", s.State},
-				{"rows", strconv.FormatInt(s.RowCount, 10)}, {"size_bytes", strconv.FormatInt(s.SizeBytes, 10)},
-				{"start_position", positionString(resp.Segments[0].StartPosition)}, {"dml_position", positionString(resp.Segments[0].DmlPosition)},
-				{"seal_ts", strconv.FormatUint(s.SealTs, 10)}, {"seal_reason", dash(s.SealReason)},
-			} {
-				fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
-			}
-			for _, p := range s.BinlogPaths {
-				fmt.Fprintf(tw, "binlog\t%s\n", p)
-			}
-			return tw.Flush()
+			return e.show(s, func(w io.Writer) error {
+				tw := newTable(w)
+				for _, kv := range [][2]string{
+					{"segment", strconv.FormatInt(s.SegmentID, 10)}, {"collection", strconv.FormatInt(s.CollectionID, 10)},
+					{"partition", strconv.FormatInt(s.PartitionID, 10)}, {"vchannel", s.VChannel}, {"level", s.Level}, {"state", s.State},
+					{"rows", strconv.FormatInt(s.RowCount, 10)}, {"size_bytes", strconv.FormatInt(s.SizeBytes, 10)},
+					{"start_position", positionString(resp.Segments[0].StartPosition)}, {"dml_position", positionString(resp.Segments[0].DmlPosition)},
+					{"seal_ts", strconv.FormatUint(s.SealTs, 10)}, {"seal_reason", dash(s.SealReason)},
+				} {
+					fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+				}
+				for _, p := range s.BinlogPaths {
+					fmt.Fprintf(tw, "binlog\t%s\n", p)
+				}
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }
@@ -226,20 +225,19 @@ func bindCheckpointList(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				out := channelCheckpointsJSON{Checkpoints: []channelCheckpointJSON{}}
-				for _, cp := range cps {
-					out.Checkpoints = append(out.Checkpoints, toChannelCheckpointJSON(cp))
-				}
-				return writeJSON(e.out, out)
-			}
-			tw := newTable(e.out)
-			fmt.Fprintln(tw, "VCHANNEL\tPOSITION\tLAG_MS\tNODE\tTERM\tDROPPED")
+			out := channelCheckpointsJSON{Checkpoints: []channelCheckpointJSON{}}
 			for _, cp := range cps {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%v\n", cp.Vchannel, positionString(cp.Position), cp.LagMs, nodeID(cp.NodeId),
-					cp.PchannelTerm, cp.Dropped)
+				out.Checkpoints = append(out.Checkpoints, toChannelCheckpointJSON(cp))
 			}
-			return tw.Flush()
+			return e.show(out, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintln(tw, "VCHANNEL\tPOSITION\tLAG_MS\tNODE\tTERM\tDROPPED")
+				for _, cp := range cps {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%v\n", cp.Vchannel, positionString(cp.Position), cp.LagMs, nodeID(cp.NodeId),
+						cp.PchannelTerm, cp.Dropped)
+				}
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }

@@ -105,12 +105,11 @@ func saveSnapshot(ctx context.Context, e *env, file string, force bool) (err err
 	out := snapshotJSON{File: file, Bytes: int64(backup.HeaderSize) + int64(hdr.Size) + int64(len(sum)), StateBytes: hdr.Size,
 		LeaderID: info.LeaderID, LeaderGRPCAddr: info.Endpoint, ClusterID: hdr.ClusterID, Index: hdr.Index, Term: hdr.Term,
 		SHA256: fmt.Sprintf("%x", sum), Seconds: time.Since(start).Seconds()}
-	if e.json {
-		return writeJSON(e.out, out)
-	}
-	_, err = fmt.Fprintf(e.out, "Saved snapshot to %s: index %d, term %d, cluster %s, %d bytes (state %d bytes) from leader %s at %s in %.2fs, SHA-256 %s.\n",
-		file, out.Index, out.Term, out.ClusterID, out.Bytes, out.StateBytes, out.LeaderID, out.LeaderGRPCAddr, out.Seconds, out.SHA256)
-	return err
+	return e.show(out, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "Saved snapshot to %s: index %d, term %d, cluster %s, %d bytes (state %d bytes) from leader %s at %s in %.2fs, SHA-256 %s.\n",
+			file, out.Index, out.Term, out.ClusterID, out.Bytes, out.StateBytes, out.LeaderID, out.LeaderGRPCAddr, out.Seconds, out.SHA256)
+		return err
+	})
 }
 
 // inspectSnapshot verifies FILE (checksum, then a full decode of the state)
@@ -132,17 +131,16 @@ func inspectSnapshot(e *env, file string) error {
 	out := inspectJSON{File: file, FormatVersion: h.FormatVersion, ClusterID: h.ClusterID, LeaderID: h.LeaderID,
 		Index: h.Index, Term: h.Term, StateBytes: h.Size, SHA256: bf.SHA256, Checksum: "ok",
 		Created: time.UnixMilli(h.CreatedUnixMs).UTC().Format(time.RFC3339), Tables: sum.Tables}
-	if e.json {
-		return writeJSON(e.out, out)
-	}
-	fmt.Fprintf(e.out, "File:        %s\nFormat:      %d\nCluster ID:  %s\nLeader:      %s\nIndex:       %d\nTerm:        %d\nCreated:     %s\nState:       %d bytes\nSHA-256:     %s (ok)\n",
-		file, out.FormatVersion, out.ClusterID, out.LeaderID, out.Index, out.Term, out.Created, out.StateBytes, out.SHA256)
-	tw := newTable(e.out)
-	fmt.Fprintln(tw, "TABLE\tRECORDS\tBYTES")
-	for _, t := range sum.Tables {
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Name, t.Count, t.Bytes)
-	}
-	return tw.Flush()
+	return e.show(out, func(w io.Writer) error {
+		fmt.Fprintf(w, "File:        %s\nFormat:      %d\nCluster ID:  %s\nLeader:      %s\nIndex:       %d\nTerm:        %d\nCreated:     %s\nState:       %d bytes\nSHA-256:     %s (ok)\n",
+			file, out.FormatVersion, out.ClusterID, out.LeaderID, out.Index, out.Term, out.Created, out.StateBytes, out.SHA256)
+		tw := newTable(w)
+		fmt.Fprintln(tw, "TABLE\tRECORDS\tBYTES")
+		for _, t := range sum.Tables {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Name, t.Count, t.Bytes)
+		}
+		return tw.Flush()
+	})
 }
 
 func refuseExisting(file string) error {

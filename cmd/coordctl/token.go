@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/coordd/coordd/api/auth"
@@ -64,16 +65,15 @@ func bindTokenCreate(fs *flag.FlagSet) func([]string) (action, error) {
 				return err
 			}
 			t := resp.GetToken()
-			if e.json {
-				return writeJSON(e.out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(),
-					NodeID: t.GetNodeId(), Secret: resp.GetSecret()})
-			}
-			bound := ""
-			if t.GetNodeId() != 0 {
-				bound = fmt.Sprintf(", bound to node %d", t.GetNodeId())
-			}
-			fmt.Fprintf(e.out, "Token %s (role %s%s) created. Its secret is shown only now:\n%s\n", t.GetId(), t.GetRole(), bound, resp.GetSecret())
-			return nil
+			return e.show(tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(),
+				NodeID: t.GetNodeId(), Secret: resp.GetSecret()}, func(w io.Writer) error {
+				bound := ""
+				if t.GetNodeId() != 0 {
+					bound = fmt.Sprintf(", bound to node %d", t.GetNodeId())
+				}
+				fmt.Fprintf(w, "Token %s (role %s%s) created. Its secret is shown only now:\n%s\n", t.GetId(), t.GetRole(), bound, resp.GetSecret())
+				return nil
+			})
 		}}, nil
 	}
 }
@@ -88,25 +88,24 @@ func bindTokenList(*flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			if e.json {
-				out := []tokenJSON{}
-				for _, t := range ts {
-					out = append(out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(),
-						Bootstrap: t.GetBootstrap(), NodeID: t.GetNodeId()})
-				}
-				return writeJSON(e.out, out)
-			}
-			tw := newTable(e.out)
-			fmt.Fprintln(tw, "ID\tROLE\tNODE\tNAME\tCREATED\tBOOTSTRAP")
+			out := []tokenJSON{}
 			for _, t := range ts {
-				node := "-"
-				if t.GetNodeId() != 0 {
-					node = fmt.Sprint(t.GetNodeId())
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", t.GetId(), t.GetRole(), node, dash(t.GetName()),
-					time.UnixMilli(t.GetCreatedUnixMs()).UTC().Format(time.RFC3339), t.GetBootstrap())
+				out = append(out, tokenJSON{ID: t.GetId(), Name: t.GetName(), Role: t.GetRole(), CreatedMs: t.GetCreatedUnixMs(),
+					Bootstrap: t.GetBootstrap(), NodeID: t.GetNodeId()})
 			}
-			return tw.Flush()
+			return e.show(out, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintln(tw, "ID\tROLE\tNODE\tNAME\tCREATED\tBOOTSTRAP")
+				for _, t := range ts {
+					node := "-"
+					if t.GetNodeId() != 0 {
+						node = fmt.Sprint(t.GetNodeId())
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", t.GetId(), t.GetRole(), node, dash(t.GetName()),
+						time.UnixMilli(t.GetCreatedUnixMs()).UTC().Format(time.RFC3339), t.GetBootstrap())
+				}
+				return tw.Flush()
+			})
 		}}, nil
 	}
 }

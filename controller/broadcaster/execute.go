@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,7 +22,7 @@ func (ts *termState) finished(id uint64) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.tasks[id]
-	return t == nil || t.finished
+	return t == nil || t.finishing()
 }
 
 // notAssignedError: the FSM does not name a writable owner for a channel.
@@ -59,20 +58,24 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 		return ts.idle(t, bt), false // replicated messages are acked by the nodes
 	}
 	if targets := ts.toAppend(t, bt); len(targets) > 0 {
-		cps, err := ts.appendAll(st, bt, targets)
+		cps, onAssign, err := ts.appendAll(st, bt, targets)
+		failed := outBackoff
+		if onAssign {
+			failed = outAssign // the sweep reruns it when the assignment changes
+		}
 		if len(cps) > 0 {
 			if aerr := ts.recordAppended(t, bt, cps); aerr != nil {
 				if ts.ctx.Err() == nil {
 					log.Warn("recording broadcast acks failed", "error", aerr)
 				}
-				return outBackoff, false
+				return failed, false
 			}
 		}
 		if err != nil {
 			if ts.ctx.Err() == nil {
 				log.Warn("broadcast append failed; retrying", "error", err)
 			}
-			return outBackoff, false
+			return failed, false
 		}
 	}
 	bt, ok := ts.m.leader.State().BroadcastTask(t.id)
@@ -108,11 +111,12 @@ func (ts *termState) recordAppended(t *task, bt *logpb.BroadcastTask, cps []*log
 
 // complete runs the task's callback and tombstones it (one command).
 func (ts *termState) complete(log hclog.Logger, t *task) outcome {
-	if !t.executed {
-		t.executed = true
-		ts.m.cfg.Metrics.observeExecution(t.msgType, time.Since(t.admitted).Seconds())
+	clock := ts.m.cfg.Clock
+	if !t.executionObserved {
+		t.executionObserved = true
+		ts.m.cfg.Metrics.observeExecution(t.msgType, clock.Since(t.admitted).Seconds())
 	}
-	start := time.Now()
+	start := clock.Now()
 	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
 	var rej *commands.RejectedError
 	switch {
@@ -129,7 +133,7 @@ func (ts *termState) complete(log hclog.Logger, t *task) outcome {
 	}
 	c := res.GetCompletion()
 	if c.GetTombstoned() {
-		ts.m.cfg.Metrics.observeCallback(t.msgType, time.Since(start).Seconds())
+		ts.m.cfg.Metrics.observeCallback(t.msgType, clock.Since(start).Seconds())
 		return outDone
 	}
 	ts.m.cfg.Metrics.callbackFailed(t.msgType)
@@ -164,8 +168,9 @@ func (ts *termState) toAppend(t *task, bt *logpb.BroadcastTask) []string {
 }
 
 // appendAll appends bt's message to each target in parallel (bounded) and
-// returns the checkpoints of those that succeeded and the first error.
-func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets []string) ([]*logpb.VChannelCheckpoint, error) {
+// returns the checkpoints of those that succeeded, whether a failure was
+// about channel ownership, and the first error.
+func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets []string) ([]*logpb.VChannelCheckpoint, bool, error) {
 	cfg := ts.m.cfg
 	var (
 		mu       sync.Mutex
@@ -205,17 +210,10 @@ func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets [
 		}(v)
 	}
 	wg.Wait()
-	if onAssign {
-		ts.mu.Lock()
-		if t := ts.tasks[bt.Id]; t != nil {
-			t.onAssign = true
-		}
-		ts.mu.Unlock()
-	}
 	if firstErr != nil {
-		return cps, fmt.Errorf("%d of %d appends failed, first: %w", failed, len(targets), firstErr)
+		return cps, onAssign, fmt.Errorf("%d of %d appends failed, first: %w", failed, len(targets), firstErr)
 	}
-	return cps, nil
+	return cps, false, nil
 }
 
 func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string) (*logpb.VChannelCheckpoint, error) {

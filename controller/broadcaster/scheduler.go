@@ -10,7 +10,6 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/fsm"
 )
 
 // sweepDelay debounces the FSM sweep that follows state changes.
@@ -35,47 +34,14 @@ type termState struct {
 	wg     sync.WaitGroup
 }
 
-// task is the leader memory of one PENDING (or REPLICATED) task.
-type task struct {
-	id       uint64
-	msgType  string
-	guard    *lockGuard // nil for REPLICATED tasks (they hold no lock)
-	admitted time.Time
-
-	// Guarded by termState.mu.
-	locking  bool // waiting for its locks (recovery conflict); not runnable
-	queued   bool
-	running  bool
-	finished bool
-	retryNow bool // Retry while running: run again at once
-	ackNudge bool // an ack arrived while running
-	backoff  time.Duration
-	timer    clockwork.Timer // backoff or sync-up resend timer
-	// appended: ack_sync_up targets appended in this leadership (the acks
-	// come from the nodes).
-	appended     map[string]bool
-	awaitingAcks bool
-	ackedSeen    int
-	onAssign     bool                  // the last failure was about channel ownership
-	assignSeen   fsm.AssignmentVersion // assignment version its last step used
-	executed     bool                  // execution duration observed
-}
-
-type outcome int
-
-const (
-	outDone    outcome = iota // tombstoned or gone
-	outBackoff                // failed: retry after the backoff
-	outIdle                   // waiting for acks from streaming nodes
-)
-
 func newTermState(m *Manager, ctx context.Context, cancel context.CancelFunc, term uint64) *termState {
 	return &termState{m: m, term: term, ctx: ctx, cancel: cancel, locks: newLockTable(),
 		tasks: map[uint64]*task{}, wake: make(chan struct{}, 1), gcKick: make(chan struct{}, 1)}
 }
 
-func newTask(bt *logpb.BroadcastTask) *task {
-	return &task{id: bt.Id, msgType: bt.MessageType, admitted: time.Now()}
+// newTask is the leader memory of bt, admitted now by the Manager's clock.
+func (ts *termState) newTask(bt *logpb.BroadcastTask) *task {
+	return newTask(bt.Id, bt.MessageType, ts.m.cfg.Clock.Now())
 }
 
 // rebuild re-locks every PENDING task of the FSM, in ID order. They were
@@ -86,7 +52,7 @@ func (ts *termState) rebuild() []*task {
 	st := ts.m.leader.State()
 	var recovered []*task
 	for _, bt := range st.PendingBroadcasts() {
-		t := newTask(bt)
+		t := ts.newTask(bt)
 		ts.tasks[t.id] = t
 		if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
 			recovered = append(recovered, t)
@@ -97,7 +63,7 @@ func (ts *termState) rebuild() []*task {
 		if !ok {
 			ts.m.log.Error("recovered broadcast conflicts with an earlier pending one; it waits for its keys",
 				"id", bt.Id, "message_type", bt.MessageType)
-			t.locking = true
+			t.state = stateLocking
 			ts.wg.Add(1)
 			go ts.lockLate(t, keys)
 			continue
@@ -116,8 +82,8 @@ func (ts *termState) lockLate(t *task, keys []*logpb.ResourceKey) {
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	t.guard, t.locking = g, false
-	if t.finished {
+	t.guard = g
+	if t.locked() == stateFinished {
 		ts.releaseLocked(t)
 		return
 	}
@@ -194,19 +160,20 @@ func (ts *termState) enqueue(t *task) {
 	ts.enqueueLocked(t)
 }
 
+// enqueueLocked asks to run t (see task.enqueue); nothing is queued once
+// the leadership has stopped.
 func (ts *termState) enqueueLocked(t *task) {
-	if ts.stopped || t.finished || t.locking || t.queued {
-		return
+	if !ts.stopped && t.enqueue() {
+		ts.pushLocked(t)
 	}
-	if t.running {
-		t.retryNow = true
-		return
-	}
+}
+
+// pushLocked appends t, just moved to queued, to the run queue.
+func (ts *termState) pushLocked(t *task) {
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
 	}
-	t.queued = true
 	ts.queue = append(ts.queue, t)
 	select {
 	case ts.wake <- struct{}{}:
@@ -226,12 +193,9 @@ func (ts *termState) next() *task {
 			t := ts.queue[0]
 			ts.queue[0] = nil
 			ts.queue = ts.queue[1:]
-			t.queued = false
-			if t.finished {
+			if !t.start() { // finished while queued
 				continue
 			}
-			t.running, t.retryNow, t.ackNudge = true, false, false
-			t.awaitingAcks, t.onAssign = false, false
 			if len(ts.queue) > 0 { // more work: wake another worker
 				select {
 				case ts.wake <- struct{}{}:
@@ -262,17 +226,17 @@ func (ts *termState) worker() {
 	}
 }
 
-// after files a task according to the outcome of its step.
+// after files a task according to the outcome of its step (see task.end).
 func (ts *termState) after(t *task, out outcome) {
 	cfg := ts.m.cfg
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	t.running = false
 	if ts.ctx.Err() != nil {
+		t.abort()
 		return
 	}
-	if t.finished || out == outDone {
-		t.finished = true
+	switch t.end(out) {
+	case stateFinished:
 		ts.releaseLocked(t)
 		if out == outDone && ts.m.leader.State().TombstoneCount() > cfg.TombstoneMaxCount {
 			select {
@@ -280,24 +244,14 @@ func (ts *termState) after(t *task, out outcome) {
 			default:
 			}
 		}
-		return
-	}
-	switch out {
-	case outBackoff:
-		if t.retryNow {
-			t.backoff = 0
-			ts.enqueueLocked(t)
-			return
-		}
+	case stateQueued:
+		t.backoff = 0
+		ts.pushLocked(t)
+	case stateBackoff, stateAssignWait:
 		t.backoff = min(max(2*t.backoff, cfg.BackoffInitial), cfg.BackoffMax)
 		ts.armLocked(t, t.backoff)
-	case outIdle:
+	case stateAwaitingAcks:
 		t.backoff = 0
-		if t.retryNow || t.ackNudge {
-			ts.enqueueLocked(t)
-			return
-		}
-		t.awaitingAcks = true
 		ts.armLocked(t, cfg.AckSyncUpResend)
 	}
 }
@@ -315,7 +269,7 @@ func (ts *termState) armLocked(t *task, d time.Duration) {
 			return // superseded
 		}
 		t.timer = nil
-		if t.awaitingAcks {
+		if t.state == stateAwaitingAcks {
 			t.appended = nil // resend: the nodes dedup and ack again
 		}
 		ts.enqueueLocked(t)
@@ -349,7 +303,7 @@ func (ts *termState) adopt(bt *logpb.BroadcastTask, guard *lockGuard) bool {
 		guard.release()
 		return false
 	}
-	t := newTask(bt)
+	t := ts.newTask(bt)
 	if ts.m.cfg.UnsafeReleaseKeysAtCreate {
 		guard.release()
 	}
@@ -364,15 +318,11 @@ func (ts *termState) nudge(id uint64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.tasks[id]
-	if t == nil {
+	if t == nil || ts.stopped {
 		return
 	}
-	if t.running {
-		t.ackNudge = true
-		return
-	}
-	if t.awaitingAcks {
-		ts.enqueueLocked(t)
+	if t.nudge() {
+		ts.pushLocked(t)
 	}
 }
 
@@ -381,7 +331,7 @@ func (ts *termState) retry(id uint64) error {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.tasks[id]
-	if t == nil || t.finished {
+	if t == nil || t.finishing() {
 		bt, ok := ts.m.leader.State().BroadcastTask(id)
 		switch {
 		case !ok:
@@ -391,16 +341,12 @@ func (ts *termState) retry(id uint64) error {
 		}
 		return fmt.Errorf("broadcast %d is pending but not scheduled by this leader yet", id)
 	}
-	if t.locking {
+	if t.state == stateLocking {
 		return fmt.Errorf("broadcast %d is waiting for its resource keys", id)
 	}
 	t.backoff = 0
 	t.appended = nil
-	if t.running {
-		t.retryNow = true
-		return nil
-	}
-	ts.enqueueLocked(t)
+	ts.enqueueLocked(t) // a running task records the rerun
 	return nil
 }
 
@@ -411,11 +357,7 @@ func (ts *termState) finishExternal(id uint64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.tasks[id]
-	if t == nil {
-		return
-	}
-	t.finished = true
-	if !t.running && !t.locking {
+	if t != nil && t.finish() {
 		ts.releaseLocked(t)
 	}
 }
@@ -429,19 +371,20 @@ func (ts *termState) sweep() {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for _, t := range ts.tasks {
-		if t.running || t.finished || t.locking || t.queued {
-			continue
+		if t.state != stateIdle && !t.state.waiting() {
+			continue // the worker, the lock waiter or the queue has it
 		}
 		bt, ok := st.BroadcastTask(t.id)
 		if !ok || bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
-			t.finished = true
-			ts.releaseLocked(t)
+			if t.finish() {
+				ts.releaseLocked(t)
+			}
 			continue
 		}
 		switch {
-		case t.awaitingAcks && len(bt.Acked) != t.ackedSeen:
+		case t.state == stateAwaitingAcks && len(bt.Acked) != t.ackedSeen:
 			ts.enqueueLocked(t)
-		case t.onAssign && av != t.assignSeen:
+		case t.state == stateAssignWait && av != t.assignSeen:
 			ts.enqueueLocked(t)
 		}
 	}

@@ -55,34 +55,9 @@ func (b *Broadcast) Clients() int {
 
 func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	b.walDir = env.WALDir
-	if b.walDir == "" {
-		return fmt.Errorf("broadcast workload needs streaming nodes (env.WALDir)")
-	}
-	np := b.PChannels
-	if np <= 0 {
-		np = 3
-	}
-	admin, err := client.New(ctx, env.ClientConfig(RoleRead, env.Endpoints(0)))
+	names, err := firstPChannels(ctx, env, b.Name(), b.PChannels)
 	if err != nil {
 		return err
-	}
-	var names []string
-	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := admin.ListPChannels(lctx, coordpb.ReadConsistency_LINEARIZABLE)
-		cancel()
-		if err == nil && len(resp.Pchannels) > 0 {
-			for _, p := range resp.Pchannels {
-				names = append(names, p.Name)
-			}
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	admin.Close()
-	sort.Strings(names)
-	if len(names) > np {
-		names = names[:np]
 	}
 	var wg sync.WaitGroup
 	for k := 0; k < b.Clients(); k++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -96,34 +95,9 @@ func (c *Channels) appenders() int {
 func (c *Channels) Run(ctx context.Context, env Env) error {
 	c.walDir = env.WALDir
 	c.dial = env.DialStreamingNode
-	if c.walDir == "" {
-		return fmt.Errorf("channels workload needs streaming nodes (env.WALDir)")
-	}
-	np := c.PChannels
-	if np <= 0 {
-		np = 3
-	}
-	admin, err := client.New(ctx, env.ClientConfig(RoleRead, env.Endpoints(0)))
+	names, err := firstPChannels(ctx, env, c.Name(), c.PChannels)
 	if err != nil {
 		return err
-	}
-	var names []string
-	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := admin.ListPChannels(lctx, coordpb.ReadConsistency_LINEARIZABLE)
-		cancel()
-		if err == nil && len(resp.Pchannels) > 0 {
-			for _, p := range resp.Pchannels {
-				names = append(names, p.Name)
-			}
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	admin.Close()
-	sort.Strings(names)
-	if len(names) > np {
-		names = names[:np]
 	}
 	think := c.Think
 	if think <= 0 {

@@ -53,6 +53,7 @@ func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error {
 	}
 	return nil
 }
+
 // Retry answers retryErr: the broadcaster, not the API, refuses a task
 // that is not pending.
 func (f *fakeBroadcasts) Retry(uint64) error {

@@ -649,7 +649,7 @@ func TestUpdateReplicateConfigurationBroadcasts(t *testing.T) {
 		t.Fatalf("%d broadcasts, want 1", len(reqs))
 	}
 	r := reqs[0]
-	wantCfg := logReplicateConfig(cfg)
+	wantCfg := logReplicateConfig(t, cfg)
 	var gotCfg logpb.ReplicateConfiguration
 	if err := proto.Unmarshal(r.Payload, &gotCfg); err != nil || !proto.Equal(&gotCfg, wantCfg) {
 		t.Errorf("payload %v (%v), want %v", &gotCfg, err, wantCfg)

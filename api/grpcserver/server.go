@@ -20,6 +20,7 @@ import (
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/routines"
@@ -54,6 +55,7 @@ type Server struct {
 	broadcasts Broadcasts
 	data       *flush.Manager
 	manifests  *manifest.Committer
+	channels   *channels.Service
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -140,6 +142,8 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 	if s.rebalancer == nil {
 		s.rebalancer = noRebalancer{}
 	}
+	// The service the set built, with what the options chose instead.
+	s.channels = set.Channels.Using(s.broadcasts, s.rebalancer, logger)
 	return s
 }
 

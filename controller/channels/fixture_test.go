@@ -66,7 +66,9 @@ type reportingFake struct {
 	rebalance func(ctx context.Context) (balancer.Report, error)
 }
 
-func (r *reportingFake) Rebalance(ctx context.Context) (balancer.Report, error) { return r.rebalance(ctx) }
+func (r *reportingFake) Rebalance(ctx context.Context) (balancer.Report, error) {
+	return r.rebalance(ctx)
+}
 
 // newTestService is a service over a fake leader at term 1 whose state has
 // streaming initialized (two PChannels).

@@ -92,7 +92,9 @@ func TestUpdateReplicateConfigurationDecisions(t *testing.T) {
 	}
 	// A broadcaster error is returned as is.
 	lockErr := &broadcaster.LockTimeoutError{Key: "Cluster@X", Waited: time.Second, Err: context.DeadlineExceeded}
-	fb.answer = func(context.Context, broadcaster.Request) (broadcaster.Result, error) { return broadcaster.Result{}, lockErr }
+	fb.answer = func(context.Context, broadcaster.Request) (broadcaster.Result, error) {
+		return broadcaster.Result{}, lockErr
+	}
 	if err := s.UpdateReplicateConfiguration(ctx, twoClusters(t, "by-dev-rootcoord-dml_2")); !errors.Is(err, lockErr) {
 		t.Fatalf("broadcaster error: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
+	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -98,6 +99,8 @@ var errorTable = []errorRule{
 	{match: is(channels.ErrSecondary), code: codes.FailedPrecondition},
 	{match: is(channels.ErrNotInstalled), code: codes.FailedPrecondition},
 	{match: is(channels.ErrNodeGone), code: codes.NotFound},
+	{match: is(membership.ErrUnknownMember), code: codes.NotFound},
+	{match: is(membership.ErrRefused), code: codes.FailedPrecondition},
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
 	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(flush.ErrNotFound), code: codes.NotFound},

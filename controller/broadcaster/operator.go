@@ -21,10 +21,7 @@ func (m *Manager) Retry(id uint64) error {
 	if ts == nil || m.leader.EstablishedTerm() != ts.term {
 		return errNotLeader
 	}
-	if err := m.checkPending(id); err != nil {
-		return err
-	}
-	return ts.retry(id)
+	return ts.retry(id) // which refuses a task that is not pending, as checkPending does
 }
 
 // Abandon gives up on a pending task (an operator's decision, typically for

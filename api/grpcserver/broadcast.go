@@ -121,11 +121,15 @@ func (s *Server) Broadcast(ctx context.Context, req *coordpb.BroadcastRequest) (
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
+	return apiBroadcastResult(res), nil
+}
+
+func apiBroadcastResult(res broadcaster.Result) *coordpb.BroadcastResponse {
 	out := &coordpb.BroadcastResponse{BroadcastId: res.BroadcastID, Duplicated: res.Duplicated, LockWaitMs: res.LockWait.Milliseconds()}
 	for _, cp := range res.Checkpoints {
 		out.AppendResults = append(out.AppendResults, apiCheckpoint(cp))
 	}
-	return out, nil
+	return out
 }
 
 func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
@@ -137,15 +141,7 @@ func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
 // (node_id, epoch); Apply accepts only acks from the live owner of each
 // channel at its current term. Repeated and late acks are no-ops.
 func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.AckResponse, error) {
-	var cps []*logpb.VChannelCheckpoint
-	for _, cp := range req.Checkpoints {
-		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
-	}
-	if req.NodeId == 0 || req.Epoch == 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", errInvalid))
-	}
-	ack := &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps, FromNode: req.NodeId, FromEpoch: req.Epoch}
-	cmd, err := commands.New(ack, "")
+	ack, cmd, err := ackRequest(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -159,16 +155,34 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 		return nil, err
 	}
 	ctx = sctx // what the call proposes is stamped with the caller's node
-	if s.broadcasts == nil {
-		if _, err := s.commit(ctx, cmd); err != nil {
-			return nil, err
-		}
-		return &coordpb.AckResponse{}, nil
-	}
-	if err := s.broadcasts.Ack(ctx, ack); err != nil {
-		return nil, s.toStatus(ctx, err)
+	if err := s.ack(ctx, ack, cmd); err != nil {
+		return nil, err
 	}
 	return &coordpb.AckResponse{}, nil
+}
+
+// ackRequest checks an ack and builds its command.
+func ackRequest(req *coordpb.AckRequest) (*logpb.AckBroadcast, commands.Command, error) {
+	if req.NodeId == 0 || req.Epoch == 0 {
+		return nil, commands.Command{}, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", errInvalid)
+	}
+	var cps []*logpb.VChannelCheckpoint
+	for _, cp := range req.Checkpoints {
+		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
+	}
+	ack := &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps, FromNode: req.NodeId, FromEpoch: req.Epoch}
+	cmd, err := commands.New(ack, "")
+	return ack, cmd, err
+}
+
+// ack hands an ack to the broadcaster, or commits it when this node has
+// none (Apply accepts it only from the channel's owner either way).
+func (s *Server) ack(ctx context.Context, ack *logpb.AckBroadcast, cmd commands.Command) error {
+	if s.broadcasts == nil {
+		_, err := s.commit(ctx, cmd)
+		return err
+	}
+	return s.toStatus(ctx, s.broadcasts.Ack(ctx, ack))
 }
 
 func apiBroadcastInfo(t *logpb.BroadcastTask) *coordpb.BroadcastInfo {

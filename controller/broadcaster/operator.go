@@ -21,7 +21,10 @@ func (m *Manager) Retry(id uint64) error {
 	if ts == nil || m.leader.EstablishedTerm() != ts.term {
 		return errNotLeader
 	}
-	return ts.retry(id) // which refuses a task that is not pending, as checkPending does
+	if err := m.checkPending(id); err != nil {
+		return err // before the scheduler, so both actions answer alike
+	}
+	return ts.retry(id)
 }
 
 // Abandon gives up on a pending task (an operator's decision, typically for

@@ -38,11 +38,22 @@ var domainsByName = map[string]logpb.ResourceDomain{
 	"SNAPSHOT_NAME": logpb.ResourceDomain_RK_SNAPSHOT_NAME, "IMPORT_JOB_ID": logpb.ResourceDomain_RK_IMPORT_JOB_ID,
 }
 
+// domainName is the API name of a resource key domain (the inverse of
+// domainsByName; TestDomainNames keeps the two in step).
 func domainName(d logpb.ResourceDomain) string {
-	for n, v := range domainsByName {
-		if v == d {
-			return n
-		}
+	switch d {
+	case logpb.ResourceDomain_RK_CLUSTER:
+		return "CLUSTER"
+	case logpb.ResourceDomain_RK_DB_NAME:
+		return "DB_NAME"
+	case logpb.ResourceDomain_RK_COLLECTION_NAME:
+		return "COLLECTION_NAME"
+	case logpb.ResourceDomain_RK_PRIVILEGE:
+		return "PRIVILEGE"
+	case logpb.ResourceDomain_RK_SNAPSHOT_NAME:
+		return "SNAPSHOT_NAME"
+	case logpb.ResourceDomain_RK_IMPORT_JOB_ID:
+		return "IMPORT_JOB_ID"
 	}
 	return d.String()
 }
@@ -110,11 +121,15 @@ func (s *Server) Broadcast(ctx context.Context, req *coordpb.BroadcastRequest) (
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
+	return apiBroadcastResult(res), nil
+}
+
+func apiBroadcastResult(res broadcaster.Result) *coordpb.BroadcastResponse {
 	out := &coordpb.BroadcastResponse{BroadcastId: res.BroadcastID, Duplicated: res.Duplicated, LockWaitMs: res.LockWait.Milliseconds()}
 	for _, cp := range res.Checkpoints {
 		out.AppendResults = append(out.AppendResults, apiCheckpoint(cp))
 	}
-	return out, nil
+	return out
 }
 
 func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
@@ -126,15 +141,7 @@ func apiCheckpoint(cp *logpb.VChannelCheckpoint) *coordpb.Checkpoint {
 // (node_id, epoch); Apply accepts only acks from the live owner of each
 // channel at its current term. Repeated and late acks are no-ops.
 func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.AckResponse, error) {
-	var cps []*logpb.VChannelCheckpoint
-	for _, cp := range req.Checkpoints {
-		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
-	}
-	if req.NodeId == 0 || req.Epoch == 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", errInvalid))
-	}
-	ack := &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps, FromNode: req.NodeId, FromEpoch: req.Epoch}
-	cmd, err := commands.New(ack, "")
+	ack, cmd, err := ackRequest(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -148,16 +155,34 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 		return nil, err
 	}
 	ctx = sctx // what the call proposes is stamped with the caller's node
-	if s.broadcasts == nil {
-		if _, err := s.commit(ctx, cmd); err != nil {
-			return nil, err
-		}
-		return &coordpb.AckResponse{}, nil
-	}
-	if err := s.broadcasts.Ack(ctx, ack); err != nil {
-		return nil, s.toStatus(ctx, err)
+	if err := s.ack(ctx, ack, cmd); err != nil {
+		return nil, err
 	}
 	return &coordpb.AckResponse{}, nil
+}
+
+// ackRequest checks an ack and builds its command.
+func ackRequest(req *coordpb.AckRequest) (*logpb.AckBroadcast, commands.Command, error) {
+	if req.NodeId == 0 || req.Epoch == 0 {
+		return nil, commands.Command{}, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", errInvalid)
+	}
+	var cps []*logpb.VChannelCheckpoint
+	for _, cp := range req.Checkpoints {
+		cps = append(cps, &logpb.VChannelCheckpoint{Vchannel: cp.Vchannel, Term: cp.Term, Offset: cp.Offset, TimeTick: cp.TimeTick})
+	}
+	ack := &logpb.AckBroadcast{BroadcastId: req.BroadcastId, Checkpoints: cps, FromNode: req.NodeId, FromEpoch: req.Epoch}
+	cmd, err := commands.New(ack, "")
+	return ack, cmd, err
+}
+
+// ack hands an ack to the broadcaster, or commits it when this node has
+// none (Apply accepts it only from the channel's owner either way).
+func (s *Server) ack(ctx context.Context, ack *logpb.AckBroadcast, cmd commands.Command) error {
+	if s.broadcasts == nil {
+		_, err := s.commit(ctx, cmd)
+		return err
+	}
+	return s.toStatus(ctx, s.broadcasts.Ack(ctx, ack))
 }
 
 func apiBroadcastInfo(t *logpb.BroadcastTask) *coordpb.BroadcastInfo {
@@ -230,60 +255,44 @@ func (s *Server) ListBroadcasts(ctx context.Context, req *coordpb.ListBroadcasts
 
 // RetryBroadcast makes the leader retry a pending task's appends and callback
 // now instead of after its backoff. NotFound for an unknown task,
-// FailedPrecondition for a finished one.
+// FailedPrecondition for a finished one (the broadcaster decides).
 func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcastRequest) (*coordpb.RetryBroadcastResponse, error) {
 	if req.BroadcastId == 0 {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
 	}
-	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.RetryBroadcastResponse, error) {
-		return coordpb.NewBroadcasterClient(c).RetryBroadcast(ctx, req, o...)
-	}); handled {
-		return resp, err
-	}
-	if err := s.checkPendingBroadcast(req.BroadcastId); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	if s.broadcasts == nil {
-		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
-	}
-	if err := s.broadcasts.Retry(req.BroadcastId); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	return &coordpb.RetryBroadcastResponse{}, nil
+	return operateOnBroadcast(s, ctx, req, coordpb.BroadcasterClient.RetryBroadcast, &coordpb.RetryBroadcastResponse{},
+		func(b Broadcasts) error { return b.Retry(req.BroadcastId) })
 }
 
 // AbandonBroadcast tombstones a pending task without its callback, keeping
 // the reason, and releases its resource keys (docs/semantics.md#broadcast-lifecycle).
 // NotFound for an unknown task, FailedPrecondition for a finished one.
 func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroadcastRequest) (*coordpb.AbandonBroadcastResponse, error) {
-	body := &logpb.AbandonBroadcast{BroadcastId: req.BroadcastId, Reason: req.Reason}
-	if _, err := commands.New(body, ""); err != nil {
+	if _, err := commands.New(&logpb.AbandonBroadcast{BroadcastId: req.BroadcastId, Reason: req.Reason}, ""); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.AbandonBroadcastResponse, error) {
-		return coordpb.NewBroadcasterClient(c).AbandonBroadcast(ctx, req, o...)
+	return operateOnBroadcast(s, ctx, req, coordpb.BroadcasterClient.AbandonBroadcast, &coordpb.AbandonBroadcastResponse{},
+		func(b Broadcasts) error { return b.Abandon(ctx, req.BroadcastId, req.Reason) })
+}
+
+// operateOnBroadcast serves an operator's action on one task (Retry,
+// Abandon) once its request was checked: forwarded to the leader, then
+// act on the leader's broadcaster, which answers for an unknown or
+// finished task.
+func operateOnBroadcast[Req, Resp any](s *Server, ctx context.Context, req Req,
+	remote func(coordpb.BroadcasterClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+	done Resp, act func(Broadcasts) error) (Resp, error) {
+	var none Resp
+	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (Resp, error) {
+		return remote(coordpb.NewBroadcasterClient(c), ctx, req, o...)
 	}); handled {
 		return resp, err
 	}
-	if err := s.checkPendingBroadcast(req.BroadcastId); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
 	if s.broadcasts == nil {
-		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
+		return none, status.Error(codes.Unavailable, "broadcaster not configured on this node")
 	}
-	if err := s.broadcasts.Abandon(ctx, req.BroadcastId, req.Reason); err != nil {
-		return nil, s.toStatus(ctx, err)
+	if err := act(s.broadcasts); err != nil {
+		return none, s.toStatus(ctx, err)
 	}
-	return &coordpb.AbandonBroadcastResponse{}, nil
-}
-
-func (s *Server) checkPendingBroadcast(id uint64) error {
-	t, ok := s.node.State().BroadcastTask(id)
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: broadcast %d is unknown", errNotFound, id)
-	case t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE:
-		return fmt.Errorf("%w: broadcast %d is already finished", errPrecondition, id)
-	}
-	return nil
+	return done, nil
 }

@@ -3,49 +3,15 @@ package grpcserver
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/controller/balancer"
-	"github.com/coordd/coordd/controller/broadcaster"
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/controller/channels"
 )
-
-// readState returns the state for a read at the requested consistency, or
-// ok=false with resp/err already produced by forwarding.
-func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsistency,
-	call func(ctx context.Context, conn *grpc.ClientConn, o ...grpc.CallOption) (Resp, error)) (st *fsm.State, resp Resp, done bool, err error) {
-	if err := checkConsistency(c); err != nil {
-		return nil, resp, true, s.toStatus(ctx, err)
-	}
-	if c == coordpb.ReadConsistency_STALE {
-		return s.node.State(), resp, false, nil
-	}
-	if resp, handled, err := forward(s, ctx, call); handled {
-		return nil, resp, true, err
-	}
-	st, err = s.node.LinearizableRead(ctx)
-	if err != nil {
-		return nil, resp, true, s.toStatus(ctx, err)
-	}
-	return st, resp, false, nil
-}
-
-// checkConsistency refuses a consistency value outside the enum (a number
-// an older or newer client may send): it is not silently read as either.
-func checkConsistency(c coordpb.ReadConsistency) error {
-	if _, ok := coordpb.ReadConsistency_name[int32(c)]; !ok {
-		return fmt.Errorf("%w: consistency %d is not a known value (LINEARIZABLE or STALE)", errInvalid, c)
-	}
-	return nil
-}
 
 // commit proposes c (built by commands.New, which validated it) on the
 // leader and maps an error or a rejection to a status.
@@ -90,8 +56,7 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 // FailedPrecondition before streaming is initialized or beyond the PChannel
 // limit (docs/semantics.md#pchannels). Triggers a balance round.
 func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequest) (*coordpb.AddPChannelsResponse, error) {
-	body := &logpb.AddPChannels{Pchannels: req.Names}
-	cmd, err := commands.New(body, "")
+	r, err := channels.NewAddPChannels(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -100,23 +65,11 @@ func (s *Server) AddPChannels(ctx context.Context, req *coordpb.AddPChannelsRequ
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, cmd)
+	added, err := s.channels.AddPChannels(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus(ctx, err)
 	}
-	s.rebalancer.Trigger()
-	return &coordpb.AddPChannelsResponse{Added: uint32(res.GetNumber())}, nil
-}
-
-// rebalanceWait bounds how long Rebalance waits for the balancer's rounds
-// (within the caller's deadline); past it the answer says the round is
-// still running.
-const rebalanceWait = 10 * time.Second
-
-// reportingRebalancer is a Rebalancer that can say what a round did
-// (controller/balancer.Balancer).
-type reportingRebalancer interface {
-	Rebalance(ctx context.Context) (balancer.Report, error)
+	return &coordpb.AddPChannelsResponse{Added: added}, nil
 }
 
 // Rebalance asks the leader's balancer for a round now
@@ -130,36 +83,11 @@ func (s *Server) Rebalance(ctx context.Context, req *coordpb.RebalanceRequest) (
 	}); handled {
 		return resp, err
 	}
-	if s.node.EstablishedTerm() == 0 {
-		return nil, s.toStatus(ctx, s.notEstablished())
-	}
-	rr, ok := s.rebalancer.(reportingRebalancer)
-	if !ok {
-		s.rebalancer.Trigger()
-		return &coordpb.RebalanceResponse{Reason: "the round was requested; this member cannot report on it"}, nil
-	}
-	wait := rebalanceWait
-	if d, ok := ctx.Deadline(); ok {
-		// Answer a little before the caller gives up, so it hears why.
-		wait = min(wait, time.Until(d)*9/10)
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	rep, err := rr.Rebalance(wctx)
+	res, err := s.channels.Rebalance(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, s.toStatus(ctx, ctx.Err())
-		}
-		return &coordpb.RebalanceResponse{Reason: fmt.Sprintf("the round did not finish within %v; it still runs (watch 'coordctl pchannel list')", wait.Round(time.Millisecond))}, nil
+		return nil, s.toStatus(ctx, err)
 	}
-	out := &coordpb.RebalanceResponse{Reason: rep.Reason, RoundDone: true}
-	if !rep.NextMove.IsZero() {
-		out.NextMoveUnixMs = rep.NextMove.UnixMilli()
-	}
-	for _, m := range rep.Moves {
-		out.Moves = append(out.Moves, &coordpb.PChannelMove{Pchannel: m.PChannel, FromNodeId: m.From, ToNodeId: m.To, Term: m.Term})
-	}
-	return out, nil
+	return apiRebalance(res), nil
 }
 
 // ListNodes returns the streaming nodes (DOWN ones only with include_down)
@@ -214,12 +142,7 @@ func (s *Server) UndrainNode(ctx context.Context, req *coordpb.DrainNodeRequest)
 }
 
 func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, draining bool) (*coordpb.DrainNodeResponse, error) {
-	reason := req.Reason
-	if reason == "" {
-		reason = "operator request"
-	}
-	body := &logpb.SetStreamingNodeDrain{NodeId: req.NodeId, Draining: draining, Reason: reason}
-	cmd, err := commands.New(body, "")
+	r, err := channels.NewDrain(req, draining)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -231,15 +154,11 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
+	v, err := s.channels.SetDrain(ctx, r)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
-	st := s.node.State()
-	n, ok := st.StreamingNode(req.NodeId)
-	if !ok { // marked DOWN and evicted since the commit
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: streaming node %d is gone", errNotFound, req.NodeId))
-	}
-	return &coordpb.DrainNodeResponse{Node: apiNode(n, channelsByNode(st)[n.Id], s.lastSeenMs(n.Id))}, nil
+	return &coordpb.DrainNodeResponse{Node: apiNode(v.Node, v.PChannels, s.lastSeenMs(v.Node.Id))}, nil
 }
 
 // AllocVirtualChannels places a collection's shards on distinct, least-loaded
@@ -248,8 +167,7 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 // for a different count, on a replication secondary, or when too few
 // PChannels are available. Deduplicated by request ID.
 func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVirtualChannelsRequest) (*coordpb.AllocVirtualChannelsResponse, error) {
-	body := &logpb.AllocVirtualChannels{CollectionId: req.CollectionId, Count: req.Count}
-	cmd, err := commands.New(body, req.RequestId)
+	r, err := channels.NewAllocVChannels(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -258,19 +176,18 @@ func (s *Server) AllocVirtualChannels(ctx context.Context, req *coordpb.AllocVir
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, cmd)
+	names, err := s.channels.AllocVChannels(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.AllocVirtualChannelsResponse{Vchannels: res.GetVchannels().GetVchannels()}, nil
+	return &coordpb.AllocVirtualChannelsResponse{Vchannels: names}, nil
 }
 
 // DropVirtualChannels forgets a collection's VChannels
 // (docs/semantics.md#vchannels); NotFound when it has none. Deduplicated by
 // request ID.
 func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtualChannelsRequest) (*coordpb.DropVirtualChannelsResponse, error) {
-	body := &logpb.DropVirtualChannels{CollectionId: req.CollectionId}
-	cmd, err := commands.New(body, req.RequestId)
+	r, err := channels.NewDropVChannels(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -279,8 +196,8 @@ func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtu
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
+	if err := s.channels.DropVChannels(ctx, r); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.DropVirtualChannelsResponse{}, nil
 }
@@ -314,12 +231,13 @@ func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtu
 }
 
 // UpdateReplicateConfiguration installs a replication configuration
-// (docs/semantics.md#replication-configuration); see
-// updateReplicateConfiguration for how. InvalidArgument for a configuration
-// this cluster cannot take; an equal configuration succeeds at once.
+// (docs/semantics.md#replication-configuration; the leader's
+// channels.Service decides how). InvalidArgument for a configuration this
+// cluster cannot take; an equal configuration succeeds at once;
+// FailedPrecondition on a secondary.
 func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.UpdateReplicateConfigurationRequest) (*coordpb.UpdateReplicateConfigurationResponse, error) {
-	body := &logpb.UpdateReplicateConfiguration{Config: logReplicateConfig(req.Config)}
-	if _, err := commands.New(body, ""); err != nil {
+	cfg, err := channels.NewReplicateConfig(req.Config)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.UpdateReplicateConfigurationResponse, error) {
@@ -327,64 +245,18 @@ func (s *Server) UpdateReplicateConfiguration(ctx context.Context, req *coordpb.
 	}); handled {
 		return resp, err
 	}
-	if err := s.updateReplicateConfiguration(ctx, body.Config); err != nil {
-		return nil, err
+	if err := s.channels.UpdateReplicateConfiguration(ctx, cfg); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.UpdateReplicateConfigurationResponse{}, nil
 }
 
-// updateReplicateConfiguration (docs/semantics.md#replication-configuration):
-// an equal configuration is done already; a secondary refuses at once (its
-// configuration comes from the primary; ResetReplicateRole is the
-// operator's way out); a primary broadcasts AlterReplicateConfig under the
-// exclusive Cluster key to every PChannel. The broadcaster checks the
-// configuration again once it holds that key, against the configuration
-// installed then, and the broadcast's callback installs it once every
-// PChannel has acked. The check here only answers early.
-func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.ReplicateConfiguration) error {
-	st := s.node.State()
-	if cur := st.ReplicateConfiguration(); cur != nil && proto.Equal(cur, cfg) {
-		return nil
-	}
-	if !st.IsPrimary() {
-		return s.toStatus(ctx, fmt.Errorf("%w: cluster %s is a replication secondary: change the configuration on the primary, "+
-			"or make this cluster a primary again with ResetReplicateRole (coordctl replicate reset --reason ...)", errPrecondition, st.ChannelsMeta().ClusterId))
-	}
-	if err := s.node.State().CheckReplicateConfiguration(cfg); err != nil {
-		return s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
-	}
-	if s.broadcasts == nil {
-		_, err := s.commitNew(ctx, &logpb.UpdateReplicateConfiguration{Config: cfg})
-		return err
-	}
-	payload, err := proto.Marshal(cfg)
-	if err != nil {
-		return s.toStatus(ctx, err)
-	}
-	_, err = s.broadcasts.Broadcast(ctx, broadcaster.Request{
-		MessageType:  commands.MsgAlterReplicateConfig,
-		Payload:      payload,
-		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
-	})
-	if err != nil {
-		return s.toStatus(ctx, err)
-	}
-	if t := s.node.State().ReplicateConfiguration(); t == nil || !proto.Equal(t, cfg) {
-		return status.Error(codes.FailedPrecondition, "the configuration broadcast completed but was not installed (see coordctl broadcast list)")
-	}
-	return nil
-}
-
-// ResetReplicateRole makes a secondary cluster a primary again: it commits
-// ResetReplicateRole, whose Apply installs a configuration listing only
-// this cluster, with the PChannels the installed configuration gives it,
-// and no topology. It is an operator's decision (the reason is logged and
-// recorded in the log); a primary is refused (FailedPrecondition), since
-// its configuration is changed with UpdateReplicateConfiguration. Apply
-// runs the guard against the state it applies to, so a reset racing a
-// configuration change cannot overwrite it; the reads here only log.
+// ResetReplicateRole makes a secondary cluster a primary again
+// (channels.Service.ResetReplicateRole): an operator's decision, with a
+// reason. A primary is refused (FailedPrecondition), since its
+// configuration is changed with UpdateReplicateConfiguration.
 func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetReplicateRoleRequest) (*coordpb.GetReplicateConfigurationResponse, error) {
-	cmd, err := commands.New(&logpb.ResetReplicateRole{Reason: req.Reason}, "")
+	r, err := channels.NewResetRole(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -393,17 +265,11 @@ func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetRepli
 	}); handled {
 		return resp, err
 	}
-	st := s.node.State()
-	self := st.ChannelsMeta().ClusterId
-	s.logger.Warn("resetting the replication role to primary", "cluster", self, "reason", req.Reason,
-		"previous", st.ReplicateConfiguration().String())
-	res, err := s.commit(ctx, cmd)
+	res, err := s.channels.ResetReplicateRole(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus(ctx, err)
 	}
-	cfg := res.GetReplicateConfig()
-	s.logger.Warn("replication role reset: this cluster is a primary", "cluster", self, "reason", req.Reason, "config", cfg.String())
-	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(cfg), ClusterId: self, Role: "PRIMARY"}, nil
+	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(res.Config), ClusterId: res.ClusterID, Role: "PRIMARY"}, nil
 }
 
 // GetReplicateConfiguration returns the installed replication
@@ -430,9 +296,7 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 // reassigned (docs/semantics.md#pchannel-terms). A report about another term
 // changes nothing and answers marked=false.
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
-	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
-		Reason: commands.TruncateReason(req.Error)}}}
-	cmd, err := commands.New(body, "")
+	r, err := channels.NewAssignmentError(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -441,9 +305,9 @@ func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportA
 	}); handled {
 		return resp, err
 	}
-	res, err := s.commit(ctx, cmd)
+	marked, err := s.channels.ReportAssignmentError(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.ReportAssignmentErrorResponse{Marked: res.GetNumber() > 0}, nil
+	return &coordpb.ReportAssignmentErrorResponse{Marked: marked}, nil
 }

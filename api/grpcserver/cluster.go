@@ -9,8 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -42,25 +41,23 @@ func (s *Server) Status(ctx context.Context, _ *coordpb.StatusRequest) (*coordpb
 }
 
 // members joins raft's configuration (who is a member, with what suffrage)
-// with the FSM's address directory.
+// with st's address directory.
 func (s *Server) members(st *fsm.State) ([]*coordpb.Member, error) {
-	servers, err := s.node.Configuration()
-	if err != nil {
-		return nil, err
-	}
-	leaderID, _ := s.node.Leader()
-	out := make([]*coordpb.Member, 0, len(servers))
-	for _, srv := range servers {
-		m := &coordpb.Member{Id: srv.ID, RaftAddr: srv.RaftAddr, Suffrage: "nonvoter", Leader: srv.ID == leaderID}
-		if srv.Voter {
-			m.Suffrage = "voter"
+	list, err := s.membership.List(st)
+	return apiMembers(list), err
+}
+
+func apiMembers(list []membership.Member) []*coordpb.Member {
+	out := make([]*coordpb.Member, 0, len(list))
+	for _, m := range list {
+		suffrage := "nonvoter"
+		if m.Voter {
+			suffrage = "voter"
 		}
-		if rec, ok := st.Member(srv.ID); ok {
-			m.GrpcAddr, m.HttpAddr = rec.GrpcAddr, rec.HttpAddr
-		}
-		out = append(out, m)
+		out = append(out, &coordpb.Member{Id: m.ID, RaftAddr: m.RaftAddr, Suffrage: suffrage, Leader: m.Leader,
+			GrpcAddr: m.GrpcAddr, HttpAddr: m.HTTPAddr})
 	}
-	return out, nil
+	return out
 }
 
 // Members returns every raft member with its suffrage and addresses.
@@ -89,20 +86,13 @@ func (s *Server) Members(ctx context.Context, req *coordpb.MembersRequest) (*coo
 	return &coordpb.MembersResponse{Members: members}, nil
 }
 
-// upsertMember builds the validated UpsertMember command for a member and
-// returns the record it carries.
-func upsertMember(id, raftAddr, grpcAddr, httpAddr string) (commands.Command, *logpb.Member, error) {
-	m := &logpb.Member{Id: id, RaftAddr: raftAddr, GrpcAddr: grpcAddr, HttpAddr: httpAddr}
-	c, err := commands.New(&logpb.UpsertMember{Member: m}, "")
-	return c, m, err
-}
-
 // AddVoter records a new member's addresses, then adds it to raft as a
 // voter, and returns the members. FailedPrecondition when another member
-// uses the raft address. Membership changes are not idempotent: after an
-// outcome-unknown answer, check Members before retrying.
+// uses the raft address (membership.Service.AddVoter decides). Membership
+// changes are not idempotent: after an outcome-unknown answer, check
+// Members before retrying.
 func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*coordpb.AddVoterResponse, error) {
-	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	j, err := membership.NewJoin(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -111,57 +101,14 @@ func (s *Server) AddVoter(ctx context.Context, req *coordpb.AddVoterRequest) (*c
 	}); handled {
 		return resp, err
 	}
-	if err := s.checkAddressFree(m); err != nil {
+	if err := s.membership.AddVoter(ctx, j); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	if err := s.checkJoinerCluster(m.Id, req.ClusterId, req.Joining); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	// Record the addresses first: a member raft knows about should always
-	// be reachable through the directory.
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
-	}
-	if err := s.node.AddVoter(m.Id, m.RaftAddr); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	members, err := s.members(s.node.State())
+	members, err := s.membership.Members()
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.AddVoterResponse{Members: members, ClusterId: s.node.ClusterID()}, nil
-}
-
-// checkJoinerCluster refuses a member of another cluster, and a member
-// joining from a data dir that never joined while it is already in the
-// configuration (it lost its data dir, and its term and vote with it: it
-// must be removed first).
-func (s *Server) checkJoinerCluster(id, clusterID string, joining bool) error {
-	own := s.node.ClusterID()
-	if clusterID != "" && clusterID != own {
-		return fmt.Errorf("%w: member %s belongs to cluster %s, this cluster is %s", errPrecondition, id, clusterID, own)
-	}
-	if clusterID == "" && joining {
-		if _, err := s.findServer(id); err == nil {
-			return fmt.Errorf("%w: member %s is already in the cluster but its data dir never joined it; "+
-				"if it lost its data dir, remove it first (coordctl cluster remove %s), then join it again", errPrecondition, id, id)
-		}
-	}
-	return nil
-}
-
-// checkAddressFree refuses a raft address already used by another member.
-func (s *Server) checkAddressFree(m *logpb.Member) error {
-	servers, err := s.node.Configuration()
-	if err != nil {
-		return err
-	}
-	for _, srv := range servers {
-		if srv.RaftAddr == m.RaftAddr && srv.ID != m.Id {
-			return fmt.Errorf("%w: raft address %s is already used by member %s", errPrecondition, m.RaftAddr, srv.ID)
-		}
-	}
-	return nil
+	return &coordpb.AddVoterResponse{Members: apiMembers(members), ClusterId: s.node.ClusterID()}, nil
 }
 
 // RemoveMember removes a member from raft and forgets its addresses, and
@@ -169,7 +116,7 @@ func (s *Server) checkAddressFree(m *logpb.Member) error {
 // remove itself hands leadership over first and answers Unavailable with
 // the new leader's hint, so the caller retries there.
 func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequest) (*coordpb.RemoveMemberResponse, error) {
-	cmd, err := commands.New(&logpb.RemoveMember{Id: req.Id}, "")
+	r, err := membership.NewRemoval(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -178,78 +125,38 @@ func (s *Server) RemoveMember(ctx context.Context, req *coordpb.RemoveMemberRequ
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.findServer(req.Id); err != nil {
+	if err := s.membership.RemoveMember(ctx, r); err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	if req.Id == s.self.ID {
-		// A leader removing itself would step down mid-call; hand over
-		// first and let the client retry against the new leader.
-		if err := s.node.TransferLeadership("", ""); err != nil {
-			return nil, s.toStatus(ctx, err)
-		}
-		return nil, s.toStatus(ctx, fmt.Errorf("leadership handed over before removing %s; retry: %w", req.Id, &raftnode.NotLeaderError{}))
-	}
-	if err := s.node.RemoveServer(req.Id); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
-	}
-	members, err := s.members(s.node.State())
+	members, err := s.membership.Members()
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.RemoveMemberResponse{Members: members}, nil
+	return &coordpb.RemoveMemberResponse{Members: apiMembers(members)}, nil
 }
 
-func (s *Server) findServer(id string) (raftnode.Server, error) {
-	servers, err := s.node.Configuration()
-	if err != nil {
-		return raftnode.Server{}, err
-	}
-	for _, srv := range servers {
-		if srv.ID == id {
-			return srv, nil
-		}
-	}
-	return raftnode.Server{}, fmt.Errorf("%w: member %q is not in the cluster", errNotFound, id)
-}
+// transferWait bounds how long TransferLeader waits to hear from the new
+// leader.
+const transferWait = 2 * time.Second
 
 // TransferLeader hands leadership to the named voter (any voter when
 // target_id is empty) and waits briefly for the new leader to be heard
 // from. NotFound for an unknown member, FailedPrecondition for a non-voter
 // or the current leader.
 func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeaderRequest) (*coordpb.TransferLeaderResponse, error) {
-	if req.TargetId != "" {
-		if err := commands.ValidateMemberID(req.TargetId); err != nil {
-			return nil, s.toStatus(ctx, err)
-		}
+	t, err := membership.NewTransfer(req)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.TransferLeaderResponse, error) {
 		return coordpb.NewClusterClient(c).TransferLeader(ctx, req, o...)
 	}); handled {
 		return resp, err
 	}
-	var addr string
-	if req.TargetId != "" {
-		srv, err := s.findServer(req.TargetId)
-		if err != nil {
-			return nil, s.toStatus(ctx, err)
-		}
-		if !srv.Voter {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s is not a voter", errPrecondition, srv.ID))
-		}
-		if srv.ID == s.self.ID {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s already leads", errPrecondition, srv.ID))
-		}
-		addr = srv.RaftAddr
-	}
-	if err := s.node.TransferLeadership(req.TargetId, addr); err != nil {
+	id, err := s.membership.TransferLeader(ctx, t, transferWait)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	// The transfer completes when the target wins its election; wait
-	// (bounded) until this node has heard from the new leader.
-	id := s.awaitNewLeader(ctx, 2*time.Second)
 	return &coordpb.TransferLeaderResponse{LeaderId: id, Term: s.node.Raft().CurrentTerm()}, nil
 }
 
@@ -258,7 +165,7 @@ func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeader
 // NotFound when raft does not know the member, FailedPrecondition when its
 // raft address differs from raft's configuration. Idempotent.
 func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMemberRequest) (*coordpb.RegisterMemberResponse, error) {
-	cmd, m, err := upsertMember(req.Id, req.RaftAddr, req.GrpcAddr, req.HttpAddr)
+	r, err := membership.NewRegistration(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -267,16 +174,8 @@ func (s *Server) RegisterMember(ctx context.Context, req *coordpb.RegisterMember
 	}); handled {
 		return resp, err
 	}
-	srv, err := s.findServer(m.Id)
-	if err != nil {
+	if err := s.membership.Register(ctx, r); err != nil {
 		return nil, s.toStatus(ctx, err)
-	}
-	if srv.RaftAddr != m.RaftAddr {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: member %s has raft address %s in the raft configuration, not %s",
-			errPrecondition, m.Id, srv.RaftAddr, m.RaftAddr))
-	}
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
 	}
 	return &coordpb.RegisterMemberResponse{}, nil
 }
@@ -320,16 +219,15 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// awaitNewLeader polls until a leader other than this node is known, and
-// returns its ID ("" if none appeared within max).
-func (s *Server) awaitNewLeader(ctx context.Context, max time.Duration) string {
-	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if id, _ := s.node.Leader(); id != "" && id != s.self.ID {
-			return id
-		}
-		time.Sleep(10 * time.Millisecond)
+// raftMembership is the raft node as membership.Service sees it.
+type raftMembership struct{ *raftnode.Node }
+
+// Configuration is the node's raft configuration.
+func (r raftMembership) Configuration() ([]membership.Server, error) {
+	servers, err := r.Node.Configuration()
+	out := make([]membership.Server, len(servers))
+	for i, srv := range servers {
+		out[i] = membership.Server(srv)
 	}
-	id, _ := s.node.Leader()
-	return id
+	return out, err
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -48,40 +49,20 @@ func apiNode(n *logpb.StreamingNodeRecord, pchannels []string, lastSeenMs int64)
 
 // channelsByNode maps node ID → PChannels it holds or is being given
 // (ASSIGNED or ASSIGNING), sorted.
-func channelsByNode(st *fsm.State) map[uint64][]string {
-	out := map[uint64][]string{}
-	for _, p := range st.PChannels() {
-		if p.State == logpb.PChannelState_PCHANNEL_ASSIGNED || p.State == logpb.PChannelState_PCHANNEL_ASSIGNING {
-			out[p.NodeId] = append(out[p.NodeId], p.Name)
-		}
-	}
-	return out
-}
+func channelsByNode(st *fsm.State) map[uint64][]string { return channels.HeldByNode(st) }
 
+// apiReplicateConfig is an installed configuration as the API shows it.
 func apiReplicateConfig(c *logpb.ReplicateConfiguration) *coordpb.ReplicateConfiguration {
-	if c == nil {
-		return nil
-	}
-	out := &coordpb.ReplicateConfiguration{}
-	for _, cl := range c.Clusters {
-		out.Clusters = append(out.Clusters, &coordpb.ReplicateCluster{ClusterId: cl.ClusterId, Pchannels: cl.Pchannels})
-	}
-	for _, e := range c.Topology {
-		out.Topology = append(out.Topology, &coordpb.ReplicateTopology{SourceClusterId: e.SourceClusterId, TargetClusterId: e.TargetClusterId})
-	}
-	return out
+	return channels.APIReplicateConfig(c)
 }
 
-func logReplicateConfig(c *coordpb.ReplicateConfiguration) *logpb.ReplicateConfiguration {
-	if c == nil {
-		return nil
+func apiRebalance(r channels.RebalanceResult) *coordpb.RebalanceResponse {
+	out := &coordpb.RebalanceResponse{Reason: r.Reason, RoundDone: r.RoundDone}
+	if !r.NextMove.IsZero() {
+		out.NextMoveUnixMs = r.NextMove.UnixMilli()
 	}
-	out := &logpb.ReplicateConfiguration{}
-	for _, cl := range c.Clusters {
-		out.Clusters = append(out.Clusters, &logpb.ReplicateCluster{ClusterId: cl.ClusterId, Pchannels: cl.Pchannels})
-	}
-	for _, e := range c.Topology {
-		out.Topology = append(out.Topology, &logpb.ReplicateTopology{SourceClusterId: e.SourceClusterId, TargetClusterId: e.TargetClusterId})
+	for _, m := range r.Moves {
+		out.Moves = append(out.Moves, &coordpb.PChannelMove{Pchannel: m.PChannel, FromNodeId: m.From, ToNodeId: m.To, Term: m.Term})
 	}
 	return out
 }

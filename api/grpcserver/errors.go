@@ -15,8 +15,10 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
+	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 )
@@ -96,6 +98,11 @@ var errorTable = []errorRule{
 	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
 	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
 	{match: is(errNoLeader), code: codes.Unavailable},
+	{match: is(channels.ErrSecondary), code: codes.FailedPrecondition},
+	{match: is(channels.ErrNotInstalled), code: codes.FailedPrecondition},
+	{match: is(channels.ErrNodeGone), code: codes.NotFound},
+	{match: is(membership.ErrUnknownMember), code: codes.NotFound},
+	{match: is(membership.ErrRefused), code: codes.FailedPrecondition},
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
 	{match: is(flush.ErrNotFound), code: codes.NotFound},
 	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},

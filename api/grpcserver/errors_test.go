@@ -18,8 +18,10 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
+	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
@@ -70,6 +72,11 @@ func TestToStatus(t *testing.T) {
 		{"broadcast not primary", broadcaster.ErrNotPrimary, codes.FailedPrecondition, noMD},
 		{"broadcaster not leader", fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"broadcast abandoned", fmt.Errorf("%w: broadcast 9: operator", broadcaster.ErrAbandoned), codes.Aborted, noMD},
+		{"replication secondary", fmt.Errorf("%w (cluster c1): change it on the primary", channels.ErrSecondary), codes.FailedPrecondition, noMD},
+		{"configuration not installed", fmt.Errorf("%w: the broadcast completed", channels.ErrNotInstalled), codes.FailedPrecondition, noMD},
+		{"streaming node gone", fmt.Errorf("%w: streaming node 3", channels.ErrNodeGone), codes.NotFound, noMD},
+		{"unknown member", fmt.Errorf("%w: member \"ghost\" is not in the cluster", membership.ErrUnknownMember), codes.NotFound, noMD},
+		{"membership refused", fmt.Errorf("%w: member n1 already leads", membership.ErrRefused), codes.FailedPrecondition, noMD},
 		{"write path not leader", fmt.Errorf("assign: %w", flush.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"write path not owner", fmt.Errorf("%w: node 2 at term 1", flush.ErrNotOwner), codes.Aborted, noMD},
 		{"write path invalid", fmt.Errorf("%w: rows and bytes are both 0", flush.ErrInvalid), codes.InvalidArgument, noMD},

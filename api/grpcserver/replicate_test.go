@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -69,7 +70,7 @@ func TestResetReplicateRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: bcCluster, Pchannels: []string{bcP0, bcP1}}}}
-	if resp.Role != "PRIMARY" || resp.ClusterId != bcCluster || !proto.Equal(logReplicateConfig(resp.Config), want) {
+	if resp.Role != "PRIMARY" || resp.ClusterId != bcCluster || !proto.Equal(logReplicateConfig(t, resp.Config), want) {
 		t.Fatalf("reset answered %v", resp)
 	}
 	if st := tn.node.State(); !st.IsPrimary() || !proto.Equal(st.ReplicateConfiguration(), want) {
@@ -131,4 +132,14 @@ func TestResetReplicateRoleBadInputChangesNothing(t *testing.T) {
 	if after := look(); !same(before, after, false) || !proto.Equal(after.cfg, primaryCfg) {
 		t.Fatalf("a refused reset changed %+v to %+v", before, after)
 	}
+}
+
+// logReplicateConfig is an API configuration as the log records it.
+func logReplicateConfig(t *testing.T, c *coordpb.ReplicateConfiguration) *logpb.ReplicateConfiguration {
+	t.Helper()
+	cfg, err := channels.NewReplicateConfig(c)
+	if err != nil {
+		t.Fatalf("configuration %v: %v", c, err)
+	}
+	return cfg.Config()
 }

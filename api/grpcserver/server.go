@@ -20,8 +20,10 @@ import (
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
+	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/logging"
@@ -54,6 +56,8 @@ type Server struct {
 	broadcasts Broadcasts
 	data       *flush.Manager
 	manifests  *manifest.Committer
+	channels   *channels.Service
+	membership *membership.Service
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -110,7 +114,10 @@ func (s *Server) Watchers() int64 { return s.watchers.Load() }
 // New wires a server around a node and the leader's controllers (built
 // by routines.New; their leader routine is registered by the caller, see
 // cmd/coordd). The set's balancer and broadcaster, when present, serve
-// rebalance and broadcast requests unless an option overrides them.
+// rebalance and broadcast requests (directly and through the set's
+// Channels service) unless an option overrides them. The membership
+// service is built here, over the raft node: it needs raft's membership,
+// which controller/routines does not see.
 func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *routines.Set, opts ...Option) *Server {
 	s := &Server{
 		node:       node,
@@ -119,6 +126,7 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 		ids:        set.IDs,
 		data:       set.Data,
 		manifests:  set.Manifests,
+		membership: membership.New(raftMembership{node}, node, self.ID),
 		health:     set.Health,
 		logger:     logger,
 		grpcHealth: health.NewServer(),
@@ -140,6 +148,8 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 	if s.rebalancer == nil {
 		s.rebalancer = noRebalancer{}
 	}
+	// The service the set built, with what the options chose instead.
+	s.channels = set.Channels.Using(s.broadcasts, s.rebalancer, logger)
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,7 @@ type fakeBroadcasts struct {
 	result   broadcaster.Result
 	ackPanic bool     // Ack has a bug
 	panics   []string // recovered handler panics (surface and method)
+	retryErr error    // what Retry answers
 }
 
 func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (broadcaster.Result, error) {
@@ -51,7 +53,14 @@ func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error {
 	}
 	return nil
 }
-func (f *fakeBroadcasts) Retry(uint64) error                            { return nil }
+
+// Retry answers retryErr: the broadcaster, not the API, refuses a task
+// that is not pending.
+func (f *fakeBroadcasts) Retry(uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.retryErr
+}
 func (f *fakeBroadcasts) Abandon(context.Context, uint64, string) error { return nil }
 
 func (f *fakeBroadcasts) requests() []broadcaster.Request {
@@ -348,7 +357,11 @@ func TestBroadcastListJSON(t *testing.T) {
 	if code != http.StatusNotFound || !bytes.Contains(data, []byte(`"code":"NotFound"`)) {
 		t.Errorf("get unknown = %d %s", code, data)
 	}
-	// Retry and abandon refuse a finished task and need a reason.
+	// Retry and abandon carry the broadcaster's refusal of a finished task
+	// and need a reason.
+	g.fake.mu.Lock()
+	g.fake.retryErr = fmt.Errorf("broadcast %s is already finished: %w", ids(all[:1])[0], broadcaster.ErrTaskFinished)
+	g.fake.mu.Unlock()
 	code, data = g.do(t, http.MethodPost, "/v1/broadcasts/retry", `{"broadcast_id":`+ids(all[:1])[0]+`}`)
 	if code != http.StatusPreconditionFailed || !bytes.Contains(data, []byte("already finished")) {
 		t.Errorf("retry finished = %d %s", code, data)

@@ -413,34 +413,6 @@ func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 	return nil
 }
 
-// Retry wakes a pending task now: its backoff is reset and, for an
-// ack_sync_up task, unacked targets are appended again.
-func (m *Manager) Retry(id uint64) error {
-	ts := m.current()
-	if ts == nil || m.leader.EstablishedTerm() != ts.term {
-		return errNotLeader
-	}
-	return ts.retry(id)
-}
-
-// Abandon gives up on a pending task (an operator's decision, typically for
-// a callback that keeps failing): the FSM tombstones it without running its
-// callback and records reason; its locks are released and its Broadcast
-// callers return ErrAbandoned.
-func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
-	if m.leader.EstablishedTerm() == 0 {
-		return errNotLeader
-	}
-	if _, err := commands.CommitNew(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, ""); err != nil {
-		return err
-	}
-	m.log.Warn("broadcast abandoned", "id", id, "reason", reason)
-	if ts := m.current(); ts != nil {
-		ts.finishExternal(id)
-	}
-	return nil
-}
-
 // newRequestID makes the request ID of a CreateBroadcast, so a retry after
 // an unknown outcome cannot create a second task.
 func newRequestID() string {

@@ -26,6 +26,7 @@ import (
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/nodehealth"
@@ -92,6 +93,9 @@ type Set struct {
 	Manifests   *manifest.Committer
 	Balancer    *balancer.Balancer   // nil when not configured
 	Broadcaster *broadcaster.Manager // nil when not configured
+	// Channels serves the Channels API's writes with the balancer and
+	// the broadcaster above (it runs no routine of its own).
+	Channels *channels.Service
 
 	extra []Routine
 	// starting, if set, is called before each concurrent routine starts
@@ -139,7 +143,23 @@ func New(node Node, cfg Config) (*Set, error) {
 		}
 		s.Broadcaster = m
 	}
+	s.Channels = s.newChannels(node)
 	return s, nil
+}
+
+// newChannels builds the Channels service over the set's broadcaster and
+// balancer; one left out is left out of the service too (a nil pointer
+// must not become a non-nil interface).
+func (s *Set) newChannels(node Node) *channels.Service {
+	var b channels.Broadcaster
+	if s.Broadcaster != nil {
+		b = s.Broadcaster
+	}
+	var r channels.Rebalancer
+	if s.Balancer != nil {
+		r = s.Balancer
+	}
+	return channels.New(node, b, r, nil)
 }
 
 // concurrent lists what Run starts after the health reset, in start order.

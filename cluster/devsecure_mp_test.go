@@ -131,7 +131,7 @@ func TestDevSecure(t *testing.T) {
 		t.Fatalf("vchannel alloc: exit %d: %s", code, out)
 	}
 	if code, out := runTool(t, coordctlBinary, "--endpoints", endpoints, "--tls-ca", pki.Server.CA, "--token-file", token,
-		"insert", "101", "10"); code == 0 || !strings.Contains(out, "Unauthenticated") || !strings.Contains(out, "proxy") {
+		"insert", "101", "10"); code == 0 || !strings.Contains(out, "needs a client certificate") || !strings.Contains(out, "proxy") {
 		t.Fatalf("insert with a token but no proxy certificate: exit %d: %s", code, out)
 	}
 }

@@ -48,7 +48,9 @@ type Config struct {
 	// means DefaultOutcomeUnknownRetries; negative means never.
 	OutcomeUnknownRetries int
 	// TLS, when set, is the transport security of every connection
-	// (LoadTLS builds it); nil means plaintext.
+	// (LoadTLS builds it); nil means plaintext. Insert on a secure
+	// cluster needs it to carry a client certificate with the proxy (or
+	// admin) role: streaming nodes take no tokens.
 	TLS *tls.Config
 	// Token, when set, is sent as "authorization: Bearer <token>" with
 	// every call; it needs TLS.

@@ -235,7 +235,8 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 		switch status.Code(err) {
 		case codes.OK:
 			return nil
-		case codes.InvalidArgument, codes.NotFound, codes.Unimplemented, codes.DataLoss:
+		case codes.InvalidArgument, codes.NotFound, codes.Unimplemented, codes.DataLoss,
+			codes.Unauthenticated, codes.PermissionDenied: // a secure node wants a proxy certificate (Config.TLS)
 			return &Error{Op: "Insert", Err: err}
 		}
 		if ctx.Err() != nil {

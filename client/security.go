@@ -83,7 +83,10 @@ func TransportOptions(tlsCfg *tls.Config, token string) []grpc.DialOption {
 // LoadTLS), TLS that verifies the node's certificate against the same CA
 // and its streaming-node identity (security.StreamingNodeClient); nil:
 // plaintext. No bearer token is sent: a token is coordd's credential, and
-// the node does not take it (docs/security.md#the-streaming-nodes-port).
+// the node does not take it. A secure node admits writes (Insert, Append)
+// only from a client certificate with the proxy or admin role, so a
+// writer's tlsCfg carries one (LoadTLS with TLSFiles.Cert and Key;
+// docs/security.md#the-streaming-nodes-port).
 func StreamingNodeDialOptions(tlsCfg *tls.Config) []grpc.DialOption {
 	if tlsCfg == nil {
 		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}

@@ -99,7 +99,10 @@ func TestDevSecure(t *testing.T) {
 	// The write path, with the banner's coordctl flags: insert reaches the
 	// streaming node, whose data-path client asks coordd for segments, and
 	// the flusher reports binlogs so that flush --wait finishes.
-	sec := []string{"--endpoints", endpoints, "--tls-ca", pki.Server.CA, "--token-file", token}
+	sec := []string{"--endpoints", endpoints, "--tls-ca", pki.Server.CA, "--tls-cert", pki.Proxy.Cert, "--tls-key", pki.Proxy.Key, "--token-file", token}
+	if !strings.Contains(banner, strings.Join(sec[2:], " ")) {
+		t.Fatalf("the banner's coordctl line is not %q:\n%s", strings.Join(sec[2:], " "), banner)
+	}
 	testutil.EventuallyEvery(t, 30*time.Second, 200*time.Millisecond, "every pchannel to be ASSIGNED", func() bool {
 		resp, err := c.ListPChannels(ctx, coordpb.ReadConsistency_STALE)
 		if err != nil || len(resp.GetPchannels()) == 0 {
@@ -120,5 +123,15 @@ func TestDevSecure(t *testing.T) {
 	}
 	if code, out := runTool(t, coordctlBinary, append(sec, "flush", "100", "--wait", "--wait-timeout", "45s")...); code != 0 {
 		t.Fatalf("flush 100 --wait on a secure dev cluster: exit %d: %s", code, out)
+	}
+	// Without the proxy certificate the streaming node refuses the rows
+	// (it takes no tokens), at once and saying why.
+	if code, out := runTool(t, coordctlBinary, "--endpoints", endpoints, "--tls-ca", pki.Server.CA, "--token-file", token,
+		"vchannel", "alloc", "101", "1"); code != 0 {
+		t.Fatalf("vchannel alloc: exit %d: %s", code, out)
+	}
+	if code, out := runTool(t, coordctlBinary, "--endpoints", endpoints, "--tls-ca", pki.Server.CA, "--token-file", token,
+		"insert", "101", "10"); code == 0 || !strings.Contains(out, "needs a client certificate") || !strings.Contains(out, "proxy") {
+		t.Fatalf("insert with a token but no proxy certificate: exit %d: %s", code, out)
 	}
 }

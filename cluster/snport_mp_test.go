@@ -31,7 +31,11 @@ import (
 // WAL is still open at its term, the channel is still ASSIGNED there, and
 // an append through the owner works. Read-only Status is open to any TLS
 // client. On a coordd without these checks the plaintext Remove closes the
-// WAL while coordd keeps the channel ASSIGNED.
+// WAL while coordd keeps the channel ASSIGNED. Writes (Insert, Append)
+// need a writer's client certificate: none, one without a role or another
+// node's is refused (Unauthenticated, PermissionDenied), the proxy
+// certificate is admitted, and a client holding only a token is refused
+// at once.
 func TestSecureStreamingNodePort(t *testing.T) {
 	dir := t.TempDir()
 	pki, boot, bootFile := ownDevPKI(t, dir)
@@ -145,10 +149,60 @@ func TestSecureStreamingNodePort(t *testing.T) {
 			t.Fatalf("%s moved to %s at term %d after refused Removes", victim, p.State, p.Term)
 		}
 	}
-	// The data path still works through the owner (any TLS client).
-	if _, err := anon.Append(ctx, &coordpb.AppendRequest{Vchannel: victim + "_77v0", Term: term, Payload: []byte("still-here"),
-		NodeId: st.NodeId, Epoch: st.Epoch}); err != nil {
-		t.Fatalf("append through the owner after the refused Removes: %v", err)
+	// The data path writes only for a writer's certificate: no
+	// certificate or one without a role is Unauthenticated, another
+	// node's certificate PermissionDenied (the node's is identity 1),
+	// the proxy certificate works — the data path still works through the
+	// owner after the refused Removes.
+	proxy := dial(withCert(pki.Proxy))
+	appendReq := &coordpb.AppendRequest{Vchannel: victim + "_77v0", Term: term, Payload: []byte("still-here"),
+		NodeId: st.NodeId, Epoch: st.Epoch}
+	insertReq := &coordpb.InsertRequest{Vchannel: victim + "_77v0", CollectionId: 77, Pks: []int64{1}, Term: term,
+		NodeId: st.NodeId, Epoch: st.Epoch}
+	for _, tc := range []struct {
+		name string
+		cl   coordpb.StreamingNodeServiceClient
+		want codes.Code
+	}{
+		{"no client certificate", anon, codes.Unauthenticated},
+		{"a client certificate without a role", dial(withCert(pki.Client)), codes.Unauthenticated},
+		{"another node's certificate", dial(withCert(pki.Node(2))), codes.PermissionDenied},
+	} {
+		if _, err := tc.cl.Append(ctx, appendReq); status.Code(err) != tc.want {
+			t.Fatalf("Append with %s: %v, want %v", tc.name, err, tc.want)
+		}
+		if _, err := tc.cl.Insert(ctx, insertReq); status.Code(err) != tc.want {
+			t.Fatalf("Insert with %s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := proxy.Append(ctx, appendReq); err != nil {
+		t.Fatalf("append through the owner with the proxy certificate, after the refused Removes: %v", err)
+	}
+	// Insert through the client: with the proxy certificate the rows are
+	// admitted; the admin token alone (no certificate) is refused at once.
+	proxyTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Proxy.CA, Cert: pki.Proxy.Cert, Key: pki.Proxy.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := client.New(ctx, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), TLS: proxyTLS, Token: boot.String(),
+		RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	if _, err := writer.AllocVirtualChannels(ctx, 78, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := writer.Insert(ctx, 78, 0, 10, 0); err != nil {
+		t.Fatalf("insert with the proxy certificate: %v", err)
+	} else if res.Count != 10 {
+		t.Fatalf("insert with the proxy certificate wrote %d rows, want 10", res.Count)
+	}
+	start := time.Now()
+	if _, err := admin.Insert(ctx, 78, 0, 10, 0); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "proxy") {
+		t.Fatalf("insert with the admin token and no certificate: %v, want Unauthenticated naming the proxy role", err)
+	} else if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the refused insert took %v to fail", d)
 	}
 	// A coordinator append (coord_term set) is coordd's call too.
 	if _, err := anon.Append(ctx, &coordpb.AppendRequest{Vchannel: victim + "_77v0", Term: term, Payload: []byte("x"), BroadcastId: 9,

@@ -44,6 +44,11 @@ type testPKI struct {
 	tokenFile string
 	token     string
 	tls       *tls.Config
+	// proxy is a client certificate with the proxy role, and proxyTLS the
+	// client TLS presenting it: what inserts show a streaming node, which
+	// takes no tokens (coordd authenticates the token, which wins).
+	proxy    security.Files
+	proxyTLS *tls.Config
 }
 
 // pki is set by TestMain (nil with COORDD_TEST_INSECURE=1).
@@ -88,6 +93,14 @@ func newTestPKI(dir string) (*testPKI, error) {
 		}
 		p.nodes = append(p.nodes, security.Files{CA: p.ca, Cert: cert, Key: key})
 	}
+	proxy, err := ca.IssueClient("proxy", "proxy", from, to)
+	if err != nil {
+		return nil, err
+	}
+	if p.proxy.Cert, p.proxy.Key, err = proxy.Write(dir, "proxy"); err != nil {
+		return nil, err
+	}
+	p.proxy.CA = p.ca
 	tok, err := auth.NewToken()
 	if err != nil {
 		return nil, err
@@ -101,6 +114,11 @@ func newTestPKI(dir string) (*testPKI, error) {
 		return nil, err
 	}
 	p.tls = m.APIClient("")
+	pm, err := security.Load(p.proxy)
+	if err != nil {
+		return nil, err
+	}
+	p.proxyTLS = pm.APIClient("")
 	return p, nil
 }
 
@@ -117,10 +135,12 @@ func ours(l *cluster.Launcher) bool {
 	return pki != nil && s != nil && s.BootstrapTokenFile == pki.tokenFile
 }
 
-// secured adds the admin token and TLS to cfg when l is secure.
+// secured adds the admin token and TLS to cfg when l is secure; the TLS
+// presents the proxy certificate, so the client's inserts are admitted by
+// the streaming nodes.
 func secured(l *cluster.Launcher, cfg client.Config) client.Config {
 	if ours(l) {
-		cfg.TLS, cfg.Token = pki.tls, pki.token
+		cfg.TLS, cfg.Token = pki.proxyTLS, pki.token
 	}
 	return cfg
 }
@@ -148,12 +168,12 @@ func dialMember(t *testing.T, l *cluster.Launcher, addr string) *grpc.ClientConn
 // itself).
 func memberArgsSec(l *cluster.Launcher, i int) []string { return l.Security().MemberArgs(i) }
 
-// ctlArgs are coordctl's flags for l: endpoints and, when secure, the CA
-// and the admin token.
+// ctlArgs are coordctl's flags for l: endpoints and, when secure, the CA,
+// the proxy certificate (for inserts) and the admin token.
 func ctlArgs(l *cluster.Launcher) []string {
 	args := []string{"--endpoints", l.Endpoints()}
 	if ours(l) {
-		args = append(args, "--tls-ca", pki.ca, "--token-file", pki.tokenFile)
+		args = append(args, "--tls-ca", pki.ca, "--tls-cert", pki.proxy.Cert, "--tls-key", pki.proxy.Key, "--token-file", pki.tokenFile)
 	}
 	return args
 }

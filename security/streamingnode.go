@@ -37,8 +37,9 @@ func IsStreamingNodeCert(cert *x509.Certificate) bool {
 
 // StreamingNodeServer is a secure streaming node's port: the node's own
 // certificate; a client certificate is verified when offered (coordd
-// presents its server certificate) but not required, since the data path
-// (Insert, Append, Read, Status) is open to any TLS client.
+// presents its server certificate, writers a proxy certificate:
+// CheckDataPathWriter) but not required by the handshake, since Read and
+// Status are open to any TLS client.
 func (m *Material) StreamingNodeServer() (*tls.Config, error) {
 	if m.cert == nil {
 		return nil, errors.New("a secure streaming node serves TLS with its own certificate: give --tls-cert and --tls-key (a node certificate from the cluster's CA)")
@@ -119,4 +120,65 @@ func CheckNodeIdentity(cs tls.ConnectionState, bound uint64) error {
 		return fmt.Errorf("%w: it names node identity %d, the registration is bound to %d", ErrWrongNode, id, bound)
 	}
 	return nil
+}
+
+// The data path of a secure streaming node's port (Insert, and Append
+// without a coordinator term) writes rows other services will flush and
+// serve, so it is a proxy's call. The node cannot check coordd's bearer
+// tokens (only their hashes live in coordd's state), and it must not be
+// handed them: a compromised node, whose own credential speaks for that
+// node alone, would otherwise collect the proxy and admin tokens of every
+// caller. Writers therefore present a client certificate from the
+// cluster's CA, judged exactly as coordd judges one: the coordd server
+// identity (coordd's own appends), the proxy or admin role, a legacy
+// spiffe://coordd/role/node certificate naming no node (proxy rights, as
+// at coordd), or the node's own identity.
+var (
+	// ErrNoWriterCredential: the caller presented no certificate that
+	// grants a role (none, one without a role, or a malformed one).
+	// Answered Unauthenticated.
+	ErrNoWriterCredential = errors.New("a write to a secure streaming node needs a client certificate from the cluster's CA with the proxy or admin role (" +
+		RoleURIPrefix + "proxy); the node takes no bearer tokens")
+	// ErrNotWriter: the certificate grants a role that may not write
+	// here (read, or another streaming node's identity). Answered
+	// PermissionDenied.
+	ErrNotWriter = errors.New("the client certificate may not write to this streaming node")
+)
+
+// CheckDataPathWriter decides whether leaf, the client certificate a
+// caller presented (already verified against the cluster's CA by the TLS
+// handshake; nil when none was presented or verified), may write through
+// the data path of the streaming node whose own node identity is self (0
+// for a legacy node certificate naming none).
+func CheckDataPathWriter(leaf *x509.Certificate, self uint64) error {
+	if leaf == nil {
+		return fmt.Errorf("%w: none was presented", ErrNoWriterCredential)
+	}
+	if IsServerCert(leaf) {
+		return nil
+	}
+	node, err := CertNode(leaf)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoWriterCredential, err)
+	}
+	role := CertRole(leaf)
+	if node != 0 {
+		switch {
+		case role != "" && role != "node":
+			return fmt.Errorf("%w: the certificate names node %d and role %q", ErrNoWriterCredential, node, role)
+		case node != self:
+			return fmt.Errorf("%w: it is streaming node %d's credential, and this is node %d; writers use a proxy certificate",
+				ErrNotWriter, node, self)
+		}
+		return nil
+	}
+	switch role {
+	case "proxy", "admin", "node":
+		return nil
+	case "read":
+		return fmt.Errorf("%w: it has role read; writing rows needs proxy", ErrNotWriter)
+	case "":
+		return fmt.Errorf("%w: the certificate (URIs %v) carries no role", ErrNoWriterCredential, leaf.URIs)
+	}
+	return fmt.Errorf("%w: unknown role %q", ErrNoWriterCredential, role)
 }

@@ -204,3 +204,41 @@ func TestCheckNodeIdentity(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckDataPathWriter(t *testing.T) {
+	f := newPKIFixture(t)
+	now := time.Now()
+	from, to := now.Add(-time.Hour), now.Add(time.Hour)
+	issue := func(kp KeyPair, err error) *x509.Certificate {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leafOf(t, kp)
+	}
+	proxy := issue(f.ca.IssueClient("proxy", "proxy", from, to))
+	admin := issue(f.ca.IssueClient("ops", "admin", from, to))
+	read := issue(f.ca.IssueClient("grafana", "read", from, to))
+	odd := issue(f.ca.IssueClient("odd", "root", from, to))
+	for name, tc := range map[string]struct {
+		leaf *x509.Certificate
+		self uint64
+		want error // nil: admitted
+	}{
+		"coordd's server certificate":        {leafOf(t, f.server), 3, nil},
+		"a proxy certificate":                {proxy, 3, nil},
+		"an admin certificate":               {admin, 3, nil},
+		"a legacy node-role certificate":     {leafOf(t, f.node), 3, nil},
+		"the node's own certificate":         {leafOf(t, f.bound), 3, nil},
+		"another node's certificate":         {leafOf(t, f.bound), 4, ErrNotWriter},
+		"a read certificate":                 {read, 3, ErrNotWriter},
+		"no certificate":                     {nil, 3, ErrNoWriterCredential},
+		"a certificate without a role":       {leafOf(t, f.cli), 3, ErrNoWriterCredential},
+		"a certificate with an unknown role": {odd, 3, ErrNoWriterCredential},
+	} {
+		err := CheckDataPathWriter(tc.leaf, tc.self)
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+}

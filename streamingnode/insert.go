@@ -40,8 +40,14 @@ var payloadPool = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledPayload = 1 << 20
 
+// Insert writes rows to a VChannel this node owns: a segment allocation
+// from coordd, then one WAL message naming the segment. On a secure node
+// only a writer's certificate may call it (requireWriter).
 func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coordpb.InsertResponse, error) {
 	n := s.n
+	if err := n.requireWriter(ctx, "Insert"); err != nil {
+		return nil, err
+	}
 	coll, ok := commands.CollectionOfVChannel(req.Vchannel)
 	switch {
 	case !ok:

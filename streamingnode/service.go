@@ -195,6 +195,8 @@ func walStatus(err error) error {
 // ack_sync_up the node acks them to coordd once persisted. FailedPrecondition
 // when this node is not the owner, the term is wrong, or a newer term fenced
 // the WAL; a request its caller gave up on while waiting is not written.
+// On a secure node a client Append needs a writer's certificate
+// (requireWriter), a coordinator one coordd's server identity.
 func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
 	n := s.n
 	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
@@ -212,6 +214,8 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 		if err := n.requireCoordinator(ctx, "a coordinator Append (coord_term or ack_sync_up set)"); err != nil {
 			return nil, err
 		}
+	} else if err := n.requireWriter(ctx, "Append"); err != nil {
+		return nil, err
 	}
 	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err

@@ -233,9 +233,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, g.server.Recovered(r.Context(), "http", route, v), "", "")
 		}
 	}()
-	r, ok := g.authorize(w, r)
+	r, trusted, ok := g.authorize(w, r)
 	if !ok {
 		return
+	}
+	if err := deliverBody(r); err != nil {
+		skipBody(w, r)
+		writeErrorStatus(w, http.StatusBadRequest, status.New(codes.InvalidArgument, err.Error()), "", "")
+		return
+	}
+	if c := connOf(r.Context()); c != nil {
+		c.beginWork()
+		defer c.endWork(trusted)
 	}
 	g.mux.ServeHTTP(w, r)
 }

@@ -126,10 +126,13 @@ func printBanner(stdout io.Writer, l *cluster.Launcher, sec *cluster.LaunchSecur
 	if sec != nil {
 		pki := filepath.Dir(sec.Server.CA)
 		fmt.Fprintf(stdout, "  secure: TLS on every port, mutual TLS on raft; CA, certificates and the admin token in %s\n", pki)
-		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s --tls-ca %s --token-file %s cluster status\n",
-			l.Endpoints(), sec.Server.CA, sec.BootstrapTokenFile)
+		// The proxy certificate is what inserts present to the streaming
+		// nodes (they take no tokens); coordd authenticates the token.
+		proxy := security.DevPKIIn(pki).Proxy
+		fmt.Fprintf(stdout, "try: bin/coordctl --endpoints %s --tls-ca %s --tls-cert %s --tls-key %s --token-file %s cluster status\n",
+			l.Endpoints(), sec.Server.CA, proxy.Cert, proxy.Key, sec.BootstrapTokenFile)
 		fmt.Fprintf(stdout, "     (then 'token create read --name me' and revoke the bootstrap token: docs/security.md)\n")
-		fmt.Fprintf(stdout, "  streaming node sn<N> authenticates with %s (node identity N); proxies: %s\n",
+		fmt.Fprintf(stdout, "  streaming node sn<N> authenticates with %s (node identity N); proxies (and inserts): %s\n",
 			filepath.Join(pki, "node-<N>.crt"), filepath.Join(pki, "proxy.crt"))
 	} else if c.BasePort == 7001 && c.Nodes == 3 {
 		fmt.Fprintln(stdout, "try: bin/coordctl cluster status   (coordctl's default endpoints are this cluster's)")

@@ -173,6 +173,14 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "proposal queue too large", args: with("--max-pending-proposals", "2000000"), want: "--max-pending-proposals must be in 1..1048576, got 2000000"},
 		{name: "zero grpc streams", args: with("--grpc-max-streams", "0"), want: "--grpc-max-streams must be in 1.."},
 		{name: "http read timeout too short", args: with("--http-read-timeout", "1ms"), want: "--http-read-timeout must be at least 100ms"},
+		{name: "http header timeout too short", args: with("--http-read-header-timeout", "1ms"), want: "--http-read-header-timeout must be at least 100ms"},
+		{name: "http header timeout over read timeout", args: with("--http-read-header-timeout", "40s"),
+			want: "--http-read-header-timeout (40s) must not exceed --http-read-timeout (30s)"},
+		{name: "negative unauthenticated connection cap", args: with("--http-max-unauthenticated-conns", "-1"),
+			want: "--http-max-unauthenticated-conns must be in 0..1000"},
+		{name: "unauthenticated connection cap over the total", args: with("--http-max-unauthenticated-conns", "1001"),
+			want: "--http-max-unauthenticated-conns must be in 0..1000 (--http-max-conns; 0: half of it), got 1001"},
+		{name: "grpc handshake timeout too short", args: with("--grpc-handshake-timeout", "0s"), want: "--grpc-handshake-timeout must be at least 100ms"},
 		{name: "request wait too short", args: with("--max-request-wait", "0s"), want: "--max-request-wait must be at least 100ms"},
 		{name: "unexpected argument", args: with("extra"), want: `unexpected argument "extra"`},
 
@@ -233,8 +241,9 @@ func TestParseServeFlagsValid(t *testing.T) {
 			MaxIdle: 10 * time.Minute, MinSizeFromIdleToSealed: 16, MaxBinlogFiles: 32, ChannelGrowingMB: 4096,
 			AssignmentExpiration: 2 * time.Second, CheckInterval: time.Second, DroppedRetention: 3 * time.Hour},
 		Manifests: manifestFlags{GCInterval: time.Minute, GCGrace: 10 * time.Minute},
-		Limits: limitFlags{HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute, HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
-			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute,
+		Limits: limitFlags{HTTPReadHeaderTimeout: 5 * time.Second, HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 2 * time.Minute,
+			HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
+			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, GRPCHandshakeTimeout: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute,
 			MaxPendingProposals: raftnode.DefaultMaxPendingProposals},
 		Security: securityFlags{Insecure: true}}
 	want := func(f func(c *serveConfig)) serveConfig {

@@ -180,7 +180,7 @@ func openNode(c serveConfig, sec *secureSetup, logger hclog.Logger) (*raftnode.N
 		httpLis.Close()
 		return nil, listeners{}, err
 	}
-	return node, listeners{grpc: grpcLis, http: httpgateway.LimitListener(httpLis, c.Limits.HTTPMaxConns)}, nil
+	return node, listeners{grpc: grpcLis, http: httpgateway.LimitListener(httpLis, c.Limits.httpConnLimits())}, nil
 }
 
 // newMetrics registers the node's metrics and observes its proposals.
@@ -290,6 +290,7 @@ func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcs
 		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.ConnectionTimeout(c.Limits.GRPCHandshakeTimeout),
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())),
 		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)
@@ -305,8 +306,13 @@ func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcs
 		gwOpts = append(gwOpts, httpgateway.WithFaultInjection(node))
 	}
 	var handler http.Handler = httpgateway.New(srv, httpgateway.Probes{Node: node, MaxLag: c.ReadyMaxLag}, reg.Handler(), gwOpts...)
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.Limits.HTTPReadTimeout,
-		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger)}
+	// The TLS handshake shares the header timeout (net/http bounds it by
+	// the shortest read timeout); waiting connections are also evicted by
+	// newer ones at the caps (httpgateway.LimitedListener, through
+	// ConnContext).
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: c.Limits.HTTPReadHeaderTimeout, ReadTimeout: c.Limits.HTTPReadTimeout,
+		WriteTimeout: c.Limits.HTTPWriteTimeout, IdleTimeout: c.Limits.HTTPIdleTimeout, ErrorLog: httpErrorLog(logger),
+		ConnContext: lis.http.ConnContext}
 	if sec != nil {
 		hs.TLSConfig = sec.tls.APIServer()
 	}
@@ -321,11 +327,15 @@ func limitsOf(l limitFlags, srv *grpcserver.Server, node *raftnode.Node, httpLis
 		{Name: "pending_proposals", Max: float64(pq.Max), InUse: float64(pq.Pending), Refused: pq.Rejected},
 		{Name: "raft_inflight_entries", Max: float64(pq.MaxInflight), InUse: float64(pq.Inflight)},
 		{Name: "http_connections", Max: float64(l.HTTPMaxConns), InUse: float64(httpLis.Open()), Refused: httpLis.Refused()},
+		{Name: "http_unauthenticated_connections", Max: float64(httpLis.MaxUnauthenticated()), InUse: float64(httpLis.Unauthenticated()),
+			Refused: httpLis.Evicted()},
 		{Name: "assignment_watchers", Max: float64(sl.MaxWatchers), InUse: float64(srv.Watchers()), Refused: sl.WatchersRefused},
 		{Name: "grpc_streams_per_connection", Max: float64(l.GRPCMaxStreams), InUse: -1},
 		{Name: "grpc_keepalive_min_time_seconds", Max: l.GRPCKeepaliveMinTime.Seconds(), InUse: -1},
 		{Name: "request_wait_seconds", Max: sl.MaxWait.Seconds(), InUse: -1},
+		{Name: "http_read_header_timeout_seconds", Max: l.HTTPReadHeaderTimeout.Seconds(), InUse: -1},
 		{Name: "http_read_timeout_seconds", Max: l.HTTPReadTimeout.Seconds(), InUse: -1},
+		{Name: "grpc_handshake_timeout_seconds", Max: l.GRPCHandshakeTimeout.Seconds(), InUse: -1},
 		{Name: "http_write_timeout_seconds", Max: l.HTTPWriteTimeout.Seconds(), InUse: -1},
 		{Name: "http_idle_timeout_seconds", Max: l.HTTPIdleTimeout.Seconds(), InUse: -1},
 	}

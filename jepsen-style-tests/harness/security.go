@@ -51,6 +51,10 @@ type Security struct {
 	BootstrapFile string
 	// ClientTLS trusts the run's CA; clients authenticate with tokens.
 	ClientTLS *tls.Config
+	// ProxyTLS is ClientTLS presenting the run's proxy certificate
+	// (spiffe://coordd/role/proxy): what writers show a streaming node,
+	// which takes no tokens. coordd still goes by the token sent with it.
+	ProxyTLS *tls.Config
 
 	tokens map[string]string // role -> secret; admin is the bootstrap token
 }
@@ -92,6 +96,14 @@ func newSecurity(dir string, hosts []string) (*Security, error) {
 		}
 		s.Nodes = append(s.Nodes, security.Files{CA: s.CAFile, Cert: cert, Key: key})
 	}
+	proxy, err := ca.IssueClient("jepsen-proxy", "proxy", from, to)
+	if err != nil {
+		return nil, err
+	}
+	proxyCert, proxyKey, err := proxy.Write(dir, "proxy")
+	if err != nil {
+		return nil, err
+	}
 	boot, err := auth.NewToken()
 	if err != nil {
 		return nil, err
@@ -106,6 +118,11 @@ func newSecurity(dir string, hosts []string) (*Security, error) {
 		return nil, err
 	}
 	s.ClientTLS = m.APIClient("")
+	pm, err := security.Load(security.Files{CA: s.CAFile, Cert: proxyCert, Key: proxyKey})
+	if err != nil {
+		return nil, err
+	}
+	s.ProxyTLS = pm.APIClient("")
 	return s, nil
 }
 
@@ -146,10 +163,14 @@ func (s *Security) TLS() *tls.Config {
 	return s.ClientTLS
 }
 
-// ClientConfig adds role's credentials to cfg.
+// ClientConfig adds role's credentials to cfg: a proxy client also
+// presents the proxy certificate, so its inserts reach streaming nodes.
 func (s *Security) ClientConfig(role string, cfg client.Config) client.Config {
 	if s != nil {
 		cfg.TLS, cfg.Token = s.ClientTLS, s.tokens[role]
+		if role == RoleProxy {
+			cfg.TLS = s.ProxyTLS
+		}
 	}
 	return cfg
 }
@@ -210,11 +231,14 @@ func (s *Security) waitAccepted(ctx context.Context, addr, role string) error {
 
 // StreamingNodeDialOptions are the dial options for a streaming node's own
 // port (appends and status go straight to the owner): TLS verifying the
-// node's identity against the run's CA, no client certificate (the data
-// path is open to any TLS client; Assign and Remove need coordd's server
-// identity). Plaintext on an insecure run.
+// node's identity against the run's CA, presenting the proxy certificate
+// (writes need a writer's certificate; Assign and Remove need coordd's
+// server identity). Plaintext on an insecure run.
 func (s *Security) StreamingNodeDialOptions() []grpc.DialOption {
-	return client.StreamingNodeDialOptions(s.TLS())
+	if s == nil {
+		return client.StreamingNodeDialOptions(nil)
+	}
+	return client.StreamingNodeDialOptions(s.ProxyTLS)
 }
 
 // NodeTLS is a client TLS configuration presenting streaming node i's

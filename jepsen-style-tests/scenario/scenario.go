@@ -298,7 +298,7 @@ func credentials(cl *harness.Cluster) *workload.Credentials {
 		return nil
 	}
 	return &workload.Credentials{
-		TLS: sec.ClientTLS,
+		TLS: sec.ClientTLS, ProxyTLS: sec.ProxyTLS,
 		Tokens: map[string]string{workload.RoleRead: sec.Token(harness.RoleRead), workload.RoleProxy: sec.Token(harness.RoleProxy),
 			workload.RoleAdmin: sec.Token(harness.RoleAdmin)},
 		StreamingNode: sec.StreamingNodeDialOptions(),

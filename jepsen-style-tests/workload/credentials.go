@@ -20,13 +20,15 @@ const (
 // Credentials are how a run's clients authenticate; nil in Env means an
 // insecure run (plaintext, no tokens).
 type Credentials struct {
-	// TLS trusts the run's CA.
-	TLS *tls.Config
+	// TLS trusts the run's CA; ProxyTLS also presents the run's proxy
+	// certificate, which proxy clients use (their inserts reach streaming
+	// nodes, which take no tokens).
+	TLS, ProxyTLS *tls.Config
 	// Tokens maps a role to its token's secret.
 	Tokens map[string]string
 	// StreamingNode are the dial options for a streaming node's own port
 	// (appends go straight to the owner: TLS verifying the node's
-	// identity); nil dials plaintext.
+	// identity, presenting the proxy certificate); nil dials plaintext.
 	StreamingNode []grpc.DialOption
 }
 
@@ -41,6 +43,9 @@ func (e Env) Config(role string, cfg client.Config) client.Config { return e.Cre
 func (c *Credentials) apply(role string, cfg client.Config) client.Config {
 	if c != nil {
 		cfg.TLS, cfg.Token = c.TLS, c.Tokens[role]
+		if role == RoleProxy && c.ProxyTLS != nil {
+			cfg.TLS = c.ProxyTLS
+		}
 	}
 	return cfg
 }

@@ -178,6 +178,27 @@ func TestSecureStreamingNodePort(t *testing.T) {
 	if _, err := proxy.Append(ctx, appendReq); err != nil {
 		t.Fatalf("append through the owner with the proxy certificate, after the refused Removes: %v", err)
 	}
+	// Reading the WAL needs a certificate of the cluster too (any role or
+	// node): anonymously or role-less it is Unauthenticated; another
+	// node's certificate reads the row just appended.
+	readFirst := func(cl coordpb.StreamingNodeServiceClient) (*coordpb.WALMessage, error) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		stream, err := cl.Read(rctx, &coordpb.ReadRequest{Vchannel: victim + "_77v0"})
+		if err != nil {
+			return nil, err
+		}
+		return stream.Recv()
+	}
+	for name, cl := range map[string]coordpb.StreamingNodeServiceClient{
+		"no client certificate": anon, "a client certificate without a role": dial(withCert(pki.Client))} {
+		if _, err := readFirst(cl); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("Read with %s: %v, want Unauthenticated", name, err)
+		}
+	}
+	if m, err := readFirst(dial(withCert(pki.Node(2)))); err != nil || string(m.GetPayload()) != "still-here" {
+		t.Fatalf("Read with another node's certificate: %v, %v; want the appended row", m, err)
+	}
 	// Insert through the client: with the proxy certificate the rows are
 	// admitted; the admin token alone (no certificate) is refused at once.
 	proxyTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Proxy.CA, Cert: pki.Proxy.Cert, Key: pki.Proxy.Key})

@@ -182,3 +182,39 @@ func CheckDataPathWriter(leaf *x509.Certificate, self uint64) error {
 	}
 	return fmt.Errorf("%w: unknown role %q", ErrNoWriterCredential, role)
 }
+
+// Reading a secure streaming node's WAL (Read) returns the rows every
+// writer appended, so it needs a credential of the cluster too, though any
+// role will do: coordd's server identity, any streaming node's identity,
+// or a certificate with a known role (read, proxy, node or admin).
+
+// ErrNoReaderCredential: a Read presented no certificate of the cluster
+// that names a role or a node. Answered Unauthenticated.
+var ErrNoReaderCredential = errors.New("reading a secure streaming node's WAL needs a client certificate from the cluster's CA " +
+	"with a role (" + RoleURIPrefix + "read or higher) or a node identity")
+
+// CheckDataPathReader decides whether leaf (verified by the TLS handshake;
+// nil when none was presented) may read this node's WAL.
+func CheckDataPathReader(leaf *x509.Certificate) error {
+	if leaf == nil {
+		return fmt.Errorf("%w: none was presented", ErrNoReaderCredential)
+	}
+	if IsServerCert(leaf) {
+		return nil
+	}
+	node, err := CertNode(leaf)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoReaderCredential, err)
+	}
+	if node != 0 {
+		return nil
+	}
+	switch role := CertRole(leaf); role {
+	case "read", "proxy", "node", "admin":
+		return nil
+	case "":
+		return fmt.Errorf("%w: the certificate (URIs %v) carries no role", ErrNoReaderCredential, leaf.URIs)
+	default:
+		return fmt.Errorf("%w: unknown role %q", ErrNoReaderCredential, role)
+	}
+}

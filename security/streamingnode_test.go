@@ -242,3 +242,39 @@ func TestCheckDataPathWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDataPathReader: any certificate of the cluster that names a role
+// or a node may read a WAL; none, a role-less one or an unknown role may
+// not.
+func TestCheckDataPathReader(t *testing.T) {
+	f := newPKIFixture(t)
+	now := time.Now()
+	from, to := now.Add(-time.Hour), now.Add(time.Hour)
+	issue := func(kp KeyPair, err error) *x509.Certificate {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leafOf(t, kp)
+	}
+	read := issue(f.ca.IssueClient("grafana", "read", from, to))
+	odd := issue(f.ca.IssueClient("odd", "root", from, to))
+	for name, tc := range map[string]struct {
+		leaf  *x509.Certificate
+		admit bool
+	}{
+		"coordd's server certificate":        {leafOf(t, f.server), true},
+		"a read certificate":                 {read, true},
+		"a proxy certificate":                {issue(f.ca.IssueClient("proxy", "proxy", from, to)), true},
+		"a streaming node's certificate":     {leafOf(t, f.bound), true},
+		"a legacy node-role certificate":     {leafOf(t, f.node), true},
+		"no certificate":                     {nil, false},
+		"a certificate without a role":       {leafOf(t, f.cli), false},
+		"a certificate with an unknown role": {odd, false},
+	} {
+		err := CheckDataPathReader(tc.leaf)
+		if tc.admit != (err == nil) || (err != nil && !errors.Is(err, ErrNoReaderCredential)) {
+			t.Errorf("%s: %v, want admitted=%v", name, err, tc.admit)
+		}
+	}
+}

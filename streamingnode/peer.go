@@ -45,13 +45,7 @@ func (n *Node) requireWriter(ctx context.Context, what string) error {
 	if n.cfg.ServeTLS == nil {
 		return nil
 	}
-	var leaf *x509.Certificate
-	p, ok := peer.FromContext(ctx)
-	if ok {
-		if ti, isTLS := p.AuthInfo.(credentials.TLSInfo); isTLS && len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
-			leaf = ti.State.PeerCertificates[0]
-		}
-	}
+	leaf, p := verifiedLeaf(ctx)
 	err := security.CheckDataPathWriter(leaf, n.servingIdentity())
 	if err == nil {
 		return nil
@@ -61,6 +55,33 @@ func (n *Node) requireWriter(ctx context.Context, what string) error {
 		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
 	}
 	return status.Errorf(codes.Unauthenticated, "%s: %v", what, err)
+}
+
+// requireReader admits a Read on a secure port from any certificate of the
+// cluster that names a role or a node (security.CheckDataPathReader).
+func (n *Node) requireReader(ctx context.Context) error {
+	if n.cfg.ServeTLS == nil {
+		return nil
+	}
+	leaf, p := verifiedLeaf(ctx)
+	if err := security.CheckDataPathReader(leaf); err != nil {
+		n.log.Debug("refused a WAL read", "peer", peerAddr(p), "error", err)
+		return status.Errorf(codes.Unauthenticated, "Read: %v", err)
+	}
+	return nil
+}
+
+// verifiedLeaf is the caller's client certificate when the TLS handshake
+// verified it against the cluster's CA (nil otherwise), and the peer.
+func verifiedLeaf(ctx context.Context) (*x509.Certificate, *peer.Peer) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, nil
+	}
+	if ti, isTLS := p.AuthInfo.(credentials.TLSInfo); isTLS && len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
+		return ti.State.PeerCertificates[0], p
+	}
+	return nil, p
 }
 
 // servingIdentity is the node identity in the certificate this node serves

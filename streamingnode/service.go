@@ -380,6 +380,9 @@ func (n *Node) reportBroken(p string, term int64, cause error) {
 // caller leaves or the node shuts down (Unavailable).
 func (s *service) Read(req *coordpb.ReadRequest, stream grpc.ServerStreamingServer[coordpb.WALMessage]) error {
 	n := s.n
+	if err := n.requireReader(stream.Context()); err != nil {
+		return err
+	}
 	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
 		return invalid("%s", reason(err))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // readState returns the state for a read at the requested consistency, or
@@ -365,7 +366,7 @@ func (s *Server) updateReplicateConfiguration(ctx context.Context, cfg *logpb.Re
 		return s.toStatus(ctx, err)
 	}
 	_, err = s.broadcasts.Broadcast(ctx, broadcaster.Request{
-		MessageType:  commands.MsgAlterReplicateConfig,
+		MessageType:  vocab.MsgAlterReplicateConfig,
 		Payload:      payload,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
 	})
@@ -434,7 +435,7 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 // changes nothing and answers marked=false.
 func (s *Server) ReportAssignmentError(ctx context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
 	body := &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
-		Reason: commands.TruncateReason(req.Error)}}}
+		Reason: vocab.TruncateReason(req.Error)}}}
 	cmd, err := commands.New(body, "")
 	if err != nil {
 		return nil, s.toStatus(ctx, err)

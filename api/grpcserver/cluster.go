@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Status answers from this node's own view; it never forwards, so an
@@ -221,7 +222,7 @@ func (s *Server) findServer(id string) (raftnode.Server, error) {
 // or the current leader.
 func (s *Server) TransferLeader(ctx context.Context, req *coordpb.TransferLeaderRequest) (*coordpb.TransferLeaderResponse, error) {
 	if req.TargetId != "" {
-		if err := commands.ValidateMemberID(req.TargetId); err != nil {
+		if err := vocab.ValidateMemberID(req.TargetId); err != nil {
 			return nil, s.toStatus(ctx, err)
 		}
 	}

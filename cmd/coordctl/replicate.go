@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 var replicateGroup = &group{
@@ -94,8 +95,8 @@ func bindReplicateReset(fs *flag.FlagSet) func([]string) (action, error) {
 		if strings.TrimSpace(*reason) == "" {
 			return action{}, errors.New("--reason is required")
 		}
-		if len(*reason) > commands.MaxReasonBytes {
-			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), commands.MaxReasonBytes)
+		if len(*reason) > vocab.MaxReasonBytes {
+			return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(*reason), vocab.MaxReasonBytes)
 		}
 		r := *reason
 		return action{what: "replicate reset", mutates: true, run: func(ctx context.Context, e *env) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // CommitBatch commits many segments in one command
@@ -27,7 +28,7 @@ func (c *Committer) CommitBatch(ctx context.Context, reqs []*coordpb.CommitSegme
 	if len(reqs) > commands.MaxManifestPublishes {
 		return nil, invalidf("a batch commits at most %d segments, got %d", commands.MaxManifestPublishes, len(reqs))
 	}
-	if err := commands.ValidateRequestID(requestID); err != nil {
+	if err := vocab.ValidateRequestID(requestID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err) // the one request-ID check
 	}
 	ids := make([]int64, len(reqs))

@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Leader is what the committer needs from the raft node; raftnode.Node
@@ -251,7 +252,7 @@ func ValidateRequest(req *coordpb.CommitSegmentManifestRequest, inBatch bool) er
 			}
 		}
 	}
-	if err := commands.ValidateRequestID(req.RequestId); err != nil {
+	if err := vocab.ValidateRequestID(req.RequestId); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err) // the one request-ID check
 	}
 	cat := req.Catalog

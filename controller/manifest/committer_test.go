@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func TestCommitSegmentManifestSerializesSameSegment(t *testing.T) {
@@ -222,7 +223,7 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 			CollectionId: testColl, Vchannel: testVChannel, Level: "L0", NumOfRows: 1}}},
 		"prepared bad base": {SegmentId: 5, Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_PublishPrepared{
 			PublishPrepared: &coordpb.PublishPreparedManifest{Version: 2, BasePath: "../etc"}}}},
-		"request ID too long": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, RequestId: strings.Repeat("r", commands.MaxRequestIDBytes+1)},
+		"request ID too long": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, RequestId: strings.Repeat("r", vocab.MaxRequestIDBytes+1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.c.Commit(context.Background(), req)
@@ -233,7 +234,7 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 			}
 		})
 	}
-	long := strings.Repeat("r", commands.MaxRequestIDBytes+1)
+	long := strings.Repeat("r", vocab.MaxRequestIDBytes+1)
 	if _, err := f.c.CommitBatch(context.Background(), []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, ErrInvalid) || !errors.Is(err, commands.ErrInvalid) {
 		t.Fatalf("batch with a request ID over the limit: %v, want manifest and commands ErrInvalid", err)
 	}

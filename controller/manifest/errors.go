@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The error classes of a manifest commit (docs/semantics.md#manifest-errors).
@@ -31,7 +32,7 @@ type StaleError struct {
 }
 
 func (e *StaleError) Error() string {
-	return commands.StaleManifestMessage(e.Segment, e.Expected, e.Current, e.Why)
+	return vocab.StaleManifestMessage(e.Segment, e.Expected, e.Current, e.Why)
 }
 
 // RejectedError is an Apply rejection of the commit command that is not
@@ -57,7 +58,7 @@ func (e *RejectedError) Is(target error) bool {
 // rejectionError converts an Apply rejection into the class errors.
 func rejectionError(r *logpb.Rejection) error {
 	if r.Code == logpb.RejectCode_REJECT_STALE {
-		if seg, exp, cur, ok := commands.ParseStaleManifest(r.Message); ok {
+		if seg, exp, cur, ok := vocab.ParseStaleManifest(r.Message); ok {
 			return &StaleError{Segment: seg, Expected: exp, Current: cur, Why: "refused by the state machine"}
 		}
 		// A decision-term fence: a newer leader established itself.

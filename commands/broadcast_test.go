@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -116,21 +115,21 @@ func TestValidateCreateBroadcastResourceKeys(t *testing.T) {
 		{"64 keys", many(vocab.MaxResourceKeys), ""},
 		{"65 keys", many(vocab.MaxResourceKeys + 1), "65 resource keys (max 64)"},
 		{"duplicates are merged later, not refused", keys(rk(rkDB, "d", true), rk(rkDB, "d", false)), ""},
-		{"cluster with a key", keys(rk(rkCluster, "x", true)), "RK_CLUSTER takes no key"},
-		{"privilege with a key", keys(rk(rkPrivilege, "admin", false)), "RK_PRIVILEGE takes no key"},
-		{"unknown domain 0", keys(rk(logpb.ResourceDomain_RK_UNKNOWN, "x", true)), "unknown resource key domain 0"},
-		{"unknown domain 6", keys(rk(6, "x", true)), "unknown resource key domain 6"},
-		{"unknown domain 126", keys(rk(126, "", true)), "unknown resource key domain 126"},
-		{"unknown domain 128", keys(rk(128, "", true)), "unknown resource key domain 128"},
-		{"negative domain", keys(rk(-1, "x", true)), "unknown resource key domain -1"},
+		{"cluster with a key", keys(rk(rkCluster, "x", true)), "domain CLUSTER takes no key"},
+		{"privilege with a key", keys(rk(rkPrivilege, "admin", false)), "domain PRIVILEGE takes no key"},
+		{"unknown domain 0", keys(rk(logpb.ResourceDomain_RK_UNKNOWN, "x", true)), `unknown resource key domain "0"`},
+		{"unknown domain 6", keys(rk(6, "x", true)), `unknown resource key domain "6"`},
+		{"unknown domain 126", keys(rk(126, "", true)), `unknown resource key domain "126"`},
+		{"unknown domain 128", keys(rk(128, "", true)), `unknown resource key domain "128"`},
+		{"negative domain", keys(rk(-1, "x", true)), `unknown resource key domain "-1"`},
 		{"second key bad", keys(rk(rkDB, "d", true), rk(rkCluster, "c", true)), "takes no key"},
 	}
 	for _, d := range []logpb.ResourceDomain{rkDB, rkCollection, rkSnapshot, rkImportJob} {
 		tests = append(tests,
 			validateCase{d.String() + "/one byte", keys(rk(d, "k", false)), ""},
 			validateCase{d.String() + "/512 bytes", keys(rk(d, key512, true)), ""},
-			validateCase{d.String() + "/empty", keys(rk(d, "", true)), d.String() + " needs a key of 1..512 bytes"},
-			validateCase{d.String() + "/513 bytes", keys(rk(d, key513, false)), d.String() + " needs a key of 1..512 bytes"},
+			validateCase{d.String() + "/empty", keys(rk(d, "", true)), "resource key " + string(ResourceDomainOf(d)) + " needs a key of 1..512 bytes"},
+			validateCase{d.String() + "/513 bytes", keys(rk(d, key513, false)), "resource key " + string(ResourceDomainOf(d)) + " needs a key of 1..512 bytes"},
 		)
 	}
 	runValidateCases(t, tests)
@@ -266,162 +265,6 @@ func TestValidateCompleteAbandonPrune(t *testing.T) {
 		{"prune negative lifetime", &logpb.PruneBroadcastTombstones{MaxCount: 1, MaxLifetimeMs: -1}, "tombstone lifetime must be positive"},
 	})
 }
-
-// ---- scoped idempotency keys ----------------------------------------------------------
-
-func TestScopedKeyConstructors(t *testing.T) {
-	k256 := strings.Repeat("~", vocab.MaxIdempotencyKeyBytes)
-	k257 := strings.Repeat("~", vocab.MaxIdempotencyKeyBytes+1)
-	tests := []struct {
-		name    string
-		build   func() (string, error)
-		want    string
-		wantErr string
-	}{
-		{"cluster", func() (string, error) { return vocab.ClusterScopedKey("import-42") }, "cluster/0/9:import-42", ""},
-		{"database", func() (string, error) { return vocab.DatabaseScopedKey(3, "k") }, "db/3/1:k", ""},
-		{"collection", func() (string, error) { return vocab.CollectionScopedKey(449326211, "a:b/c") }, "coll/449326211/5:a:b/c", ""},
-		{"space and tilde are printable", func() (string, error) { return vocab.ClusterScopedKey(" ~") }, "cluster/0/2: ~", ""},
-		{"256-byte key accepted", func() (string, error) { return vocab.DatabaseScopedKey(1, k256) }, "db/1/256:" + k256, ""},
-		{"257-byte key rejected", func() (string, error) { return vocab.DatabaseScopedKey(1, k257) }, "", "idempotency key must be 1..256 bytes, got 257"},
-		{"257-byte cluster key rejected", func() (string, error) { return vocab.ClusterScopedKey(k257) }, "", "got 257"},
-		{"257-byte collection key rejected", func() (string, error) { return vocab.CollectionScopedKey(1, k257) }, "", "got 257"},
-		{"empty key", func() (string, error) { return vocab.ClusterScopedKey("") }, "", "got 0"},
-		{"tab", func() (string, error) { return vocab.CollectionScopedKey(1, "a\tb") }, "", "byte 1 (0x09) is not printable ASCII"},
-		{"DEL", func() (string, error) { return vocab.CollectionScopedKey(1, "\x7f") }, "", "(0x7f) is not printable ASCII"},
-		{"UTF-8", func() (string, error) { return vocab.CollectionScopedKey(1, "ü") }, "", "not printable ASCII"},
-		{"database id 0", func() (string, error) { return vocab.DatabaseScopedKey(0, "k") }, "", "database id must be positive, got 0"},
-		{"negative database id", func() (string, error) { return vocab.DatabaseScopedKey(-4, "k") }, "", "got -4"},
-		{"collection id 0", func() (string, error) { return vocab.CollectionScopedKey(0, "k") }, "", "collection id must be positive, got 0"},
-		{"negative collection id", func() (string, error) { return vocab.CollectionScopedKey(-1, "k") }, "", "got -1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.build()
-			if tt.wantErr != "" {
-				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %q, %v; want ErrInvalid containing %q", got, err, tt.wantErr)
-				}
-				if got != "" {
-					t.Fatalf("returned key %q with an error", got)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
-			}
-			if err := vocab.ValidateScopedKey(got); err != nil {
-				t.Fatalf("a constructed key does not validate: %v", err)
-			}
-		})
-	}
-}
-
-// scopedKeyInput is one call of a scoped-key constructor.
-type scopedKeyInput struct {
-	scope string // "cluster", "db", "coll"
-	id    int64
-	key   string
-}
-
-func (in scopedKeyInput) build() (string, error) {
-	switch in.scope {
-	case "cluster":
-		return vocab.ClusterScopedKey(in.key)
-	case "db":
-		return vocab.DatabaseScopedKey(in.id, in.key)
-	default:
-		return vocab.CollectionScopedKey(in.id, in.key)
-	}
-}
-
-// genScopedKeyInput draws constructor arguments from small alphabets rich in
-// the encoding's separators and digits, so near-collisions are common.
-func genScopedKeyInput(t *rapid.T, label string) scopedKeyInput {
-	in := scopedKeyInput{scope: rapid.SampledFrom([]string{"cluster", "db", "coll"}).Draw(t, label+".scope")}
-	if in.scope != "cluster" {
-		in.id = rapid.OneOf(rapid.Int64Range(1, 130), rapid.Int64Range(1, 1<<62)).Draw(t, label+".id")
-	}
-	in.key = rapid.StringOfN(rapid.RuneFrom([]rune("1:/0ab9v_")), 1, 12, -1).Draw(t, label+".key")
-	return in
-}
-
-// TestScopedKeysInjective: different (scope, id, key) never encode to the
-// same string, every encoding validates, and the encoding of one scope
-// never passes for another.
-func TestScopedKeysInjective(t *testing.T) {
-	// Hand-picked pairs that a naive "scope/id/key" or "scope:id:key"
-	// encoding would confuse.
-	pairs := [][2]scopedKeyInput{
-		{{"db", 1, "1/a"}, {"db", 11, "a"}},
-		{{"db", 1, "2:ab"}, {"db", 1, "ab"}},
-		{{"coll", 12, "3:abc"}, {"coll", 1, "2/3:abc"}},
-		{{"cluster", 0, "a"}, {"db", 1, "a"}},
-		{{"db", 5, "k"}, {"coll", 5, "k"}},
-		{{"db", 1, "1:a"}, {"db", 1, "a"}},
-	}
-	for _, p := range pairs {
-		a, errA := p[0].build()
-		b, errB := p[1].build()
-		if errA != nil || errB != nil {
-			t.Fatalf("%v / %v: %v, %v", p[0], p[1], errA, errB)
-		}
-		if a == b {
-			t.Errorf("%v and %v both encode to %q", p[0], p[1], a)
-		}
-	}
-	rapid.Check(t, func(t *rapid.T) {
-		x := genScopedKeyInput(t, "x")
-		y := genScopedKeyInput(t, "y")
-		ex, err := x.build()
-		if err != nil {
-			t.Fatalf("%v: %v", x, err)
-		}
-		ey, err := y.build()
-		if err != nil {
-			t.Fatalf("%v: %v", y, err)
-		}
-		if (ex == ey) != (x == y) {
-			t.Fatalf("%+v -> %q, %+v -> %q", x, ex, y, ey)
-		}
-		if err := vocab.ValidateScopedKey(ex); err != nil {
-			t.Fatalf("constructed key %q does not validate: %v", ex, err)
-		}
-		if err := Validate(MustNew(createBC(func(b *logpb.CreateBroadcast) { b.IdempotencyKey = ex }))); err != nil {
-			t.Fatalf("CreateBroadcast with key %q: %v", ex, err)
-		}
-		// The dedup scope embeds the message type; that composition must be
-		// injective too (a message type cannot contain the separator).
-		if !strings.HasPrefix(ex, x.scope+"/") || !strings.HasSuffix(ex, ":"+x.key) {
-			t.Fatalf("encoding %q does not carry its scope and key", ex)
-		}
-	})
-}
-
-// TestValidateScopedKeyAcceptsOnlyConstructorOutput: any string the
-// validator accepts is exactly what a constructor produces for the fields
-// it spells.
-func TestValidateScopedKeyAcceptsOnlyConstructorOutput(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		s := rapid.StringOfN(rapid.RuneFrom([]rune("cluster/dbo0123:+-a\x01")), 0, 24, -1).Draw(t, "s")
-		if rapid.Bool().Draw(t, "prefixed") {
-			s = rapid.SampledFrom([]string{"cluster/", "db/", "coll/"}).Draw(t, "scope") + s
-		}
-		if vocab.ValidateScopedKey(s) != nil {
-			return
-		}
-		scope, rest, _ := strings.Cut(s, "/")
-		id, rest, _ := strings.Cut(rest, "/")
-		_, key, _ := strings.Cut(rest, ":")
-		idv, _ := strconv.ParseInt(id, 10, 64)
-		got, err := scopedKeyInput{scope, idv, key}.build()
-		if err != nil || got != s {
-			t.Fatalf("validator accepted %q, but the constructor gives %q, %v", s, got, err)
-		}
-	})
-}
-
-// ---- resource keys --------------------------------------------------------------------
 
 func keyList(ks []*logpb.ResourceKey) string {
 	var parts []string

@@ -190,14 +190,14 @@ func FuzzValidate(f *testing.F) {
 					t.Fatalf("accepted id %q with byte %q", id, id[i])
 				}
 			}
-		} else if !errors.Is(idErr, ErrInvalid) {
+		} else if !errors.Is(idErr, vocab.ErrInvalid) {
 			t.Fatalf("vocab.ValidateMemberID error %v does not wrap ErrInvalid", idErr)
 		}
 
 		for _, required := range []bool{true, false} {
 			err := vocab.ValidateAddr("addr", addr, required)
 			if err != nil {
-				if !errors.Is(err, ErrInvalid) {
+				if !errors.Is(err, vocab.ErrInvalid) {
 					t.Fatalf("vocab.ValidateAddr error %v does not wrap ErrInvalid", err)
 				}
 				continue

@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Metadata keys coordd sets on errors so clients can find the leader and
@@ -103,6 +104,7 @@ var errorTable = []errorRule{
 	{match: is(manifest.ErrNotFound), code: codes.NotFound},
 	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(vocab.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errInvalid), code: codes.InvalidArgument},
 	{match: is(errNotFound), code: codes.NotFound},

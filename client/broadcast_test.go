@@ -34,6 +34,30 @@ func TestBroadcastPayloads(t *testing.T) {
 	}
 }
 
+// TestBroadcastSpecValidateWithoutTargets: a spec with no VChannels (coordd
+// chooses the targets) is checked locally by the shared shape rule, with
+// no invented target and no log-schema wording in the error.
+func TestBroadcastSpecValidateWithoutTargets(t *testing.T) {
+	bad := client.BroadcastSpec{MessageType: vocab.MsgFlushAll, ResourceKeys: []*coordpb.ResourceKey{{Domain: "CLUSTER", Key: "c"}}}
+	err := bad.Validate()
+	if err == nil || !strings.Contains(err.Error(), "CLUSTER takes no key") {
+		t.Fatalf("Validate() = %v, want the CLUSTER key refused", err)
+	}
+	if strings.Contains(err.Error(), "invalid command") || strings.Contains(err.Error(), "_0") {
+		t.Errorf("error %q speaks of log commands or an invented target", err)
+	}
+	unknown := client.BroadcastSpec{MessageType: "AlterCollection", ResourceKeys: []*coordpb.ResourceKey{{Domain: "TABLE", Key: "t"}}}
+	if err := unknown.Validate(); err == nil || !strings.Contains(err.Error(), `unknown resource key domain "TABLE"`) {
+		t.Fatalf("Validate() = %v, want the TABLE domain refused", err)
+	}
+	good := client.BroadcastSpec{MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
+		ResourceKeys: []*coordpb.ResourceKey{{Domain: "collection_name", Key: "db1:c1"}},
+		Idempotency:  &client.IdempotencyKey{Scope: client.ScopeDatabase, ScopeID: 1, Key: "create-c1"}}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("Validate() of a valid spec without VChannels = %v", err)
+	}
+}
+
 func TestBroadcastSendsSpec(t *testing.T) {
 	fc, c := broadcastCluster(t)
 	ctx := context.Background()

@@ -16,7 +16,7 @@ import (
 // targets. The API calls it before forwarding; Broadcast calls it again.
 func CheckRequest(req Request) error {
 	if err := vocab.ValidateKnownMessageType(req.MessageType); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", commands.ErrInvalid, err)
 	}
 	return commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,
 		ResourceKeys: req.ResourceKeys, Vchannels: req.VChannels, IdempotencyKey: req.IdempotencyKey})

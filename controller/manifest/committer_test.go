@@ -228,15 +228,15 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.c.Commit(context.Background(), req)
 			wantClass(t, err, "invalid")
-			// The request-ID limit has one check and one error (commands').
-			if req.RequestId != "" && !errors.Is(err, commands.ErrInvalid) {
-				t.Fatalf("request ID over the limit: %v, want commands.ErrInvalid", err)
+			// The request-ID limit has one check and one error (vocab's).
+			if req.RequestId != "" && !errors.Is(err, vocab.ErrInvalid) {
+				t.Fatalf("request ID over the limit: %v, want vocab.ErrInvalid", err)
 			}
 		})
 	}
 	long := strings.Repeat("r", vocab.MaxRequestIDBytes+1)
-	if _, err := f.c.CommitBatch(context.Background(), []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, ErrInvalid) || !errors.Is(err, commands.ErrInvalid) {
-		t.Fatalf("batch with a request ID over the limit: %v, want manifest and commands ErrInvalid", err)
+	if _, err := f.c.CommitBatch(context.Background(), []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, ErrInvalid) || !errors.Is(err, vocab.ErrInvalid) {
+		t.Fatalf("batch with a request ID over the limit: %v, want manifest and vocab ErrInvalid", err)
 	}
 	if len(f.l.Applied()) != applied || len(f.objects()) != 1 || f.version(5) != 1 {
 		t.Fatalf("bad input changed something: %d commands, objects %v", len(f.l.Applied())-applied, f.objects())

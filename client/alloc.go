@@ -9,11 +9,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // MaxAllocCount bounds the count of one allocation.
-const MaxAllocCount = commands.MaxAllocCount
+const MaxAllocCount = vocab.MaxAllocCount
 
 // AllocTimestamp returns count consecutive hybrid timestamps first,
 // first+1, ..., first+count-1 (physical ms << 18 | logical). Retrying is

@@ -10,21 +10,20 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // MaxListBroadcasts bounds the limit of ListBroadcasts.
 const MaxListBroadcasts = 10000
 
-// Resource-key domains, as the API spells them.
+// Resource-key domains, as the API spells them (vocab.ResourceDomains).
 const (
-	DomainCluster        = "CLUSTER"
-	DomainDBName         = "DB_NAME"
-	DomainCollectionName = "COLLECTION_NAME"
-	DomainPrivilege      = "PRIVILEGE"
-	DomainSnapshotName   = "SNAPSHOT_NAME"
-	DomainImportJobID    = "IMPORT_JOB_ID"
+	DomainCluster        = string(vocab.DomainCluster)
+	DomainDBName         = string(vocab.DomainDBName)
+	DomainCollectionName = string(vocab.DomainCollectionName)
+	DomainPrivilege      = string(vocab.DomainPrivilege)
+	DomainSnapshotName   = string(vocab.DomainSnapshotName)
+	DomainImportJobID    = string(vocab.DomainImportJobID)
 )
 
 // Idempotency-key scopes.
@@ -34,15 +33,13 @@ const (
 	ScopeCollection = "COLLECTION"
 )
 
-var domains = map[string]logpb.ResourceDomain{
-	DomainCluster: logpb.ResourceDomain_RK_CLUSTER, DomainDBName: logpb.ResourceDomain_RK_DB_NAME,
-	DomainCollectionName: logpb.ResourceDomain_RK_COLLECTION_NAME, DomainPrivilege: logpb.ResourceDomain_RK_PRIVILEGE,
-	DomainSnapshotName: logpb.ResourceDomain_RK_SNAPSHOT_NAME, DomainImportJobID: logpb.ResourceDomain_RK_IMPORT_JOB_ID,
-}
-
 // ResourceDomains lists the resource-key domains the API accepts.
 func ResourceDomains() []string {
-	return []string{DomainCluster, DomainDBName, DomainCollectionName, DomainPrivilege, DomainSnapshotName, DomainImportJobID}
+	var out []string
+	for _, d := range vocab.ResourceDomains() {
+		out = append(out, string(d))
+	}
+	return out
 }
 
 // IdempotencyKey makes a broadcast retry-safe: a second broadcast with the
@@ -57,7 +54,7 @@ type IdempotencyKey struct {
 	Key string
 }
 
-// Scoped returns the scoped key coordd stores (commands.ClusterScopedKey and
+// Scoped returns the scoped key coordd stores (vocab.ClusterScopedKey and
 // friends), or why k is invalid.
 func (k IdempotencyKey) Scoped() (string, error) {
 	switch strings.ToUpper(k.Scope) {
@@ -65,11 +62,11 @@ func (k IdempotencyKey) Scoped() (string, error) {
 		if k.ScopeID != 0 {
 			return "", fmt.Errorf("a CLUSTER idempotency key takes scope id 0, got %d", k.ScopeID)
 		}
-		return commands.ClusterScopedKey(k.Key)
+		return vocab.ClusterScopedKey(k.Key)
 	case ScopeDatabase:
-		return commands.DatabaseScopedKey(k.ScopeID, k.Key)
+		return vocab.DatabaseScopedKey(k.ScopeID, k.Key)
 	case ScopeCollection:
-		return commands.CollectionScopedKey(k.ScopeID, k.Key)
+		return vocab.CollectionScopedKey(k.ScopeID, k.Key)
 	}
 	return "", fmt.Errorf("idempotency scope must be CLUSTER, DATABASE or COLLECTION, got %q", k.Scope)
 }
@@ -94,15 +91,12 @@ type BroadcastSpec struct {
 	Idempotency *IdempotencyKey
 }
 
-// Validate checks the spec with the rules the server applies to every
-// broadcast (a built-in message type's payload is checked by the server
-// only).
+// Validate checks the spec with the shape rules the server applies to
+// every broadcast (vocab.ValidateBroadcast; a built-in message type's
+// payload is checked by the server only).
 func (s BroadcastSpec) Validate() error {
 	_, err := s.request()
-	if err != nil {
-		return stripInvalid(err)
-	}
-	return nil
+	return err
 }
 
 // request checks the spec with the rules the server applies and converts
@@ -110,26 +104,23 @@ func (s BroadcastSpec) Validate() error {
 func (s BroadcastSpec) request() (*coordpb.BroadcastRequest, error) {
 	req := &coordpb.BroadcastRequest{MessageType: s.MessageType, Payload: s.Payload, ResourceKeys: s.ResourceKeys,
 		Vchannels: s.VChannels, AckSyncUp: s.AckSyncUp}
-	probe := &logpb.CreateBroadcast{MessageType: s.MessageType, Payload: s.Payload, Vchannels: s.VChannels}
+	shape := vocab.Broadcast{MessageType: s.MessageType, Payload: s.Payload, VChannels: s.VChannels}
 	for _, k := range s.ResourceKeys {
-		d, ok := domains[strings.ToUpper(k.GetDomain())]
-		if !ok {
-			return nil, fmt.Errorf("unknown resource key domain %q (want one of %s)", k.GetDomain(), strings.Join(ResourceDomains(), ", "))
+		d, err := vocab.ParseResourceDomain(k.GetDomain())
+		if err != nil {
+			return nil, err
 		}
-		probe.ResourceKeys = append(probe.ResourceKeys, &logpb.ResourceKey{Domain: d, Key: k.GetKey(), Shared: k.GetShared()})
+		shape.ResourceKeys = append(shape.ResourceKeys, vocab.ResourceKey{Domain: d, Key: k.GetKey(), Shared: k.GetShared()})
 	}
 	if ik := s.Idempotency; ik != nil {
 		key, err := ik.Scoped()
 		if err != nil {
 			return nil, err
 		}
-		probe.IdempotencyKey = key
+		shape.IdempotencyKey = key
 		req.IdempotencyKey = &coordpb.IdempotencyKey{Scope: strings.ToUpper(ik.Scope), ScopeId: ik.ScopeID, Key: ik.Key}
 	}
-	if len(probe.Vchannels) == 0 {
-		probe.Vchannels = []string{"probe_0"} // coordd chooses the targets
-	}
-	if _, err := commands.New(probe, ""); err != nil {
+	if err := vocab.ValidateBroadcast(shape); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -147,7 +138,7 @@ func (s BroadcastSpec) request() (*coordpb.BroadcastRequest, error) {
 func (c *Client) Broadcast(ctx context.Context, spec BroadcastSpec) (*coordpb.BroadcastResponse, error) {
 	req, err := spec.request()
 	if err != nil {
-		return nil, localError("Broadcast", stripInvalid(err))
+		return nil, localError("Broadcast", err)
 	}
 	kind := longMutation
 	if req.IdempotencyKey != nil {
@@ -170,13 +161,12 @@ func (c *Client) Ack(ctx context.Context, id, nodeID, epoch uint64, checkpoints 
 	if nodeID == 0 || epoch == 0 {
 		return localError(op, errors.New("node_id and epoch are required: an ack comes from the streaming node that owns the channel"))
 	}
-	body := &logpb.AckBroadcast{BroadcastId: id, FromNode: nodeID, FromEpoch: epoch}
-	for _, cp := range checkpoints {
-		body.Checkpoints = append(body.Checkpoints, &logpb.VChannelCheckpoint{Vchannel: cp.GetVchannel(), Term: cp.GetTerm(),
-			Offset: cp.GetOffset(), TimeTick: cp.GetTimeTick()})
+	cps := make([]vocab.Checkpoint, len(checkpoints))
+	for i, cp := range checkpoints {
+		cps[i] = vocab.Checkpoint{VChannel: cp.GetVchannel(), Term: cp.GetTerm(), TimeTick: cp.GetTimeTick()}
 	}
-	if _, err := commands.New(body, ""); err != nil {
-		return localError(op, stripInvalid(err))
+	if err := vocab.ValidateAck(id, nodeID, epoch, cps); err != nil {
+		return localError(op, err)
 	}
 	req := &coordpb.AckRequest{BroadcastId: id, Checkpoints: checkpoints, NodeId: nodeID, Epoch: epoch}
 	_, err := c.do(ctx, op, retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {
@@ -240,8 +230,8 @@ func (c *Client) RetryBroadcast(ctx context.Context, id uint64) error {
 // Config.OutcomeUnknownRetries times.
 func (c *Client) AbandonBroadcast(ctx context.Context, id uint64, reason string) error {
 	op := fmt.Sprintf("AbandonBroadcast(%d)", id)
-	if _, err := commands.New(&logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, ""); err != nil {
-		return localError(op, stripInvalid(err))
+	if err := vocab.ValidateAbandon(id, reason); err != nil {
+		return localError(op, err)
 	}
 	req := &coordpb.AbandonBroadcastRequest{BroadcastId: id, Reason: reason}
 	_, err := c.do(ctx, op, mutation, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {
@@ -253,12 +243,12 @@ func (c *Client) AbandonBroadcast(ctx context.Context, id uint64, reason string)
 
 // CreateCollectionPayload is the payload of a CreateCollection broadcast.
 func CreateCollectionPayload(collectionID int64, shards uint32) []byte {
-	return marshalPayload(&logpb.CreateCollectionPayload{CollectionId: collectionID, Shards: shards})
+	return marshalPayload(&coordpb.CreateCollectionPayload{CollectionId: collectionID, Shards: shards})
 }
 
 // DropCollectionPayload is the payload of a DropCollection broadcast.
 func DropCollectionPayload(collectionID int64) []byte {
-	return marshalPayload(&logpb.DropCollectionPayload{CollectionId: collectionID})
+	return marshalPayload(&coordpb.DropCollectionPayload{CollectionId: collectionID})
 }
 
 func marshalPayload(m proto.Message) []byte {
@@ -267,10 +257,4 @@ func marshalPayload(m proto.Message) []byte {
 		panic(err) // scalar fields only: cannot fail
 	}
 	return b
-}
-
-// stripInvalid drops the "invalid argument: " prefix of commands' errors
-// (the status code says it already).
-func stripInvalid(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), commands.ErrInvalid.Error()+": "))
 }

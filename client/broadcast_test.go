@@ -13,8 +13,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/client/clienttest"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func broadcastCluster(t *testing.T) (*clienttest.Cluster, *client.Client) {
@@ -25,13 +24,37 @@ func broadcastCluster(t *testing.T) (*clienttest.Cluster, *client.Client) {
 }
 
 func TestBroadcastPayloads(t *testing.T) {
-	var cp logpb.CreateCollectionPayload
+	var cp coordpb.CreateCollectionPayload
 	if err := proto.Unmarshal(client.CreateCollectionPayload(42, 3), &cp); err != nil || cp.CollectionId != 42 || cp.Shards != 3 {
 		t.Fatalf("CreateCollectionPayload decodes to %v (%v)", &cp, err)
 	}
-	var dp logpb.DropCollectionPayload
+	var dp coordpb.DropCollectionPayload
 	if err := proto.Unmarshal(client.DropCollectionPayload(42), &dp); err != nil || dp.CollectionId != 42 {
 		t.Fatalf("DropCollectionPayload decodes to %v (%v)", &dp, err)
+	}
+}
+
+// TestBroadcastSpecValidateWithoutTargets: a spec with no VChannels (coordd
+// chooses the targets) is checked locally by the shared shape rule, with
+// no invented target and no log-schema wording in the error.
+func TestBroadcastSpecValidateWithoutTargets(t *testing.T) {
+	bad := client.BroadcastSpec{MessageType: vocab.MsgFlushAll, ResourceKeys: []*coordpb.ResourceKey{{Domain: "CLUSTER", Key: "c"}}}
+	err := bad.Validate()
+	if err == nil || !strings.Contains(err.Error(), "CLUSTER takes no key") {
+		t.Fatalf("Validate() = %v, want the CLUSTER key refused", err)
+	}
+	if strings.Contains(err.Error(), "invalid command") || strings.Contains(err.Error(), "_0") {
+		t.Errorf("error %q speaks of log commands or an invented target", err)
+	}
+	unknown := client.BroadcastSpec{MessageType: "AlterCollection", ResourceKeys: []*coordpb.ResourceKey{{Domain: "TABLE", Key: "t"}}}
+	if err := unknown.Validate(); err == nil || !strings.Contains(err.Error(), `unknown resource key domain "TABLE"`) {
+		t.Fatalf("Validate() = %v, want the TABLE domain refused", err)
+	}
+	good := client.BroadcastSpec{MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
+		ResourceKeys: []*coordpb.ResourceKey{{Domain: "collection_name", Key: "db1:c1"}},
+		Idempotency:  &client.IdempotencyKey{Scope: client.ScopeDatabase, ScopeID: 1, Key: "create-c1"}}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("Validate() of a valid spec without VChannels = %v", err)
 	}
 }
 
@@ -40,7 +63,7 @@ func TestBroadcastSendsSpec(t *testing.T) {
 	ctx := context.Background()
 	keys := []*coordpb.ResourceKey{{Domain: "collection_name", Key: "db1:c1"}, {Domain: "DB_NAME", Key: "db1", Shared: true}}
 	resp, err := c.Broadcast(ctx, client.BroadcastSpec{
-		MessageType: commands.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2), ResourceKeys: keys,
+		MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2), ResourceKeys: keys,
 		AckSyncUp: true, Idempotency: &client.IdempotencyKey{Scope: "collection", ScopeID: 42, Key: "create"},
 	})
 	if err != nil {
@@ -50,7 +73,7 @@ func TestBroadcastSendsSpec(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("%d Broadcast requests, want 1", len(reqs))
 	}
-	want := &coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
+	want := &coordpb.BroadcastRequest{MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
 		ResourceKeys: keys, AckSyncUp: true, IdempotencyKey: &coordpb.IdempotencyKey{Scope: "COLLECTION", ScopeId: 42, Key: "create"}}
 	if !proto.Equal(reqs[0], want) {
 		t.Fatalf("request %v\nwant    %v", reqs[0], want)
@@ -60,7 +83,7 @@ func TestBroadcastSendsSpec(t *testing.T) {
 		t.Fatalf("response %v", resp)
 	}
 	// Same idempotency key: the same task, duplicated.
-	again, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: commands.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
+	again, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
 		Idempotency: &client.IdempotencyKey{Scope: client.ScopeCollection, ScopeID: 42, Key: "create"}})
 	if err != nil || again.BroadcastId != resp.BroadcastId || !again.Duplicated {
 		t.Fatalf("repeat = %v, %v; want broadcast %d duplicated", again, err, resp.BroadcastId)
@@ -72,7 +95,7 @@ func TestBroadcastSendsSpec(t *testing.T) {
 func TestBroadcastBadSpec(t *testing.T) {
 	fc, c := broadcastCluster(t)
 	ctx := context.Background()
-	tooMany := make([]*coordpb.ResourceKey, commands.MaxResourceKeys+1)
+	tooMany := make([]*coordpb.ResourceKey, vocab.MaxResourceKeys+1)
 	for i := range tooMany {
 		tooMany[i] = &coordpb.ResourceKey{Domain: "DB_NAME", Key: strings.Repeat("d", i+1)}
 	}
@@ -94,7 +117,7 @@ func TestBroadcastBadSpec(t *testing.T) {
 		{"database scope id 0", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "DATABASE", Key: "k"}}, "database id must be positive"},
 		{"empty key", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "CLUSTER"}}, "idempotency key must be 1..256"},
 		{"unprintable key", client.BroadcastSpec{MessageType: "X", Idempotency: &client.IdempotencyKey{Scope: "CLUSTER", Key: "a\tb"}}, "printable"},
-		{"payload too large", client.BroadcastSpec{MessageType: "X", Payload: make([]byte, commands.MaxBroadcastPayload+1)}, "payload"},
+		{"payload too large", client.BroadcastSpec{MessageType: "X", Payload: make([]byte, vocab.MaxBroadcastPayload+1)}, "payload"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Broadcast(ctx, tc.spec)
@@ -126,7 +149,7 @@ func TestBroadcastBadSpec(t *testing.T) {
 		{"retry 0", func() error { return c.RetryBroadcast(ctx, 0) }},
 		{"abandon 0", func() error { return c.AbandonBroadcast(ctx, 0, "r") }},
 		{"abandon no reason", func() error { return c.AbandonBroadcast(ctx, 5, "") }},
-		{"abandon long reason", func() error { return c.AbandonBroadcast(ctx, 5, strings.Repeat("r", commands.MaxReasonBytes+1)) }},
+		{"abandon long reason", func() error { return c.AbandonBroadcast(ctx, 5, strings.Repeat("r", vocab.MaxReasonBytes+1)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.call(); status.Code(err) != codes.InvalidArgument {
@@ -153,7 +176,7 @@ func TestBroadcastRetries(t *testing.T) {
 		// then loses the answer.
 		fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true},
 			clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true}, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
-		resp, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: commands.MsgFlushAll,
+		resp, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgFlushAll,
 			Idempotency: &client.IdempotencyKey{Scope: "CLUSTER", Key: "flush-1"}})
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +192,7 @@ func TestBroadcastRetries(t *testing.T) {
 		fc, c := broadcastCluster(t)
 		fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true},
 			clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true}, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
-		_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: commands.MsgFlushAll})
+		_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgFlushAll})
 		if !client.IsOutcomeUnknown(err) || status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v; want an unknown outcome", err)
 		}

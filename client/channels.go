@@ -12,8 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ListPChannels lists every PChannel with its assignment.
@@ -29,7 +28,7 @@ func (c *Client) ListPChannels(ctx context.Context, consistency coordpb.ReadCons
 // AddPChannels creates PChannels (idempotent) and returns how many were new.
 func (c *Client) AddPChannels(ctx context.Context, names []string) (uint32, error) {
 	for _, n := range names {
-		if err := commands.ValidatePChannelName(n); err != nil {
+		if err := vocab.ValidatePChannelName(n); err != nil {
 			return 0, localError("AddPChannels", err)
 		}
 	}
@@ -93,8 +92,11 @@ func (c *Client) AllocVirtualChannels(ctx context.Context, collectionID int64, c
 	if requestID == "" {
 		requestID = newRequestID()
 	}
-	if _, err := commands.New(&logpb.AllocVirtualChannels{CollectionId: collectionID, Count: count}, requestID); err != nil {
-		return nil, localError("AllocVirtualChannels", stripInvalid(err))
+	if err := vocab.ValidateRequestID(requestID); err != nil {
+		return nil, localError("AllocVirtualChannels", err)
+	}
+	if err := vocab.ValidateVChannelAlloc(collectionID, count); err != nil {
+		return nil, localError("AllocVirtualChannels", err)
 	}
 	req := &coordpb.AllocVirtualChannelsRequest{CollectionId: collectionID, Count: count, RequestId: requestID}
 	var resp *coordpb.AllocVirtualChannelsResponse
@@ -110,8 +112,11 @@ func (c *Client) DropVirtualChannels(ctx context.Context, collectionID int64, re
 	if requestID == "" {
 		requestID = newRequestID()
 	}
-	if _, err := commands.New(&logpb.DropVirtualChannels{CollectionId: collectionID}, requestID); err != nil {
-		return localError("DropVirtualChannels", stripInvalid(err))
+	if err := vocab.ValidateRequestID(requestID); err != nil {
+		return localError("DropVirtualChannels", err)
+	}
+	if err := vocab.ValidateCollectionID(collectionID); err != nil {
+		return localError("DropVirtualChannels", err)
 	}
 	req := &coordpb.DropVirtualChannelsRequest{CollectionId: collectionID, RequestId: requestID}
 	_, err := c.do(ctx, "DropVirtualChannels", retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) error {

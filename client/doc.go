@@ -28,7 +28,8 @@
 //     stream a consistent snapshot from the leader (SaveSnapshot with the
 //     backup header `coordctl snapshot save` writes), and WaitFlushed polls
 //     GetFlushState until a flush is done. Where it can, the SDK checks a write's arguments locally with
-//     commands.New, so bad input fails without a round trip. The
+//     the server's own rules (package vocab), so bad input fails without a
+//     round trip. The
 //     StreamingNodeRegistry service is for streaming nodes and is not
 //     wrapped here.
 //   - Streams that survive failover: NewWatcher follows the versioned

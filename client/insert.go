@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // A DML producer: Insert writes rows with fresh primary keys to a
@@ -62,7 +62,7 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 	for _, cv := range cs {
 		if cv.CollectionId == collectionID {
 			for _, v := range cv.Vchannels {
-				if !commands.IsCChannel(v) {
+				if !vocab.IsCChannel(v) {
 					vchs = append(vchs, v)
 				}
 			}
@@ -196,7 +196,7 @@ func (p *producer) close() {
 // send delivers one insert to the current owner of its PChannel, looking
 // the owner up again after an answer that says it moved.
 func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
-	pch := commands.PChannelOf(req.Vchannel)
+	pch := vocab.PChannelOf(req.Vchannel)
 	var last error
 	var since time.Time // first failed attempt of this call
 	for attempt := 0; ; attempt++ {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Segment manifest commits (docs/semantics.md#manifests).
@@ -91,7 +91,7 @@ func AsManifestStale(err error) (ManifestStale, bool) {
 	if st.Code() != codes.Aborted {
 		return ManifestStale{}, false
 	}
-	if seg, exp, cur, ok := commands.ParseStaleManifest(st.Message()); ok {
+	if seg, exp, cur, ok := vocab.ParseStaleManifest(st.Message()); ok {
 		return ManifestStale{SegmentID: seg, Expected: exp, Current: cur}, true
 	}
 	return ManifestStale{Expected: -1, Current: -1}, true

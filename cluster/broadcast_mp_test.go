@@ -9,8 +9,8 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestBroadcastsSurviveLeaderKill: clients broadcast CreateCollection
@@ -91,7 +91,7 @@ func TestBroadcastsSurviveLeaderKill(t *testing.T) {
 		}
 		// Exactly one copy in each target's WAL, at the acked position.
 		for _, v := range info.Vchannels {
-			recs, err := wal.ReadAll(l.WALDir(), commands.PChannelOf(v), v, 0)
+			recs, err := wal.ReadAll(l.WALDir(), vocab.PChannelOf(v), v, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestInFlightBroadcastCompletesWithoutItsCaller(t *testing.T) {
 
 func broadcastSpec(coll int64) client.BroadcastSpec {
 	return client.BroadcastSpec{
-		MessageType: commands.MsgCreateCollection,
+		MessageType: vocab.MsgCreateCollection,
 		Payload:     client.CreateCollectionPayload(coll, 2),
 		Idempotency: &client.IdempotencyKey{Scope: "COLLECTION", ScopeID: coll, Key: "create"},
 	}

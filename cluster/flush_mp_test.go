@@ -12,8 +12,8 @@ import (
 	"github.com/coordd/coordd/binlog"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/cluster"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The write path end to end: rows inserted through the streaming nodes'
@@ -223,7 +223,7 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 	vs := newCollection(t, c, 102, 4)
 	a := insertRows(t, c, 102, 2000)
 	before := placements(t, c)
-	victimID := before[commands.PChannelOf(vs[0])].node
+	victimID := before[vocab.PChannelOf(vs[0])].node
 	victim := -1
 	for i, sn := range l.StreamingNodes() {
 		if liveNodeID(t, c, sn.Addr) == victimID {
@@ -256,7 +256,7 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 	var oldV string
 	asNode := nodeClient(t, l)
 	for _, v := range vs {
-		if p := before[commands.PChannelOf(v)]; p.node == victimID {
+		if p := before[vocab.PChannelOf(v)]; p.node == victimID {
 			old, oldV = p, v
 			break
 		}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestCreateRetryAfterDropDoesNotResurrect, through the public gRPC API of
@@ -44,7 +44,7 @@ func TestCreateRetryAfterDropDoesNotResurrect(t *testing.T) {
 	vchannels := colls[0].Vchannels
 
 	dropped, err := c.Broadcast(ctx, client.BroadcastSpec{
-		MessageType: commands.MsgDropCollection,
+		MessageType: vocab.MsgDropCollection,
 		Payload:     client.DropCollectionPayload(coll),
 		Idempotency: &client.IdempotencyKey{Scope: "COLLECTION", ScopeID: coll, Key: "drop"},
 	})
@@ -103,7 +103,7 @@ func TestCreateRetryAfterDropDoesNotResurrect(t *testing.T) {
 	// The WALs: the create once in each of its VChannels, then the drop,
 	// and nothing after it.
 	for _, v := range vchannels {
-		recs, err := wal.ReadAll(l.WALDir(), commands.PChannelOf(v), v, 0)
+		recs, err := wal.ReadAll(l.WALDir(), vocab.PChannelOf(v), v, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Options says how this member enters the cluster.
@@ -48,10 +48,10 @@ func ParsePeers(s string) ([]raftnode.Peer, error) {
 		if !ok {
 			return nil, fmt.Errorf("peer %q: want id=host:port", part)
 		}
-		if err := commands.ValidateMemberID(id); err != nil {
+		if err := vocab.ValidateMemberID(id); err != nil {
 			return nil, fmt.Errorf("peer %q: %w", part, err)
 		}
-		if err := commands.ValidateAddr("raft address", addr, true); err != nil {
+		if err := vocab.ValidateAddr("raft address", addr, true); err != nil {
 			return nil, fmt.Errorf("peer %q: %w", part, err)
 		}
 		if ids[id] || addrs[addr] {
@@ -83,7 +83,7 @@ func CheckOptions(o Options) error {
 		return errors.New("give --peers to bootstrap a new cluster or --join to join a running one, not both")
 	}
 	if o.Join != "" {
-		if err := commands.ValidateAddr("--join", o.Join, true); err != nil {
+		if err := vocab.ValidateAddr("--join", o.Join, true); err != nil {
 			return err
 		}
 	}

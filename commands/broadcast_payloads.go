@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ValidateBuiltinPayload checks that the payload of a message type whose
@@ -13,7 +14,7 @@ import (
 // are opaque and always pass.
 func ValidateBuiltinPayload(messageType string, payload []byte) error {
 	switch messageType {
-	case MsgCreateCollection:
+	case vocab.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		if err := proto.Unmarshal(payload, &p); err != nil {
 			return invalid("%s payload: %v", messageType, err)
@@ -21,10 +22,10 @@ func ValidateBuiltinPayload(messageType string, payload []byte) error {
 		if p.CollectionId <= 0 {
 			return invalid("%s payload: collection id must be positive, got %d", messageType, p.CollectionId)
 		}
-		if p.Shards == 0 || p.Shards > MaxVChannelsPerColl {
-			return invalid("%s payload: shard count must be in 1..%d, got %d", messageType, MaxVChannelsPerColl, p.Shards)
+		if p.Shards == 0 || p.Shards > vocab.MaxVChannelsPerColl {
+			return invalid("%s payload: shard count must be in 1..%d, got %d", messageType, vocab.MaxVChannelsPerColl, p.Shards)
 		}
-	case MsgDropCollection:
+	case vocab.MsgDropCollection:
 		var p logpb.DropCollectionPayload
 		if err := proto.Unmarshal(payload, &p); err != nil {
 			return invalid("%s payload: %v", messageType, err)
@@ -32,7 +33,7 @@ func ValidateBuiltinPayload(messageType string, payload []byte) error {
 		if p.CollectionId <= 0 {
 			return invalid("%s payload: collection id must be positive, got %d", messageType, p.CollectionId)
 		}
-	case MsgAlterReplicateConfig:
+	case vocab.MsgAlterReplicateConfig:
 		var p logpb.ReplicateConfiguration
 		if err := proto.Unmarshal(payload, &p); err != nil {
 			return invalid("%s payload: %v", messageType, err)

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,12 +10,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ---- fixtures -------------------------------------------------------------------
 
 const (
-	bcCChannel = pc0 + CChannelSuffix
+	bcCChannel = pc0 + vocab.CChannelSuffix
 	bcVChannel = pc1 + "_449326211v0"
 )
 
@@ -49,7 +49,7 @@ func createBC(edit func(b *logpb.CreateBroadcast)) *logpb.CreateBroadcast {
 func targetNames(n int) []string { return pchannels(n) }
 
 // mustScoped returns a function unwrapping a scoped-key constructor's
-// result: mustScoped(t)(ClusterScopedKey("k")).
+// result: mustScoped(t)(vocab.ClusterScopedKey("k")).
 func mustScoped(t testing.TB) func(string, error) string {
 	return func(s string, err error) string {
 		t.Helper()
@@ -70,10 +70,10 @@ func TestValidateCreateBroadcastMessageType(t *testing.T) {
 		{"ok", set("CreateIndex"), ""},
 		{"every allowed character", set("azAZ09_"), ""},
 		{"one byte", set("X"), ""},
-		{"64 bytes", set(strings.Repeat("m", MaxBroadcastMessageType)), ""},
-		{"built-in type", set(MsgFlushAll), ""},
+		{"64 bytes", set(strings.Repeat("m", vocab.MaxBroadcastMessageType)), ""},
+		{"built-in type", set(vocab.MsgFlushAll), ""},
 		{"empty", set(""), "message type must be 1..64 bytes, got 0"},
-		{"65 bytes", set(strings.Repeat("m", MaxBroadcastMessageType+1)), "got 65"},
+		{"65 bytes", set(strings.Repeat("m", vocab.MaxBroadcastMessageType+1)), "got 65"},
 		{"dash", set("Create-Index"), `character '-' not allowed`},
 		{"space", set("Create Index"), `character ' ' not allowed`},
 		{"dot", set("v1.Create"), `character '.' not allowed`},
@@ -89,8 +89,8 @@ func TestValidateCreateBroadcastPayload(t *testing.T) {
 	}
 	runValidateCases(t, []validateCase{
 		{"empty payload", set(0), ""},
-		{"at the limit", set(MaxBroadcastPayload), ""},
-		{"one byte over", set(MaxBroadcastPayload + 1), fmt.Sprintf("payload is %d bytes (max %d)", MaxBroadcastPayload+1, MaxBroadcastPayload)},
+		{"at the limit", set(vocab.MaxBroadcastPayload), ""},
+		{"one byte over", set(vocab.MaxBroadcastPayload + 1), fmt.Sprintf("payload is %d bytes (max %d)", vocab.MaxBroadcastPayload+1, vocab.MaxBroadcastPayload)},
 	})
 }
 
@@ -105,31 +105,31 @@ func TestValidateCreateBroadcastResourceKeys(t *testing.T) {
 		}
 		return keys(ks...)
 	}
-	key512 := strings.Repeat("k", MaxResourceKeyBytes)
-	key513 := strings.Repeat("k", MaxResourceKeyBytes+1)
+	key512 := strings.Repeat("k", vocab.MaxResourceKeyBytes)
+	key513 := strings.Repeat("k", vocab.MaxResourceKeyBytes+1)
 	tests := []validateCase{
 		{"no keys", keys(), ""},
 		{"shared cluster", keys(rk(rkCluster, "", true)), ""},
 		{"exclusive cluster", keys(rk(rkCluster, "", false)), ""},
 		{"privilege", keys(rk(rkPrivilege, "", false)), ""},
-		{"64 keys", many(MaxResourceKeys), ""},
-		{"65 keys", many(MaxResourceKeys + 1), "65 resource keys (max 64)"},
+		{"64 keys", many(vocab.MaxResourceKeys), ""},
+		{"65 keys", many(vocab.MaxResourceKeys + 1), "65 resource keys (max 64)"},
 		{"duplicates are merged later, not refused", keys(rk(rkDB, "d", true), rk(rkDB, "d", false)), ""},
-		{"cluster with a key", keys(rk(rkCluster, "x", true)), "RK_CLUSTER takes no key"},
-		{"privilege with a key", keys(rk(rkPrivilege, "admin", false)), "RK_PRIVILEGE takes no key"},
-		{"unknown domain 0", keys(rk(logpb.ResourceDomain_RK_UNKNOWN, "x", true)), "unknown resource key domain 0"},
-		{"unknown domain 6", keys(rk(6, "x", true)), "unknown resource key domain 6"},
-		{"unknown domain 126", keys(rk(126, "", true)), "unknown resource key domain 126"},
-		{"unknown domain 128", keys(rk(128, "", true)), "unknown resource key domain 128"},
-		{"negative domain", keys(rk(-1, "x", true)), "unknown resource key domain -1"},
+		{"cluster with a key", keys(rk(rkCluster, "x", true)), "domain CLUSTER takes no key"},
+		{"privilege with a key", keys(rk(rkPrivilege, "admin", false)), "domain PRIVILEGE takes no key"},
+		{"unknown domain 0", keys(rk(logpb.ResourceDomain_RK_UNKNOWN, "x", true)), `unknown resource key domain "0"`},
+		{"unknown domain 6", keys(rk(6, "x", true)), `unknown resource key domain "6"`},
+		{"unknown domain 126", keys(rk(126, "", true)), `unknown resource key domain "126"`},
+		{"unknown domain 128", keys(rk(128, "", true)), `unknown resource key domain "128"`},
+		{"negative domain", keys(rk(-1, "x", true)), `unknown resource key domain "-1"`},
 		{"second key bad", keys(rk(rkDB, "d", true), rk(rkCluster, "c", true)), "takes no key"},
 	}
 	for _, d := range []logpb.ResourceDomain{rkDB, rkCollection, rkSnapshot, rkImportJob} {
 		tests = append(tests,
 			validateCase{d.String() + "/one byte", keys(rk(d, "k", false)), ""},
 			validateCase{d.String() + "/512 bytes", keys(rk(d, key512, true)), ""},
-			validateCase{d.String() + "/empty", keys(rk(d, "", true)), d.String() + " needs a key of 1..512 bytes"},
-			validateCase{d.String() + "/513 bytes", keys(rk(d, key513, false)), d.String() + " needs a key of 1..512 bytes"},
+			validateCase{d.String() + "/empty", keys(rk(d, "", true)), "resource key " + string(ResourceDomainOf(d)) + " needs a key of 1..512 bytes"},
+			validateCase{d.String() + "/513 bytes", keys(rk(d, key513, false)), "resource key " + string(ResourceDomainOf(d)) + " needs a key of 1..512 bytes"},
 		)
 	}
 	runValidateCases(t, tests)
@@ -144,9 +144,9 @@ func TestValidateCreateBroadcastTargets(t *testing.T) {
 		{"cchannel and vchannels", targets(bcCChannel, bcVChannel, pc2+"_1v3"), ""},
 		{"pchannel names (cluster-level message)", targets(bcCChannel, pc1, pc2), ""},
 		{"longest pchannel", targets(nameLongest), ""},
-		{"4096 targets", targets(targetNames(MaxBroadcastTargets)...), ""},
+		{"4096 targets", targets(targetNames(vocab.MaxBroadcastTargets)...), ""},
 		{"no targets", targets(), "a broadcast needs 1..4096 target channels, got 0"},
-		{"4097 targets", targets(targetNames(MaxBroadcastTargets + 1)...), "got 4097"},
+		{"4097 targets", targets(targetNames(vocab.MaxBroadcastTargets + 1)...), "got 4097"},
 		{"duplicate vchannel", targets(bcCChannel, bcVChannel, bcVChannel), "target " + bcVChannel + " listed twice"},
 		{"duplicate pchannel", targets(pc1, bcCChannel, pc1), "target " + pc1 + " listed twice"},
 		{"duplicate cchannel", targets(bcCChannel, bcCChannel), "listed twice"},
@@ -155,7 +155,7 @@ func TestValidateCreateBroadcastTargets(t *testing.T) {
 		{"vchannel without shard", targets(bcCChannel, pc1+"_12x"), "want <pchannel>_<collectionID>v<shard>"},
 		{"pchannel whose prefix ends in an index", targets(bcCChannel, pc1+"_12"), ""},
 		{"vchannel on a bad pchannel", targets(bcCChannel, "p_01_12v0"), "bad pchannel part"},
-		{"cchannel on a bad pchannel", targets("p_01" + CChannelSuffix), "pchannel name"},
+		{"cchannel on a bad pchannel", targets("p_01" + vocab.CChannelSuffix), "pchannel name"},
 		{"cchannel without separator", targets("dml_0vcchan"), "bad control channel name"},
 	}
 	for _, bad := range badPChannelNames {
@@ -171,12 +171,12 @@ func TestValidateCreateBroadcastIdempotencyKey(t *testing.T) {
 	ik := func(key string) *logpb.CreateBroadcast {
 		return createBC(func(b *logpb.CreateBroadcast) { b.IdempotencyKey = key })
 	}
-	k256 := strings.Repeat("k", MaxIdempotencyKeyBytes)
-	k257 := strings.Repeat("k", MaxIdempotencyKeyBytes+1)
-	cluster := mustScoped(t)(ClusterScopedKey("retry-1"))
-	db := mustScoped(t)(DatabaseScopedKey(1, "retry-1"))
-	coll := mustScoped(t)(CollectionScopedKey(449326211, "a/b:c d~"))
-	at256 := mustScoped(t)(CollectionScopedKey(1<<62, k256))
+	k256 := strings.Repeat("k", vocab.MaxIdempotencyKeyBytes)
+	k257 := strings.Repeat("k", vocab.MaxIdempotencyKeyBytes+1)
+	cluster := mustScoped(t)(vocab.ClusterScopedKey("retry-1"))
+	db := mustScoped(t)(vocab.DatabaseScopedKey(1, "retry-1"))
+	coll := mustScoped(t)(vocab.CollectionScopedKey(449326211, "a/b:c d~"))
+	at256 := mustScoped(t)(vocab.CollectionScopedKey(1<<62, k256))
 	runValidateCases(t, []validateCase{
 		{"none", ik(""), ""},
 		{"cluster scoped", ik(cluster), ""},
@@ -231,11 +231,11 @@ func TestValidateAckBroadcast(t *testing.T) {
 	runValidateCases(t, []validateCase{
 		{"ok", ack(7, cp(bcCChannel, 1, 0, 1)), ""},
 		{"several, offset 0 allowed", ack(7, cp(bcCChannel, 3, 0, 99), cp(bcVChannel, 1, 12, 100), cp(pc2, 9, 1, 1)), ""},
-		{"4096 checkpoints", many(MaxBroadcastTargets), ""},
+		{"4096 checkpoints", many(vocab.MaxBroadcastTargets), ""},
 		{"large values", ack(1<<63, cp(bcVChannel, 1<<62, 1<<63, 1<<63)), ""},
 		{"no id", ack(0, cp(bcCChannel, 1, 0, 1)), "ack needs a broadcast id"},
 		{"no checkpoints", ack(7), "ack needs a broadcast id and 1..4096 checkpoints"},
-		{"4097 checkpoints", many(MaxBroadcastTargets + 1), "1..4096 checkpoints"},
+		{"4097 checkpoints", many(vocab.MaxBroadcastTargets + 1), "1..4096 checkpoints"},
 		{"term 0", ack(7, cp(bcCChannel, 0, 0, 1)), "checkpoint of " + bcCChannel + " needs a term >= 1 and a time tick"},
 		{"negative term", ack(7, cp(bcCChannel, -1, 0, 1)), "needs a term >= 1"},
 		{"time tick 0", ack(7, cp(bcVChannel, 1, 5, 0)), "checkpoint of " + bcVChannel + " needs a term >= 1 and a time tick"},
@@ -254,10 +254,10 @@ func TestValidateCompleteAbandonPrune(t *testing.T) {
 		{"complete without id", &logpb.CompleteBroadcast{}, "broadcast id must be positive"},
 
 		{"abandon ok", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: "operator"}, ""},
-		{"abandon reason of 1024 bytes", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: strings.Repeat("r", MaxReasonBytes)}, ""},
+		{"abandon reason of 1024 bytes", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: strings.Repeat("r", vocab.MaxReasonBytes)}, ""},
 		{"abandon without id", &logpb.AbandonBroadcast{Reason: "x"}, "broadcast id must be positive"},
 		{"abandon without reason", &logpb.AbandonBroadcast{BroadcastId: 3}, "abandoning a broadcast needs a reason"},
-		{"abandon reason of 1025 bytes", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
+		{"abandon reason of 1025 bytes", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: strings.Repeat("r", vocab.MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
 
 		{"prune ok", &logpb.PruneBroadcastTombstones{MaxCount: 8192, MaxLifetimeMs: 86_400_000}, ""},
 		{"prune everything (max count 0)", &logpb.PruneBroadcastTombstones{MaxLifetimeMs: 1}, ""},
@@ -265,162 +265,6 @@ func TestValidateCompleteAbandonPrune(t *testing.T) {
 		{"prune negative lifetime", &logpb.PruneBroadcastTombstones{MaxCount: 1, MaxLifetimeMs: -1}, "tombstone lifetime must be positive"},
 	})
 }
-
-// ---- scoped idempotency keys ----------------------------------------------------------
-
-func TestScopedKeyConstructors(t *testing.T) {
-	k256 := strings.Repeat("~", MaxIdempotencyKeyBytes)
-	k257 := strings.Repeat("~", MaxIdempotencyKeyBytes+1)
-	tests := []struct {
-		name    string
-		build   func() (string, error)
-		want    string
-		wantErr string
-	}{
-		{"cluster", func() (string, error) { return ClusterScopedKey("import-42") }, "cluster/0/9:import-42", ""},
-		{"database", func() (string, error) { return DatabaseScopedKey(3, "k") }, "db/3/1:k", ""},
-		{"collection", func() (string, error) { return CollectionScopedKey(449326211, "a:b/c") }, "coll/449326211/5:a:b/c", ""},
-		{"space and tilde are printable", func() (string, error) { return ClusterScopedKey(" ~") }, "cluster/0/2: ~", ""},
-		{"256-byte key accepted", func() (string, error) { return DatabaseScopedKey(1, k256) }, "db/1/256:" + k256, ""},
-		{"257-byte key rejected", func() (string, error) { return DatabaseScopedKey(1, k257) }, "", "idempotency key must be 1..256 bytes, got 257"},
-		{"257-byte cluster key rejected", func() (string, error) { return ClusterScopedKey(k257) }, "", "got 257"},
-		{"257-byte collection key rejected", func() (string, error) { return CollectionScopedKey(1, k257) }, "", "got 257"},
-		{"empty key", func() (string, error) { return ClusterScopedKey("") }, "", "got 0"},
-		{"tab", func() (string, error) { return CollectionScopedKey(1, "a\tb") }, "", "byte 1 (0x09) is not printable ASCII"},
-		{"DEL", func() (string, error) { return CollectionScopedKey(1, "\x7f") }, "", "(0x7f) is not printable ASCII"},
-		{"UTF-8", func() (string, error) { return CollectionScopedKey(1, "ü") }, "", "not printable ASCII"},
-		{"database id 0", func() (string, error) { return DatabaseScopedKey(0, "k") }, "", "database id must be positive, got 0"},
-		{"negative database id", func() (string, error) { return DatabaseScopedKey(-4, "k") }, "", "got -4"},
-		{"collection id 0", func() (string, error) { return CollectionScopedKey(0, "k") }, "", "collection id must be positive, got 0"},
-		{"negative collection id", func() (string, error) { return CollectionScopedKey(-1, "k") }, "", "got -1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.build()
-			if tt.wantErr != "" {
-				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %q, %v; want ErrInvalid containing %q", got, err, tt.wantErr)
-				}
-				if got != "" {
-					t.Fatalf("returned key %q with an error", got)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
-			}
-			if err := validateScopedKey(got); err != nil {
-				t.Fatalf("a constructed key does not validate: %v", err)
-			}
-		})
-	}
-}
-
-// scopedKeyInput is one call of a scoped-key constructor.
-type scopedKeyInput struct {
-	scope string // "cluster", "db", "coll"
-	id    int64
-	key   string
-}
-
-func (in scopedKeyInput) build() (string, error) {
-	switch in.scope {
-	case "cluster":
-		return ClusterScopedKey(in.key)
-	case "db":
-		return DatabaseScopedKey(in.id, in.key)
-	default:
-		return CollectionScopedKey(in.id, in.key)
-	}
-}
-
-// genScopedKeyInput draws constructor arguments from small alphabets rich in
-// the encoding's separators and digits, so near-collisions are common.
-func genScopedKeyInput(t *rapid.T, label string) scopedKeyInput {
-	in := scopedKeyInput{scope: rapid.SampledFrom([]string{"cluster", "db", "coll"}).Draw(t, label+".scope")}
-	if in.scope != "cluster" {
-		in.id = rapid.OneOf(rapid.Int64Range(1, 130), rapid.Int64Range(1, 1<<62)).Draw(t, label+".id")
-	}
-	in.key = rapid.StringOfN(rapid.RuneFrom([]rune("1:/0ab9v_")), 1, 12, -1).Draw(t, label+".key")
-	return in
-}
-
-// TestScopedKeysInjective: different (scope, id, key) never encode to the
-// same string, every encoding validates, and the encoding of one scope
-// never passes for another.
-func TestScopedKeysInjective(t *testing.T) {
-	// Hand-picked pairs that a naive "scope/id/key" or "scope:id:key"
-	// encoding would confuse.
-	pairs := [][2]scopedKeyInput{
-		{{"db", 1, "1/a"}, {"db", 11, "a"}},
-		{{"db", 1, "2:ab"}, {"db", 1, "ab"}},
-		{{"coll", 12, "3:abc"}, {"coll", 1, "2/3:abc"}},
-		{{"cluster", 0, "a"}, {"db", 1, "a"}},
-		{{"db", 5, "k"}, {"coll", 5, "k"}},
-		{{"db", 1, "1:a"}, {"db", 1, "a"}},
-	}
-	for _, p := range pairs {
-		a, errA := p[0].build()
-		b, errB := p[1].build()
-		if errA != nil || errB != nil {
-			t.Fatalf("%v / %v: %v, %v", p[0], p[1], errA, errB)
-		}
-		if a == b {
-			t.Errorf("%v and %v both encode to %q", p[0], p[1], a)
-		}
-	}
-	rapid.Check(t, func(t *rapid.T) {
-		x := genScopedKeyInput(t, "x")
-		y := genScopedKeyInput(t, "y")
-		ex, err := x.build()
-		if err != nil {
-			t.Fatalf("%v: %v", x, err)
-		}
-		ey, err := y.build()
-		if err != nil {
-			t.Fatalf("%v: %v", y, err)
-		}
-		if (ex == ey) != (x == y) {
-			t.Fatalf("%+v -> %q, %+v -> %q", x, ex, y, ey)
-		}
-		if err := validateScopedKey(ex); err != nil {
-			t.Fatalf("constructed key %q does not validate: %v", ex, err)
-		}
-		if err := Validate(MustNew(createBC(func(b *logpb.CreateBroadcast) { b.IdempotencyKey = ex }))); err != nil {
-			t.Fatalf("CreateBroadcast with key %q: %v", ex, err)
-		}
-		// The dedup scope embeds the message type; that composition must be
-		// injective too (a message type cannot contain the separator).
-		if !strings.HasPrefix(ex, x.scope+"/") || !strings.HasSuffix(ex, ":"+x.key) {
-			t.Fatalf("encoding %q does not carry its scope and key", ex)
-		}
-	})
-}
-
-// TestValidateScopedKeyAcceptsOnlyConstructorOutput: any string the
-// validator accepts is exactly what a constructor produces for the fields
-// it spells.
-func TestValidateScopedKeyAcceptsOnlyConstructorOutput(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		s := rapid.StringOfN(rapid.RuneFrom([]rune("cluster/dbo0123:+-a\x01")), 0, 24, -1).Draw(t, "s")
-		if rapid.Bool().Draw(t, "prefixed") {
-			s = rapid.SampledFrom([]string{"cluster/", "db/", "coll/"}).Draw(t, "scope") + s
-		}
-		if validateScopedKey(s) != nil {
-			return
-		}
-		scope, rest, _ := strings.Cut(s, "/")
-		id, rest, _ := strings.Cut(rest, "/")
-		_, key, _ := strings.Cut(rest, ":")
-		idv, _ := strconv.ParseInt(id, 10, 64)
-		got, err := scopedKeyInput{scope, idv, key}.build()
-		if err != nil || got != s {
-			t.Fatalf("validator accepted %q, but the constructor gives %q, %v", s, got, err)
-		}
-	})
-}
-
-// ---- resource keys --------------------------------------------------------------------
 
 func keyList(ks []*logpb.ResourceKey) string {
 	var parts []string
@@ -548,7 +392,7 @@ func TestResourceKeyIDIgnoresMode(t *testing.T) {
 	}
 }
 
-// ---- PChannelOf on broadcast targets -------------------------------------------------------
+// ---- vocab.PChannelOf on broadcast targets -------------------------------------------------------
 
 func TestPChannelOfBroadcastTargets(t *testing.T) {
 	tests := []struct{ name, want string }{
@@ -557,34 +401,34 @@ func TestPChannelOfBroadcastTargets(t *testing.T) {
 		{"a_b_3", "a_b_3"},
 		{"a_1v2_3", "a_1v2_3"}, // a prefix that looks like a vchannel suffix
 		{nameLongest, nameLongest},
-		{CChannelName(pc0), pc0},
-		{VChannelName(pc1, 449326211, 0), pc1},
-		{VChannelName("a_1v2_3", 5, 1), "a_1v2_3"},
-		{CChannelName("a_b_3"), "a_b_3"},
+		{vocab.CChannelName(pc0), pc0},
+		{vocab.VChannelName(pc1, 449326211, 0), pc1},
+		{vocab.VChannelName("a_1v2_3", 5, 1), "a_1v2_3"},
+		{vocab.CChannelName("a_b_3"), "a_b_3"},
 	}
 	for _, tt := range tests {
-		if got := PChannelOf(tt.name); got != tt.want {
-			t.Errorf("PChannelOf(%q) = %q, want %q", tt.name, got, tt.want)
+		if got := vocab.PChannelOf(tt.name); got != tt.want {
+			t.Errorf("vocab.PChannelOf(%q) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 	// For any valid pchannel: itself, its cchannel and its vchannels map to
 	// it, and each is a valid broadcast target.
 	rapid.Check(t, func(t *rapid.T) {
 		prefix := rapid.StringOfN(rapid.RuneFrom([]rune("ab1v_-")), 1, 12, -1).Draw(t, "prefix")
-		if ValidatePrefix(prefix) != nil {
+		if vocab.ValidatePrefix(prefix) != nil {
 			t.Skip("invalid prefix")
 		}
-		p := PChannelName(prefix, rapid.IntRange(0, 1<<31-1).Draw(t, "index"))
-		if ValidatePChannelName(p) != nil {
+		p := vocab.PChannelName(prefix, rapid.IntRange(0, 1<<31-1).Draw(t, "index"))
+		if vocab.ValidatePChannelName(p) != nil {
 			t.Skip("invalid pchannel")
 		}
-		v := VChannelName(p, rapid.Int64Range(1, 1<<62).Draw(t, "coll"), rapid.IntRange(0, MaxVChannelsPerColl-1).Draw(t, "shard"))
-		for _, name := range []string{p, CChannelName(p), v} {
-			if got := PChannelOf(name); got != p {
-				t.Fatalf("PChannelOf(%q) = %q, want %q", name, got, p)
+		v := vocab.VChannelName(p, rapid.Int64Range(1, 1<<62).Draw(t, "coll"), rapid.IntRange(0, vocab.MaxVChannelsPerColl-1).Draw(t, "shard"))
+		for _, name := range []string{p, vocab.CChannelName(p), v} {
+			if got := vocab.PChannelOf(name); got != p {
+				t.Fatalf("vocab.PChannelOf(%q) = %q, want %q", name, got, p)
 			}
-			if err := ValidateBroadcastTarget(name); err != nil {
-				t.Fatalf("ValidateBroadcastTarget(%q): %v", name, err)
+			if err := vocab.ValidateBroadcastTarget(name); err != nil {
+				t.Fatalf("vocab.ValidateBroadcastTarget(%q): %v", name, err)
 			}
 		}
 	})
@@ -593,13 +437,13 @@ func TestPChannelOfBroadcastTargets(t *testing.T) {
 // TestBuiltinMessageTypesValid: the built-in message types pass the
 // message-type validator (a typo here would make them unusable).
 func TestBuiltinMessageTypesValid(t *testing.T) {
-	for _, mt := range []string{MsgCreateCollection, MsgDropCollection, MsgAlterReplicateConfig, MsgFlushAll} {
-		if err := ValidateMessageType(mt); err != nil {
+	for _, mt := range []string{vocab.MsgCreateCollection, vocab.MsgDropCollection, vocab.MsgAlterReplicateConfig, vocab.MsgFlushAll} {
+		if err := vocab.ValidateMessageType(mt); err != nil {
 			t.Errorf("%s: %v", mt, err)
 		}
 	}
 	// The fixed sample's idempotency key is constructor output.
-	want := mustScoped(t)(DatabaseScopedKey(1, "create-books"))
+	want := mustScoped(t)(vocab.DatabaseScopedKey(1, "create-books"))
 	if got := fixedSamples[TypeCreateBroadcast]().(*logpb.CreateBroadcast).IdempotencyKey; got != want {
 		t.Fatalf("sample key %q, constructor gives %q", got, want)
 	}

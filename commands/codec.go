@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Limits enforced at the proposal boundary and again on decode.
@@ -17,8 +18,6 @@ const (
 	MaxCommandBytes = 1 << 20
 	// MaxCommandsPerEntry bounds how many commands one entry batches.
 	MaxCommandsPerEntry = 512
-	// MaxRequestIDBytes bounds a client request ID.
-	MaxRequestIDBytes = 128
 )
 
 var (
@@ -69,8 +68,8 @@ func New(body proto.Message, requestID string) (Command, error) {
 	if err != nil {
 		return Command{}, err
 	}
-	if err := ValidateRequestID(requestID); err != nil {
-		return Command{}, err
+	if err := vocab.ValidateRequestID(requestID); err != nil {
+		return Command{}, invalidWrap(err)
 	}
 	c.RequestID = requestID
 	if err := Validate(c); err != nil {
@@ -93,14 +92,6 @@ func (c Command) Checked() bool { return c.checked }
 func (c Command) DecidedIn(term uint64) Command {
 	c.LeaderTerm = term
 	return c
-}
-
-// ValidateRequestID is the one check of a client request ID's length.
-func ValidateRequestID(id string) error {
-	if len(id) > MaxRequestIDBytes {
-		return fmt.Errorf("%w: request_id is %d bytes (max %d)", ErrInvalid, len(id), MaxRequestIDBytes)
-	}
-	return nil
 }
 
 // wrap puts a body in a Command of its type at the current version without
@@ -134,8 +125,8 @@ func EncodeEntry(cmds []Command) ([]byte, error) {
 	}
 	entry := &logpb.Entry{Commands: make([]*logpb.Envelope, 0, len(cmds))}
 	for _, c := range cmds {
-		if err := ValidateRequestID(c.RequestID); err != nil {
-			return nil, fmt.Errorf("encode %s: %w", c.Type, err)
+		if err := vocab.ValidateRequestID(c.RequestID); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", c.Type, invalidWrap(err))
 		}
 		body, err := marshal.Marshal(c.Body)
 		if err != nil {
@@ -198,8 +189,8 @@ func decodeEnvelope(env *logpb.Envelope) (Command, error) {
 		LeaderTerm:       env.LeaderTerm,
 		CallerNode:       env.CallerNode,
 	}
-	if err := ValidateRequestID(env.RequestId); err != nil {
-		return Command{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	if err := vocab.ValidateRequestID(env.RequestId); err != nil {
+		return Command{}, fmt.Errorf("%w: %w", ErrMalformed, invalidWrap(err))
 	}
 	if len(env.Body) > MaxCommandBytes {
 		return Command{}, fmt.Errorf("%w: %s body is %d bytes (max %d)", ErrTooLarge, t, len(env.Body), MaxCommandBytes)

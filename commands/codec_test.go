@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // fixedSamples holds one hand-written, valid body per registered type. The
@@ -95,7 +96,7 @@ var fixedSamples = map[Type]func() proto.Message{
 	// 0x0200.. broadcaster. Every field set, as for the channel block.
 	TypeCreateBroadcast: func() proto.Message {
 		return &logpb.CreateBroadcast{
-			MessageType: MsgCreateCollection,
+			MessageType: vocab.MsgCreateCollection,
 			// CreateCollectionPayload{collection_id: 449326211, shards: 2},
 			// spelled out so the golden file does not depend on a marshaller.
 			Payload: []byte{0x08, 0x83, 0xd9, 0xa0, 0xd6, 0x01, 0x10, 0x02},
@@ -301,7 +302,7 @@ func genValue(t *rapid.T, fd protoreflect.FieldDescriptor, newMsg func() protore
 func genCommand(t *rapid.T, label string) Command {
 	typ := rapid.SampledFrom(registeredTypes()).Draw(t, label+".type")
 	c := MustNew(genBody(t, typ))
-	c.RequestID = rapid.StringN(0, -1, MaxRequestIDBytes).Draw(t, label+".requestID")
+	c.RequestID = rapid.StringN(0, -1, vocab.MaxRequestIDBytes).Draw(t, label+".requestID")
 	c.ProposedAtUnixMs = rapid.Int64().Draw(t, label+".at")
 	c.LeaderTerm = rapid.Uint64().Draw(t, label+".term")
 	c.CallerNode = rapid.Uint64().Draw(t, label+".caller")
@@ -467,9 +468,9 @@ func TestEncodeEntryLimits(t *testing.T) {
 		{"one command", []Command{small}, nil},
 		{"max commands", repeat(small, MaxCommandsPerEntry), nil},
 		{"too many commands", repeat(small, MaxCommandsPerEntry+1), ErrTooLarge},
-		{"request ID at limit", []Command{withID(strings.Repeat("r", MaxRequestIDBytes))}, nil},
-		{"request ID over limit", []Command{withID(strings.Repeat("r", MaxRequestIDBytes+1))}, ErrInvalid},
-		{"request ID over limit in second command", []Command{small, withID(strings.Repeat("r", MaxRequestIDBytes+1))}, ErrInvalid},
+		{"request ID at limit", []Command{withID(strings.Repeat("r", vocab.MaxRequestIDBytes))}, nil},
+		{"request ID over limit", []Command{withID(strings.Repeat("r", vocab.MaxRequestIDBytes+1))}, ErrInvalid},
+		{"request ID over limit in second command", []Command{small, withID(strings.Repeat("r", vocab.MaxRequestIDBytes+1))}, ErrInvalid},
 		{"body at limit", []Command{bodyOfSize(MaxCommandBytes)}, nil},
 		{"body over limit", []Command{bodyOfSize(MaxCommandBytes + 1)}, ErrTooLarge},
 		{"entry over limit", repeat(bodyOfSize(MaxCommandBytes), MaxEntryBytes/MaxCommandBytes+1), ErrTooLarge},
@@ -553,7 +554,7 @@ func TestDecodeEntryErrors(t *testing.T) {
 		{"empty entry", nil, ErrMalformed, "0 commands"},
 		{"too many commands", rawEntry(bytes.Repeat(good, MaxCommandsPerEntry+1)), ErrMalformed, "513 commands"},
 		{"entry over MaxEntryBytes", make([]byte, MaxEntryBytes+1), ErrTooLarge, ""},
-		{"request ID over limit", rawEnvelope(uint32(TypeReserveIDs), 1, strings.Repeat("r", MaxRequestIDBytes+1), reserve), ErrMalformed, "request_id"},
+		{"request ID over limit", rawEnvelope(uint32(TypeReserveIDs), 1, strings.Repeat("r", vocab.MaxRequestIDBytes+1), reserve), ErrMalformed, "request_id"},
 		{"request ID not UTF-8", rawEnvelope(uint32(TypeReserveIDs), 1, "\xff\xfe", reserve), ErrMalformed, ""},
 		{"body over MaxCommandBytes", rawEnvelope(uint32(TypeReserveIDs), 1, "", make([]byte, MaxCommandBytes+1)), ErrTooLarge, ""},
 		{"unknown type", rawEnvelope(0x0777, 1, "", reserve), ErrUnknownType, "0x0777"},

@@ -11,4 +11,9 @@
 //
 // No other package marshals log entries: Encode and Decode here are the one
 // codec, and both enforce MaxEntryBytes.
+//
+// The rules a client applies too (channel names, limits, the shape of a
+// broadcast, an ack or an abandon) live in package vocab, which knows no
+// log schema; Validate calls them and marks their refusals ErrInvalid, so
+// the server and the SDK apply one rule set.
 package commands

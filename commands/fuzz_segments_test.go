@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // segmentDecodeSeeds: the 0x0300 block as one batch, bodies the validators
@@ -25,7 +26,7 @@ func segmentDecodeSeeds(tb testing.TB) [][]byte {
 		tb.Fatal(err)
 	}
 	out = append(out, data)
-	v := VChannelName("p_0", 7, 0)
+	v := vocab.VChannelName("p_0", 7, 0)
 	for _, body := range []proto.Message{
 		&logpb.CreateSegment{},
 		&logpb.CreateSegment{CollectionId: 8, Vchannel: v, NodeId: 1, PchannelTerm: 1},
@@ -64,7 +65,7 @@ func FuzzValidateSegments(f *testing.F) {
 	f.Add("p_0_07v0", int64(7), uint64(1), int64(1), uint64(1), int64(1), int64(1))
 	f.Add(strings.Repeat("p", 300), int64(1), uint64(1), int64(1), uint64(1), int64(1), int64(1))
 	f.Fuzz(func(t *testing.T, vch string, collection int64, node uint64, term int64, ts uint64, seg int64, field int64) {
-		coll, named := CollectionOfVChannel(vch)
+		coll, named := vocab.CollectionOfVChannel(vch)
 		check := func(what string, err error, contract bool) {
 			t.Helper()
 			if err != nil && !errors.Is(err, ErrInvalid) {
@@ -91,7 +92,7 @@ func FuzzValidateSegments(f *testing.F) {
 		check("SealSegments", Validate(MustNew(&logpb.SealSegments{SegmentIds: []int64{seg}, SealTs: ts,
 			Reason: logpb.SealReason_SEAL_IDLE, DecisionTerm: node})), seg > 0 && ts != 0 && ts != DroppedTimestamp && node > 0)
 		if named {
-			if p := PChannelOf(vch); !strings.HasPrefix(vch, p+"_") {
+			if p := vocab.PChannelOf(vch); !strings.HasPrefix(vch, p+"_") {
 				t.Fatalf("vchannel %q maps to pchannel %q", vch, p)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // FuzzDecode: DecodeEntry never panics on any input, and whatever it accepts
@@ -103,7 +104,7 @@ func FuzzDecode(f *testing.F) {
 		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0"}, IdempotencyKey: "db/01/1:a"},
 		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0"}, IdempotencyKey: "cluster/0/2:a"},
 		&logpb.CreateBroadcast{MessageType: "T", Vchannels: []string{"p_0"}, IdempotencyKey: "raw"},
-		&logpb.CreateBroadcast{MessageType: MsgCreateCollection, Vchannels: []string{"p_0_vcchan"}, Payload: []byte{0xff}},
+		&logpb.CreateBroadcast{MessageType: vocab.MsgCreateCollection, Vchannels: []string{"p_0_vcchan"}, Payload: []byte{0xff}},
 		&logpb.AckBroadcast{BroadcastId: 1, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: "p_0", Term: 0}}},
 		&logpb.AckBroadcast{Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: "p_01", Term: -1, TimeTick: 1}}},
 		&logpb.CompleteBroadcast{},
@@ -179,9 +180,9 @@ func FuzzValidate(f *testing.F) {
 	f.Add("ü", "[::1]:80", "[fe80::1%eth0]:443", uint64(MaxReserveIDs+1), int64(1)<<46)
 	f.Add(strings.Repeat("x", 65), ":80", "host:+80", uint64(MaxReserveIDs), int64(1)<<46-1)
 	f.Fuzz(func(t *testing.T, id, addr, addr2 string, count uint64, limit int64) {
-		idErr := ValidateMemberID(id)
+		idErr := vocab.ValidateMemberID(id)
 		if idErr == nil {
-			if len(id) == 0 || len(id) > MaxMemberIDBytes {
+			if len(id) == 0 || len(id) > vocab.MaxMemberIDBytes {
 				t.Fatalf("accepted id of %d bytes", len(id))
 			}
 			for i := 0; i < len(id); i++ {
@@ -189,15 +190,15 @@ func FuzzValidate(f *testing.F) {
 					t.Fatalf("accepted id %q with byte %q", id, id[i])
 				}
 			}
-		} else if !errors.Is(idErr, ErrInvalid) {
-			t.Fatalf("ValidateMemberID error %v does not wrap ErrInvalid", idErr)
+		} else if !errors.Is(idErr, vocab.ErrInvalid) {
+			t.Fatalf("vocab.ValidateMemberID error %v does not wrap ErrInvalid", idErr)
 		}
 
 		for _, required := range []bool{true, false} {
-			err := ValidateAddr("addr", addr, required)
+			err := vocab.ValidateAddr("addr", addr, required)
 			if err != nil {
-				if !errors.Is(err, ErrInvalid) {
-					t.Fatalf("ValidateAddr error %v does not wrap ErrInvalid", err)
+				if !errors.Is(err, vocab.ErrInvalid) {
+					t.Fatalf("vocab.ValidateAddr error %v does not wrap ErrInvalid", err)
 				}
 				continue
 			}
@@ -218,12 +219,12 @@ func FuzzValidate(f *testing.F) {
 
 		m := &logpb.Member{Id: id, RaftAddr: addr, GrpcAddr: addr2, HttpAddr: addr2}
 		upsertErr := Validate(MustNew(&logpb.UpsertMember{Member: m}))
-		wantOK := idErr == nil && ValidateAddr("raft_addr", addr, true) == nil && ValidateAddr("grpc_addr", addr2, false) == nil
+		wantOK := idErr == nil && vocab.ValidateAddr("raft_addr", addr, true) == nil && vocab.ValidateAddr("grpc_addr", addr2, false) == nil
 		if (upsertErr == nil) != wantOK {
 			t.Fatalf("Validate(UpsertMember %v) = %v, but field validators say ok=%v", m, upsertErr, wantOK)
 		}
 		if err := Validate(MustNew(&logpb.RemoveMember{Id: id})); (err == nil) != (idErr == nil) {
-			t.Fatalf("Validate(RemoveMember %q) = %v, ValidateMemberID = %v", id, err, idErr)
+			t.Fatalf("Validate(RemoveMember %q) = %v, vocab.ValidateMemberID = %v", id, err, idErr)
 		}
 		leErr := Validate(MustNew(&logpb.LeaderEstablished{Term: count, LeaderId: id}))
 		if (leErr == nil) != (count > 0 && idErr == nil) {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func TestNewValidatesOnce(t *testing.T) {
@@ -21,8 +22,8 @@ func TestNewValidatesOnce(t *testing.T) {
 		wantMsg   string
 	}{
 		{"valid", &logpb.ReserveIDs{Count: 1}, "r-1", nil, ""},
-		{"request ID at limit", &logpb.ReserveIDs{Count: 1}, strings.Repeat("r", MaxRequestIDBytes), nil, ""},
-		{"request ID over limit", &logpb.ReserveIDs{Count: 1}, strings.Repeat("r", MaxRequestIDBytes+1), ErrInvalid, "request_id is 129 bytes (max 128)"},
+		{"request ID at limit", &logpb.ReserveIDs{Count: 1}, strings.Repeat("r", vocab.MaxRequestIDBytes), nil, ""},
+		{"request ID over limit", &logpb.ReserveIDs{Count: 1}, strings.Repeat("r", vocab.MaxRequestIDBytes+1), ErrInvalid, "request_id is 129 bytes (max 128)"},
 		{"bad shape", &logpb.ReserveIDs{Count: 0}, "", ErrInvalid, "id reservation count"},
 		{"unregistered body", &logpb.Member{Id: "x"}, "", ErrUnknownType, ""},
 		{"body over size limit", big, "", ErrInvalid, ""}, // the 255-byte address limit fires first
@@ -53,9 +54,9 @@ func TestNewRefusesBodyOverSizeLimit(t *testing.T) {
 	// A shape-valid body over MaxCommandBytes: the largest payload and many
 	// long target names.
 	prefix := strings.Repeat("p", 120)
-	body := &logpb.CreateBroadcast{MessageType: "CreateIndex", Payload: make([]byte, MaxBroadcastPayload)}
+	body := &logpb.CreateBroadcast{MessageType: "CreateIndex", Payload: make([]byte, vocab.MaxBroadcastPayload)}
 	for i := 0; proto.Size(body) <= MaxCommandBytes; i++ {
-		body.Vchannels = append(body.Vchannels, VChannelName(PChannelName(prefix, i), 1<<40, 0))
+		body.Vchannels = append(body.Vchannels, vocab.VChannelName(vocab.PChannelName(prefix, i), 1<<40, 0))
 	}
 	if err := Validate(MustNew(body)); err != nil {
 		t.Fatalf("the oversized body is not shape-valid, so the test proves nothing: %v", err)

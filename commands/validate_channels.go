@@ -2,9 +2,9 @@ package commands
 
 import (
 	"strings"
-	"unicode/utf8"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Shape limits for channel commands.
@@ -12,7 +12,6 @@ const (
 	MaxAddressBytes     = 255
 	MaxResourceGroupLen = 64
 	MaxIncarnationBytes = 128
-	MaxReasonBytes      = 1024
 	MaxReplicateCluster = 64
 )
 
@@ -21,8 +20,8 @@ const (
 func validateChannelCommand(body any) (err error, ok bool) {
 	switch b := body.(type) {
 	case *logpb.InitStreaming:
-		if err := ValidateClusterID(b.ClusterId); err != nil {
-			return err, true
+		if err := vocab.ValidateClusterID(b.ClusterId); err != nil {
+			return invalidWrap(err), true
 		}
 		if len(b.Pchannels) == 0 {
 			return invalid("InitStreaming needs at least one pchannel"), true
@@ -34,13 +33,13 @@ func validateChannelCommand(body any) (err error, ok bool) {
 		}
 		return validatePChannelList(b.Pchannels), true
 	case *logpb.AssignPChannels:
-		if len(b.Assignments) == 0 || len(b.Assignments) > MaxPChannelsPerCmd {
-			return invalid("AssignPChannels needs 1..%d assignments, got %d", MaxPChannelsPerCmd, len(b.Assignments)), true
+		if len(b.Assignments) == 0 || len(b.Assignments) > vocab.MaxPChannelsPerCmd {
+			return invalid("AssignPChannels needs 1..%d assignments, got %d", vocab.MaxPChannelsPerCmd, len(b.Assignments)), true
 		}
 		seen := map[string]bool{}
 		for _, a := range b.Assignments {
-			if err := ValidatePChannelName(a.Pchannel); err != nil {
-				return err, true
+			if err := vocab.ValidatePChannelName(a.Pchannel); err != nil {
+				return invalidWrap(err), true
 			}
 			if seen[a.Pchannel] {
 				return invalid("pchannel %s assigned twice in one command", a.Pchannel), true
@@ -67,8 +66,8 @@ func validateChannelCommand(body any) (err error, ok bool) {
 		}
 		return validateTermList([]*logpb.PChannelTerm{b.Channel}), true
 	case *logpb.RegisterStreamingNode:
-		if err := ValidateAddr("address", b.Address, true); err != nil {
-			return err, true
+		if err := vocab.ValidateAddr("address", b.Address, true); err != nil {
+			return invalidWrap(err), true
 		}
 		if len(b.ResourceGroup) > MaxResourceGroupLen {
 			return invalid("resource group is %d bytes (max %d)", len(b.ResourceGroup), MaxResourceGroupLen), true
@@ -88,18 +87,9 @@ func validateChannelCommand(body any) (err error, ok bool) {
 		}
 		return checkReason(b.Reason), true
 	case *logpb.AllocVirtualChannels:
-		if b.CollectionId <= 0 {
-			return invalid("collection id must be positive, got %d", b.CollectionId), true
-		}
-		if b.Count == 0 || b.Count > MaxVChannelsPerColl {
-			return invalid("vchannel count must be in 1..%d, got %d", MaxVChannelsPerColl, b.Count), true
-		}
-		return nil, true
+		return invalidWrap(vocab.ValidateVChannelAlloc(b.CollectionId, b.Count)), true
 	case *logpb.DropVirtualChannels:
-		if b.CollectionId <= 0 {
-			return invalid("collection id must be positive, got %d", b.CollectionId), true
-		}
-		return nil, true
+		return invalidWrap(vocab.ValidateCollectionID(b.CollectionId)), true
 	case *logpb.UpdateReplicateConfiguration:
 		return ValidateReplicateConfiguration(b.Config), true
 	case *logpb.ResetReplicateRole:
@@ -112,13 +102,13 @@ func validateChannelCommand(body any) (err error, ok bool) {
 }
 
 func validatePChannelList(names []string) error {
-	if len(names) > MaxPChannelsPerCmd {
-		return invalid("%d pchannels in one command (max %d)", len(names), MaxPChannelsPerCmd)
+	if len(names) > vocab.MaxPChannelsPerCmd {
+		return invalid("%d pchannels in one command (max %d)", len(names), vocab.MaxPChannelsPerCmd)
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
-		if err := ValidatePChannelName(n); err != nil {
-			return err
+		if err := vocab.ValidatePChannelName(n); err != nil {
+			return invalidWrap(err)
 		}
 		if seen[n] {
 			return invalid("pchannel %s listed twice", n)
@@ -129,12 +119,12 @@ func validatePChannelList(names []string) error {
 }
 
 func validateTermList(items []*logpb.PChannelTerm) error {
-	if len(items) == 0 || len(items) > MaxPChannelsPerCmd {
-		return invalid("need 1..%d channels, got %d", MaxPChannelsPerCmd, len(items))
+	if len(items) == 0 || len(items) > vocab.MaxPChannelsPerCmd {
+		return invalid("need 1..%d channels, got %d", vocab.MaxPChannelsPerCmd, len(items))
 	}
 	for _, it := range items {
-		if err := ValidatePChannelName(it.Pchannel); err != nil {
-			return err
+		if err := vocab.ValidatePChannelName(it.Pchannel); err != nil {
+			return invalidWrap(err)
 		}
 		if it.Term < 1 {
 			return invalid("term of %s must be >= 1, got %d", it.Pchannel, it.Term)
@@ -146,12 +136,7 @@ func validateTermList(items []*logpb.PChannelTerm) error {
 	return nil
 }
 
-func checkReason(r string) error {
-	if len(r) > MaxReasonBytes {
-		return invalid("reason is %d bytes (max %d)", len(r), MaxReasonBytes)
-	}
-	return nil
-}
+func checkReason(r string) error { return invalidWrap(vocab.ValidateReason(r)) }
 
 // ValidateReplicateConfiguration checks a configuration's shape: unique,
 // valid cluster IDs; valid, unique pchannels per cluster; every cluster
@@ -167,8 +152,8 @@ func ValidateReplicateConfiguration(c *logpb.ReplicateConfiguration) error {
 	ids := map[string]bool{}
 	n := -1
 	for _, cl := range c.Clusters {
-		if err := ValidateClusterID(cl.ClusterId); err != nil {
-			return err
+		if err := vocab.ValidateClusterID(cl.ClusterId); err != nil {
+			return invalidWrap(err)
 		}
 		if ids[cl.ClusterId] {
 			return invalid("cluster %s listed twice", cl.ClusterId)
@@ -199,19 +184,4 @@ func ValidateReplicateConfiguration(c *logpb.ReplicateConfiguration) error {
 		targets[e.TargetClusterId] = true
 	}
 	return nil
-}
-
-// TruncateReason makes s a valid UTF-8 reason of at most MaxReasonBytes,
-// cut on a character boundary (a proto3 string must be valid UTF-8, or the
-// command carrying it cannot be encoded).
-func TruncateReason(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= MaxReasonBytes {
-		return s
-	}
-	cut := MaxReasonBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

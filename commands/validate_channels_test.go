@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 const (
@@ -19,15 +20,15 @@ const (
 var (
 	// nameLongest is the longest valid pchannel name: a 128-byte prefix
 	// and the largest index (the prefix limit binds before
-	// MaxChannelNameBytes does).
+	// vocab.MaxChannelNameBytes does).
 	nameLongest = strings.Repeat("p", 128) + "_2147483647"
 	// name129 has a prefix one byte too long.
 	name129 = strings.Repeat("p", 129) + "_7"
-	// name201 is over MaxChannelNameBytes.
-	name201 = strings.Repeat("p", MaxChannelNameBytes-1) + "_7"
+	// name201 is over vocab.MaxChannelNameBytes.
+	name201 = strings.Repeat("p", vocab.MaxChannelNameBytes-1) + "_7"
 )
 
-// badPChannelNames are rejected by ValidatePChannelName wherever a
+// badPChannelNames are rejected by vocab.ValidatePChannelName wherever a
 // command carries a pchannel name.
 var badPChannelNames = []struct{ name, value string }{
 	{"empty", ""},
@@ -43,7 +44,7 @@ var badPChannelNames = []struct{ name, value string }{
 	{"index not a number", "p_x"},
 	{"index with plus", "p_+1"},
 	{"index over 31 bits", "p_2147483648"},
-	{"control channel", pc0 + CChannelSuffix},
+	{"control channel", pc0 + vocab.CChannelSuffix},
 	{"vchannel", pc0 + "_12v0"},
 	{"non-ASCII", "pö_1"},
 }
@@ -52,7 +53,7 @@ var badPChannelNames = []struct{ name, value string }{
 func pchannels(n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = PChannelName("dml", i)
+		out[i] = vocab.PChannelName("dml", i)
 	}
 	return out
 }
@@ -62,13 +63,13 @@ func TestValidateInitStreaming(t *testing.T) {
 		{"ok", &logpb.InitStreaming{ClusterId: "by-dev", Pchannels: []string{pc0, pc1}}, ""},
 		{"one pchannel", &logpb.InitStreaming{ClusterId: "c", Pchannels: []string{pc0}}, ""},
 		{"longest name", &logpb.InitStreaming{ClusterId: "c", Pchannels: []string{nameLongest}}, ""},
-		{"max pchannels", &logpb.InitStreaming{ClusterId: "c", Pchannels: pchannels(MaxPChannelsPerCmd)}, ""},
+		{"max pchannels", &logpb.InitStreaming{ClusterId: "c", Pchannels: pchannels(vocab.MaxPChannelsPerCmd)}, ""},
 		{"cluster id of 64 bytes", &logpb.InitStreaming{ClusterId: strings.Repeat("c", 64), Pchannels: []string{pc0}}, ""},
 		{"no cluster id", &logpb.InitStreaming{Pchannels: []string{pc0}}, "cluster id must be 1..64 bytes, got 0"},
 		{"cluster id of 65 bytes", &logpb.InitStreaming{ClusterId: strings.Repeat("c", 65), Pchannels: []string{pc0}}, "got 65"},
 		{"bad cluster id", &logpb.InitStreaming{ClusterId: "by dev", Pchannels: []string{pc0}}, `character ' ' not allowed`},
 		{"no pchannels", &logpb.InitStreaming{ClusterId: "c"}, "needs at least one pchannel"},
-		{"too many pchannels", &logpb.InitStreaming{ClusterId: "c", Pchannels: pchannels(MaxPChannelsPerCmd + 1)}, "4097 pchannels in one command (max 4096)"},
+		{"too many pchannels", &logpb.InitStreaming{ClusterId: "c", Pchannels: pchannels(vocab.MaxPChannelsPerCmd + 1)}, "4097 pchannels in one command (max 4096)"},
 		{"duplicate", &logpb.InitStreaming{ClusterId: "c", Pchannels: []string{pc0, pc1, pc0}}, "listed twice"},
 	}
 	for _, bad := range badPChannelNames {
@@ -81,9 +82,9 @@ func TestValidateInitStreaming(t *testing.T) {
 func TestValidateAddPChannels(t *testing.T) {
 	tests := []validateCase{
 		{"ok", &logpb.AddPChannels{Pchannels: []string{pc0, pc1}}, ""},
-		{"max pchannels", &logpb.AddPChannels{Pchannels: pchannels(MaxPChannelsPerCmd)}, ""},
+		{"max pchannels", &logpb.AddPChannels{Pchannels: pchannels(vocab.MaxPChannelsPerCmd)}, ""},
 		{"empty", &logpb.AddPChannels{}, "needs at least one pchannel"},
-		{"too many", &logpb.AddPChannels{Pchannels: pchannels(MaxPChannelsPerCmd + 1)}, "max 4096"},
+		{"too many", &logpb.AddPChannels{Pchannels: pchannels(vocab.MaxPChannelsPerCmd + 1)}, "max 4096"},
 		{"duplicate", &logpb.AddPChannels{Pchannels: []string{pc1, pc1}}, "pchannel " + pc1 + " listed twice"},
 	}
 	for _, bad := range badPChannelNames {
@@ -109,10 +110,10 @@ func TestValidateAssignPChannels(t *testing.T) {
 	rw, ro := logpb.AccessMode_ACCESS_RW, logpb.AccessMode_ACCESS_RO
 	tests := []validateCase{
 		{"ok", assign(a(pc0, 1, rw, 1), a(pc1, 2, ro, 9)), ""},
-		{"max assignments", many(MaxPChannelsPerCmd), ""},
+		{"max assignments", many(vocab.MaxPChannelsPerCmd), ""},
 		{"large term", assign(a(pc0, 1<<63, rw, 1<<62)), ""},
 		{"empty", assign(), "AssignPChannels needs 1..4096 assignments, got 0"},
-		{"too many", many(MaxPChannelsPerCmd + 1), "got 4097"},
+		{"too many", many(vocab.MaxPChannelsPerCmd + 1), "got 4097"},
 		{"duplicate pchannel", assign(a(pc0, 1, rw, 1), a(pc0, 2, rw, 1)), "assigned twice in one command"},
 		{"node id 0", assign(a(pc0, 0, rw, 1)), "has no node"},
 		{"expected term 0", assign(a(pc0, 1, rw, 0)), "expected term must be >= 1"},
@@ -168,14 +169,14 @@ func TestValidatePChannelTermLists(t *testing.T) {
 	}
 	cases := []listCase{
 		{"ok", []*logpb.PChannelTerm{pt(pc0, 1, "")}, ""},
-		{"reason of 1024 bytes", []*logpb.PChannelTerm{pt(pc0, 7, strings.Repeat("r", MaxReasonBytes))}, ""},
+		{"reason of 1024 bytes", []*logpb.PChannelTerm{pt(pc0, 7, strings.Repeat("r", vocab.MaxReasonBytes))}, ""},
 		{"two channels", []*logpb.PChannelTerm{pt(pc0, 1, ""), pt(pc1, 2, "x")}, ""},
-		{"max channels", many(MaxPChannelsPerCmd), ""},
+		{"max channels", many(vocab.MaxPChannelsPerCmd), ""},
 		{"empty", nil, "need 1..4096 channels, got 0"},
-		{"too many", many(MaxPChannelsPerCmd + 1), "got 4097"},
+		{"too many", many(vocab.MaxPChannelsPerCmd + 1), "got 4097"},
 		{"term 0", []*logpb.PChannelTerm{pt(pc0, 0, "")}, "term of " + pc0 + " must be >= 1, got 0"},
 		{"negative term", []*logpb.PChannelTerm{pt(pc0, -1, "")}, "got -1"},
-		{"reason of 1025 bytes", []*logpb.PChannelTerm{pt(pc0, 1, strings.Repeat("r", MaxReasonBytes+1))}, "reason is 1025 bytes (max 1024)"},
+		{"reason of 1025 bytes", []*logpb.PChannelTerm{pt(pc0, 1, strings.Repeat("r", vocab.MaxReasonBytes+1))}, "reason is 1025 bytes (max 1024)"},
 		{"second bad", []*logpb.PChannelTerm{pt(pc0, 1, ""), pt(pc1, 0, "")}, "term of " + pc1},
 	}
 	for _, bad := range badPChannelNames {
@@ -244,9 +245,9 @@ func TestValidateMarkStreamingNodeDown(t *testing.T) {
 	runValidateCases(t, []validateCase{
 		{"ok", &logpb.MarkStreamingNodeDown{NodeId: 3, Epoch: 17, Reason: "ttl"}, ""},
 		{"any epoch", &logpb.MarkStreamingNodeDown{NodeId: 3}, ""},
-		{"reason of 1024 bytes", &logpb.MarkStreamingNodeDown{NodeId: 1, Reason: strings.Repeat("r", MaxReasonBytes)}, ""},
+		{"reason of 1024 bytes", &logpb.MarkStreamingNodeDown{NodeId: 1, Reason: strings.Repeat("r", vocab.MaxReasonBytes)}, ""},
 		{"node id 0", &logpb.MarkStreamingNodeDown{Epoch: 1}, "node id must be positive"},
-		{"reason of 1025 bytes", &logpb.MarkStreamingNodeDown{NodeId: 1, Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
+		{"reason of 1025 bytes", &logpb.MarkStreamingNodeDown{NodeId: 1, Reason: strings.Repeat("r", vocab.MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
 	})
 }
 
@@ -254,9 +255,9 @@ func TestValidateSetStreamingNodeDrain(t *testing.T) {
 	runValidateCases(t, []validateCase{
 		{"drain", &logpb.SetStreamingNodeDrain{NodeId: 3, Draining: true, Reason: "upgrade"}, ""},
 		{"undrain", &logpb.SetStreamingNodeDrain{NodeId: 3}, ""},
-		{"reason of 1024 bytes", &logpb.SetStreamingNodeDrain{NodeId: 1, Reason: strings.Repeat("r", MaxReasonBytes)}, ""},
+		{"reason of 1024 bytes", &logpb.SetStreamingNodeDrain{NodeId: 1, Reason: strings.Repeat("r", vocab.MaxReasonBytes)}, ""},
 		{"node id 0", &logpb.SetStreamingNodeDrain{Draining: true}, "node id must be positive"},
-		{"reason of 1025 bytes", &logpb.SetStreamingNodeDrain{NodeId: 1, Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
+		{"reason of 1025 bytes", &logpb.SetStreamingNodeDrain{NodeId: 1, Reason: strings.Repeat("r", vocab.MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
 	})
 }
 
@@ -264,11 +265,11 @@ func TestValidateAllocVirtualChannels(t *testing.T) {
 	runValidateCases(t, []validateCase{
 		{"ok", &logpb.AllocVirtualChannels{CollectionId: 449326211, Count: 2}, ""},
 		{"count 1", &logpb.AllocVirtualChannels{CollectionId: 1, Count: 1}, ""},
-		{"max count", &logpb.AllocVirtualChannels{CollectionId: 1<<63 - 1, Count: MaxVChannelsPerColl}, ""},
+		{"max count", &logpb.AllocVirtualChannels{CollectionId: 1<<63 - 1, Count: vocab.MaxVChannelsPerColl}, ""},
 		{"collection id 0", &logpb.AllocVirtualChannels{Count: 1}, "collection id must be positive, got 0"},
 		{"negative collection id", &logpb.AllocVirtualChannels{CollectionId: -5, Count: 1}, "got -5"},
 		{"count 0", &logpb.AllocVirtualChannels{CollectionId: 1}, "vchannel count must be in 1..1024, got 0"},
-		{"count over max", &logpb.AllocVirtualChannels{CollectionId: 1, Count: MaxVChannelsPerColl + 1}, "got 1025"},
+		{"count over max", &logpb.AllocVirtualChannels{CollectionId: 1, Count: vocab.MaxVChannelsPerColl + 1}, "got 1025"},
 	})
 }
 
@@ -338,10 +339,10 @@ func TestValidateUpdateReplicateConfiguration(t *testing.T) {
 func TestValidateResetReplicateRole(t *testing.T) {
 	runValidateCases(t, []validateCase{
 		{"reason", &logpb.ResetReplicateRole{Reason: "primary site lost"}, ""},
-		{"reason of 1024 bytes", &logpb.ResetReplicateRole{Reason: strings.Repeat("r", MaxReasonBytes)}, ""},
+		{"reason of 1024 bytes", &logpb.ResetReplicateRole{Reason: strings.Repeat("r", vocab.MaxReasonBytes)}, ""},
 		{"no reason", &logpb.ResetReplicateRole{}, "needs a reason"},
 		{"blank reason", &logpb.ResetReplicateRole{Reason: " \t\n"}, "needs a reason"},
-		{"reason of 1025 bytes", &logpb.ResetReplicateRole{Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
+		{"reason of 1025 bytes", &logpb.ResetReplicateRole{Reason: strings.Repeat("r", vocab.MaxReasonBytes+1)}, "reason is 1025 bytes (max 1024)"},
 	})
 }
 
@@ -352,15 +353,15 @@ func TestTruncateReason(t *testing.T) {
 	}{
 		{"empty", "", ""},
 		{"short", "deadline exceeded", "deadline exceeded"},
-		{"exactly the limit", strings.Repeat("r", MaxReasonBytes), strings.Repeat("r", MaxReasonBytes)},
-		{"one over", strings.Repeat("r", MaxReasonBytes+1), strings.Repeat("r", MaxReasonBytes)},
-		{"rune across the limit", strings.Repeat("r", MaxReasonBytes-1) + euro, strings.Repeat("r", MaxReasonBytes-1)},
-		{"rune ending at the limit", strings.Repeat("r", MaxReasonBytes-3) + euro + "x", strings.Repeat("r", MaxReasonBytes-3) + euro},
+		{"exactly the limit", strings.Repeat("r", vocab.MaxReasonBytes), strings.Repeat("r", vocab.MaxReasonBytes)},
+		{"one over", strings.Repeat("r", vocab.MaxReasonBytes+1), strings.Repeat("r", vocab.MaxReasonBytes)},
+		{"rune across the limit", strings.Repeat("r", vocab.MaxReasonBytes-1) + euro, strings.Repeat("r", vocab.MaxReasonBytes-1)},
+		{"rune ending at the limit", strings.Repeat("r", vocab.MaxReasonBytes-3) + euro + "x", strings.Repeat("r", vocab.MaxReasonBytes-3) + euro},
 		{"invalid UTF-8 replaced", "bad\xffbyte", "bad\uFFFDbyte"},
 	}
 	for _, tt := range tests {
-		if got := TruncateReason(tt.in); got != tt.want {
-			t.Errorf("%s: TruncateReason = %q (%d bytes), want %q (%d bytes)", tt.name, got, len(got), tt.want, len(tt.want))
+		if got := vocab.TruncateReason(tt.in); got != tt.want {
+			t.Errorf("%s: vocab.TruncateReason = %q (%d bytes), want %q (%d bytes)", tt.name, got, len(got), tt.want, len(tt.want))
 		}
 	}
 }
@@ -373,15 +374,15 @@ func FuzzTruncateReason(f *testing.F) {
 	f.Add(strings.Repeat("€", 400))
 	f.Add(strings.Repeat("\xff", 2000))
 	f.Fuzz(func(t *testing.T, s string) {
-		r := TruncateReason(s)
-		if len(r) > MaxReasonBytes || !utf8.ValidString(r) {
-			t.Fatalf("TruncateReason gave %d bytes, valid UTF-8 %v", len(r), utf8.ValidString(r))
+		r := vocab.TruncateReason(s)
+		if len(r) > vocab.MaxReasonBytes || !utf8.ValidString(r) {
+			t.Fatalf("vocab.TruncateReason gave %d bytes, valid UTF-8 %v", len(r), utf8.ValidString(r))
 		}
 		if !strings.HasPrefix(strings.ToValidUTF8(s, "\uFFFD"), r) {
 			t.Fatal("result is not a prefix of the sanitised input")
 		}
-		if TruncateReason(r) != r {
-			t.Fatal("TruncateReason is not idempotent")
+		if vocab.TruncateReason(r) != r {
+			t.Fatal("vocab.TruncateReason is not idempotent")
 		}
 		c := MustNew(&logpb.MarkStreamingNodeDown{NodeId: 1, Reason: r})
 		if err := Validate(c); err != nil {

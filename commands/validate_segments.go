@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Shape limits for segment commands.
@@ -24,18 +25,6 @@ const (
 	// DroppedTimestamp is the time tick of a dropped VChannel's checkpoint.
 	DroppedTimestamp = ^uint64(0)
 )
-
-// CollectionOfVChannel parses the collection ID out of a VChannel name
-// (<pchannel>_<collectionID>v<shard>).
-func CollectionOfVChannel(name string) (int64, bool) {
-	if ValidateVChannelName(name) != nil || IsCChannel(name) {
-		return 0, false
-	}
-	rest := name[strings.LastIndexByte(name, '_')+1:]
-	coll, _, _ := strings.Cut(rest, "v")
-	id, err := strconv.ParseInt(coll, 10, 64)
-	return id, err == nil
-}
 
 // Object keys of binlogs, derived from IDs (records store only log IDs).
 func InsertLogPath(collection, partition, segment, field, logID int64) string {
@@ -126,7 +115,7 @@ func validateSegmentCommand(body any) (err error, ok bool) {
 		}
 		seen := make(map[string]bool, len(b.Checkpoints))
 		for _, cp := range b.Checkpoints {
-			if _, ok := CollectionOfVChannel(cp.Vchannel); !ok {
+			if _, ok := vocab.CollectionOfVChannel(cp.Vchannel); !ok {
 				return invalid("checkpoint for %q: not a vchannel name", cp.Vchannel), true
 			}
 			if seen[cp.Vchannel] {
@@ -299,7 +288,7 @@ func validateSegmentChannel(collection int64, vchannel string) error {
 	if collection <= 0 {
 		return invalid("collection id must be positive, got %d", collection)
 	}
-	coll, ok := CollectionOfVChannel(vchannel)
+	coll, ok := vocab.CollectionOfVChannel(vchannel)
 	if !ok {
 		return invalid("%q is not a vchannel name", vchannel)
 	}

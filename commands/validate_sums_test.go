@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func sumsSave(logs ...*logpb.FieldLogs) *logpb.SaveBinlogPaths {
-	return &logpb.SaveBinlogPaths{CollectionId: 7, Vchannel: VChannelName("p_0", 7, 0), NodeId: 1, PchannelTerm: 1, SegmentId: 1,
+	return &logpb.SaveBinlogPaths{CollectionId: 7, Vchannel: vocab.VChannelName("p_0", 7, 0), NodeId: 1, PchannelTerm: 1, SegmentId: 1,
 		Level: logpb.SegmentLevel_LEVEL_L1, Binlogs: logs}
 }
 

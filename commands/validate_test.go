@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 type validateCase struct {
@@ -41,8 +42,8 @@ func runValidateCases(t *testing.T, tests []validateCase) {
 }
 
 var (
-	id64 = strings.Repeat("a", MaxMemberIDBytes)
-	id65 = strings.Repeat("a", MaxMemberIDBytes+1)
+	id64 = strings.Repeat("a", vocab.MaxMemberIDBytes)
+	id65 = strings.Repeat("a", vocab.MaxMemberIDBytes+1)
 )
 
 func TestValidateLeaderEstablished(t *testing.T) {

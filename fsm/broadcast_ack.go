@@ -1,8 +1,8 @@
 package fsm
 
 import (
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // checkExternalAck guards an ack sent by a streaming node (FromNode set):
@@ -26,7 +26,7 @@ func checkExternalAck(next *State, t *logpb.BroadcastTask, b *logpb.AckBroadcast
 		if !isTarget(t, cp.Vchannel) {
 			continue
 		}
-		name := commands.PChannelOf(cp.Vchannel)
+		name := vocab.PChannelOf(cp.Vchannel)
 		p, ok := next.ch.pchannels.Get(name)
 		if !ok {
 			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "ack for broadcast %d: pchannel %s does not exist", t.Id, name)

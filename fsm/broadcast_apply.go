@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // applyCreateBroadcast commits a PENDING task
@@ -59,8 +60,8 @@ func checkBroadcastTargets(next *State, targets []string) *logpb.Result {
 		if v == cch {
 			hasCChannel = true
 		}
-		if _, ok := next.ch.pchannels.Get(commands.PChannelOf(v)); !ok {
-			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "target %s: pchannel %s does not exist", v, commands.PChannelOf(v))
+		if _, ok := next.ch.pchannels.Get(vocab.PChannelOf(v)); !ok {
+			return reject(logpb.RejectCode_REJECT_NOT_FOUND, "target %s: pchannel %s does not exist", v, vocab.PChannelOf(v))
 		}
 	}
 	if !hasCChannel {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // broadcastCallback applies a broadcast's effect on coordd's own state once
@@ -21,10 +22,10 @@ type broadcastCallback func(next *State, t *logpb.BroadcastTask, nowMs int64) *l
 // subsystem adds its own line here; message types without one are recorded
 // and acked with no callback.
 var broadcastCallbacks = map[string]broadcastCallback{
-	commands.MsgCreateCollection:     createCollectionCallback,
-	commands.MsgDropCollection:       dropCollectionCallback,
-	commands.MsgAlterReplicateConfig: alterReplicateConfigCallback,
-	commands.MsgFlushAll:             flushAllCallback,
+	vocab.MsgCreateCollection:     createCollectionCallback,
+	vocab.MsgDropCollection:       dropCollectionCallback,
+	vocab.MsgAlterReplicateConfig: alterReplicateConfigCallback,
+	vocab.MsgFlushAll:             flushAllCallback,
 }
 
 // checkBuiltinPayload returns why a built-in type's payload is unusable
@@ -140,7 +141,7 @@ func alterReplicateConfigCallback(next *State, t *logpb.BroadcastTask, _ int64) 
 func flushAllCallback(next *State, t *logpb.BroadcastTask, _ int64) *logpb.Result {
 	per := map[string]uint64{}
 	for _, cp := range t.Acked {
-		p := commands.PChannelOf(cp.Vchannel)
+		p := vocab.PChannelOf(cp.Vchannel)
 		per[p] = max(per[p], cp.TimeTick)
 	}
 	ticks := make([]*logpb.PChannelTimeTick, 0, len(per))

@@ -5,8 +5,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // undecodable is a payload no protobuf message decodes (a varint that
@@ -19,7 +19,7 @@ var undecodable = []byte{0xff}
 func TestUndecodablePayloadIsRefusedAtCreation(t *testing.T) {
 	s, _ := mustApply(t, New(), base()...)
 	for msgType := range broadcastCallbacks {
-		if msgType == commands.MsgFlushAll {
+		if msgType == vocab.MsgFlushAll {
 			continue // its callback reads no payload
 		}
 		t.Run(msgType, func(t *testing.T) {
@@ -40,7 +40,7 @@ func TestUndecodablePayloadIsRefusedAtCreation(t *testing.T) {
 // nothing else.
 func TestUndecodablePayloadFailsTheCallback(t *testing.T) {
 	s, _ := mustApply(t, New(), base(
-		createB(commands.MsgDropCollection, withPayload(dropCollPayload(t, 5))),
+		createB(vocab.MsgDropCollection, withPayload(dropCollPayload(t, 5))),
 		ackAll(1, cch),
 	)...)
 	damaged := proto.Clone(mustTask(t, s, 1)).(*logpb.BroadcastTask)
@@ -59,7 +59,7 @@ func TestUndecodablePayloadFailsTheCallback(t *testing.T) {
 
 	// Every callback that reads a payload refuses the same way.
 	for msgType, cb := range broadcastCallbacks {
-		if msgType == commands.MsgFlushAll {
+		if msgType == vocab.MsgFlushAll {
 			continue
 		}
 		task := &logpb.BroadcastTask{Id: 7, MessageType: msgType, Payload: undecodable}

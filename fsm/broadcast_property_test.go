@@ -12,13 +12,14 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Pools for broadcast commands: few message types and scoped keys, so
 // idempotency scopes collide often; a few values the validators refuse.
 var (
-	poolMsgTypes = []string{"CreateIndex", "DropIndex", commands.MsgCreateCollection, commands.MsgCreateCollection,
-		commands.MsgDropCollection, commands.MsgAlterReplicateConfig, commands.MsgAlterReplicateConfig, commands.MsgFlushAll}
+	poolMsgTypes = []string{"CreateIndex", "DropIndex", vocab.MsgCreateCollection, vocab.MsgCreateCollection,
+		vocab.MsgDropCollection, vocab.MsgAlterReplicateConfig, vocab.MsgAlterReplicateConfig, vocab.MsgFlushAll}
 	poolIdemKeys    = []string{"", "", "cluster/0/1:a", "db/1/1:a", "coll/5/1:a", "coll/5/1:b", "coll/6/3:a:b"}
 	poolBadIdemKeys = []string{"a", "db/1/2:a", "coll/05/1:a", "cluster/1/1:a"}
 	poolReasons     = []string{"operator", "callback keeps failing", ""}
@@ -60,7 +61,7 @@ func broadcastCandidates(s *State) []string {
 	}
 	var out []string
 	for _, p := range names {
-		out = append(out, p, commands.CChannelName(p), commands.VChannelName(p, 5, 0), commands.VChannelName(p, 6, 1))
+		out = append(out, p, vocab.CChannelName(p), vocab.VChannelName(p, 5, 0), vocab.VChannelName(p, 6, 1))
 	}
 	return out
 }
@@ -76,7 +77,7 @@ func genCreateBroadcast(t *rapid.T, label string, s *State) commands.Command {
 	}
 	cands := broadcastCandidates(s)
 	if rapid.IntRange(0, 19).Draw(t, label+".unknownTarget") == 0 {
-		cands = append(cands, "dml_99", commands.VChannelName("dml_98", 5, 0))
+		cands = append(cands, "dml_99", vocab.VChannelName("dml_98", 5, 0))
 	}
 	for _, v := range rapid.SliceOfNDistinct(rapid.SampledFrom(cands), 0, 3, rapid.ID[string]).Draw(t, label+".targets") {
 		if len(targets) == 0 || v != targets[0] || rapid.IntRange(0, 19).Draw(t, label+".dupTarget") == 0 {
@@ -84,11 +85,11 @@ func genCreateBroadcast(t *rapid.T, label string, s *State) commands.Command {
 		}
 	}
 	if len(targets) == 0 {
-		targets = []string{commands.CChannelName(poolPChannels[0])}
+		targets = []string{vocab.CChannelName(poolPChannels[0])}
 	}
 	b.Vchannels = targets
 	switch b.MessageType {
-	case commands.MsgCreateCollection:
+	case vocab.MsgCreateCollection:
 		p := &logpb.CreateCollectionPayload{
 			CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll"), Shards: rapid.SampledFrom([]uint32{1, 1, 2, 3, 0}).Draw(t, label+".shards")}
 		b.Payload = mustMarshalRapid(t, p)
@@ -96,16 +97,16 @@ func genCreateBroadcast(t *rapid.T, label string, s *State) commands.Command {
 		if plan, r := s.PlanCollectionVChannels(p.CollectionId, p.Shards); r == nil && s.CChannel() != "" && rapid.IntRange(0, 4).Draw(t, label+".planned") > 0 {
 			b.Vchannels = append([]string{s.CChannel()}, plan...)
 		}
-	case commands.MsgDropCollection:
+	case vocab.MsgDropCollection:
 		b.Payload = mustMarshalRapid(t, &logpb.DropCollectionPayload{CollectionId: rapid.Int64Range(0, 6).Draw(t, label+".coll")})
-	case commands.MsgAlterReplicateConfig:
+	case vocab.MsgAlterReplicateConfig:
 		b.Payload = mustMarshalRapid(t, genReplicateMostlyPrimary(t, label+".cfg", s).Body.(*logpb.UpdateReplicateConfiguration).Config)
 		// Mostly as the broadcaster sends it: every pchannel, the exclusive Cluster key.
 		if s.CChannel() != "" && rapid.IntRange(0, 4).Draw(t, label+".asSent") > 0 {
 			b.Vchannels = s.ClusterTargets(true)
 			b.ResourceKeys = []*logpb.ResourceKey{rk(rkCluster, "", false)}
 		}
-	case commands.MsgFlushAll:
+	case vocab.MsgFlushAll:
 	default:
 		b.Payload = rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, label+".payload")
 	}
@@ -467,25 +468,25 @@ func checkBroadcastCommand(t *rapid.T, cur, nx *State, c commands.Command, r *lo
 // checkCallbackEffect checks what a completed task's callback did.
 func checkCallbackEffect(t *rapid.T, cur, nx *State, task *logpb.BroadcastTask) {
 	switch task.MessageType {
-	case commands.MsgCreateCollection:
+	case vocab.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		_ = proto.Unmarshal(task.Payload, &p)
 		if coll, ok := nx.Collection(p.CollectionId); !ok || len(coll.Vchannels) != int(p.Shards) || !sameSet(coll.Vchannels, collectionVChannels(nx, task.Vchannels)) {
 			t.Fatalf("CreateCollection %d/%d to %v completed, collection %v", p.CollectionId, p.Shards, task.Vchannels, coll)
 		}
-	case commands.MsgDropCollection:
+	case vocab.MsgDropCollection:
 		var p logpb.DropCollectionPayload
 		_ = proto.Unmarshal(task.Payload, &p)
 		if _, ok := nx.Collection(p.CollectionId); ok {
 			t.Fatalf("DropCollection %d completed, the collection is still there", p.CollectionId)
 		}
-	case commands.MsgAlterReplicateConfig:
+	case vocab.MsgAlterReplicateConfig:
 		var cfg logpb.ReplicateConfiguration
 		_ = proto.Unmarshal(task.Payload, &cfg)
 		if !proto.Equal(nx.ReplicateConfiguration(), &cfg) {
 			t.Fatalf("AlterReplicateConfig completed, config %v, want %v", nx.ReplicateConfiguration(), &cfg)
 		}
-	case commands.MsgFlushAll:
+	case vocab.MsgFlushAll:
 		if id, ticks := nx.FlushAllTicks(); id != task.Id || len(ticks) == 0 {
 			t.Fatalf("FlushAll %d completed, flush-all record %d %v", task.Id, id, ticks)
 		}
@@ -544,8 +545,8 @@ func genBroadcastOnly(t *rapid.T, label string, s *State) commands.Command {
 func TestBroadcastProperties(t *testing.T) {
 	reached := map[string]int{}
 	want := []string{"duplicate", "duplicate of a tombstone", "scope reused after prune", "callback refused",
-		"completed CreateIndex", "completed " + commands.MsgCreateCollection, "completed " + commands.MsgDropCollection,
-		"completed " + commands.MsgAlterReplicateConfig, "completed " + commands.MsgFlushAll,
+		"completed CreateIndex", "completed " + vocab.MsgCreateCollection, "completed " + vocab.MsgDropCollection,
+		"completed " + vocab.MsgAlterReplicateConfig, "completed " + vocab.MsgFlushAll,
 		"abandoned", "pruned", "acked", "pending at the end"}
 	missing := func() (out []string) {
 		for _, k := range want {

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The targets of a broadcast and the checks that a built-in task's
@@ -60,7 +60,7 @@ func (s *State) PlanCollectionVChannels(collectionID int64, shards uint32) ([]st
 	})
 	names := make([]string, shards)
 	for i := range names {
-		names[i] = commands.VChannelName(cands[i].name, collectionID, i)
+		names[i] = vocab.VChannelName(cands[i].name, collectionID, i)
 	}
 	return names, nil
 }
@@ -76,7 +76,7 @@ func (s *State) ClusterTargets(all bool) []string {
 	}
 	for it := s.ch.pchannels.Iterator(); !it.Done(); {
 		name, _, _ := it.Next()
-		if name != commands.PChannelOf(cch) && (all || s.AvailableInReplication(name)) {
+		if name != vocab.PChannelOf(cch) && (all || s.AvailableInReplication(name)) {
 			out = append(out, name)
 		}
 	}
@@ -102,11 +102,11 @@ func (s *State) CheckBroadcastCreation(b *logpb.CreateBroadcast) *logpb.Rejectio
 // it holds its keys.
 func checkBuiltinCreation(s *State, b *logpb.CreateBroadcast) *logpb.Rejection {
 	switch b.MessageType {
-	case commands.MsgCreateCollection:
+	case vocab.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		_ = proto.Unmarshal(b.Payload, &p) // checked by checkBuiltinPayload
 		return checkCollectionTargets(s, p.CollectionId, p.Shards, b.Vchannels)
-	case commands.MsgAlterReplicateConfig:
+	case vocab.MsgAlterReplicateConfig:
 		if !holdsExclusiveCluster(b.ResourceKeys) {
 			return &logpb.Rejection{Code: logpb.RejectCode_REJECT_INVALID,
 				Message: "an AlterReplicateConfig broadcast must hold the exclusive Cluster resource key"}
@@ -137,7 +137,7 @@ func holdsExclusiveCluster(keys []*logpb.ResourceKey) bool {
 func missingPChannels(s *State, targets []string) []string {
 	on := map[string]bool{}
 	for _, v := range targets {
-		on[commands.PChannelOf(v)] = true
+		on[vocab.PChannelOf(v)] = true
 	}
 	var out []string
 	for it := s.ch.pchannels.Iterator(); !it.Done(); {
@@ -182,10 +182,10 @@ func checkCollectionTargets(s *State, collectionID int64, shards uint32, targets
 	shardSeen := make([]bool, shards)
 	pSeen := map[string]bool{}
 	for _, v := range vchs {
-		p := commands.PChannelOf(v)
+		p := vocab.PChannelOf(v)
 		shard := -1
 		for i := range shardSeen {
-			if v == commands.VChannelName(p, collectionID, i) {
+			if v == vocab.VChannelName(p, collectionID, i) {
 				shard = i
 			}
 		}

@@ -11,19 +11,20 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ---- broadcast command builders and fixtures ------------------------------------
 
 // cch is the control channel of the base fixture (bound to p0).
-var cch = commands.CChannelName(p0)
+var cch = vocab.CChannelName(p0)
 
 // Vchannels of collections 5 and 6 on p1 and p2 (they need not be
 // allocated: a broadcast target only needs its pchannel to exist).
 var (
-	v15 = commands.VChannelName(p1, 5, 0)
-	v25 = commands.VChannelName(p2, 5, 1)
-	v16 = commands.VChannelName(p1, 6, 0)
+	v15 = vocab.VChannelName(p1, 5, 0)
+	v25 = vocab.VChannelName(p2, 5, 1)
+	v16 = vocab.VChannelName(p1, 6, 0)
 )
 
 const (
@@ -241,7 +242,7 @@ func TestApplyCreateBroadcast(t *testing.T) {
 		{
 			name:  "an exclusive cluster key is stored without a shared one",
 			setup: base(),
-			cmd:   createB(commands.MsgFlushAll, withRK(rk(rkCluster, "", false))),
+			cmd:   createB(vocab.MsgFlushAll, withRK(rk(rkCluster, "", false))),
 			want:  createdResult(1, false),
 			check: wantTask(1, func(t *testing.T, task *logpb.BroadcastTask) {
 				if len(task.ResourceKeys) != 1 || !proto.Equal(task.ResourceKeys[0], rk(rkCluster, "", false)) {
@@ -266,14 +267,14 @@ func TestApplyCreateBroadcast(t *testing.T) {
 		{
 			name:    "another pchannel's cchannel is not the cchannel",
 			setup:   base(),
-			cmd:     createB("CreateIndex", withTargets(commands.CChannelName(p1))),
+			cmd:     createB("CreateIndex", withTargets(vocab.CChannelName(p1))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "must be a target",
 		},
 		{
 			name:    "a vchannel on an unknown pchannel",
 			setup:   base(),
-			cmd:     createB("CreateIndex", withTargets(cch, commands.VChannelName("dml_9", 5, 0))),
+			cmd:     createB("CreateIndex", withTargets(cch, vocab.VChannelName("dml_9", 5, 0))),
 			want:    rejected(logpb.RejectCode_REJECT_NOT_FOUND),
 			wantMsg: "pchannel dml_9 does not exist",
 		},
@@ -301,166 +302,166 @@ func TestApplyCreateBroadcast(t *testing.T) {
 		{
 			name:    "CreateCollection with 0 shards",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 0))),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 0))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "CreateCollection payload",
 		},
 		{
 			name:    "CreateCollection with too many shards",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, commands.MaxVChannelsPerColl+1))),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, vocab.MaxVChannelsPerColl+1))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "shard count must be in 1..1024, got 1025",
 		},
 		{
 			name:    "CreateCollection without a collection id",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 0, 2))),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 0, 2))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "collection id must be positive, got 0",
 		},
 		{
 			name:    "CreateCollection with an empty payload",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection),
+			cmd:     createB(vocab.MsgCreateCollection),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "CreateCollection payload",
 		},
 		{
 			name:    "CreateCollection with undecodable bytes",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload([]byte{0xff, 0xff})),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload([]byte{0xff, 0xff})),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "CreateCollection payload",
 		},
 		{
 			name:    "DropCollection without a collection id",
 			setup:   base(),
-			cmd:     createB(commands.MsgDropCollection, withPayload(dropCollPayload(t, 0))),
+			cmd:     createB(vocab.MsgDropCollection, withPayload(dropCollPayload(t, 0))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "DropCollection payload",
 		},
 		{
 			name:    "DropCollection with undecodable bytes",
 			setup:   base(),
-			cmd:     createB(commands.MsgDropCollection, withPayload([]byte{0x0a})),
+			cmd:     createB(vocab.MsgDropCollection, withPayload([]byte{0x0a})),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "DropCollection payload",
 		},
 		{
 			name:    "AlterReplicateConfig with an invalid config",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(badConfig)),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload(badConfig)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "listed twice",
 		},
 		{
 			name:    "AlterReplicateConfig with an empty config",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig),
+			cmd:     createB(vocab.MsgAlterReplicateConfig),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "AlterReplicateConfig payload",
 		},
 		{
 			name:    "AlterReplicateConfig with undecodable bytes",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload([]byte{0x0a, 0x05, 0x01})),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload([]byte{0x0a, 0x05, 0x01})),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "AlterReplicateConfig payload",
 		},
 		{
 			name:  "valid built-in payloads",
 			setup: base(),
-			cmd:   createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			cmd:   createB(vocab.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
 			want:  createdResult(1, false),
 		},
 		{
 			name:    "AlterReplicateConfig without the exclusive cluster key",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withTargets(cch, p1, p2, p3)),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withTargets(cch, p1, p2, p3)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "must hold the exclusive Cluster resource key",
 		},
 		{
 			name:    "AlterReplicateConfig that misses a pchannel",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p3)),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p3)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "must reach every pchannel; [dml_2] are not targets",
 		},
 		{
 			name:    "AlterReplicateConfig without this cluster is refused at creation",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(notThisCluster), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload(notThisCluster), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: `does not list this cluster "by-dev"`,
 		},
 		{
 			name:    "AlterReplicateConfig with a pchannel this cluster lacks is refused at creation",
 			setup:   base(),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(unknownPChannel), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload(unknownPChannel), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "dml_9, which this cluster does not have",
 		},
 		{
 			name:    "AlterReplicateConfig incompatible with the installed one is refused at creation",
 			setup:   base(replicate(fourFour().Clusters, fourFour().Topology...)),
-			cmd:     createB(commands.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			cmd:     createB(vocab.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "may only be extended by appending",
 		},
 		{
 			name:    "CreateCollection with another shard count is refused at creation",
 			setup:   base(allocV(5, 2)),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(append([]string{cch}, vnames(5, p0, p1, p2)...)...)),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(append([]string{cch}, vnames(5, p0, p1, p2)...)...)),
 			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
 			wantMsg: "already has 2 vchannels, not 3",
 		},
 		{
 			name:    "CreateCollection of an existing collection must target its vchannels",
 			setup:   base(allocV(5, 2)),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, v15, v25)),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, v15, v25)),
 			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
 			wantMsg: "must target exactly those",
 		},
 		{
 			name:  "CreateCollection of an existing collection on its vchannels (a retry)",
 			setup: base(allocV(5, 2)),
-			cmd:   createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(append([]string{cch}, vnames(5, p0, p1)...)...)),
+			cmd:   createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(append([]string{cch}, vnames(5, p0, p1)...)...)),
 			want:  createdResult(1, false),
 		},
 		{
 			name:    "CreateCollection with fewer targets than shards",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(cch, v15, v25)),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(cch, v15, v25)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "has 3 shards but the broadcast targets 2 vchannels",
 		},
 		{
 			name:    "CreateCollection targets that name another collection",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, v16)),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, v16)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "is not a vchannel of collection 5",
 		},
 		{
 			name:    "CreateCollection with two shards on one pchannel",
 			setup:   base(),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, v15, commands.VChannelName(p1, 5, 1))),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, v15, vocab.VChannelName(p1, 5, 1))),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "two shards of collection 5 on pchannel dml_1",
 		},
 		{
 			name:    "CreateCollection on a pchannel unavailable in replication",
 			setup:   base(replicate([]*logpb.ReplicateCluster{rcluster(clusterID, p0, p1)})),
-			cmd:     createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, commands.VChannelName(p3, 5, 0))),
+			cmd:     createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, vocab.VChannelName(p3, 5, 0))),
 			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
 			wantMsg: "not available in replication",
 		},
 		{
 			name:  "CreateCollection on any valid placement",
 			setup: base(),
-			cmd:   createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, commands.VChannelName(p3, 5, 1), v15)),
+			cmd:   createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, vocab.VChannelName(p3, 5, 1), v15)),
 			want:  createdResult(1, false),
 		},
 		{
@@ -472,7 +473,7 @@ func TestApplyCreateBroadcast(t *testing.T) {
 		{
 			name:  "FlushAll's payload is not interpreted",
 			setup: base(),
-			cmd:   createB(commands.MsgFlushAll, withPayload([]byte{0xff})),
+			cmd:   createB(vocab.MsgFlushAll, withPayload([]byte{0xff})),
 			want:  createdResult(1, false),
 		},
 	})
@@ -565,8 +566,8 @@ func TestCreateBroadcastPendingBound(t *testing.T) {
 // ---- idempotency (docs/semantics.md#idempotency-keys) ------------------------------
 
 func TestCreateBroadcastIdempotency(t *testing.T) {
-	key := scopedKey(t)(commands.DatabaseScopedKey(1, "retry-7"))
-	collKey := scopedKey(t)(commands.CollectionScopedKey(1, "retry-7"))
+	key := scopedKey(t)(vocab.DatabaseScopedKey(1, "retry-7"))
+	collKey := scopedKey(t)(vocab.CollectionScopedKey(1, "retry-7"))
 	s := build(t, base()...)
 
 	step := func(c commands.Command, want *logpb.Result) (before, after *State) {
@@ -626,12 +627,12 @@ func TestCreateBroadcastIdempotency(t *testing.T) {
 // TestRefusedCreateRegistersNoKey: a create that is refused leaves no
 // index entry, so a corrected retry with the same key creates the task.
 func TestRefusedCreateRegistersNoKey(t *testing.T) {
-	key := scopedKey(t)(commands.ClusterScopedKey("k"))
+	key := scopedKey(t)(vocab.ClusterScopedKey("k"))
 	s := build(t, base()...)
 	for _, c := range []commands.Command{
 		createB("X", withIK(key), withTargets(v15)),                                        // no cchannel
 		createB("X", withIK(key), withTargets(cch, "dml_9")),                               // unknown pchannel
-		createB(commands.MsgCreateCollection, withIK(key), withPayload([]byte{0xff})),      // bad payload
+		createB(vocab.MsgCreateCollection, withIK(key), withPayload([]byte{0xff})),         // bad payload
 		cmd(bcBody("X", withIK(key)), withTerm(1)),                                         // stale leader
 		createB("X", withIK(key), withRK(rk(logpb.ResourceDomain_RK_UNKNOWN, "x", false))), // invalid shape
 	} {
@@ -836,7 +837,7 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 		},
 		{
 			name:  "CreateCollection allocates the collection's vchannels",
-			setup: setupTask(commands.MsgCreateCollection, createColl, true, targets),
+			setup: setupTask(vocab.MsgCreateCollection, createColl, true, targets),
 			cmd:   completeB(1, withProposedAt(5)),
 			want:  completionResult(true, ""),
 			check: all(tombstoned(1, 5), wantCollection(5, v15, v25), bumped(1), func(t *testing.T, _, after *State) {
@@ -847,15 +848,15 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 		},
 		{
 			name: "CreateCollection is idempotent when the vchannels exist",
-			setup: base(allocV(5, 2), createB(commands.MsgCreateCollection, withPayload(createColl), withTargets(append([]string{cch}, vnames(5, p0, p1)...)...)),
+			setup: base(allocV(5, 2), createB(vocab.MsgCreateCollection, withPayload(createColl), withTargets(append([]string{cch}, vnames(5, p0, p1)...)...)),
 				ackAll(1, append([]string{cch}, vnames(5, p0, p1)...)...)),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
-			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(5, commands.VChannelName(p0, 5, 0), commands.VChannelName(p1, 5, 1))),
+			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(5, vocab.VChannelName(p0, 5, 0), vocab.VChannelName(p1, 5, 1))),
 		},
 		{
 			name:  "DropCollection drops the collection's vchannels",
-			setup: setupTask(commands.MsgDropCollection, dropCollPayload(t, 5), true, targets, allocV(5, 2)),
+			setup: setupTask(vocab.MsgDropCollection, dropCollPayload(t, 5), true, targets, allocV(5, 2)),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
 			check: all(tombstoned(1, 0), wantCollection(5), bumped(1), func(t *testing.T, _, after *State) {
@@ -866,14 +867,14 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 		},
 		{
 			name:  "DropCollection of an absent collection is a no-op callback",
-			setup: setupTask(commands.MsgDropCollection, dropCollPayload(t, 5), true, targets, allocV(6, 1)),
+			setup: setupTask(vocab.MsgDropCollection, dropCollPayload(t, 5), true, targets, allocV(6, 1)),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
-			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(6, commands.VChannelName(p0, 6, 0))),
+			check: all(tombstoned(1, 0), channelsUnchanged, wantCollection(6, vocab.VChannelName(p0, 6, 0))),
 		},
 		{
 			name: "AlterReplicateConfig installs the configuration",
-			setup: base(createB(commands.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
+			setup: base(createB(vocab.MsgAlterReplicateConfig, withPayload(mustMarshal(t, fourFour())), withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)),
 				ackAll(1, cch, p1, p2, p3)),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
@@ -881,7 +882,7 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 		},
 		{
 			name:  "FlushAll records the highest time tick per pchannel",
-			setup: base(createB(commands.MsgFlushAll, withTargets(cch, v15, v16, p2)), ackB(1, cpt(cch, 1, 1, 100), cpt(v15, 1, 1, 300), cpt(v16, 4, 1, 200), cpt(p2, 1, 1, 150))),
+			setup: base(createB(vocab.MsgFlushAll, withTargets(cch, v15, v16, p2)), ackB(1, cpt(cch, 1, 1, 100), cpt(v15, 1, 1, 300), cpt(v16, 4, 1, 200), cpt(p2, 1, 1, 150))),
 			cmd:   completeB(1),
 			want:  completionResult(true, ""),
 			check: all(tombstoned(1, 0), channelsUnchanged, func(t *testing.T, before, after *State) {
@@ -902,7 +903,7 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 		},
 		{
 			name:  "a later FlushAll replaces the ticks",
-			setup: base(createB(commands.MsgFlushAll, withTargets(cch, p1)), ackB(1, cpt(cch, 1, 1, 100), cpt(p1, 1, 1, 100)), completeB(1), createB(commands.MsgFlushAll), ackB(2, cpt(cch, 1, 2, 500))),
+			setup: base(createB(vocab.MsgFlushAll, withTargets(cch, p1)), ackB(1, cpt(cch, 1, 1, 100), cpt(p1, 1, 1, 100)), completeB(1), createB(vocab.MsgFlushAll), ackB(2, cpt(cch, 1, 2, 500))),
 			cmd:   completeB(2),
 			want:  completionResult(true, ""),
 			check: func(t *testing.T, _, after *State) {
@@ -933,7 +934,7 @@ func TestCompleteBroadcastCallbackRefusal(t *testing.T) {
 	}{
 		{
 			name: "AlterReplicateConfig after a direct configuration change",
-			create: createB(commands.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withRK(exclusiveCluster),
+			create: createB(vocab.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withRK(exclusiveCluster),
 				withTargets(cch, p1, p2, p3)),
 			targets: []string{cch, p1, p2, p3},
 			before:  []commands.Command{replicate(fourFour().Clusters, fourFour().Topology...)},
@@ -941,7 +942,7 @@ func TestCompleteBroadcastCallbackRefusal(t *testing.T) {
 		},
 		{
 			name: "CreateCollection after a direct allocation with another shard count",
-			create: createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)),
+			create: createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)),
 				withTargets(append([]string{cch}, vnames(5, p0, p1, p2)...)...)),
 			targets: append([]string{cch}, vnames(5, p0, p1, p2)...),
 			before:  []commands.Command{allocV(5, 2)},
@@ -951,7 +952,7 @@ func TestCompleteBroadcastCallbackRefusal(t *testing.T) {
 		},
 		{
 			name: "CreateCollection after a direct allocation on other pchannels",
-			create: createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)),
+			create: createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)),
 				withTargets(cch, v15, v25)),
 			targets: []string{cch, v15, v25},
 			before:  []commands.Command{allocV(5, 2)},
@@ -1018,7 +1019,7 @@ func TestCompleteBroadcastUnknownTypeRunsNoCallback(t *testing.T) {
 // ---- AbandonBroadcast ------------------------------------------------------------
 
 func TestApplyAbandonBroadcast(t *testing.T) {
-	createColl := createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, v15))
+	createColl := createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 1)), withTargets(cch, v15))
 	runApplyCases(t, []applyCase{
 		{
 			name:  "a pending task becomes a tombstone with the reason",
@@ -1095,7 +1096,7 @@ func wantTombstones(ids ...uint64) checkFn {
 }
 
 func TestApplyPruneBroadcastTombstones(t *testing.T) {
-	key := func(i int) string { return scopedKey(t)(commands.ClusterScopedKey(fmt.Sprint("k", i))) }
+	key := func(i int) string { return scopedKey(t)(vocab.ClusterScopedKey(fmt.Sprint("k", i))) }
 	// Tasks 1..5 with keys; 3, 1, 4 and 2 tombstoned in that order at times
 	// 1000, 2000, 3000 and 4000; task 5 stays pending (created at 0).
 	fixture := func(more ...commands.Command) []commands.Command {
@@ -1235,12 +1236,12 @@ func TestPruneBroadcastExtremeClock(t *testing.T) {
 // flush-all ticks.
 func broadcastPopulated(t *testing.T) *State {
 	t.Helper()
-	k := func(s string) string { return scopedKey(t)(commands.CollectionScopedKey(5, s)) }
+	k := func(s string) string { return scopedKey(t)(vocab.CollectionScopedKey(5, s)) }
 	return build(t, base(
-		createB(commands.MsgFlushAll, withTargets(cch, p1, p2), withIK(k("flush"))), // 1
+		createB(vocab.MsgFlushAll, withTargets(cch, p1, p2), withIK(k("flush"))), // 1
 		createB("CreateIndex", withTargets(cch, v15), withIK(k("idx")),
 			withRK(rk(rkCollection, "db:c", false), rk(rkDB, "db", true))), // 2
-		createB(commands.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withIK(k("alter")),
+		createB(vocab.MsgAlterReplicateConfig, withPayload(shrinkConfig(t)), withIK(k("alter")),
 			withRK(exclusiveCluster), withTargets(cch, p1, p2, p3)), // 3
 		createB("DropIndex", withIK(k("idx"))), // 4
 		createB("CreateIndex"),                 // 5
@@ -1279,11 +1280,11 @@ func TestBroadcastSnapshotRoundTrip(t *testing.T) {
 	if id, ticks := r.FlushAllTicks(); id != 1 || len(ticks) != 3 {
 		t.Fatalf("restored flush-all %d %v", id, ticks)
 	}
-	k := func(s string) string { return scopedKey(t)(commands.CollectionScopedKey(5, s)) }
+	k := func(s string) string { return scopedKey(t)(vocab.CollectionScopedKey(5, s)) }
 	for _, q := range []struct {
 		msgType, key string
 		id           uint64
-	}{{commands.MsgFlushAll, k("flush"), 1}, {"CreateIndex", k("idx"), 2}, {commands.MsgAlterReplicateConfig, k("alter"), 3}, {"DropIndex", k("idx"), 4}} {
+	}{{vocab.MsgFlushAll, k("flush"), 1}, {"CreateIndex", k("idx"), 2}, {vocab.MsgAlterReplicateConfig, k("alter"), 3}, {"DropIndex", k("idx"), 4}} {
 		if task, ok := r.BroadcastByIdempotencyKey(q.msgType, q.key); !ok || task.Id != q.id {
 			t.Fatalf("restored index: %s %s -> %v, %v; want %d", q.msgType, q.key, task, ok, q.id)
 		}
@@ -1294,12 +1295,12 @@ func TestBroadcastSnapshotRoundTrip(t *testing.T) {
 	// take the same IDs, pruning drops in the same (tombstone) order, and
 	// tombstone sequence numbers continue where they were.
 	suffix := [][]commands.Command{
-		{createB("DropIndex", withIK(k("idx"))), createB("CreateIndex", withIK(k("idx"))), createB(commands.MsgFlushAll, withIK(k("flush")))},
+		{createB("DropIndex", withIK(k("idx"))), createB("CreateIndex", withIK(k("idx"))), createB(vocab.MsgFlushAll, withIK(k("flush")))},
 		{createB("New", withIK(k("new")))},
 		{ackAll(2, cch), completeB(2, withProposedAt(80))},
 		{abandonB(3, "give up", withProposedAt(90))},
 		{pruneB(2, 1_000_000, withProposedAt(100))},
-		{createB("DropIndex", withIK(k("idx"))), createB(commands.MsgFlushAll, withIK(k("flush"))), createB("CreateIndex", withIK(k("idx")))},
+		{createB("DropIndex", withIK(k("idx"))), createB(vocab.MsgFlushAll, withIK(k("flush"))), createB("CreateIndex", withIK(k("idx")))},
 		{completeB(5, withProposedAt(110)), pruneB(0, 1, withProposedAt(120))},
 	}
 	for i, entry := range suffix {

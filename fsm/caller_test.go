@@ -5,6 +5,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func withCaller(node uint64) cmdOpt { return func(c *commands.Command) { c.CallerNode = node } }
@@ -15,8 +16,8 @@ func withCaller(node uint64) cmdOpt { return func(c *commands.Command) { c.Calle
 // identity; unbound sessions (authentication off) and the leader's own
 // unstamped drain and down commands pass as before.
 func TestApplyChecksTheCallersNode(t *testing.T) {
-	vc := commands.VChannelName("dml_0", 100, 0)
-	vc1 := commands.VChannelName("dml_1", 100, 1)
+	vc := vocab.VChannelName("dml_0", 100, 0)
+	vc1 := vocab.VChannelName("dml_1", 100, 1)
 	setup := []commands.Command{
 		leaderEstablished(2, "c1"),
 		cmd(&logpb.InitStreaming{ClusterId: "c", Pchannels: []string{"dml_0", "dml_1"}}),

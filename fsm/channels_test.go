@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ---- channel command builders and fixtures ------------------------------------
@@ -17,10 +18,10 @@ import (
 const clusterID = "by-dev"
 
 var (
-	p0 = commands.PChannelName("dml", 0)
-	p1 = commands.PChannelName("dml", 1)
-	p2 = commands.PChannelName("dml", 2)
-	p3 = commands.PChannelName("dml", 3)
+	p0 = vocab.PChannelName("dml", 0)
+	p1 = vocab.PChannelName("dml", 1)
+	p2 = vocab.PChannelName("dml", 2)
+	p3 = vocab.PChannelName("dml", 3)
 )
 
 const (
@@ -341,7 +342,7 @@ func TestApplyInitStreaming(t *testing.T) {
 					if before.StreamingInitialized() || !after.StreamingInitialized() {
 						t.Fatal("StreamingInitialized did not go from false to true")
 					}
-					if got, want := after.CChannel(), commands.CChannelName(p1); got != want {
+					if got, want := after.CChannel(), vocab.CChannelName(p1); got != want {
 						t.Fatalf("cchannel %q, want %q (the first listed pchannel)", got, want)
 					}
 					if after.ChannelsMeta().ClusterId != clusterID {
@@ -362,7 +363,7 @@ func TestApplyInitStreaming(t *testing.T) {
 				wantPC(p2, stUninit, 1, 0, rw),
 				bumped(0),
 				func(t *testing.T, _, after *State) {
-					if got := after.CChannel(); got != commands.CChannelName(p0) {
+					if got := after.CChannel(); got != vocab.CChannelName(p0) {
 						t.Fatalf("cchannel moved to %q", got)
 					}
 				},
@@ -408,13 +409,13 @@ func fillPChannels(n int, initialized bool) func(s *State) {
 	return func(s *State) {
 		b := s.ch.pchannels
 		for i := 0; i < n; i++ {
-			name := commands.PChannelName("fill", i)
+			name := vocab.PChannelName("fill", i)
 			b = b.Set(name, &logpb.PChannelRecord{Name: name, Term: 1, State: stUninit})
 		}
 		s.ch.pchannels = b
 		if initialized {
 			s.setMeta(func(m *logpb.ChannelsMeta) {
-				m.Initialized, m.ClusterId, m.Cchannel = true, clusterID, commands.CChannelName(commands.PChannelName("fill", 0))
+				m.Initialized, m.ClusterId, m.Cchannel = true, clusterID, vocab.CChannelName(vocab.PChannelName("fill", 0))
 			})
 		}
 	}
@@ -432,26 +433,26 @@ func TestApplyAddPChannels(t *testing.T) {
 		{
 			name:  "adds new channels without bumping the version",
 			setup: base(),
-			cmd:   addPCh(commands.PChannelName("dml", 10), commands.PChannelName("dml", 4)),
+			cmd:   addPCh(vocab.PChannelName("dml", 10), vocab.PChannelName("dml", 4)),
 			want:  numberResult(2),
 			check: all(
-				wantPChannelNames(p0, p1, commands.PChannelName("dml", 10), p2, p3, commands.PChannelName("dml", 4)),
-				wantPC(commands.PChannelName("dml", 10), stUninit, 1, 0, rw),
-				wantPC(commands.PChannelName("dml", 4), stUninit, 1, 0, rw),
+				wantPChannelNames(p0, p1, vocab.PChannelName("dml", 10), p2, p3, vocab.PChannelName("dml", 4)),
+				wantPC(vocab.PChannelName("dml", 10), stUninit, 1, 0, rw),
+				wantPC(vocab.PChannelName("dml", 4), stUninit, 1, 0, rw),
 				bumped(0),
 			),
 		},
 		{
 			name:  "existing channels are kept as they are",
 			setup: base(concat(assigned(p0, 1), []commands.Command{assign(asg(p1, 2, 1))})...),
-			cmd:   addPCh(p0, p1, commands.PChannelName("dml", 4)),
+			cmd:   addPCh(p0, p1, vocab.PChannelName("dml", 4)),
 			want:  numberResult(1),
 			check: all(pcUnchanged(p0), pcUnchanged(p1), bumped(0), wantPC(p1, stAssigning, 2, 2, rw)),
 		},
 		{
 			name:      "repeat is a no-op",
-			setup:     base(addPCh(commands.PChannelName("dml", 4))),
-			cmd:       addPCh(commands.PChannelName("dml", 4), p0),
+			setup:     base(addPCh(vocab.PChannelName("dml", 4))),
+			cmd:       addPCh(vocab.PChannelName("dml", 4), p0),
 			want:      numberResult(0),
 			unchanged: true,
 		},
@@ -463,8 +464,8 @@ func TestApplyAddPChannels(t *testing.T) {
 		{
 			name:  "up to the limit",
 			prep:  fillPChannels(MaxPChannels-1, true),
-			setup: []commands.Command{addPCh(commands.PChannelName("fill", 0))},
-			cmd:   addPCh(commands.PChannelName("fill", 0), p0),
+			setup: []commands.Command{addPCh(vocab.PChannelName("fill", 0))},
+			cmd:   addPCh(vocab.PChannelName("fill", 0), p0),
 			want:  numberResult(1),
 		},
 		{
@@ -507,8 +508,8 @@ func TestAssignmentVersionPerCommand(t *testing.T) {
 		{"drop", dropV(7), 1, nil},
 		{"replicate config", replicate([]*logpb.ReplicateCluster{rcluster(clusterID, p0, p1, p2, p3)}), 1, nil},
 
-		{"add pchannels", addPCh(commands.PChannelName("dml", 9)), 0, nil},
-		{"init again", initStreaming(clusterID, commands.PChannelName("dml", 9)), 0, nil},
+		{"add pchannels", addPCh(vocab.PChannelName("dml", 9)), 0, nil},
+		{"init again", initStreaming(clusterID, vocab.PChannelName("dml", 9)), 0, nil},
 		{"record assign failure", assignFailed(p2, 2, "boom"), 0, nil},
 		{"assign not modified", assign(asg(p0, 1, 2)), 0, nil},
 		{"done at a stale term", done(pt(p2, 1)), 0, nil},
@@ -654,7 +655,7 @@ func TestChannelRecordsImmutable(t *testing.T) {
 			drain(2, i%2 == 0, "flip"),
 			allocV(int64(100+i), 2),
 			dropV(int64(100+i)),
-			addPCh(commands.PChannelName("dml", 10+i)),
+			addPCh(vocab.PChannelName("dml", 10+i)),
 			leaderEstablished(uint64(10+i), "c9"),
 		)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The command log is a versioned API: a log written by this version must
@@ -50,7 +51,7 @@ func unknownIgnorable() commands.Command {
 
 // goldenEntries is the log as first recorded. Each inner slice is one entry.
 func goldenEntries(t testing.TB) [][]commands.Command {
-	k := func(s string) string { return scopedKey(t)(commands.CollectionScopedKey(5, s)) }
+	k := func(s string) string { return scopedKey(t)(vocab.CollectionScopedKey(5, s)) }
 	var out [][]commands.Command
 	one := func(cs ...commands.Command) {
 		for _, c := range cs {
@@ -76,7 +77,7 @@ func goldenEntries(t testing.TB) [][]commands.Command {
 	)
 
 	// Channels: every channel command, accepted and refused.
-	p4 := commands.PChannelName("dml", 4)
+	p4 := vocab.PChannelName("dml", 4)
 	one(
 		addPCh(p4),
 		assign(asg(p2, 3, 1), asgMode(p3, 1, ro, 1)),
@@ -121,7 +122,7 @@ func goldenEntries(t testing.TB) [][]commands.Command {
 
 	// Broadcasts: create, ack, complete, abandon, prune.
 	one(
-		createB(commands.MsgFlushAll, withTargets(cch, p1, p2), withIK(k("flush"))),
+		createB(vocab.MsgFlushAll, withTargets(cch, p1, p2), withIK(k("flush"))),
 		createB("CreateIndex", withTargets(cch, v15), withIK(k("idx")),
 			withRK(rk(rkCollection, "db:c", false), rk(rkDB, "db", true))),
 		createB("DropIndex", withIK(k("idx"))),

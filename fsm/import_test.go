@@ -5,6 +5,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 const sgImporting = logpb.SegmentState_SEGMENT_IMPORTING
@@ -47,7 +48,7 @@ func TestCreateImportSegment(t *testing.T) {
 	}{
 		"stale term":       {createImport(v0, 1, 1), logpb.RejectCode_REJECT_STALE},
 		"other node":       {createImport(v0, 2, 2), logpb.RejectCode_REJECT_STALE},
-		"unknown vchannel": {createImport(commands.VChannelName(p0, coll, 7), 1, 2), logpb.RejectCode_REJECT_NOT_FOUND},
+		"unknown vchannel": {createImport(vocab.VChannelName(p0, coll, 7), 1, 2), logpb.RejectCode_REJECT_NOT_FOUND},
 	} {
 		t.Run(name, func(t *testing.T) {
 			next, res := mustApply(t, s, c.cmd)

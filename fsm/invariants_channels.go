@@ -3,8 +3,8 @@ package fsm
 import (
 	"fmt"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // checkChannelInvariants verifies the channel subsystem's structural
@@ -15,7 +15,7 @@ func (s *State) checkChannelInvariants() error {
 		return fmt.Errorf("next streaming node id is 0 (ids start at 1)")
 	}
 	if m.Initialized {
-		if _, ok := s.ch.pchannels.Get(commands.PChannelOf(m.Cchannel)); !ok {
+		if _, ok := s.ch.pchannels.Get(vocab.PChannelOf(m.Cchannel)); !ok {
 			return fmt.Errorf("cchannel %s is bound to a missing pchannel", m.Cchannel)
 		}
 	}
@@ -60,7 +60,7 @@ func (s *State) checkChannelInvariants() error {
 		_, c, _ := it.Next()
 		pcs := map[string]bool{}
 		for _, v := range c.Vchannels {
-			p := commands.PChannelOf(v)
+			p := vocab.PChannelOf(v)
 			if pcs[p] {
 				return fmt.Errorf("collection %d has two vchannels on pchannel %s", c.CollectionId, p)
 			}

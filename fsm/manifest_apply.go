@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // StorageV3 is the storage version of segments whose files are listed in
@@ -59,7 +60,7 @@ type publishStage struct {
 }
 
 func staleManifest(seg, expected, current int64, why string) *logpb.Result {
-	return reject(logpb.RejectCode_REJECT_STALE, "%s", commands.StaleManifestMessage(seg, expected, current, why))
+	return reject(logpb.RejectCode_REJECT_STALE, "%s", vocab.StaleManifestMessage(seg, expected, current, why))
 }
 
 func (s *publishStage) publish(p *logpb.ManifestPublish) (*logpb.ManifestPublished, *logpb.Result) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ---- manifest fixtures ----------------------------------------------------------
@@ -101,7 +102,7 @@ func TestCommitSegmentManifestFailsStaleWhenPointerAdvancesDuringManifestIO(t *t
 	if !bytes.Equal(before[16:], snapshotBytes(t, next)[16:]) && pointerOf(t, next, 5) != 2 {
 		t.Fatal("a rejected commit changed the state")
 	}
-	if seg, exp, cur, ok := commands.ParseStaleManifest(res[0].Rejection.Message); !ok || seg != 5 || exp != 1 || cur != 2 {
+	if seg, exp, cur, ok := vocab.ParseStaleManifest(res[0].Rejection.Message); !ok || seg != 5 || exp != 1 || cur != 2 {
 		t.Fatalf("stale message %q parses to %d %d %d %v", res[0].Rejection.Message, seg, exp, cur, ok)
 	}
 }

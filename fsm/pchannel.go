@@ -3,6 +3,7 @@ package fsm
 import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // applyInitStreaming records the cluster ID, creates the initial PChannels
@@ -23,7 +24,7 @@ func applyInitStreaming(next *State, c commands.Command) *logpb.Result {
 	next.setMeta(func(m *logpb.ChannelsMeta) {
 		m.Initialized = true
 		m.ClusterId = b.ClusterId
-		m.Cchannel = commands.CChannelName(b.Pchannels[0])
+		m.Cchannel = vocab.CChannelName(b.Pchannels[0])
 	})
 	return accepted()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestApplyAssignPChannels walks the PChannel state machine
@@ -360,7 +361,7 @@ func TestApplyRecordAssignFailure(t *testing.T) {
 		{
 			name:  "reason over 1024 bytes is invalid",
 			setup: assigning,
-			cmd:   assignFailed(p0, 2, string(make([]byte, commands.MaxReasonBytes+1))),
+			cmd:   assignFailed(p0, 2, string(make([]byte, vocab.MaxReasonBytes+1))),
 			want:  rejected(logpb.RejectCode_REJECT_INVALID),
 		},
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Small pools make collisions likely: repeated members, request IDs and
@@ -253,7 +254,7 @@ func genReplicate(t *rapid.T, label string, s *State) commands.Command {
 	}
 	peer := make([]string, len(list))
 	for i := range peer {
-		peer[i] = commands.PChannelName("dr-dml", i)
+		peer[i] = vocab.PChannelName("dr-dml", i)
 	}
 	clusters := []*logpb.ReplicateCluster{rcluster(own, list...), rcluster("dr", peer...)}
 	switch rapid.IntRange(0, 3).Draw(t, label+".topology") {
@@ -579,8 +580,8 @@ func checkChannelStep(t *rapid.T, prev, next *State, cmds []commands.Command, re
 	}
 	for _, c := range nc {
 		for i, v := range c.Vchannels {
-			p := commands.PChannelOf(v)
-			if _, ok := next.PChannel(p); !ok || v != commands.VChannelName(p, c.CollectionId, i) || commands.ValidateVChannelName(v) != nil {
+			p := vocab.PChannelOf(v)
+			if _, ok := next.PChannel(p); !ok || v != vocab.VChannelName(p, c.CollectionId, i) || vocab.ValidateVChannelName(v) != nil {
 				t.Fatalf("collection %d: vchannel %d is %q", c.CollectionId, i, v)
 			}
 		}
@@ -615,7 +616,7 @@ func checkChannelStep(t *rapid.T, prev, next *State, cmds []commands.Command, re
 			if !ok || c.RequestID != "" || results[i].Rejection != nil {
 				continue
 			}
-			if want := commands.CChannelName(b.Pchannels[0]); next.CChannel() != want {
+			if want := vocab.CChannelName(b.Pchannels[0]); next.CChannel() != want {
 				t.Fatalf("cchannel %s, want %s", next.CChannel(), want)
 			}
 			break

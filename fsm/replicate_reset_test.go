@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func resetRole(reason string, opts ...cmdOpt) commands.Command {
@@ -86,7 +87,7 @@ func TestApplyResetReplicateRole(t *testing.T) {
 		{
 			name:    "an oversized reason is invalid",
 			setup:   base(secondary),
-			cmd:     resetRole(strings.Repeat("r", commands.MaxReasonBytes+1)),
+			cmd:     resetRole(strings.Repeat("r", vocab.MaxReasonBytes+1)),
 			want:    rejected(logpb.RejectCode_REJECT_INVALID),
 			wantMsg: "reason is 1025 bytes",
 		},

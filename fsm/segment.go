@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // MaxSegments bounds the segment records one state holds (Dropped ones
@@ -332,7 +333,7 @@ func (s *State) ChannelCheckpoints() []*ChannelCheckpoint {
 // exactly that node). This is the term-based owner check of every write
 // made for a VChannel (docs/semantics.md#owner-check).
 func (s *State) CheckChannelOwner(vchannel string, node uint64, term int64) error {
-	pname := commands.PChannelOf(vchannel)
+	pname := vocab.PChannelOf(vchannel)
 	p, ok := s.ch.pchannels.Get(pname)
 	if !ok {
 		return fmt.Errorf("pchannel %s of %s does not exist", pname, vchannel)
@@ -347,7 +348,7 @@ func (s *State) CheckChannelOwner(vchannel string, node uint64, term int64) erro
 
 // knownVChannel: vchannel is a live VChannel of a collection.
 func (s *State) knownVChannel(vchannel string) (int64, bool) {
-	coll, ok := commands.CollectionOfVChannel(vchannel)
+	coll, ok := vocab.CollectionOfVChannel(vchannel)
 	if !ok {
 		return 0, false
 	}
@@ -366,7 +367,7 @@ func (s *State) knownVChannel(vchannel string) (int64, bool) {
 // internVChannel returns the collection record's copy of the name, so
 // every segment of a VChannel shares one string.
 func (s *State) internVChannel(vchannel string) string {
-	if coll, ok := commands.CollectionOfVChannel(vchannel); ok {
+	if coll, ok := vocab.CollectionOfVChannel(vchannel); ok {
 		if c, ok := s.ch.collections.Get(coll); ok {
 			for _, v := range c.Vchannels {
 				if v == vchannel {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Bounds on what a VChannel's owner reports (docs/semantics.md#position-bounds).
@@ -49,7 +50,7 @@ func (s *State) checkTimestamp(what string, ts uint64) error {
 // checkPosition: p's term is at most the current term of vchannel's
 // PChannel and its time tick is within the TSO bound.
 func (s *State) checkPosition(what, vchannel string, p Position) error {
-	pname := commands.PChannelOf(vchannel)
+	pname := vocab.PChannelOf(vchannel)
 	pc, ok := s.ch.pchannels.Get(pname)
 	if !ok {
 		return fmt.Errorf("%s: pchannel %s does not exist", what, pname)

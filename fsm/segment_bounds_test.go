@@ -8,6 +8,7 @@ import (
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // replayState is what a recovering flusher builds from RecoveryInfo
@@ -119,10 +120,10 @@ func TestPrunableDroppedAgreesWithApply(t *testing.T) {
 // position on every VChannel it records; a collection recorded earlier by
 // AllocVirtualChannels (rows may precede the message) keeps none.
 func TestCreationCheckpoint(t *testing.T) {
-	va, vb := commands.VChannelName(p0, 5, 0), commands.VChannelName(p1, 5, 1)
+	va, vb := vocab.VChannelName(p0, 5, 0), vocab.VChannelName(p1, 5, 1)
 	created := func(setup []commands.Command) (*State, uint64) {
 		s, res := mustApply(t, build(t, setup...),
-			createB(commands.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, va, vb)))
+			createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 2)), withTargets(cch, va, vb)))
 		return s, res[0].GetBroadcast().GetBroadcastId()
 	}
 	s, id := created(segBase())

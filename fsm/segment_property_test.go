@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // genSegmentCommand draws a write-path command against s: mostly from the
@@ -15,7 +16,7 @@ import (
 // an old term, sometimes a reassignment that makes the previous owner stale.
 func genSegmentCommand(t *rapid.T, label string, s *State) commands.Command {
 	vch := rapid.SampledFrom([]string{v0, v1}).Draw(t, label+".vch")
-	p, _ := s.PChannel(commands.PChannelOf(vch))
+	p, _ := s.PChannel(vocab.PChannelOf(vch))
 	node, term := p.NodeId, p.Term
 	switch rapid.IntRange(0, 5).Draw(t, label+".owner") {
 	case 0:
@@ -96,7 +97,7 @@ func genSegmentCommand(t *rapid.T, label string, s *State) commands.Command {
 			{Vchannel: vch, PchannelTerm: term, Position: wpos(posTerm, ts, posTs)}}})
 	default:
 		target := rapid.Uint64Range(1, 3).Draw(t, label+".target")
-		pc := commands.PChannelOf(vch)
+		pc := vocab.PChannelOf(vch)
 		return cmd(&logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{asg(pc, target, p.Term)}})
 	}
 }
@@ -231,7 +232,7 @@ func checkRestore(t rapid.TB, s *State) {
 func checkBoundsProperty(t rapid.TB, prev, next *State, c commands.Command) bool {
 	t.Helper()
 	out := func(vch string, p *logpb.WALPosition) bool {
-		pc, _ := prev.PChannel(commands.PChannelOf(vch))
+		pc, _ := prev.PChannel(vocab.PChannelOf(vch))
 		return p.GetTerm() > pc.Term || p.GetTimestamp() >= prev.MaxPositionTs()
 	}
 	bad := false

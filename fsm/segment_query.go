@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // tsLogicalBits: a TSO timestamp is physical milliseconds << 18 | logical.
@@ -50,7 +50,7 @@ func (s *State) RecoveryInfo(vchannel string) (RecoveryInfo, error) {
 		return RecoveryInfo{}, fmt.Errorf("%w: %s", ErrUnknownVChannel, vchannel)
 	}
 	if !live {
-		coll, _ = commands.CollectionOfVChannel(vchannel)
+		coll, _ = vocab.CollectionOfVChannel(vchannel)
 	}
 	out := RecoveryInfo{CollectionID: coll, VChannel: vchannel}
 	if hasCP && cp.Dropped() {
@@ -157,9 +157,9 @@ func (s *State) FlushAllState(perPChannel map[string]uint64, legacyTs uint64) (F
 		for _, v := range c.Vchannels {
 			ts := legacyTs
 			if len(perPChannel) > 0 {
-				t, ok := perPChannel[commands.PChannelOf(v)]
+				t, ok := perPChannel[vocab.PChannelOf(v)]
 				if !ok || t == 0 {
-					return FlushStatus{}, fmt.Errorf("no flush-all timestamp for pchannel %s", commands.PChannelOf(v))
+					return FlushStatus{}, fmt.Errorf("no flush-all timestamp for pchannel %s", vocab.PChannelOf(v))
 				}
 				ts = t
 			}

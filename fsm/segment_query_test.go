@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func ids(gs []*Segment) []int64 {
@@ -71,7 +71,7 @@ func TestRecoveryInfo(t *testing.T) {
 	if ri, _ := s.RecoveryInfo(v1); ri.Seek != (Position{}) || len(ri.Unflushed) != 0 {
 		t.Fatalf("empty vchannel: %+v", ri)
 	}
-	if _, err := s.RecoveryInfo(commands.VChannelName(p0, 999, 0)); !errors.Is(err, ErrUnknownVChannel) {
+	if _, err := s.RecoveryInfo(vocab.VChannelName(p0, 999, 0)); !errors.Is(err, ErrUnknownVChannel) {
 		t.Fatalf("unknown vchannel: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ---- segment fixtures ------------------------------------------------------------
@@ -13,8 +14,8 @@ const coll = int64(100)
 
 var (
 	// v0 lives on p0 (node 1, term 2), v1 on p1 (node 2, term 2).
-	v0 = commands.VChannelName(p0, coll, 0)
-	v1 = commands.VChannelName(p1, coll, 1)
+	v0 = vocab.VChannelName(p0, coll, 0)
+	v1 = vocab.VChannelName(p1, coll, 1)
 )
 
 const (
@@ -143,11 +144,11 @@ func TestApplyCreateSegment(t *testing.T) {
 			want: rejected(logpb.RejectCode_REJECT_STALE), wantMsg: "not the owner"},
 		{name: "an older pchannel term is refused", setup: segBase(assign(asg(p0, 3, 2)), done(pt(p0, 3))),
 			cmd: createSeg(v0, 1, 2), want: rejected(logpb.RejectCode_REJECT_STALE)},
-		{name: "unknown vchannel", setup: segBase(), cmd: createSeg(commands.VChannelName(p0, coll, 5), 1, 2),
+		{name: "unknown vchannel", setup: segBase(), cmd: createSeg(vocab.VChannelName(p0, coll, 5), 1, 2),
 			want: rejected(logpb.RejectCode_REJECT_NOT_FOUND)},
 		{name: "bad shape", setup: segBase(), cmd: createSeg(v0, 0, 2), want: rejected(logpb.RejectCode_REJECT_INVALID)},
 		{name: "unassigned pchannel", setup: concat(base(), []commands.Command{allocV(coll, 2)}),
-			cmd: createSeg(commands.VChannelName(p0, coll, 0), 1, 1), want: rejected(logpb.RejectCode_REJECT_STALE)},
+			cmd: createSeg(vocab.VChannelName(p0, coll, 0), 1, 1), want: rejected(logpb.RejectCode_REJECT_STALE)},
 	})
 }
 

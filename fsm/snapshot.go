@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Snapshot format: an 8-byte magic, then a stream of varint-length-delimited
@@ -194,7 +194,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *logpb.SnapshotRecord_Collection:
 			s.ch.collections = s.ch.collections.Set(v.Collection.CollectionId, v.Collection)
 			for _, vc := range v.Collection.Vchannels {
-				p := commands.PChannelOf(vc)
+				p := vocab.PChannelOf(vc)
 				s.ch.vcount = s.ch.vcount.Set(p, s.VChannelCount(p)+1)
 			}
 		case *logpb.SnapshotRecord_BroadcastMeta:

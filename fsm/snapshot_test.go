@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // populated is a state with something in every part of the snapshot.
@@ -185,13 +185,13 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"pchannel term 0", stream(t, header(1, 1, 1), pchRecord(&logpb.PChannelRecord{Name: p0, State: stUninit})), "term 0"},
 		{"assigning without a node", stream(t, header(1, 1, 1), pchRecord(&logpb.PChannelRecord{Name: p0, Term: 2, State: stAssigning})), "without a node"},
 		{"cchannel on a missing pchannel", stream(t, header(1, 1, 2), metaRecord(&logpb.ChannelsMeta{
-			Initialized: true, ClusterId: clusterID, Cchannel: commands.CChannelName(p1), NextNodeId: 1}),
+			Initialized: true, ClusterId: clusterID, Cchannel: vocab.CChannelName(p1), NextNodeId: 1}),
 			pchRecord(&logpb.PChannelRecord{Name: p0, Term: 1, State: stUninit})), "bound to a missing pchannel"},
 		{"next node id 0", stream(t, header(1, 1, 1), nodesMeta(0)), "next streaming node id is 0"},
 		{"node id not below next node id", stream(t, header(1, 1, 2), nodesMeta(2), nodeRecord(2, addr1, nodeUp)), "streaming node record 2"},
 		{"node id 0", stream(t, header(1, 1, 2), nodesMeta(2), nodeRecord(0, addr1, nodeUp)), "streaming node record 0"},
 		{"two live nodes at one address", stream(t, header(1, 1, 3), nodesMeta(3), nodeRecord(1, addr1, nodeUp), nodeRecord(2, addr1, nodeDraining)), "both live at"},
-		{"two vchannels of a collection on one pchannel", stream(t, header(1, 1, 1), collRecord(5, commands.VChannelName(p0, 5, 0), commands.VChannelName(p0, 5, 1))), "two vchannels on pchannel"},
+		{"two vchannels of a collection on one pchannel", stream(t, header(1, 1, 1), collRecord(5, vocab.VChannelName(p0, 5, 0), vocab.VChannelName(p0, 5, 1))), "two vchannels on pchannel"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // SyntheticShape sizes a state built by Synthetic for benchmarks and scale
@@ -45,7 +46,7 @@ func syntheticCollection(c int) int64 { return int64(449000000 + c) }
 func syntheticChannels(shape SyntheticShape) (*State, error) {
 	var pcs []string
 	for i := 0; i < 16; i++ {
-		pcs = append(pcs, commands.PChannelName("by-dev-rootcoord-dml", i))
+		pcs = append(pcs, vocab.PChannelName("by-dev-rootcoord-dml", i))
 	}
 	init, err := commands.New(&logpb.InitStreaming{ClusterId: "by-dev", Pchannels: pcs}, "")
 	if err != nil {
@@ -123,7 +124,7 @@ func (s *State) addSyntheticTombstones(n int) {
 		}
 		sort.Strings(targets)
 		targets = dedupSorted(targets)
-		t := &logpb.BroadcastTask{Id: s.alloc.nextID, MessageType: commands.MsgCreateCollection,
+		t := &logpb.BroadcastTask{Id: s.alloc.nextID, MessageType: vocab.MsgCreateCollection,
 			ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME,
 				Key: fmt.Sprintf("default/synthetic_collection_%d", k)}},
 			Vchannels: targets, IdempotencyKey: fmt.Sprintf("create-collection-%d", k),

@@ -3,6 +3,7 @@ package fsm
 import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // applyAllocVirtualChannels places a collection's shards on distinct,
@@ -34,7 +35,7 @@ func allocVirtualChannels(next *State, collectionID int64, count uint32) *logpb.
 // against their PChannels.
 func recordCollection(next *State, collectionID int64, names []string) {
 	for _, v := range names {
-		p := commands.PChannelOf(v)
+		p := vocab.PChannelOf(v)
 		next.ch.vcount = next.ch.vcount.Set(p, next.VChannelCount(p)+1)
 	}
 	next.ch.collections = next.ch.collections.Set(collectionID, &logpb.CollectionVChannels{CollectionId: collectionID, Vchannels: names})
@@ -59,7 +60,7 @@ func dropVirtualChannels(next *State, id int64, nowMs int64) *logpb.Result {
 		return accepted()
 	}
 	for _, v := range coll.Vchannels {
-		p := commands.PChannelOf(v)
+		p := vocab.PChannelOf(v)
 		n := next.VChannelCount(p) - 1
 		if n <= 0 {
 			next.ch.vcount = next.ch.vcount.Delete(p)

@@ -6,11 +6,12 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Four pchannels whose name order differs from their index order:
 // dml_0 < dml_1 < dml_10 < dml_2.
-var p10 = commands.PChannelName("dml", 10)
+var p10 = vocab.PChannelName("dml", 10)
 
 func vbase(more ...commands.Command) []commands.Command {
 	return append([]commands.Command{
@@ -22,7 +23,7 @@ func vbase(more ...commands.Command) []commands.Command {
 func vnames(coll int64, pchannels ...string) []string {
 	out := make([]string, len(pchannels))
 	for i, p := range pchannels {
-		out[i] = commands.VChannelName(p, coll, i)
+		out[i] = vocab.VChannelName(p, coll, i)
 	}
 	return out
 }

@@ -17,6 +17,9 @@ const module = "github.com/coordd/coordd/"
 // to the first group its path is or lies under.
 var groups = []string{
 	"api/coordpb", // generated wire schema, shared by clients and servers
+	// vocab: the names, limits and request shapes clients and servers share
+	// (the standard library only); commands builds the log on it.
+	"vocab",
 	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "logging", "security",
 	"fsm", "backup", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
@@ -25,25 +28,28 @@ var groups = []string{
 // allowed lists the other groups each group may import (a group may always
 // import itself). A group missing here may import no other group.
 var allowed = map[string][]string{
-	"fsm":      {"commands"},
-	"backup":   {"commands", "fsm"}, // the backup file format and its summaries
-	"raftnode": {"commands", "fsm", "leadership"},
+	"commands": {"vocab"},
+	"fsm":      {"vocab", "commands"},
+	"backup":   {"vocab", "commands", "fsm"}, // the backup file format and its summaries
+	"raftnode": {"vocab", "commands", "fsm", "leadership"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
 	// security: coordd dials streaming nodes over mutual TLS and checks
 	// that the certificate names a streaming node.
-	"controller": {"commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security"},
+	"controller": {"vocab", "commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security"},
 	// api/apitest waits with testutil's scaled timeouts.
-	"api":           {"api/coordpb", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security"},
-	"cluster":       {"api/coordpb", "commands", "leadership", "raftnode", "proc", "security"},
-	"client":        {"api/coordpb", "commands", "security"},
-	"streamingnode": {"api/coordpb", "client", "commands", "binlog", "objectstore", "security"},
-	"cmd": {"api/coordpb", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
+	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security"},
+	"cluster": {"api/coordpb", "vocab", "commands", "leadership", "raftnode", "proc", "security"},
+	// The SDK and the streaming node speak the public API and the shared
+	// vocabulary, never the log schema: a log format change is no SDK change.
+	"client":        {"api/coordpb", "vocab", "security"},
+	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security"},
+	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	// The harness runs secure clusters: a throwaway CA (security) and the
 	// bootstrap admin token's format (api/auth, in the api group).
-	"jepsen-style-tests": {"api/coordpb", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
-	"bench":              {"api/coordpb", "commands", "client", "cluster", "testutil"},
+	"jepsen-style-tests": {"api/coordpb", "vocab", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
+	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil"},
 	"docs":               {},
 }
 
@@ -149,6 +155,15 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"raftnode", "controller/allocator"},
 		{"streamingnode", "jepsen-style-tests/harness"},
 		{"newthing", "commands"},
+		// The SDK and the streaming node must not see the log schema.
+		{"client", "commands"},
+		{"client/clienttest", "commands/logpb"},
+		{"streamingnode", "commands"},
+		{"streamingnode/wal", "commands"},
+		{"streamingnode/flusher", "commands/logpb"},
+		// The vocabulary is the ground floor.
+		{"vocab", "commands"},
+		{"vocab", "api/coordpb"},
 	} {
 		got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to}}})
 		if len(got) != 1 {
@@ -162,6 +177,9 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"api/httpgateway", "api/grpcserver"},
 		{"cmd/coordd", "cluster"},
 		{"raftnode", "fsm"},
+		{"client", "vocab"},
+		{"streamingnode/flusher", "vocab"},
+		{"commands", "vocab"},
 	} {
 		if got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to, "fmt"}}}); len(got) != 0 {
 			t.Errorf("%s importing %s: violations %v, want none", tc.from, tc.to, got)

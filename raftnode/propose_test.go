@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestRequestIDDedupThroughRaft: a request ID proposed again, sequentially,
@@ -157,7 +158,7 @@ func TestProposeRejections(t *testing.T) {
 		{"zero count on follower", f, &logpb.ReserveIDs{Count: 0}, "bad-2"},
 		{"count too large", l, &logpb.ReserveIDs{Count: commands.MaxReserveIDs + 1}, "bad-3"},
 		{"member without id", l, &logpb.UpsertMember{Member: &logpb.Member{RaftAddr: "127.0.0.1:1"}}, "bad-4"},
-		{"request id too long", l, &logpb.ReserveIDs{Count: 1}, strings.Repeat("x", commands.MaxRequestIDBytes+1)},
+		{"request id too long", l, &logpb.ReserveIDs{Count: 1}, strings.Repeat("x", vocab.MaxRequestIDBytes+1)},
 	}
 	for _, tc := range invalid {
 		res, err := propose(ctx, c.node(tc.n), tc.body, tc.requestID)

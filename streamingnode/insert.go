@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/streamingnode/dml"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The DML write path (docs/semantics.md#flusher): an
@@ -48,7 +48,7 @@ func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coor
 	if err := n.requireWriter(ctx, "Insert"); err != nil {
 		return nil, err
 	}
-	coll, ok := commands.CollectionOfVChannel(req.Vchannel)
+	coll, ok := vocab.CollectionOfVChannel(req.Vchannel)
 	switch {
 	case !ok:
 		return nil, invalid("vchannel %q is not a VChannel name (<pchannel>_<collection>v<shard>)", req.Vchannel)
@@ -64,7 +64,7 @@ func (s *service) Insert(ctx context.Context, req *coordpb.InsertRequest) (*coor
 	if err := n.checkIdentity(req.NodeId, req.Epoch); err != nil {
 		return nil, err
 	}
-	p := commands.PChannelOf(req.Vchannel)
+	p := vocab.PChannelOf(req.Vchannel)
 	sl := n.slotFor(p, false)
 	if sl == nil {
 		return nil, n.notOwner(p)

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/streamingnode/dml"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // service implements coordpb.StreamingNodeServiceServer.
@@ -31,18 +31,10 @@ func precondition(format string, args ...any) error {
 }
 
 func validPChannel(p string) error {
-	if err := commands.ValidatePChannelName(p); err != nil {
-		return invalid("%s", reason(err))
+	if err := vocab.ValidatePChannelName(p); err != nil {
+		return invalid("%s", err)
 	}
 	return wal.ValidatePChannel(p)
-}
-
-func reason(err error) string {
-	msg := err.Error()
-	if p := commands.ErrInvalid.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
-		return msg[len(p):]
-	}
-	return msg
 }
 
 // Assign opens the WAL of a PChannel at a term on this node, as coordd's
@@ -199,8 +191,8 @@ func walStatus(err error) error {
 // (requireWriter), a coordinator one coordd's server identity.
 func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
 	n := s.n
-	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
-		return nil, invalid("%s", reason(err))
+	if err := vocab.ValidateBroadcastTarget(req.Vchannel); err != nil {
+		return nil, invalid("%s", err)
 	}
 	if len(req.Payload) > wal.MaxPayloadBytes {
 		return nil, invalid("payload is %d bytes (max %d)", len(req.Payload), wal.MaxPayloadBytes)
@@ -226,7 +218,7 @@ func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coor
 			return nil, err
 		}
 	}
-	p := commands.PChannelOf(req.Vchannel)
+	p := vocab.PChannelOf(req.Vchannel)
 	sl := n.slotFor(p, false)
 	if sl == nil {
 		return nil, n.notOwner(p)
@@ -383,10 +375,10 @@ func (s *service) Read(req *coordpb.ReadRequest, stream grpc.ServerStreamingServ
 	if err := n.requireReader(stream.Context()); err != nil {
 		return err
 	}
-	if err := commands.ValidateBroadcastTarget(req.Vchannel); err != nil {
-		return invalid("%s", reason(err))
+	if err := vocab.ValidateBroadcastTarget(req.Vchannel); err != nil {
+		return invalid("%s", err)
 	}
-	p := commands.PChannelOf(req.Vchannel)
+	p := vocab.PChannelOf(req.Vchannel)
 	r, err := wal.NewReader(n.cfg.WALDir, p, wal.ReaderOptions{VChannel: req.Vchannel, From: req.FromOffset, Follow: req.Follow})
 	if err != nil {
 		return walStatus(err)

@@ -957,6 +957,108 @@ func (*AbandonBroadcastResponse) Descriptor() ([]byte, []int) {
 	return file_coordd_v1_broadcast_proto_rawDescGZIP(), []int{14}
 }
 
+// Payloads of the message types whose callbacks coordd runs itself
+// (CreateCollection, DropCollection), as BroadcastRequest.payload carries
+// them. coordd stores the payload bytes as sent, so these messages keep
+// the field numbers and types of the log's payload messages: the bytes
+// are the same whichever schema wrote them.
+type CreateCollectionPayload struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// shards: the collection's VChannel count, 1..1024.
+	Shards        uint32 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCollectionPayload) Reset() {
+	*x = CreateCollectionPayload{}
+	mi := &file_coordd_v1_broadcast_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCollectionPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCollectionPayload) ProtoMessage() {}
+
+func (x *CreateCollectionPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_broadcast_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCollectionPayload.ProtoReflect.Descriptor instead.
+func (*CreateCollectionPayload) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_broadcast_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CreateCollectionPayload) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
+func (x *CreateCollectionPayload) GetShards() uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+type DropCollectionPayload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CollectionId  int64                  `protobuf:"varint,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropCollectionPayload) Reset() {
+	*x = DropCollectionPayload{}
+	mi := &file_coordd_v1_broadcast_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropCollectionPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropCollectionPayload) ProtoMessage() {}
+
+func (x *DropCollectionPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_broadcast_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropCollectionPayload.ProtoReflect.Descriptor instead.
+func (*DropCollectionPayload) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_broadcast_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DropCollectionPayload) GetCollectionId() int64 {
+	if x != nil {
+		return x.CollectionId
+	}
+	return 0
+}
+
 var File_coordd_v1_broadcast_proto protoreflect.FileDescriptor
 
 const file_coordd_v1_broadcast_proto_rawDesc = "" +
@@ -1032,7 +1134,12 @@ const file_coordd_v1_broadcast_proto_rawDesc = "" +
 	"\x17AbandonBroadcastRequest\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x1a\n" +
-	"\x18AbandonBroadcastResponse2\xe0\x03\n" +
+	"\x18AbandonBroadcastResponse\"V\n" +
+	"\x17CreateCollectionPayload\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId\x12\x16\n" +
+	"\x06shards\x18\x02 \x01(\rR\x06shards\"<\n" +
+	"\x15DropCollectionPayload\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\x03R\fcollectionId2\xe0\x03\n" +
 	"\vBroadcaster\x12F\n" +
 	"\tBroadcast\x12\x1b.coordd.v1.BroadcastRequest\x1a\x1c.coordd.v1.BroadcastResponse\x124\n" +
 	"\x03Ack\x12\x15.coordd.v1.AckRequest\x1a\x16.coordd.v1.AckResponse\x12H\n" +
@@ -1053,7 +1160,7 @@ func file_coordd_v1_broadcast_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_broadcast_proto_rawDescData
 }
 
-var file_coordd_v1_broadcast_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_coordd_v1_broadcast_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_coordd_v1_broadcast_proto_goTypes = []any{
 	(*ResourceKey)(nil),              // 0: coordd.v1.ResourceKey
 	(*IdempotencyKey)(nil),           // 1: coordd.v1.IdempotencyKey
@@ -1070,17 +1177,19 @@ var file_coordd_v1_broadcast_proto_goTypes = []any{
 	(*RetryBroadcastResponse)(nil),   // 12: coordd.v1.RetryBroadcastResponse
 	(*AbandonBroadcastRequest)(nil),  // 13: coordd.v1.AbandonBroadcastRequest
 	(*AbandonBroadcastResponse)(nil), // 14: coordd.v1.AbandonBroadcastResponse
-	(ReadConsistency)(0),             // 15: coordd.v1.ReadConsistency
+	(*CreateCollectionPayload)(nil),  // 15: coordd.v1.CreateCollectionPayload
+	(*DropCollectionPayload)(nil),    // 16: coordd.v1.DropCollectionPayload
+	(ReadConsistency)(0),             // 17: coordd.v1.ReadConsistency
 }
 var file_coordd_v1_broadcast_proto_depIdxs = []int32{
 	0,  // 0: coordd.v1.BroadcastRequest.resource_keys:type_name -> coordd.v1.ResourceKey
 	1,  // 1: coordd.v1.BroadcastRequest.idempotency_key:type_name -> coordd.v1.IdempotencyKey
 	3,  // 2: coordd.v1.BroadcastResponse.append_results:type_name -> coordd.v1.Checkpoint
 	3,  // 3: coordd.v1.AckRequest.checkpoints:type_name -> coordd.v1.Checkpoint
-	15, // 4: coordd.v1.GetBroadcastRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	17, // 4: coordd.v1.GetBroadcastRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	0,  // 5: coordd.v1.BroadcastInfo.resource_keys:type_name -> coordd.v1.ResourceKey
 	3,  // 6: coordd.v1.BroadcastInfo.acked:type_name -> coordd.v1.Checkpoint
-	15, // 7: coordd.v1.ListBroadcastsRequest.consistency:type_name -> coordd.v1.ReadConsistency
+	17, // 7: coordd.v1.ListBroadcastsRequest.consistency:type_name -> coordd.v1.ReadConsistency
 	8,  // 8: coordd.v1.ListBroadcastsResponse.broadcasts:type_name -> coordd.v1.BroadcastInfo
 	2,  // 9: coordd.v1.Broadcaster.Broadcast:input_type -> coordd.v1.BroadcastRequest
 	5,  // 10: coordd.v1.Broadcaster.Ack:input_type -> coordd.v1.AckRequest
@@ -1113,7 +1222,7 @@ func file_coordd_v1_broadcast_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_broadcast_proto_rawDesc), len(file_coordd_v1_broadcast_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

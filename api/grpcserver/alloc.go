@@ -8,12 +8,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 func validateCount(count uint32) error {
-	if count == 0 || count > commands.MaxAllocCount {
-		return fmt.Errorf("%w: count must be in 1..%d, got %d", errInvalid, commands.MaxAllocCount, count)
+	if count == 0 || count > vocab.MaxAllocCount {
+		return fmt.Errorf("%w: count must be in 1..%d, got %d", errInvalid, vocab.MaxAllocCount, count)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Broadcasts is the leader's broadcaster as the API uses it.
@@ -76,11 +77,11 @@ func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error
 			if ik.ScopeId != 0 {
 				return out, fmt.Errorf("%w: a CLUSTER idempotency scope takes no scope_id, got %d", errInvalid, ik.ScopeId)
 			}
-			key, err = commands.ClusterScopedKey(ik.Key)
+			key, err = vocab.ClusterScopedKey(ik.Key)
 		case "DATABASE":
-			key, err = commands.DatabaseScopedKey(ik.ScopeId, ik.Key)
+			key, err = vocab.DatabaseScopedKey(ik.ScopeId, ik.Key)
 		case "COLLECTION":
-			key, err = commands.CollectionScopedKey(ik.ScopeId, ik.Key)
+			key, err = vocab.CollectionScopedKey(ik.ScopeId, ik.Key)
 		default:
 			err = fmt.Errorf("%w: idempotency scope must be CLUSTER, DATABASE or COLLECTION, got %q", errInvalid, ik.Scope)
 		}

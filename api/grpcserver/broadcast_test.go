@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // fakeBroadcasts records what the API hands the broadcaster. Broadcast
@@ -109,7 +110,7 @@ const (
 	bcP0      = "by-dev-rootcoord-dml_0"
 	bcP1      = "by-dev-rootcoord-dml_1"
 	bcP2      = "by-dev-rootcoord-dml_2"
-	bcCChan   = bcP0 + commands.CChannelSuffix
+	bcCChan   = bcP0 + vocab.CChannelSuffix
 )
 
 // startBroadcastNode starts a node whose broadcaster is a fake, with
@@ -195,13 +196,13 @@ func TestBroadcasterBadInput(t *testing.T) {
 			return err
 		}
 	}
-	tooManyKeys := make([]*coordpb.ResourceKey, commands.MaxResourceKeys+1)
+	tooManyKeys := make([]*coordpb.ResourceKey, vocab.MaxResourceKeys+1)
 	for i := range tooManyKeys {
 		tooManyKeys[i] = &coordpb.ResourceKey{Domain: "DB_NAME", Key: fmt.Sprintf("db%d", i)}
 	}
-	tooManyTargets := make([]string, commands.MaxBroadcastTargets+1)
+	tooManyTargets := make([]string, vocab.MaxBroadcastTargets+1)
 	for i := range tooManyTargets {
-		tooManyTargets[i] = commands.VChannelName(bcP1, int64(i+1), 0)
+		tooManyTargets[i] = vocab.VChannelName(bcP1, int64(i+1), 0)
 	}
 	ccPayload := func(coll int64, shards uint32) []byte {
 		b, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: coll, Shards: shards})
@@ -242,10 +243,10 @@ func TestBroadcasterBadInput(t *testing.T) {
 		{"Broadcast/target twice", custom(func(r *coordpb.BroadcastRequest) { r.Vchannels = []string{bcCChan, bcP1, bcP1} }), "listed twice"},
 		{"Broadcast/too many targets", custom(func(r *coordpb.BroadcastRequest) { r.Vchannels = tooManyTargets }), "1..4096 target channels, got 4097"},
 		{"Broadcast/unknown message type", send(&coordpb.BroadcastRequest{MessageType: "Bogus"}), "\"Bogus\" is not a known broadcast message type"},
-		{"Broadcast/payload too large", custom(func(r *coordpb.BroadcastRequest) { r.Payload = make([]byte, commands.MaxBroadcastPayload+1) }), "payload is 524289 bytes"},
-		{"Broadcast/CreateCollection bad payload", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: []byte{0xff}}), "CreateCollection payload"},
-		{"Broadcast/CreateCollection collection 0", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: ccPayload(0, 2)}), "collection id must be positive, got 0"},
-		{"Broadcast/CreateCollection 0 shards", send(&coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: ccPayload(5, 0)}), "shard count must be in 1..1024, got 0"},
+		{"Broadcast/payload too large", custom(func(r *coordpb.BroadcastRequest) { r.Payload = make([]byte, vocab.MaxBroadcastPayload+1) }), "payload is 524289 bytes"},
+		{"Broadcast/CreateCollection bad payload", send(&coordpb.BroadcastRequest{MessageType: vocab.MsgCreateCollection, Payload: []byte{0xff}}), "CreateCollection payload"},
+		{"Broadcast/CreateCollection collection 0", send(&coordpb.BroadcastRequest{MessageType: vocab.MsgCreateCollection, Payload: ccPayload(0, 2)}), "collection id must be positive, got 0"},
+		{"Broadcast/CreateCollection 0 shards", send(&coordpb.BroadcastRequest{MessageType: vocab.MsgCreateCollection, Payload: ccPayload(5, 0)}), "shard count must be in 1..1024, got 0"},
 
 		{"Ack/id 0", ack(0, cp(bcCChan, 1, 1)), "ack needs a broadcast id"},
 		{"Ack/no checkpoints", ack(pending), "ack needs a broadcast id and 1..4096 checkpoints"},
@@ -269,7 +270,7 @@ func TestBroadcasterBadInput(t *testing.T) {
 		}, "broadcast_id must be positive"},
 		{"AbandonBroadcast/id 0", abandon(0, "r"), "broadcast id must be positive"},
 		{"AbandonBroadcast/no reason", abandon(pending, ""), "abandoning a broadcast needs a reason"},
-		{"AbandonBroadcast/long reason", abandon(pending, strings.Repeat("r", commands.MaxReasonBytes+1)), "reason is 1025 bytes (max 1024)"},
+		{"AbandonBroadcast/long reason", abandon(pending, strings.Repeat("r", vocab.MaxReasonBytes+1)), "reason is 1025 bytes (max 1024)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -323,10 +324,10 @@ func TestBroadcastConvertsRequest(t *testing.T) {
 		enc  string
 	}{
 		{nil, "", ""},
-		{&coordpb.IdempotencyKey{Scope: "CLUSTER", Key: "k1"}, mustKey(commands.ClusterScopedKey("k1")), "cluster/0/2:k1"},
-		{&coordpb.IdempotencyKey{Scope: "cluster", ScopeId: 0, Key: "a:b/c"}, mustKey(commands.ClusterScopedKey("a:b/c")), "cluster/0/5:a:b/c"},
-		{&coordpb.IdempotencyKey{Scope: "DATABASE", ScopeId: 7, Key: "abc"}, mustKey(commands.DatabaseScopedKey(7, "abc")), "db/7/3:abc"},
-		{&coordpb.IdempotencyKey{Scope: "Collection", ScopeId: 9, Key: "x:y"}, mustKey(commands.CollectionScopedKey(9, "x:y")), "coll/9/3:x:y"},
+		{&coordpb.IdempotencyKey{Scope: "CLUSTER", Key: "k1"}, mustKey(vocab.ClusterScopedKey("k1")), "cluster/0/2:k1"},
+		{&coordpb.IdempotencyKey{Scope: "cluster", ScopeId: 0, Key: "a:b/c"}, mustKey(vocab.ClusterScopedKey("a:b/c")), "cluster/0/5:a:b/c"},
+		{&coordpb.IdempotencyKey{Scope: "DATABASE", ScopeId: 7, Key: "abc"}, mustKey(vocab.DatabaseScopedKey(7, "abc")), "db/7/3:abc"},
+		{&coordpb.IdempotencyKey{Scope: "Collection", ScopeId: 9, Key: "x:y"}, mustKey(vocab.CollectionScopedKey(9, "x:y")), "coll/9/3:x:y"},
 	} {
 		name := "none"
 		if tc.ik != nil {
@@ -384,7 +385,7 @@ func TestBroadcastDefaultTargets(t *testing.T) {
 	})
 	before := observe(t, tn.node)
 	payload, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: 77, Shards: 2})
-	_, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: commands.MsgCreateCollection, Payload: payload})
+	_, err := bc.Broadcast(callCtx(t), &coordpb.BroadcastRequest{MessageType: vocab.MsgCreateCollection, Payload: payload})
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "CollectionName:db:c77@X") {
 		t.Fatalf("err = %v, want DeadlineExceeded naming the key", err)
 	}
@@ -457,9 +458,9 @@ func checkStatus(t *testing.T, what string, err error, code codes.Code, message 
 // Retry and Abandon are handed to the broadcaster.
 func TestBroadcastTasks(t *testing.T) {
 	tn, fb, bc := startBroadcastNode(t)
-	vA := commands.VChannelName(bcP1, 9, 0)
+	vA := vocab.VChannelName(bcP1, 9, 0)
 	// A: completed, with keys, an idempotency key, acks, a payload.
-	idemA, _ := commands.CollectionScopedKey(9, "evt-1")
+	idemA, _ := vocab.CollectionScopedKey(9, "evt-1")
 	a := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: "AlterCollection", Payload: []byte("abc"), AckSyncUp: true, IdempotencyKey: idemA,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: "db1:c9"}},
 		Vchannels:    []string{vA, bcCChan}}).GetBroadcast().GetBroadcastId()
@@ -474,8 +475,8 @@ func TestBroadcastTasks(t *testing.T) {
 	// C: pending, its callback refused (collection 5 was allocated directly
 	// with 2 vchannels after its CreateCollection of 1 shard was created).
 	payloadC, _ := proto.Marshal(&logpb.CreateCollectionPayload{CollectionId: 5, Shards: 1})
-	vC := commands.VChannelName(bcP1, 5, 0)
-	c := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: commands.MsgCreateCollection, Payload: payloadC, Vchannels: []string{bcCChan, vC}}).GetBroadcast().GetBroadcastId()
+	vC := vocab.VChannelName(bcP1, 5, 0)
+	c := mustCommit(t, tn, &logpb.CreateBroadcast{MessageType: vocab.MsgCreateCollection, Payload: payloadC, Vchannels: []string{bcCChan, vC}}).GetBroadcast().GetBroadcastId()
 	mustCommit(t, tn, &logpb.AllocVirtualChannels{CollectionId: 5, Count: 2})
 	mustCommit(t, tn, &logpb.AckBroadcast{BroadcastId: c, Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: bcCChan, Term: 1, Offset: 2, TimeTick: 6}, {Vchannel: vC, Term: 1, Offset: 3, TimeTick: 7}}})
 	if comp := mustCommit(t, tn, &logpb.CompleteBroadcast{BroadcastId: c}).GetCompletion(); comp.GetTombstoned() || comp.GetCallbackError() == "" {
@@ -654,7 +655,7 @@ func TestUpdateReplicateConfigurationBroadcasts(t *testing.T) {
 	if err := proto.Unmarshal(r.Payload, &gotCfg); err != nil || !proto.Equal(&gotCfg, wantCfg) {
 		t.Errorf("payload %v (%v), want %v", &gotCfg, err, wantCfg)
 	}
-	if r.MessageType != commands.MsgAlterReplicateConfig || len(r.ResourceKeys) != 1 ||
+	if r.MessageType != vocab.MsgAlterReplicateConfig || len(r.ResourceKeys) != 1 ||
 		!proto.Equal(r.ResourceKeys[0], &logpb.ResourceKey{Domain: logpb.ResourceDomain_RK_CLUSTER}) ||
 		len(r.VChannels) != 0 || r.IdempotencyKey != "" || r.AckSyncUp {
 		t.Errorf("broadcast %+v", r)

@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The write path's flusher-facing RPCs (docs/semantics.md#segments).
@@ -262,7 +263,7 @@ func flushTasks(st *fsm.State, node uint64) []*coordpb.FlushTask {
 		if g.State != logpb.SegmentState_SEGMENT_FLUSHING {
 			return true
 		}
-		p, ok := st.PChannel(commands.PChannelOf(g.VChannel))
+		p, ok := st.PChannel(vocab.PChannelOf(g.VChannel))
 		if !ok || p.NodeId != node || (p.State != logpb.PChannelState_PCHANNEL_ASSIGNED && p.State != logpb.PChannelState_PCHANNEL_ASSIGNING) {
 			return true
 		}

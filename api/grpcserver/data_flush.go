@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Flush seals every growing segment of a collection at a fresh TSO
@@ -74,7 +75,7 @@ func (s *Server) FlushAll(ctx context.Context, req *coordpb.FlushAllRequest) (*c
 		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
 	}
 	res, err := s.broadcasts.Broadcast(ctx, broadcaster.Request{
-		MessageType:  commands.MsgFlushAll,
+		MessageType:  vocab.MsgFlushAll,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
 	})
 	if err != nil {

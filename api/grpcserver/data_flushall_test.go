@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestFlushAll: FlushAll is an exclusive-Cluster broadcast of MsgFlushAll;
@@ -53,7 +54,7 @@ func TestFlushAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := fb.requests()
-	if len(reqs) != 1 || reqs[0].MessageType != commands.MsgFlushAll || len(reqs[0].ResourceKeys) != 1 ||
+	if len(reqs) != 1 || reqs[0].MessageType != vocab.MsgFlushAll || len(reqs[0].ResourceKeys) != 1 ||
 		reqs[0].ResourceKeys[0].Domain != logpb.ResourceDomain_RK_CLUSTER || reqs[0].ResourceKeys[0].Shared {
 		t.Fatalf("broadcast request %+v", reqs)
 	}
@@ -64,7 +65,7 @@ func TestFlushAll(t *testing.T) {
 	if err != nil || st.Flushed || st.VchannelsTotal != 2 || len(st.Behind) != 2 {
 		t.Fatalf("flush-all state before any checkpoint: %v %v", st, err)
 	}
-	for i, v := range []string{dv0, commands.VChannelName("dml_1", dataColl, 1)} {
+	for i, v := range []string{dv0, vocab.VChannelName("dml_1", dataColl, 1)} {
 		if _, err := dc.UpdateChannelCheckpoints(ctx, &coordpb.UpdateChannelCheckpointsRequest{NodeId: 1, Checkpoints: []*coordpb.ChannelCheckpoint{
 			{Vchannel: v, PchannelTerm: 2, Position: &coordpb.Position{Term: 2, Offset: 2, Timestamp: uint64(600 + 100*i)}}}}); err != nil {
 			t.Fatal(err)

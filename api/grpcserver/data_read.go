@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Reads of the write path: segments, checkpoints and recovery info.
@@ -82,7 +83,7 @@ func apiSegment(g *fsm.Segment, withLogs bool) *coordpb.SegmentInfo {
 // GetRecoveryInfo returns what a new owner of a VChannel needs
 // (docs/semantics.md#recovery). NotFound for a VChannel that never existed.
 func (s *Server) GetRecoveryInfo(ctx context.Context, req *coordpb.GetRecoveryInfoRequest) (*coordpb.GetRecoveryInfoResponse, error) {
-	if _, ok := commands.CollectionOfVChannel(req.Vchannel); !ok {
+	if _, ok := vocab.CollectionOfVChannel(req.Vchannel); !ok {
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: %q is not a vchannel name", errInvalid, req.Vchannel))
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetRecoveryInfoResponse, error) {
@@ -165,7 +166,7 @@ func (s *Server) ListSegments(ctx context.Context, req *coordpb.ListSegmentsRequ
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: negative id or limit over %d", errInvalid, maxListSegments))
 	}
 	if req.Vchannel != "" {
-		if _, ok := commands.CollectionOfVChannel(req.Vchannel); !ok {
+		if _, ok := vocab.CollectionOfVChannel(req.Vchannel); !ok {
 			return nil, s.toStatus(ctx, fmt.Errorf("%w: %q is not a vchannel name", errInvalid, req.Vchannel))
 		}
 	}
@@ -207,7 +208,7 @@ func (s *Server) ListChannelCheckpoints(ctx context.Context, req *coordpb.ListCh
 	now := time.Now()
 	for _, cp := range st.ChannelCheckpoints() {
 		if req.CollectionId != 0 {
-			if c, _ := commands.CollectionOfVChannel(cp.VChannel); c != req.CollectionId {
+			if c, _ := vocab.CollectionOfVChannel(cp.VChannel); c != req.CollectionId {
 				continue
 			}
 		}

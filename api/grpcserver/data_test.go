@@ -14,13 +14,14 @@ import (
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/testutil"
+	"github.com/coordd/coordd/vocab"
 )
 
 const dataColl = int64(100)
 
 var (
-	dv0 = commands.VChannelName("dml_0", dataColl, 0)
-	dv1 = commands.VChannelName("dml_1", dataColl, 1)
+	dv0 = vocab.VChannelName("dml_0", dataColl, 0)
+	dv1 = vocab.VChannelName("dml_1", dataColl, 1)
 )
 
 // startDataNode is a one-member cluster with node 1 holding dml_0 and
@@ -66,7 +67,7 @@ func TestDataBadInputChangesNothing(t *testing.T) {
 	_, err = dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: 2, Requests: []*coordpb.SegmentIDRequest{seg}})
 	wantCode(t, "AssignSegmentID from a non-owner", err, codes.Aborted)
 	bad := proto.Clone(seg).(*coordpb.SegmentIDRequest)
-	bad.Vchannel = commands.VChannelName("dml_0", 999, 0)
+	bad.Vchannel = vocab.VChannelName("dml_0", 999, 0)
 	bad.CollectionId = 999
 	_, err = dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: 1, Requests: []*coordpb.SegmentIDRequest{bad}})
 	wantCode(t, "AssignSegmentID for an unknown collection", err, codes.NotFound)
@@ -93,7 +94,7 @@ func TestDataBadInputChangesNothing(t *testing.T) {
 	wantCode(t, "GetFlushAllState missing a pchannel", err, codes.InvalidArgument)
 	_, err = dc.GetRecoveryInfo(ctx, &coordpb.GetRecoveryInfoRequest{Vchannel: "nope"})
 	wantCode(t, "GetRecoveryInfo of a bad name", err, codes.InvalidArgument)
-	_, err = dc.GetRecoveryInfo(ctx, &coordpb.GetRecoveryInfoRequest{Vchannel: commands.VChannelName("dml_0", 999, 0)})
+	_, err = dc.GetRecoveryInfo(ctx, &coordpb.GetRecoveryInfoRequest{Vchannel: vocab.VChannelName("dml_0", 999, 0)})
 	wantCode(t, "GetRecoveryInfo of an unknown vchannel", err, codes.NotFound)
 	_, err = dc.GetSegmentInfo(ctx, &coordpb.GetSegmentInfoRequest{})
 	wantCode(t, "GetSegmentInfo without ids", err, codes.InvalidArgument)

@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Metadata keys coordd sets on errors so clients can find the leader and
@@ -107,6 +108,7 @@ var errorTable = []errorRule{
 	{match: is(flush.ErrNotFound), code: codes.NotFound},
 	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
+	{match: is(vocab.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errNotFound), code: codes.NotFound},
 	{match: is(errPrecondition), code: codes.FailedPrecondition},

@@ -25,6 +25,7 @@ import (
 	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // trailerStream stands in for a gRPC server stream so toStatus's trailers
@@ -59,6 +60,7 @@ func TestToStatus(t *testing.T) {
 		{"no leader", fmt.Errorf("cannot forward: %w", errNoLeader), codes.Unavailable, leaderMD},
 		{"commands invalid", fmt.Errorf("%w: member id too long", commands.ErrInvalid), codes.InvalidArgument, noMD},
 		{"commands too large", fmt.Errorf("%w: entry is 9 MiB", commands.ErrTooLarge), codes.InvalidArgument, noMD},
+		{"vocabulary invalid", fmt.Errorf("transfer leader: %w", vocab.ValidateMemberID("a b")), codes.InvalidArgument, noMD},
 		{"api invalid", fmt.Errorf("%w: count must be positive", errInvalid), codes.InvalidArgument, noMD},
 		{"not found", fmt.Errorf("%w: member ghost", errNotFound), codes.NotFound, noMD},
 		{"precondition", fmt.Errorf("%w: already leads", errPrecondition), codes.FailedPrecondition, noMD},

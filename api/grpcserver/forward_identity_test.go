@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/testutil"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestNodeIdentityThroughForwarding: a node's call sent to a follower is
@@ -70,7 +71,7 @@ func TestNodeIdentityThroughForwarding(t *testing.T) {
 		}
 		ctx := metadata.AppendToOutgoingContext(callCtx(t), md...)
 		_, err := coordpb.NewDataCoordClient(m.conn).UpdateChannelCheckpoints(ctx, &coordpb.UpdateChannelCheckpointsRequest{NodeId: 1,
-			Checkpoints: []*coordpb.ChannelCheckpoint{{Vchannel: commands.VChannelName("dml_0", dataColl, 0), PchannelTerm: 2,
+			Checkpoints: []*coordpb.ChannelCheckpoint{{Vchannel: vocab.VChannelName("dml_0", dataColl, 0), PchannelTerm: 2,
 				Position: &coordpb.Position{Term: 2, Offset: offset, Timestamp: 100 + offset}}}})
 		return err
 	}
@@ -95,7 +96,7 @@ func TestNodeIdentityThroughForwarding(t *testing.T) {
 	if _, err := coordpb.NewStreamingNodeRegistryClient(follower.conn).Heartbeat(hb, &coordpb.HeartbeatRequest{NodeId: 1, Epoch: n.Epoch}); err != nil {
 		t.Fatalf("node 1's heartbeat through the follower: %v", err)
 	}
-	if cp, ok := leader.node.State().ChannelCheckpoint(commands.VChannelName("dml_0", dataColl, 0)); !ok || cp.Position.Offset != 1 {
+	if cp, ok := leader.node.State().ChannelCheckpoint(vocab.VChannelName("dml_0", dataColl, 0)); !ok || cp.Position.Offset != 1 {
 		t.Fatalf("checkpoint after the owner's call: %+v %v", cp, ok)
 	}
 }

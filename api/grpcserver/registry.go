@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 func (s *Server) notEstablished() error {
@@ -126,7 +127,7 @@ func heldOf(req *coordpb.HeartbeatRequest) (map[string]int64, error) {
 	}
 	held := make(map[string]int64, len(req.Held))
 	for _, h := range req.Held {
-		if err := commands.ValidatePChannelName(h.GetPchannel()); err != nil {
+		if err := vocab.ValidatePChannelName(h.GetPchannel()); err != nil {
 			return nil, fmt.Errorf("%w: held: %v", errInvalid, err)
 		}
 		if h.Term < 1 {

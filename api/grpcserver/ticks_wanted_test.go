@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // With no segments, no tick is wanted (an idle VChannel stays idle).
@@ -24,7 +24,7 @@ func TestTicksWantedEmptyState(t *testing.T) {
 // a growing segment, nothing is wanted.
 func TestTicksWantedForASealedSegment(t *testing.T) {
 	l := controllertest.NewLeader(t, controllertest.NewClock(), 3)
-	pch := commands.PChannelName("tw-dml", 0)
+	pch := vocab.PChannelName("tw-dml", 0)
 	l.MustPropose(t, &logpb.InitStreaming{ClusterId: "tw", Pchannels: []string{pch}})
 	node := l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "127.0.0.1:9", Incarnation: "i"}).GetRegisterNode().GetNodeId()
 	p, _ := l.State().PChannel(pch)

@@ -26,6 +26,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // fakeBroadcasts records broadcasts and answers with result.
@@ -81,7 +82,7 @@ type broadcastGateway struct {
 const (
 	gwP0    = "by-dev-rootcoord-dml_0"
 	gwP1    = "by-dev-rootcoord-dml_1"
-	gwCChan = gwP0 + commands.CChannelSuffix
+	gwCChan = gwP0 + vocab.CChannelSuffix
 )
 
 func startBroadcastGateway(t *testing.T) *broadcastGateway {
@@ -258,8 +259,8 @@ func TestBroadcastListJSON(t *testing.T) {
 		t.Fatalf("empty list = %d %s", code, data)
 	}
 
-	v := commands.VChannelName(gwP1, 9, 0)
-	idem, _ := commands.DatabaseScopedKey(3, "k")
+	v := vocab.VChannelName(gwP1, 9, 0)
+	idem, _ := vocab.DatabaseScopedKey(3, "k")
 	done := g.commit(t, &logpb.CreateBroadcast{MessageType: "AlterCollection", Payload: []byte("abcd"), Vchannels: []string{gwCChan, v}, AckSyncUp: true,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_DB_NAME, Key: "db3", Shared: true}}, IdempotencyKey: idem}).GetBroadcast().GetBroadcastId()
 	g.commit(t, &logpb.AckBroadcast{BroadcastId: done, Checkpoints: []*logpb.VChannelCheckpoint{

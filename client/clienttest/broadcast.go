@@ -13,8 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // BroadcastScript is one scripted answer of Broadcast (see ScriptBroadcast).
@@ -53,14 +52,14 @@ func SampleBroadcasts() []*coordpb.BroadcastInfo {
 	cch := "by-dev-rootcoord-dml_0_vcchan"
 	v0, v1 := "by-dev-rootcoord-dml_0_42v0", "by-dev-rootcoord-dml_1_42v1"
 	return []*coordpb.BroadcastInfo{
-		{BroadcastId: 7, MessageType: commands.MsgCreateCollection, State: "TOMBSTONE",
+		{BroadcastId: 7, MessageType: vocab.MsgCreateCollection, State: "TOMBSTONE",
 			ResourceKeys: []*coordpb.ResourceKey{{Domain: "CLUSTER", Shared: true}, {Domain: "COLLECTION_NAME", Key: "db1:c1"}},
 			Vchannels:    []string{cch, v0, v1},
 			Acked: []*coordpb.Checkpoint{{Vchannel: cch, Term: 4, Offset: 11, TimeTick: 1 << 60}, {Vchannel: v0, Term: 4, Offset: 12, TimeTick: 1<<60 + 1},
 				{Vchannel: v1, Term: 2, Offset: 7, TimeTick: 1<<60 + 2}},
 			IdempotencyKey: "coll/42/6:create", CreatedUnixMs: 1_700_000_000_000, TombstonedUnixMs: 1_700_000_000_250,
 			CallbackAttempts: 1, PayloadBytes: 4},
-		{BroadcastId: 8, MessageType: commands.MsgDropCollection, State: "PENDING",
+		{BroadcastId: 8, MessageType: vocab.MsgDropCollection, State: "PENDING",
 			ResourceKeys:  []*coordpb.ResourceKey{{Domain: "CLUSTER", Shared: true}, {Domain: "COLLECTION_NAME", Key: "db1:c2"}},
 			Vchannels:     []string{cch, "by-dev-rootcoord-dml_1_43v0"},
 			Acked:         []*coordpb.Checkpoint{{Vchannel: cch, Term: 4, Offset: 13, TimeTick: 1<<60 + 3}},
@@ -147,11 +146,11 @@ var fakeDomains = map[string]bool{"CLUSTER": true, "DB_NAME": true, "COLLECTION_
 
 // checkBroadcast is the fake's share of the server's input checks.
 func checkBroadcast(req *coordpb.BroadcastRequest) (scopedKey string, err error) {
-	if err := commands.ValidateMessageType(req.MessageType); err != nil {
+	if err := vocab.ValidateMessageType(req.MessageType); err != nil {
 		return "", status.Error(codes.InvalidArgument, err.Error())
 	}
-	if len(req.ResourceKeys) > commands.MaxResourceKeys {
-		return "", status.Errorf(codes.InvalidArgument, "%d resource keys (max %d)", len(req.ResourceKeys), commands.MaxResourceKeys)
+	if len(req.ResourceKeys) > vocab.MaxResourceKeys {
+		return "", status.Errorf(codes.InvalidArgument, "%d resource keys (max %d)", len(req.ResourceKeys), vocab.MaxResourceKeys)
 	}
 	for _, k := range req.ResourceKeys {
 		if !fakeDomains[strings.ToUpper(k.Domain)] {
@@ -159,18 +158,18 @@ func checkBroadcast(req *coordpb.BroadcastRequest) (scopedKey string, err error)
 		}
 	}
 	for _, v := range req.Vchannels {
-		if err := commands.ValidateBroadcastTarget(v); err != nil {
+		if err := vocab.ValidateBroadcastTarget(v); err != nil {
 			return "", status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	if ik := req.IdempotencyKey; ik != nil {
 		switch strings.ToUpper(ik.Scope) {
 		case "CLUSTER":
-			scopedKey, err = commands.ClusterScopedKey(ik.Key)
+			scopedKey, err = vocab.ClusterScopedKey(ik.Key)
 		case "DATABASE":
-			scopedKey, err = commands.DatabaseScopedKey(ik.ScopeId, ik.Key)
+			scopedKey, err = vocab.DatabaseScopedKey(ik.ScopeId, ik.Key)
 		case "COLLECTION":
-			scopedKey, err = commands.CollectionScopedKey(ik.ScopeId, ik.Key)
+			scopedKey, err = vocab.CollectionScopedKey(ik.ScopeId, ik.Key)
 		default:
 			err = fmt.Errorf("idempotency scope must be CLUSTER, DATABASE or COLLECTION, got %q", ik.Scope)
 		}
@@ -235,8 +234,8 @@ func (n *Node) applyBroadcast(ctx context.Context, req *coordpb.BroadcastRequest
 		}
 	}
 	targets := slices.Clone(req.Vchannels)
-	if len(targets) == 0 && req.MessageType == commands.MsgCreateCollection {
-		var p logpb.CreateCollectionPayload
+	if len(targets) == 0 && req.MessageType == vocab.MsgCreateCollection {
+		var p coordpb.CreateCollectionPayload
 		if err := proto.Unmarshal(req.Payload, &p); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "CreateCollection payload: %v", err)
 		}
@@ -251,7 +250,7 @@ func (n *Node) applyBroadcast(ctx context.Context, req *coordpb.BroadcastRequest
 	cch := c.ch.state.CChannel
 	if len(targets) == 0 {
 		for _, p := range c.ch.state.PChannels {
-			if p.Name != commands.PChannelOf(cch) {
+			if p.Name != vocab.PChannelOf(cch) {
 				targets = append(targets, p.Name)
 			}
 		}
@@ -283,7 +282,7 @@ func (n *Node) applyBroadcast(ctx context.Context, req *coordpb.BroadcastRequest
 	for _, v := range targets {
 		term := int64(1)
 		for _, p := range c.ch.state.PChannels {
-			if p.Name == commands.PChannelOf(v) && p.Term > 0 {
+			if p.Name == vocab.PChannelOf(v) && p.Term > 0 {
 				term = p.Term
 			}
 		}
@@ -299,8 +298,8 @@ func (n *Node) applyBroadcast(ctx context.Context, req *coordpb.BroadcastRequest
 }
 
 // callbackTypes are the message types whose callbacks coordd runs.
-var callbackTypes = map[string]bool{commands.MsgCreateCollection: true, commands.MsgDropCollection: true,
-	commands.MsgAlterReplicateConfig: true, commands.MsgFlushAll: true}
+var callbackTypes = map[string]bool{vocab.MsgCreateCollection: true, vocab.MsgDropCollection: true,
+	vocab.MsgAlterReplicateConfig: true, vocab.MsgFlushAll: true}
 
 func (c *Cluster) broadcastResponse(id uint64, duplicated bool) *coordpb.BroadcastResponse {
 	c.mu.Lock()

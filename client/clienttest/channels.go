@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ChannelState is the channel-management state the fake serves: what
@@ -248,7 +248,7 @@ func (n *Node) AddPChannels(_ context.Context, req *coordpb.AddPChannelsRequest)
 		return nil, status.Error(codes.InvalidArgument, "AddPChannels needs at least one pchannel")
 	}
 	for _, name := range req.Names {
-		if err := commands.ValidatePChannelName(name); err != nil {
+		if err := vocab.ValidatePChannelName(name); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
@@ -333,8 +333,8 @@ func (n *Node) AllocVirtualChannels(_ context.Context, req *coordpb.AllocVirtual
 	if req.CollectionId <= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "collection id must be positive, got %d", req.CollectionId)
 	}
-	if req.Count == 0 || req.Count > commands.MaxVChannelsPerColl {
-		return nil, status.Errorf(codes.InvalidArgument, "vchannel count must be in 1..%d, got %d", commands.MaxVChannelsPerColl, req.Count)
+	if req.Count == 0 || req.Count > vocab.MaxVChannelsPerColl {
+		return nil, status.Errorf(codes.InvalidArgument, "vchannel count must be in 1..%d, got %d", vocab.MaxVChannelsPerColl, req.Count)
 	}
 	c := n.c
 	c.mu.Lock()
@@ -361,7 +361,7 @@ func (n *Node) AllocVirtualChannels(_ context.Context, req *coordpb.AllocVirtual
 	})
 	out := make([]string, req.Count)
 	for i := range out {
-		out[i] = commands.VChannelName(cands[i].Name, req.CollectionId, i)
+		out[i] = vocab.VChannelName(cands[i].Name, req.CollectionId, i)
 		cands[i].VchannelCount++
 	}
 	c.ch.collections[req.CollectionId] = out
@@ -381,7 +381,7 @@ func (n *Node) DropVirtualChannels(_ context.Context, req *coordpb.DropVirtualCh
 	defer c.mu.Unlock()
 	for _, v := range c.ch.collections[req.CollectionId] {
 		for _, p := range c.ch.state.PChannels {
-			if p.Name == commands.PChannelOf(v) && p.VchannelCount > 0 {
+			if p.Name == vocab.PChannelOf(v) && p.VchannelCount > 0 {
 				p.VchannelCount--
 			}
 		}
@@ -470,7 +470,7 @@ func (n *Node) GetReplicateConfiguration(context.Context, *coordpb.GetReplicateC
 // recorded; it marks the channel UNAVAILABLE when term is its current term
 // and it is not UNAVAILABLE already.
 func (n *Node) ReportAssignmentError(_ context.Context, req *coordpb.ReportAssignmentErrorRequest) (*coordpb.ReportAssignmentErrorResponse, error) {
-	if err := commands.ValidatePChannelName(req.Pchannel); err != nil {
+	if err := vocab.ValidatePChannelName(req.Pchannel); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if req.Term < 1 {

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The fake's StreamingNodeRegistry: registration, heartbeats, drain and
@@ -17,7 +17,7 @@ import (
 // RegisterStreamingNode implements coordpb.StreamingNodeRegistryServer: a
 // new UP node (the same incarnation at the same address gets its node back).
 func (n *Node) RegisterStreamingNode(_ context.Context, req *coordpb.RegisterStreamingNodeRequest) (*coordpb.RegisterStreamingNodeResponse, error) {
-	if err := commands.ValidateAddr("address", req.Address, true); err != nil {
+	if err := vocab.ValidateAddr("address", req.Address, true); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if req.Incarnation == "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 var broadcastGroup = &group{
@@ -54,7 +55,7 @@ func bindBroadcastSend(fs *flag.FlagSet) func([]string) (action, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		spec := client.BroadcastSpec{MessageType: args[0], AckSyncUp: *ackSyncUp, VChannels: append([]string(nil), vchannels...)}
-		if err := trimInvalid(commands.ValidateMessageType(spec.MessageType)); err != nil {
+		if err := trimInvalid(vocab.ValidateMessageType(spec.MessageType)); err != nil {
 			return action{}, fmt.Errorf("TYPE: %v", err)
 		}
 		payload, err := sendPayload(spec.MessageType, set, *payloadHex, *collID, *shards)
@@ -99,24 +100,24 @@ func sendPayload(typ string, set map[string]bool, payloadHex string, collID int6
 	}
 	if built {
 		switch {
-		case typ != commands.MsgCreateCollection && typ != commands.MsgDropCollection:
+		case typ != vocab.MsgCreateCollection && typ != vocab.MsgDropCollection:
 			return nil, fmt.Errorf("--collection-id and --shards build %s and %s payloads; use --payload-hex for %s",
-				commands.MsgCreateCollection, commands.MsgDropCollection, typ)
+				vocab.MsgCreateCollection, vocab.MsgDropCollection, typ)
 		case !set["collection-id"]:
 			return nil, fmt.Errorf("%s needs --collection-id", typ)
-		case typ == commands.MsgCreateCollection && !set["shards"]:
+		case typ == vocab.MsgCreateCollection && !set["shards"]:
 			return nil, fmt.Errorf("%s needs --shards", typ)
-		case typ == commands.MsgDropCollection && set["shards"]:
+		case typ == vocab.MsgDropCollection && set["shards"]:
 			return nil, fmt.Errorf("%s takes no --shards", typ)
 		}
 		if collID <= 0 {
 			return nil, fmt.Errorf("--collection-id must be a positive integer, got %d", collID)
 		}
-		if typ == commands.MsgDropCollection {
+		if typ == vocab.MsgDropCollection {
 			return client.DropCollectionPayload(collID), nil
 		}
-		if shards == 0 || shards > commands.MaxVChannelsPerColl {
-			return nil, fmt.Errorf("--shards must be in 1..%d, got %d", commands.MaxVChannelsPerColl, shards)
+		if shards == 0 || shards > vocab.MaxVChannelsPerColl {
+			return nil, fmt.Errorf("--shards must be in 1..%d, got %d", vocab.MaxVChannelsPerColl, shards)
 		}
 		return client.CreateCollectionPayload(collID, uint32(shards)), nil
 	}
@@ -124,11 +125,11 @@ func sendPayload(typ string, set map[string]bool, payloadHex string, collID int6
 	if err != nil {
 		return nil, fmt.Errorf("--payload-hex: %v", err)
 	}
-	if len(payload) > commands.MaxBroadcastPayload {
-		return nil, fmt.Errorf("payload is %d bytes (max %d)", len(payload), commands.MaxBroadcastPayload)
+	if len(payload) > vocab.MaxBroadcastPayload {
+		return nil, fmt.Errorf("payload is %d bytes (max %d)", len(payload), vocab.MaxBroadcastPayload)
 	}
 	switch typ {
-	case commands.MsgCreateCollection:
+	case vocab.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		if !set["payload-hex"] {
 			return nil, fmt.Errorf("%s needs --collection-id and --shards (or --payload-hex)", typ)
@@ -136,11 +137,11 @@ func sendPayload(typ string, set map[string]bool, payloadHex string, collID int6
 		if err := proto.Unmarshal(payload, &p); err != nil {
 			return nil, fmt.Errorf("--payload-hex is not a CreateCollectionPayload: %v", err)
 		}
-		if p.CollectionId <= 0 || p.Shards == 0 || p.Shards > commands.MaxVChannelsPerColl {
+		if p.CollectionId <= 0 || p.Shards == 0 || p.Shards > vocab.MaxVChannelsPerColl {
 			return nil, fmt.Errorf("%s payload needs a positive collection id and 1..%d shards, got %d and %d",
-				typ, commands.MaxVChannelsPerColl, p.CollectionId, p.Shards)
+				typ, vocab.MaxVChannelsPerColl, p.CollectionId, p.Shards)
 		}
-	case commands.MsgDropCollection:
+	case vocab.MsgDropCollection:
 		var p logpb.DropCollectionPayload
 		if !set["payload-hex"] {
 			return nil, fmt.Errorf("%s needs --collection-id (or --payload-hex)", typ)
@@ -151,7 +152,7 @@ func sendPayload(typ string, set map[string]bool, payloadHex string, collID int6
 		if p.CollectionId <= 0 {
 			return nil, fmt.Errorf("%s payload needs a positive collection id, got %d", typ, p.CollectionId)
 		}
-	case commands.MsgAlterReplicateConfig:
+	case vocab.MsgAlterReplicateConfig:
 		var p logpb.ReplicateConfiguration
 		if err := proto.Unmarshal(payload, &p); err != nil {
 			return nil, fmt.Errorf("--payload-hex is not a ReplicateConfiguration: %v", err)

@@ -13,8 +13,8 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/client/clienttest"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 var broadcastMethods = []string{"Broadcast", "Ack", "GetBroadcast", "ListBroadcasts", "RetryBroadcast", "AbandonBroadcast"}
@@ -53,7 +53,7 @@ func TestBroadcastBadInput(t *testing.T) {
 		{[]string{"broadcast", "send", "CreateCollection", "--payload-hex", "ff"}, "not a CreateCollectionPayload"},
 		{[]string{"broadcast", "send", "DropCollection", "--payload-hex", ""}, "DropCollection payload needs a positive collection id, got 0"},
 		{[]string{"broadcast", "send", "AlterReplicateConfig", "--payload-hex", replicateHex}, "AlterReplicateConfig payload: replicate configuration needs 1..64 clusters"},
-		{[]string{"broadcast", "send", "Custom", "--payload-hex", strings.Repeat("00", commands.MaxBroadcastPayload+1)}, "payload is 524289 bytes"},
+		{[]string{"broadcast", "send", "Custom", "--payload-hex", strings.Repeat("00", vocab.MaxBroadcastPayload+1)}, "payload is 524289 bytes"},
 		{[]string{"broadcast", "send", "Custom", "--key", "TABLE:t1"}, `--key "TABLE:t1": unknown domain "TABLE"`},
 		{[]string{"broadcast", "send", "Custom", "--key", ""}, `unknown domain ""`},
 		{[]string{"broadcast", "send", "Custom", "--key", "CLUSTER:x"}, "takes no key"},

@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 var pchannelGroup = &group{
@@ -100,12 +101,12 @@ func bindPChannelAdd(*flag.FlagSet) func([]string) (action, error) {
 		if len(args) == 0 {
 			return action{}, errors.New("want NAME..., got 0 arguments")
 		}
-		if len(args) > commands.MaxPChannelsPerCmd {
-			return action{}, fmt.Errorf("%d names (max %d per call)", len(args), commands.MaxPChannelsPerCmd)
+		if len(args) > vocab.MaxPChannelsPerCmd {
+			return action{}, fmt.Errorf("%d names (max %d per call)", len(args), vocab.MaxPChannelsPerCmd)
 		}
 		seen := map[string]bool{}
 		for _, n := range args {
-			if err := trimInvalid(commands.ValidatePChannelName(n)); err != nil {
+			if err := trimInvalid(vocab.ValidatePChannelName(n)); err != nil {
 				return action{}, err
 			}
 			if seen[n] {
@@ -167,8 +168,8 @@ func bindDrain(drain bool) func(*flag.FlagSet) func([]string) (action, error) {
 			why, verb := "", "undrain"
 			if drain {
 				why, verb = *reason, "drain"
-				if len(why) > commands.MaxReasonBytes {
-					return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(why), commands.MaxReasonBytes)
+				if len(why) > vocab.MaxReasonBytes {
+					return action{}, fmt.Errorf("--reason is %d bytes (max %d)", len(why), vocab.MaxReasonBytes)
 				}
 			}
 			return action{what: fmt.Sprintf("%s node %d", verb, id), mutates: true, run: func(ctx context.Context, e *env) error {
@@ -230,9 +231,9 @@ func bindVAlloc(fs *flag.FlagSet) func([]string) (action, error) {
 			return action{}, err
 		}
 		n, err := strconv.ParseUint(args[1], 10, 32)
-		if err != nil || n == 0 || n > commands.MaxVChannelsPerColl {
+		if err != nil || n == 0 || n > vocab.MaxVChannelsPerColl {
 			//lint:ignore ST1005 N is the argument's name in the usage text
-			return action{}, fmt.Errorf("N must be an integer in 1..%d, got %q", commands.MaxVChannelsPerColl, args[1])
+			return action{}, fmt.Errorf("N must be an integer in 1..%d, got %q", vocab.MaxVChannelsPerColl, args[1])
 		}
 		if err := checkRequestID(*requestID); err != nil {
 			return action{}, err
@@ -286,7 +287,7 @@ func writeVChannelsTable(e *env, cs []*coordpb.CollectionVChannels) error {
 	fmt.Fprintln(tw, "COLLECTION\tVCHANNEL\tPCHANNEL")
 	for _, c := range cs {
 		for _, v := range c.GetVchannels() {
-			fmt.Fprintf(tw, "%d\t%s\t%s\n", c.GetCollectionId(), v, commands.PChannelOf(v))
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", c.GetCollectionId(), v, vocab.PChannelOf(v))
 		}
 	}
 	return tw.Flush()
@@ -331,7 +332,7 @@ func parseCollectionID(s string) (int64, error) {
 }
 
 func checkRequestID(id string) error {
-	if err := commands.ValidateRequestID(id); err != nil {
+	if err := vocab.ValidateRequestID(id); err != nil {
 		return fmt.Errorf("--request-id: %s", strings.TrimPrefix(err.Error(), commands.ErrInvalid.Error()+": "))
 	}
 	return nil

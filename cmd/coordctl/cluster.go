@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 var clusterGroup = &group{
@@ -106,7 +107,7 @@ func bindAddVoter(fs *flag.FlagSet) func([]string) (action, error) {
 			field, v string
 			required bool
 		}{{"RAFT_ADDR", m.RaftAddr, true}, {"--grpc-addr", m.GRPCAddr, false}, {"--http-addr", m.HTTPAddr, false}} {
-			if err := trimInvalid(commands.ValidateAddr(a.field, a.v, a.required)); err != nil {
+			if err := trimInvalid(vocab.ValidateAddr(a.field, a.v, a.required)); err != nil {
 				return action{}, err
 			}
 		}
@@ -175,7 +176,7 @@ func bindTransfer(*flag.FlagSet) func([]string) (action, error) {
 }
 
 func checkMemberID(id string) error {
-	return trimInvalid(commands.ValidateMemberID(id))
+	return trimInvalid(vocab.ValidateMemberID(id))
 }
 
 // trimInvalid drops the "invalid command: " prefix of commands' shape errors,

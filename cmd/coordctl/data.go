@@ -10,7 +10,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The write path: insert rows, flush a collection, recovery information.
@@ -147,7 +147,7 @@ func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 				// owner is up to (unreachable, moving), once per change.
 				if v := slowestVChannel(st); v != "" && time.Since(lastChange) >= 2*time.Second {
 					lastChange = time.Now()
-					why, err := e.c.OwnerTrouble(wctx, commands.PChannelOf(v))
+					why, err := e.c.OwnerTrouble(wctx, vocab.PChannelOf(v))
 					if err == nil && why != "" && why != lastWhy {
 						fmt.Fprintf(progressTo, "  waiting on vchannel %s: %s\n", v, why)
 						lastWhy = why

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/client"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 const (
@@ -320,8 +320,8 @@ func requiredReason(reason string) (string, error) {
 	if strings.TrimSpace(reason) == "" {
 		return "", errors.New("--reason is required")
 	}
-	if len(reason) > commands.MaxReasonBytes {
-		return "", fmt.Errorf("--reason is %d bytes (max %d)", len(reason), commands.MaxReasonBytes)
+	if len(reason) > vocab.MaxReasonBytes {
+		return "", fmt.Errorf("--reason is %d bytes (max %d)", len(reason), vocab.MaxReasonBytes)
 	}
 	return reason, nil
 }

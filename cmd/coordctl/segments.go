@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Segments and channel checkpoints.
@@ -244,7 +244,7 @@ func bindCheckpointList(fs *flag.FlagSet) func([]string) (action, error) {
 
 // checkVChannel accepts a VChannel name (not a PChannel or the CChannel).
 func checkVChannel(v string) error {
-	if err := commands.ValidateVChannelName(v); err != nil || commands.IsCChannel(v) {
+	if err := vocab.ValidateVChannelName(v); err != nil || vocab.IsCChannel(v) {
 		return fmt.Errorf("%q is not a VChannel name (<pchannel>_<collection>v<shard>)", v)
 	}
 	return nil

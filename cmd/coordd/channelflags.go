@@ -4,9 +4,9 @@ import (
 	"flag"
 	"time"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/balancer/policy"
+	"github.com/coordd/coordd/vocab"
 )
 
 // channelFlags configure channel management (defaults in
@@ -32,10 +32,10 @@ func (c *channelFlags) register(fs *flag.FlagSet) {
 }
 
 func (c channelFlags) validate() error {
-	if err := commands.ValidateClusterID(c.ClusterID); err != nil {
+	if err := vocab.ValidateClusterID(c.ClusterID); err != nil {
 		return badConfig("--cluster-id: %s", reason(err))
 	}
-	if err := commands.ValidatePrefix(c.PChannelPrefix); err != nil {
+	if err := vocab.ValidatePrefix(c.PChannelPrefix); err != nil {
 		return badConfig("--pchannel-prefix: %s", reason(err))
 	}
 	if c.PChannels < 1 || c.PChannels > 65536 {

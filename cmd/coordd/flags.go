@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // errUsage: flag parsing already printed the problem and usage.
@@ -194,14 +195,14 @@ func reason(err error) string {
 }
 
 func (c serveConfig) validate() error {
-	if err := commands.ValidateMemberID(c.ID); err != nil {
+	if err := vocab.ValidateMemberID(c.ID); err != nil {
 		return badConfig("--id: %s", reason(err))
 	}
 	if c.DataDir == "" {
 		return badConfig("--data-dir is required")
 	}
 	for _, a := range []struct{ name, v string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--http-addr", c.HTTPAddr}} {
-		if err := commands.ValidateAddr(a.name, a.v, true); err != nil {
+		if err := vocab.ValidateAddr(a.name, a.v, true); err != nil {
 			return badConfig("%s", reason(err))
 		}
 	}
@@ -280,10 +281,10 @@ func parseRaftDial(s string) (map[string]string, error) {
 		if !ok {
 			return nil, badConfig("--raft-dial %q: want id=host:port", part)
 		}
-		if err := commands.ValidateMemberID(id); err != nil {
+		if err := vocab.ValidateMemberID(id); err != nil {
 			return nil, badConfig("--raft-dial %q: %s", part, reason(err))
 		}
-		if err := commands.ValidateAddr("--raft-dial address", addr, true); err != nil {
+		if err := vocab.ValidateAddr("--raft-dial address", addr, true); err != nil {
 			return nil, badConfig("--raft-dial %q: %s", part, reason(err))
 		}
 		if _, dup := out[id]; dup {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/backup"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Offline commands work on a stopped member's data dir and bind no port:
@@ -70,10 +70,10 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	if !raftnode.ValidLogStore(*logStore) {
 		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, *logStore)
 	}
-	if err := commands.ValidateMemberID(*id); err != nil {
+	if err := vocab.ValidateMemberID(*id); err != nil {
 		return badConfig("--id: %v", err)
 	}
-	if err := commands.ValidateAddr("--raft-addr", *raftAddr, true); err != nil {
+	if err := vocab.ValidateAddr("--raft-addr", *raftAddr, true); err != nil {
 		return badConfig("%v", err)
 	}
 	if entries, err := os.ReadDir(*dir); err == nil && len(entries) > 0 {
@@ -202,10 +202,10 @@ func readPeersFile(path string) ([]raftnode.Server, error) {
 	ids, addrs := map[string]bool{}, map[string]bool{}
 	var out []raftnode.Server
 	for i, e := range entries {
-		if err := commands.ValidateMemberID(e.ID); err != nil {
+		if err := vocab.ValidateMemberID(e.ID); err != nil {
 			return nil, badConfig("--peers-file %s: entry %d: %v", path, i+1, err)
 		}
-		if err := commands.ValidateAddr("address", e.Address, true); err != nil {
+		if err := vocab.ValidateAddr("address", e.Address, true); err != nil {
 			return nil, badConfig("--peers-file %s: entry %d (%s): %v", path, i+1, e.ID, err)
 		}
 		if ids[e.ID] || addrs[e.Address] {

@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/vocab"
 )
 
 // applyBodies applies each body as its own entry (term 2) and returns the
@@ -71,7 +72,7 @@ func writeBackupOf(t *testing.T, st *fsm.State) string {
 // above everything the old one handed out; its TSO limit starts above the
 // restoring machine's clock.
 func TestAuditRestoreReissuesIDs(t *testing.T) {
-	p0, p1 := commands.PChannelName("dml", 0), commands.PChannelName("dml", 1)
+	p0, p1 := vocab.PChannelName("dml", 0), vocab.PChannelName("dml", 1)
 	st, _ := applyBodies(t, fsm.New(),
 		&logpb.LeaderEstablished{Term: 2, LeaderId: "old1"},
 		&logpb.InitStreaming{ClusterId: "c", Pchannels: []string{p0, p1}},
@@ -82,7 +83,7 @@ func TestAuditRestoreReissuesIDs(t *testing.T) {
 	create := func(vch string) *logpb.CreateSegment {
 		return &logpb.CreateSegment{CollectionId: 100, PartitionId: 1, Vchannel: vch, NodeId: 1, PchannelTerm: 2}
 	}
-	v0, v1 := commands.VChannelName(p0, 100, 0), commands.VChannelName(p1, 100, 1)
+	v0, v1 := vocab.VChannelName(p0, 100, 0), vocab.VChannelName(p1, 100, 1)
 	st, _ = applyBodies(t, st, create(v0))
 	file := writeBackupOf(t, st)                                               // the backup
 	old, res := applyBodies(t, st, create(v0), &logpb.ReserveIDs{Count: 1000}) // the old cluster goes on

@@ -8,10 +8,10 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/testutil"
+	"github.com/coordd/coordd/vocab"
 )
 
 func TestTSOStartsAboveCommittedWindowAndExtends(t *testing.T) {
@@ -111,7 +111,7 @@ func TestAllocatorsRefuseWithoutLeadership(t *testing.T) {
 			t.Fatalf("TSO accepted count %d", n)
 		}
 	}
-	for _, n := range []uint32{0, commands.MaxAllocCount + 1} {
+	for _, n := range []uint32{0, vocab.MaxAllocCount + 1} {
 		if _, err := ids.Alloc(ctx, n); err == nil {
 			t.Fatalf("IDs accepted count %d", n)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // DefaultIDBatch is how many IDs one reservation takes when a call needs
@@ -63,8 +64,8 @@ func (a *IDs) UnsafeSkipReservation() { a.unsafeNoReservation = true }
 
 // Alloc returns the first of count consecutive IDs.
 func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
-	if count == 0 || count > commands.MaxAllocCount {
-		return 0, fmt.Errorf("id count must be in 1..%d, got %d", commands.MaxAllocCount, count)
+	if count == 0 || count > vocab.MaxAllocCount {
+		return 0, fmt.Errorf("id count must be in 1..%d, got %d", vocab.MaxAllocCount, count)
 	}
 	term := a.leader.EstablishedTerm()
 	if term == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // downNodeRemoveTimeout bounds the best-effort Remove sent to a DOWN node.
@@ -142,10 +143,10 @@ type Balancer struct {
 // New validates the configuration and builds a balancer.
 func New(leader Leader, health Health, cfg Config) (*Balancer, error) {
 	cfg = cfg.withDefaults()
-	if err := commands.ValidatePrefix(cfg.PChannelPrefix); err != nil {
+	if err := vocab.ValidatePrefix(cfg.PChannelPrefix); err != nil {
 		return nil, fmt.Errorf("pchannel prefix: %w", err)
 	}
-	if err := commands.ValidateClusterID(cfg.ClusterID); err != nil {
+	if err := vocab.ValidateClusterID(cfg.ClusterID); err != nil {
 		return nil, fmt.Errorf("cluster id: %w", err)
 	}
 	if cfg.PChannels < 1 || cfg.PChannels > fsm.MaxPChannels {
@@ -280,7 +281,7 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 	st := b.leader.State()
 	var names []string
 	for i := 0; i < b.cfg.PChannels; i++ {
-		n := commands.PChannelName(b.cfg.PChannelPrefix, i)
+		n := vocab.PChannelName(b.cfg.PChannelPrefix, i)
 		if _, ok := st.PChannel(n); !ok {
 			names = append(names, n)
 		}
@@ -288,7 +289,7 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 	initialized := st.StreamingInitialized()
 	// One command carries at most MaxPChannelsPerCmd names.
 	for len(names) > 0 {
-		chunk := names[:min(len(names), commands.MaxPChannelsPerCmd)]
+		chunk := names[:min(len(names), vocab.MaxPChannelsPerCmd)]
 		names = names[len(chunk):]
 		var body proto.Message = &logpb.AddPChannels{Pchannels: chunk}
 		if !initialized {
@@ -369,7 +370,7 @@ func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error
 		}
 		return nil
 	}
-	reason := commands.TruncateReason(err.Error())
+	reason := vocab.TruncateReason(err.Error())
 	_, _ = commands.CommitNew(ctx, b.leader, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
 	return fmt.Errorf("%s@%d: %w", pchannel, term, err)
 }

@@ -13,13 +13,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/vocab"
 )
 
-func pname(i int) string { return commands.PChannelName(testPrefix, i) }
+func pname(i int) string { return vocab.PChannelName(testPrefix, i) }
 
 // snapshotPChannels deep-copies every PChannel record for later comparison.
 func snapshotPChannels(h *harness) []*logpb.PChannelRecord {
@@ -60,7 +60,7 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 	if got := st.ChannelsMeta().ClusterId; got != testClusterID {
 		t.Fatalf("cluster id %q, want %q", got, testClusterID)
 	}
-	if got, want := st.CChannel(), commands.CChannelName(pname(0)); got != want {
+	if got, want := st.CChannel(), vocab.CChannelName(pname(0)); got != want {
 		t.Fatalf("cchannel %q, want %q", got, want)
 	}
 	inits := appliedOf[*logpb.InitStreaming](h.leader)
@@ -120,17 +120,17 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 // More pchannels than one command may carry are created in several
 // commands, and assigned over several rounds.
 func TestLargePChannelCountIsChunked(t *testing.T) {
-	n := commands.MaxPChannelsPerCmd + 5
+	n := vocab.MaxPChannelsPerCmd + 5
 	h := newHarness(t, func(c *Config) { c.PChannels = n })
 	h.bootstrap()
 	if got := h.leader.State().PChannelCount(); got != n {
 		t.Fatalf("%d pchannels, want %d", got, n)
 	}
 	inits, adds := appliedOf[*logpb.InitStreaming](h.leader), appliedOf[*logpb.AddPChannels](h.leader)
-	if len(inits) != 1 || len(inits[0].Pchannels) != commands.MaxPChannelsPerCmd || len(adds) != 1 || len(adds[0].Pchannels) != 5 {
-		t.Fatalf("want InitStreaming with %d names then AddPChannels with 5; got %d inits, %d adds", commands.MaxPChannelsPerCmd, len(inits), len(adds))
+	if len(inits) != 1 || len(inits[0].Pchannels) != vocab.MaxPChannelsPerCmd || len(adds) != 1 || len(adds[0].Pchannels) != 5 {
+		t.Fatalf("want InitStreaming with %d names then AddPChannels with 5; got %d inits, %d adds", vocab.MaxPChannelsPerCmd, len(inits), len(adds))
 	}
-	if h.leader.State().CChannel() != commands.CChannelName(pname(0)) {
+	if h.leader.State().CChannel() != vocab.CChannelName(pname(0)) {
 		t.Fatalf("cchannel %q", h.leader.State().CChannel())
 	}
 
@@ -140,8 +140,8 @@ func TestLargePChannelCountIsChunked(t *testing.T) {
 		t.Fatalf("placement %v, want all %d on node %d", got, n, a)
 	}
 	assigns := appliedOf[*logpb.AssignPChannels](h.leader)
-	if len(assigns) != 2 || len(assigns[0].Assignments) != commands.MaxPChannelsPerCmd || len(assigns[1].Assignments) != 5 {
-		t.Fatalf("want two AssignPChannels commands (%d + 5 assignments), got %d", commands.MaxPChannelsPerCmd, len(assigns))
+	if len(assigns) != 2 || len(assigns[0].Assignments) != vocab.MaxPChannelsPerCmd || len(assigns[1].Assignments) != 5 {
+		t.Fatalf("want two AssignPChannels commands (%d + 5 assignments), got %d", vocab.MaxPChannelsPerCmd, len(assigns))
 	}
 }
 
@@ -416,7 +416,7 @@ func TestLongNonASCIIFailureReasonIsRecorded(t *testing.T) {
 	h, _, _ := setupTwoNodes(t, nil)
 	h.client.setOnCall(func(c rpcCall) error {
 		lead := strings.Repeat("x", len(c.PChannel)%2+int(c.Term)%2)
-		return errors.New(lead + strings.Repeat("é", commands.MaxReasonBytes))
+		return errors.New(lead + strings.Repeat("é", vocab.MaxReasonBytes))
 	})
 	if _, err := h.round(); err == nil {
 		t.Fatal("round succeeded")
@@ -425,8 +425,8 @@ func TestLongNonASCIIFailureReasonIsRecorded(t *testing.T) {
 		if p.FailedAttempts != 1 || p.LastError == "" {
 			t.Fatalf("%s: failure not recorded: attempts %d, error %q", p.Name, p.FailedAttempts, p.LastError)
 		}
-		if !utf8.ValidString(p.LastError) || len(p.LastError) > commands.MaxReasonBytes {
-			t.Fatalf("%s: reason is not valid UTF-8 within %d bytes (%d bytes)", p.Name, commands.MaxReasonBytes, len(p.LastError))
+		if !utf8.ValidString(p.LastError) || len(p.LastError) > vocab.MaxReasonBytes {
+			t.Fatalf("%s: reason is not valid UTF-8 within %d bytes (%d bytes)", p.Name, vocab.MaxReasonBytes, len(p.LastError))
 		}
 	}
 }

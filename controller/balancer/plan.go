@@ -5,10 +5,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // View is what one balance decision reads: an applied state and, at
@@ -32,7 +32,7 @@ type Plan struct {
 	// count). Run skips an unforced round whose signature it has balanced.
 	Signature string
 	// Assignments are what to commit, sorted by channel name, at most
-	// commands.MaxPChannelsPerCmd (the rest follow in the next round).
+	// vocab.MaxPChannelsPerCmd (the rest follow in the next round).
 	// Each expects the channel's term in View.State, so the FSM rejects
 	// the commit if that channel moved on meanwhile. Empty: nothing moves.
 	Assignments []*logpb.PChannelAssignment
@@ -55,7 +55,7 @@ func Decide(v View, now time.Time, p policy.Policy) (Plan, error) {
 	colls := map[string][]int64{}
 	for _, c := range v.State.Collections() {
 		for _, vc := range c.Vchannels {
-			pc := commands.PChannelOf(vc)
+			pc := vocab.PChannelOf(vc)
 			colls[pc] = append(colls[pc], c.CollectionId)
 		}
 	}
@@ -102,7 +102,7 @@ func moves(st *fsm.State, expected map[string]uint64) []*logpb.PChannelAssignmen
 			continue
 		}
 		as = append(as, &logpb.PChannelAssignment{Pchannel: name, NodeId: node, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: pc.Term})
-		if len(as) == commands.MaxPChannelsPerCmd {
+		if len(as) == vocab.MaxPChannelsPerCmd {
 			break
 		}
 	}

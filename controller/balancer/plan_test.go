@@ -10,11 +10,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Tests of the pure decision: states are built by committing commands to
@@ -50,10 +50,10 @@ func planState(t testing.TB, channels, nodes int) (*controllertest.Leader, []uin
 	l := controllertest.NewLeader(t, controllertest.NewClock(), testTerm)
 	var names []string
 	for i := 0; i < channels; i++ {
-		names = append(names, commands.PChannelName(testPrefix, i))
+		names = append(names, vocab.PChannelName(testPrefix, i))
 	}
 	for first := true; first || len(names) > 0; first = false {
-		chunk := names[:min(len(names), commands.MaxPChannelsPerCmd)]
+		chunk := names[:min(len(names), vocab.MaxPChannelsPerCmd)]
 		names = names[len(chunk):]
 		var body proto.Message = &logpb.AddPChannels{Pchannels: chunk}
 		if first {
@@ -87,7 +87,7 @@ func healthyOnly(ids ...uint64) func(uint64) bool {
 }
 
 func TestDecideTable(t *testing.T) {
-	ch := func(i int) string { return commands.PChannelName(testPrefix, i) }
+	ch := func(i int) string { return vocab.PChannelName(testPrefix, i) }
 	for _, tc := range []struct {
 		name string
 		// build returns the view to decide on.
@@ -186,12 +186,12 @@ func TestDecideTable(t *testing.T) {
 	}, {
 		name: "one plan carries at most one command's worth",
 		build: func(t *testing.T) View {
-			l, ids := planState(t, commands.MaxPChannelsPerCmd+3, 1)
+			l, ids := planState(t, vocab.MaxPChannelsPerCmd+3, 1)
 			return View{State: l.State(), Healthy: healthyOnly(ids...)}
 		},
 		check: func(t *testing.T, _ View, plan Plan, err error) {
-			if err != nil || len(plan.Assignments) != commands.MaxPChannelsPerCmd {
-				t.Fatalf("%d assignments, err %v; want %d", len(plan.Assignments), err, commands.MaxPChannelsPerCmd)
+			if err != nil || len(plan.Assignments) != vocab.MaxPChannelsPerCmd {
+				t.Fatalf("%d assignments, err %v; want %d", len(plan.Assignments), err, vocab.MaxPChannelsPerCmd)
 			}
 		},
 	}} {
@@ -238,7 +238,7 @@ func TestDecideProperties(t *testing.T) {
 			switch rapid.IntRange(0, 2).Draw(rt, fmt.Sprint("chan-", i)) {
 			case 1, 2:
 				node := ids[rapid.IntRange(0, nNode-1).Draw(rt, fmt.Sprint("node-", i))]
-				assign(t, l, commands.PChannelName(testPrefix, i), node, rapid.Bool().Draw(rt, fmt.Sprint("done-", i)))
+				assign(t, l, vocab.PChannelName(testPrefix, i), node, rapid.Bool().Draw(rt, fmt.Sprint("done-", i)))
 			}
 		}
 		healthy := map[uint64]bool{}

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
 	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Explain names why a round moves nothing: no nodes, rebalancing off, a
 // balanced placement, or a better placement the minimum interval blocks
 // (with when the first blocked channel becomes movable).
 func TestExplain(t *testing.T) {
-	ch := func(i int) string { return commands.PChannelName(testPrefix, i) }
+	ch := func(i int) string { return vocab.PChannelName(testPrefix, i) }
 	// 4 channels, 2/2 over two nodes; collection 100's two VChannels both
 	// land on node 1's channels, so a free policy would swap one pair.
 	l, ids := planState(t, 4, 2)

@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ---- executing ---------------------------------------------------------------------
@@ -217,7 +218,7 @@ func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets [
 }
 
 func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string) (*logpb.VChannelCheckpoint, error) {
-	pname := commands.PChannelOf(v)
+	pname := vocab.PChannelOf(v)
 	p, ok := st.PChannel(pname)
 	if !ok {
 		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s does not exist", v, pname)}

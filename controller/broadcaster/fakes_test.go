@@ -11,10 +11,10 @@ import (
 	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/testutil"
+	"github.com/coordd/coordd/vocab"
 )
 
 // appliedOf returns the applied bodies of type T, in order.
@@ -90,7 +90,7 @@ func (a *fakeAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 		a.violate("append of broadcast %d to %s while it is %s", id, vchannel, bt.State)
 	}
 	// The call goes to the owner at its current term.
-	if p, ok := st.PChannel(commands.PChannelOf(vchannel)); !ok || p.Term != term {
+	if p, ok := st.PChannel(vocab.PChannelOf(vchannel)); !ok || p.Term != term {
 		a.violate("append to %s at term %d, FSM says %v", vchannel, term, p)
 	} else if n, ok := st.StreamingNode(p.NodeId); !ok || n.Address != addr || n.Id != node.ID || n.Epoch != node.Epoch {
 		a.violate("append to %s sent to %+v, owner is node %d", vchannel, node, p.NodeId)
@@ -117,7 +117,7 @@ func (a *fakeAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 			return proto.Clone(e.cp).(*logpb.VChannelCheckpoint), nil // dedup
 		}
 	}
-	p := commands.PChannelOf(vchannel)
+	p := vocab.PChannelOf(vchannel)
 	a.ts++
 	cp := &logpb.VChannelCheckpoint{Vchannel: vchannel, Term: term, Offset: a.offsets[p], TimeTick: 1000 + a.ts}
 	a.offsets[p]++
@@ -200,7 +200,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	h.leader = controllertest.NewLeader(t, h.clock, testTerm)
 	h.app = newFakeAppender(h.leader)
 	for i := 0; i < 4; i++ {
-		h.pch = append(h.pch, commands.PChannelName(testPrefix, i))
+		h.pch = append(h.pch, vocab.PChannelName(testPrefix, i))
 	}
 	h.leader.MustPropose(t, &logpb.InitStreaming{ClusterId: testClusterID, Pchannels: h.pch})
 	h.cch = h.leader.State().CChannel()
@@ -274,7 +274,7 @@ func (h *harness) run(m *Manager, term uint64) (stop func()) {
 }
 
 // vch names a VChannel on pchannel index i for collection coll.
-func (h *harness) vch(i int, coll int64) string { return commands.VChannelName(h.pch[i], coll, 0) }
+func (h *harness) vch(i int, coll int64) string { return vocab.VChannelName(h.pch[i], coll, 0) }
 
 func collKey(db, coll string, shared bool) *logpb.ResourceKey {
 	return &logpb.ResourceKey{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: db + ":" + coll, Shared: shared}

@@ -17,6 +17,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 func mustMarshal(t *testing.T, m proto.Message) []byte {
@@ -359,7 +360,7 @@ func TestLockTimeoutCreatesNoTask(t *testing.T) {
 func TestIdempotencySequential(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
-	key, _ := commands.CollectionScopedKey(42, "import-1")
+	key, _ := vocab.CollectionScopedKey(42, "import-1")
 	req := Request{MessageType: "Import", ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)},
 		VChannels: []string{h.vch(1, 42)}, IdempotencyKey: key}
 	r1, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
@@ -402,7 +403,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 			h.run(h.m, testTerm)
 			gate := make(chan struct{})
 			h.app.setOnAppend(func(appendCall) error { <-gate; return nil })
-			key, _ := commands.ClusterScopedKey("flush-all-1")
+			key, _ := vocab.ClusterScopedKey("flush-all-1")
 			const n = 8
 			results := make(chan asyncResult, n)
 			for i := 0; i < n; i++ {
@@ -573,7 +574,7 @@ func stuckCreateCollection(ctx context.Context, t *testing.T, h *harness, coll i
 		once.Do(func() { h.leader.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: coll, Count: 3}) })
 		return nil
 	})
-	return broadcastAsync(ctx, h.m, Request{MessageType: commands.MsgCreateCollection,
+	return broadcastAsync(ctx, h.m, Request{MessageType: vocab.MsgCreateCollection,
 		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: coll, Shards: 2}), ResourceKeys: keys})
 }
 
@@ -825,7 +826,7 @@ func TestMetricsRecorded(t *testing.T) {
 	}
 	ch := stuckCreateCollection(ctxTimeout(t, 5*time.Second), t, h, 7)
 	h.eventually("callback failures counted", func() bool {
-		return counterValue(t, reg, "coordd_broadcaster_callback_failures_total", map[string]string{"message_type": commands.MsgCreateCollection}) >= 2
+		return counterValue(t, reg, "coordd_broadcaster_callback_failures_total", map[string]string{"message_type": vocab.MsgCreateCollection}) >= 2
 	})
 	h.app.setOnAppend(func(appendCall) error { return status.Error(codes.InvalidArgument, "payload too big") })
 	_ = broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, Request{MessageType: "DropIndex",
@@ -840,7 +841,7 @@ func TestMetricsRecorded(t *testing.T) {
 		min    float64
 	}{
 		{"coordd_broadcaster_task_total", map[string]string{"message_type": "CreateIndex", "state": "tombstone"}, 1},
-		{"coordd_broadcaster_task_total", map[string]string{"message_type": commands.MsgCreateCollection, "state": "pending"}, 1},
+		{"coordd_broadcaster_task_total", map[string]string{"message_type": vocab.MsgCreateCollection, "state": "pending"}, 1},
 		{"coordd_broadcaster_task_execution_duration_seconds", map[string]string{"message_type": "CreateIndex"}, 1},
 		{"coordd_broadcaster_task_broadcast_duration_seconds", map[string]string{"message_type": "CreateIndex"}, 1},
 		{"coordd_broadcaster_task_ack_callback_duration_seconds", map[string]string{"message_type": "CreateIndex"}, 1},

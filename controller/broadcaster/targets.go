@@ -8,14 +8,15 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // CheckRequest validates what can be checked without state: the message
-// type (one of commands.KnownMessageTypes), payload size, resource keys, idempotency key and any explicit
+// type (one of vocab.KnownMessageTypes), payload size, resource keys, idempotency key and any explicit
 // targets. The API calls it before forwarding; Broadcast calls it again.
 func CheckRequest(req Request) error {
-	if err := commands.ValidateKnownMessageType(req.MessageType); err != nil {
-		return err
+	if err := vocab.ValidateKnownMessageType(req.MessageType); err != nil {
+		return fmt.Errorf("%w: %w", commands.ErrInvalid, err)
 	}
 	return commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,
 		ResourceKeys: req.ResourceKeys, Vchannels: req.VChannels, IdempotencyKey: req.IdempotencyKey})
@@ -26,7 +27,7 @@ func CheckRequest(req Request) error {
 // broadcast runs between its creation (where the configuration is checked
 // against the installed one) and its callback.
 func withTypeKeys(req Request) Request {
-	if req.MessageType == commands.MsgAlterReplicateConfig {
+	if req.MessageType == vocab.MsgAlterReplicateConfig {
 		req.ResourceKeys = append(append([]*logpb.ResourceKey(nil), req.ResourceKeys...),
 			&logpb.ResourceKey{Domain: logpb.ResourceDomain_RK_CLUSTER})
 	}
@@ -74,7 +75,7 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 		return append([]string(nil), req.VChannels...), nil
 	}
 	switch req.MessageType {
-	case commands.MsgCreateCollection:
+	case vocab.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		if err := proto.Unmarshal(req.Payload, &p); err != nil {
 			return nil, fmt.Errorf("%w: CreateCollection payload: %v", commands.ErrInvalid, err)
@@ -84,7 +85,7 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 			return nil, commands.Rejected(r)
 		}
 		return plan, nil
-	case commands.MsgDropCollection:
+	case vocab.MsgDropCollection:
 		var p logpb.DropCollectionPayload
 		if err := proto.Unmarshal(req.Payload, &p); err != nil {
 			return nil, fmt.Errorf("%w: DropCollection payload: %v", commands.ErrInvalid, err)
@@ -93,7 +94,7 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 			return append([]string(nil), coll.Vchannels...), nil
 		}
 		return nil, nil // the CChannel alone; the callback has nothing to drop
-	case commands.MsgAlterReplicateConfig:
+	case vocab.MsgAlterReplicateConfig:
 		return st.ClusterTargets(true), nil
 	}
 	return st.ClusterTargets(false), nil

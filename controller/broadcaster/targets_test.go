@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func sorted(ss []string) string {
@@ -44,7 +45,7 @@ func TestDefaultTargets(t *testing.T) {
 	if r != nil {
 		t.Fatal(r)
 	}
-	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: commands.MsgCreateCollection,
+	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgCreateCollection,
 		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 50, Shards: 2})})
 	if err != nil {
 		t.Fatalf("CreateCollection: %v", err)
@@ -54,7 +55,7 @@ func TestDefaultTargets(t *testing.T) {
 		t.Fatalf("collection 50 recorded on %v, its CreateCollection went to %v", c, plan)
 	}
 
-	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: commands.MsgDropCollection,
+	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgDropCollection,
 		Payload: mustMarshal(t, &logpb.DropCollectionPayload{CollectionId: 50})})
 	if err != nil {
 		t.Fatalf("DropCollection: %v", err)
@@ -73,7 +74,7 @@ func TestDefaultTargets(t *testing.T) {
 		t.Fatalf("CreateIndex: %v", err)
 	}
 	wantInWALs(t, h, res.BroadcastID, []string{h.cch, h.pch[1], h.pch[2]})
-	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: commands.MsgAlterReplicateConfig,
+	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgAlterReplicateConfig,
 		Payload: mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: testClusterID, Pchannels: h.pch}}})})
 	if err != nil {
 		t.Fatalf("AlterReplicateConfig: %v", err)
@@ -87,7 +88,7 @@ func TestFailedCreateCollectionLeaksNothing(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{collKey("db", "c77", false)}))
-	_, err := h.m.Broadcast(ctxTimeout(t, 100*time.Millisecond), Request{MessageType: commands.MsgCreateCollection,
+	_, err := h.m.Broadcast(ctxTimeout(t, 100*time.Millisecond), Request{MessageType: vocab.MsgCreateCollection,
 		Payload:      mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 77, Shards: 2}),
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c77", false)}})
 	var lt *LockTimeoutError
@@ -109,17 +110,17 @@ func TestFailedCreateCollectionLeaksNothing(t *testing.T) {
 func TestIdempotentRetryDoesNotResurrect(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
-	key, err := commands.ClusterScopedKey("create-c5")
+	key, err := vocab.ClusterScopedKey("create-c5")
 	if err != nil {
 		t.Fatal(err)
 	}
-	create := Request{MessageType: commands.MsgCreateCollection, IdempotencyKey: key,
+	create := Request{MessageType: vocab.MsgCreateCollection, IdempotencyKey: key,
 		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 5, Shards: 2})}
 	first, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), create)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: commands.MsgDropCollection,
+	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgDropCollection,
 		Payload: mustMarshal(t, &logpb.DropCollectionPayload{CollectionId: 5})}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +141,10 @@ func TestDoomedCreateCollectionRefused(t *testing.T) {
 	h.run(h.m, testTerm)
 	h.leader.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 60, Count: 2})
 	for _, req := range []Request{
-		{MessageType: commands.MsgCreateCollection, Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 60, Shards: 3}),
+		{MessageType: vocab.MsgCreateCollection, Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 60, Shards: 3}),
 			ResourceKeys: []*logpb.ResourceKey{collKey("db", "c60", false)}},
-		{MessageType: commands.MsgCreateCollection, Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 60, Shards: 2}),
-			VChannels: []string{h.vch(2, 60), commands.VChannelName(h.pch[3], 60, 1)}},
+		{MessageType: vocab.MsgCreateCollection, Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 60, Shards: 2}),
+			VChannels: []string{h.vch(2, 60), vocab.VChannelName(h.pch[3], 60, 1)}},
 	} {
 		_, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), req)
 		var rej *commands.RejectedError
@@ -154,7 +155,7 @@ func TestDoomedCreateCollectionRefused(t *testing.T) {
 	if n := len(h.leader.State().BroadcastTasks()); n != 0 {
 		t.Fatalf("%d tasks after refusals", n)
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: commands.MsgFlushAll,
+	if _, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: vocab.MsgFlushAll,
 		ResourceKeys: []*logpb.ResourceKey{clusterKey(false)}}); err != nil {
 		t.Fatalf("FlushAll after the refusals: %v", err)
 	}
@@ -173,15 +174,15 @@ func TestReplicateConfigCheckedUnderTheLock(t *testing.T) {
 	}
 	gate := make(chan struct{})
 	h.app.setOnAppend(func(c appendCall) error {
-		if c.ID != 0 && taskOf(t, h.leader, c.ID).MessageType == commands.MsgAlterReplicateConfig {
+		if c.ID != 0 && taskOf(t, h.leader, c.ID).MessageType == vocab.MsgAlterReplicateConfig {
 			<-gate
 		}
 		return nil
 	})
-	a := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: commands.MsgAlterReplicateConfig, Payload: cfgOn(h.pch[0])})
+	a := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: vocab.MsgAlterReplicateConfig, Payload: cfgOn(h.pch[0])})
 	h.eventually("A appending", func() bool { return len(h.app.Calls()) > 0 })
 	// B is valid against today's (empty) configuration, not against A's.
-	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: commands.MsgAlterReplicateConfig, Payload: cfgOn(h.pch[1]),
+	b := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: vocab.MsgAlterReplicateConfig, Payload: cfgOn(h.pch[1]),
 		ResourceKeys: []*logpb.ResourceKey{clusterKey(true)}}) // asks for shared; the type holds it exclusively
 	h.eventually("B waiting for the Cluster key", func() bool {
 		_, _, w := locksOf(h.m).holders(clusterKey(false))
@@ -203,7 +204,7 @@ func TestReplicateConfigCheckedUnderTheLock(t *testing.T) {
 		t.Fatalf("a broadcast after B: %v", err)
 	}
 	// A raw configuration that does not list this cluster is refused too.
-	_, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: commands.MsgAlterReplicateConfig,
+	_, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: vocab.MsgAlterReplicateConfig,
 		Payload: mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: "other", Pchannels: []string{"o_0"}}}})})
 	if !errors.As(err, &rej) || !strings.Contains(rej.Message, "does not list this cluster") {
 		t.Fatalf("raw config without this cluster: %v", err)

@@ -19,7 +19,7 @@ type Request struct {
 	// (Manager.Broadcast). The manager adds the CChannel when absent.
 	VChannels []string
 	AckSyncUp bool
-	// IdempotencyKey is a scoped key (commands.ClusterScopedKey and
+	// IdempotencyKey is a scoped key (vocab.ClusterScopedKey and
 	// friends) or "".
 	IdempotencyKey string
 	// RequestID, optional, is the request ID of the CreateBroadcast

@@ -10,6 +10,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ReplicateConfig is a replication configuration checked for shape (the
@@ -75,7 +76,7 @@ func (s *Service) UpdateReplicateConfiguration(ctx context.Context, c ReplicateC
 		return fmt.Errorf("encode the configuration: %w", err)
 	}
 	if _, err := s.broadcasts.Broadcast(ctx, broadcaster.Request{
-		MessageType:  commands.MsgAlterReplicateConfig,
+		MessageType:  vocab.MsgAlterReplicateConfig,
 		Payload:      payload,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
 	}); err != nil {

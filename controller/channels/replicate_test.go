@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/vocab"
 )
 
 // twoClusters is a configuration this test cluster can take: it is the
@@ -62,7 +63,7 @@ func TestUpdateReplicateConfigurationDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := fb.requests()
-	if len(reqs) != 1 || reqs[0].MessageType != commands.MsgAlterReplicateConfig || len(reqs[0].ResourceKeys) != 1 ||
+	if len(reqs) != 1 || reqs[0].MessageType != vocab.MsgAlterReplicateConfig || len(reqs[0].ResourceKeys) != 1 ||
 		!proto.Equal(reqs[0].ResourceKeys[0], &logpb.ResourceKey{Domain: logpb.ResourceDomain_RK_CLUSTER}) {
 		t.Fatalf("broadcasts %+v, want one AlterReplicateConfig under the exclusive Cluster key", reqs)
 	}

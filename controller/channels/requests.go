@@ -4,6 +4,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The checked requests. Each holds the command its use case proposes,
@@ -64,7 +65,7 @@ type AssignmentError struct{ cmd commands.Command }
 // text is truncated to a reason's limit.
 func NewAssignmentError(req *coordpb.ReportAssignmentErrorRequest) (AssignmentError, error) {
 	c, err := commands.New(&logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{Pchannel: req.Pchannel, Term: req.Term,
-		Reason: commands.TruncateReason(req.Error)}}}, "")
+		Reason: vocab.TruncateReason(req.Error)}}}, "")
 	return AssignmentError{c}, err
 }
 

@@ -8,10 +8,10 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // fakeTSO hands out strictly increasing timestamps from the fake clock.
@@ -44,8 +44,8 @@ const (
 )
 
 var (
-	vch0 = commands.VChannelName(pch0, coll, 0)
-	vch1 = commands.VChannelName(pch1, coll, 1)
+	vch0 = vocab.VChannelName(pch0, coll, 0)
+	vch1 = vocab.VChannelName(pch1, coll, 1)
 )
 
 // creates counts the CreateSegment commands applied.

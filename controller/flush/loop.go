@@ -10,6 +10,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Run is the leader routine: a seal/flush round every Interval and after
@@ -137,7 +138,7 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 			// Only the current owner's tick counts: a deposed owner's
 			// consumption was lost with its buffers.
 			if t, ok := m.ticks[g.VChannel]; ok {
-				if p, ok := st.PChannel(commands.PChannelOf(g.VChannel)); ok && p.Term == t.PChannelTerm {
+				if p, ok := st.PChannel(vocab.PChannelOf(g.VChannel)); ok && p.Term == t.PChannelTerm {
 					v.Tick = t.Tick
 				}
 			}

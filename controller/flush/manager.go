@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // MaxAssignPerCall bounds the items of one AssignSegmentID call.
@@ -161,7 +162,7 @@ func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
 	if r.PartitionID < 0 {
 		return fmt.Errorf("%w: negative partition id", ErrInvalid)
 	}
-	coll, ok := commands.CollectionOfVChannel(r.VChannel)
+	coll, ok := vocab.CollectionOfVChannel(r.VChannel)
 	if !ok || coll != r.CollectionID {
 		return fmt.Errorf("%w: %q is not a vchannel of collection %d", ErrInvalid, r.VChannel, r.CollectionID)
 	}

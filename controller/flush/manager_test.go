@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 func req(vch string, term int64, bytes uint64) AssignRequest {
@@ -70,7 +70,7 @@ func TestAssignRefusesBadInputAndNonOwners(t *testing.T) {
 	}{
 		{"wrong node", node2, req(vch0, 2, 10), ErrNotOwner},
 		{"old term", node1, req(vch0, 1, 10), ErrNotOwner},
-		{"unknown vchannel", node1, req(commands.VChannelName(pch0, coll, 7), 2, 10), ErrNotFound},
+		{"unknown vchannel", node1, req(vocab.VChannelName(pch0, coll, 7), 2, 10), ErrNotFound},
 		{"collection mismatch", node1, AssignRequest{CollectionID: 5, VChannel: vch0, PChannelTerm: 2, Bytes: 1}, ErrInvalid},
 		{"nothing asked", node1, req(vch0, 2, 0), ErrInvalid},
 		{"no node", 0, req(vch0, 2, 10), ErrInvalid},

@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 func TestCommitSegmentManifestSerializesSameSegment(t *testing.T) {
@@ -222,18 +223,18 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 			CollectionId: testColl, Vchannel: testVChannel, Level: "L0", NumOfRows: 1}}},
 		"prepared bad base": {SegmentId: 5, Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_PublishPrepared{
 			PublishPrepared: &coordpb.PublishPreparedManifest{Version: 2, BasePath: "../etc"}}}},
-		"request ID too long": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, RequestId: strings.Repeat("r", commands.MaxRequestIDBytes+1)},
+		"request ID too long": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, RequestId: strings.Repeat("r", vocab.MaxRequestIDBytes+1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := commitProto(context.Background(), f.c, req)
 			wantClass(t, err, "invalid")
-			// The request-ID limit has one check and one error (commands').
-			if req.RequestId != "" && !errors.Is(err, commands.ErrInvalid) {
-				t.Fatalf("request ID over the limit: %v, want commands.ErrInvalid", err)
+			// The request-ID limit has one check and one error (vocab's).
+			if req.RequestId != "" && !errors.Is(err, vocab.ErrInvalid) {
+				t.Fatalf("request ID over the limit: %v, want vocab.ErrInvalid", err)
 			}
 		})
 	}
-	long := strings.Repeat("r", commands.MaxRequestIDBytes+1)
+	long := strings.Repeat("r", vocab.MaxRequestIDBytes+1)
 	if _, err := commitBatchProto(context.Background(), f.c, []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, commands.ErrInvalid) {
 		t.Fatalf("batch with a request ID over the limit: %v, want commands.ErrInvalid", err)
 	}

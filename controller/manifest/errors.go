@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The error classes of a manifest commit (docs/semantics.md#manifest-errors).
@@ -37,7 +38,7 @@ type StaleError struct {
 }
 
 func (e *StaleError) Error() string {
-	return commands.StaleManifestMessage(e.Segment, e.Expected, e.Current, e.Why)
+	return vocab.StaleManifestMessage(e.Segment, e.Expected, e.Current, e.Why)
 }
 
 // staleOf turns Apply's REJECT_STALE refusal of a commit into a
@@ -49,7 +50,7 @@ func staleOf(err error) error {
 	if !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_STALE {
 		return err
 	}
-	if seg, exp, cur, ok := commands.ParseStaleManifest(rej.Message); ok {
+	if seg, exp, cur, ok := vocab.ParseStaleManifest(rej.Message); ok {
 		return &StaleError{Segment: seg, Expected: exp, Current: cur, Why: "refused by the state machine"}
 	}
 	// A decision-term fence: a newer leader established itself.

@@ -15,11 +15,12 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/vocab"
 )
 
 const testColl = int64(100)
 
-var testVChannel = commands.VChannelName(commands.PChannelName("dml", 0), testColl, 0)
+var testVChannel = vocab.VChannelName(vocab.PChannelName("dml", 0), testColl, 0)
 
 // fixture: a fake leader over a real FSM (term 1, a collection with one
 // VChannel, IDs 1..999 reserved) and a real directory object store.
@@ -37,7 +38,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		clock = clockwork.NewRealClock()
 	}
 	l := controllertest.NewLeader(t, clock, 1)
-	l.MustPropose(t, &logpb.InitStreaming{ClusterId: "c", Pchannels: []string{commands.PChannelName("dml", 0)}})
+	l.MustPropose(t, &logpb.InitStreaming{ClusterId: "c", Pchannels: []string{vocab.PChannelName("dml", 0)}})
 	l.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: testColl, Count: 1})
 	l.MustPropose(t, &logpb.ReserveIDs{Count: 999})
 	if cfg.Store == nil {

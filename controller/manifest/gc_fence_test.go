@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ownerFixture: the fixture plus a streaming node owning the test
@@ -29,7 +30,7 @@ func newOwnerFixture(t *testing.T) *ownerFixture {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Now())
 	f := newFixture(t, Config{Clock: clock, GCGrace: time.Minute})
-	p0 := commands.PChannelName("dml", 0)
+	p0 := vocab.PChannelName("dml", 0)
 	f.l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "127.0.0.1:1", Incarnation: "i1"})
 	node := uint64(0)
 	for id := uint64(1); id < 10; id++ {

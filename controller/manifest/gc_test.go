@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The collector removes revisions above a segment's pointer and those of
@@ -80,7 +81,7 @@ func TestCollectOrphans(t *testing.T) {
 func TestCollectOrphansKeepsImportingSegments(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Now())
 	f := newFixture(t, Config{Clock: clock, GCGrace: time.Minute})
-	pc := commands.PChannelName("dml", 0)
+	pc := vocab.PChannelName("dml", 0)
 	f.l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "127.0.0.1:9001", Incarnation: "a"})
 	f.l.MustPropose(t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: pc, NodeId: 1, ExpectedTerm: 1}}})
 	f.l.MustPropose(t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pc, Term: 2}}})

@@ -6,6 +6,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Request is one segment's manifest commit, checked: NewRequest (or
@@ -51,7 +52,7 @@ func NewBatch(req *coordpb.CommitSegmentManifestBatchRequest) (Batch, error) {
 	if n > commands.MaxManifestPublishes {
 		return Batch{}, invalidf("a batch commits at most %d segments, got %d", commands.MaxManifestPublishes, n)
 	}
-	if err := commands.ValidateRequestID(req.GetRequestId()); err != nil {
+	if err := vocab.ValidateRequestID(req.GetRequestId()); err != nil {
 		return Batch{}, err // the one request-ID check
 	}
 	b := Batch{members: make([]Request, n), requestID: req.GetRequestId()}
@@ -112,7 +113,7 @@ func checkShape(req *coordpb.CommitSegmentManifestRequest, inBatch bool) error {
 			}
 		}
 	}
-	if err := commands.ValidateRequestID(req.RequestId); err != nil {
+	if err := vocab.ValidateRequestID(req.RequestId); err != nil {
 		return err // the one request-ID check
 	}
 	cat := req.Catalog

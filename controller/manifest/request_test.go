@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // TestCommitTakesOnlyCheckedRequests: Commit and CommitBatch take only the
@@ -66,7 +67,7 @@ func TestNewBatchRules(t *testing.T) {
 	for name, req := range map[string]*coordpb.CommitSegmentManifestBatchRequest{
 		"segment twice":     {Commits: two},
 		"member request id": {Commits: []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f"), withID}},
-		"batch request id":  {Commits: two[:1], RequestId: strings.Repeat("r", commands.MaxRequestIDBytes+1)},
+		"batch request id":  {Commits: two[:1], RequestId: strings.Repeat("r", vocab.MaxRequestIDBytes+1)},
 		"new segment":       {Commits: []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f"), createReq(9)}},
 	} {
 		if _, err := NewBatch(req); !errors.Is(err, commands.ErrInvalid) {

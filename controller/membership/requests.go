@@ -4,6 +4,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The checked requests; a constructor's error matches commands.ErrInvalid.
@@ -57,7 +58,7 @@ type Transfer struct{ target string }
 // NewTransfer checks a TransferLeader request.
 func NewTransfer(req *coordpb.TransferLeaderRequest) (Transfer, error) {
 	if req.TargetId != "" {
-		if err := commands.ValidateMemberID(req.TargetId); err != nil {
+		if err := vocab.ValidateMemberID(req.TargetId); err != nil {
 			return Transfer{}, err
 		}
 	}

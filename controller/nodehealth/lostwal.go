@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Lost-WAL detection (docs/architecture.md#lost-wal-detection). A streaming
@@ -183,7 +184,7 @@ func (t *Tracker) markLost(ctx context.Context) {
 		if !ok || p.State != logpb.PChannelState_PCHANNEL_ASSIGNED || p.Term != l.term || p.NodeId != l.node {
 			continue // moved on since the heartbeat: nothing to do
 		}
-		reason := commands.TruncateReason("lost WAL: " + l.detail)
+		reason := vocab.TruncateReason("lost WAL: " + l.detail)
 		res, err := commands.CommitNew(ctx, t.leader, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{
 			Pchannel: l.pchannel, Term: l.term, Reason: reason}}}, "")
 		var rej *commands.RejectedError

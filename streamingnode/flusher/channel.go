@@ -17,9 +17,9 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/binlog"
 	"github.com/coordd/coordd/client"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/streamingnode/dml"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // channel flushes one PChannel at one term.
@@ -141,7 +141,7 @@ func (s *session) run(ctx context.Context) error {
 	var states []client.RecoveryState
 	for _, cv := range colls {
 		for _, v := range cv.Vchannels {
-			if commands.PChannelOf(v) != c.pchannel || commands.IsCChannel(v) {
+			if vocab.PChannelOf(v) != c.pchannel || vocab.IsCChannel(v) {
 				continue
 			}
 			st, err := s.recoverVChannel(ctx, v, cv.CollectionId)
@@ -305,7 +305,7 @@ func (s *session) refresh(ctx context.Context) error {
 	}
 	for _, cv := range colls {
 		for _, v := range cv.Vchannels {
-			if commands.PChannelOf(v) != s.c.pchannel || commands.IsCChannel(v) || s.vch[v] != nil {
+			if vocab.PChannelOf(v) != s.c.pchannel || vocab.IsCChannel(v) || s.vch[v] != nil {
 				continue
 			}
 			if err := s.addVChannel(ctx, v, cv.CollectionId); err != nil {

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // fakeCoord is an in-memory coordinator for the flusher's side of the
@@ -104,7 +104,7 @@ func (f *fakeCoord) GetRecoveryInfo(ctx context.Context, v string) (*coordpb.Get
 }
 
 func (f *fakeCoord) ownerOK(v string, term int64) bool {
-	return f.owner[commands.PChannelOf(v)] == term
+	return f.owner[vocab.PChannelOf(v)] == term
 }
 
 func (f *fakeCoord) ReportTimeTicks(ctx context.Context, node uint64, ticks []*coordpb.ChannelTimeTick) (*coordpb.ReportTimeTicksResponse, error) {

@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Host is what the flusher needs from its streaming node.
@@ -229,7 +229,7 @@ func (m *Manager) watchTasks(ctx context.Context, id, epoch uint64) {
 func (m *Manager) setTasks(tasks []*coordpb.FlushTask) {
 	by := map[string][]*coordpb.FlushTask{}
 	for _, t := range tasks {
-		p := commands.PChannelOf(t.Vchannel)
+		p := vocab.PChannelOf(t.Vchannel)
 		by[p] = append(by[p], t)
 	}
 	m.mu.Lock()

@@ -1,7 +1,7 @@
 package wal
 
 import (
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 
 	"bufio"
 	"encoding/binary"
@@ -122,8 +122,8 @@ func ValidatePChannel(name string) error {
 	return nil
 }
 
-// PChannelOf maps a channel name to its PChannel (commands.PChannelOf).
-func PChannelOf(vchannel string) string { return commands.PChannelOf(vchannel) }
+// PChannelOf maps a channel name to its PChannel (vocab.PChannelOf).
+func PChannelOf(vchannel string) string { return vocab.PChannelOf(vchannel) }
 
 // encodeRecord appends the on-disk form of r to buf.
 func encodeRecord(buf []byte, r *Record) []byte {

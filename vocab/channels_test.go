@@ -1,4 +1,4 @@
-package commands
+package vocab
 
 import (
 	"errors"
@@ -7,6 +7,38 @@ import (
 	"strings"
 	"testing"
 )
+
+// nameLongest is the longest valid pchannel name: a 128-byte prefix and
+// the largest index (the prefix limit binds before MaxChannelNameBytes
+// does).
+var nameLongest = strings.Repeat("p", 128) + "_2147483647"
+
+// name129 has a prefix one byte too long.
+var name129 = strings.Repeat("p", 129) + "_7"
+
+// name201 is over MaxChannelNameBytes.
+var name201 = strings.Repeat("p", MaxChannelNameBytes-1) + "_7"
+
+// badPChannelNames are refused by ValidatePChannelName (package commands
+// checks that every command carrying a pchannel name refuses them too).
+var badPChannelNames = []struct{ name, value string }{
+	{"empty", ""},
+	{"no index", "x"},
+	{"empty index", "p_"},
+	{"leading zero", "p_01"},
+	{"negative index", "p_-1"},
+	{"space in prefix", "a b_1"},
+	{"201 bytes", name201},
+	{"129-byte prefix", name129},
+	{"empty prefix", "_1"},
+	{"prefix ends with underscore", "p__1"},
+	{"index not a number", "p_x"},
+	{"index with plus", "p_+1"},
+	{"index over 31 bits", "p_2147483648"},
+	{"control channel", "by-dev-rootcoord-dml_0" + CChannelSuffix},
+	{"vchannel", "by-dev-rootcoord-dml_0_12v0"},
+	{"non-ASCII", "pö_1"},
+}
 
 func TestChannelNameBuilders(t *testing.T) {
 	tests := []struct {

@@ -1,4 +1,4 @@
-package commands
+package vocab
 
 import (
 	"strconv"
@@ -112,6 +112,18 @@ func ValidateVChannelName(name string) error {
 		return invalid("vchannel name %q: bad shard index", name)
 	}
 	return nil
+}
+
+// CollectionOfVChannel parses the collection ID out of a VChannel name
+// (<pchannel>_<collectionID>v<shard>).
+func CollectionOfVChannel(name string) (int64, bool) {
+	if ValidateVChannelName(name) != nil || IsCChannel(name) {
+		return 0, false
+	}
+	rest := name[strings.LastIndexByte(name, '_')+1:]
+	coll, _, _ := strings.Cut(rest, "v")
+	id, err := strconv.ParseInt(coll, 10, 64)
+	return id, err == nil
 }
 
 // ValidateClusterID checks a cluster ID: 1..64 bytes of [A-Za-z0-9_-].

@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/leadership"
@@ -107,6 +108,8 @@ var errorTable = []errorRule{
 	{match: is(errInvalid), code: codes.InvalidArgument},
 	{match: is(errNotFound), code: codes.NotFound},
 	{match: is(errPrecondition), code: codes.FailedPrecondition},
+	{match: is(datapath.ErrPrecondition), code: codes.FailedPrecondition},
+	{match: is(datapath.ErrNoBroadcaster), code: codes.Unavailable},
 	{match: is(context.DeadlineExceeded), code: codes.DeadlineExceeded},
 	{match: is(context.Canceled), code: codes.Canceled},
 }

@@ -19,7 +19,10 @@ import (
 
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/allocator"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/routines"
@@ -53,11 +56,11 @@ type Server struct {
 	rebalancer Rebalancer
 	broadcasts Broadcasts
 	data       *flush.Manager
+	dataPath   *datapath.Service // the data path's use cases (write path, sessions, imports)
 	manifests  *manifest.Committer
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
-	cpWants    checkpointWants // leader memory: VChannels a flush waiter needs checkpoints of
 
 	maxWatchers int64
 	maxWait     time.Duration
@@ -140,7 +143,25 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 	if s.rebalancer == nil {
 		s.rebalancer = noRebalancer{}
 	}
+	// Built after the options: the session tracker and the broadcaster
+	// they may replace are the service's too.
+	s.dataPath = datapath.New(datapath.Deps{Leader: serviceLeader{s}, TSO: set.TSO, Flush: set.Data,
+		Revisions: set.Manifests, Broadcasts: s.broadcasts, Sessions: s.health})
 	return s
+}
+
+// serviceLeader is the raft node as the controllers' services see it:
+// commits go through commit, so a rejection is an error there too.
+type serviceLeader struct{ s *Server }
+
+func (l serviceLeader) State() *fsm.State       { return l.s.node.State() }
+func (l serviceLeader) EstablishedTerm() uint64 { return l.s.node.EstablishedTerm() }
+func (l serviceLeader) IsLeader() bool          { return l.s.node.IsLeader() }
+func (l serviceLeader) LinearizableRead(ctx context.Context) (*fsm.State, error) {
+	return l.s.node.LinearizableRead(ctx)
+}
+func (l serviceLeader) Commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+	return l.s.commit(ctx, c)
 }
 
 // Register adds the coordd services, the standard health service and

@@ -20,7 +20,7 @@ type CreatedImport struct {
 }
 
 // CreateImportSegment creates an Importing segment for the caller.
-func (s *Service) CreateImportSegment(ctx context.Context, c Command) (CreatedImport, error) {
+func (s *Service) CreateImportSegment(ctx context.Context, c CreateImport) (CreatedImport, error) {
 	res, err := s.l.Commit(ctx, c.cmd)
 	if err != nil {
 		return CreatedImport{}, err
@@ -34,7 +34,7 @@ func (s *Service) CreateImportSegment(ctx context.Context, c Command) (CreatedIm
 
 // FinishImportSegment publishes an import's pointer and row count, once
 // the named manifest revision checks out in the object store.
-func (s *Service) FinishImportSegment(ctx context.Context, c Command) (*logpb.ImportFinished, error) {
+func (s *Service) FinishImportSegment(ctx context.Context, c FinishImport) (*logpb.ImportFinished, error) {
 	if err := s.revisions.CheckNamedRevision(ctx, s.l.State(), c.segment, c.manifestPath); err != nil {
 		return nil, err
 	}

@@ -23,14 +23,25 @@ type Save struct {
 	cmd          commands.Command
 }
 
-// Command is a checked request that is one command as it stands
-// (UpdateChannelCheckpoints, CreateImportSegment, FinishImportSegment).
-type Command struct {
+// Checkpoints is a checked UpdateChannelCheckpoints request.
+type Checkpoints struct {
 	Node uint64
 	cmd  commands.Command
-	// for an import: the segment's keys and the pointer it publishes
-	collection, partition, segment int64
-	manifestPath                   string
+}
+
+// CreateImport is a checked CreateImportSegment request.
+type CreateImport struct {
+	Node                  uint64
+	collection, partition int64
+	cmd                   commands.Command
+}
+
+// FinishImport is a checked FinishImportSegment request.
+type FinishImport struct {
+	Node         uint64
+	segment      int64
+	manifestPath string
+	cmd          commands.Command
 }
 
 var saveLevels = map[string]logpb.SegmentLevel{"": logpb.SegmentLevel_LEVEL_L1, "L0": logpb.SegmentLevel_LEVEL_L0,
@@ -68,7 +79,7 @@ func NewSave(req *coordpb.SaveBinlogPathsRequest) (Save, error) {
 }
 
 // NewCheckpoints checks an UpdateChannelCheckpoints request.
-func NewCheckpoints(req *coordpb.UpdateChannelCheckpointsRequest) (Command, error) {
+func NewCheckpoints(req *coordpb.UpdateChannelCheckpointsRequest) (Checkpoints, error) {
 	b := &logpb.UpdateChannelCheckpoints{NodeId: req.NodeId}
 	for _, cp := range req.Checkpoints {
 		b.Checkpoints = append(b.Checkpoints, &logpb.ChannelCheckpointUpdate{Vchannel: cp.Vchannel,
@@ -76,34 +87,34 @@ func NewCheckpoints(req *coordpb.UpdateChannelCheckpointsRequest) (Command, erro
 	}
 	c, err := commands.New(b, "")
 	if err != nil {
-		return Command{}, err
+		return Checkpoints{}, err
 	}
-	return Command{Node: req.NodeId, cmd: c}, nil
+	return Checkpoints{Node: req.NodeId, cmd: c}, nil
 }
 
 // NewCreateImport checks a CreateImportSegment request.
-func NewCreateImport(req *coordpb.CreateImportSegmentRequest) (Command, error) {
+func NewCreateImport(req *coordpb.CreateImportSegmentRequest) (CreateImport, error) {
 	level, ok := importLevels[req.Level]
 	if !ok {
-		return Command{}, fmt.Errorf("%w: an import segment's level is L1 or L2, got %q", ErrInvalid, req.Level)
+		return CreateImport{}, fmt.Errorf("%w: an import segment's level is L1 or L2, got %q", ErrInvalid, req.Level)
 	}
 	c, err := commands.New(&logpb.CreateImportSegment{CollectionId: req.CollectionId, PartitionId: req.PartitionId,
 		Vchannel: req.Vchannel, NodeId: req.NodeId, PchannelTerm: req.PchannelTerm, Level: level}, req.RequestId)
 	if err != nil {
-		return Command{}, err
+		return CreateImport{}, err
 	}
-	return Command{Node: req.NodeId, cmd: c, collection: req.CollectionId, partition: req.PartitionId}, nil
+	return CreateImport{Node: req.NodeId, cmd: c, collection: req.CollectionId, partition: req.PartitionId}, nil
 }
 
 // NewFinishImport checks a FinishImportSegment request.
-func NewFinishImport(req *coordpb.FinishImportSegmentRequest) (Command, error) {
+func NewFinishImport(req *coordpb.FinishImportSegmentRequest) (FinishImport, error) {
 	c, err := commands.New(&logpb.FinishImportSegment{SegmentId: req.SegmentId, CollectionId: req.CollectionId,
 		Vchannel: req.Vchannel, NodeId: req.NodeId, PchannelTerm: req.PchannelTerm,
 		ManifestPath: req.ManifestPath, NumOfRows: req.NumOfRows}, req.RequestId)
 	if err != nil {
-		return Command{}, err
+		return FinishImport{}, err
 	}
-	return Command{Node: req.NodeId, cmd: c, segment: req.SegmentId, manifestPath: req.ManifestPath}, nil
+	return FinishImport{Node: req.NodeId, cmd: c, segment: req.SegmentId, manifestPath: req.ManifestPath}, nil
 }
 
 // FlushRequest is a checked Flush request.

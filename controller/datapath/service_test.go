@@ -16,7 +16,7 @@ import (
 	"github.com/coordd/coordd/leadership"
 )
 
-func checkpoints(t *testing.T, node uint64, cps ...*coordpb.ChannelCheckpointUpdate) Command {
+func checkpoints(t *testing.T, node uint64, cps ...*coordpb.ChannelCheckpointUpdate) Checkpoints {
 	t.Helper()
 	c, err := NewCheckpoints(&coordpb.UpdateChannelCheckpointsRequest{NodeId: node, Checkpoints: cps})
 	if err != nil {

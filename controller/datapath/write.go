@@ -105,7 +105,7 @@ type CheckpointsResult struct {
 // an idle flusher re-reports the same checkpoint, and a batch of only
 // such entries costs no raft round. Apply checks everything again for the
 // rest (the same two rules and the owner, position and liveness checks).
-func (s *Service) UpdateChannelCheckpoints(ctx context.Context, cp Command) (CheckpointsResult, error) {
+func (s *Service) UpdateChannelCheckpoints(ctx context.Context, cp Checkpoints) (CheckpointsResult, error) {
 	b := cp.cmd.Body.(*logpb.UpdateChannelCheckpoints)
 	keep, refused := prefilterCheckpoints(s.l.State(), b.Checkpoints)
 	if len(keep) == 0 {

@@ -89,7 +89,8 @@ func (f broadcastFunc) Broadcast(ctx context.Context, req broadcaster.Request) (
 }
 
 // world is a service over a fake leader at term 3 with one streaming node
-// holding PChannel "dp-dml_0" and collection 7 on it.
+// holding PChannels "dp-dml_0" and "dp-dml_1" (at one term) and collection
+// 7 with one VChannel on each.
 type world struct {
 	l        *controllertest.Leader
 	svc      *Service
@@ -97,22 +98,27 @@ type world struct {
 	sessions *fakeSessions
 	node     uint64
 	term     int64 // the node's PChannel term
-	vch      string
+	vch      string // collection 7 has two VChannels: vch and vch2
+	vch2     string
 }
 
 func newWorld(t *testing.T, d Deps) *world {
 	t.Helper()
 	clock := controllertest.NewClock()
 	l := controllertest.NewLeader(t, clock, 3)
-	pch := commands.PChannelName("dp-dml", 0)
-	l.MustPropose(t, &logpb.InitStreaming{ClusterId: "dp", Pchannels: []string{pch}})
+	pchs := []string{commands.PChannelName("dp-dml", 0), commands.PChannelName("dp-dml", 1)}
+	l.MustPropose(t, &logpb.InitStreaming{ClusterId: "dp", Pchannels: pchs})
 	node := l.MustPropose(t, &logpb.RegisterStreamingNode{Address: "127.0.0.1:9", Incarnation: "i"}).GetRegisterNode().GetNodeId()
-	p, _ := l.State().PChannel(pch)
-	res := l.MustPropose(t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{{Pchannel: pch, NodeId: node, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p.Term}}})
+	var as []*logpb.PChannelAssignment
+	for _, pch := range pchs {
+		p, _ := l.State().PChannel(pch)
+		as = append(as, &logpb.PChannelAssignment{Pchannel: pch, NodeId: node, Mode: logpb.AccessMode_ACCESS_RW, ExpectedTerm: p.Term})
+	}
+	res := l.MustPropose(t, &logpb.AssignPChannels{Assignments: as})
 	l.MustPropose(t, &logpb.AssignPChannelsDone{Channels: res.GetAssign().GetAssigned()})
-	l.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 7, Count: 1})
+	l.MustPropose(t, &logpb.AllocVirtualChannels{CollectionId: 7, Count: 2})
 	coll, _ := l.State().Collection(7)
-	w := &world{l: l, node: node, term: res.GetAssign().GetAssigned()[0].Term, vch: coll.Vchannels[0],
+	w := &world{l: l, node: node, term: res.GetAssign().GetAssigned()[0].Term, vch: coll.Vchannels[0], vch2: coll.Vchannels[1],
 		sessions: &fakeSessions{ttl: time.Second, ages: map[uint64]time.Duration{}}}
 	tso := &fakeTSO{clock: clock}
 	w.flush = flush.New(l, tso, clock, flush.Config{})

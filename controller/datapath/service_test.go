@@ -16,7 +16,7 @@ import (
 	"github.com/coordd/coordd/leadership"
 )
 
-func checkpoints(t *testing.T, node uint64, cps ...*coordpb.ChannelCheckpointUpdate) Checkpoints {
+func checkpoints(t *testing.T, node uint64, cps ...*coordpb.ChannelCheckpoint) Checkpoints {
 	t.Helper()
 	c, err := NewCheckpoints(&coordpb.UpdateChannelCheckpointsRequest{NodeId: node, Checkpoints: cps})
 	if err != nil {
@@ -32,11 +32,12 @@ func checkpoints(t *testing.T, node uint64, cps ...*coordpb.ChannelCheckpointUpd
 func TestCheckpointsPrefilterSkipsARaftRoundForStaleEntries(t *testing.T) {
 	w := newWorld(t, Deps{})
 	ctx := w.l.Deadline()
-	ts := fsm.ComposeTS(controllertest.Epoch.UnixMilli() - 1000)
-	cp := func(offset uint64) *coordpb.ChannelCheckpointUpdate {
-		return &coordpb.ChannelCheckpointUpdate{Vchannel: w.vch, PchannelTerm: w.term,
+	ts := fsm.ComposeTS(1000) // within the committed TSO limit (none) plus its lead
+	cpOf := func(v string, offset uint64) *coordpb.ChannelCheckpoint {
+		return &coordpb.ChannelCheckpoint{Vchannel: v, PchannelTerm: w.term,
 			Position: &coordpb.Position{Term: w.term, Offset: offset, Timestamp: ts + offset}}
 	}
+	cp := func(offset uint64) *coordpb.ChannelCheckpoint { return cpOf(w.vch, offset) }
 	r, err := w.svc.UpdateChannelCheckpoints(ctx, checkpoints(t, w.node, cp(10)))
 	if err != nil || r.Accepted != 1 || len(r.Refused) != 0 {
 		t.Fatalf("first checkpoint: %+v %v", r, err)
@@ -51,19 +52,21 @@ func TestCheckpointsPrefilterSkipsARaftRoundForStaleEntries(t *testing.T) {
 	}
 	// Mixed: the stale entry is filtered, the unknown VChannel goes to
 	// Apply and is refused there, the newer one is accepted.
-	unknown := &coordpb.ChannelCheckpointUpdate{Vchannel: "dp-dml_0_99v0", PchannelTerm: w.term, Position: cp(30).Position}
-	r, err = w.svc.UpdateChannelCheckpoints(ctx, checkpoints(t, w.node, cp(5), unknown, cp(20)))
+	unknown := cpOf("dp-dml_0_99v0", 30)
+	r, err = w.svc.UpdateChannelCheckpoints(ctx, checkpoints(t, w.node, cp(5), unknown, cpOf(w.vch2, 20)))
 	if err != nil || r.Accepted != 1 || len(r.Refused) != 2 ||
 		!strings.Contains(r.Refused[0], "not newer") || !strings.HasPrefix(r.Refused[1], "dp-dml_0_99v0: ") {
 		t.Fatalf("mixed batch: %+v %v", r, err)
 	}
 	got := controllertest.AppliedOf[*logpb.UpdateChannelCheckpoints](w.l)
-	if last := got[len(got)-1]; len(last.Checkpoints) != 2 || last.Checkpoints[1].Position.Offset != 20 {
+	if last := got[len(got)-1]; len(last.Checkpoints) != 2 || last.Checkpoints[0].Vchannel != unknown.Vchannel || last.Checkpoints[1].Vchannel != w.vch2 {
 		t.Fatalf("proposed %v, want the two entries the filter kept", last)
 	}
-	cur, _ := w.l.State().ChannelCheckpoint(w.vch)
-	if cur.Position.Offset != 20 {
-		t.Fatalf("checkpoint offset %d, want 20", cur.Position.Offset)
+	if cur, _ := w.l.State().ChannelCheckpoint(w.vch2); cur == nil || cur.Position.Offset != 20 {
+		t.Fatalf("checkpoint of %s: %+v, want offset 20", w.vch2, cur)
+	}
+	if cur, _ := w.l.State().ChannelCheckpoint(w.vch); cur.Position.Offset != 10 {
+		t.Fatalf("checkpoint of %s moved to offset %d", w.vch, cur.Position.Offset)
 	}
 }
 
@@ -78,7 +81,7 @@ func TestSaveObservesASegmentBecomingFlushed(t *testing.T) {
 	w.l.MustPropose(t, &logpb.SealSegments{SegmentIds: []int64{seg}, SealTs: fsm.ComposeTS(controllertest.Epoch.UnixMilli()), Reason: logpb.SealReason_SEAL_FLUSH, DecisionTerm: 3})
 	clock := w.svc.clock.(interface{ Advance(time.Duration) })
 	clock.Advance(5 * time.Second)
-	ts := fsm.ComposeTS(controllertest.Epoch.UnixMilli())
+	ts := fsm.ComposeTS(1000)
 	save := func(flushed bool) Save {
 		sv, err := NewSave(&coordpb.SaveBinlogPathsRequest{NodeId: w.node, Vchannel: w.vch, PchannelTerm: w.term,
 			SegmentId: seg, CollectionId: 7, PartitionId: 1, Flushed: flushed,
@@ -253,7 +256,7 @@ func TestEndSessionAsksWhoMaySpeakForTheNode(t *testing.T) {
 		t.Fatalf("deregister refused by the identity check: %v", err)
 	}
 	r, err = w.svc.EndSession(ctx, Session{Node: w.node, Epoch: n.Epoch}, false, speaksFor(nil))
-	if err != nil || r.State != logpb.NodeState_NODE_DRAINING || len(r.PChannels) != 1 {
+	if err != nil || r.State != logpb.NodeState_NODE_DRAINING || len(r.PChannels) != 2 {
 		t.Fatalf("drain: %+v %v", r, err)
 	}
 	r, err = w.svc.EndSession(ctx, Session{Node: w.node, Epoch: n.Epoch}, true, speaksFor(nil))

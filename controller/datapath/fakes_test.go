@@ -97,7 +97,7 @@ type world struct {
 	flush    *flush.Manager
 	sessions *fakeSessions
 	node     uint64
-	term     int64 // the node's PChannel term
+	term     int64  // the node's PChannel term
 	vch      string // collection 7 has two VChannels: vch and vch2
 	vch2     string
 }

@@ -35,7 +35,10 @@ type Proposer interface {
 }
 
 // Propose builds body with New and proposes it with p. A validation error
-// comes back before anything is proposed.
+// comes back before anything is proposed. A refusal stays inside the
+// result; code that acts on the outcome uses CommitNew, which turns it
+// into a *RejectedError, and Propose is for the callers that read the
+// Rejection itself (tests of Apply's answers).
 func Propose(ctx context.Context, p Proposer, body proto.Message, requestID string) (*logpb.Result, error) {
 	c, err := New(body, requestID)
 	if err != nil {

@@ -49,13 +49,22 @@ func validateManifestCommand(body any) (err error, ok bool) {
 	return nil, true
 }
 
-// ValidateManifestPublish checks one publication's shape. The request
-// rules of Milvus's commit framework (no new segment or SegmentIndex
-// change in a batch, at most one upsert, upserts and removals not mixed,
-// each matched by the manifest mutation) are the API's
-// (controller/manifest.ValidateRequest); nothing here depends on them for
-// the state to stay consistent.
+// ValidateManifestPublish checks one publication's shape: its pointers,
+// then its catalog mutation (ValidateManifestCatalog). The request rules
+// of Milvus's commit framework (no new segment or SegmentIndex change in a
+// batch, at most one upsert, upserts and removals not mixed, each matched
+// by the manifest mutation) are the API's (controller/manifest.NewRequest);
+// nothing here depends on them for the state to stay consistent.
 func ValidateManifestPublish(p *logpb.ManifestPublish) error {
+	if err := validateManifestPointers(p); err != nil {
+		return err
+	}
+	return ValidateManifestCatalog(p.SegmentId, p.Catalog)
+}
+
+// validateManifestPointers checks a publication's segment ID, its base and
+// next pointers and the flags that go with them.
+func validateManifestPointers(p *logpb.ManifestPublish) error {
 	if p == nil || p.SegmentId <= 0 {
 		return invalid("a manifest publication needs a positive segment id")
 	}
@@ -81,10 +90,13 @@ func ValidateManifestPublish(p *logpb.ManifestPublish) error {
 			return invalid("segment %d: next revision %s does not follow %s", p.SegmentId, p.Next, p.Base)
 		}
 	}
-	return validateCatalogMutation(p.SegmentId, p.Catalog)
+	return nil
 }
 
-func validateCatalogMutation(seg int64, m *logpb.ManifestCatalogMutation) error {
+// ValidateManifestCatalog checks the catalog mutation a publication of
+// segment seg carries (nil: none). It stands alone so that a request is
+// checked before its revision, and so its pointer, exists.
+func ValidateManifestCatalog(seg int64, m *logpb.ManifestCatalogMutation) error {
 	if m == nil {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,6 +280,25 @@ func (c *testCluster) proposeRetry(ctx context.Context, body proto.Message, requ
 		case <-ctx.Done():
 			return nil, attempt, fmt.Errorf("propose %s: gave up after %d attempts: %w", requestID, attempt, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// writeOnLeader commits k small entries (the mix writeEntries uses) on
+// whichever member leads, never one of exclude, retrying across elections.
+func (c *testCluster) writeOnLeader(prefix string, k int, exclude ...int) {
+	c.t.Helper()
+	for j := 0; j < k; j++ {
+		var body proto.Message = &logpb.ReserveIDs{Count: uint64(1 + j%3)}
+		if j%4 == 3 {
+			body = &logpb.UpsertMember{Member: &logpb.Member{
+				Id: fmt.Sprintf("m%d", j%7), RaftAddr: "127.0.0.1:" + strconv.Itoa(7000+j)}}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		_, _, err := c.proposeRetry(ctx, body, fmt.Sprintf("%s-%d", prefix, j), exclude...)
+		cancel()
+		if err != nil {
+			c.t.Fatal(err)
 		}
 	}
 }

@@ -55,7 +55,9 @@ func TestReadinessFarBehindLeader(t *testing.T) {
 	}
 	l := c.waitLeader()
 	f := (l + 1) % 3
-	writeEntries(t, c.node(l), "warm", 5)
+	// Every write goes to whichever member leads at the time: on a loaded
+	// machine leadership may move mid-test, and this test is about f.
+	c.writeOnLeader("warm", 5)
 	c.waitConverged(0, 1, 2)
 	if r := c.node(f).Readiness(maxLag); !r.Ready {
 		t.Fatalf("precondition: converged follower not ready: %+v", r)
@@ -64,11 +66,11 @@ func TestReadinessFarBehindLeader(t *testing.T) {
 	// Hold f's FSM on the next entry, then let the leader run far ahead and
 	// compact its log, so f can only catch up by a snapshot it cannot apply.
 	gates[f].arm()
-	writeEntries(t, c.node(l), "held", 1)
+	c.writeOnLeader("held", 1)
 	<-gates[f].blocked
 	c.isolate(f)
-	writeEntries(t, c.node(l), "ahead", 4*maxLag)
-	if err := c.node(l).Snapshot(); err != nil {
+	c.writeOnLeader("ahead", 4*maxLag, f)
+	if err := c.node(c.waitLeader(f)).Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	c.heal(f)

@@ -421,9 +421,9 @@ func TestBroadcastErrorMapping(t *testing.T) {
 		{"not leader", fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader), codes.Unavailable, "not the leader"},
 		{"task not found", fmt.Errorf("broadcast %d: %w", pending, broadcaster.ErrTaskNotFound), codes.NotFound, "broadcast task not found"},
 		{"task finished", fmt.Errorf("broadcast %d: %w", pending, broadcaster.ErrTaskFinished), codes.FailedPrecondition, "already finished"},
-		{"rejected not primary", &broadcaster.RejectedError{Code: logpb.RejectCode_REJECT_NOT_PRIMARY, Message: "cluster is not primary"},
+		{"rejected not primary", &commands.RejectedError{Code: logpb.RejectCode_REJECT_NOT_PRIMARY, Message: "cluster is not primary"},
 			codes.FailedPrecondition, "cluster is not primary"},
-		{"rejected exhausted", &broadcaster.RejectedError{Code: logpb.RejectCode_REJECT_EXHAUSTED, Message: "65536 broadcasts pending"},
+		{"rejected exhausted", &commands.RejectedError{Code: logpb.RejectCode_REJECT_EXHAUSTED, Message: "65536 broadcasts pending"},
 			codes.FailedPrecondition, "65536 broadcasts pending"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,12 +50,9 @@ func checkConsistency(c coordpb.ReadConsistency) error {
 // commit proposes c (built by commands.New, which validated it) on the
 // leader and maps an error or a rejection to a status.
 func (s *Server) commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	res, err := s.node.Propose(ctx, c)
+	res, err := commands.Commit(ctx, s.node, c)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
-	}
-	if res.Rejection != nil {
-		return nil, rejection(res.Rejection)
 	}
 	return res, nil
 }

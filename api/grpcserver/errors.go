@@ -62,32 +62,34 @@ func as[T error]() func(error) bool {
 	}
 }
 
-// rejectedCode is the code of an FSM refusal reported by the broadcaster.
+// rejectedCode is the code of a refusal (a *commands.RejectedError: Apply's,
+// or a controller's fail-fast check of the same class).
 func rejectedCode(err error) codes.Code {
-	var rej *broadcaster.RejectedError
+	var rej *commands.RejectedError
 	errors.As(err, &rej)
-	if c, ok := rejectionCodes[rej.Code]; ok {
-		return c
+	return rejectionCode(rej.Code)
+}
+
+// rejectionCode maps a rejection code to its gRPC code (rejectionCodes;
+// Internal for a code it does not know).
+func rejectionCode(c logpb.RejectCode) codes.Code {
+	if code, ok := rejectionCodes[c]; ok {
+		return code
 	}
 	return codes.Internal
 }
 
-// manifestRejectedCode is the code of a manifest commit Apply refused.
-func manifestRejectedCode(err error) codes.Code {
-	var rej *manifest.RejectedError
-	errors.As(err, &rej)
-	if c, ok := rejectionCodes[rej.Code]; ok {
-		return c
-	}
-	return codes.Internal
-}
-
+// errorTable is tried in order. A refusal, whichever controller reports
+// it, is a *commands.RejectedError and takes its code from rejectionCodes
+// (broadcaster.ErrNotPrimary and manifest.ErrNotFound are of that type);
+// only a manifest *StaleError has a type of its own, for the versions it
+// carries.
 var errorTable = []errorRule{
-	{match: as[*broadcaster.RejectedError](), codeOf: rejectedCode},
+	{match: as[*commands.RejectedError](), codeOf: rejectedCode},
+	{match: as[*manifest.StaleError](), code: codes.Aborted},
 	{match: as[*broadcaster.LockTimeoutError](), code: codes.DeadlineExceeded},
 	{match: is(broadcaster.ErrTaskNotFound), code: codes.NotFound},
 	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
-	{match: is(broadcaster.ErrNotPrimary), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
 	{match: is(raftnode.ErrOverloaded), code: codes.ResourceExhausted},
 	{match: is(leadership.ErrOutcomeUnknown), code: codes.Unavailable},
@@ -96,16 +98,10 @@ var errorTable = []errorRule{
 	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
 	{match: is(errNoLeader), code: codes.Unavailable},
 	{match: is(flush.ErrNotOwner), code: codes.Aborted},
-	{match: is(flush.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(flush.ErrNotFound), code: codes.NotFound},
-	{match: as[*manifest.StaleError](), code: codes.Aborted},
-	{match: as[*manifest.RejectedError](), codeOf: manifestRejectedCode},
-	{match: is(manifest.ErrInvalid), code: codes.InvalidArgument},
-	{match: is(manifest.ErrNotFound), code: codes.NotFound},
 	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},
 	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
-	{match: is(errInvalid), code: codes.InvalidArgument},
 	{match: is(errNotFound), code: codes.NotFound},
 	{match: is(errPrecondition), code: codes.FailedPrecondition},
 	{match: is(datapath.ErrPrecondition), code: codes.FailedPrecondition},
@@ -155,8 +151,11 @@ func HTTPStatus(c codes.Code) int {
 }
 
 var (
-	errNoLeader     = errors.New("no leader is known")
-	errInvalid      = errors.New("invalid argument")
+	errNoLeader = errors.New("no leader is known")
+	// errInvalid is commands.ErrInvalid, the one "invalid" sentinel, under
+	// the short name the handlers' argument checks use: bad input is one
+	// error class whichever layer finds it, with one row in errorTable.
+	errInvalid      = commands.ErrInvalid
 	errNotFound     = errors.New("not found")
 	errPrecondition = errors.New("failed precondition")
 )
@@ -204,8 +203,8 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 // the message a caller sees leaves them out.
 var internalPrefixes = []string{
 	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
-	errInvalid.Error() + ": ", errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
-	manifest.ErrInvalid.Error() + ": ", manifest.ErrNotFound.Error() + ": ",
+	errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
+	manifest.ErrNotFound.Error() + ": ",
 }
 
 // publicMessage is msg without the internal sentinel prefixes, wherever
@@ -233,13 +232,4 @@ func publicMessage(msg string) string {
 		msg = b.String()
 	}
 	return msg
-}
-
-// rejection converts an FSM rejection into a gRPC status error.
-func rejection(r *logpb.Rejection) error {
-	code, ok := rejectionCodes[r.Code]
-	if !ok {
-		code = codes.Internal
-	}
-	return status.Error(code, publicMessage(r.Message))
 }

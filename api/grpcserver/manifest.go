@@ -16,9 +16,11 @@ import (
 // Manifests is the leader's manifest committer (tests and benchmarks).
 func (s *Server) Manifests() *manifest.Committer { return s.manifests }
 
-// CommitSegmentManifest commits one segment's mutation.
+// CommitSegmentManifest commits one segment's mutation. The request is
+// parsed once, here, before it is forwarded or committed.
 func (s *Server) CommitSegmentManifest(ctx context.Context, req *coordpb.CommitSegmentManifestRequest) (*coordpb.CommitSegmentManifestResponse, error) {
-	if err := manifest.ValidateRequest(req, false); err != nil {
+	r, err := manifest.NewRequest(req)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.CommitSegmentManifestResponse, error) {
@@ -26,26 +28,26 @@ func (s *Server) CommitSegmentManifest(ctx context.Context, req *coordpb.CommitS
 	}); handled {
 		return resp, err
 	}
-	resp, err := s.manifests.Commit(ctx, req)
+	resp, err := s.manifests.Commit(ctx, r)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	return resp, nil
 }
 
-// CommitSegmentManifestBatch commits many segments in one command.
+// CommitSegmentManifestBatch commits many segments in one command. The
+// request is parsed once, here, before it is forwarded or committed.
 func (s *Server) CommitSegmentManifestBatch(ctx context.Context, req *coordpb.CommitSegmentManifestBatchRequest) (*coordpb.CommitSegmentManifestBatchResponse, error) {
-	for _, c := range req.Commits {
-		if err := manifest.ValidateRequest(c, len(req.Commits) > 1); err != nil {
-			return nil, s.toStatus(ctx, err)
-		}
+	b, err := manifest.NewBatch(req)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.CommitSegmentManifestBatchResponse, error) {
 		return coordpb.NewManifestServiceClient(c).CommitSegmentManifestBatch(ctx, req, o...)
 	}); handled {
 		return resp, err
 	}
-	out, err := s.manifests.CommitBatch(ctx, req.Commits, req.RequestId)
+	out, err := s.manifests.CommitBatch(ctx, b)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

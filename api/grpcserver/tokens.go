@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"time"
 
@@ -144,13 +145,14 @@ func BootstrapTokenRoutine(node *raftnode.Node, tok auth.Token, logger interface
 			if node.State().BootstrapTokenInstalled() {
 				return
 			}
-			res, err := commands.Propose(ctx, node, &logpb.CreateToken{Token: rec}, "")
+			_, err := commands.CommitNew(ctx, node, &logpb.CreateToken{Token: rec}, "")
+			var rej *commands.RejectedError
 			switch {
-			case err == nil && res.Rejection == nil:
+			case err == nil:
 				logger.Info("installed the bootstrap admin token", "token_id", tok.ID, "term", term)
 				return
-			case err == nil:
-				logger.Warn("bootstrap token refused", "token_id", tok.ID, "reason", res.Rejection.Message)
+			case errors.As(err, &rej):
+				logger.Warn("bootstrap token refused", "token_id", tok.ID, "reason", rej.Message)
 				return
 			}
 			select {

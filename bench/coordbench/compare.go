@@ -62,6 +62,13 @@ type row struct {
 	CoorddTermChanges uint64 `json:"coordd_term_changes"`
 	// peer: etcd transactions per second during the cell
 	PeerTxnsPerS float64 `json:"peer_etcd_txns_per_s,omitempty"`
+	// CPU seconds (user + system) of the coordinator's processes per 1,000
+	// operations: coordd's three members; etcdcoord and its three etcd
+	// members (streaming nodes and the load generator are left out)
+	CoorddCPUPer1k float64 `json:"coordd_cpu_s_per_1k_ops,omitempty"`
+	PeerCPUPer1k   float64 `json:"peer_cpu_s_per_1k_ops,omitempty"`
+	// where coordd's commit round went (breakdown.go), milliseconds
+	CoorddRound map[string]float64 `json:"coordd_round,omitempty"`
 }
 
 // variant is one measured operation of a workload.
@@ -300,6 +307,8 @@ type measured struct {
 	commands     float64
 	peerTxnsPerS float64
 	termChanges  uint64
+	cpuSeconds   float64
+	round        map[string]float64
 }
 
 // measure runs one side of a cell; with a profile path, a CPU profile of
@@ -318,6 +327,8 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 	var a0, c0, p0, t0 float64
 	var start time.Time
 	var term0 uint64
+	var cpu0 float64
+	var round0 roundSample
 	m.st = runCell(clients, d, callTimeout, maxOps, func(c int) clientOp { return v.newOp(s, c, clients) }, func() {
 		f0, _ = diskFlushes(dir)
 		if s.raftCounters != nil {
@@ -329,6 +340,12 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 		if s.term != nil {
 			term0 = s.term()
 		}
+		if s.round != nil {
+			round0 = s.round()
+		}
+		if s.pids != nil {
+			cpu0 = cpuOf(s.pids())
+		}
 		if profile != "" && s.pprofAddr != "" {
 			profDone = make(chan struct{})
 			go func() { defer close(profDone); cpuProfile(s.pprofAddr, d, profile) }()
@@ -336,6 +353,12 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 		start = time.Now()
 	})
 	el := time.Since(start).Seconds()
+	if s.pids != nil {
+		m.cpuSeconds = cpuOf(s.pids()) - cpu0
+	}
+	if s.round != nil {
+		m.round = roundBreakdown(round0, s.round())
+	}
 	f1, _ := diskFlushes(dir)
 	m.flushesPerS = float64(f1-f0) / el
 	if s.raftCounters != nil {
@@ -374,6 +397,13 @@ func (r *row) fill(c, p measured, values int) {
 	}
 	r.PeerTxnsPerS = round1(p.peerTxnsPerS)
 	r.CoorddTermChanges = c.termChanges
+	if c.st.Ops > 0 {
+		r.CoorddCPUPer1k = float64(int64(c.cpuSeconds/float64(c.st.Ops)*1e5)) / 100
+	}
+	if p.st.Ops > 0 {
+		r.PeerCPUPer1k = float64(int64(p.cpuSeconds/float64(p.st.Ops)*1e5)) / 100
+	}
+	r.CoorddRound = c.round
 }
 
 func round1(x float64) float64 { return float64(int64(x*10)) / 10 }

@@ -81,17 +81,23 @@ func (d *dataSet) refused(conn *grpc.ClientConn, err error) {
 }
 
 // positions are hybrid timestamps (physical ms << 18 | logical) from the
-// wall clock 10 s ahead, strictly increasing across both systems and every
-// cell: ahead of the checkpoints coordd's streaming nodes report for the
-// same VChannels from their own WALs, and only growing per VChannel.
+// wall clock positionLead ahead, strictly increasing across both systems
+// and every cell: ahead of the checkpoints coordd's streaming nodes report
+// for the same VChannels from their own WALs, and only growing per
+// VChannel. coordd refuses a time tick beyond its committed TSO limit plus
+// a slack of 3 s (docs/semantics.md#position-bounds); the limit runs about
+// 1-3 s ahead of the clock while timestamps are allocated, which
+// keepTimeTicking makes sure of, so a lead of 1 s stays inside the bound.
 var positionBase = uint64(time.Now().UnixMilli()) << 18
+
+const positionLead = time.Second
 
 var lastPosition atomic.Uint64
 
 func nextPosition() uint64 {
 	for {
 		prev := lastPosition.Load()
-		next := max(prev+1, uint64(time.Now().Add(10*time.Second).UnixMilli())<<18)
+		next := max(prev+1, uint64(time.Now().Add(positionLead).UnixMilli())<<18)
 		if lastPosition.CompareAndSwap(prev, next) {
 			return next
 		}
@@ -114,27 +120,9 @@ func setupData(s *system) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	ch := coordpb.NewChannelsClient(s.conns[0])
-	owners := map[string]*coordpb.PChannel{}
-	for len(owners) == 0 {
-		var resp *coordpb.ListPChannelsResponse
-		err := retry(ctx, func() (err error) {
-			resp, err = ch.ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("list pchannels: %w", err)
-		}
-		all := len(resp.Pchannels) > 0
-		for _, p := range resp.Pchannels {
-			all = all && p.State == "ASSIGNED"
-		}
-		if all {
-			for _, p := range resp.Pchannels {
-				owners[p.Name] = p
-			}
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	owners, err := settledOwners(ctx, ch)
+	if err != nil {
+		return err
 	}
 	d := &dataSet{}
 	for coll := int64(7000); len(d.vchs) < dataVChannels; coll++ {
@@ -158,18 +146,32 @@ func setupData(s *system) error {
 			if p == nil {
 				return fmt.Errorf("vchannel %s: no PChannel owner", v)
 			}
-			d.vchs = append(d.vchs, dataVch{name: v, pchannel: p.Name, collection: coll, node: p.NodeId, term: p.Term})
+			d.vchs = append(d.vchs, dataVch{name: v, pchannel: p.Name, collection: coll})
 		}
 	}
+	d.adopt(owners)
 	dc := coordpb.NewDataCoordClient(s.conns[0])
 	for i := range d.vchs {
 		v := &d.vchs[i]
 		var resp *coordpb.AssignSegmentIDResponse
-		err := retry(ctx, func() (err error) {
-			resp, err = dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: v.node, Requests: []*coordpb.SegmentIDRequest{
-				{CollectionId: v.collection, PartitionId: 1, Vchannel: v.name, PchannelTerm: v.term, Rows: 1, Bytes: 1024}}})
-			return err
-		})
+		var err error
+		for attempt := 0; ; attempt++ {
+			err = retry(ctx, func() (err error) {
+				resp, err = dc.AssignSegmentID(ctx, &coordpb.AssignSegmentIDRequest{NodeId: v.node, Requests: []*coordpb.SegmentIDRequest{
+					{CollectionId: v.collection, PartitionId: 1, Vchannel: v.name, PchannelTerm: v.term, Rows: 1, Bytes: 1024}}})
+				return err
+			})
+			// A streaming node that registered late takes its share of
+			// the PChannels while the segments are assigned: follow the
+			// owners again (the workloads do the same with refused).
+			if status.Code(err) != codes.Aborted || attempt == 20 {
+				break
+			}
+			if owners, err = settledOwners(ctx, ch); err != nil {
+				return err
+			}
+			d.adopt(owners)
+		}
 		if err != nil {
 			return fmt.Errorf("assign a segment on %s: %w", v.name, err)
 		}
@@ -177,6 +179,46 @@ func setupData(s *system) error {
 	}
 	s.data = d
 	return nil
+}
+
+// settledOwners waits until every PChannel is ASSIGNED and returns them by
+// name.
+func settledOwners(ctx context.Context, ch coordpb.ChannelsClient) (map[string]*coordpb.PChannel, error) {
+	for {
+		var resp *coordpb.ListPChannelsResponse
+		err := retry(ctx, func() (err error) {
+			resp, err = ch.ListPChannels(ctx, &coordpb.ListPChannelsRequest{})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list pchannels: %w", err)
+		}
+		all := len(resp.Pchannels) > 0
+		for _, p := range resp.Pchannels {
+			all = all && p.State == "ASSIGNED"
+		}
+		if all {
+			owners := map[string]*coordpb.PChannel{}
+			for _, p := range resp.Pchannels {
+				owners[p.Name] = p
+			}
+			return owners, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("pchannels never all ASSIGNED: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// adopt sets every VChannel's owner and term from owners.
+func (d *dataSet) adopt(owners map[string]*coordpb.PChannel) {
+	for i := range d.vchs {
+		if p, ok := owners[d.vchs[i].pchannel]; ok {
+			d.vchs[i].node, d.vchs[i].term = p.NodeId, p.Term
+		}
+	}
 }
 
 // retry repeats a setup call answered Unavailable (a leader change on a

@@ -48,11 +48,26 @@ type system struct {
 	// pprofAddr serves /debug/pprof/ for -profile-dir (coordd: the
 	// leader's HTTP address, when started with --enable-pprof).
 	pprofAddr string
+	// pids are the coordinator's processes (coordd: the members; the
+	// peer: etcdcoord and its etcd members), for CPU seconds per operation.
+	pids func() map[string]int
+	// round samples every member's raft timers (coordd only; nil for the
+	// peer): roundBreakdown of two samples says where a round went.
+	round func() roundSample
+	// stopTicking ends keepTimeTicking.
+	stopTicking func()
 }
 
 func (s *system) conn(client int) *grpc.ClientConn { return s.conns[client%len(s.conns)] }
 
 func (s *system) close() {
+	if s.stopTicking != nil {
+		s.stopTicking()
+	}
+	s.closeConns()
+}
+
+func (s *system) closeConns() {
 	for _, c := range s.conns {
 		c.Close()
 	}
@@ -86,7 +101,7 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		if err != nil {
 			return err
 		}
-		s.close()
+		s.closeConns()
 		ld, s.conns = l.Members()[li], conns
 		s.leaderAddr, s.pprofAddr = ld.GRPCAddr, ld.HTTPAddr
 		return nil
@@ -113,6 +128,16 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		}
 		return st.Term
 	}
+	s.pids = func() map[string]int {
+		out := map[string]int{}
+		for _, m := range l.Members() {
+			if pid := l.Pid(m.ID); pid > 0 {
+				out[m.ID] = pid
+			}
+		}
+		return out
+	}
+	s.round = func() roundSample { return sampleRound(l, ld.HTTPAddr) }
 	s.raftCounters = func() (float64, float64, float64, error) {
 		mt, err := scrape(ld.HTTPAddr)
 		if err != nil {
@@ -121,6 +146,10 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		// One log append per leader store commit whichever log store runs
 		// (raft-boltdb's own counter exists only with bolt).
 		return mt["coordd_fsm_applied_index"], mt["coordd_raft_log_appends_total"], mt["coordd_propose_duration_seconds_count"], nil
+	}
+	if err := s.keepTimeTicking(s.leaderAddr); err != nil {
+		s.close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -205,6 +234,13 @@ func (p *peer) system(nconns int, pprofAddr string) (*system, error) {
 		}
 		return out
 	}
+	s.pids = func() map[string]int {
+		out := map[string]int{"etcdcoord": p.cmd.Process.Pid}
+		for name, pid := range p.etcd.pids() {
+			out[name] = pid
+		}
+		return out
+	}
 	s.txns = func() (float64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -214,5 +250,42 @@ func (p *peer) system(nconns int, pprofAddr string) (*system, error) {
 		}
 		return float64(st.AppliedIndex), nil
 	}
+	if err := s.keepTimeTicking(s.leaderAddr); err != nil {
+		s.close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// keepTimeTicking allocates one timestamp every 100 ms for as long as the
+// system is open, as Milvus's streaming nodes do for their time ticks: the
+// TSO's committed limit then keeps its lead over the clock on both sides,
+// and the positions the write-path workloads report (nextPosition) are
+// timestamps the oracle could have handed out.
+// It has a connection of its own, so a cell's re-dial of the leader does
+// not end it (a call through a follower is forwarded).
+func (s *system) keepTimeTicking(addr string) error {
+	conns, err := dialN(addr, 1)
+	if err != nil {
+		return fmt.Errorf("time ticks: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			call, end := context.WithTimeout(ctx, time.Second)
+			_, _ = coordpb.NewAllocatorClient(conns[0]).AllocTimestamp(call, &coordpb.AllocTimestampRequest{Count: 1})
+			end()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	s.stopTicking = func() { cancel(); <-done; conns[0].Close() }
+	return nil
 }

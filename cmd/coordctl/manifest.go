@@ -183,7 +183,7 @@ func bindManifestCommit(fs *flag.FlagSet) func([]string) (action, error) {
 			}
 			req.ExpectedVersion = &v
 		}
-		if err := manifest.ValidateRequest(req, false); err != nil {
+		if _, err := manifest.NewRequest(req); err != nil {
 			return action{}, trimManifestInvalid(err)
 		}
 		return action{what: "manifest commit", mutates: true, run: func(ctx context.Context, e *env) error {
@@ -224,7 +224,7 @@ func addStatsMutation(stats []string) (*coordpb.ManifestMutation, error) {
 }
 
 func trimManifestInvalid(err error) error {
-	return fmt.Errorf("invalid: %s", strings.TrimPrefix(trimInvalid(err).Error(), manifest.ErrInvalid.Error()+": "))
+	return fmt.Errorf("invalid: %s", trimInvalid(err))
 }
 
 // manifestRefusal reports a refused commit with its class: stale (with
@@ -279,10 +279,8 @@ func bindManifestCommitBatch(fs *flag.FlagSet) func([]string) (action, error) {
 		if err := readJSONFile(args[0], req); err != nil {
 			return action{}, err
 		}
-		for _, c := range req.Commits {
-			if err := manifest.ValidateRequest(c, len(req.Commits) > 1); err != nil {
-				return action{}, trimManifestInvalid(err)
-			}
+		if _, err := manifest.NewBatch(&coordpb.CommitSegmentManifestBatchRequest{Commits: req.Commits}); err != nil {
+			return action{}, trimManifestInvalid(err)
 		}
 		return action{what: "manifest commit-batch", mutates: true, run: func(ctx context.Context, e *env) error {
 			out, err := e.c.CommitSegmentManifestBatch(ctx, req.Commits)

@@ -124,12 +124,9 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		// Nothing committed covers the call: reserve now, holding the lock
 		// (every caller needs this window). It lands after any window held,
 		// which are dropped so IDs keep increasing.
-		res, err := commands.Propose(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")
+		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")
 		if err != nil {
 			return 0, fmt.Errorf("reserve ids: %w", err)
-		}
-		if res.Rejection != nil {
-			return 0, fmt.Errorf("reserve ids: %s", res.Rejection.Message)
 		}
 		if a.term != term {
 			continue
@@ -150,14 +147,14 @@ func (a *IDs) maybePrefetchLocked(term uint64) {
 	go func() {
 		defer close(ch)
 		ctx, cancel := context.WithTimeout(commands.WithDecisionTerm(context.Background(), term), prefetchTimeout)
-		res, err := commands.Propose(ctx, a.leader, &logpb.ReserveIDs{Count: a.batch}, "")
+		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: a.batch}, "")
 		cancel()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if a.prefetch == ch {
 			a.prefetch = nil
 		}
-		if err != nil || res.Rejection != nil || a.term != term {
+		if err != nil || a.term != term {
 			return // a caller that needs a window reserves it itself
 		}
 		// Keep it only above everything held: a window reserved by a

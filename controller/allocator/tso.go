@@ -191,16 +191,11 @@ func (t *TSO) extendLocked(ctx context.Context, from int64) error {
 	if want <= t.limit {
 		return nil // the committed limit already covers it
 	}
-	res, err := commands.Propose(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
-	if err != nil {
+	if _, err := commands.CommitNew(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, ""); err != nil {
+		// On a refusal someone (a previous window of ours) already
+		// committed a higher limit; re-read it rather than trust our copy.
 		t.term = 0
-		return fmt.Errorf("extend tso window: %w", err)
-	}
-	if res.Rejection != nil {
-		// Someone (a previous window of ours) already committed a higher
-		// limit; re-read it rather than trust our copy.
-		t.term = 0
-		return fmt.Errorf("extend tso window to %d: %s", want, res.Rejection.Message)
+		return fmt.Errorf("extend tso window to %d: %w", want, err)
 	}
 	t.limit = want
 	return nil
@@ -228,7 +223,7 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	t.refreshing = ch
 	t.mu.Unlock()
 
-	res, err := commands.Propose(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
+	_, err := commands.CommitNew(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -238,11 +233,8 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	case t.term != term:
 		return errNotLeader
 	case err != nil:
-		t.term = 0
-		return fmt.Errorf("extend tso window: %w", err)
-	case res.Rejection != nil:
 		t.term = 0 // re-read the committed limit rather than trust ours
-		return fmt.Errorf("extend tso window to %d: %s", want, res.Rejection.Message)
+		return fmt.Errorf("extend tso window to %d: %w", want, err)
 	}
 	t.limit = max(t.limit, want)
 	return nil

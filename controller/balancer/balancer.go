@@ -3,7 +3,6 @@ package balancer
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -295,12 +294,8 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 		if !initialized {
 			body = &logpb.InitStreaming{ClusterId: b.cfg.ClusterID, Pchannels: chunk}
 		}
-		res, err := commands.Propose(ctx, b.leader, body, "")
-		if err != nil {
+		if _, err := commands.CommitNew(ctx, b.leader, body, ""); err != nil {
 			return err
-		}
-		if res.Rejection != nil {
-			return errors.New(res.Rejection.Message)
 		}
 		initialized = true
 	}
@@ -327,12 +322,9 @@ func (b *Balancer) executeReport(ctx context.Context, plan Plan) (changed bool, 
 	if len(plan.Assignments) == 0 {
 		return false, nil, nil
 	}
-	res, err := commands.Propose(ctx, b.leader, &logpb.AssignPChannels{Assignments: plan.Assignments}, "")
+	res, err := commands.CommitNew(ctx, b.leader, &logpb.AssignPChannels{Assignments: plan.Assignments}, "")
 	if err != nil {
 		return false, nil, fmt.Errorf("commit assignment: %w", err)
-	}
-	if res.Rejection != nil {
-		return false, nil, fmt.Errorf("commit assignment: %s", res.Rejection.Message)
 	}
 	assigned := res.GetAssign().GetAssigned()
 	committed = make(map[string]int64, len(assigned))
@@ -372,17 +364,13 @@ func (b *Balancer) applyAll(ctx context.Context, assigned []*logpb.PChannelTerm)
 func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error {
 	err := b.applyRPCs(ctx, pchannel, term)
 	if err == nil {
-		res, perr := commands.Propose(ctx, b.leader, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, "")
-		if perr != nil {
+		if _, perr := commands.CommitNew(ctx, b.leader, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, ""); perr != nil {
 			return fmt.Errorf("%s@%d: commit done: %w", pchannel, term, perr)
-		}
-		if res.Rejection != nil {
-			return fmt.Errorf("%s@%d: commit done: %s", pchannel, term, res.Rejection.Message)
 		}
 		return nil
 	}
 	reason := commands.TruncateReason(err.Error())
-	_, _ = commands.Propose(ctx, b.leader, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
+	_, _ = commands.CommitNew(ctx, b.leader, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
 	return fmt.Errorf("%s@%d: %w", pchannel, term, err)
 }
 

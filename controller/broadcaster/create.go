@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 )
 
@@ -40,16 +41,17 @@ func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, gu
 			return
 		}
 		res, err := ts.m.proposeRetrying(ts.ctx, body, requestID)
+		var rej *commands.RejectedError
 		switch {
+		case errors.As(err, &rej):
+			guard.release()
+			ch <- out{err: err}
 		case err != nil:
 			guard.release()
 			if ts.ctx.Err() != nil && !errors.Is(err, errNotLeader) {
 				err = fmt.Errorf("%w (leadership ended while creating the task: %v)", errNotLeader, err)
 			}
 			ch <- out{err: err}
-		case res.Rejection != nil:
-			guard.release()
-			ch <- out{err: rejectionError(res.Rejection)}
 		default:
 			c := res.GetBroadcast()
 			if c == nil {

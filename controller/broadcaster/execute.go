@@ -113,18 +113,18 @@ func (ts *termState) complete(log hclog.Logger, t *task) outcome {
 		ts.m.cfg.Metrics.observeExecution(t.msgType, time.Since(t.admitted).Seconds())
 	}
 	start := time.Now()
-	res, err := commands.Propose(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
-	if err != nil {
+	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
+	var rej *commands.RejectedError
+	switch {
+	case errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_NOT_FOUND:
+		return outDone
+	case errors.As(err, &rej):
+		log.Warn("completing broadcast refused", "error", rej.Message)
+		return outBackoff
+	case err != nil:
 		if ts.ctx.Err() == nil {
 			log.Warn("completing broadcast failed", "error", err)
 		}
-		return outBackoff
-	}
-	if r := res.Rejection; r != nil {
-		if r.Code == logpb.RejectCode_REJECT_NOT_FOUND {
-			return outDone
-		}
-		log.Warn("completing broadcast refused", "error", r.Message)
 		return outBackoff
 	}
 	c := res.GetCompletion()
@@ -252,12 +252,6 @@ func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string)
 
 // ack commits FastAck checkpoints in one command.
 func (ts *termState) ack(id uint64, cps []*logpb.VChannelCheckpoint) error {
-	res, err := commands.Propose(ts.ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
-	if err != nil {
-		return err
-	}
-	if res.Rejection != nil {
-		return rejectionError(res.Rejection)
-	}
-	return nil
+	_, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	return err
 }

@@ -404,12 +404,8 @@ func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
 	}
 	id := ack.BroadcastId
-	res, err := commands.Propose(ctx, m.leader, ack, "")
-	if err != nil {
+	if _, err := commands.CommitNew(ctx, m.leader, ack, ""); err != nil {
 		return err
-	}
-	if res.Rejection != nil {
-		return rejectionError(res.Rejection)
 	}
 	if ts := m.current(); ts != nil {
 		ts.nudge(id)
@@ -435,12 +431,8 @@ func (m *Manager) Abandon(ctx context.Context, id uint64, reason string) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return errNotLeader
 	}
-	res, err := commands.Propose(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, "")
-	if err != nil {
+	if _, err := commands.CommitNew(ctx, m.leader, &logpb.AbandonBroadcast{BroadcastId: id, Reason: reason}, ""); err != nil {
 		return err
-	}
-	if res.Rejection != nil {
-		return rejectionError(res.Rejection)
 	}
 	m.log.Warn("broadcast abandoned", "id", id, "reason", reason)
 	if ts := m.current(); ts != nil {
@@ -457,13 +449,14 @@ func newRequestID() string {
 	return "broadcast-create-" + hex.EncodeToString(b[:])
 }
 
-// proposeRetrying proposes body with requestID and, while the outcome is
-// unknown and ctx lives, proposes it again (the FSM returns the first
-// result for a repeated request ID).
+// proposeRetrying commits body with requestID (commands.CommitNew: a
+// refusal is a *commands.RejectedError) and, while the outcome is unknown
+// and ctx lives, proposes it again (the FSM returns the first result for a
+// repeated request ID).
 func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	for {
-		res, err := commands.Propose(ctx, m.leader, body, requestID)
+		res, err := commands.CommitNew(ctx, m.leader, body, requestID)
 		if err == nil || !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return res, err
 		}

@@ -635,7 +635,7 @@ func TestCallbackRefusalAndAbandon(t *testing.T) {
 	if err := h.m.Retry(123456); !errors.Is(err, ErrTaskNotFound) {
 		t.Fatalf("Retry unknown: %v", err)
 	}
-	var rej *RejectedError
+	var rej *commands.RejectedError
 	if err := h.m.Abandon(context.Background(), 123456, "x"); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_NOT_FOUND {
 		t.Fatalf("Abandon unknown: %v", err)
 	}
@@ -770,7 +770,7 @@ func TestRejectionKeepsFSMMessage(t *testing.T) {
 	})
 	_, err = h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
-	var rej *RejectedError
+	var rej *commands.RejectedError
 	if !errors.Is(err, ErrNotPrimary) || !errors.As(err, &rej) || rej.Message == "" {
 		t.Fatalf("err = %v, want a RejectedError matching ErrNotPrimary", err)
 	}

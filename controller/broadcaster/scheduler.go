@@ -469,14 +469,11 @@ func (ts *termState) gc() {
 	if !need {
 		return
 	}
-	res, err := commands.Propose(ts.ctx, ts.m.leader, &logpb.PruneBroadcastTombstones{
+	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.PruneBroadcastTombstones{
 		MaxCount: uint32(cfg.TombstoneMaxCount), MaxLifetimeMs: cfg.TombstoneMaxLifetime.Milliseconds()}, "")
-	switch {
-	case err != nil:
-		ts.m.log.Warn("pruning broadcast tombstones failed", "error", err)
-	case res.Rejection != nil:
-		ts.m.log.Warn("pruning broadcast tombstones refused", "error", res.Rejection.Message)
-	default:
-		ts.m.log.Debug("pruned broadcast tombstones", "dropped", res.GetNumber())
+	if err != nil {
+		ts.m.log.Warn("pruning broadcast tombstones failed or was refused", "error", err)
+		return
 	}
+	ts.m.log.Debug("pruned broadcast tombstones", "dropped", res.GetNumber())
 }

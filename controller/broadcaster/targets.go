@@ -42,7 +42,7 @@ func prepare(st *fsm.State, req Request) (*logpb.CreateBroadcast, error) {
 	}
 	cch := st.CChannel()
 	if cch == "" {
-		return nil, &RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
+		return nil, &commands.RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
 			Message: "streaming is not initialized: there is no control channel yet"}
 	}
 	targets, err := chooseTargets(st, req)
@@ -58,7 +58,7 @@ func prepare(st *fsm.State, req Request) (*logpb.CreateBroadcast, error) {
 		return nil, err
 	}
 	if r := st.CheckBroadcastCreation(body); r != nil {
-		return nil, rejectionError(r)
+		return nil, commands.Rejected(r)
 	}
 	return body, nil
 }
@@ -81,7 +81,7 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 		}
 		plan, r := st.PlanCollectionVChannels(p.CollectionId, p.Shards)
 		if r != nil {
-			return nil, rejectionError(r)
+			return nil, commands.Rejected(r)
 		}
 		return plan, nil
 	case commands.MsgDropCollection:

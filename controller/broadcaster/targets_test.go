@@ -146,7 +146,7 @@ func TestDoomedCreateCollectionRefused(t *testing.T) {
 			VChannels: []string{h.vch(2, 60), commands.VChannelName(h.pch[3], 60, 1)}},
 	} {
 		_, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), req)
-		var rej *RejectedError
+		var rej *commands.RejectedError
 		if !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_CONFLICT {
 			t.Fatalf("err = %v, want a CONFLICT refusal", err)
 		}
@@ -192,7 +192,7 @@ func TestReplicateConfigCheckedUnderTheLock(t *testing.T) {
 		t.Fatalf("A: %v", r.err)
 	}
 	r := h.wait(b)
-	var rej *RejectedError
+	var rej *commands.RejectedError
 	if !errors.As(r.err, &rej) || !strings.Contains(rej.Message, "extended by appending") {
 		t.Fatalf("B: %v, want a refusal at creation", r.err)
 	}

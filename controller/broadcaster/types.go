@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
 )
@@ -40,8 +41,11 @@ type Result struct {
 
 var (
 	// ErrNotPrimary: the cluster is a replication secondary; nothing was
-	// locked or created.
-	ErrNotPrimary = errors.New("cluster is not primary, cannot do any DDL/DCL")
+	// locked or created. It is a refusal of class REJECT_NOT_PRIMARY, so
+	// errors.Is matches it for the manager's own check and for Apply's
+	// refusal alike, and the API maps both with the rejection table.
+	ErrNotPrimary error = &commands.RejectedError{Code: logpb.RejectCode_REJECT_NOT_PRIMARY,
+		Message: "cluster is not primary, cannot do any DDL/DCL"}
 	// errNotLeader: this node cannot run broadcasts (the API forwards). It
 	// is leadership.ErrNotLeader.
 	errNotLeader = fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader)
@@ -56,29 +60,6 @@ var (
 	// errLocksClosed: the lock table of an ended leadership.
 	errLocksClosed = errors.New("broadcaster: lock table closed")
 )
-
-// RejectedError is a refusal by the state machine; it keeps the FSM's code
-// and message. A NOT_PRIMARY refusal matches ErrNotPrimary.
-type RejectedError struct {
-	Code    logpb.RejectCode
-	Message string
-}
-
-func (e *RejectedError) Error() string { return e.Message }
-
-// Is makes errors.Is(err, ErrNotPrimary) hold for a NOT_PRIMARY refusal.
-func (e *RejectedError) Is(target error) bool {
-	return target == ErrNotPrimary && e.Code == logpb.RejectCode_REJECT_NOT_PRIMARY
-}
-
-// Rejection returns the FSM rejection.
-func (e *RejectedError) Rejection() *logpb.Rejection {
-	return &logpb.Rejection{Code: e.Code, Message: e.Message}
-}
-
-func rejectionError(r *logpb.Rejection) error {
-	return &RejectedError{Code: r.Code, Message: r.Message}
-}
 
 // LockTimeoutError says which key a broadcast waited for, and how long,
 // when its deadline ran out before the locks were granted.

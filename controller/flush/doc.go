@@ -56,8 +56,10 @@ var (
 	// ErrNotOwner: the caller's (node, PChannel term) is not the current
 	// assignment of the VChannel's PChannel.
 	ErrNotOwner = errors.New("not the channel owner")
-	// ErrInvalid: a request that is wrong whatever the state.
-	ErrInvalid = errors.New("invalid write-path request")
+	// ErrInvalid: a request that is wrong whatever the state. It is
+	// commands.ErrInvalid, the one "invalid" sentinel, so the API has one
+	// InvalidArgument row.
+	ErrInvalid = commands.ErrInvalid
 	// ErrNotFound: the collection or VChannel does not exist.
 	ErrNotFound = errors.New("not found")
 )

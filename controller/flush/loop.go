@@ -93,12 +93,9 @@ func (m *Manager) prune(ctx context.Context, term uint64) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := m.l.Propose(ctx, c.DecidedIn(term))
+	res, err := commands.Commit(ctx, m.l, c.DecidedIn(term))
 	if err != nil {
-		return nil, err
-	}
-	if rej := res.GetRejection(); rej != nil {
-		return nil, fmt.Errorf("prune dropped segments: %s: %s", rej.Code, rej.Message)
+		return nil, fmt.Errorf("prune dropped segments: %w", err)
 	}
 	return res.GetSegments().GetIds(), nil
 }
@@ -192,12 +189,9 @@ func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs u
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := m.l.Propose(ctx, c.DecidedIn(term))
+	res, err := commands.Commit(ctx, m.l, c.DecidedIn(term))
 	if err != nil {
-		return nil, err
-	}
-	if rej := res.GetRejection(); rej != nil {
-		return nil, fmt.Errorf("seal collection %d: %s: %s", collection, rej.Code, rej.Message)
+		return nil, fmt.Errorf("seal collection %d: %w", collection, err)
 	}
 	return res.GetSegments().GetIds(), nil
 }
@@ -208,12 +202,8 @@ func (m *Manager) propose(ctx context.Context, term uint64, body proto.Message) 
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := m.l.Propose(ctx, c.DecidedIn(term))
-	if err != nil {
-		return err
-	}
-	if rej := res.GetRejection(); rej != nil {
-		return fmt.Errorf("%s: %s: %s", c.Type, rej.Code, rej.Message)
+	if _, err := commands.Commit(ctx, m.l, c.DecidedIn(term)); err != nil {
+		return fmt.Errorf("%s: %w", c.Type, err)
 	}
 	return nil
 }

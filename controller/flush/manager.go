@@ -2,6 +2,7 @@ package flush
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -288,15 +289,13 @@ func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest) (int
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := m.l.Propose(ctx, c)
-	if err != nil {
-		return 0, err
+	res, err := commands.Commit(ctx, m.l, c)
+	var rej *commands.RejectedError
+	if errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_STALE {
+		return 0, fmt.Errorf("%w: %s", ErrNotOwner, rej.Message)
 	}
-	if rej := res.GetRejection(); rej != nil {
-		if rej.Code == logpb.RejectCode_REJECT_STALE {
-			return 0, fmt.Errorf("%w: %s", ErrNotOwner, rej.Message)
-		}
-		return 0, fmt.Errorf("create segment: %s: %s", rej.Code, rej.Message)
+	if err != nil {
+		return 0, fmt.Errorf("create segment: %w", err)
 	}
 	m.created.Add(1)
 	return res.GetSegments().GetIds()[0], nil

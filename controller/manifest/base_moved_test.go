@@ -41,7 +41,7 @@ func TestStructuredCommitIsRefusedWhenItsBaseMoved(t *testing.T) {
 			SegmentId: 5, Next: other.String(), Prepared: true}}})
 		return true
 	})
-	_, err = f.c.Commit(ctx, statsReq(5, "mine", "f"))
+	_, err = commitProto(ctx, f.c, statsReq(5, "mine", "f"))
 	var stale *StaleError
 	if !errors.As(err, &stale) {
 		t.Fatalf("commit over a moved base: %v, want stale", err)

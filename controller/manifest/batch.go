@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
 )
@@ -18,32 +17,18 @@ import (
 // written (in parallel, at most Config.Pool at once), and one command
 // publishes them all or none. Dropped members are skipped; any other
 // refusal, I/O error or stale base aborts the whole batch, and the
-// revisions written for it become orphans.
-func (c *Committer) CommitBatch(ctx context.Context, reqs []*coordpb.CommitSegmentManifestRequest, requestID string) (out []*coordpb.CommitSegmentManifestResponse, err error) {
+// revisions written for it become orphans. b was checked by NewBatch.
+func (c *Committer) CommitBatch(ctx context.Context, b Batch) (out []*coordpb.CommitSegmentManifestResponse, err error) {
 	defer func() { c.cfg.Metrics.outcome(err) }()
+	reqs, requestID := b.members, b.requestID
 	if len(reqs) == 0 {
 		return nil, nil // nothing to publish: a no-op
 	}
-	if len(reqs) > commands.MaxManifestPublishes {
-		return nil, invalidf("a batch commits at most %d segments, got %d", commands.MaxManifestPublishes, len(reqs))
-	}
-	if err := commands.ValidateRequestID(requestID); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err) // the one request-ID check
-	}
-	ids := make([]int64, len(reqs))
+	sorted := make([]int64, len(reqs))
 	for i, r := range reqs {
-		if err := ValidateRequest(r, len(reqs) > 1); err != nil {
-			return nil, err
-		}
-		if r.RequestId != "" {
-			return nil, invalidf("segment %d: members of a batch carry no request_id (the batch has one)", r.SegmentId)
-		}
-		ids[i] = r.SegmentId
+		sorted[i] = r.SegmentID()
 	}
-	sorted := slices.Sorted(slices.Values(ids))
-	if d := slices.Compact(slices.Clone(sorted)); len(d) != len(sorted) {
-		return nil, invalidf("a batch names a segment twice")
-	}
+	slices.Sort(sorted)
 	if c.cfg.Store == nil {
 		return nil, ErrNoStore
 	}
@@ -93,7 +78,7 @@ func (c *Committer) CommitBatch(ctx context.Context, reqs []*coordpb.CommitSegme
 
 // prepareAll prepares every member against one snapshot, at most Pool at
 // once; the first error cancels the rest and aborts the batch.
-func (c *Committer) prepareAll(ctx context.Context, reqs []*coordpb.CommitSegmentManifestRequest) ([]*logpb.ManifestPublish, []*coordpb.CommitSegmentManifestResponse, error) {
+func (c *Committer) prepareAll(ctx context.Context, reqs []Request) ([]*logpb.ManifestPublish, []*coordpb.CommitSegmentManifestResponse, error) {
 	st := c.leader.State()
 	pubs := make([]*logpb.ManifestPublish, len(reqs))
 	answers := make([]*coordpb.CommitSegmentManifestResponse, len(reqs))

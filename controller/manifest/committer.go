@@ -93,12 +93,14 @@ func (c *Committer) Store() objectstore.Store { return c.cfg.Store }
 // Commit runs one single-segment commit (docs/semantics.md#manifest-commit):
 // lock the segment, read its pointer, write the next revision, propose the
 // publication with the term the decision was made in, and map Apply's
-// answer to the error classes.
-func (c *Committer) Commit(ctx context.Context, req *coordpb.CommitSegmentManifestRequest) (resp *coordpb.CommitSegmentManifestResponse, err error) {
+// answer to the error classes. r was checked by NewRequest; only a zero
+// Request is refused here.
+func (c *Committer) Commit(ctx context.Context, r Request) (resp *coordpb.CommitSegmentManifestResponse, err error) {
 	defer func() { c.cfg.Metrics.outcome(err) }()
-	if err := ValidateRequest(req, false); err != nil {
-		return nil, err
+	if r.req == nil {
+		return nil, errUnchecked
 	}
+	req := r.req
 	if c.cfg.Store == nil {
 		return nil, ErrNoStore
 	}
@@ -119,7 +121,7 @@ func (c *Committer) Commit(ctx context.Context, req *coordpb.CommitSegmentManife
 	if out, ok := c.recorded(req.RequestId); ok {
 		return out[0], nil // a retry of a commit that is already applied
 	}
-	pub, skipped, err := c.prepare(ctx, c.leader.State(), req, false)
+	pub, skipped, err := c.prepare(ctx, c.leader.State(), r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -150,11 +152,9 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.leader.Propose(ctx, cmd.DecidedIn(term))
-	if err != nil {
-		return nil, err
-	}
-	if res.Rejection != nil && requestID != "" {
+	res, err := commands.Commit(ctx, c.leader, cmd.DecidedIn(term))
+	var rej *commands.RejectedError
+	if errors.As(err, &rej) && requestID != "" {
 		// An earlier attempt with this request ID may have committed
 		// while this one was being prepared (its caller gave up waiting):
 		// the first result recorded for the ID is the answer.
@@ -162,8 +162,8 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 			return out, nil
 		}
 	}
-	if res.Rejection != nil {
-		err := rejectionError(res.Rejection)
+	if err != nil {
+		err = staleOf(err)
 		var stale *StaleError
 		if errors.As(err, &stale) {
 			c.cfg.Metrics.staleRejection()
@@ -226,97 +226,4 @@ func (c *Committer) recorded(requestID string) ([]*coordpb.CommitSegmentManifest
 		out = append(out, r)
 	}
 	return out, len(out) > 0
-}
-
-// ValidateRequest checks a commit's shape before anything is read or
-// written; inBatch adds the batch rules.
-func ValidateRequest(req *coordpb.CommitSegmentManifestRequest, inBatch bool) error {
-	if req == nil || req.SegmentId <= 0 {
-		return invalidf("a commit needs a positive segment_id")
-	}
-	if req.Mutation == nil || req.Mutation.Kind == nil {
-		return invalidf("segment %d: a commit needs a mutation", req.SegmentId)
-	}
-	prep := req.Mutation.GetPublishPrepared()
-	if req.ExpectedVersion != nil && prep == nil {
-		return invalidf("segment %d: expected_version is allowed only with publish_prepared", req.SegmentId)
-	}
-	if prep != nil {
-		if prep.Version < 1 {
-			return invalidf("segment %d: a prepared revision has a version of at least 1", req.SegmentId)
-		}
-		if prep.BasePath != "" {
-			if err := commands.ValidateManifestBase(prep.BasePath); err != nil {
-				return err
-			}
-		}
-	}
-	if err := commands.ValidateRequestID(req.RequestId); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err) // the one request-ID check
-	}
-	cat := req.Catalog
-	if inBatch {
-		if cat.GetNewSegment() != nil {
-			return invalidf("segment %d: a batch commit cannot create segments", req.SegmentId)
-		}
-		if len(cat.GetIndexUpserts()) > 0 || len(cat.GetIndexRemoves()) > 0 {
-			return invalidf("segment %d: a batch commit cannot change SegmentIndex records", req.SegmentId)
-		}
-		if req.Mutation.GetAddIndexes() != nil {
-			return invalidf("segment %d: a batch commit cannot add index entries", req.SegmentId)
-		}
-	}
-	if len(cat.GetIndexUpserts()) > 0 && len(cat.GetIndexRemoves()) > 0 {
-		return invalidf("segment %d: one commit either upserts or removes SegmentIndex records, not both", req.SegmentId)
-	}
-	if len(cat.GetIndexUpserts()) > 1 {
-		return invalidf("segment %d: at most one SegmentIndex upsert per commit, got %d", req.SegmentId, len(cat.GetIndexUpserts()))
-	}
-	if cat.GetNewSegment() != nil && prep != nil && req.ExpectedVersion != nil {
-		return invalidf("segment %d: a new segment has no expected manifest", req.SegmentId)
-	}
-	if err := validateIndexStaging(req); err != nil {
-		return err
-	}
-	return validateCatalogShape(req)
-}
-
-// validateCatalogShape runs the log's shape check on the converted
-// catalog mutation, so a bad field is refused before any I/O.
-func validateCatalogShape(req *coordpb.CommitSegmentManifestRequest) error {
-	cat, err := catalogOf(req.SegmentId, req.Catalog)
-	if err != nil {
-		return err
-	}
-	next := commands.ManifestPointer{Base: "manifest/x", Version: 1}
-	return commands.ValidateManifestPublish(&logpb.ManifestPublish{SegmentId: req.SegmentId, Next: next.String(), Catalog: cat})
-}
-
-// validateIndexStaging: every SegmentIndex upsert is added by the
-// mutation's AddIndexes with the same build, index and field; every
-// removal is retracted by its DropIndexes.
-func validateIndexStaging(req *coordpb.CommitSegmentManifestRequest) error {
-	cat := req.Catalog
-	for _, up := range cat.GetIndexUpserts() {
-		found := false
-		for _, ix := range req.Mutation.GetAddIndexes().GetIndexes() {
-			if ix.BuildId == up.BuildId {
-				found = ix.IndexId == up.IndexId && ix.FieldId == up.FieldId
-			}
-		}
-		if !found {
-			return invalidf("segment %d: SegmentIndex upsert of build %d has no matching AddIndexes entry", req.SegmentId, up.BuildId)
-		}
-	}
-	for _, rm := range cat.GetIndexRemoves() {
-		drop := req.Mutation.GetDropIndexes()
-		found := false
-		for _, b := range drop.GetBuildIds() {
-			found = found || b == rm
-		}
-		if !found {
-			return invalidf("segment %d: SegmentIndex removal of build %d has no matching DropIndexes retraction", req.SegmentId, rm)
-		}
-	}
-	return nil
 }

@@ -21,7 +21,7 @@ func TestCommitSegmentManifestSerializesSameSegment(t *testing.T) {
 	f.create(5)
 	ctx := context.Background()
 	for v := int64(2); v <= 3; v++ {
-		resp, err := f.c.Commit(ctx, statsReq(5, fmt.Sprintf("k%d", v), "f"))
+		resp, err := commitProto(ctx, f.c, statsReq(5, fmt.Sprintf("k%d", v), "f"))
 		if err != nil || resp.Version != v {
 			t.Fatalf("commit %d: %v %v", v, resp, err)
 		}
@@ -37,7 +37,7 @@ func TestCommitSegmentManifestSerializesSameSegment(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := f.c.Commit(ctx, statsReq(5, fmt.Sprintf("c%d", i), "f")); err != nil {
+			if _, err := commitProto(ctx, f.c, statsReq(5, fmt.Sprintf("c%d", i), "f")); err != nil {
 				t.Errorf("concurrent commit %d: %v", i, err)
 			}
 		}()
@@ -66,14 +66,14 @@ func TestCommitSegmentManifestPublishesOnlyAfterCatalogSuccess(t *testing.T) {
 		}
 		return errTest
 	})
-	_, err := f.c.Commit(context.Background(), statsReq(5, "k", "f"))
+	_, err := commitProto(context.Background(), f.c, statsReq(5, "k", "f"))
 	if !errors.Is(err, errTest) || f.version(5) != 1 {
 		t.Fatalf("failed proposal: %v, version %d", err, f.version(5))
 	}
 	f.l.SetBeforePropose(nil)
 	// The orphan (v2) is stepped over, never overwritten, and deleted once
 	// v3 is published (nothing can reference it any more).
-	resp, err := f.c.Commit(context.Background(), statsReq(5, "k2", "f"))
+	resp, err := commitProto(context.Background(), f.c, statsReq(5, "k2", "f"))
 	if err != nil || resp.Version != 3 || len(f.objects()) != 2 {
 		t.Fatalf("next commit: %v %v, objects %v", resp, err, f.objects())
 	}
@@ -95,7 +95,7 @@ func TestCommitSegmentManifestFailsStaleWhenPointerAdvancesDuringManifestIO(t *t
 			Next: commands.ManifestPointer{Base: base, Version: 7}.String(), Prepared: true}}})
 		return true
 	})
-	_, err := f.c.Commit(context.Background(), statsReq(5, "k", "f"))
+	_, err := commitProto(context.Background(), f.c, statsReq(5, "k", "f"))
 	var stale *StaleError
 	if !errors.As(err, &stale) || stale.Expected != 1 || stale.Current != 7 {
 		t.Fatalf("got %v, want stale expected 1 current 7", err)
@@ -115,11 +115,11 @@ func TestCommitSegmentManifestDoesNotSerializeDifferentSegmentsDuringManifestIO(
 	release := gs.hold("/5/manifest-")
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.c.Commit(context.Background(), statsReq(5, "k", "f"))
+		_, err := commitProto(context.Background(), f.c, statsReq(5, "k", "f"))
 		done <- err
 	}()
 	<-gs.entered // segment 5 is inside its manifest I/O, holding its lock
-	if _, err := f.c.Commit(context.Background(), statsReq(6, "k", "f")); err != nil {
+	if _, err := commitProto(context.Background(), f.c, statsReq(6, "k", "f")); err != nil {
 		t.Fatalf("segment 6 waited for or failed behind segment 5: %v", err)
 	}
 	if f.version(6) != 2 || f.version(5) != 1 {
@@ -136,12 +136,12 @@ func TestCommitSegmentManifestRejectsDroppedSegmentAsNotFound(t *testing.T) {
 	f.create(5)
 	drop := statsReq(5, "k", "f")
 	drop.Catalog = &coordpb.CatalogMutation{State: "Dropped"}
-	if _, err := f.c.Commit(context.Background(), drop); err != nil {
+	if _, err := commitProto(context.Background(), f.c, drop); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.c.Commit(context.Background(), statsReq(5, "k2", "f"))
+	_, err := commitProto(context.Background(), f.c, statsReq(5, "k2", "f"))
 	wantClass(t, err, "not_found")
-	_, err = f.c.Commit(context.Background(), statsReq(77, "k2", "f"))
+	_, err = commitProto(context.Background(), f.c, statsReq(77, "k2", "f"))
 	wantClass(t, err, "not_found")
 	if f.version(5) != 2 {
 		t.Fatal("dropped segment's pointer moved")
@@ -160,7 +160,7 @@ func TestDeposedLeaderCommitIsRefused(t *testing.T) {
 		f.l.Establish(t, 2)
 		return true
 	})
-	_, err := f.c.Commit(context.Background(), statsReq(5, "k", "f"))
+	_, err := commitProto(context.Background(), f.c, statsReq(5, "k", "f"))
 	wantClass(t, err, "stale")
 	if f.version(5) != 1 {
 		t.Fatal("deposed decision published")
@@ -181,18 +181,18 @@ func TestCommitSegmentManifestExpectedManifest(t *testing.T) {
 		return &coordpb.CommitSegmentManifestRequest{SegmentId: 5, ExpectedVersion: &expected,
 			Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_PublishPrepared{PublishPrepared: &coordpb.PublishPreparedManifest{Version: v}}}}
 	}
-	_, err := f.c.Commit(context.Background(), prep(4, 3))
+	_, err := commitProto(context.Background(), f.c, prep(4, 3))
 	var stale *StaleError
 	if !errors.As(err, &stale) || stale.Expected != 3 || stale.Current != 1 {
 		t.Fatalf("wrong expected: %v", err)
 	}
-	if resp, err := f.c.Commit(context.Background(), prep(4, 1)); err != nil || resp.Version != 4 {
+	if resp, err := commitProto(context.Background(), f.c, prep(4, 1)); err != nil || resp.Version != 4 {
 		t.Fatalf("prepared publish: %v %v", resp, err)
 	}
-	if resp, err := f.c.Commit(context.Background(), prep(4, 4)); err != nil || resp.Version != 4 {
+	if resp, err := commitProto(context.Background(), f.c, prep(4, 4)); err != nil || resp.Version != 4 {
 		t.Fatalf("idempotent retry: %v %v", resp, err)
 	}
-	_, err = f.c.Commit(context.Background(), prep(9, 4)) // no such object
+	_, err = commitProto(context.Background(), f.c, prep(9, 4)) // no such object
 	wantClass(t, err, "invalid")
 }
 
@@ -225,7 +225,7 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 		"request ID too long": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, RequestId: strings.Repeat("r", commands.MaxRequestIDBytes+1)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := f.c.Commit(context.Background(), req)
+			_, err := commitProto(context.Background(), f.c, req)
 			wantClass(t, err, "invalid")
 			// The request-ID limit has one check and one error (commands').
 			if req.RequestId != "" && !errors.Is(err, commands.ErrInvalid) {
@@ -234,8 +234,8 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 		})
 	}
 	long := strings.Repeat("r", commands.MaxRequestIDBytes+1)
-	if _, err := f.c.CommitBatch(context.Background(), []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, ErrInvalid) || !errors.Is(err, commands.ErrInvalid) {
-		t.Fatalf("batch with a request ID over the limit: %v, want manifest and commands ErrInvalid", err)
+	if _, err := commitBatchProto(context.Background(), f.c, []*coordpb.CommitSegmentManifestRequest{statsReq(5, "k", "f")}, long); !errors.Is(err, commands.ErrInvalid) {
+		t.Fatalf("batch with a request ID over the limit: %v, want commands.ErrInvalid", err)
 	}
 	if len(f.l.Applied()) != applied || len(f.objects()) != 1 || f.version(5) != 1 {
 		t.Fatalf("bad input changed something: %d commands, objects %v", len(f.l.Applied())-applied, f.objects())
@@ -251,7 +251,7 @@ func TestCommitSegmentManifestRemovesSegmentIndexWithRetraction(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry := &coordpb.ManifestIndexEntry{BuildId: 40, IndexId: 41, FieldId: 101, Files: []string{idxFile}}
-	_, err := f.c.Commit(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: 5,
+	_, err := commitProto(ctx, f.c, &coordpb.CommitSegmentManifestRequest{SegmentId: 5,
 		Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddIndexes{AddIndexes: &coordpb.AddIndexes{Indexes: []*coordpb.ManifestIndexEntry{entry}}}},
 		Catalog:  &coordpb.CatalogMutation{IndexUpserts: []*coordpb.ManifestIndexEntry{entry}}})
 	if err != nil || len(f.l.State().SegmentIndexes(5)) != 1 || len(f.revision(5).Indexes) != 1 {
@@ -267,7 +267,7 @@ func TestCommitSegmentManifestRemovesSegmentIndexWithRetraction(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = f.c.Commit(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: 5,
+	_, err = commitProto(ctx, f.c, &coordpb.CommitSegmentManifestRequest{SegmentId: 5,
 		Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_DropIndexes{DropIndexes: &coordpb.DropIndexes{BuildIds: []int64{40}}}},
 		Catalog:  &coordpb.CatalogMutation{IndexRemoves: []int64{40}}})
 	if err != nil || len(f.l.State().SegmentIndexes(5)) != 0 || len(f.revision(5).Indexes) != 0 {
@@ -283,10 +283,10 @@ func TestCommitHonoursCancellationWhileWaitingForTheLock(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := f.c.Commit(ctx, statsReq(5, "k", "f"))
+	_, err := commitProto(ctx, f.c, statsReq(5, "k", "f"))
 	wantClass(t, err, "canceled")
 	f.c.locks.unlock(5)
-	if _, err := f.c.Commit(context.Background(), statsReq(5, "k", "f")); err != nil {
+	if _, err := commitProto(context.Background(), f.c, statsReq(5, "k", "f")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,15 +11,21 @@ import (
 
 // The error classes of a manifest commit (docs/semantics.md#manifest-errors).
 // api/grpcserver's error table maps them: stale → Aborted, not found →
-// NotFound, invalid → InvalidArgument.
+// NotFound, invalid (commands.ErrInvalid: the request is malformed or the
+// segment cannot take it) → InvalidArgument.
 var (
-	// ErrInvalid: the request is malformed or the segment cannot take it.
-	ErrInvalid = errors.New("invalid manifest commit")
 	// ErrNotFound: the segment does not exist or is Dropped (terminal:
-	// discard the work).
-	ErrNotFound = errors.New("segment not found")
+	// discard the work). It is a refusal of class REJECT_NOT_FOUND, so
+	// errors.Is matches it for the committer's own checks and for Apply's
+	// refusal alike.
+	ErrNotFound error = &commands.RejectedError{Code: logpb.RejectCode_REJECT_NOT_FOUND, Message: "segment not found"}
 	// ErrNoStore: this member has no object store configured.
 	ErrNoStore = errors.New("manifest commits need an object store (coordd --object-store)")
+
+	// errUnchecked: a zero Request (not built by NewRequest or NewBatch),
+	// refused as commands.Proposer refuses a command not built by
+	// commands.New.
+	errUnchecked = fmt.Errorf("%w: a manifest commit must be built by NewRequest or NewBatch", commands.ErrInvalid)
 )
 
 // StaleError: the commit was built on a pointer that is no longer current
@@ -34,40 +40,24 @@ func (e *StaleError) Error() string {
 	return commands.StaleManifestMessage(e.Segment, e.Expected, e.Current, e.Why)
 }
 
-// RejectedError is an Apply rejection of the commit command that is not
-// stale (stale ones are *StaleError).
-type RejectedError struct {
-	Code    logpb.RejectCode
-	Message string
-}
-
-func (e *RejectedError) Error() string { return e.Message }
-
-// Is lets errors.Is match the class sentinels.
-func (e *RejectedError) Is(target error) bool {
-	switch target {
-	case ErrInvalid:
-		return e.Code == logpb.RejectCode_REJECT_INVALID
-	case ErrNotFound:
-		return e.Code == logpb.RejectCode_REJECT_NOT_FOUND
+// staleOf turns Apply's REJECT_STALE refusal of a commit into a
+// *StaleError; any other error comes back as it is (a refusal stays the
+// *commands.RejectedError commands.Commit made, which errors.Is matches
+// against commands.ErrInvalid and ErrNotFound by its code).
+func staleOf(err error) error {
+	var rej *commands.RejectedError
+	if !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_STALE {
+		return err
 	}
-	return false
-}
-
-// rejectionError converts an Apply rejection into the class errors.
-func rejectionError(r *logpb.Rejection) error {
-	if r.Code == logpb.RejectCode_REJECT_STALE {
-		if seg, exp, cur, ok := commands.ParseStaleManifest(r.Message); ok {
-			return &StaleError{Segment: seg, Expected: exp, Current: cur, Why: "refused by the state machine"}
-		}
-		// A decision-term fence: a newer leader established itself.
-		return &StaleError{Expected: -1, Current: -1, Why: r.Message}
+	if seg, exp, cur, ok := commands.ParseStaleManifest(rej.Message); ok {
+		return &StaleError{Segment: seg, Expected: exp, Current: cur, Why: "refused by the state machine"}
 	}
-	return &RejectedError{Code: r.Code, Message: r.Message}
+	// A decision-term fence: a newer leader established itself.
+	return &StaleError{Expected: -1, Current: -1, Why: rej.Message}
 }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", commands.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // Class names an error's outcome class (metrics, CLI): ok, stale,
@@ -81,7 +71,7 @@ func Class(err error) string {
 		return "stale"
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
-	case errors.Is(err, ErrInvalid), errors.Is(err, commands.ErrInvalid):
+	case errors.Is(err, commands.ErrInvalid):
 		return "invalid"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "canceled"

@@ -81,7 +81,7 @@ func statsReq(seg int64, key string, files ...string) *coordpb.CommitSegmentMani
 // create makes segment seg with its first revision.
 func (f *fixture) create(seg int64) {
 	f.t.Helper()
-	if _, err := f.c.Commit(context.Background(), createReq(seg)); err != nil {
+	if _, err := commitProto(context.Background(), f.c, createReq(seg)); err != nil {
 		f.t.Fatalf("create segment %d: %v", seg, err)
 	}
 }
@@ -151,6 +151,25 @@ func (g *gateStore) Create(ctx context.Context, key string, data []byte) error {
 		}
 	}
 	return g.Store.Create(ctx, key, data)
+}
+
+// commitProto parses req with NewRequest and commits it, as the API does.
+func commitProto(ctx context.Context, c *Committer, req *coordpb.CommitSegmentManifestRequest) (*coordpb.CommitSegmentManifestResponse, error) {
+	r, err := NewRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return c.Commit(ctx, r)
+}
+
+// commitBatchProto parses a batch with NewBatch and commits it, as the API
+// does.
+func commitBatchProto(ctx context.Context, c *Committer, reqs []*coordpb.CommitSegmentManifestRequest, requestID string) ([]*coordpb.CommitSegmentManifestResponse, error) {
+	b, err := NewBatch(&coordpb.CommitSegmentManifestBatchRequest{Commits: reqs, RequestId: requestID})
+	if err != nil {
+		return nil, err
+	}
+	return c.CommitBatch(ctx, b)
 }
 
 func wantClass(t *testing.T, err error, class string) {

@@ -198,12 +198,9 @@ func (c *Committer) retire(ctx context.Context, term uint64, plans []*basePlan) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.leader.Propose(ctx, cmd.DecidedIn(term))
+	res, err := commands.Commit(ctx, c.leader, cmd.DecidedIn(term))
 	if err != nil {
 		return nil, fmt.Errorf("commit the retirement of %d manifest bases: %w", len(plans), err)
-	}
-	if res.Rejection != nil {
-		return nil, fmt.Errorf("retirement of %d manifest bases refused: %s", len(plans), res.Rejection.Message)
 	}
 	out := res.GetManifestRetired().GetRetired()
 	if len(out) != len(plans) {

@@ -21,7 +21,7 @@ func TestCollectOrphans(t *testing.T) {
 	f := newFixture(t, Config{Clock: clock, GCGrace: time.Minute})
 	f.create(5)
 	ctx := context.Background()
-	if _, err := f.c.Commit(ctx, statsReq(5, "k", "f")); err != nil {
+	if _, err := commitProto(ctx, f.c, statsReq(5, "k", "f")); err != nil {
 		t.Fatal(err)
 	}
 	base := commands.ManifestBase(testColl, 1, 5)

@@ -31,7 +31,7 @@ func checkMutationKeys(req *coordpb.CommitSegmentManifestRequest, coll, part int
 	rev := &coordpb.ManifestRevision{SegmentId: id, ColumnGroups: groups, DeltaLogs: deltas,
 		Stats: m.GetAddStats().GetStats(), Indexes: m.GetAddIndexes().GetIndexes()}
 	if err := checkRevisionKeys(rev, coll, part); err != nil {
-		return fmt.Errorf("%w: segment %d: %v", ErrInvalid, id, err)
+		return fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
 	}
 	return nil
 }

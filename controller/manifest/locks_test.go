@@ -183,7 +183,7 @@ func TestCommitSegmentManifestsConcurrentOverlappingBatches(t *testing.T) {
 					reqs = append(reqs, statsReq(s, fmt.Sprintf("b%d-%d", b, n), "f"))
 					commits[s].Add(1)
 				}
-				if _, err := f.c.CommitBatch(context.Background(), reqs, ""); err != nil {
+				if _, err := commitBatchProto(context.Background(), f.c, reqs, ""); err != nil {
 					t.Errorf("batch %d/%d: %v", b, n, err)
 					return
 				}
@@ -213,13 +213,13 @@ func TestCommitSegmentManifestsConcurrentDisjointBatches(t *testing.T) {
 	release := gs.hold("/5/manifest-2")
 	first := make(chan error, 1)
 	go func() {
-		_, err := f.c.CommitBatch(context.Background(), []*coordpb.CommitSegmentManifestRequest{statsReq(5, "a", "f"), statsReq(6, "a", "f")}, "")
+		_, err := commitBatchProto(context.Background(), f.c, []*coordpb.CommitSegmentManifestRequest{statsReq(5, "a", "f"), statsReq(6, "a", "f")}, "")
 		first <- err
 	}()
 	<-gs.entered
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := f.c.CommitBatch(ctx, []*coordpb.CommitSegmentManifestRequest{statsReq(7, "b", "f"), statsReq(8, "b", "f")}, ""); err != nil {
+	if _, err := commitBatchProto(ctx, f.c, []*coordpb.CommitSegmentManifestRequest{statsReq(7, "b", "f"), statsReq(8, "b", "f")}, ""); err != nil {
 		t.Fatalf("disjoint batch while another is in its revision write: %v", err)
 	}
 	if f.version(7) != 2 || f.version(8) != 2 || f.version(5) != 1 {

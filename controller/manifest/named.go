@@ -15,7 +15,7 @@ import (
 // FinishImportSegment, docs/semantics.md#manifest-commit): the revision
 // must exist in the store and be that segment's revision of that version,
 // with every key under the segment's directories. It fails fast with
-// ErrInvalid before anything is proposed; Apply itself cannot see the
+// commands.ErrInvalid before anything is proposed; Apply itself cannot see the
 // store, and refuses what it can check (the segment's own base, retired
 // versions). Nothing is checked without a store, for an unknown segment
 // (Apply answers that), or for the pointer the segment already holds (a

@@ -21,12 +21,9 @@ const maxVersionSkips = 16
 // is held: checks against the snapshot st (fail fast; Apply checks again),
 // then the manifest I/O. It returns the publication to propose, or, for a
 // Dropped segment in a batch, the answer that it was skipped.
-func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.CommitSegmentManifestRequest, inBatch bool) (*logpb.ManifestPublish, *coordpb.CommitSegmentManifestResponse, error) {
+func (c *Committer) prepare(ctx context.Context, st *fsm.State, r Request, inBatch bool) (*logpb.ManifestPublish, *coordpb.CommitSegmentManifestResponse, error) {
+	req, cat := r.req, r.catalog
 	id := req.SegmentId
-	cat, err := catalogOf(id, req.Catalog)
-	if err != nil {
-		return nil, nil, err
-	}
 	g, exists := st.Segment(id)
 	var cur commands.ManifestPointer
 	var base string
@@ -51,6 +48,7 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, req *coordpb.Com
 		if g.StorageVersion != 0 && g.StorageVersion != fsm.StorageV3 {
 			return nil, nil, invalidf("segment %d has storage version %d, manifests need %d", id, g.StorageVersion, fsm.StorageV3)
 		}
+		var err error
 		if cur, err = commands.ParseManifestPointer(g.ManifestPath); err != nil {
 			return nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %v", id, err)
 		}
@@ -147,11 +145,11 @@ func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.Manife
 	for v := first; v < first+maxVersionSkips; v++ {
 		rev, err := Mutate(curRev, id, v, m)
 		if err != nil {
-			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", ErrInvalid, id, err)
+			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
 		}
 		data, err := Encode(rev)
 		if err != nil {
-			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", ErrInvalid, id, err)
+			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
 		}
 		next := commands.ManifestPointer{Base: base, Version: v}
 		err = c.cfg.Store.Create(ctx, next.Key(), data)

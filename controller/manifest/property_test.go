@@ -56,7 +56,7 @@ func TestManifestCommitProperties(t *testing.T) {
 		segs := make([]int64, nseg)
 		for i := range segs {
 			segs[i] = int64(5 + i)
-			if _, err := f.c.Commit(context.Background(), createReq(segs[i])); err != nil {
+			if _, err := commitProto(context.Background(), f.c, createReq(segs[i])); err != nil {
 				rt.Fatalf("create %d: %v", segs[i], err)
 			}
 		}
@@ -117,7 +117,7 @@ func TestManifestCommitProperties(t *testing.T) {
 				defer wg.Done()
 				for n, si := range script {
 					r := commitRecord{seg: segs[si], key: fmt.Sprintf("c%d-%d", i, n), start: clock.Add(1)}
-					resp, err := f.c.Commit(context.Background(), statsReq(r.seg, r.key, "stats/"+r.key))
+					resp, err := commitProto(context.Background(), f.c, statsReq(r.seg, r.key, "stats/"+r.key))
 					r.end, r.err = clock.Add(1), err
 					if err == nil {
 						r.version = resp.Version
@@ -352,7 +352,7 @@ func TestCollectorInterleavingProperties(t *testing.T) {
 				publish("inline")
 			case 2: // a structured commit (may be refused: a pointer at an unreadable revision, ...)
 				seg := rapid.SampledFrom(segs).Draw(rt, "commit segment")
-				_, _ = c.Commit(ctx, statsReq(seg, fmt.Sprintf("k%d", step), "f"))
+				_, _ = commitProto(ctx, c, statsReq(seg, fmt.Sprintf("k%d", step), "f"))
 			case 3:
 				o.clock.Advance(rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 2 * time.Minute}).Draw(rt, "advance"))
 			case 4:

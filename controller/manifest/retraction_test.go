@@ -26,7 +26,7 @@ func TestIndexRetractionCrashBetweenDeleteAndCommitIsFinishedByARerun(t *testing
 		t.Fatal(err)
 	}
 	entry := &coordpb.ManifestIndexEntry{BuildId: 40, IndexId: 41, FieldId: 101, Files: []string{idxFile}}
-	if _, err := f.c.Commit(ctx, &coordpb.CommitSegmentManifestRequest{SegmentId: 5,
+	if _, err := commitProto(ctx, f.c, &coordpb.CommitSegmentManifestRequest{SegmentId: 5,
 		Mutation: &coordpb.ManifestMutation{Kind: &coordpb.ManifestMutation_AddIndexes{AddIndexes: &coordpb.AddIndexes{Indexes: []*coordpb.ManifestIndexEntry{entry}}}},
 		Catalog:  &coordpb.CatalogMutation{IndexUpserts: []*coordpb.ManifestIndexEntry{entry}}}); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestIndexRetractionCrashBetweenDeleteAndCommitIsFinishedByARerun(t *testing
 		}
 		return nil
 	})
-	if _, err := f.c.Commit(ctx, proto.Clone(retract).(*coordpb.CommitSegmentManifestRequest)); !errors.Is(err, errTest) {
+	if _, err := commitProto(ctx, f.c, proto.Clone(retract).(*coordpb.CommitSegmentManifestRequest)); !errors.Is(err, errTest) {
 		t.Fatalf("retraction with a crash: %v", err)
 	}
 	if _, err := f.store.Get(ctx, idxFile); !errors.Is(err, objectstore.ErrNotFound) {
@@ -50,7 +50,7 @@ func TestIndexRetractionCrashBetweenDeleteAndCommitIsFinishedByARerun(t *testing
 		t.Fatal("the crashed retraction changed the published state")
 	}
 	f.l.SetBeforePropose(nil)
-	resp, err := f.c.Commit(ctx, proto.Clone(retract).(*coordpb.CommitSegmentManifestRequest))
+	resp, err := commitProto(ctx, f.c, proto.Clone(retract).(*coordpb.CommitSegmentManifestRequest))
 	if err != nil {
 		t.Fatalf("re-run of the retraction: %v", err)
 	}

@@ -17,6 +17,7 @@ package nodehealth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -296,12 +297,16 @@ func (t *Tracker) Watch(ctx context.Context, term uint64) {
 func (t *Tracker) markExpired(ctx context.Context, now time.Time) {
 	for _, n := range t.expired(now) {
 		reason := fmt.Sprintf("no heartbeat for more than %v", t.cfg.TTL)
-		res, err := commands.Propose(ctx, t.leader, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
-		if err != nil {
+		_, err := commands.CommitNew(ctx, t.leader, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
+		var rej *commands.RejectedError
+		switch {
+		case errors.As(err, &rej):
+			// Apply decided against it (the node moved on meanwhile);
+			// watchers still learn the state changed.
+		case err != nil:
 			t.cfg.Logger.Warn("marking node down failed", "node", n.Id, "error", err)
 			continue
-		}
-		if res.Rejection == nil {
+		default:
 			t.cfg.Logger.Info("streaming node down", "node", n.Id, "address", n.Address, "reason", reason)
 		}
 		t.mu.Lock()

@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -183,14 +184,15 @@ func (t *Tracker) markLost(ctx context.Context) {
 			continue // moved on since the heartbeat: nothing to do
 		}
 		reason := commands.TruncateReason("lost WAL: " + l.detail)
-		res, err := commands.Propose(ctx, t.leader, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{
+		res, err := commands.CommitNew(ctx, t.leader, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{
 			Pchannel: l.pchannel, Term: l.term, Reason: reason}}}, "")
-		if err != nil {
+		var rej *commands.RejectedError
+		if err != nil && !errors.As(err, &rej) {
 			t.cfg.Logger.Warn("marking a lost WAL unavailable failed", "pchannel", l.pchannel, "term", l.term, "node", l.node, "error", err)
 			continue
 		}
-		if res.Rejection != nil || res.GetNumber() == 0 {
-			continue
+		if err != nil || res.GetNumber() == 0 {
+			continue // refused or nothing marked: the channel moved on
 		}
 		t.cfg.Metrics.lost(l.reason)
 		t.cfg.Logger.Warn("owner lost the WAL of an ASSIGNED pchannel; reassigning it at a new term",

@@ -112,7 +112,7 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		return err
 	}
 	sleep(ctx, hold)
-	exited, line, err := n.c.TryStart(v, refusalWait)
+	exited, out, err := n.c.TryStart(v, refusalWait)
 	if err != nil {
 		return err
 	}
@@ -126,8 +126,8 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		n.markReplacing(v, false)
 		return nil
 	}
-	if !strings.Contains(line, refusedDamaged) && !strings.Contains(line, refusedLost) {
-		n.violation("%s exited on a data dir with %s without a clear refusal: %q", n.c.ID(v), kind, line)
+	if _, ok := lineWith(out, refusedDamaged, refusedLost); !ok {
+		n.violation("%s exited on a data dir with %s without a clear refusal: %q", n.c.ID(v), kind, lastLine(out))
 	}
 	w.Detail += "; refused"
 	if err := n.replace(context.WithoutCancel(ctx), v); err != nil {
@@ -141,17 +141,14 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 // refuses with a line containing one of want. A member that serves instead is a
 // violation; one that neither exits nor serves is stopped.
 func (n *Nemesis) expectRefusal(ctx context.Context, v int, damage string, want []string) error {
-	exited, line, err := n.c.TryStart(v, refusalWait)
+	exited, out, err := n.c.TryStart(v, refusalWait)
 	if err != nil {
 		return err
 	}
 	if exited {
-		for _, w := range want {
-			if strings.Contains(line, w) {
-				return nil
-			}
+		if _, ok := lineWith(out, want...); !ok {
+			n.violation("%s, restarted after %s, exited without the expected refusal (%q): %q", n.c.ID(v), damage, want, lastLine(out))
 		}
-		n.violation("%s, restarted after %s, exited without the expected refusal (%q): %q", n.c.ID(v), damage, want, line)
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -160,6 +157,24 @@ func (n *Nemesis) expectRefusal(ctx context.Context, v int, damage string, want 
 		n.violation("%s, restarted after %s, was accepted back into the cluster instead of refusing", n.c.ID(v), damage)
 	}
 	return n.c.Kill(v)
+}
+
+// lineWith returns the first line of out that contains one of want.
+func lineWith(out string, want ...string) (string, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		for _, w := range want {
+			if strings.Contains(line, w) {
+				return line, true
+			}
+		}
+	}
+	return "", false
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }
 
 // replace follows the documented procedure for a member that lost its

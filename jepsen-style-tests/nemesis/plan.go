@@ -80,7 +80,7 @@ type Cluster interface {
 	// TryStart starts member i as Start does and waits up to within: if it
 	// exits, exited is true and line is the last line it wrote (and the
 	// exit is not a crash); otherwise it keeps running as after Start.
-	TryStart(i int, within time.Duration) (exited bool, line string, err error)
+	TryStart(i int, within time.Duration) (exited bool, output string, err error)
 	// StartJoining starts member i with --join (through the other members)
 	// instead of --peers, from now on: a replacement member.
 	StartJoining(i int) error

@@ -19,8 +19,6 @@ import (
 
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
@@ -145,23 +143,9 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 	}
 	// Built after the options: the session tracker and the broadcaster
 	// they may replace are the service's too.
-	s.dataPath = datapath.New(datapath.Deps{Leader: serviceLeader{s}, TSO: set.TSO, Flush: set.Data,
+	s.dataPath = datapath.New(datapath.Deps{Leader: node, TSO: set.TSO, Flush: set.Data,
 		Revisions: set.Manifests, Broadcasts: s.broadcasts, Sessions: s.health})
 	return s
-}
-
-// serviceLeader is the raft node as the controllers' services see it:
-// commits go through commit, so a rejection is an error there too.
-type serviceLeader struct{ s *Server }
-
-func (l serviceLeader) State() *fsm.State       { return l.s.node.State() }
-func (l serviceLeader) EstablishedTerm() uint64 { return l.s.node.EstablishedTerm() }
-func (l serviceLeader) IsLeader() bool          { return l.s.node.IsLeader() }
-func (l serviceLeader) LinearizableRead(ctx context.Context) (*fsm.State, error) {
-	return l.s.node.LinearizableRead(ctx)
-}
-func (l serviceLeader) Commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	return l.s.commit(ctx, c)
 }
 
 // Register adds the coordd services, the standard health service and

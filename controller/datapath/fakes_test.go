@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,26 +14,12 @@ import (
 	"github.com/coordd/coordd/fsm"
 )
 
-// fakeLeader is controllertest.Leader as the service sees a node: reads
-// are its state, and a rejection comes back as a *rejected error.
+// fakeLeader is controllertest.Leader as the service sees a node: a
+// linearizable read is its state.
 type fakeLeader struct{ *controllertest.Leader }
 
 func (f fakeLeader) LinearizableRead(context.Context) (*fsm.State, error) { return f.State(), nil }
 func (f fakeLeader) IsLeader() bool                                       { return f.EstablishedTerm() != 0 }
-func (f fakeLeader) Commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	res, err := f.Propose(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if res.Rejection != nil {
-		return nil, &rejected{res.Rejection}
-	}
-	return res, nil
-}
-
-type rejected struct{ r *logpb.Rejection }
-
-func (e *rejected) Error() string { return fmt.Sprintf("rejected %s: %s", e.r.Code, e.r.Message) }
 
 // fakeTSO hands out increasing timestamps at the fake clock's time.
 type fakeTSO struct {

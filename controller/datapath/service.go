@@ -29,10 +29,10 @@ type Leader interface {
 	// IsLeader reports whether this node is the raft leader, established
 	// or not yet.
 	IsLeader() bool
-	// Commit proposes c (built by commands.New) and waits until it is
-	// applied. An Apply rejection comes back as an error, like every
-	// other refusal (commands.Proposer's error contract otherwise).
-	Commit(ctx context.Context, c commands.Command) (*logpb.Result, error)
+	// Propose commits a command (see commands.Proposer); the service
+	// commits with commands.Commit, so an Apply rejection is a
+	// *commands.RejectedError like every other refusal.
+	commands.Proposer
 }
 
 // TSO hands out timestamps (allocator.TSO).
@@ -137,5 +137,5 @@ func (s *Service) commitNew(ctx context.Context, body proto.Message) (*logpb.Res
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return s.l.Commit(ctx, c)
+	return commands.Commit(ctx, s.l, c)
 }

@@ -81,7 +81,7 @@ func (s *Service) SaveBinlogPaths(ctx context.Context, sv Save) (SaveResult, err
 	if g, ok := s.l.State().Segment(sv.segment); ok {
 		sealedMs = g.SealedMs
 	}
-	res, err := s.l.Commit(ctx, sv.cmd)
+	res, err := commands.Commit(ctx, s.l, sv.cmd)
 	if err != nil {
 		return SaveResult{}, err
 	}
@@ -118,7 +118,7 @@ func (s *Service) UpdateChannelCheckpoints(ctx context.Context, cp Checkpoints) 
 			return CheckpointsResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
-	res, err := s.l.Commit(ctx, c)
+	res, err := commands.Commit(ctx, s.l, c)
 	if err != nil {
 		return CheckpointsResult{}, err
 	}

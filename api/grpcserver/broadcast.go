@@ -151,7 +151,7 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	}); handled {
 		return resp, err
 	}
-	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	sctx, err := s.speaksFor(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
 	}

@@ -3,62 +3,36 @@ package grpcserver
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/fsm"
-	"github.com/coordd/coordd/vocab"
 )
 
 // Flush seals every growing segment of a collection at a fresh TSO
 // timestamp in one command (docs/semantics.md#flush). The channel
 // checkpoints returned were read before the seal.
 func (s *Server) Flush(ctx context.Context, req *coordpb.FlushRequest) (*coordpb.FlushResponse, error) {
-	if req.CollectionId <= 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must be positive", errInvalid))
+	f, err := datapath.NewFlush(req)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.FlushResponse, error) {
 		return coordpb.NewDataCoordClient(c).Flush(ctx, req, o...)
 	}); handled {
 		return resp, err
 	}
-	st, err := s.node.LinearizableRead(ctx)
+	r, err := s.dataPath.Flush(ctx, f)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	coll, ok := st.Collection(req.CollectionId)
-	if !ok {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection %d has no vchannels", errNotFound, req.CollectionId))
-	}
-	out := &coordpb.FlushResponse{CollectionId: req.CollectionId}
-	now := time.Now()
-	for _, v := range coll.Vchannels {
-		if cp, ok := st.ChannelCheckpoint(v); ok {
-			out.ChannelCheckpoints = append(out.ChannelCheckpoints, apiChannelCheckpoint(cp, now))
-		}
-	}
-	flushTs, err := s.tso.Alloc(ctx, 1)
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	if _, err := s.data.SealCollection(ctx, req.CollectionId, flushTs); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	out.FlushTs, out.SealTimeUnixMs = flushTs, fsm.PhysicalMs(flushTs)
-	for _, g := range s.node.State().SegmentsOfCollection(req.CollectionId) {
-		switch {
-		case g.State == logpb.SegmentState_SEGMENT_SEALED || g.State == logpb.SegmentState_SEGMENT_FLUSHING:
-			out.SealedSegmentIds = append(out.SealedSegmentIds, g.ID)
-		case g.State == logpb.SegmentState_SEGMENT_FLUSHED && g.Level != logpb.SegmentLevel_LEVEL_L0:
-			out.FlushedSegmentIds = append(out.FlushedSegmentIds, g.ID)
-		}
+	out := &coordpb.FlushResponse{CollectionId: req.CollectionId, FlushTs: r.FlushTs, SealTimeUnixMs: fsm.PhysicalMs(r.FlushTs),
+		SealedSegmentIds: r.Sealed, FlushedSegmentIds: r.Flushed}
+	for _, cp := range r.Checkpoints {
+		out.ChannelCheckpoints = append(out.ChannelCheckpoints, apiChannelCheckpoint(cp, r.At))
 	}
 	return out, nil
 }
@@ -71,23 +45,12 @@ func (s *Server) FlushAll(ctx context.Context, req *coordpb.FlushAllRequest) (*c
 	}); handled {
 		return resp, err
 	}
-	if s.broadcasts == nil {
-		return nil, status.Error(codes.Unavailable, "broadcaster not configured on this node")
-	}
-	res, err := s.broadcasts.Broadcast(ctx, broadcaster.Request{
-		MessageType:  vocab.MsgFlushAll,
-		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
-	})
+	r, err := s.dataPath.FlushAll(ctx)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	st := s.node.State()
-	id, ticks := st.FlushAllTicks()
-	if id != res.BroadcastID {
-		return nil, status.Errorf(codes.FailedPrecondition, "FlushAll broadcast %d completed but its callback has not recorded it (see coordctl broadcast get %d)", res.BroadcastID, res.BroadcastID)
-	}
-	out := &coordpb.FlushAllResponse{BroadcastId: id, ClusterId: st.ChannelsMeta().ClusterId, Cchannel: st.CChannel()}
-	for _, t := range ticks {
+	out := &coordpb.FlushAllResponse{BroadcastId: r.BroadcastID, ClusterId: r.ClusterID, Cchannel: r.CChannel}
+	for _, t := range r.Ticks {
 		out.FlushAllTs = append(out.FlushAllTs, &coordpb.PChannelFlushTs{Pchannel: t.Pchannel, TimeTick: t.TimeTick})
 		out.FlushAllTsLegacy = max(out.FlushAllTsLegacy, t.TimeTick)
 	}
@@ -134,7 +97,7 @@ func (s *Server) wantCheckpoints(fs fsm.FlushStatus) {
 			vs = append(vs, l.VChannel)
 		}
 	}
-	s.cpWants.want(vs, time.Now())
+	s.dataPath.WantCheckpoints(vs)
 }
 
 // GetFlushAllState compares every VChannel's checkpoint with the FlushAll

@@ -2,32 +2,20 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/fsm"
 )
 
-// Import segments (docs/semantics.md#import-segments): an import or copy
-// job on the VChannel's owner creates an Importing segment, writes its
-// files and manifest revision, then publishes the pointer inline with one
-// FinishImportSegment command; Apply runs the owner and version checks.
-
-var importLevels = map[string]logpb.SegmentLevel{"": logpb.SegmentLevel_LEVEL_L1,
-	"L1": logpb.SegmentLevel_LEVEL_L1, "L2": logpb.SegmentLevel_LEVEL_L2}
+// Import segments (docs/semantics.md#import-segments); the use case is
+// datapath.Service's.
 
 // CreateImportSegment creates an Importing segment for the caller.
 func (s *Server) CreateImportSegment(ctx context.Context, req *coordpb.CreateImportSegmentRequest) (*coordpb.CreateImportSegmentResponse, error) {
-	level, ok := importLevels[req.Level]
-	if !ok {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: an import segment's level is L1 or L2, got %q", errInvalid, req.Level))
-	}
-	c, err := commands.New(&logpb.CreateImportSegment{CollectionId: req.CollectionId, PartitionId: req.PartitionId,
-		Vchannel: req.Vchannel, NodeId: req.NodeId, PchannelTerm: req.PchannelTerm, Level: level}, req.RequestId)
+	c, err := datapath.NewCreateImport(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -36,28 +24,20 @@ func (s *Server) CreateImportSegment(ctx context.Context, req *coordpb.CreateImp
 	}); handled {
 		return resp, err
 	}
-	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	ctx, err = s.speaksFor(ctx, c.Node) // what the call proposes is stamped with the caller's node
 	if err != nil {
 		return nil, err
 	}
-	ctx = sctx // what the call proposes is stamped with the caller's node
-	res, err := s.commit(ctx, c)
+	r, err := s.dataPath.CreateImportSegment(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus(ctx, err)
 	}
-	ids := res.GetSegments().GetIds()
-	if len(ids) != 1 {
-		return nil, s.toStatus(ctx, fmt.Errorf("create import segment: the command answered %d segment ids", len(ids)))
-	}
-	return &coordpb.CreateImportSegmentResponse{SegmentId: ids[0],
-		ManifestBase: commands.ManifestBase(req.CollectionId, req.PartitionId, ids[0])}, nil
+	return &coordpb.CreateImportSegmentResponse{SegmentId: r.SegmentID, ManifestBase: r.ManifestBase}, nil
 }
 
 // FinishImportSegment publishes an import's pointer and row count.
 func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImportSegmentRequest) (*coordpb.FinishImportSegmentResponse, error) {
-	c, err := commands.New(&logpb.FinishImportSegment{SegmentId: req.SegmentId, CollectionId: req.CollectionId,
-		Vchannel: req.Vchannel, NodeId: req.NodeId, PchannelTerm: req.PchannelTerm,
-		ManifestPath: req.ManifestPath, NumOfRows: req.NumOfRows}, req.RequestId)
+	c, err := datapath.NewFinishImport(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -66,18 +46,13 @@ func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImp
 	}); handled {
 		return resp, err
 	}
-	sctx, err := s.speaksFor(ctx, s.node.State(), req.NodeId)
+	ctx, err = s.speaksFor(ctx, c.Node)
 	if err != nil {
 		return nil, err
 	}
-	ctx = sctx // what the call proposes is stamped with the caller's node
-	if err := s.manifests.CheckNamedRevision(ctx, s.node.State(), req.SegmentId, req.ManifestPath); err != nil {
+	r, err := s.dataPath.FinishImportSegment(ctx, c)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	res, err := s.commit(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	r := res.GetImportFinished()
 	return &coordpb.FinishImportSegmentResponse{Version: r.GetVersion(), State: fsm.SegmentStateName(r.GetState()), Unchanged: r.GetUnchanged()}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/channels"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/membership"
@@ -112,6 +113,8 @@ var errorTable = []errorRule{
 	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
 	{match: is(errNotFound), code: codes.NotFound},
 	{match: is(errPrecondition), code: codes.FailedPrecondition},
+	{match: is(datapath.ErrPrecondition), code: codes.FailedPrecondition},
+	{match: is(datapath.ErrNoBroadcaster), code: codes.Unavailable},
 	{match: is(context.DeadlineExceeded), code: codes.DeadlineExceeded},
 	{match: is(context.Canceled), code: codes.Canceled},
 }

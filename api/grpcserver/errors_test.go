@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/channels"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/membership"
@@ -64,6 +65,8 @@ func TestToStatus(t *testing.T) {
 		{"api invalid", fmt.Errorf("%w: count must be positive", errInvalid), codes.InvalidArgument, noMD},
 		{"not found", fmt.Errorf("%w: member ghost", errNotFound), codes.NotFound, noMD},
 		{"precondition", fmt.Errorf("%w: already leads", errPrecondition), codes.FailedPrecondition, noMD},
+		{"data path precondition", fmt.Errorf("%w: node 3 session is epoch 2", datapath.ErrPrecondition), codes.FailedPrecondition, noMD},
+		{"data path without broadcaster", datapath.ErrNoBroadcaster, codes.Unavailable, leaderMD},
 		{"deadline", fmt.Errorf("read: %w", context.DeadlineExceeded), codes.DeadlineExceeded, noMD},
 		{"canceled", fmt.Errorf("read: %w", context.Canceled), codes.Canceled, noMD},
 		{"broadcast refused", fmt.Errorf("broadcast: %w", &commands.RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT, Message: "collection 5 already has 2 vchannels, not 3"}), codes.FailedPrecondition, noMD},
@@ -304,6 +307,10 @@ func TestPublicMessage(t *testing.T) {
 		{fmt.Errorf("%w: member ghost", errNotFound).Error(), "member ghost"},
 		{fmt.Errorf("read: %w", fmt.Errorf("%w: member ghost", errNotFound)).Error(), "read: member ghost"},
 		{fmt.Errorf("%w: %w: x", errInvalid, commands.ErrInvalid).Error(), "x"},
+		// The data path's classes read as the API's own did.
+		{fmt.Errorf("%w: node 3 session is epoch 2", datapath.ErrPrecondition).Error(), "node 3 session is epoch 2"},
+		{fmt.Errorf("%w: streaming node 3", datapath.ErrNotFound).Error(), "streaming node 3"},
+		{fmt.Errorf("%w: level must be L0, L1 or L2", datapath.ErrInvalid).Error(), "level must be L0, L1 or L2"},
 		{"nothing to strip", "nothing to strip"},
 	} {
 		if got := publicMessage(tc.in); got != tc.want {

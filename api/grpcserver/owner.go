@@ -6,7 +6,6 @@ import (
 
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/fsm"
 )
 
 // speaksFor is the per-node identity check (docs/security.md#per-node-identity)
@@ -26,7 +25,7 @@ import (
 // On success the returned context carries the caller's node identity
 // (commands.WithCallerNode): the commands the call proposes are stamped
 // with it, and Apply checks the binding again (fsm checkCaller).
-func (s *Server) speaksFor(ctx context.Context, st *fsm.State, node uint64) (context.Context, error) {
+func (s *Server) speaksFor(ctx context.Context, node uint64) (context.Context, error) {
 	if s.auth == nil {
 		return ctx, nil // --insecure: no credentials, no binding
 	}
@@ -37,7 +36,7 @@ func (s *Server) speaksFor(ctx context.Context, st *fsm.State, node uint64) (con
 	if !ok {
 		return ctx, auth.StatusOf(fmt.Errorf("%w: no authenticated caller", auth.ErrPermissionDenied))
 	}
-	n, found := st.StreamingNode(node)
+	n, found := s.node.State().StreamingNode(node)
 	if !found {
 		return ctx, auth.StatusOf(fmt.Errorf("%w: streaming node %d is not registered, so no credential may speak for it", auth.ErrPermissionDenied, node))
 	}

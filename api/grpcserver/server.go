@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/channels"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/membership"
@@ -55,13 +56,13 @@ type Server struct {
 	rebalancer Rebalancer
 	broadcasts Broadcasts
 	data       *flush.Manager
+	dataPath   *datapath.Service // the data path's use cases (write path, sessions, imports)
 	manifests  *manifest.Committer
 	channels   *channels.Service
 	membership *membership.Service
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
-	cpWants    checkpointWants // leader memory: VChannels a flush waiter needs checkpoints of
 
 	maxWatchers int64
 	maxWait     time.Duration
@@ -150,6 +151,10 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 	}
 	// The service the set built, with what the options chose instead.
 	s.channels = set.Channels.Using(s.broadcasts, s.rebalancer, logger)
+	// Built after the options: the session tracker and the broadcaster
+	// they may replace are the service's too.
+	s.dataPath = datapath.New(datapath.Deps{Leader: node, TSO: set.TSO, Flush: set.Data,
+		Revisions: set.Manifests, Broadcasts: s.broadcasts, Sessions: s.health})
 	return s
 }
 

@@ -91,8 +91,9 @@ func (m *Manager) Config() Config { return m.cfg }
 // from its seal to Flushed.
 func (m *Manager) SetFlushObserver(f func(time.Duration)) { m.flushObserver = f }
 
-// ObserveFlushed records a segment that became Flushed (called by the API
-// after a successful SaveBinlogPaths).
+// ObserveFlushed records a segment that became Flushed (called by the
+// data-path service, controller/datapath, after a SaveBinlogPaths that
+// flushed it).
 func (m *Manager) ObserveFlushed(sealedMs int64) {
 	if m.flushObserver != nil && sealedMs > 0 {
 		m.flushObserver(m.clock.Now().Sub(time.UnixMilli(sealedMs)))

@@ -1,7 +1,10 @@
 // Package routines builds every leader-only controller of a member and runs
 // them as one leader routine, in a defined order. It is the one place the
 // leader's work is wired: cmd/coordd registers Set.Run on the raft node,
-// and the API server serves requests with the controllers it built.
+// and the API server serves requests with the controllers it built (the
+// data path's service, controller/datapath, composes them there, after
+// the server's options may have replaced the node-health tracker or the
+// broadcaster).
 //
 // Order at each established term (docs/architecture.md#leader-routines):
 //  1. the node-health tracker gives every live node a fresh TTL

@@ -1,19 +1,19 @@
-package grpcserver
+package datapath
 
 import (
 	"slices"
 	"testing"
 
-	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
+	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
 
 // With no segments, no tick is wanted (an idle VChannel stays idle).
 func TestTicksWantedEmptyState(t *testing.T) {
-	got := ticksWanted(fsm.New(), []*coordpb.ChannelTimeTick{{Vchannel: "p_0_1v0", TimeTick: 5}})
+	got := ticksWanted(fsm.New(), []flush.TimeTick{{VChannel: "p_0_1v0", Tick: 5}})
 	if !slices.Equal(got, nil) {
 		t.Fatalf("ticksWanted = %v, want none", got)
 	}
@@ -35,8 +35,8 @@ func TestTicksWantedForASealedSegment(t *testing.T) {
 	v := coll.Vchannels[0]
 	term := res.GetAssign().GetAssigned()[0].Term
 	seg := l.MustPropose(t, &logpb.CreateSegment{CollectionId: 7, PartitionId: 1, Vchannel: v, NodeId: node, PchannelTerm: term})
-	ticks := func(tick uint64) []*coordpb.ChannelTimeTick {
-		return []*coordpb.ChannelTimeTick{{Vchannel: v, PchannelTerm: term, TimeTick: tick}}
+	ticks := func(tick uint64) []flush.TimeTick {
+		return []flush.TimeTick{{VChannel: v, PChannelTerm: term, Tick: tick}}
 	}
 	if got := ticksWanted(l.State(), ticks(10)); got != nil {
 		t.Fatalf("a growing segment wants a tick: %v", got)

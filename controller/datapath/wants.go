@@ -1,4 +1,4 @@
-package grpcserver
+package datapath
 
 import (
 	"sync"
@@ -23,6 +23,10 @@ type checkpointWants struct {
 	mu    sync.Mutex
 	until map[string]time.Time // vchannel → wanted until
 }
+
+// WantCheckpoints tells the flushers, through their next tick reports,
+// that a waiter needs fresh checkpoints of vchannels.
+func (s *Service) WantCheckpoints(vchannels []string) { s.wants.want(vchannels, s.clock.Now()) }
 
 // want marks vchannels wanted from now for checkpointWantTTL.
 func (w *checkpointWants) want(vchannels []string, now time.Time) {

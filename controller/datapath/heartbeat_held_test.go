@@ -1,4 +1,4 @@
-package grpcserver
+package datapath
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func TestHeartbeatHeldIsValidated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := heldOf(tc.req)
 			if tc.wantErr != "" {
-				if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want invalid containing %q", err, tc.wantErr)
 				}
 				return

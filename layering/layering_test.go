@@ -53,6 +53,17 @@ var allowed = map[string][]string{
 	"docs":               {},
 }
 
+// apiServices are the controller packages the api group may import: the
+// services that own a subsystem's requests (datapath, channels,
+// membership, manifest, broadcaster, allocator), flush (its counters and
+// refusal sentinels) and the one wiring point, routines. A handler reaches
+// a controller only through these; the routines' insides (balancer and its
+// policy, nodehealth, conncache) stay behind routines.
+var apiServices = []string{
+	"controller/routines", "controller/datapath", "controller/channels", "controller/membership",
+	"controller/manifest", "controller/broadcaster", "controller/allocator", "controller/flush",
+}
+
 // groupOf returns the group of a coordd package path (without the module
 // prefix), or "" when it is in none.
 func groupOf(rel string) string {
@@ -89,6 +100,10 @@ func violations(pkgs []pkg) []string {
 				continue
 			}
 			to := groupOf(irel)
+			if from == "api" && to == "controller" && !contains(apiServices, irel) {
+				out = append(out, fmt.Sprintf("%s (api) imports %s, which is not a controller service (apiServices)", rel, irel))
+				continue
+			}
 			if to == from || contains(allowed[from], to) {
 				continue
 			}
@@ -164,6 +179,10 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		// The vocabulary is the ground floor.
 		{"vocab", "commands"},
 		{"vocab", "api/coordpb"},
+		// Handlers reach controllers through their services only.
+		{"api/grpcserver", "controller/nodehealth"},
+		{"api/grpcserver", "controller/balancer/policy"},
+		{"api/httpgateway", "controller/conncache"},
 	} {
 		got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to}}})
 		if len(got) != 1 {
@@ -180,6 +199,8 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"client", "vocab"},
 		{"streamingnode/flusher", "vocab"},
 		{"commands", "vocab"},
+		{"api/grpcserver", "controller/datapath"},
+		{"api/apitest", "controller/routines"},
 	} {
 		if got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to, "fmt"}}}); len(got) != 0 {
 			t.Errorf("%s importing %s: violations %v, want none", tc.from, tc.to, got)

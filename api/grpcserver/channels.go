@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
@@ -21,16 +20,6 @@ func (s *Server) commit(ctx context.Context, c commands.Command) (*logpb.Result,
 		return nil, s.toStatus(ctx, err)
 	}
 	return res, nil
-}
-
-// commitNew builds body with commands.New and commits it: for a command a
-// handler decides on the leader after its request was validated.
-func (s *Server) commitNew(ctx context.Context, body proto.Message) (*logpb.Result, error) {
-	c, err := commands.New(body, "")
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	return s.commit(ctx, c)
 }
 
 // ListPChannels returns every PChannel with its term, state, owner and

@@ -7,18 +7,10 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/datapath"
-	"github.com/coordd/coordd/raftnode"
 )
 
 // The streaming-node registry (docs/semantics.md#streaming-nodes); the
 // session rules are datapath.Service's.
-
-func (s *Server) notEstablished() error {
-	if s.node.IsLeader() {
-		return raftnode.ErrNotEstablished
-	}
-	return &raftnode.NotLeaderError{}
-}
 
 // RegisterStreamingNode starts a streaming node session and returns its node
 // ID, epoch and registration version (docs/semantics.md#streaming-nodes). A

@@ -53,22 +53,7 @@ func (s *Server) AuthInterceptors() []grpc.ServerOption {
 // returns the secret (the only time it is shown). InvalidArgument for a bad
 // role or name; ResourceExhausted when the table is full.
 func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenRequest) (*coordpb.CreateTokenResponse, error) {
-	role, err := auth.ParseRole(req.Role)
-	if err != nil {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
-	}
-	tok, err := auth.NewToken()
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	switch {
-	case role == auth.RoleNode && req.NodeId == 0:
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: a node token is bound to one streaming node: give node_id (coordctl token create node --node-id N); proxies use role proxy", errInvalid))
-	case role != auth.RoleNode && req.NodeId != 0:
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is only for role node, not %s", errInvalid, role))
-	}
-	rec := &logpb.TokenRecord{Id: tok.ID, Name: req.Name, Role: role.TokenRole(), SecretSha256: tok.SecretHash(), NodeId: req.NodeId}
-	cmd, err := commands.New(&logpb.CreateToken{Token: rec}, "")
+	cmd, tok, err := newTokenCommand(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -80,11 +65,34 @@ func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenReques
 	if _, err := s.commit(ctx, cmd); err != nil {
 		return nil, err
 	}
+	// The reply shows the record as Apply stored it (its creation time).
 	stored, ok := s.node.State().Token(tok.ID)
 	if !ok { // revoked since the commit
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: token %s was revoked right after its creation", errNotFound, tok.ID))
 	}
 	return &coordpb.CreateTokenResponse{Token: apiToken(stored), Secret: tok.String()}, nil
+}
+
+// newTokenCommand checks a CreateToken request and draws its token: the
+// CreateToken command holding the secret's hash, and the token itself.
+func newTokenCommand(req *coordpb.CreateTokenRequest) (commands.Command, auth.Token, error) {
+	role, err := auth.ParseRole(req.Role)
+	if err != nil {
+		return commands.Command{}, auth.Token{}, fmt.Errorf("%w: %v", errInvalid, err)
+	}
+	switch {
+	case role == auth.RoleNode && req.NodeId == 0:
+		return commands.Command{}, auth.Token{}, fmt.Errorf("%w: a node token is bound to one streaming node: give node_id (coordctl token create node --node-id N); proxies use role proxy", errInvalid)
+	case role != auth.RoleNode && req.NodeId != 0:
+		return commands.Command{}, auth.Token{}, fmt.Errorf("%w: node_id is only for role node, not %s", errInvalid, role)
+	}
+	tok, err := auth.NewToken()
+	if err != nil {
+		return commands.Command{}, auth.Token{}, err
+	}
+	rec := &logpb.TokenRecord{Id: tok.ID, Name: req.Name, Role: role.TokenRole(), SecretSha256: tok.SecretHash(), NodeId: req.NodeId}
+	cmd, err := commands.New(&logpb.CreateToken{Token: rec}, "")
+	return cmd, tok, err
 }
 
 // ListTokens lists every token (never a secret or its hash). The read is

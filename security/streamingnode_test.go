@@ -205,21 +205,26 @@ func TestCheckNodeIdentity(t *testing.T) {
 	}
 }
 
-func TestCheckDataPathWriter(t *testing.T) {
-	f := newPKIFixture(t)
-	now := time.Now()
-	from, to := now.Add(-time.Hour), now.Add(time.Hour)
-	issue := func(kp KeyPair, err error) *x509.Certificate {
-		t.Helper()
+// roleCerts are client certificates of each role beside the fixture's.
+type roleCerts struct{ proxy, admin, read, odd *x509.Certificate }
+
+func newRoleCerts(t *testing.T, f pkiFixture) roleCerts {
+	t.Helper()
+	from, to := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	issue := func(name, role string) *x509.Certificate {
+		kp, err := f.ca.IssueClient(name, role, from, to)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return leafOf(t, kp)
 	}
-	proxy := issue(f.ca.IssueClient("proxy", "proxy", from, to))
-	admin := issue(f.ca.IssueClient("ops", "admin", from, to))
-	read := issue(f.ca.IssueClient("grafana", "read", from, to))
-	odd := issue(f.ca.IssueClient("odd", "root", from, to))
+	return roleCerts{proxy: issue("proxy", "proxy"), admin: issue("ops", "admin"), read: issue("grafana", "read"), odd: issue("odd", "root")}
+}
+
+func TestCheckDataPathWriter(t *testing.T) {
+	f := newPKIFixture(t)
+	rc := newRoleCerts(t, f)
+	proxy, admin, read, odd := rc.proxy, rc.admin, rc.read, rc.odd
 	for name, tc := range map[string]struct {
 		leaf *x509.Certificate
 		self uint64
@@ -248,29 +253,19 @@ func TestCheckDataPathWriter(t *testing.T) {
 // not.
 func TestCheckDataPathReader(t *testing.T) {
 	f := newPKIFixture(t)
-	now := time.Now()
-	from, to := now.Add(-time.Hour), now.Add(time.Hour)
-	issue := func(kp KeyPair, err error) *x509.Certificate {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return leafOf(t, kp)
-	}
-	read := issue(f.ca.IssueClient("grafana", "read", from, to))
-	odd := issue(f.ca.IssueClient("odd", "root", from, to))
+	rc := newRoleCerts(t, f)
 	for name, tc := range map[string]struct {
 		leaf  *x509.Certificate
 		admit bool
 	}{
 		"coordd's server certificate":        {leafOf(t, f.server), true},
-		"a read certificate":                 {read, true},
-		"a proxy certificate":                {issue(f.ca.IssueClient("proxy", "proxy", from, to)), true},
+		"a read certificate":                 {rc.read, true},
+		"a proxy certificate":                {rc.proxy, true},
 		"a streaming node's certificate":     {leafOf(t, f.bound), true},
 		"a legacy node-role certificate":     {leafOf(t, f.node), true},
 		"no certificate":                     {nil, false},
 		"a certificate without a role":       {leafOf(t, f.cli), false},
-		"a certificate with an unknown role": {odd, false},
+		"a certificate with an unknown role": {rc.odd, false},
 	} {
 		err := CheckDataPathReader(tc.leaf)
 		if tc.admit != (err == nil) || (err != nil && !errors.Is(err, ErrNoReaderCredential)) {

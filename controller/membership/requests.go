@@ -1,6 +1,8 @@
 package membership
 
 import (
+	"fmt"
+
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -59,7 +61,7 @@ type Transfer struct{ target string }
 func NewTransfer(req *coordpb.TransferLeaderRequest) (Transfer, error) {
 	if req.TargetId != "" {
 		if err := vocab.ValidateMemberID(req.TargetId); err != nil {
-			return Transfer{}, err
+			return Transfer{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err)
 		}
 	}
 	return Transfer{target: req.TargetId}, nil

@@ -132,6 +132,16 @@ func (c *Cluster) CheckReplicas(ctx context.Context, timeout time.Duration) (che
 	var last checker.Result
 	var lastSnaps map[string][]byte
 	attempts := 0
+	// seen counts why attempts failed, for the report of a run that never
+	// converges (the last reason alone hides what the minute was spent on).
+	seen := map[string]int{}
+	var order []string
+	note := func(why string) {
+		if seen[why] == 0 {
+			order = append(order, why)
+		}
+		seen[why]++
+	}
 	for {
 		attempts++
 		idx, err := c.sameApplied(ctx)
@@ -141,6 +151,7 @@ func (c *Cluster) CheckReplicas(ctx context.Context, timeout time.Duration) (che
 				b, err := c.Snapshot(ctx, i)
 				if err != nil {
 					last = checker.Result{Checker: "replicas-identical", Verdict: checker.Unknown, Summary: err.Error()}
+					note(fmt.Sprintf("%s snapshot: %v", c.members[i].ID, err))
 					snaps = nil
 					break
 				}
@@ -159,6 +170,7 @@ func (c *Cluster) CheckReplicas(ctx context.Context, timeout time.Duration) (che
 			}
 		} else {
 			last = checker.Result{Checker: "replicas-identical", Verdict: checker.Unknown, Summary: err.Error()}
+			note(err.Error())
 		}
 		select {
 		case <-ctx.Done():
@@ -166,6 +178,13 @@ func (c *Cluster) CheckReplicas(ctx context.Context, timeout time.Duration) (che
 			last.Checker = "replicas-identical"
 			last.Verdict = checker.Invalid
 			last.Details = append(last.Details, fmt.Sprintf("replicas did not converge within %v (%d attempts): %s", timeout, attempts, last.Summary))
+			for i, why := range order {
+				if i == 8 {
+					last.Details = append(last.Details, fmt.Sprintf("... and %d other reasons", len(order)-8))
+					break
+				}
+				last.Details = append(last.Details, fmt.Sprintf("seen %d times: %s", seen[why], why))
+			}
 			last.Violations++
 			return last, lastSnaps
 		case <-time.After(100 * time.Millisecond):

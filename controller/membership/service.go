@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
@@ -70,11 +72,19 @@ type Service struct {
 	self     string
 	// poll is how often TransferLeader looks for the new leader.
 	poll time.Duration
+	// clock times that wait (docs/architecture.md#time).
+	clock clockwork.Clock
 }
 
 // New builds the service for the member self.
 func New(raft Raft, leader Leader, self string) *Service {
-	return &Service{raft: raft, proposer: leader, self: self, poll: 10 * time.Millisecond}
+	return &Service{raft: raft, proposer: leader, self: self, poll: 10 * time.Millisecond, clock: clockwork.NewRealClock()}
+}
+
+// WithClock makes the service time its waits on clock (tests pass a fake).
+func (s *Service) WithClock(clock clockwork.Clock) *Service {
+	s.clock = clock
+	return s
 }
 
 // Members lists raft's members with the addresses of the newest applied
@@ -221,12 +231,17 @@ func find(servers []Server, id string) (Server, error) {
 // awaitNewLeader polls until a leader other than this member is known
 // and returns its ID (the leader known then, possibly "", after max).
 func (s *Service) awaitNewLeader(ctx context.Context, max time.Duration) string {
-	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	deadline := s.clock.Now().Add(max)
+	for s.clock.Now().Before(deadline) {
 		if id, _ := s.raft.Leader(); id != "" && id != s.self {
 			return id
 		}
-		time.Sleep(s.poll)
+		select {
+		case <-ctx.Done():
+			id, _ := s.raft.Leader()
+			return id
+		case <-s.clock.After(s.poll):
+		}
 	}
 	id, _ := s.raft.Leader()
 	return id

@@ -194,6 +194,37 @@ func TestTransferLeaderDecisions(t *testing.T) {
 	}
 }
 
+// TestTransferWaitIsTimedByTheClock: a transfer whose target never wins
+// returns the leader known when the wait, timed on the injected clock,
+// runs out (this member), not before.
+func TestTransferWaitIsTimedByTheClock(t *testing.T) {
+	s, _, l := newTestService(t)
+	clock := controllertest.NewClock()
+	s.WithClock(clock)
+	tr, err := NewTransfer(&coordpb.TransferLeaderRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		id, err := s.TransferLeader(l.Deadline(), tr, time.Second)
+		if err != nil {
+			t.Errorf("TransferLeader: %v", err)
+		}
+		done <- id
+	}()
+	controllertest.WaitForTimers(t, clock, 1)
+	select {
+	case id := <-done:
+		t.Fatalf("the wait ended before the clock moved: %q", id)
+	default:
+	}
+	controllertest.AdvanceUntil(t, clock, 100*time.Millisecond, "the transfer wait to end", func() bool { return len(done) == 1 })
+	if id := <-done; id != "n1" {
+		t.Fatalf("after the wait: leader %q, want n1 (the target never won)", id)
+	}
+}
+
 // TestRegisterDecisions: an unknown member and one whose raft address
 // differs from raft's are refused; a known one is recorded.
 func TestRegisterDecisions(t *testing.T) {

@@ -27,7 +27,7 @@ type Node struct {
 	store  *raftboltdb.BoltStore // the stable store (raft.db)
 	// logStore is where the entries live: store, or the raft-wal log.
 	logStore raft.LogStore
-	snaps    *raft.FileSnapshotStore
+	snaps    *snapshotListCache
 	trans    raft.Transport
 	// tcp is the TCP transport when the node made one (nil for a
 	// Config.Transport): Shutdown closes its pooled outbound connections.

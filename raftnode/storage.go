@@ -94,7 +94,7 @@ type Storage struct {
 	// stable is store as raft's StableStore: it records every durable
 	// term and vote in VoteFile too.
 	stable *recordingStable
-	snaps  *raft.FileSnapshotStore
+	snaps  *snapshotListCache
 }
 
 // LogStore is the log store the data dir uses (LogStoreBolt or LogStoreWAL).
@@ -205,11 +205,12 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 		st.Close()
 		return nil, err
 	}
-	st.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, 2, cfg.Logger.Named("snapshot"))
+	files, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, cfg.Logger.Named("snapshot"))
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
+	st.snaps = newSnapshotListCache(files)
 	return st, nil
 }
 

@@ -25,12 +25,19 @@ type idWindow struct{ next, end uint64 }
 func (w idWindow) left() uint64 { return w.end - w.next }
 
 // IDs is the global ID allocator. It serves from a committed window and,
-// once less than half a batch is left in it, reserves the next window in
+// once less than half a reservation is left in it, reserves the next window in
 // the background, so callers move into a window that is already committed
 // instead of all waiting for a reservation every batch (alloc-id-100 in
 // bench/RESULTS.md). Invariant: every ID in spare is above every ID in cur,
 // and every ID served comes from cur, so IDs increase in the order calls
 // take them.
+//
+// The reservation size adapts to demand: each time a caller has to wait
+// for a reservation although a window was in use (the prefetch was too
+// late for the rate IDs are taken at), the size doubles, up to
+// maxWindowGrowth batches. A window is the unit of loss at a failover (the
+// new leader never reuses it), and 64-bit IDs make that loss free, while
+// a caller waiting for raft is what made alloc-id-100 slow.
 type IDs struct {
 	leader Leader
 	batch  uint64
@@ -45,6 +52,7 @@ type IDs struct {
 	term  uint64
 	cur   idWindow // the window IDs are served from
 	spare idWindow // the next committed window (empty: none)
+	want  uint64   // IDs the next reservation takes: batch..batch*maxWindowGrowth
 	// prefetch is closed when the running background reservation ends
 	// (nil: none running for this term).
 	prefetch chan struct{}
@@ -55,7 +63,18 @@ func NewIDs(leader Leader, batch uint64) *IDs {
 	if batch == 0 {
 		batch = DefaultIDBatch
 	}
-	return &IDs{leader: leader, batch: batch}
+	return &IDs{leader: leader, batch: batch, want: batch}
+}
+
+// maxWindowGrowth bounds how many batches one adaptive reservation takes.
+const maxWindowGrowth = 64
+
+// growLocked doubles the reservation size after a caller waited for raft
+// with a window already in use (the first window of a term does not count).
+func (a *IDs) growLocked() {
+	if a.cur.end != 0 {
+		a.want = min(2*a.want, a.batch*maxWindowGrowth, commands.MaxReserveIDs)
+	}
 }
 
 // UnsafeSkipReservation turns on the deliberate bug described on the
@@ -111,6 +130,7 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		}
 		if a.prefetch != nil && count <= a.batch {
 			// The next window is on its way and will cover this call.
+			a.growLocked()
 			ch := a.prefetch
 			a.mu.Unlock()
 			select {
@@ -125,7 +145,8 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		// Nothing committed covers the call: reserve now, holding the lock
 		// (every caller needs this window). It lands after any window held,
 		// which are dropped so IDs keep increasing.
-		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.batch)}, "")
+		a.growLocked()
+		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.want)}, "")
 		if err != nil {
 			return 0, fmt.Errorf("reserve ids: %w", err)
 		}
@@ -138,17 +159,18 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 }
 
 // maybePrefetchLocked starts reserving the next window in the background
-// once less than half a batch is left and none is held or on its way.
+// once less than half a reservation is left and none is held or on its way.
 func (a *IDs) maybePrefetchLocked(term uint64) {
-	if a.unsafeNoReservation || a.prefetch != nil || a.spare.left() > 0 || a.cur.left() >= a.batch/2 {
+	if a.unsafeNoReservation || a.prefetch != nil || a.spare.left() > 0 || a.cur.left() >= a.want/2 {
 		return
 	}
+	want := a.want
 	ch := make(chan struct{})
 	a.prefetch = ch
 	go func() {
 		defer close(ch)
 		ctx, cancel := context.WithTimeout(commands.WithDecisionTerm(context.Background(), term), prefetchTimeout)
-		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: a.batch}, "")
+		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: want}, "")
 		cancel()
 		a.mu.Lock()
 		defer a.mu.Unlock()

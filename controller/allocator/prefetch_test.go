@@ -297,3 +297,58 @@ func TestTSOCallerAtTheLimitWaitsForTheRefresh(t *testing.T) {
 		t.Fatalf("%d extensions", n)
 	}
 }
+
+// TestIDsReservationGrowsWhenCallersWait: a caller that has to wait for a
+// reservation while a window was in use doubles the size of the next
+// reservations, up to maxWindowGrowth batches; the first window of a term
+// does not count as waiting. Old code: every reservation took one batch,
+// so at a high enough rate callers queued behind raft every batch.
+func TestIDsReservationGrowsWhenCallersWait(t *testing.T) {
+	l := controllertest.NewLeader(t, controllertest.NewClock(), 2)
+	ids := NewIDs(l, 100)
+	ctx := l.Deadline()
+	sizes := func() []uint64 {
+		var out []uint64
+		for _, r := range controllertest.AppliedOf[*logpb.ReserveIDs](l) {
+			out = append(out, r.Count)
+		}
+		return out
+	}
+	settled := func() {
+		testutil.Eventually(t, "no reservation in flight", func() bool {
+			ids.mu.Lock()
+			defer ids.mu.Unlock()
+			return ids.prefetch == nil
+		})
+	}
+	if _, err := ids.Alloc(ctx, 1); err != nil { // the term's first window
+		t.Fatal(err)
+	}
+	if got := sizes(); len(got) != 1 || got[0] != 100 {
+		t.Fatalf("first window: reservations %v, want [100]", got)
+	}
+	// Take more than a batch at once, past both windows: the caller
+	// reserves synchronously with a window in use, so the size doubles.
+	for want := uint64(200); want <= 100*maxWindowGrowth; want *= 2 {
+		settled()
+		ids.mu.Lock()
+		left := ids.cur.left() + ids.spare.left()
+		ids.mu.Unlock()
+		if _, err := ids.Alloc(ctx, uint32(left)+1); err != nil {
+			t.Fatal(err)
+		}
+		got := sizes()
+		if n := got[len(got)-1]; n < want {
+			t.Fatalf("after waiting with a window in use: last reservation %d, want >= %d (all: %v)", n, want, got)
+		}
+	}
+	settled()
+	ids.mu.Lock()
+	ids.want = ids.batch * maxWindowGrowth
+	ids.growLocked()
+	capped := ids.want
+	ids.mu.Unlock()
+	if capped != 100*maxWindowGrowth {
+		t.Fatalf("reservation size grew past its cap: %d", capped)
+	}
+}

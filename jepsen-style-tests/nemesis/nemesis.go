@@ -18,6 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordd/coordd/client"
 )
 
@@ -248,7 +251,7 @@ func (n *Nemesis) removeReadd(ctx context.Context, s Step, hold time.Duration, w
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	_, err := n.admin.RemoveMember(cctx, id)
 	cancel()
-	if err != nil && !client.IsOutcomeUnknown(err) {
+	if !mayBeRemoved(err) {
 		// Not removed: nothing to re-add, but make sure it stays a member.
 		n.mu.Lock()
 		delete(n.removed, v)
@@ -266,6 +269,18 @@ func (n *Nemesis) removeReadd(ctx context.Context, s Step, hold time.Duration, w
 	}
 	w.Detail = "removed, re-added"
 	return v, nil
+}
+
+// mayBeRemoved reports whether a RemoveMember that answered err may have
+// removed the member, which must then be re-added: it did (nil), its
+// outcome is unknown, or the member is no longer in the configuration
+// (NotFound: the nemesis picked it from the configuration, so an attempt
+// whose answer was lost removed it, and the client's retry found it
+// gone). Taking NotFound for "not removed" left the member out of the
+// cluster for good: storage-3-snap-r01 seed 296971638, where the next kill
+// then took the quorum of the two members left.
+func mayBeRemoved(err error) bool {
+	return err == nil || client.IsOutcomeUnknown(err) || status.Code(err) == codes.NotFound
 }
 
 // readd adds member v back as a voter (retrying, bounded) and restarts it.

@@ -48,4 +48,16 @@ func TestGoldenOldVersions(t *testing.T) {
 			t.Fatalf("v1 body %v", b)
 		}
 	})
+	t.Run("AckBroadcast v2", func(t *testing.T) {
+		cs, err := DecodeEntry(readGolden(t, filepath.Join("testdata", "golden_old", "AckBroadcast.v2.hex")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].Type != TypeAckBroadcast || cs[0].Version != 2 {
+			t.Fatalf("decoded %+v", cs)
+		}
+		if b := cs[0].Body.(*logpb.AckBroadcast); b.BroadcastId == 0 || len(b.Checkpoints) == 0 {
+			t.Fatalf("v2 body %v", b)
+		}
+	})
 }

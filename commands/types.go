@@ -96,7 +96,9 @@ var registry = map[Type]spec{
 	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
 	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1
 	// replica would record an ack that v2 replicas refuse, so it must stop.
-	TypeAckBroadcast:             {"AckBroadcast", 2, func() proto.Message { return &logpb.AckBroadcast{} }},
+	// v3 accepts, from the channel's current owner, a checkpoint of an
+	// earlier term (fsm/broadcast_ack.go): a v2 replica would refuse it.
+	TypeAckBroadcast:             {"AckBroadcast", 3, func() proto.Message { return &logpb.AckBroadcast{} }},
 	TypeCompleteBroadcast:        {"CompleteBroadcast", 1, func() proto.Message { return &logpb.CompleteBroadcast{} }},
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},

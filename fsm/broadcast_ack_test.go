@@ -12,9 +12,17 @@ func ackFrom(id, node, epoch uint64, cps ...*logpb.VChannelCheckpoint) commands.
 	return cmd(&logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps, FromNode: node, FromEpoch: epoch})
 }
 
+// atVersion makes c a command of an older body version, as a log written
+// by an older leader holds it.
+func atVersion(c commands.Command, v uint32) commands.Command {
+	c.Version = v
+	return c
+}
+
 // TestExternalAckIsOwnerChecked: an ack from a streaming node is recorded
 // only for an ack_sync_up task, from a live session, for channels that node
-// owns at their current term; otherwise nothing changes.
+// owns now, at a term no newer than the channel's (v2 acks: exactly the
+// channel's term); otherwise nothing changes.
 func TestExternalAckIsOwnerChecked(t *testing.T) {
 	// Nodes 1..3 registered at epochs 2..4; p0 (the control channel's) and
 	// p1 on node 1, p2 on node 2, each at term 2.
@@ -53,11 +61,26 @@ func TestExternalAckIsOwnerChecked(t *testing.T) {
 			wantMsg: "owned by streaming node 1, not 2",
 		},
 		{
-			name:    "an older term of the channel",
+			// The current owner found the record a previous owner persisted
+			// at term 1 when it deduplicated a re-append: a true ack.
+			name:  "the owner acks a record of an older term",
+			setup: syncUp(),
+			cmd:   ackFrom(1, 1, 2, cpt(v15, 1, 7, 70)),
+			want:  numberResult(1),
+		},
+		{
+			name:    "an older term in a version 2 ack (replayed from an older leader's log)",
 			setup:   syncUp(),
-			cmd:     ackFrom(1, 1, 2, cpt(v15, 1, 7, 70)),
+			cmd:     atVersion(ackFrom(1, 1, 2, cpt(v15, 1, 7, 70)), 2),
 			want:    rejected(logpb.RejectCode_REJECT_STALE),
 			wantMsg: "pchannel " + p1 + " is at term 2",
+		},
+		{
+			name:    "an older term from a node that no longer owns the channel",
+			setup:   syncUp(),
+			cmd:     ackFrom(1, 2, 3, cpt(v15, 1, 7, 70)),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "owned by streaming node 1, not 2",
 		},
 		{
 			name:    "a newer term than the channel's",

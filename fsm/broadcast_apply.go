@@ -81,7 +81,7 @@ func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
 		return &logpb.Result{Value: &logpb.Result_Number{Number: 0}}
 	}
 	if b.FromNode != 0 {
-		if r := checkExternalAck(next, t, b); r != nil {
+		if r := checkExternalAck(next, t, b, c.Version); r != nil {
 			return r
 		}
 	}

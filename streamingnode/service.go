@@ -324,7 +324,8 @@ func (n *Node) notOwner(p string) error {
 // session, retrying across endpoints until it is recorded, refused, or the
 // node stops (the coordinator treats repeats as no-ops, so retrying is
 // always safe). coordd refuses an ack once the channel has moved on to
-// another owner or term; that is final.
+// another owner; that is final (the broadcaster re-appends to the new
+// owner, which acks the record it finds).
 func (n *Node) ackBroadcast(id uint64, cp *coordpb.Checkpoint) {
 	for attempt := 0; n.bgCtx.Err() == nil; attempt++ {
 		i, conn := n.pool.pick()

@@ -3958,7 +3958,10 @@ type AckBroadcast struct {
 	// from_node and from_epoch name the streaming-node session that sent an
 	// external ack (the ack_sync_up path). Such an ack is accepted only for
 	// an ack_sync_up task, from a live session, and for channels that node
-	// owns at the checkpoint's term. Zero: the leader's own append result.
+	// owns at the checkpoint's term; from body version 3 on, for channels it
+	// owns now at a term at or above the checkpoint's (a record a previous
+	// owner persisted, found by the current owner when it deduplicated a
+	// re-append). Zero: the leader's own append result.
 	FromNode      uint64 `protobuf:"varint,3,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
 	FromEpoch     uint64 `protobuf:"varint,4,opt,name=from_epoch,json=fromEpoch,proto3" json:"from_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields

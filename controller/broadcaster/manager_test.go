@@ -933,3 +933,40 @@ type closingAppender struct {
 }
 
 func (a *closingAppender) Close() { a.closed.Store(true) }
+
+// TestAckSyncUpResendsWhenTheChannelMoves: once a target's channel moves
+// (another node, a new term) while its ack is outstanding, the old owner's ack can never
+// be accepted, so the task appends again at once (not after
+// AckSyncUpResend, an hour here); the new owner deduplicates and acks the
+// record with its own position, of the older term, and the broadcast
+// completes. Old code: the task waited for the resend timer, and the FSM
+// refused the older-term ack for ever (jepsen hostile-3-r01 seed
+// 296971646: the task's resource keys were held to the end of the run).
+func TestAckSyncUpResendsWhenTheChannelMoves(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "TruncateCollection", AckSyncUp: true, VChannels: []string{h.cch}})
+	h.eventually("the first append", func() bool { return len(h.app.Calls()) == 1 })
+	first := h.app.Calls()[0]
+	cp, _ := h.app.walEntry(h.cch, first.ID)
+	moved := h.unassign(vocab.PChannelOf(h.cch)) // to another node, a new term
+	h.leader.MustPropose(t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{moved}})
+	h.eventually("the append again at the new term", func() bool { return len(h.app.Calls()) >= 2 })
+	if ids := h.app.walIDs(h.cch); len(ids) != 1 {
+		t.Fatalf("WAL %v: a resend must not write twice", ids)
+	}
+	p, _ := h.leader.State().PChannel(vocab.PChannelOf(h.cch))
+	if cp.Term >= p.Term {
+		t.Fatalf("the record's term %d is not older than the channel's %d: the test proves nothing", cp.Term, p.Term)
+	}
+	owner, _ := h.leader.State().StreamingNode(p.NodeId)
+	if owner.Id == h.node {
+		t.Fatal("the channel did not move")
+	}
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: first.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: owner.Id, FromEpoch: owner.Epoch}); err != nil {
+		t.Fatalf("the new owner's ack of the older-term record: %v", err)
+	}
+	if r := h.wait(ch); r.err != nil {
+		t.Fatalf("Broadcast: %v", r.err)
+	}
+}

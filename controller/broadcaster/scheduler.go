@@ -364,7 +364,8 @@ func (ts *termState) finishExternal(id uint64) {
 
 // sweep reconciles memory with the FSM: tasks tombstoned elsewhere are
 // released, tasks waiting for acks that got some run, and tasks that failed
-// on channel ownership run again when the assignment changed.
+// on channel ownership or wait for acks run again when the assignment
+// changed.
 func (ts *termState) sweep() {
 	st := ts.m.leader.State()
 	av := st.AssignmentVersion()
@@ -385,6 +386,13 @@ func (ts *termState) sweep() {
 		case t.state == stateAwaitingAcks && len(bt.Acked) != t.ackedSeen:
 			ts.enqueueLocked(t)
 		case t.state == stateAssignWait && av != t.assignSeen:
+			ts.enqueueLocked(t)
+		case t.state == stateAwaitingAcks && av != t.assignSeen:
+			// A channel may have moved since the appends: its old owner's
+			// ack is refused now, and only the new owner can ack (after
+			// deduplicating the re-append). Resend at once rather than
+			// after AckSyncUpResend.
+			t.appended = nil
 			ts.enqueueLocked(t)
 		}
 	}

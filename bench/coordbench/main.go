@@ -76,6 +76,9 @@ type options struct {
 	// coorddFlags are extra flags for every coordd member (a tuning knob
 	// under test, e.g. "--raft-inflight-entries 2").
 	coorddFlags string
+	// peerFlags are extra flags for the peer (e.g.
+	// "-broadcast-ack-batching=false")
+	peerFlags string
 	// profileDir: with -compare, a CPU profile of coordd's leader and of
 	// the peer process per measured cell is written here ("": none)
 	profileDir string
@@ -103,6 +106,7 @@ func main() {
 	flag.IntVar(&o.etcdPort, "etcd-port", 23791, "first etcd client port for -compare (peer ports +10)")
 	flag.IntVar(&o.peerPort, "peer-port", 28500, "the peer's gRPC port for -compare")
 	flag.StringVar(&o.coorddFlags, "coordd-flags", "", "extra flags for every coordd member, space-separated (e.g. \"--raft-inflight-entries 2\")")
+	flag.StringVar(&o.peerFlags, "peer-flags", "", "with -compare: extra flags for etcdcoord, space-separated (e.g. \"-broadcast-ack-batching=false\")")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "with -compare: write a CPU profile of coordd's leader and of the peer process for every measured cell here (a diagnostic: it costs CPU)")
 	flag.Parse()
 	var err error

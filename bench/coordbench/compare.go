@@ -100,6 +100,10 @@ func workloads() map[string]workloadDef {
 	return map[string]workloadDef{"w1": w1(), "w2": w2(), "w3": w3(), "w4": w4(), "w5": w5(), "w6": w6()}
 }
 
+// coorddOnly are the workloads run on coordd alone (leader SIGKILL under
+// w3 load; w3 with the cores saturated).
+func coorddOnly(workload string) bool { return workload == "w3-failover" || workload == "w3-saturated" }
+
 // parseClients reads "64" or "1,16,64".
 func parseClients(s string) ([]int, error) {
 	var out []int
@@ -129,17 +133,21 @@ func runCompare(o options) error {
 	defs := workloads()
 	names := strings.Split(o.workload, ",")
 	for _, n := range names {
-		if _, ok := defs[n]; !ok && n != "w3-failover" {
-			return fmt.Errorf("-compare: unknown workload %q (w1..w6, w3-failover)", n)
+		if _, ok := defs[n]; !ok && !coorddOnly(n) {
+			return fmt.Errorf("-compare: unknown workload %q (w1..w6, w3-failover, w3-saturated)", n)
 		}
 	}
+	// The peer is started only when a workload runs on it.
+	withPeer := o.withPeer && slices.ContainsFunc(names, func(n string) bool { return !coorddOnly(n) })
 	ports := launcherPorts(o.basePort, 3, 2)
-	for i := range 3 {
-		ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
-	}
-	ports = append(ports, o.peerPort)
-	if o.profileDir != "" {
-		ports = append(ports, o.peerPort+1) // the peer's pprof
+	if withPeer {
+		for i := range 3 {
+			ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
+		}
+		ports = append(ports, o.peerPort)
+		if o.profileDir != "" {
+			ports = append(ports, o.peerPort+1) // the peer's pprof
+		}
 	}
 	if err := portsFree(ports); err != nil {
 		return err
@@ -210,7 +218,7 @@ func runCompare(o options) error {
 	defer cs.close()
 	systems := []*system{cs}
 	var ps *system
-	if o.withPeer {
+	if withPeer {
 		pdir := filepath.Join(dir, "peer")
 		if err := os.MkdirAll(pdir, 0o755); err != nil {
 			return err
@@ -241,6 +249,16 @@ func runCompare(o options) error {
 			row, err := w3Failover(l, cs, clients[len(clients)-1], o.trials)
 			if err != nil {
 				return fmt.Errorf("w3-failover: %w", err)
+			}
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+			continue
+		}
+		if n == "w3-saturated" { // coordd only: w3 with the cores saturated
+			row, err := w3Saturated(l, cs, clients[len(clients)-1], o.duration, o.hogs, o.coorddFlags)
+			if err != nil {
+				return fmt.Errorf("w3-saturated: %w", err)
 			}
 			if err := enc.Encode(row); err != nil {
 				return err

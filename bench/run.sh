@@ -11,7 +11,8 @@
 # channels allowed, which the other workloads must not have; COMPARE_W6=0
 # skips it), one JSON line per cell and a table. COMPARE_ONLY=1 stops after
 # it. COMPARE_COORDD_FLAGS adds flags to every coordd member (e.g.
-# "--raft-log-store wal").
+# "--raft-log-store wal"); COMPARE_PEER_FLAGS adds flags to etcdcoord (e.g.
+# "-broadcast-ack-batching=false": one etcd transaction per broadcast ack).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -33,7 +34,8 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 run() { local name=$1; shift; bin/coordbench "$@" | tee "$out/$name.json"; }
 
 bin/coordbench -compare -workload "${COMPARE_WORKLOADS:-w1,w2,w3,w4,w5}" -clients "${COMPARE_CLIENTS:-1,16,64}" \
-  -duration "${COMPARE_DURATION:-5s}" -etcd "$ETCD_BIN" -coordd-flags "${COMPARE_COORDD_FLAGS:-}" | tee "$out/compare.json"
+  -duration "${COMPARE_DURATION:-5s}" -etcd "$ETCD_BIN" -coordd-flags "${COMPARE_COORDD_FLAGS:-}" \
+  -peer-flags "${COMPARE_PEER_FLAGS:-}" | tee "$out/compare.json"
 if [[ ${COMPARE_W6:-1} != 0 ]]; then
   bin/coordbench -compare -workload w6 -clients "${COMPARE_CLIENTS:-1,16,64}" \
     -duration "${COMPARE_DURATION:-5s}" -etcd "$ETCD_BIN" | tee -a "$out/compare.json"
@@ -49,6 +51,8 @@ for line in open(sys.argv[1]):
     print(f"| {r['workload']} | {r['variant']} | {r['clients']} | {r['coordd_ops']:.0f} ({r['coordd_p50_ms']:.1f} / {r['coordd_p99_ms']:.1f}) | "
           f"{r['peer_ops']:.0f} ({r['peer_p50_ms']:.1f} / {r['peer_p99_ms']:.1f}) | {r['ratio']:.2f}x | {cpf} | "
           f"{r.get('coordd_cpu_s_per_1k_ops', '')} / {r.get('peer_cpu_s_per_1k_ops', '')} |")
+    if r.get("coordd_values_per_s"):  # values per call > 1: allocations of 100, batched checkpoints
+        print(f"|  | values/s |  | {r['coordd_values_per_s']:.0f} | {r.get('peer_values_per_s', 0):.0f} |  |  |  |")
     if r.get("coordd_round"):
         print("|  | round (ms) |  | " + ", ".join(f"{k} {v}" for k, v in sorted(r["coordd_round"].items())) + " |  |  |  |  |")
 PY

@@ -26,7 +26,8 @@ type row struct {
 	Workload string `json:"workload"`
 	Variant  string `json:"variant"`
 	Clients  int    `json:"clients"`
-	// ops/s; for count-100 allocations also values/s
+	// ops/s; for count-100 allocations and batched checkpoints also
+	// values/s
 	CoorddOps    float64 `json:"coordd_ops"`
 	CoorddP50ms  float64 `json:"coordd_p50_ms"`
 	CoorddP99ms  float64 `json:"coordd_p99_ms"`
@@ -38,7 +39,8 @@ type row struct {
 	PeerMaxMs    float64 `json:"peer_max_ms"`
 	PeerErrors   int     `json:"peer_errors"`
 	Ratio        float64 `json:"ratio"`
-	// values/s for allocations of count > 1
+	// values/s for allocations of count > 1; checkpoints/s for w3's
+	// checkpoint-batch-128
 	CoorddValues float64            `json:"coordd_values_per_s,omitempty"`
 	PeerValues   float64            `json:"peer_values_per_s,omitempty"`
 	CoorddRSS    map[string]float64 `json:"coordd_rss_mib"`
@@ -75,6 +77,10 @@ type row struct {
 type variant struct {
 	name   string
 	values int // values per call (allocations), 0 otherwise
+	// counted: the op adds the values each successful call carried to
+	// system.values (calls of varying size); the row's values/s is their
+	// count over the measured pass
+	counted bool
 	// newOp builds client c's operation on a system.
 	newOp func(s *system, c, clients int) clientOp
 }
@@ -93,6 +99,10 @@ type workloadDef struct {
 func workloads() map[string]workloadDef {
 	return map[string]workloadDef{"w1": w1(), "w2": w2(), "w3": w3(), "w4": w4(), "w5": w5(), "w6": w6()}
 }
+
+// coorddOnly are the workloads run on coordd alone (leader SIGKILL under
+// w3 load; w3 with the cores saturated).
+func coorddOnly(workload string) bool { return workload == "w3-failover" || workload == "w3-saturated" }
 
 // parseClients reads "64" or "1,16,64".
 func parseClients(s string) ([]int, error) {
@@ -123,17 +133,21 @@ func runCompare(o options) error {
 	defs := workloads()
 	names := strings.Split(o.workload, ",")
 	for _, n := range names {
-		if _, ok := defs[n]; !ok && n != "w3-failover" {
-			return fmt.Errorf("-compare: unknown workload %q (w1..w6, w3-failover)", n)
+		if _, ok := defs[n]; !ok && !coorddOnly(n) {
+			return fmt.Errorf("-compare: unknown workload %q (w1..w6, w3-failover, w3-saturated)", n)
 		}
 	}
+	// The peer is started only when a workload runs on it.
+	withPeer := o.withPeer && slices.ContainsFunc(names, func(n string) bool { return !coorddOnly(n) })
 	ports := launcherPorts(o.basePort, 3, 2)
-	for i := range 3 {
-		ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
-	}
-	ports = append(ports, o.peerPort)
-	if o.profileDir != "" {
-		ports = append(ports, o.peerPort+1) // the peer's pprof
+	if withPeer {
+		for i := range 3 {
+			ports = append(ports, o.etcdPort+i, o.etcdPort+10+i)
+		}
+		ports = append(ports, o.peerPort)
+		if o.profileDir != "" {
+			ports = append(ports, o.peerPort+1) // the peer's pprof
+		}
 	}
 	if err := portsFree(ports); err != nil {
 		return err
@@ -175,6 +189,7 @@ func runCompare(o options) error {
 			"--segment-channel-growing-mb", "1000000", "--segment-max-size-mb", "1000000"}}
 	cfg.ExtraArgs = append(cfg.ExtraArgs, coorddW6...)
 	cfg.ExtraArgs = append(cfg.ExtraArgs, strings.Fields(o.coorddFlags)...)
+	peerArgs = append(peerArgs, strings.Fields(o.peerFlags)...)
 	peerPprof := ""
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
@@ -203,7 +218,7 @@ func runCompare(o options) error {
 	defer cs.close()
 	systems := []*system{cs}
 	var ps *system
-	if o.withPeer {
+	if withPeer {
 		pdir := filepath.Join(dir, "peer")
 		if err := os.MkdirAll(pdir, 0o755); err != nil {
 			return err
@@ -234,6 +249,16 @@ func runCompare(o options) error {
 			row, err := w3Failover(l, cs, clients[len(clients)-1], o.trials)
 			if err != nil {
 				return fmt.Errorf("w3-failover: %w", err)
+			}
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+			continue
+		}
+		if n == "w3-saturated" { // coordd only: w3 with the cores saturated
+			row, err := w3Saturated(l, cs, clients[len(clients)-1], o.duration, o.hogs, o.coorddFlags)
+			if err != nil {
+				return fmt.Errorf("w3-saturated: %w", err)
 			}
 			if err := enc.Encode(row); err != nil {
 				return err
@@ -281,7 +306,7 @@ func runCompare(o options) error {
 				if ps != nil {
 					pm = measure(ps, v, c, o.duration, to, maxOps, dir, prof(ps))
 				}
-				r.fill(cm, pm, v.values)
+				r.fill(cm, pm, v)
 				if err := enc.Encode(r); err != nil {
 					return err
 				}
@@ -309,6 +334,7 @@ type measured struct {
 	termChanges  uint64
 	cpuSeconds   float64
 	round        map[string]float64
+	values       int64 // system.values added during the measured pass
 }
 
 // measure runs one side of a cell; with a profile path, a CPU profile of
@@ -329,6 +355,7 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 	var term0 uint64
 	var cpu0 float64
 	var round0 roundSample
+	var values0 int64
 	m.st = runCell(clients, d, callTimeout, maxOps, func(c int) clientOp { return v.newOp(s, c, clients) }, func() {
 		f0, _ = diskFlushes(dir)
 		if s.raftCounters != nil {
@@ -350,8 +377,10 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 			profDone = make(chan struct{})
 			go func() { defer close(profDone); cpuProfile(s.pprofAddr, d, profile) }()
 		}
+		values0 = s.values.Load()
 		start = time.Now()
 	})
+	m.values = s.values.Load() - values0
 	el := time.Since(start).Seconds()
 	if s.pids != nil {
 		m.cpuSeconds = cpuOf(s.pids()) - cpu0
@@ -378,14 +407,16 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 	return m
 }
 
-func (r *row) fill(c, p measured, values int) {
+func (r *row) fill(c, p measured, v variant) {
 	r.CoorddOps, r.CoorddP50ms, r.CoorddP99ms, r.CoorddMaxMs, r.CoorddErrors = round1(c.st.OpsPerSec), c.st.P50ms, c.st.P99ms, c.st.MaxMs, c.st.Errors
 	r.PeerOps, r.PeerP50ms, r.PeerP99ms, r.PeerMaxMs, r.PeerErrors = round1(p.st.OpsPerSec), p.st.P50ms, p.st.P99ms, p.st.MaxMs, p.st.Errors
 	if p.st.OpsPerSec > 0 {
 		r.Ratio = float64(int(c.st.OpsPerSec/p.st.OpsPerSec*100)) / 100
 	}
-	if values > 1 {
-		r.CoorddValues, r.PeerValues = round1(c.st.OpsPerSec*float64(values)), round1(p.st.OpsPerSec*float64(values))
+	if v.counted {
+		r.CoorddValues, r.PeerValues = perSecond(c.values, c.st.Elapsed), perSecond(p.values, p.st.Elapsed)
+	} else if v.values > 1 {
+		r.CoorddValues, r.PeerValues = round1(c.st.OpsPerSec*float64(v.values)), round1(p.st.OpsPerSec*float64(v.values))
 	}
 	r.CoorddRSS, r.PeerRSS = c.rss, p.rss
 	r.CoorddDiskFlushesPerS, r.PeerDiskFlushesPerS = round1(c.flushesPerS), round1(p.flushesPerS)
@@ -404,6 +435,13 @@ func (r *row) fill(c, p measured, values int) {
 		r.PeerCPUPer1k = float64(int64(p.cpuSeconds/float64(p.st.Ops)*1e5)) / 100
 	}
 	r.CoorddRound = c.round
+}
+
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return round1(float64(n) / d.Seconds())
 }
 
 func round1(x float64) float64 { return float64(int64(x*10)) / 10 }

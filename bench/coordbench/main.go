@@ -7,6 +7,7 @@
 // per cell with both sides and the ratio (see compare.go).
 //
 //	coordbench -workload w1,w3 -clients 1,16,64 -duration 10s -compare
+//	coordbench -workload w3-saturated -clients 64 -duration 5m -hog 2 [-coordd-flags "..."]
 //	coordbench -workload commit|alloc-ts|alloc-id|failover|sn-failover|balance|watchers|broadcast|assign|timeticks [flags]
 package main
 
@@ -76,14 +77,22 @@ type options struct {
 	// coorddFlags are extra flags for every coordd member (a tuning knob
 	// under test, e.g. "--raft-inflight-entries 2").
 	coorddFlags string
+	// peerFlags are extra flags for the peer (e.g.
+	// "-broadcast-ack-batching=false")
+	peerFlags string
 	// profileDir: with -compare, a CPU profile of coordd's leader and of
 	// the peer process per measured cell is written here ("": none)
 	profileDir string
+	// hogs: CPU hog processes for w3-saturated
+	hogs int
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == hogArg {
+		hogLoop()
+	}
 	var o options
-	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, status, failover, sn-failover, balance, watchers, broadcast, assign, timeticks or flush")
+	flag.StringVar(&o.workload, "workload", "commit", "commit, alloc-ts, alloc-id, status, failover, sn-failover, balance, watchers, broadcast, assign, timeticks or flush; with -compare w1..w6, w3-failover; w3-saturated (coordd only, -hog)")
 	flag.StringVar(&o.clientsList, "clients", "64", "concurrent clients (load workloads); with -compare a list such as 1,16,64")
 	flag.IntVar(&o.conns, "conns", 8, "gRPC connections shared by the clients")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time per load workload")
@@ -103,10 +112,12 @@ func main() {
 	flag.IntVar(&o.etcdPort, "etcd-port", 23791, "first etcd client port for -compare (peer ports +10)")
 	flag.IntVar(&o.peerPort, "peer-port", 28500, "the peer's gRPC port for -compare")
 	flag.StringVar(&o.coorddFlags, "coordd-flags", "", "extra flags for every coordd member, space-separated (e.g. \"--raft-inflight-entries 2\")")
+	flag.StringVar(&o.peerFlags, "peer-flags", "", "with -compare: extra flags for etcdcoord, space-separated (e.g. \"-broadcast-ack-batching=false\")")
+	flag.IntVar(&o.hogs, "hog", 2, "w3-saturated: CPU hog processes (busy loops at coordbench's priority) kept running for the whole run")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "with -compare: write a CPU profile of coordd's leader and of the peer process for every measured cell here (a diagnostic: it costs CPU)")
 	flag.Parse()
 	var err error
-	if o.compare {
+	if o.compare || coorddOnly(o.workload) {
 		err = runCompare(o)
 	} else if o.clients, err = strconv.Atoi(o.clientsList); err == nil {
 		err = run(o)

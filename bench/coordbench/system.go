@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,9 @@ type system struct {
 	// round samples every member's raft timers (coordd only; nil for the
 	// peer): roundBreakdown of two samples says where a round went.
 	round func() roundSample
+	// values counts what a counted variant's successful calls carried
+	// (w3's checkpoint-batch-128: checkpoints accepted).
+	values atomic.Int64
 	// stopTicking ends keepTimeTicking.
 	stopTicking func()
 }

@@ -15,7 +15,8 @@ import (
 // its own VChannels in turn. A refused checkpoint or a stale save counts
 // as an error; a call refused as not the owner re-reads the owners.
 func w3() workloadDef {
-	return workloadDef{setup: setupData, variants: []variant{{name: "checkpoint+binlogs-1000vch", newOp: w3Op}}}
+	return workloadDef{setup: setupData, variants: []variant{{name: "checkpoint+binlogs-1000vch", newOp: w3Op},
+		{name: "checkpoint-batch-128", counted: true, newOp: w3BatchOp}}}
 }
 
 func w3Op(s *system, c, clients int) clientOp {

@@ -18,23 +18,27 @@ import (
 
 // broadcaster is Milvus's streamingcoord broadcaster: the caller's
 // resource keys are locked in memory, the task is saved to etcd PENDING,
-// the message is appended to every target's WAL (concurrently), each
-// target's ack is saved to the task as it arrives, and the finished task
-// is saved as a TOMBSTONE before the keys are released: one etcd
-// transaction per task state change.
+// the message is appended to every target's WAL (concurrently), the
+// targets' acks are saved to the task as they arrive (batched: acks that
+// arrive during a save share the next one, as the newest Milvus does; or
+// one transaction per ack, see ackLog), and the finished task is saved as
+// a TOMBSTONE before the keys are released.
 type broadcaster struct {
 	coordpb.UnimplementedBroadcasterServer
 	kv       *store
 	ids      *tso
 	wal      *wal
 	cchannel string
+	// batchAcks: acks arriving during a save share the next transaction
+	// (-broadcast-ack-batching); false: one transaction per ack.
+	batchAcks bool
 
 	mu    sync.Mutex
 	locks map[string]*sync.RWMutex
 }
 
-func newBroadcaster(kv *store, ids *tso, w *wal, cat *catalog) *broadcaster {
-	return &broadcaster{kv: kv, ids: ids, wal: w, cchannel: cat.pchannels[0] + "_vcchan", locks: map[string]*sync.RWMutex{}}
+func newBroadcaster(kv *store, ids *tso, w *wal, cat *catalog, batchAcks bool) *broadcaster {
+	return &broadcaster{kv: kv, ids: ids, wal: w, cchannel: cat.pchannels[0] + "_vcchan", batchAcks: batchAcks, locks: map[string]*sync.RWMutex{}}
 }
 
 func (b *broadcaster) lock(keys []*coordpb.ResourceKey) func() {
@@ -93,25 +97,29 @@ func (b *broadcaster) Broadcast(ctx context.Context, r *coordpb.BroadcastRequest
 		[]clientv3.Op{b.taskPut(task, r.Payload)}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "save task: %v", err)
 	}
-	var mu sync.Mutex // the task's: acks are saved one at a time
+	// The saver is one goroutine at a time (ackLog), so it owns task
+	// until wg.Wait.
+	acks := newAckLog(b.batchAcks, func(acked []*coordpb.Checkpoint) error {
+		task.Acked = acked
+		return b.kv.txn(ctx, nil, []clientv3.Op{b.taskPut(task, r.Payload)})
+	})
+	var mu sync.Mutex // firstErr
 	var firstErr error
 	var wg sync.WaitGroup
-	resp := &coordpb.BroadcastResponse{BroadcastId: id, LockWaitMs: waited.Milliseconds()}
 	for _, ch := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			off, err := b.wal.append(ch, r.Payload)
-			mu.Lock()
-			defer mu.Unlock()
 			if err == nil {
-				cp := &coordpb.Checkpoint{Vchannel: ch, Term: pchannelTerm, Offset: off, TimeTick: id}
-				task.Acked = append(task.Acked, cp)
-				err = b.kv.txn(ctx, nil, []clientv3.Op{b.taskPut(task, r.Payload)})
-				resp.AppendResults = append(resp.AppendResults, cp)
+				err = acks.ack(&coordpb.Checkpoint{Vchannel: ch, Term: pchannelTerm, Offset: off, TimeTick: id})
 			}
-			if err != nil && firstErr == nil {
-				firstErr = err
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -119,6 +127,8 @@ func (b *broadcaster) Broadcast(ctx context.Context, r *coordpb.BroadcastRequest
 	if firstErr != nil {
 		return nil, status.Errorf(codes.Unavailable, "broadcast %d: %v", id, firstErr)
 	}
+	resp := &coordpb.BroadcastResponse{BroadcastId: id, LockWaitMs: waited.Milliseconds(), AppendResults: acks.all()}
+	task.Acked = resp.AppendResults
 	task.State, task.TombstonedUnixMs, task.PayloadBytes = "TOMBSTONE", time.Now().UnixMilli(), 0
 	if err := b.kv.txn(ctx, nil, []clientv3.Op{b.taskPut(task, nil)}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "tombstone %d: %v", id, err)

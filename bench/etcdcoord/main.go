@@ -44,6 +44,7 @@ func main() {
 	objDir := flag.String("object-store", "", "directory manifest revisions are written to (required)")
 	pchannels := flag.Int("pchannels", 16, "PChannels (the data path: all held by node 1 at term 1)")
 	minRebalance := flag.Duration("min-rebalance-interval", 5*time.Minute, "a channel assigned more recently is not moved by rebalancing")
+	batchAcks := flag.Bool("broadcast-ack-batching", true, "save broadcast acks that arrive during a save together in the next etcd transaction (the newest Milvus); false: one transaction per ack")
 	pprofAddr := flag.String("pprof-addr", "", "serve Go profiles under /debug/pprof/ on this loopback address (\"\": off)")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -54,13 +55,13 @@ func main() {
 	}
 	pc := policy.DefaultConfig()
 	pc.MinRebalanceInterval = *minRebalance
-	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels, pc); err != nil {
+	if err := run(*listen, strings.Split(*endpoints, ","), *walDir, *objDir, *pchannels, pc, *batchAcks); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdcoord:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen string, endpoints []string, walDir, objDir string, npch int, pc policy.Config) error {
+func run(listen string, endpoints []string, walDir, objDir string, npch int, pc policy.Config, batchAcks bool) error {
 	if walDir == "" || objDir == "" || npch < 1 {
 		return fmt.Errorf("-wal-dir, -object-store and a positive -pchannels are required")
 	}
@@ -126,7 +127,7 @@ func run(listen string, endpoints []string, walDir, objDir string, npch int, pc 
 	coordpb.RegisterStreamingNodeRegistryServer(srv, newRegistry(kv, asg))
 	coordpb.RegisterDataCoordServer(srv, &dataServer{cat: cat})
 	coordpb.RegisterManifestServiceServer(srv, &manifestServer{cat: cat, store: objs})
-	coordpb.RegisterBroadcasterServer(srv, newBroadcaster(kv, ids, wal, cat))
+	coordpb.RegisterBroadcasterServer(srv, newBroadcaster(kv, ids, wal, cat, batchAcks))
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package raftnode_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 			}
 		})
 	}))
+	var unstallOnce sync.Once
+	release := func() { stall.Store(false); unstallOnce.Do(func() { close(unstall) }) }
+	t.Cleanup(release) // before the cluster's shutdown, which waits for the FSM
 	n := c.node(c.waitLeader())
 	mustPropose(t, n, &logpb.ReserveIDs{Count: 1}, "")
 
@@ -79,8 +83,7 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 			t.Fatalf("proposal %d: applied state moved (%d → %d) before the hooks", i, before, got)
 		}
 	}
-	stall.Store(false)
-	close(unstall)
+	release()
 	if err := <-blocker; err != nil {
 		t.Fatal(err)
 	}

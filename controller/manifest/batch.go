@@ -61,10 +61,14 @@ func (c *Committer) batchOnce(ctx context.Context, b Batch, attempt int) ([]*coo
 	if out, ok := c.recorded(requestID); ok {
 		return out, "", nil // a retry of a batch that is already applied
 	}
-	st := c.leader.State()
-	ms := make([]*member, len(reqs))
+	ids := make([]int64, len(reqs))
 	for i, r := range reqs {
-		ms[i] = &member{id: r.SegmentID(), b: c.basisFor(st, r.SegmentID(), term)}
+		ids[i] = r.SegmentID()
+	}
+	st, bs := c.bases(ids, term)
+	ms := make([]*member, len(reqs))
+	for i := range reqs {
+		ms[i] = &member{id: ids[i], b: bs[i]}
 	}
 	answers, err := c.prepareAll(ctx, st, reqs, ms)
 	if err != nil {

@@ -135,8 +135,8 @@ func (c *Committer) commitOnce(ctx context.Context, r Request, attempt int) (*co
 	if out, ok := c.recorded(req.RequestId); ok {
 		return out[0], "", nil // a retry of a commit that is already applied
 	}
-	st := c.leader.State()
-	m := &member{id: req.SegmentId, b: c.basisFor(st, req.SegmentId, term)}
+	st, bs := c.bases([]int64{req.SegmentId}, term)
+	m := &member{id: req.SegmentId, b: bs[0]}
 	pub, nt, skipped, err := c.prepare(ctx, st, r, false, m.b)
 	if err != nil {
 		return nil, "", err

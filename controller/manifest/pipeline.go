@@ -58,16 +58,18 @@ func (r *lockRelease) release(before func()) {
 	})
 }
 
-// basisFor starts an attempt on segment id in term (its lock held): the
-// pending tail, unless the orphan collector retired its version (it can
-// never publish: build on the applied state instead).
-func (c *Committer) basisFor(st *fsm.State, id int64, term uint64) basis {
-	applied, ok, err := st.ManifestPointer(id)
-	b := c.tails.begin(id, term, applied, ok && err == nil)
-	if b.onTail && b.tail.ptr.Version <= st.ManifestRetired(b.tail.ptr.Base) {
-		b.onTail, b.tail, b.lineage = false, nil, b.seq
+// bases starts an attempt on segments ids in term (their locks held):
+// the applied state to check against and, per segment, its pending tail,
+// unless the orphan collector retired the tail's version (it can never
+// publish: build on the applied state instead).
+func (c *Committer) bases(ids []int64, term uint64) (*fsm.State, []basis) {
+	st, bs := c.tails.begin(ids, term, c.leader.State)
+	for i := range bs {
+		if b := &bs[i]; b.onTail && b.tail.ptr.Version <= st.ManifestRetired(b.tail.ptr.Base) {
+			b.onTail, b.tail, b.lineage = false, nil, b.seq
+		}
 	}
-	return b
+	return st, bs
 }
 
 // proposeMembers proposes the members' publications as one command and

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/fsm"
 )
 
 // Pipelining (docs/semantics.md#manifest-pipelining). A segment's lock
@@ -78,13 +79,26 @@ type tailTable struct {
 
 func newTailTable() *tailTable { return &tailTable{segs: map[int64]*segTail{}, lru: list.New()} }
 
-// begin starts an attempt on segment id (its lock held) in term, given the
-// pointer the applied state holds (ok: the segment exists with one). It
-// builds on the tail when that is pending in term and the applied pointer
-// has not reached it; a tail of another term is dropped.
-func (t *tailTable) begin(id int64, term uint64, applied commands.ManifestPointer, ok bool) basis {
+// begin starts an attempt on each of ids (their locks held) in term. It
+// reads the applied state with state while it holds the table, so the
+// state is at least as new as every tail it sees settled or dropped (an
+// answer is recorded only after its command applied): a tail that was
+// pending a moment ago and is gone now is in the state. It builds on a
+// tail when that is pending in term and the applied pointer has not
+// reached it; a tail of another term is dropped.
+func (t *tailTable) begin(ids []int64, term uint64, state func() *fsm.State) (*fsm.State, []basis) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	st := state()
+	out := make([]basis, len(ids))
+	for i, id := range ids {
+		applied, ok, err := st.ManifestPointer(id)
+		out[i] = t.begin1(id, term, applied, ok && err == nil)
+	}
+	return st, out
+}
+
+func (t *tailTable) begin1(id int64, term uint64, applied commands.ManifestPointer, ok bool) basis {
 	t.seq++
 	b := basis{seq: t.seq, lineage: t.seq}
 	e := t.segs[id]

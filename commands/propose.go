@@ -81,3 +81,26 @@ func CallerNode(ctx context.Context) uint64 {
 	n, _ := ctx.Value(callerNodeKey{}).(uint64)
 	return n
 }
+
+type queuedKey struct{}
+
+// WithQueued returns ctx carrying f, for a caller that orders its own
+// work by log order (the manifest committer, docs/semantics.md#manifest-pipelining).
+// A Proposer that supports it calls f once, from Propose, as soon as the
+// command has its place in the order entries are submitted to the log:
+// a command proposed after f returned is submitted after this one, so if
+// both reach the log this one is before it. It is called before the
+// command commits, and never when Propose fails before queueing it. A
+// Proposer may not support it at all (test fakes): a caller must also
+// treat Propose's return as the end of the wait (sync.Once).
+func WithQueued(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, queuedKey{}, f)
+}
+
+// NotifyQueued calls the function WithQueued put into ctx, if any. A
+// Proposer calls it once c is queued in log order.
+func NotifyQueued(ctx context.Context) {
+	if f, _ := ctx.Value(queuedKey{}).(func()); f != nil {
+		f()
+	}
+}

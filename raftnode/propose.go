@@ -27,7 +27,8 @@ const maxEntryBodyBytes = 2 << 20
 // *NotLeaderError (nothing done), ErrOutcomeUnknown, ErrShuttingDown,
 // commands.ErrInvalid for a command not built by commands.New (nothing done),
 // *OverloadedError when Config.MaxPendingProposals proposals are waiting
-// already (nothing done; a leader routine's proposal waits instead).
+// already (nothing done; a leader routine's proposal waits instead). Once
+// the command is queued, Propose calls ctx's commands.WithQueued hook.
 func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
 	if !c.Checked() {
 		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
@@ -48,6 +49,11 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 	if err := n.proposer.q.offer(ctx, p, isRoutine(ctx), n.closed); err != nil {
 		return nil, err
 	}
+	// p is in the FIFO queue now, and the one batcher submits entries in
+	// queue order: anything offered after this point goes to the log after
+	// p (commands.WithQueued; the manifest committer releases its segment
+	// lock here).
+	commands.NotifyQueued(ctx)
 	start := time.Now()
 	select {
 	case r := <-p.done:

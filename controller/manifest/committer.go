@@ -60,6 +60,7 @@ type Committer struct {
 	cfg    Config
 	clock  clockwork.Clock
 	locks  *segmentLocks
+	tails  *tailTable
 	log    hclog.Logger
 }
 
@@ -84,56 +85,72 @@ func New(leader Leader, cfg Config) *Committer {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Committer{leader: leader, cfg: cfg, clock: cfg.Clock, locks: newSegmentLocks(), log: log}
+	return &Committer{leader: leader, cfg: cfg, clock: cfg.Clock, locks: newSegmentLocks(), tails: newTailTable(), log: log}
 }
 
 // Store is the object store revisions are written to (nil: none).
 func (c *Committer) Store() objectstore.Store { return c.cfg.Store }
 
 // Commit runs one single-segment commit (docs/semantics.md#manifest-commit):
-// lock the segment, read its pointer, write the next revision, propose the
-// publication with the term the decision was made in, and map Apply's
-// answer to the error classes. r was checked by NewRequest; only a zero
-// Request is refused here.
+// lock the segment, read its pointer (or its pending tail,
+// docs/semantics.md#manifest-pipelining), write the next revision, propose
+// the publication with the term the decision was made in, release the
+// lock once the proposal is queued, and map Apply's answer to the error
+// classes. An attempt built on a tail that Apply refuses because the base
+// moved (the predecessor did not apply) is retried from the applied
+// state, at most maxAttempts in all. r was checked by NewRequest; only a
+// zero Request is refused here.
 func (c *Committer) Commit(ctx context.Context, r Request) (resp *coordpb.CommitSegmentManifestResponse, err error) {
 	defer func() { c.cfg.Metrics.outcome(err) }()
 	if r.req == nil {
 		return nil, errUnchecked
 	}
-	req := r.req
 	if c.cfg.Store == nil {
 		return nil, ErrNoStore
 	}
+	for attempt := 1; ; attempt++ {
+		out, retry, err := c.commitOnce(ctx, r, attempt)
+		if retry == "" || attempt == maxAttempts {
+			return out, err
+		}
+		c.cfg.Metrics.retried(retry)
+	}
+}
+
+// commitOnce is one attempt of Commit; retry names why Apply refused an
+// attempt built on a tail ("" when it is not to be retried).
+func (c *Committer) commitOnce(ctx context.Context, r Request, attempt int) (*coordpb.CommitSegmentManifestResponse, string, error) {
+	req := r.req
 	start := c.clock.Now()
 	if err := c.locks.lock(ctx, req.SegmentId); err != nil {
-		return nil, fmt.Errorf("wait for the lock of segment %d: %w", req.SegmentId, err)
+		return nil, "", fmt.Errorf("wait for the lock of segment %d: %w", req.SegmentId, err)
 	}
 	c.cfg.Metrics.lockWait(c.clock.Since(start))
-	held := c.clock.Now()
-	defer func() {
-		c.locks.unlock(req.SegmentId)
-		c.cfg.Metrics.lockHold(c.clock.Since(held))
-	}()
+	rel := c.holding(func() { c.locks.unlock(req.SegmentId) })
+	defer rel.release(nil)
 	term := c.leader.EstablishedTerm()
 	if term == 0 {
-		return nil, leadership.ErrNotEstablished
+		return nil, "", leadership.ErrNotEstablished
 	}
 	if out, ok := c.recorded(req.RequestId); ok {
-		return out[0], nil // a retry of a commit that is already applied
+		return out[0], "", nil // a retry of a commit that is already applied
 	}
-	pub, skipped, err := c.prepare(ctx, c.leader.State(), r, false)
+	st, bs := c.bases([]int64{req.SegmentId}, term)
+	m := &member{id: req.SegmentId, b: bs[0]}
+	pub, nt, skipped, err := c.prepare(ctx, st, r, false, m.b)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if skipped != nil {
-		return skipped, nil
+		return skipped, "", nil
 	}
+	m.pub, m.nt = pub, nt
 	c.pauseForTest(ctx)
-	out, err := c.propose(ctx, term, req.RequestId, []*logpb.ManifestPublish{pub})
+	out, retry, err := c.proposeMembers(ctx, term, req.RequestId, attempt, []*member{m}, rel)
 	if err != nil {
-		return nil, err
+		return nil, retry, err
 	}
-	return out[0], nil
+	return out[0], "", nil
 }
 
 func (c *Committer) pauseForTest(ctx context.Context) {
@@ -146,20 +163,24 @@ func (c *Committer) pauseForTest(ctx context.Context) {
 	}
 }
 
-// propose commits the publications as one command decided in term.
-func (c *Committer) propose(ctx context.Context, term uint64, requestID string, pubs []*logpb.ManifestPublish) ([]*coordpb.CommitSegmentManifestResponse, error) {
-	cmd, err := commands.New(&logpb.CommitSegmentManifests{Publishes: pubs}, requestID)
+// propose commits the publications as one command decided in term, under
+// request ID attemptID (requestID for a first attempt). rej is Apply's
+// refusal of this very command (nil: none).
+func (c *Committer) propose(ctx context.Context, term uint64, requestID, attemptID string, pubs []*logpb.ManifestPublish) ([]*coordpb.CommitSegmentManifestResponse, *commands.RejectedError, error) {
+	cmd, err := commands.New(&logpb.CommitSegmentManifests{Publishes: pubs}, attemptID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := commands.Commit(ctx, c.leader, cmd.DecidedIn(term))
 	var rej *commands.RejectedError
-	if errors.As(err, &rej) && requestID != "" {
+	if !errors.As(err, &rej) {
+		rej = nil
+	} else if requestID != "" {
 		// An earlier attempt with this request ID may have committed
 		// while this one was being prepared (its caller gave up waiting):
 		// the first result recorded for the ID is the answer.
 		if out, ok := c.recorded(requestID); ok {
-			return out, nil
+			return out, rej, nil
 		}
 	}
 	if err != nil {
@@ -168,7 +189,7 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 		if errors.As(err, &stale) {
 			c.cfg.Metrics.staleRejection()
 		}
-		return nil, err
+		return nil, rej, err
 	}
 	c.deleteSkipped(ctx, pubs)
 	out := make([]*coordpb.CommitSegmentManifestResponse, 0, len(pubs))
@@ -180,7 +201,7 @@ func (c *Committer) propose(ctx context.Context, term uint64, requestID string, 
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // deleteSkipped removes the versions a successful structured publication
@@ -207,23 +228,31 @@ func (c *Committer) deleteSkipped(ctx context.Context, pubs []*logpb.ManifestPub
 }
 
 // recorded answers a request ID whose first command committed successfully
-// (the FSM's dedup table), with the published versions and base paths.
+// (the FSM's dedup table), with the published versions and base paths. The
+// IDs of the transparent retries of the request (attemptRequestID) are
+// looked up too: a commit answered by a retry is as done as one answered
+// by its first attempt.
 func (c *Committer) recorded(requestID string) ([]*coordpb.CommitSegmentManifestResponse, bool) {
 	if requestID == "" {
 		return nil, false
 	}
 	st := c.leader.State()
-	res, ok := st.LookupRequest(requestID)
-	if !ok || res.Rejection != nil || res.GetManifestCommit() == nil {
-		return nil, false
-	}
-	var out []*coordpb.CommitSegmentManifestResponse
-	for _, p := range res.GetManifestCommit().GetPublished() {
-		r := &coordpb.CommitSegmentManifestResponse{SegmentId: p.SegmentId, Version: p.Version, Skipped: p.Skipped}
-		if ptr, _, err := st.ManifestPointer(p.SegmentId); err == nil && !p.Skipped {
-			r.BasePath = ptr.Base
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		res, ok := st.LookupRequest(attemptRequestID(requestID, attempt))
+		if !ok || res.Rejection != nil || res.GetManifestCommit() == nil {
+			continue
 		}
-		out = append(out, r)
+		var out []*coordpb.CommitSegmentManifestResponse
+		for _, p := range res.GetManifestCommit().GetPublished() {
+			r := &coordpb.CommitSegmentManifestResponse{SegmentId: p.SegmentId, Version: p.Version, Skipped: p.Skipped}
+			if ptr, _, err := st.ManifestPointer(p.SegmentId); err == nil && !p.Skipped {
+				r.BasePath = ptr.Base
+			}
+			out = append(out, r)
+		}
+		if len(out) > 0 {
+			return out, true
+		}
 	}
-	return out, len(out) > 0
+	return nil, false
 }

@@ -55,8 +55,9 @@ type basePlan struct {
 // deleted. So a delayed inline publication, one applied during the pass,
 // or a deposed leader's late pass can never leave a pointer naming a
 // missing object. Nothing at or below a published version is ever
-// deleted. Segments whose lock a commit of this leader holds are left for
-// the next pass (so its own commits in flight are not made stale).
+// deleted. Segments whose lock a commit of this leader holds, or whose
+// publication is in flight, are left for the next pass (so its own
+// commits in flight are not made stale).
 func (c *Committer) CollectOrphans(ctx context.Context, dryRun bool) (GCReport, error) {
 	var rep GCReport
 	if c.cfg.Store == nil {
@@ -181,7 +182,17 @@ func (c *Committer) lockPlan(p *basePlan) bool {
 	}
 	slices.Sort(ids)
 	if !c.locks.tryLockMany(ids) {
-		return false // a commit is in flight: next pass
+		return false // a commit is being prepared: next pass
+	}
+	// The locks are released once a publication is queued
+	// (docs/semantics.md#manifest-pipelining); one still in flight may
+	// publish a revision this pass would condemn (Apply would keep the
+	// base, since the retirement is queued after it; waiting costs nothing).
+	for _, id := range ids {
+		if c.tails.inFlight(id) {
+			c.locks.unlockMany(ids)
+			return false
+		}
 	}
 	p.locks = ids
 	return true

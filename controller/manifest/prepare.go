@@ -19,100 +19,125 @@ const maxVersionSkips = 16
 
 // prepare runs the leader-side half of one segment's commit while its lock
 // is held: checks against the snapshot st (fail fast; Apply checks again),
-// then the manifest I/O. It returns the publication to propose, or, for a
+// then the manifest I/O. b says what to build on: the segment's pending
+// tail (pipelining: its pointer and content stand for the applied
+// record's, docs/semantics.md#manifest-pipelining) or the applied state,
+// with the current content when a tail caches it. It returns the
+// publication to propose and the tail it makes (nil: none new), or, for a
 // Dropped segment in a batch, the answer that it was skipped.
-func (c *Committer) prepare(ctx context.Context, st *fsm.State, r Request, inBatch bool) (*logpb.ManifestPublish, *coordpb.CommitSegmentManifestResponse, error) {
+func (c *Committer) prepare(ctx context.Context, st *fsm.State, r Request, inBatch bool, b basis) (*logpb.ManifestPublish, *tail, *coordpb.CommitSegmentManifestResponse, error) {
 	req, cat := r.req, r.catalog
 	id := req.SegmentId
 	g, exists := st.Segment(id)
 	var cur commands.ManifestPointer
+	var curRev *coordpb.ManifestRevision // nil: read it from the store
 	var base string
 	var coll, part int64
 	switch {
 	case cat.GetNewSegment() != nil:
+		if b.onTail {
+			return nil, nil, nil, &StaleError{Segment: id, Expected: 0, Current: b.tail.ptr.Version, Why: "the new segment exists already (a commit on it is in flight)"}
+		}
 		if exists {
 			p, _ := commands.ParseManifestPointer(g.ManifestPath)
-			return nil, nil, &StaleError{Segment: id, Expected: 0, Current: p.Version, Why: "the new segment exists already"}
+			return nil, nil, nil, &StaleError{Segment: id, Expected: 0, Current: p.Version, Why: "the new segment exists already"}
 		}
 		ns := cat.NewSegment
 		coll, part = ns.CollectionId, ns.PartitionId
 		base = commands.ManifestBase(ns.CollectionId, ns.PartitionId, id)
-	case !exists:
-		return nil, nil, fmt.Errorf("%w: segment %d does not exist", ErrNotFound, id)
-	case !g.Healthy():
+	case !exists && !b.onTail:
+		return nil, nil, nil, fmt.Errorf("%w: segment %d does not exist", ErrNotFound, id)
+	case exists && !g.Healthy():
 		if inBatch {
-			return nil, &coordpb.CommitSegmentManifestResponse{SegmentId: id, Skipped: true}, nil
+			return nil, nil, &coordpb.CommitSegmentManifestResponse{SegmentId: id, Skipped: true}, nil
 		}
-		return nil, nil, fmt.Errorf("%w: segment %d is dropped", ErrNotFound, id)
+		return nil, nil, nil, fmt.Errorf("%w: segment %d is dropped", ErrNotFound, id)
+	case exists && g.StorageVersion != 0 && g.StorageVersion != fsm.StorageV3:
+		return nil, nil, nil, invalidf("segment %d has storage version %d, manifests need %d", id, g.StorageVersion, fsm.StorageV3)
+	case b.onTail:
+		// The tail's publication is queued before this one (log order =
+		// lock order): if it applies, the pointer is the tail's when
+		// this one is applied. A segment the tail creates is not in st yet.
+		cur, curRev, coll, part, base = b.tail.ptr, b.tail.rev, b.tail.coll, b.tail.part, b.tail.ptr.Base
 	default:
-		if g.StorageVersion != 0 && g.StorageVersion != fsm.StorageV3 {
-			return nil, nil, invalidf("segment %d has storage version %d, manifests need %d", id, g.StorageVersion, fsm.StorageV3)
-		}
 		var err error
 		if cur, err = commands.ParseManifestPointer(g.ManifestPath); err != nil {
-			return nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %v", id, err)
+			return nil, nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %v", id, err)
 		}
 		coll, part = g.CollectionID, g.PartitionID
 		base = cur.Base
 		if base == "" {
 			base = commands.ManifestBase(g.CollectionID, g.PartitionID, id)
 		}
+		if b.tail != nil && b.tail.ptr == cur {
+			curRev = b.tail.rev // the cached content of the published revision
+		}
 	}
 	if err := checkMutationKeys(req, coll, part); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	retired := st.ManifestRetired(base)
 	pub := &logpb.ManifestPublish{SegmentId: id, Base: cur.String(), Catalog: cat}
 	if prep := req.Mutation.GetPublishPrepared(); prep != nil {
-		next, err := c.checkPrepared(ctx, id, cur, base, prep, req.ExpectedVersion, coll, part)
+		next, rev, err := c.checkPrepared(ctx, id, cur, base, prep, req.ExpectedVersion, coll, part)
 		if err == nil && next != cur && next.Version <= retired {
 			err = invalidf("segment %d: prepared revision %s was retired by the orphan collector (versions up to %d); write a newer one", id, next.Key(), retired)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		pub.Prepared, pub.Next = true, next.String()
 		if req.ExpectedVersion != nil {
 			pub.CheckExpected, pub.ExpectedVersion = true, *req.ExpectedVersion
 		}
-		return pub, nil, nil
+		var nt *tail
+		if next != cur {
+			nt = &tail{ptr: next, rev: rev, coll: coll, part: part}
+		}
+		return pub, nt, nil, nil
 	}
-	next, err := c.writeNext(ctx, id, cur, base, retired, req.Mutation)
+	top := int64(0)
+	if b.base == base {
+		top = b.top
+	}
+	next, rev, err := c.writeNext(ctx, id, cur, curRev, base, max(retired, top), req.Mutation)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	c.tails.wrote(id, base, next.Version)
 	pub.Next = next.String()
-	return pub, nil, nil
+	return pub, &tail{ptr: next, rev: rev, coll: coll, part: part}, nil, nil
 }
 
 // checkPrepared validates a revision written elsewhere: the expected
 // version, the same base, not older than the current one, and the object
 // exists and is that segment's revision of that version.
-func (c *Committer) checkPrepared(ctx context.Context, id int64, cur commands.ManifestPointer, base string, prep *coordpb.PublishPreparedManifest, expected *int64, coll, part int64) (commands.ManifestPointer, error) {
+func (c *Committer) checkPrepared(ctx context.Context, id int64, cur commands.ManifestPointer, base string, prep *coordpb.PublishPreparedManifest, expected *int64, coll, part int64) (commands.ManifestPointer, *coordpb.ManifestRevision, error) {
+	var none commands.ManifestPointer
 	if expected != nil && *expected != cur.Version {
-		return commands.ManifestPointer{}, &StaleError{Segment: id, Expected: *expected, Current: cur.Version, Why: "expected manifest differs"}
+		return none, nil, &StaleError{Segment: id, Expected: *expected, Current: cur.Version, Why: "expected manifest differs"}
 	}
 	if prep.BasePath != "" && prep.BasePath != base {
-		return commands.ManifestPointer{}, invalidf("segment %d: prepared revision at base %q, the segment's base is %q", id, prep.BasePath, base)
+		return none, nil, invalidf("segment %d: prepared revision at base %q, the segment's base is %q", id, prep.BasePath, base)
 	}
 	next := commands.ManifestPointer{Base: base, Version: prep.Version}
 	if next.Version < cur.Version {
-		return commands.ManifestPointer{}, &StaleError{Segment: id, Expected: next.Version, Current: cur.Version, Why: "prepared revision is older than the published one"}
+		return none, nil, &StaleError{Segment: id, Expected: next.Version, Current: cur.Version, Why: "prepared revision is older than the published one"}
 	}
 	if next == cur {
-		return next, nil // idempotent retry; Apply answers without change
+		return next, nil, nil // idempotent retry; Apply answers without change
 	}
 	rev, err := c.read(ctx, next)
 	if err != nil {
-		return commands.ManifestPointer{}, invalidf("segment %d: prepared revision %s: %v", id, next.Key(), err)
+		return none, nil, invalidf("segment %d: prepared revision %s: %v", id, next.Key(), err)
 	}
 	if rev.SegmentId != id || rev.Version != next.Version {
-		return commands.ManifestPointer{}, invalidf("segment %d: %s holds segment %d version %d", id, next.Key(), rev.SegmentId, rev.Version)
+		return none, nil, invalidf("segment %d: %s holds segment %d version %d", id, next.Key(), rev.SegmentId, rev.Version)
 	}
 	if err := checkRevisionKeys(rev, coll, part); err != nil {
-		return commands.ManifestPointer{}, invalidf("segment %d: prepared revision %s: %v", id, next.Key(), err)
+		return none, nil, invalidf("segment %d: prepared revision %s: %v", id, next.Key(), err)
 	}
-	return next, nil
+	return next, rev, nil
 }
 
 // read fetches and decodes the revision p names.
@@ -124,32 +149,36 @@ func (c *Committer) read(ctx context.Context, p commands.ManifestPointer) (*coor
 	return Decode(data)
 }
 
-// writeNext builds the next revision from the current one and creates it
-// under the first free version after cur (never overwriting an object).
-func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.ManifestPointer, base string, retired int64, m *coordpb.ManifestMutation) (commands.ManifestPointer, error) {
-	var curRev *coordpb.ManifestRevision
-	if cur.Version > 0 {
+// writeNext builds the next revision from the current one (curRev: its
+// content when known, else read from the store) and creates it under the
+// first free version above cur and floor (never overwriting an object).
+// It returns the revision exactly as stored.
+func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.ManifestPointer, curRev *coordpb.ManifestRevision, base string, floor int64, m *coordpb.ManifestMutation) (commands.ManifestPointer, *coordpb.ManifestRevision, error) {
+	var none commands.ManifestPointer
+	if cur.Version > 0 && curRev == nil {
 		var err error
 		if curRev, err = c.read(ctx, cur); err != nil {
-			return commands.ManifestPointer{}, fmt.Errorf("read the current revision of segment %d: %w", id, err)
+			return none, nil, fmt.Errorf("read the current revision of segment %d: %w", id, err)
 		}
 	}
 	if drop := m.GetDropIndexes(); drop != nil && curRev != nil {
 		if err := c.deleteIndexFiles(ctx, curRev, drop.BuildIds); err != nil {
-			return commands.ManifestPointer{}, err
+			return none, nil, err
 		}
 	}
 	// Versions the orphan collector retired can never be published: the
-	// numbering goes on above them.
-	first := max(cur.Version, retired) + 1
+	// numbering goes on above them. So it does above the versions this
+	// leader wrote already (the floor's other part), which are in flight
+	// or orphans of refused attempts.
+	first := max(cur.Version, floor) + 1
 	for v := first; v < first+maxVersionSkips; v++ {
 		rev, err := Mutate(curRev, id, v, m)
 		if err != nil {
-			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
+			return none, nil, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
 		}
 		data, err := Encode(rev)
 		if err != nil {
-			return commands.ManifestPointer{}, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
+			return none, nil, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
 		}
 		next := commands.ManifestPointer{Base: base, Version: v}
 		err = c.cfg.Store.Create(ctx, next.Key(), data)
@@ -157,11 +186,11 @@ func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.Manife
 			continue // an orphan holds this number; never overwrite it
 		}
 		if err != nil {
-			return commands.ManifestPointer{}, fmt.Errorf("write revision %s: %w", next.Key(), err)
+			return none, nil, fmt.Errorf("write revision %s: %w", next.Key(), err)
 		}
-		return next, nil
+		return next, rev, nil
 	}
-	return commands.ManifestPointer{}, fmt.Errorf("segment %d: versions %d..%d are all taken by unpublished revisions; run the orphan collector",
+	return none, nil, fmt.Errorf("segment %d: versions %d..%d are all taken by unpublished revisions; run the orphan collector",
 		id, first, first+maxVersionSkips-1)
 }
 

@@ -1,0 +1,110 @@
+package raftnode_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/raftnode"
+)
+
+// TestProposeCallsQueuedHookBeforeCommitInQueueOrder: Propose calls the
+// commands.WithQueued hook once the command is queued, while it is not
+// yet applied (here the apply loop is stalled, so a hook called at commit
+// would never come), and the commands are applied in the order their
+// hooks were called. A proposal refused before queueing never calls it.
+func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
+	var stall atomic.Bool
+	entered := make(chan struct{}, 1)
+	unstall := make(chan struct{})
+	c := newCluster(t, 1, withSetup(func(_ int, n *raftnode.Node) {
+		n.SetApplyObserver(func(uint64, int) {
+			if stall.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-unstall
+			}
+		})
+	}))
+	var unstallOnce sync.Once
+	release := func() { stall.Store(false); unstallOnce.Do(func() { close(unstall) }) }
+	t.Cleanup(release) // before the cluster's shutdown, which waits for the FSM
+	n := c.node(c.waitLeader())
+	mustPropose(t, n, &logpb.ReserveIDs{Count: 1}, "")
+
+	// A first proposal stalls the apply loop (its state is not published).
+	stall.Store(true)
+	blocker := make(chan error, 1)
+	go func() {
+		_, err := propose(context.Background(), n, &logpb.ReserveIDs{Count: 1}, "")
+		blocker <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(opTimeout):
+		t.Fatal("the blocker was never applied")
+	}
+	before := n.State().NextID()
+
+	const k = 5
+	type result struct {
+		res *logpb.Result
+		err error
+	}
+	results := make([]chan result, k)
+	for i := range k {
+		hooked := make(chan struct{})
+		var calls atomic.Int32
+		ctx := commands.WithQueued(context.Background(), func() {
+			if calls.Add(1) == 1 {
+				close(hooked)
+			}
+		})
+		results[i] = make(chan result, 1)
+		go func() {
+			res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
+			if calls.Load() != 1 {
+				t.Errorf("proposal %d: hook called %d times, want once", i, calls.Load())
+			}
+			results[i] <- result{res, err}
+		}()
+		select {
+		case <-hooked:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("proposal %d: no queued hook while the log is stalled (called after commit?)", i)
+		}
+		if got := n.State().NextID(); got != before {
+			t.Fatalf("proposal %d: applied state moved (%d → %d) before the hooks", i, before, got)
+		}
+	}
+	release()
+	if err := <-blocker; err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range k {
+		r := <-results[i]
+		if r.err != nil {
+			t.Fatalf("proposal %d: %v", i, r.err)
+		}
+		first, _ := idRange(t, r.res)
+		if first <= last {
+			t.Fatalf("proposal %d reserved %d after an earlier hook's %d: log order is not hook order", i, first, last)
+		}
+		last = first
+	}
+
+	ctx, cancel := context.WithCancel(commands.WithQueued(context.Background(), func() {
+		t.Error("hook called for a proposal refused before queueing")
+	}))
+	cancel()
+	if _, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, ""); err == nil {
+		t.Fatal("a proposal with an ended context succeeded")
+	}
+}

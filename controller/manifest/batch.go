@@ -30,6 +30,11 @@ func (c *Committer) CommitBatch(ctx context.Context, b Batch) (out []*coordpb.Co
 	if c.cfg.Store == nil {
 		return nil, ErrNoStore
 	}
+	leave, err := c.reqs.enter(ctx, b.requestID)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	for attempt := 1; ; attempt++ {
 		out, retry, err := c.batchOnce(ctx, b, attempt)
 		if retry == "" || attempt == maxAttempts {

@@ -61,6 +61,7 @@ type Committer struct {
 	clock  clockwork.Clock
 	locks  *segmentLocks
 	tails  *tailTable
+	reqs   *requestGate
 	log    hclog.Logger
 }
 
@@ -85,7 +86,7 @@ func New(leader Leader, cfg Config) *Committer {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Committer{leader: leader, cfg: cfg, clock: cfg.Clock, locks: newSegmentLocks(), tails: newTailTable(), log: log}
+	return &Committer{leader: leader, cfg: cfg, clock: cfg.Clock, locks: newSegmentLocks(), tails: newTailTable(), reqs: newRequestGate(), log: log}
 }
 
 // Store is the object store revisions are written to (nil: none).
@@ -108,6 +109,11 @@ func (c *Committer) Commit(ctx context.Context, r Request) (resp *coordpb.Commit
 	if c.cfg.Store == nil {
 		return nil, ErrNoStore
 	}
+	leave, err := c.reqs.enter(ctx, r.req.RequestId)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	for attempt := 1; ; attempt++ {
 		out, retry, err := c.commitOnce(ctx, r, attempt)
 		if retry == "" || attempt == maxAttempts {

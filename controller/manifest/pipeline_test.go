@@ -18,6 +18,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/testutil"
 )
 
 func newTestMetrics(t *testing.T) *Metrics {
@@ -355,5 +356,47 @@ func TestAttemptRequestID(t *testing.T) {
 			}
 			seen[got] = true
 		}
+	}
+}
+
+// A repeat of a request (a client retrying after an unknown outcome)
+// that arrives while the first call's publication is in flight waits for
+// that call, proposes nothing of its own, and gets the same answer.
+// Without the request gate it took the segment lock (released once the
+// first was queued), built a second revision and proposed it under the
+// same ID; if the first call was then retried under a derived ID, the
+// FSM refused the repeat as a reused ID and no recorded answer was there
+// to replace the refusal.
+func TestRepeatedRequestWaitsForTheFirstCall(t *testing.T) {
+	f, p := newPipeFixture(t, Config{}, 0)
+	f.create(5)
+	ctx := f.l.Deadline()
+	release := p.hold()
+	queued := p.queued.Load()
+	type result struct {
+		out *coordpb.CommitSegmentManifestResponse
+		err error
+	}
+	req := statsReq(5, "repeated", "frepeated")
+	req.RequestId = "client-retry-1"
+	first, repeat := make(chan result, 1), make(chan result, 1)
+	go func() { out, err := commitProto(ctx, f.c, req); first <- result{out, err} }()
+	p.waitQueued(t, queued+1)
+	go func() {
+		out, err := commitProto(ctx, f.c, proto.Clone(req).(*coordpb.CommitSegmentManifestRequest))
+		repeat <- result{out, err}
+	}()
+	testutil.Never(t, "the repeat proposed while the first call was in flight", 50*time.Millisecond,
+		func() bool { return p.queued.Load() > queued+1 })
+	release()
+	a, b := <-first, <-repeat
+	if a.err != nil || b.err != nil {
+		t.Fatalf("first call %v, repeat %v", a.err, b.err)
+	}
+	if a.out.Version != b.out.Version {
+		t.Fatalf("the two calls of one request got versions %d and %d", a.out.Version, b.out.Version)
+	}
+	if got := p.queued.Load() - queued; got != 1 {
+		t.Fatalf("%d proposals for one request, want 1", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/testutil"
 )
 
 // pipeLeader is the fake leader with a log in front: Propose queues the
@@ -93,7 +94,7 @@ func (p *pipeLeader) run(done chan struct{}) {
 			}
 		}
 		if p.delay > 0 {
-			time.Sleep(p.delay)
+			time.Sleep(p.delay) // not a wait: the simulated raft round of every command
 		}
 		res, err := p.Leader.Propose(context.Background(), it.c)
 		p.mu.Lock()
@@ -121,13 +122,7 @@ func (p *pipeLeader) hold() func() {
 // waitQueued waits until n commands in all were queued.
 func (p *pipeLeader) waitQueued(t testing.TB, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.queued.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d commands queued, want %d", p.queued.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, fmt.Sprintf("%d commands queued", n), func() bool { return p.queued.Load() >= n })
 }
 
 func (p *pipeLeader) maxInFlight() int {

@@ -43,8 +43,13 @@ func (ts *termState) step(t *task) outcome {
 	ts.mu.Lock()
 	t.assignSeen = st.AssignmentVersion()
 	ts.mu.Unlock()
+	early := &earlyCompletion{}
 	if !fsm.AllAcked(bt) {
-		if out, acked := ts.appendPending(log, t, st, bt); !acked {
+		out, acked := ts.appendPending(log, t, st, bt, early)
+		if done, ok := early.wait(); ok && acked {
+			return done
+		}
+		if !acked {
 			return out
 		}
 	}
@@ -54,7 +59,7 @@ func (ts *termState) step(t *task) outcome {
 // appendPending appends bt to the targets still to append and records the
 // FastAck checkpoints; acked reports whether every target is acked now
 // (otherwise out says what the task does next).
-func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt *logpb.BroadcastTask) (out outcome, acked bool) {
+func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt *logpb.BroadcastTask, early *earlyCompletion) (out outcome, acked bool) {
 	if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
 		return ts.idle(t, bt), false // replicated messages are acked by the nodes
 	}
@@ -65,7 +70,7 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 			failed = outAssign // the sweep reruns it when the assignment changes
 		}
 		if len(cps) > 0 {
-			if aerr := ts.recordAppended(t, bt, cps); aerr != nil {
+			if aerr := ts.recordAppended(log, t, bt, cps, early); aerr != nil {
 				if ts.ctx.Err() == nil {
 					log.Warn("recording broadcast acks failed", "error", aerr)
 				}
@@ -95,9 +100,13 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 
 // recordAppended notes the appended targets of an ack_sync_up task (the
 // nodes ack them), or commits the checkpoints as acks (FastAck).
-func (ts *termState) recordAppended(t *task, bt *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint) error {
+func (ts *termState) recordAppended(log hclog.Logger, t *task, bt *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint, early *earlyCompletion) error {
 	if !bt.AckSyncUp {
-		return ts.ack(bt.Id, cps)
+		ctx := ts.ctx
+		if acksAll(bt, cps) {
+			ctx = commands.WithQueued(ctx, func() { early.start(func() outcome { return ts.complete(log, t) }) })
+		}
+		return ts.ack(ctx, bt.Id, cps)
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -250,7 +259,7 @@ func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string)
 }
 
 // ack commits FastAck checkpoints in one command.
-func (ts *termState) ack(id uint64, cps []*logpb.VChannelCheckpoint) error {
-	_, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+func (ts *termState) ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
+	_, err := commands.CommitNew(ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	return err
 }

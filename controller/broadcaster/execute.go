@@ -244,6 +244,7 @@ func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string)
 	}
 	ctx, cancel := context.WithTimeout(ts.ctx, ts.m.cfg.AppendTimeout)
 	defer cancel()
+	ts.unsafeJitter(ctx)
 	cp, err := ts.m.app.Append(ctx, NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch, Bound: n.BoundNode}, v, p.Term, bt.Payload, bt.Id, bt.AckSyncUp, ts.term)
 	if err != nil {
 		if code, ok := unrecoverableCode(err); ok {

@@ -72,7 +72,8 @@ type Config struct {
 	Metrics *Metrics // optional
 	// UnsafeReleaseKeysAtCreate breaks the broadcaster on purpose (tests of
 	// the tests only): a task's resource keys are released as soon as it
-	// is created, so a conflicting task can overtake it in a WAL.
+	// is created, so a conflicting task can overtake it in a WAL, and each
+	// append waits a random delay of up to 20ms so it does (unsafe_order.go).
 	UnsafeReleaseKeysAtCreate bool
 }
 

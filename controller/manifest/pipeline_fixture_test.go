@@ -140,3 +140,27 @@ func newPipeFixture(t *testing.T, cfg Config, delay time.Duration) (*fixture, *p
 	f.c = New(p, cfg)
 	return f, p
 }
+
+// heldCommit is a commit "a" (stats key a) on segment 5, queued behind a
+// held log: its tail (v2) is pending, nothing has applied.
+type heldCommit struct {
+	ctx     context.Context
+	release func()       // lets the log apply what is queued
+	queued  int64        // the queue count before a
+	aErr    <-chan error // a's result once it applies
+}
+
+// startHeldCommit creates segment 5 (v1) on a pipelining fixture, holds its
+// log and queues commit a on it.
+func startHeldCommit(t *testing.T) (*Metrics, *fixture, *pipeLeader, heldCommit) {
+	t.Helper()
+	m := newTestMetrics(t)
+	f, p := newPipeFixture(t, Config{Metrics: m}, 0)
+	f.create(5)
+	h := heldCommit{ctx: f.l.Deadline(), release: p.hold(), queued: p.queued.Load()}
+	aErr := make(chan error, 1)
+	go func() { _, err := commitProto(h.ctx, f.c, statsReq(5, "a", "a")); aErr <- err }()
+	p.waitQueued(t, h.queued+1)
+	h.aErr = aErr
+	return m, f, p, h
+}

@@ -109,16 +109,8 @@ func TestPipelinedCommitsOnOneSegment(t *testing.T) {
 // repeat with the retry's result, and the refused predecessor's mutation
 // is published nowhere.
 func TestPipelinedSuccessorOfARefusedCommitIsRetried(t *testing.T) {
-	m := newTestMetrics(t)
-	f, p := newPipeFixture(t, Config{Metrics: m}, 0)
-	f.create(5) // v1
-	ctx := f.l.Deadline()
-	release := p.hold()
-	queued := p.queued.Load()
-
-	aErr := make(chan error, 1)
-	go func() { _, err := commitProto(ctx, f.c, statsReq(5, "a", "a")); aErr <- err }()
-	p.waitQueued(t, queued+1)
+	m, f, p, h := startHeldCommit(t)
+	ctx, release, queued, aErr := h.ctx, h.release, h.queued, h.aErr
 	type result struct {
 		out *coordpb.CommitSegmentManifestResponse
 		err error
@@ -177,15 +169,8 @@ func TestPipelinedSuccessorOfARefusedCommitIsRetried(t *testing.T) {
 // term change the next commit builds on the applied state, so it
 // publishes although the old term's command in flight is fenced.
 func TestTermChangeDiscardsTheTail(t *testing.T) {
-	m := newTestMetrics(t)
-	f, p := newPipeFixture(t, Config{Metrics: m}, 0)
-	f.create(5) // v1
-	ctx := f.l.Deadline()
-	release := p.hold()
-	queued := p.queued.Load()
-	aErr := make(chan error, 1)
-	go func() { _, err := commitProto(ctx, f.c, statsReq(5, "a", "a")); aErr <- err }()
-	p.waitQueued(t, queued+1) // a's tail (v2) is pending in term 1
+	m, f, p, h := startHeldCommit(t) // a's tail (v2) is pending in term 1
+	ctx, release, queued, aErr := h.ctx, h.release, h.queued, h.aErr
 
 	f.l.Establish(t, 2) // a new term: a, decided in term 1, is fenced
 	bErr := make(chan error, 1)

@@ -49,7 +49,7 @@ func (c *Client) SaveSnapshot(ctx context.Context, begin func(BackupMeta) (io.Wr
 			e.Stopped = ctx.Err()
 			return info, e
 		}
-		if retry, _ := classify(err, nil); !retry || started {
+		if retry, _ := classify(err, nil, false); !retry || started {
 			return info, e
 		}
 		if attempts > c.cfg.MaxRetries {

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -26,7 +28,10 @@ func newClient(t *testing.T, cfg client.Config) *client.Client {
 	return c
 }
 
-func unavailable(context.Context, string, int) error {
+// unavailable is a server's Unavailable answer that did nothing (marked
+// "coordd-outcome: none", as every coordd Unavailable is).
+func unavailable(ctx context.Context, _ string, _ int) error {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(client.MDOutcome, client.OutcomeNone))
 	return status.Error(codes.Unavailable, "injected: unavailable")
 }
 

@@ -69,8 +69,15 @@
 //     DeadlineExceeded from a single attempt while the call's own deadline
 //     has not passed counts the same way. Broadcast and FlushAll wait on
 //     server-side work, so one attempt may use the whole call deadline.
-//   - A connection that breaks after the request was sent looks like any
-//     other Unavailable; the client retries it.
+//   - An Unavailable the server marked "coordd-outcome: none" (not the
+//     leader, not caught up: nothing was done) is retried like any read.
+//     An Unavailable that no server marked, from a call that had left the
+//     client (its connection broke under it, or a forwarded call lost the
+//     leader), counts as an unknown outcome: the request may have been
+//     delivered and applied. A call that never reached a connection (the
+//     endpoint was down) is retried freely. Once any attempt's outcome was
+//     unknown, the call's final error says so (IsOutcomeUnknown), whatever
+//     the last attempt answered.
 //
 // Every failure is returned as *Error, which names the operation, the last
 // endpoint, the number of attempts and whether an outcome was unknown, and

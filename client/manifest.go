@@ -17,7 +17,8 @@ import (
 
 // CommitSegmentManifest commits one segment's mutation. A request ID is
 // added when the request has none, so a retry after an unknown outcome
-// answers with the first attempt's result instead of committing twice.
+// answers with the first attempt's result instead of committing twice:
+// the call is retried like a read.
 // Refusals: ManifestStale (retry after re-reading), codes.NotFound
 // (discard), codes.InvalidArgument.
 func (c *Client) CommitSegmentManifest(ctx context.Context, req *coordpb.CommitSegmentManifestRequest) (*coordpb.CommitSegmentManifestResponse, error) {
@@ -28,7 +29,7 @@ func (c *Client) CommitSegmentManifest(ctx context.Context, req *coordpb.CommitS
 		req.RequestId = newRequestID()
 	}
 	var resp *coordpb.CommitSegmentManifestResponse
-	_, err := c.do(ctx, fmt.Sprintf("CommitSegmentManifest(%d)", req.SegmentId), mutation, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
+	_, err := c.do(ctx, fmt.Sprintf("CommitSegmentManifest(%d)", req.SegmentId), retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
 		resp, err = coordpb.NewManifestServiceClient(cc).CommitSegmentManifest(ctx, req, o...)
 		return err
 	})
@@ -36,11 +37,12 @@ func (c *Client) CommitSegmentManifest(ctx context.Context, req *coordpb.CommitS
 }
 
 // CommitSegmentManifestBatch commits many segments in one command (all or
-// nothing; Dropped members come back skipped).
+// nothing; Dropped members come back skipped). Its request ID makes a
+// retry answer with the first attempt's result, as for a single commit.
 func (c *Client) CommitSegmentManifestBatch(ctx context.Context, commits []*coordpb.CommitSegmentManifestRequest) ([]*coordpb.CommitSegmentManifestResponse, error) {
 	req := &coordpb.CommitSegmentManifestBatchRequest{Commits: commits, RequestId: newRequestID()}
 	var resp *coordpb.CommitSegmentManifestBatchResponse
-	_, err := c.do(ctx, fmt.Sprintf("CommitSegmentManifestBatch(%d)", len(commits)), mutation, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
+	_, err := c.do(ctx, fmt.Sprintf("CommitSegmentManifestBatch(%d)", len(commits)), retrySafe, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
 		resp, err = coordpb.NewManifestServiceClient(cc).CommitSegmentManifestBatch(ctx, req, o...)
 		return err
 	})

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -21,10 +22,18 @@ const (
 	MDLeaderID = "coordd-leader-id"
 	// MDLeaderGRPC is the leader's gRPC address, when known.
 	MDLeaderGRPC = "coordd-leader-grpc"
-	// MDOutcome is "unknown" when a write may or may not have happened.
+	// MDOutcome is "unknown" when a write may or may not have happened,
+	// "none" when the server answered Unavailable having done nothing.
 	MDOutcome = "coordd-outcome"
 	// OutcomeUnknown is the value of MDOutcome for an unknown outcome.
 	OutcomeUnknown = "unknown"
+	// OutcomeNone is the value of MDOutcome of a server's Unavailable
+	// answer that did nothing (not the leader, not caught up, shutting
+	// down before the request was submitted). An Unavailable without
+	// either value, after the request left the client, is a connection
+	// that broke with the request possibly delivered: its outcome is
+	// unknown.
+	OutcomeNone = "none"
 	// MDRetryAfter (milliseconds) marks a ResourceExhausted answer that
 	// asking again later may change (the leader's proposal queue was
 	// full; nothing was done).
@@ -179,7 +188,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 
 		e.Attempts++
 		e.Endpoint = addr
-		md, err := c.attempt(ctx, addr, fn, kind != longMutation && kind != longRetrySafe)
+		md, sent, err := c.attempt(ctx, addr, fn, kind != longMutation && kind != longRetrySafe)
 		if err == nil {
 			c.setPreferred(addr)
 			return addr, nil
@@ -195,7 +204,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 			e.Stopped = ctx.Err()
 			return "", e
 		}
-		retry, unknownOutcome := classify(err, md)
+		retry, unknownOutcome := classify(err, md, sent)
 		if !retry {
 			return "", e
 		}
@@ -244,11 +253,14 @@ func retryAfter(err error, md metadata.MD) (time.Duration, bool) {
 }
 
 // attempt makes one call on addr and returns the response metadata
-// (header and trailer merged).
-func (c *Client) attempt(ctx context.Context, addr string, fn rpcFunc, bounded bool) (metadata.MD, error) {
+// (header and trailer merged) and whether the request was handed to a
+// connection (gRPC fills in the peer only for a call that got a stream:
+// one that failed before, e.g. on a connection that was down, never left
+// the client).
+func (c *Client) attempt(ctx context.Context, addr string, fn rpcFunc, bounded bool) (metadata.MD, bool, error) {
 	cc, err := c.conn(addr)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if bounded && c.cfg.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
@@ -256,20 +268,30 @@ func (c *Client) attempt(ctx context.Context, addr string, fn rpcFunc, bounded b
 		defer cancel()
 	}
 	if err := c.waitReady(ctx, addr, cc); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var header, trailer metadata.MD
-	err = fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
-	return metadata.Join(header, trailer), err
+	var p peer.Peer
+	err = fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+	return metadata.Join(header, trailer), p.Addr != nil, err
 }
 
 // classify tells whether err may be retried and whether the attempt's
 // outcome is unknown. It is called only while the call's context is live,
-// so DeadlineExceeded means one attempt (or the server) timed out.
-func classify(err error, md metadata.MD) (retry, unknownOutcome bool) {
+// so DeadlineExceeded means one attempt (or the server) timed out. sent
+// says the request was handed to a connection: an Unavailable that no
+// coordd server marked is then a connection that broke under the call,
+// which may have been delivered and applied.
+func classify(err error, md metadata.MD, sent bool) (retry, unknownOutcome bool) {
 	switch status.Code(err) {
 	case codes.Unavailable:
-		return true, first(md, MDOutcome) == OutcomeUnknown
+		switch first(md, MDOutcome) {
+		case OutcomeUnknown:
+			return true, true
+		case OutcomeNone:
+			return true, false
+		}
+		return true, sent
 	case codes.DeadlineExceeded:
 		return true, true
 	case codes.ResourceExhausted:

@@ -49,7 +49,7 @@ func (c *Client) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error
 			e.Stopped = ctx.Err()
 			return info, e
 		}
-		if retry, _ := classify(err, nil); !retry || n > 0 {
+		if retry, _ := classify(err, nil, false); !retry || n > 0 {
 			return info, e
 		}
 		if attempts > c.cfg.MaxRetries {

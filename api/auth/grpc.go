@@ -56,10 +56,22 @@ func (a *Authenticator) check(ctx context.Context, method string) (context.Conte
 		err = Authorize(who, need)
 	}
 	if err != nil {
+		if errors.Is(err, ErrNotCaughtUp) {
+			// Nothing was done: the mark every coordd Unavailable answer
+			// carries, so the client retries it as a known outcome.
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(mdOutcome, outcomeNone))
+		}
 		return ctx, StatusOf(err)
 	}
 	return WithIdentity(ctx, who), nil
 }
+
+// mdOutcome and outcomeNone are the API's "nothing was done" mark on an
+// Unavailable answer (grpcserver.MDOutcome, client.OutcomeNone).
+const (
+	mdOutcome   = "coordd-outcome"
+	outcomeNone = "none"
+)
 
 // StatusOf maps ErrUnauthenticated, ErrPermissionDenied and ErrNotCaughtUp
 // to their gRPC codes.

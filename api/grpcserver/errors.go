@@ -30,13 +30,21 @@ import (
 const (
 	MDLeaderID   = "coordd-leader-id"
 	MDLeaderGRPC = "coordd-leader-grpc"
-	MDOutcome    = "coordd-outcome" // "unknown" when the write may have happened
+	MDOutcome    = "coordd-outcome" // OutcomeUnknown or OutcomeNone on an Unavailable answer
 	MDForwarded  = "coordd-forwarded"
 	// MDRetryAfter is set (milliseconds) on a ResourceExhausted answer
 	// that asking again later may change: the member's proposal queue
 	// was full. The client SDK retries such answers after at least this
 	// long; a ResourceExhausted without it is not worth retrying as is.
 	MDRetryAfter = "coordd-retry-after-ms"
+)
+
+// The values of MDOutcome. Every Unavailable answer carries one, so a
+// client can tell it from a connection that broke under its call (no
+// mark: the request may have been applied).
+const (
+	OutcomeUnknown = "unknown" // the write may or may not have been committed
+	OutcomeNone    = "none"    // nothing was submitted
 )
 
 // errorRule maps one class of internal error to a gRPC code (codeOf, when
@@ -186,8 +194,14 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		}
 	}
 	md := metadata.MD{}
-	if errors.Is(err, leadership.ErrOutcomeUnknown) {
-		md.Set(MDOutcome, "unknown")
+	switch {
+	case errors.Is(err, leadership.ErrOutcomeUnknown):
+		md.Set(MDOutcome, OutcomeUnknown)
+	case code == codes.Unavailable:
+		// Every other Unavailable is answered before anything was
+		// submitted; the mark tells the client so, which an Unavailable
+		// from a connection that broke under the call cannot.
+		md.Set(MDOutcome, OutcomeNone)
 	}
 	var oe *raftnode.OverloadedError
 	if errors.As(err, &oe) {

@@ -44,7 +44,9 @@ func (s *trailerStream) SetTrailer(md metadata.MD) error {
 func TestToStatus(t *testing.T) {
 	tn := startTestNode(t)
 	type mdWant map[string]string // key → value; "" means absent
-	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: "", MDRetryAfter: ""}
+	// Every Unavailable that did nothing says so (OutcomeNone): the client
+	// tells it from a connection that broke under its call by the mark.
+	leaderMD := mdWant{MDLeaderID: tn.self.ID, MDLeaderGRPC: tn.self.GRPCAddr, MDOutcome: OutcomeNone, MDRetryAfter: ""}
 	noMD := mdWant{MDLeaderID: "", MDLeaderGRPC: "", MDOutcome: "", MDRetryAfter: ""}
 	tests := []struct {
 		name string
@@ -199,8 +201,8 @@ func TestToStatusNoLeaderKnown(t *testing.T) {
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable {
 		t.Errorf("code = %v; want Unavailable", st.Code())
 	}
-	if len(ts.trailer) != 0 {
-		t.Errorf("trailer = %v; want none when no leader is known", ts.trailer)
+	if got := ts.trailer; len(got.Get(MDLeaderID)) != 0 || len(got.Get(MDLeaderGRPC)) != 0 || strings.Join(got.Get(MDOutcome), ",") != OutcomeNone {
+		t.Errorf("trailer = %v; want no leader hint when no leader is known, and the outcome none", ts.trailer)
 	}
 }
 

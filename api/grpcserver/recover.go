@@ -29,7 +29,7 @@ func (s *Server) Recovered(ctx context.Context, surface, method string, v any) e
 	if s.onPanic != nil {
 		s.onPanic(surface, method)
 	}
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(MDOutcome, "unknown"))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(MDOutcome, OutcomeUnknown))
 	return status.Errorf(codes.Internal, "internal error in %s (the server logged it; the outcome is unknown)", method)
 }
 

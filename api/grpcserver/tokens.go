@@ -172,16 +172,32 @@ func BootstrapTokenRoutine(node *raftnode.Node, tok auth.Token, logger interface
 	}
 }
 
-// tokensMayLag: a follower's token table may miss a committed token while it
-// knows no leader, has heard no commit index yet (just restarted), or has
-// not applied everything the leader told it is committed. The leader's
-// table holds every token it has acknowledged.
+// tokensMayLag: a member's token table may miss a committed token while
+// it has not applied the log it holds. See tokenTableMayLag.
 func (s *Server) tokensMayLag() (bool, string) {
-	if s.node.IsLeader() {
-		return false, ""
+	return tokenTableMayLag(s.node.IsLeader(), s.node.EstablishedTerm(), func() (bool, string) {
+		r := s.node.Readiness(0)
+		return r.Ready, r.Status
+	})
+}
+
+// tokenTableMayLag judges whether a member's token table may miss a
+// committed token. A leader's holds every token once it is established:
+// establishing applies everything earlier leaders committed (a barrier)
+// before EstablishedTerm is set. Until then a new leader — one just
+// restarted, say, replaying nothing yet — may miss tokens every member
+// acknowledged. A follower's may miss them while it knows no leader, has
+// heard no commit index yet (just restarted), or has not applied
+// everything the leader told it is committed (ready reports that).
+func tokenTableMayLag(leader bool, establishedTerm uint64, ready func() (bool, string)) (bool, string) {
+	if leader {
+		if establishedTerm != 0 {
+			return false, ""
+		}
+		return true, "was just elected and has not yet applied the log it inherited"
 	}
-	if r := s.node.Readiness(0); !r.Ready {
-		return true, "is not caught up with the log (" + r.Status + ")"
+	if ok, why := ready(); !ok {
+		return true, "is not caught up with the log (" + why + ")"
 	}
 	return false, ""
 }

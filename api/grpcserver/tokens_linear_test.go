@@ -176,3 +176,30 @@ func TestListTokensLinearizableOnFollower(t *testing.T) {
 		t.Fatalf("token list on a follower misses token %s, acknowledged by the leader: %v", fresh.ID, resp.Tokens)
 	}
 }
+
+// A member's token table may miss committed tokens until it has applied
+// its log: a leader until it is established (a new leader has not yet
+// applied what it inherited), a follower while it is not ready.
+func TestTokenTableMayLag(t *testing.T) {
+	ready := func(ok bool) func() (bool, string) { return func() (bool, string) { return ok, "catching up" } }
+	cases := []struct {
+		name        string
+		leader      bool
+		established uint64
+		ready       bool
+		want        bool
+	}{
+		{name: "established leader", leader: true, established: 3, ready: false, want: false},
+		{name: "leader not yet established", leader: true, established: 0, ready: true, want: true},
+		{name: "ready follower", leader: false, ready: true, want: false},
+		{name: "follower catching up", leader: false, ready: false, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := tokenTableMayLag(tc.leader, tc.established, ready(tc.ready))
+			if got != tc.want || (got && why == "") {
+				t.Fatalf("tokenTableMayLag = %v, %q; want %v with a reason", got, why, tc.want)
+			}
+		})
+	}
+}

@@ -169,11 +169,11 @@ func (n *Node) Calls(method string) int {
 	return n.hits[method]
 }
 
-// NotLeader sets leader-hint metadata (in the trailer, or the header when
-// inHeader) and returns the Unavailable error a follower that cannot
-// forward answers.
+// NotLeader sets leader-hint metadata and "coordd-outcome: none" (in the
+// trailer, or the header when inHeader) and returns the Unavailable error
+// a follower that cannot forward answers.
 func NotLeader(ctx context.Context, leaderID, leaderAddr string, inHeader bool) error {
-	md := metadata.Pairs(mdLeaderID, leaderID, mdLeaderGRPC, leaderAddr)
+	md := metadata.Pairs(mdLeaderID, leaderID, mdLeaderGRPC, leaderAddr, mdOutcome, "none")
 	if inHeader {
 		_ = grpc.SetHeader(ctx, md)
 	} else {

@@ -56,7 +56,7 @@ func (s *bucket) createFile(ctx context.Context, key string, data []byte) error 
 		return err
 	}
 	final := filepath.Join(s.dir, filepath.FromSlash(key))
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+	if err := s.mkdirDurable(filepath.Dir(final)); err != nil {
 		return s.wrap("create", key, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(final), createTempPrefix+"*.tmp")
@@ -79,6 +79,61 @@ func (s *bucket) createFile(ctx context.Context, key string, data []byte) error 
 			return fmt.Errorf("%w: %s in %s", ErrExists, key, s.url)
 		}
 		return s.wrap("create", key, err)
+	}
+	// The new name is a directory entry, which the file's own fsync does
+	// not cover: sync the directory before the caller learns the object
+	// exists (it commits a pointer to it next), or a machine crash could
+	// keep the pointer and lose the object.
+	if err := s.sync(filepath.Dir(final)); err != nil {
+		return s.wrap("create", key, err)
+	}
+	return nil
+}
+
+// mkdirDurable creates dir and any missing parents below the store's root,
+// syncing each new directory's parent so the new entries survive a crash
+// as the objects created in them will.
+func (s *bucket) mkdirDurable(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	var missing []string // deepest first
+	for d := dir; d != s.dir && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := s.sync(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *bucket) sync(dir string) error {
+	if s.syncDir != nil {
+		return s.syncDir(dir)
+	}
+	return fsyncDir(dir)
+}
+
+// fsyncDir fsyncs a directory, making the entries created in it durable.
+func fsyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -62,3 +64,36 @@ func checkExclusiveCreate(t *testing.T, url string) {
 func TestDirectoryCreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, t.TempDir()) }
 
 func TestS3CreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, fakeS3(t, "manifests")) }
+
+// A created object's directory entry is synced before Create returns, and
+// so is every directory Create had to make (in its parent), top down: a
+// pointer committed right after must never outlive its object in a crash.
+func TestCreateSyncsTheNewEntries(t *testing.T) {
+	root := t.TempDir()
+	st, err := Open(context.Background(), "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b := st.(*bucket)
+	var synced []string
+	b.syncDir = func(dir string) error { synced = append(synced, dir); return nil }
+	if err := b.Create(context.Background(), "a/b/obj", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{root, filepath.Join(root, "a"), filepath.Join(root, "a", "b")}
+	if !slices.Equal(synced, want) {
+		t.Fatalf("synced %v; want %v", synced, want)
+	}
+	synced = nil
+	if err := b.Create(context.Background(), "a/b/obj2", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(root, "a", "b")}; !slices.Equal(synced, want) {
+		t.Fatalf("second object in an existing directory synced %v; want %v", synced, want)
+	}
+	b.syncDir = func(string) error { return errors.New("injected: fsync failed") }
+	if err := b.Create(context.Background(), "a/b/obj3", []byte("z")); err == nil {
+		t.Fatal("Create succeeded although its directory could not be synced")
+	}
+}

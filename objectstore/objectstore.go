@@ -149,6 +149,9 @@ type bucket struct {
 	b   *blob.Bucket
 	url string
 	dir string // the directory of a file:// store, "" otherwise
+	// syncDir makes a directory's new entries durable (nil: fsync it);
+	// a test records the calls through it.
+	syncDir func(dir string) error
 }
 
 func (s *bucket) URL() string  { return s.url }

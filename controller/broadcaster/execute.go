@@ -63,7 +63,7 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 	if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
 		return ts.idle(t, bt), false // replicated messages are acked by the nodes
 	}
-	if targets := ts.toAppend(t, bt); len(targets) > 0 {
+	if targets := ts.toAppend(st, t, bt); len(targets) > 0 {
 		cps, onAssign, err := ts.appendAll(st, bt, targets)
 		failed := outBackoff
 		if onAssign {
@@ -111,10 +111,10 @@ func (ts *termState) recordAppended(log hclog.Logger, t *task, bt *logpb.Broadca
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if t.appended == nil {
-		t.appended = map[string]bool{}
+		t.appended = map[string]int64{}
 	}
 	for _, cp := range cps {
-		t.appended[cp.Vchannel] = true
+		t.appended[cp.Vchannel] = cp.Term
 	}
 	return nil
 }
@@ -160,8 +160,9 @@ func (ts *termState) idle(t *task, bt *logpb.BroadcastTask) outcome {
 }
 
 // toAppend lists the targets still to append: every unacked target, minus
-// (for ack_sync_up tasks) the ones already appended in this leadership.
-func (ts *termState) toAppend(t *task, bt *logpb.BroadcastTask) []string {
+// (for ack_sync_up tasks) the ones already appended in this leadership at
+// their PChannel's current term in st.
+func (ts *termState) toAppend(st *fsm.State, t *task, bt *logpb.BroadcastTask) []string {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var out []string
@@ -169,8 +170,10 @@ func (ts *termState) toAppend(t *task, bt *logpb.BroadcastTask) []string {
 		if _, ok := fsm.Acked(bt, v); ok {
 			continue
 		}
-		if bt.AckSyncUp && t.appended[v] {
-			continue
+		if term, ok := t.appended[v]; bt.AckSyncUp && ok {
+			if p, found := st.PChannel(vocab.PChannelOf(v)); found && p.Term == term {
+				continue
+			}
 		}
 		out = append(out, v)
 	}

@@ -970,3 +970,57 @@ func TestAckSyncUpResendsWhenTheChannelMoves(t *testing.T) {
 		t.Fatalf("Broadcast: %v", r.err)
 	}
 }
+
+// An ack_sync_up target appended at one term whose channel moved before
+// the task's next step (the node that took the append lost its session
+// before its ack landed; hostile-3-r06 seed 68067313) is appended again to
+// the new owner in that step, even though no assignment change follows:
+// the sweep's "assignment changed since the step" rule cannot see a move
+// that happened before the step began.
+func TestAckSyncUpReappendsATargetThatMovedBeforeTheStep(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	a := h.cch
+	b := h.vch(1, 100)
+	if vocab.PChannelOf(a) == vocab.PChannelOf(b) {
+		t.Fatalf("the targets share pchannel %s", vocab.PChannelOf(a))
+	}
+	pendingB := h.unassign(vocab.PChannelOf(b)) // ASSIGNING: b's appends fail on ownership
+	ch := broadcastAsync(ctxTimeout(t, 10*time.Second), h.m, Request{MessageType: "TruncateCollection", AckSyncUp: true, VChannels: []string{a, b}})
+	appendsTo := func(v string) []appendCall {
+		var out []appendCall
+		for _, c := range h.app.Calls() {
+			if c.VChannel == v {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	h.eventually("the append to a", func() bool { return len(appendsTo(a)) == 1 })
+	// a's node "loses its session": the channel moves on, and its ack
+	// never lands. Then b's channel is confirmed, the last assignment
+	// change the task sees.
+	movedA := h.unassign(vocab.PChannelOf(a))
+	h.leader.MustPropose(t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{movedA}})
+	h.leader.MustPropose(t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{pendingB}})
+	h.eventually("b appended and a appended again at its new term", func() bool {
+		as := appendsTo(a)
+		return len(appendsTo(b)) >= 1 && len(as) >= 2 && as[len(as)-1].Term == movedA.Term
+	})
+	st := h.leader.State()
+	id := h.app.Calls()[0].ID
+	for _, v := range []string{a, b} {
+		cp, ok := h.app.walEntry(v, id)
+		if !ok {
+			t.Fatalf("no WAL entry for %s", v)
+		}
+		p, _ := st.PChannel(vocab.PChannelOf(v))
+		owner, _ := st.StreamingNode(p.NodeId)
+		if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: owner.Id, FromEpoch: owner.Epoch}); err != nil {
+			t.Fatalf("the owner's ack of %s: %v", v, err)
+		}
+	}
+	if r := h.wait(ch); r.err != nil {
+		t.Fatalf("Broadcast: %v", r.err)
+	}
+}

@@ -53,9 +53,13 @@ type task struct {
 	pending request
 	backoff time.Duration
 	timer   clockwork.Timer // backoff or sync-up resend timer
-	// appended: ack_sync_up targets appended in this leadership (the acks
-	// come from the nodes).
-	appended   map[string]bool
+	// appended: ack_sync_up targets appended in this leadership, with the
+	// PChannel term of the append (the acks come from the nodes). A target
+	// whose PChannel has moved to another term since is appended again:
+	// the node that took the append may have lost its session before its
+	// ack landed, and only the current owner can ack (after deduplicating
+	// the re-append).
+	appended   map[string]int64
 	ackedSeen  int                   // acks its last step saw (awaitingAcks)
 	assignSeen fsm.AssignmentVersion // assignment version its last step used
 	// executionObserved latches the execution-duration metric, observed at

@@ -23,8 +23,9 @@ import (
 // Heartbeats carry no commit index and may bypass the consumer channel (the
 // TCP transport's fast path); they are not needed here.
 //
-// The same wrapper checks leadership transfers (transfer_guard.go) and, with
-// fault injection, delays RPCs (raft_delay.go).
+// The same wrapper checks leadership transfers (transfer_guard.go) and
+// snapshots sent to this member (stale_snapshot.go) and, with fault
+// injection, delays RPCs (raft_delay.go).
 type commitWatch struct {
 	raft.Transport
 	logger hclog.Logger
@@ -40,7 +41,8 @@ type commitWatch struct {
 	electionStarted    chan struct{}
 	gate               sync.RWMutex // heartbeats read-lock it; an accepted TimeoutNow holds it
 	refusedTimeoutNows atomic.Uint64
-	faults             *faultDelays // nil: fault injection off
+	refusedSnapshots   atomic.Uint64 // stale_snapshot.go
+	faults             *faultDelays  // nil: fault injection off
 }
 
 // commitWatchPreVote is a commitWatch over a transport that supports
@@ -94,11 +96,13 @@ func (w *commitWatch) run() {
 }
 
 // deliver hands rpc to raft (a TimeoutNow only if it passes the transfer
-// check); false means the wrapper is stopping.
+// check, a snapshot with the check of its index); false means the wrapper
+// is stopping.
 func (w *commitWatch) deliver(rpc raft.RPC) bool {
 	if req, ok := rpc.Command.(*raft.TimeoutNowRequest); ok {
 		return w.deliverTimeoutNow(rpc, req)
 	}
+	w.guardSnapshot(&rpc)
 	select {
 	case w.out <- rpc:
 		return true

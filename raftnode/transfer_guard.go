@@ -68,11 +68,13 @@ func parseTransferStamp(id []byte) (member []byte, term uint64, ok bool) {
 	return id[:i], t, true
 }
 
-// raftView is what the receiving check reads of raft (*raft.Raft).
+// raftView is what the receiving checks read of raft (*raft.Raft): the
+// TimeoutNow check here, the snapshot check in stale_snapshot.go.
 type raftView interface {
 	CurrentTerm() uint64
 	State() raft.RaftState
 	LeaderWithID() (raft.ServerAddress, raft.ServerID)
+	AppliedIndex() uint64
 }
 
 // setRaft gives the wrapper the raft it forwards to, once it exists.

@@ -26,6 +26,16 @@ type watchedLogStore struct {
 	failingSince time.Time
 }
 
+// IsMonotonic passes on whether the wrapped store tolerates no gaps
+// (raft.MonotonicLogStore: raft-wal). raft checks it on the store it is
+// given: hidden here, a raft-wal follower that installs a snapshot past
+// the end of its log would keep that log and then fail every append after
+// the snapshot as out of order, instead of having raft clear the log.
+func (s *watchedLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 func (s *watchedLogStore) StoreLog(l *raft.Log) error {
 	return s.record(s.LogStore.StoreLog(l))
 }

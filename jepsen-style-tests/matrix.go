@@ -218,6 +218,14 @@ func Full() []scenario.Scenario {
 		// The explicit insecure variant (--insecure, plaintext, no tokens);
 		// every other template runs secure.
 		{Name: "proc-3-insecure", Nodes: 3, Faults: processFaults, Duration: d, Insecure: true},
+		// The raft-wal log store (every other template runs on bolt): every
+		// coordd fault kind with disk loss and damage and tiny snapshots, and
+		// long partitions that leave a member's log behind the leader's
+		// snapshot.
+		{Name: "wal-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), nemesis.AllKinds...), nemesis.DiskLoss, nemesis.StorageDamage),
+			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
+		{Name: "wal-long-partitions-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay, nemesis.KillNode},
+			Duration: d, HoldMin: 5 * time.Second, HoldMax: 10 * time.Second, ExtraArgs: scenario.WALTinySnapshots},
 	}
 	templates = append(templates, hostileTemplates(d)...)
 	var out []scenario.Scenario

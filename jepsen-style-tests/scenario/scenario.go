@@ -138,6 +138,11 @@ func Allocators(nodes int) []workload.Workload {
 // ID range reservations), so the thresholds are tiny.
 var TinySnapshots = []string{"--snapshot-threshold", "4", "--trailing-logs", "4", "--snapshot-interval", "50ms"}
 
+// WALTinySnapshots runs the members on the raft-wal log store
+// (--raft-log-store wal) with TinySnapshots: members that fall behind
+// catch up by snapshot onto a log raft-wal must clear first.
+var WALTinySnapshots = append(append([]string(nil), TinySnapshots...), "--raft-log-store", "wal")
+
 func (s *Scenario) defaults() {
 	if s.Nodes == 0 {
 		s.Nodes = 3

@@ -220,12 +220,12 @@ func Full() []scenario.Scenario {
 		{Name: "proc-3-insecure", Nodes: 3, Faults: processFaults, Duration: d, Insecure: true},
 		// The raft-wal log store (every other template runs on bolt): every
 		// coordd fault kind with disk loss and damage and tiny snapshots, and
-		// long partitions that leave a member's log behind the leader's
-		// snapshot.
+		// the membership faults and disk loss that make members catch up by
+		// snapshot (a replacement on an empty wal, a removed member re-added).
 		{Name: "wal-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), nemesis.AllKinds...), nemesis.DiskLoss, nemesis.StorageDamage),
 			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
-		{Name: "wal-long-partitions-3", Nodes: 3, Faults: []nemesis.Kind{nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.OneWay, nemesis.KillNode},
-			Duration: d, HoldMin: 5 * time.Second, HoldMax: 10 * time.Second, ExtraArgs: scenario.WALTinySnapshots},
+		{Name: "wal-member-snap-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), memberFaults...), nemesis.DiskLoss),
+			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
 	}
 	templates = append(templates, hostileTemplates(d)...)
 	var out []scenario.Scenario

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -431,7 +432,38 @@ func (l *Launcher) signal(name string, sig syscall.Signal) error {
 	if err := p.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signal %s: %w", name, err)
 	}
+	if sig == syscall.SIGSTOP {
+		// The signal is delivered asynchronously: a process woken from a
+		// blocking call (a flock another process just released, say)
+		// completes that call before it stops. Answer only once it has
+		// stopped, so a caller that releases something right after the
+		// pause cannot race it.
+		if err := waitStopped(p.Process.Pid, 10*time.Second); err != nil {
+			return fmt.Errorf("pause %s: %w", name, err)
+		}
+	}
 	return nil
+}
+
+// waitStopped waits until process pid is stopped (state T in
+// /proc/PID/stat). Where /proc is not there, it returns at once.
+func waitStopped(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil // no procfs: nothing to wait on
+		}
+		// The state follows the command name, which is in parentheses and
+		// may itself hold spaces or parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d not stopped after %v", pid, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Stop terminates every process: SIGTERM (streaming nodes first, so they

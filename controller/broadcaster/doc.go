@@ -14,7 +14,8 @@
 //     commits the checkpoints (FastAck) unless the task acks from the nodes
 //     (ack_sync_up), then commits CompleteBroadcast — the ack callback and
 //     the TOMBSTONE in one command — retrying failures with exponential
-//     backoff (10 ms ×2 up to 10 s) forever;
+//     backoff (10 ms ×2 up to 10 s, from 10 ms again after a step that
+//     appended any target) forever;
 //   - the tombstone GC loop.
 //
 // A Broadcast holds its keys from before CreateBroadcast until its task is

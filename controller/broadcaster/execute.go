@@ -76,6 +76,7 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 				}
 				return failed, false
 			}
+			ts.madeProgress(t)
 		}
 		if err != nil {
 			if ts.ctx.Err() == nil {
@@ -96,6 +97,18 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 		return outBackoff, false
 	}
 	return outDone, true // out is unused when acked
+}
+
+// madeProgress restarts t's backoff from BackoffInitial: a step that
+// appended some targets is not stuck, and the ones it missed usually
+// failed on a node that has just come back (a restart at the same
+// address, a channel's new owner still opening its WAL). Carrying the
+// doubled delay of earlier failures over would leave them waiting seconds
+// (up to BackoffMax) for a node that answers again within milliseconds.
+func (ts *termState) madeProgress(t *task) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t.backoff = 0
 }
 
 // recordAppended notes the appended targets of an ack_sync_up task (the

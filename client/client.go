@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/redial"
 )
 
 // ErrClosed is returned by calls made after Close.
@@ -77,20 +77,11 @@ func (c *Client) Endpoints() []string {
 
 func (c *Client) addEndpointLocked(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
+		redial.Wake(cc) // every attempt is a real one (package redial)
 		return cc, nil
 	}
 	cc, err := grpc.NewClient(addr, append(c.cfg.dialOptions(),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			// grpc's default reconnect backoff grows to two minutes; a
-			// restarted node should be usable again within seconds.
-			Backoff: backoff.Config{
-				BaseDelay:  100 * time.Millisecond,
-				Multiplier: 1.6,
-				Jitter:     0.2,
-				MaxDelay:   2 * time.Second,
-			},
-			MinConnectTimeout: c.cfg.DialTimeout,
-		}))...,
+		redial.Option(c.cfg.DialTimeout))...,
 	)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ var groups = []string{
 	// vocab: the names, limits and request shapes clients and servers share
 	// (the standard library only); commands builds the log on it.
 	"vocab",
-	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "logging", "security",
+	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "logging", "security", "redial",
 	"fsm", "backup", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
 }
@@ -36,14 +36,15 @@ var allowed = map[string][]string{
 	// and talk to streaming nodes with the generated clients.
 	// security: coordd dials streaming nodes over mutual TLS and checks
 	// that the certificate names a streaming node.
-	"controller": {"vocab", "commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security"},
+	// redial: the reconnect policy of every long-lived gRPC connection.
+	"controller": {"vocab", "commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security", "redial"},
 	// api/apitest waits with testutil's scaled timeouts.
-	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security"},
+	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security", "redial"},
 	"cluster": {"api/coordpb", "vocab", "commands", "leadership", "raftnode", "proc", "security"},
 	// The SDK and the streaming node speak the public API and the shared
 	// vocabulary, never the log schema: a log format change is no SDK change.
-	"client":        {"api/coordpb", "vocab", "security"},
-	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security"},
+	"client":        {"api/coordpb", "vocab", "security", "redial"},
+	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security", "redial"},
 	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	// The harness runs secure clusters: a throwaway CA (security) and the

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/redial"
 )
 
 // coordPool holds one connection per coordd endpoint and the one calls
@@ -26,7 +27,7 @@ type coordPool struct {
 func newCoordPool(addrs []string, opts ...grpc.DialOption) (*coordPool, error) {
 	p := &coordPool{addrs: addrs}
 	for _, a := range addrs {
-		c, err := grpc.NewClient(a, opts...)
+		c, err := grpc.NewClient(a, append([]grpc.DialOption{redial.Option(0)}, opts...)...)
 		if err != nil {
 			p.close()
 			return nil, fmt.Errorf("streamingnode: coordd endpoint %s: %w", a, err)
@@ -39,6 +40,7 @@ func newCoordPool(addrs []string, opts ...grpc.DialOption) (*coordPool, error) {
 // pick returns the current endpoint's index and connection.
 func (p *coordPool) pick() (int, *grpc.ClientConn) {
 	i := int(p.cur.Load()) % len(p.conns)
+	redial.Wake(p.conns[i]) // every caller retries on its own schedule
 	return i, p.conns[i]
 }
 

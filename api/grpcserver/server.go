@@ -29,6 +29,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/redial"
 )
 
 // Server implements every coordd gRPC service on one node.
@@ -225,13 +226,14 @@ func (s *Server) leaderConn(ctx context.Context) (conn *grpc.ClientConn, ok bool
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, found := s.conns[addr]; found {
+		redial.Wake(c) // the client retries this call on its own schedule
 		return c, true, nil
 	}
 	creds := insecure.NewCredentials()
 	if s.peerTLS != nil {
 		creds = credentials.NewTLS(s.peerTLS)
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), redial.Option(0))
 	if err != nil {
 		return nil, false, fmt.Errorf("dial leader %s at %s: %w", id, addr, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
 
+	"github.com/coordd/coordd/redial"
 	"github.com/coordd/coordd/security"
 )
 
@@ -54,6 +55,7 @@ func New(idle time.Duration, now func() time.Time, dial ...grpc.DialOption) *Cac
 	if len(dial) == 0 {
 		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	dial = append([]grpc.DialOption{redial.Option(5 * time.Second)}, dial...)
 	return &Cache{idle: idle, now: now, dial: dial, conns: map[string]*entry{}}
 }
 
@@ -82,6 +84,7 @@ func (c *Cache) Get(addr string) (*grpc.ClientConn, error) {
 		c.conns[addr] = e
 	}
 	e.lastUsed = now
+	redial.Wake(e.conn) // the caller retries on its own schedule (package redial)
 	return e.conn, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -122,39 +121,4 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkCreateParallel: 64 creators at once, each in its own
-// directory (W4's shape); cpu-us/op is the process's CPU per create.
-func BenchmarkCreateParallel(b *testing.B) {
-	for _, path := range []string{"unnamed", "named"} {
-		b.Run(path, func(b *testing.B) {
-			st, err := Open(context.Background(), "file://"+b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			st.(*bucket).noTmpfile.Store(path == "named")
-			data := make([]byte, 300)
-			var next atomic.Int64
-			var ru0 syscall.Rusage
-			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-			b.SetParallelism(32)
-			b.RunParallel(func(pb *testing.PB) {
-				w := next.Add(1)
-				i := 0
-				for pb.Next() {
-					i++
-					if err := st.Create(context.Background(), "m/"+strconv.FormatInt(w, 10)+"/manifest-"+strconv.Itoa(i), data); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			var ru1 syscall.Rusage
-			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
-		})
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -15,11 +14,10 @@ import (
 
 // Create is an exclusive create. On S3 it is a conditional PUT
 // (If-None-Match), which the server decides atomically. On a directory it
-// writes a temporary file in the target's directory (an unnamed one,
-// O_TMPFILE, on Linux; a named one beside the target elsewhere), syncs it
-// and hard-links it to the final name: link(2) fails when the name
-// exists, so of two creators (even in different processes) exactly one
-// wins, and the object appears whole. gocloud's own IfNotExist on directories is a check-then-rename
+// writes a temporary file beside the target, syncs it and hard-links it to
+// the final name: link(2) fails when the name exists, so of two creators
+// (even in different processes) exactly one wins, and the object appears
+// whole. gocloud's own IfNotExist on directories is a check-then-rename
 // guarded only within one process, which is why it is not used there.
 func (s *bucket) Create(ctx context.Context, key string, data []byte) error {
 	if err := ValidateKey(key); err != nil {
@@ -58,57 +56,12 @@ func (s *bucket) createFile(ctx context.Context, key string, data []byte) error 
 		return err
 	}
 	final := filepath.Join(s.dir, filepath.FromSlash(key))
-	if !s.noTmpfile.Load() {
-		err := s.createUnnamed(final, data)
-		if !errors.Is(err, errNoTmpfile) {
-			return s.createResult(key, err)
-		}
-		s.noTmpfile.Store(true) // it will not start working later
-	}
-	return s.createResult(key, s.createNamed(final, data))
-}
-
-// createUnnamed writes final through an unnamed temporary file
-// (linkTmpfile), making its directory first when it is missing: the
-// common case, a directory that exists, costs no stat.
-func (s *bucket) createUnnamed(final string, data []byte) error {
-	dir := filepath.Dir(final)
-	err := linkTmpfile(dir, final, data)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := s.mkdirDurable(dir); err != nil {
-			return err
-		}
-		err = linkTmpfile(dir, final, data)
-	}
-	if err != nil {
-		return err
-	}
-	return s.syncNewEntry(dir)
-}
-
-// createResult maps a create's error to the store's.
-func (s *bucket) createResult(key string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errNoTmpfile):
-		return s.wrap("create", key, err) // never returned by createNamed
-	case errors.Is(err, os.ErrExist):
-		return fmt.Errorf("%w: %s in %s", ErrExists, key, s.url)
-	default:
-		return s.wrap("create", key, err)
-	}
-}
-
-// createNamed writes final through a named temporary file beside it,
-// hard-linked to final (where O_TMPFILE is not available).
-func (s *bucket) createNamed(final string, data []byte) error {
 	if err := s.mkdirDurable(filepath.Dir(final)); err != nil {
-		return err
+		return s.wrap("create", key, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(final), createTempPrefix+"*.tmp")
 	if err != nil {
-		return err
+		return s.wrap("create", key, err)
 	}
 	defer os.Remove(tmp.Name())
 	_, werr := tmp.Write(data)
@@ -119,20 +72,23 @@ func (s *bucket) createNamed(final string, data []byte) error {
 		werr = cerr
 	}
 	if werr != nil {
-		return werr
+		return s.wrap("create", key, werr)
 	}
 	if err := os.Link(tmp.Name(), final); err != nil {
-		return err
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: %s in %s", ErrExists, key, s.url)
+		}
+		return s.wrap("create", key, err)
 	}
-	return s.syncNewEntry(filepath.Dir(final))
+	// The new name is a directory entry, which the file's own fsync does
+	// not cover: sync the directory before the caller learns the object
+	// exists (it commits a pointer to it next), or a machine crash could
+	// keep the pointer and lose the object.
+	if err := s.sync(filepath.Dir(final)); err != nil {
+		return s.wrap("create", key, err)
+	}
+	return nil
 }
-
-// syncNewEntry syncs dir after an object's name was linked into it. The
-// new name is a directory entry, which the file's own fsync does not
-// cover: it must be durable before the caller learns the object exists
-// (it commits a pointer to it next), or a machine crash could keep the
-// pointer and lose the object.
-func (s *bucket) syncNewEntry(dir string) error { return s.sync(dir) }
 
 // mkdirDurable creates dir and any missing parents below the store's root,
 // syncing each new directory's parent so the new entries survive a crash

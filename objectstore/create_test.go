@@ -12,7 +12,7 @@ import (
 
 // checkExclusiveCreate: a second Create of a key fails with ErrExists and
 // leaves the first object; of concurrent creators exactly one wins.
-func checkExclusiveCreate(t *testing.T, url string, named bool) {
+func checkExclusiveCreate(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, url)
@@ -20,9 +20,6 @@ func checkExclusiveCreate(t *testing.T, url string, named bool) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if named {
-		s.(*bucket).noTmpfile.Store(true)
-	}
 	key := "manifest/1/2/3/manifest-1"
 	if err := s.Create(ctx, key, []byte("first")); err != nil {
 		t.Fatalf("first create: %v", err)
@@ -64,24 +61,14 @@ func checkExclusiveCreate(t *testing.T, url string, named bool) {
 	}
 }
 
-func TestDirectoryCreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, t.TempDir(), false) }
+func TestDirectoryCreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, t.TempDir()) }
 
-// The named temporary file path (no O_TMPFILE) keeps the same guarantees.
-func TestDirectoryCreateIsExclusiveNamedTemp(t *testing.T) {
-	checkExclusiveCreate(t, t.TempDir(), true)
-}
-
-func TestS3CreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, fakeS3(t, "manifests"), false) }
+func TestS3CreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, fakeS3(t, "manifests")) }
 
 // A created object's directory entry is synced before Create returns, and
 // so is every directory Create had to make (in its parent), top down: a
 // pointer committed right after must never outlive its object in a crash.
 func TestCreateSyncsTheNewEntries(t *testing.T) {
-	t.Run("unnamed", func(t *testing.T) { checkCreateSyncs(t, false) })
-	t.Run("named", func(t *testing.T) { checkCreateSyncs(t, true) })
-}
-
-func checkCreateSyncs(t *testing.T, named bool) {
 	root := t.TempDir()
 	st, err := Open(context.Background(), "file://"+root)
 	if err != nil {
@@ -89,7 +76,6 @@ func checkCreateSyncs(t *testing.T, named bool) {
 	}
 	defer st.Close()
 	b := st.(*bucket)
-	b.noTmpfile.Store(named)
 	var synced []string
 	b.syncDir = func(dir string) error { synced = append(synced, dir); return nil }
 	if err := b.Create(context.Background(), "a/b/obj", []byte("x")); err != nil {

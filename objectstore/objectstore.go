@@ -25,7 +25,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"gocloud.dev/blob"
@@ -153,9 +152,6 @@ type bucket struct {
 	// syncDir makes a directory's new entries durable (nil: fsync it);
 	// a test records the calls through it.
 	syncDir func(dir string) error
-	// noTmpfile: O_TMPFILE failed once, Create writes named temporary
-	// files from then on (a test sets it to check that path).
-	noTmpfile atomic.Bool
 }
 
 func (s *bucket) URL() string  { return s.url }

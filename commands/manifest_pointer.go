@@ -35,11 +35,23 @@ type pointerJSON struct {
 	Base *string `json:"base_path"`
 }
 
-// String is the canonical encoding ("" for the zero pointer).
+// String is the canonical encoding ("" for the zero pointer): what
+// encoding/json makes of {"ver":...,"base_path":...}. A base json.Marshal
+// copies verbatim is written directly (appendCanonicalPointer); any other
+// goes through encoding/json, so the bytes are the same either way.
 func (p ManifestPointer) String() string {
 	if p.IsZero() {
 		return ""
 	}
+	if jsonVerbatim(p.Base) {
+		var buf [canonicalPointerOverhead + 64]byte // most bases fit: one allocation, the string
+		return string(appendCanonicalPointer(buf[:0], p))
+	}
+	return p.marshalJSON()
+}
+
+// marshalJSON is String's general path, through encoding/json.
+func (p ManifestPointer) marshalJSON() string {
 	v, b := p.Version, p.Base
 	out, _ := json.Marshal(pointerJSON{Ver: &v, Base: &b}) // cannot fail for these types
 	return string(out)
@@ -50,7 +62,10 @@ func (p ManifestPointer) Key() string { return ManifestKey(p.Base, p.Version) }
 
 // ParseManifestPointer decodes a pointer; "" is the zero pointer. Both
 // fields are required, the version is not negative and the base path is a
-// relative object-key prefix.
+// relative object-key prefix. Any JSON encoding/json accepts for the two
+// fields is read; the canonical form (the one String writes, and so every
+// pointer coordd stores) is read without encoding/json, with the same
+// result (parseCanonicalPointer).
 func ParseManifestPointer(s string) (ManifestPointer, error) {
 	if s == "" {
 		return ManifestPointer{}, nil
@@ -58,6 +73,18 @@ func ParseManifestPointer(s string) (ManifestPointer, error) {
 	if len(s) > MaxManifestPathBytes {
 		return ManifestPointer{}, invalid("manifest pointer is %d bytes (max %d)", len(s), MaxManifestPathBytes)
 	}
+	if p, ok := parseCanonicalPointer(s); ok {
+		if err := ValidateManifestBase(p.Base); err != nil {
+			return ManifestPointer{}, err
+		}
+		return p, nil
+	}
+	return parsePointerJSON(s)
+}
+
+// parsePointerJSON is ParseManifestPointer's general path, through
+// encoding/json, for a non-empty s within the length bound.
+func parsePointerJSON(s string) (ManifestPointer, error) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.DisallowUnknownFields()
 	var j pointerJSON
@@ -91,7 +118,7 @@ func ValidateManifestBase(base string) error {
 			return invalid("manifest base path %q contains a control character or backslash", base)
 		}
 	}
-	for _, seg := range strings.Split(base, "/") {
+	for seg := range strings.SplitSeq(base, "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return invalid("manifest base path %q has an empty, '.' or '..' segment", base)
 		}

@@ -484,8 +484,9 @@ func (x *AppendResponse) GetDuplicate() bool {
 
 type AppendBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// items: 1..MaxAppendBatchItems appends, each with the fields (and the
-	// fencing data) of a single Append; coord_term must be set on each.
+	// items: 1..1024 appends (streamingnode.MaxAppendBatchItems), each with
+	// the fields (and the fencing data) of a single Append; coord_term must
+	// be set on each.
 	Items         []*AppendRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

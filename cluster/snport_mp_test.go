@@ -230,6 +230,14 @@ func TestSecureStreamingNodePort(t *testing.T) {
 		CoordTerm: st.MaxCoordTerm, NodeId: st.NodeId, Epoch: st.Epoch}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("a coordinator append without the server identity: %v, want PermissionDenied", err)
 	}
+	// So is a batch of them, even from a writer's (the proxy's) certificate.
+	batch := &coordpb.AppendBatchRequest{Items: []*coordpb.AppendRequest{{Vchannel: victim + "_77v0", Term: term, Payload: []byte("x"),
+		BroadcastId: 9, CoordTerm: st.MaxCoordTerm, NodeId: st.NodeId, Epoch: st.Epoch}}}
+	for name, cl := range map[string]coordpb.StreamingNodeServiceClient{"no client certificate": anon, "the proxy certificate": proxy} {
+		if _, err := cl.AppendBatch(ctx, batch); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("AppendBatch with %s: %v, want PermissionDenied", name, err)
+		}
+	}
 	// A node certificate is verified as a streaming node's, not as a
 	// server name: a client that insists on coordd's name refuses it.
 	strict := clientTLS.Clone()

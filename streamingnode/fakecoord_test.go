@@ -51,11 +51,18 @@ type fakeNode struct {
 
 func startFakeCoord(t testing.TB) *fakeCoord {
 	t.Helper()
+	return startFakeCoordWith(t)
+}
+
+// startFakeCoordWith starts a fakeCoord whose server has opts (e.g. TLS
+// credentials, for a secure node).
+func startFakeCoordWith(t testing.TB, opts ...grpc.ServerOption) *fakeCoord {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeCoord{addr: lis.Addr().String(), srv: grpc.NewServer(), nextID: 1, nodes: map[uint64]*fakeNode{},
+	f := &fakeCoord{addr: lis.Addr().String(), srv: grpc.NewServer(opts...), nextID: 1, nodes: map[uint64]*fakeNode{},
 		coordTerm: 3, ts: 1 << 30, version: &coordpb.Version{Global: 3, Local: 1},
 		watchers: map[chan *coordpb.AssignmentUpdate]bool{}, channels: map[string]*coordpb.ChannelAssignment{}}
 	coordpb.RegisterStreamingNodeRegistryServer(f.srv, f)

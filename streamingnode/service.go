@@ -190,7 +190,14 @@ func walStatus(err error) error {
 // On a secure node a client Append needs a writer's certificate
 // (requireWriter), a coordinator one coordd's server identity.
 func (s *service) Append(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
-	n := s.n
+	return s.n.appendOne(ctx, req)
+}
+
+// appendOne is Append: every check and the write of one message. An
+// AppendBatch item runs through it unchanged, so a batched append is
+// admitted, fenced and deduplicated exactly like a single one
+// (append_batch.go).
+func (n *Node) appendOne(ctx context.Context, req *coordpb.AppendRequest) (*coordpb.AppendResponse, error) {
 	if err := vocab.ValidateBroadcastTarget(req.Vchannel); err != nil {
 		return nil, invalid("%s", err)
 	}

@@ -482,6 +482,162 @@ func (x *AppendResponse) GetDuplicate() bool {
 	return false
 }
 
+type AppendBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// items: 1..1024 appends (streamingnode.MaxAppendBatchItems), each with
+	// the fields (and the fencing data) of a single Append; coord_term must
+	// be set on each.
+	Items         []*AppendRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendBatchRequest) Reset() {
+	*x = AppendBatchRequest{}
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendBatchRequest) ProtoMessage() {}
+
+func (x *AppendBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendBatchRequest.ProtoReflect.Descriptor instead.
+func (*AppendBatchRequest) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendBatchRequest) GetItems() []*AppendRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// AppendBatchResult is the outcome of one item of an AppendBatch: code 0
+// (OK) with the append's response, or the gRPC status code and message
+// the same Append would have failed with.
+type AppendBatchResult struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Response *AppendResponse        `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// code: a google.golang.org/grpc/codes value; 0 = OK.
+	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendBatchResult) Reset() {
+	*x = AppendBatchResult{}
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendBatchResult) ProtoMessage() {}
+
+func (x *AppendBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendBatchResult.ProtoReflect.Descriptor instead.
+func (*AppendBatchResult) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AppendBatchResult) GetResponse() *AppendResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *AppendBatchResult) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AppendBatchResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type AppendBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results[i] answers items[i].
+	Results       []*AppendBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendBatchResponse) Reset() {
+	*x = AppendBatchResponse{}
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendBatchResponse) ProtoMessage() {}
+
+func (x *AppendBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendBatchResponse.ProtoReflect.Descriptor instead.
+func (*AppendBatchResponse) Descriptor() ([]byte, []int) {
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AppendBatchResponse) GetResults() []*AppendBatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type ReadRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Vchannel string                 `protobuf:"bytes,1,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
@@ -495,7 +651,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[7]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +663,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[7]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +676,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{7}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadRequest) GetVchannel() string {
@@ -557,7 +713,7 @@ type WALMessage struct {
 
 func (x *WALMessage) Reset() {
 	*x = WALMessage{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[8]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +725,7 @@ func (x *WALMessage) String() string {
 func (*WALMessage) ProtoMessage() {}
 
 func (x *WALMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[8]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +738,7 @@ func (x *WALMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALMessage.ProtoReflect.Descriptor instead.
 func (*WALMessage) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{8}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WALMessage) GetId() *MessageID {
@@ -628,7 +784,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[9]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +796,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[9]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +809,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{9}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{12}
 }
 
 type WALStatus struct {
@@ -668,7 +824,7 @@ type WALStatus struct {
 
 func (x *WALStatus) Reset() {
 	*x = WALStatus{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[10]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +836,7 @@ func (x *WALStatus) String() string {
 func (*WALStatus) ProtoMessage() {}
 
 func (x *WALStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[10]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +849,7 @@ func (x *WALStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WALStatus.ProtoReflect.Descriptor instead.
 func (*WALStatus) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{10}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WALStatus) GetPchannel() string {
@@ -738,7 +894,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[11]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +906,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[11]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +919,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{11}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeStatusResponse) GetNodeId() uint64 {
@@ -833,7 +989,7 @@ type InsertRequest struct {
 
 func (x *InsertRequest) Reset() {
 	*x = InsertRequest{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[12]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1001,7 @@ func (x *InsertRequest) String() string {
 func (*InsertRequest) ProtoMessage() {}
 
 func (x *InsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[12]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1014,7 @@ func (x *InsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertRequest.ProtoReflect.Descriptor instead.
 func (*InsertRequest) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{12}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InsertRequest) GetVchannel() string {
@@ -931,7 +1087,7 @@ type InsertResponse struct {
 
 func (x *InsertResponse) Reset() {
 	*x = InsertResponse{}
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[13]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1099,7 @@ func (x *InsertResponse) String() string {
 func (*InsertResponse) ProtoMessage() {}
 
 func (x *InsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordd_v1_streamingnode_proto_msgTypes[13]
+	mi := &file_coordd_v1_streamingnode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1112,7 @@ func (x *InsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertResponse.ProtoReflect.Descriptor instead.
 func (*InsertResponse) Descriptor() ([]byte, []int) {
-	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{13}
+	return file_coordd_v1_streamingnode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InsertResponse) GetId() *MessageID {
@@ -1026,7 +1182,15 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\x0eAppendResponse\x12$\n" +
 	"\x02id\x18\x01 \x01(\v2\x14.coordd.v1.MessageIDR\x02id\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"b\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"D\n" +
+	"\x12AppendBatchRequest\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.coordd.v1.AppendRequestR\x05items\"x\n" +
+	"\x11AppendBatchResult\x125\n" +
+	"\bresponse\x18\x01 \x01(\v2\x19.coordd.v1.AppendResponseR\bresponse\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"M\n" +
+	"\x13AppendBatchResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.coordd.v1.AppendBatchResultR\aresults\"b\n" +
 	"\vReadRequest\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x1f\n" +
 	"\vfrom_offset\x18\x02 \x01(\x04R\n" +
@@ -1068,11 +1232,12 @@ const file_coordd_v1_streamingnode_proto_rawDesc = "" +
 	"\ttimestamp\x18\x02 \x01(\x04R\ttimestamp\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x03 \x01(\x03R\tsegmentId\x12\x1c\n" +
-	"\tduplicate\x18\x04 \x01(\bR\tduplicate2\x92\x03\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate2\xe0\x03\n" +
 	"\x14StreamingNodeService\x12=\n" +
 	"\x06Assign\x12\x18.coordd.v1.AssignRequest\x1a\x19.coordd.v1.AssignResponse\x12=\n" +
 	"\x06Remove\x12\x18.coordd.v1.RemoveRequest\x1a\x19.coordd.v1.RemoveResponse\x12=\n" +
-	"\x06Append\x12\x18.coordd.v1.AppendRequest\x1a\x19.coordd.v1.AppendResponse\x127\n" +
+	"\x06Append\x12\x18.coordd.v1.AppendRequest\x1a\x19.coordd.v1.AppendResponse\x12L\n" +
+	"\vAppendBatch\x12\x1d.coordd.v1.AppendBatchRequest\x1a\x1e.coordd.v1.AppendBatchResponse\x127\n" +
 	"\x04Read\x12\x16.coordd.v1.ReadRequest\x1a\x15.coordd.v1.WALMessage0\x01\x12E\n" +
 	"\x06Status\x12\x1c.coordd.v1.NodeStatusRequest\x1a\x1d.coordd.v1.NodeStatusResponse\x12=\n" +
 	"\x06Insert\x12\x18.coordd.v1.InsertRequest\x1a\x19.coordd.v1.InsertResponseB&Z$github.com/coordd/coordd/api/coordpbb\x06proto3"
@@ -1089,47 +1254,55 @@ func file_coordd_v1_streamingnode_proto_rawDescGZIP() []byte {
 	return file_coordd_v1_streamingnode_proto_rawDescData
 }
 
-var file_coordd_v1_streamingnode_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_coordd_v1_streamingnode_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_coordd_v1_streamingnode_proto_goTypes = []any{
-	(*AssignRequest)(nil),      // 0: coordd.v1.AssignRequest
-	(*AssignResponse)(nil),     // 1: coordd.v1.AssignResponse
-	(*RemoveRequest)(nil),      // 2: coordd.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 3: coordd.v1.RemoveResponse
-	(*MessageID)(nil),          // 4: coordd.v1.MessageID
-	(*AppendRequest)(nil),      // 5: coordd.v1.AppendRequest
-	(*AppendResponse)(nil),     // 6: coordd.v1.AppendResponse
-	(*ReadRequest)(nil),        // 7: coordd.v1.ReadRequest
-	(*WALMessage)(nil),         // 8: coordd.v1.WALMessage
-	(*NodeStatusRequest)(nil),  // 9: coordd.v1.NodeStatusRequest
-	(*WALStatus)(nil),          // 10: coordd.v1.WALStatus
-	(*NodeStatusResponse)(nil), // 11: coordd.v1.NodeStatusResponse
-	(*InsertRequest)(nil),      // 12: coordd.v1.InsertRequest
-	(*InsertResponse)(nil),     // 13: coordd.v1.InsertResponse
-	(*Version)(nil),            // 14: coordd.v1.Version
+	(*AssignRequest)(nil),       // 0: coordd.v1.AssignRequest
+	(*AssignResponse)(nil),      // 1: coordd.v1.AssignResponse
+	(*RemoveRequest)(nil),       // 2: coordd.v1.RemoveRequest
+	(*RemoveResponse)(nil),      // 3: coordd.v1.RemoveResponse
+	(*MessageID)(nil),           // 4: coordd.v1.MessageID
+	(*AppendRequest)(nil),       // 5: coordd.v1.AppendRequest
+	(*AppendResponse)(nil),      // 6: coordd.v1.AppendResponse
+	(*AppendBatchRequest)(nil),  // 7: coordd.v1.AppendBatchRequest
+	(*AppendBatchResult)(nil),   // 8: coordd.v1.AppendBatchResult
+	(*AppendBatchResponse)(nil), // 9: coordd.v1.AppendBatchResponse
+	(*ReadRequest)(nil),         // 10: coordd.v1.ReadRequest
+	(*WALMessage)(nil),          // 11: coordd.v1.WALMessage
+	(*NodeStatusRequest)(nil),   // 12: coordd.v1.NodeStatusRequest
+	(*WALStatus)(nil),           // 13: coordd.v1.WALStatus
+	(*NodeStatusResponse)(nil),  // 14: coordd.v1.NodeStatusResponse
+	(*InsertRequest)(nil),       // 15: coordd.v1.InsertRequest
+	(*InsertResponse)(nil),      // 16: coordd.v1.InsertResponse
+	(*Version)(nil),             // 17: coordd.v1.Version
 }
 var file_coordd_v1_streamingnode_proto_depIdxs = []int32{
 	4,  // 0: coordd.v1.AppendResponse.id:type_name -> coordd.v1.MessageID
-	4,  // 1: coordd.v1.WALMessage.id:type_name -> coordd.v1.MessageID
-	10, // 2: coordd.v1.NodeStatusResponse.wals:type_name -> coordd.v1.WALStatus
-	14, // 3: coordd.v1.NodeStatusResponse.seen_version:type_name -> coordd.v1.Version
-	4,  // 4: coordd.v1.InsertResponse.id:type_name -> coordd.v1.MessageID
-	0,  // 5: coordd.v1.StreamingNodeService.Assign:input_type -> coordd.v1.AssignRequest
-	2,  // 6: coordd.v1.StreamingNodeService.Remove:input_type -> coordd.v1.RemoveRequest
-	5,  // 7: coordd.v1.StreamingNodeService.Append:input_type -> coordd.v1.AppendRequest
-	7,  // 8: coordd.v1.StreamingNodeService.Read:input_type -> coordd.v1.ReadRequest
-	9,  // 9: coordd.v1.StreamingNodeService.Status:input_type -> coordd.v1.NodeStatusRequest
-	12, // 10: coordd.v1.StreamingNodeService.Insert:input_type -> coordd.v1.InsertRequest
-	1,  // 11: coordd.v1.StreamingNodeService.Assign:output_type -> coordd.v1.AssignResponse
-	3,  // 12: coordd.v1.StreamingNodeService.Remove:output_type -> coordd.v1.RemoveResponse
-	6,  // 13: coordd.v1.StreamingNodeService.Append:output_type -> coordd.v1.AppendResponse
-	8,  // 14: coordd.v1.StreamingNodeService.Read:output_type -> coordd.v1.WALMessage
-	11, // 15: coordd.v1.StreamingNodeService.Status:output_type -> coordd.v1.NodeStatusResponse
-	13, // 16: coordd.v1.StreamingNodeService.Insert:output_type -> coordd.v1.InsertResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	5,  // 1: coordd.v1.AppendBatchRequest.items:type_name -> coordd.v1.AppendRequest
+	6,  // 2: coordd.v1.AppendBatchResult.response:type_name -> coordd.v1.AppendResponse
+	8,  // 3: coordd.v1.AppendBatchResponse.results:type_name -> coordd.v1.AppendBatchResult
+	4,  // 4: coordd.v1.WALMessage.id:type_name -> coordd.v1.MessageID
+	13, // 5: coordd.v1.NodeStatusResponse.wals:type_name -> coordd.v1.WALStatus
+	17, // 6: coordd.v1.NodeStatusResponse.seen_version:type_name -> coordd.v1.Version
+	4,  // 7: coordd.v1.InsertResponse.id:type_name -> coordd.v1.MessageID
+	0,  // 8: coordd.v1.StreamingNodeService.Assign:input_type -> coordd.v1.AssignRequest
+	2,  // 9: coordd.v1.StreamingNodeService.Remove:input_type -> coordd.v1.RemoveRequest
+	5,  // 10: coordd.v1.StreamingNodeService.Append:input_type -> coordd.v1.AppendRequest
+	7,  // 11: coordd.v1.StreamingNodeService.AppendBatch:input_type -> coordd.v1.AppendBatchRequest
+	10, // 12: coordd.v1.StreamingNodeService.Read:input_type -> coordd.v1.ReadRequest
+	12, // 13: coordd.v1.StreamingNodeService.Status:input_type -> coordd.v1.NodeStatusRequest
+	15, // 14: coordd.v1.StreamingNodeService.Insert:input_type -> coordd.v1.InsertRequest
+	1,  // 15: coordd.v1.StreamingNodeService.Assign:output_type -> coordd.v1.AssignResponse
+	3,  // 16: coordd.v1.StreamingNodeService.Remove:output_type -> coordd.v1.RemoveResponse
+	6,  // 17: coordd.v1.StreamingNodeService.Append:output_type -> coordd.v1.AppendResponse
+	9,  // 18: coordd.v1.StreamingNodeService.AppendBatch:output_type -> coordd.v1.AppendBatchResponse
+	11, // 19: coordd.v1.StreamingNodeService.Read:output_type -> coordd.v1.WALMessage
+	14, // 20: coordd.v1.StreamingNodeService.Status:output_type -> coordd.v1.NodeStatusResponse
+	16, // 21: coordd.v1.StreamingNodeService.Insert:output_type -> coordd.v1.InsertResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_coordd_v1_streamingnode_proto_init() }
@@ -1144,7 +1317,7 @@ func file_coordd_v1_streamingnode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordd_v1_streamingnode_proto_rawDesc), len(file_coordd_v1_streamingnode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

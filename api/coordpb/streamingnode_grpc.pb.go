@@ -23,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	StreamingNodeService_Assign_FullMethodName = "/coordd.v1.StreamingNodeService/Assign"
-	StreamingNodeService_Remove_FullMethodName = "/coordd.v1.StreamingNodeService/Remove"
-	StreamingNodeService_Append_FullMethodName = "/coordd.v1.StreamingNodeService/Append"
-	StreamingNodeService_Read_FullMethodName   = "/coordd.v1.StreamingNodeService/Read"
-	StreamingNodeService_Status_FullMethodName = "/coordd.v1.StreamingNodeService/Status"
-	StreamingNodeService_Insert_FullMethodName = "/coordd.v1.StreamingNodeService/Insert"
+	StreamingNodeService_Assign_FullMethodName      = "/coordd.v1.StreamingNodeService/Assign"
+	StreamingNodeService_Remove_FullMethodName      = "/coordd.v1.StreamingNodeService/Remove"
+	StreamingNodeService_Append_FullMethodName      = "/coordd.v1.StreamingNodeService/Append"
+	StreamingNodeService_AppendBatch_FullMethodName = "/coordd.v1.StreamingNodeService/AppendBatch"
+	StreamingNodeService_Read_FullMethodName        = "/coordd.v1.StreamingNodeService/Read"
+	StreamingNodeService_Status_FullMethodName      = "/coordd.v1.StreamingNodeService/Status"
+	StreamingNodeService_Insert_FullMethodName      = "/coordd.v1.StreamingNodeService/Insert"
 )
 
 // StreamingNodeServiceClient is the client API for StreamingNodeService service.
@@ -53,6 +54,17 @@ type StreamingNodeServiceClient interface {
 	// server identity (mutual TLS; docs/security.md#the-streaming-nodes-port).
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
+	// AppendBatch is the coordinator's broadcast append to several
+	// VChannels held by this node in one call (docs/architecture.md#batched-broadcast-appends).
+	// Every item is an Append of its own, checked exactly like one (identity,
+	// coordinator-term fence, PChannel term, ownership, dedup) and answered in
+	// results[i]; one item's refusal does not fail the others. The items are
+	// appended concurrently, so those on one PChannel share the WAL's group
+	// commit and those on different PChannels do not wait for each other.
+	// The call is coordd's: on a secure node it needs coordd's server
+	// identity, and every item must carry coord_term. A node without it
+	// answers Unimplemented, and coordd falls back to Append per item.
+	AppendBatch(ctx context.Context, in *AppendBatchRequest, opts ...grpc.CallOption) (*AppendBatchResponse, error)
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WALMessage], error)
 	Status(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
 	// Insert is the DML write path: the node asks coordd for room in a
@@ -97,6 +109,16 @@ func (c *streamingNodeServiceClient) Append(ctx context.Context, in *AppendReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AppendResponse)
 	err := c.cc.Invoke(ctx, StreamingNodeService_Append_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *streamingNodeServiceClient) AppendBatch(ctx context.Context, in *AppendBatchRequest, opts ...grpc.CallOption) (*AppendBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendBatchResponse)
+	err := c.cc.Invoke(ctx, StreamingNodeService_AppendBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +186,17 @@ type StreamingNodeServiceServer interface {
 	// server identity (mutual TLS; docs/security.md#the-streaming-nodes-port).
 	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
+	// AppendBatch is the coordinator's broadcast append to several
+	// VChannels held by this node in one call (docs/architecture.md#batched-broadcast-appends).
+	// Every item is an Append of its own, checked exactly like one (identity,
+	// coordinator-term fence, PChannel term, ownership, dedup) and answered in
+	// results[i]; one item's refusal does not fail the others. The items are
+	// appended concurrently, so those on one PChannel share the WAL's group
+	// commit and those on different PChannels do not wait for each other.
+	// The call is coordd's: on a secure node it needs coordd's server
+	// identity, and every item must carry coord_term. A node without it
+	// answers Unimplemented, and coordd falls back to Append per item.
+	AppendBatch(context.Context, *AppendBatchRequest) (*AppendBatchResponse, error)
 	Read(*ReadRequest, grpc.ServerStreamingServer[WALMessage]) error
 	Status(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error)
 	// Insert is the DML write path: the node asks coordd for room in a
@@ -192,6 +225,9 @@ func (UnimplementedStreamingNodeServiceServer) Remove(context.Context, *RemoveRe
 }
 func (UnimplementedStreamingNodeServiceServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedStreamingNodeServiceServer) AppendBatch(context.Context, *AppendBatchRequest) (*AppendBatchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AppendBatch not implemented")
 }
 func (UnimplementedStreamingNodeServiceServer) Read(*ReadRequest, grpc.ServerStreamingServer[WALMessage]) error {
 	return status.Errorf(codes.Unimplemented, "method Read not implemented")
@@ -277,6 +313,24 @@ func _StreamingNodeService_Append_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StreamingNodeService_AppendBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StreamingNodeServiceServer).AppendBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StreamingNodeService_AppendBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StreamingNodeServiceServer).AppendBatch(ctx, req.(*AppendBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _StreamingNodeService_Read_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(ReadRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -342,6 +396,10 @@ var StreamingNodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Append",
 			Handler:    _StreamingNodeService_Append_Handler,
+		},
+		{
+			MethodName: "AppendBatch",
+			Handler:    _StreamingNodeService_AppendBatch_Handler,
 		},
 		{
 			MethodName: "Status",

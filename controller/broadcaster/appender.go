@@ -43,14 +43,19 @@ type NodeTarget struct {
 	Bound uint64
 }
 
-// MDCoordTerm is the gRPC metadata key carrying the coordinator's raft term
-// on Append (AppendRequest has no field for it yet).
+// MDCoordTerm is the gRPC metadata key that also carries the coordinator's
+// raft term on Append. The node fences by AppendRequest.coord_term (the
+// field, also on every AppendBatch item); the metadata is kept only for
+// what reads it on the wire.
 const MDCoordTerm = "coordd-coord-term"
 
-// GRPCAppender is the Appender over coordpb.StreamingNodeService, with one
-// connection per node address (unused ones are closed, conncache).
+// GRPCAppender is the Appender (and BatchAppender) over
+// coordpb.StreamingNodeService, with one connection per node address
+// (unused ones are closed, conncache).
 type GRPCAppender struct {
 	conns *conncache.Cache
+	// noBatch: registrations that do not serve AppendBatch.
+	noBatch noBatchNodes
 }
 
 // NewGRPCAppender returns an appender that dials nodes lazily, with TLS
@@ -97,6 +102,12 @@ func (a *GRPCAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 		// Not the owner's WAL: the target stays unacked.
 		return nil, status.Errorf(codes.PermissionDenied, "append to %s on %s: %v", vchannel, nodeAddr, err)
 	}
+	return checkpointOf(vchannel, nodeAddr, resp)
+}
+
+// checkpointOf is the checkpoint of a successful append of vchannel on
+// nodeAddr, or Internal for an answer without a message ID or timestamp.
+func checkpointOf(vchannel, nodeAddr string, resp *coordpb.AppendResponse) (*logpb.VChannelCheckpoint, error) {
 	if resp.GetId() == nil || resp.Id.Term < 1 || resp.Timestamp == 0 {
 		return nil, status.Errorf(codes.Internal, "append to %s on %s: response without a message id or timestamp", vchannel, nodeAddr)
 	}

@@ -3,8 +3,6 @@ package broadcaster
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -191,88 +189,6 @@ func (ts *termState) toAppend(st *fsm.State, t *task, bt *logpb.BroadcastTask) [
 		out = append(out, v)
 	}
 	return out
-}
-
-// appendAll appends bt's message to each target in parallel (bounded) and
-// returns the checkpoints of those that succeeded, whether a failure was
-// about channel ownership, and the first error.
-func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets []string) ([]*logpb.VChannelCheckpoint, bool, error) {
-	cfg := ts.m.cfg
-	var (
-		mu       sync.Mutex
-		cps      []*logpb.VChannelCheckpoint
-		firstErr error
-		failed   int
-		onAssign bool
-		wg       sync.WaitGroup
-	)
-	sem := make(chan struct{}, cfg.AppendParallelism)
-	for _, v := range targets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(v string) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			var cp *logpb.VChannelCheckpoint
-			var err error
-			if ts.finished(bt.Id) {
-				err = errTaskFinishedHere
-			} else {
-				cp, err = ts.appendOne(st, bt, v)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed++
-				if firstErr == nil {
-					firstErr = err
-				}
-				if ownershipError(err) {
-					onAssign = true
-				}
-				return
-			}
-			cps = append(cps, cp)
-		}(v)
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return cps, onAssign, fmt.Errorf("%d of %d appends failed, first: %w", failed, len(targets), firstErr)
-	}
-	return cps, false, nil
-}
-
-func (ts *termState) appendOne(st *fsm.State, bt *logpb.BroadcastTask, v string) (*logpb.VChannelCheckpoint, error) {
-	pname := vocab.PChannelOf(v)
-	p, ok := st.PChannel(pname)
-	if !ok {
-		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s does not exist", v, pname)}
-	}
-	if p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
-		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s is %s at term %d", v, pname, p.State, p.Term)}
-	}
-	if p.Mode != logpb.AccessMode_ACCESS_RW {
-		return nil, &notAssignedError{fmt.Sprintf("%s: pchannel %s is read-only at term %d", v, pname, p.Term)}
-	}
-	n, ok := st.StreamingNode(p.NodeId)
-	if !ok {
-		return nil, &notAssignedError{fmt.Sprintf("%s: node %d of pchannel %s is unknown", v, p.NodeId, pname)}
-	}
-	ctx, cancel := context.WithTimeout(ts.ctx, ts.m.cfg.AppendTimeout)
-	defer cancel()
-	ts.unsafeJitter(ctx)
-	cp, err := ts.m.app.Append(ctx, NodeTarget{Addr: n.Address, ID: n.Id, Epoch: n.Epoch, Bound: n.BoundNode}, v, p.Term, bt.Payload, bt.Id, bt.AckSyncUp, ts.term)
-	if err != nil {
-		if code, ok := unrecoverableCode(err); ok {
-			ts.m.cfg.Metrics.appendUnrecoverable(bt.MessageType, code)
-		}
-		return nil, fmt.Errorf("append to %s on node %d (%s) at term %d: %w", v, p.NodeId, n.Address, p.Term, err)
-	}
-	if cp == nil || cp.Term < 1 || cp.TimeTick == 0 {
-		return nil, fmt.Errorf("append to %s on node %d: no usable checkpoint in the answer", v, p.NodeId)
-	}
-	cp.Vchannel = v
-	return cp, nil
 }
 
 // ack commits FastAck checkpoints in one command.

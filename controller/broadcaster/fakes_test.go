@@ -55,6 +55,7 @@ type fakeAppender struct {
 	offsets    map[string]uint64     // pchannel → next offset
 	ts         uint64
 	violations []string
+	batches    []batchCall
 	// onAppend, if set, runs (without the lock) before the append is
 	// written; an error fails it. It may block.
 	onAppend func(c appendCall) error
@@ -123,6 +124,44 @@ func (a *fakeAppender) Append(ctx context.Context, node NodeTarget, vchannel str
 	a.offsets[p]++
 	a.wal[vchannel] = append(a.wal[vchannel], walEntry{id: id, cp: cp})
 	return proto.Clone(cp).(*logpb.VChannelCheckpoint), nil
+}
+
+// batchCall is one AppendBatch: the node and its items' VChannels.
+type batchCall struct {
+	Node      NodeTarget
+	VChannels []string
+}
+
+// AppendBatch makes fakeAppender a BatchAppender, so the harness runs the
+// broadcaster's production path (one call per node and step): it records
+// the call and appends every item concurrently through Append, each with
+// its own outcome.
+func (a *fakeAppender) AppendBatch(ctx context.Context, node NodeTarget, items []AppendItem, payload []byte,
+	id uint64, ackSyncUp bool, coordTerm uint64) []AppendResult {
+	bc := batchCall{Node: node}
+	for _, it := range items {
+		bc.VChannels = append(bc.VChannels, it.VChannel)
+	}
+	a.mu.Lock()
+	a.batches = append(a.batches, bc)
+	a.mu.Unlock()
+	out := make([]AppendResult, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].Checkpoint, out[i].Err = a.Append(ctx, node, it.VChannel, it.PChannelTerm, payload, id, ackSyncUp, coordTerm)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (a *fakeAppender) Batches() []batchCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]batchCall(nil), a.batches...)
 }
 
 // walIDs returns the broadcast IDs in vchannel's WAL, in order.
@@ -246,9 +285,15 @@ func (h *harness) newManager() *Manager {
 // assign moves pchannel p to the harness node at term+1 (ASSIGNED).
 func (h *harness) assign(p string) {
 	h.t.Helper()
+	h.assignTo(p, h.node)
+}
+
+// assignTo moves pchannel p to node at term+1 (ASSIGNED).
+func (h *harness) assignTo(p string, node uint64) {
+	h.t.Helper()
 	rec, _ := h.leader.State().PChannel(p)
 	res := h.leader.MustPropose(h.t, &logpb.AssignPChannels{Assignments: []*logpb.PChannelAssignment{
-		{Pchannel: p, NodeId: h.node, ExpectedTerm: rec.Term}}})
+		{Pchannel: p, NodeId: node, ExpectedTerm: rec.Term}}})
 	for _, a := range res.GetAssign().GetAssigned() {
 		h.leader.MustPropose(h.t, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{a}})
 	}

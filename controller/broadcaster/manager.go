@@ -56,9 +56,10 @@ type Config struct {
 	TombstoneMaxCount      int           // default 8192
 	TombstoneMaxLifetime   time.Duration // default 24h
 	TombstoneCheckInterval time.Duration // default 5m
-	// AppendTimeout bounds one Append call, default 10s.
+	// AppendTimeout bounds one Append or AppendBatch call, default 10s.
 	AppendTimeout time.Duration
-	// AppendParallelism bounds the concurrent appends of one task, default 32.
+	// AppendParallelism bounds the concurrent append calls of one task
+	// step (single Appends, or AppendBatch calls: one per node), default 32.
 	AppendParallelism int
 	// AckSyncUpResend: an ack_sync_up task whose appended targets have not
 	// all been acked after this long re-appends them (the node dedups and

@@ -85,22 +85,13 @@ func (ts *termState) appendAll(st *fsm.State, bt *logpb.BroadcastTask, targets [
 
 // appendEach appends to each target with its own Append.
 func (ts *termState) appendEach(st *fsm.State, bt *logpb.BroadcastTask, targets []string, res *stepAppends) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, ts.m.cfg.AppendParallelism)
-	for _, v := range targets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if ts.finished(bt.Id) {
-				res.add(nil, errTaskFinishedHere)
-				return
-			}
-			res.add(ts.appendOne(st, bt, v))
-		}()
-	}
-	wg.Wait()
+	runBounded(len(targets), ts.m.cfg.AppendParallelism, func(i int) {
+		if ts.finished(bt.Id) {
+			res.add(nil, errTaskFinishedHere)
+			return
+		}
+		res.add(ts.appendOne(st, bt, targets[i]))
+	})
 }
 
 // appendTarget is a target resolved against the FSM: the node holding its
@@ -182,23 +173,15 @@ func (ts *termState) appendBatched(st *fsm.State, bt *logpb.BroadcastTask, targe
 		groups[tg.node] = append(groups[tg.node], tg)
 	}
 	per := batchSize(len(bt.Payload))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, ts.m.cfg.AppendParallelism)
+	var chunks [][]appendTarget
 	for _, node := range order {
-		g := groups[node]
-		for len(g) > 0 {
+		for g := groups[node]; len(g) > 0; {
 			chunk := g[:min(per, len(g))]
 			g = g[len(chunk):]
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				ts.appendChunk(ba, bt, chunk, res)
-			}()
+			chunks = append(chunks, chunk)
 		}
 	}
-	wg.Wait()
+	runBounded(len(chunks), ts.m.cfg.AppendParallelism, func(i int) { ts.appendChunk(ba, bt, chunks[i], res) })
 }
 
 // batchSize is how many targets of a payloadLen-byte message go in one

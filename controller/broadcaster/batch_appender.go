@@ -126,18 +126,10 @@ func (a *GRPCAppender) AppendBatch(ctx context.Context, node NodeTarget, items [
 func (a *GRPCAppender) appendEach(ctx context.Context, node NodeTarget, items []AppendItem, payload []byte,
 	broadcastID uint64, ackSyncUp bool, coordTerm uint64) []AppendResult {
 	out := make([]AppendResult, len(items))
-	sem := make(chan struct{}, fallbackParallelism)
-	var wg sync.WaitGroup
-	for i, it := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i].Checkpoint, out[i].Err = a.Append(ctx, node, it.VChannel, it.PChannelTerm, payload, broadcastID, ackSyncUp, coordTerm)
-		}()
-	}
-	wg.Wait()
+	runBounded(len(items), fallbackParallelism, func(i int) {
+		it := items[i]
+		out[i].Checkpoint, out[i].Err = a.Append(ctx, node, it.VChannel, it.PChannelTerm, payload, broadcastID, ackSyncUp, coordTerm)
+	})
 	return out
 }
 

@@ -10,7 +10,7 @@
 // peer that restarts at the same address is an ordinary event, and every
 // caller here already retries with its own backoff, so a second, hidden
 // backoff in the connection only delays recovery: a node back within a
-// second stayed unreachable for seconds (docs/semantics.md#task-scheduling).
+// second stayed unreachable for seconds (docs/architecture.md#reconnecting).
 package redial
 
 import (

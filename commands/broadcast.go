@@ -107,16 +107,17 @@ func validateBroadcastCommand(body any) (err error, ok bool) {
 		}
 		return ValidateBroadcastRequest(b), true
 	case *logpb.AckBroadcast:
-		cps := make([]vocab.Checkpoint, len(b.Checkpoints))
-		for i, cp := range b.Checkpoints {
-			cps[i] = vocab.Checkpoint{VChannel: cp.Vchannel, Term: cp.Term, TimeTick: cp.TimeTick}
-		}
-		return invalidWrap(vocab.ValidateAck(b.BroadcastId, b.FromNode, b.FromEpoch, cps)), true
+		return invalidWrap(vocab.ValidateAck(b.BroadcastId, b.FromNode, b.FromEpoch, vocabCheckpoints(b.Checkpoints))), true
 	case *logpb.CompleteBroadcast:
 		if b.BroadcastId == 0 {
 			return invalid("broadcast id must be positive"), true
 		}
-		return nil, true
+		if len(b.Checkpoints) == 0 {
+			return nil, true
+		}
+		// The leader's own FastAck results: the rules of an ack from the
+		// leader (no sending session).
+		return invalidWrap(vocab.ValidateAck(b.BroadcastId, 0, 0, vocabCheckpoints(b.Checkpoints))), true
 	case *logpb.AbandonBroadcast:
 		return invalidWrap(vocab.ValidateAbandon(b.BroadcastId, b.Reason)), true
 	case *logpb.PruneBroadcastTombstones:
@@ -126,4 +127,12 @@ func validateBroadcastCommand(body any) (err error, ok bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+func vocabCheckpoints(in []*logpb.VChannelCheckpoint) []vocab.Checkpoint {
+	cps := make([]vocab.Checkpoint, len(in))
+	for i, cp := range in {
+		cps[i] = vocab.Checkpoint{VChannel: cp.Vchannel, Term: cp.Term, TimeTick: cp.TimeTick}
+	}
+	return cps
 }

@@ -252,6 +252,12 @@ func TestValidateCompleteAbandonPrune(t *testing.T) {
 	runValidateCases(t, []validateCase{
 		{"complete ok", &logpb.CompleteBroadcast{BroadcastId: 1}, ""},
 		{"complete without id", &logpb.CompleteBroadcast{}, "broadcast id must be positive"},
+		{"complete with checkpoints", &logpb.CompleteBroadcast{BroadcastId: 1, Checkpoints: []*logpb.VChannelCheckpoint{
+			{Vchannel: "by-dev-rootcoord-dml_0_vcchan", Term: 1, TimeTick: 7}}}, ""},
+		{"complete with a checkpoint of term 0", &logpb.CompleteBroadcast{BroadcastId: 1, Checkpoints: []*logpb.VChannelCheckpoint{
+			{Vchannel: "by-dev-rootcoord-dml_0_vcchan", TimeTick: 7}}}, "needs a term >= 1"},
+		{"complete with a bad channel name", &logpb.CompleteBroadcast{BroadcastId: 1, Checkpoints: []*logpb.VChannelCheckpoint{
+			{Vchannel: "not a channel", Term: 1, TimeTick: 7}}}, "invalid"},
 
 		{"abandon ok", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: "operator"}, ""},
 		{"abandon reason of 1024 bytes", &logpb.AbandonBroadcast{BroadcastId: 3, Reason: strings.Repeat("r", vocab.MaxReasonBytes)}, ""},

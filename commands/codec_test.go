@@ -115,7 +115,11 @@ var fixedSamples = map[Type]func() proto.Message{
 			{Vchannel: "by-dev-rootcoord-dml_1_449326211v0", Term: 1, Offset: 7, TimeTick: 449326301000001},
 		}, FromNode: 12, FromEpoch: 449326290}
 	},
-	TypeCompleteBroadcast: func() proto.Message { return &logpb.CompleteBroadcast{BroadcastId: 449326300} },
+	TypeCompleteBroadcast: func() proto.Message {
+		return &logpb.CompleteBroadcast{BroadcastId: 449326300, Checkpoints: []*logpb.VChannelCheckpoint{
+			{Vchannel: "by-dev-rootcoord-dml_0_vcchan", Term: 3, Offset: 1043, TimeTick: 449326302000000},
+		}}
+	},
 	TypeAbandonBroadcast: func() proto.Message {
 		return &logpb.AbandonBroadcast{BroadcastId: 449326300, Reason: "callback keeps failing: collection exists"}
 	},

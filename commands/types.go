@@ -98,8 +98,11 @@ var registry = map[Type]spec{
 	// replica would record an ack that v2 replicas refuse, so it must stop.
 	// v3 accepts, from the channel's current owner, a checkpoint of an
 	// earlier term (fsm/broadcast_ack.go): a v2 replica would refuse it.
-	TypeAckBroadcast:             {"AckBroadcast", 3, func() proto.Message { return &logpb.AckBroadcast{} }},
-	TypeCompleteBroadcast:        {"CompleteBroadcast", 1, func() proto.Message { return &logpb.CompleteBroadcast{} }},
+	TypeAckBroadcast: {"AckBroadcast", 3, func() proto.Message { return &logpb.AckBroadcast{} }},
+	// CompleteBroadcast v2 carries the last FastAck checkpoints: a v1
+	// replica would ignore them and refuse the completion that v2 replicas
+	// apply, so it must stop.
+	TypeCompleteBroadcast:        {"CompleteBroadcast", 2, func() proto.Message { return &logpb.CompleteBroadcast{} }},
 	TypeAbandonBroadcast:         {"AbandonBroadcast", 1, func() proto.Message { return &logpb.AbandonBroadcast{} }},
 	TypePruneBroadcastTombstones: {"PruneBroadcastTombstones", 1, func() proto.Message { return &logpb.PruneBroadcastTombstones{} }},
 

@@ -85,24 +85,41 @@ func applyAckBroadcast(next *State, c commands.Command) *logpb.Result {
 			return r
 		}
 	}
-	nt := proto.Clone(t).(*logpb.BroadcastTask)
+	nt, added := withAcks(t, b.Checkpoints)
+	if added > 0 {
+		next.bc.put(nt)
+	}
+	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(added)}}
+}
+
+// withAcks returns t with cps recorded (the first checkpoint per target
+// wins; non-targets are skipped) and how many it added; t itself is
+// returned, unchanged, when none is new.
+func withAcks(t *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint) (*logpb.BroadcastTask, int) {
+	var nt *logpb.BroadcastTask
 	added := 0
-	for _, cp := range b.Checkpoints {
-		if !isTarget(nt, cp.Vchannel) {
+	for _, cp := range cps {
+		cur := t
+		if nt != nil {
+			cur = nt
+		}
+		if !isTarget(cur, cp.Vchannel) {
 			continue
 		}
-		if _, done := Acked(nt, cp.Vchannel); done {
+		if _, done := Acked(cur, cp.Vchannel); done {
 			continue
+		}
+		if nt == nil {
+			nt = proto.Clone(t).(*logpb.BroadcastTask)
 		}
 		nt.Acked = append(nt.Acked, proto.Clone(cp).(*logpb.VChannelCheckpoint))
 		added++
 	}
-	if added == 0 {
-		return &logpb.Result{Value: &logpb.Result_Number{Number: 0}}
+	if nt == nil {
+		return t, 0
 	}
 	sort.Slice(nt.Acked, func(i, j int) bool { return nt.Acked[i].Vchannel < nt.Acked[j].Vchannel })
-	next.bc.put(nt)
-	return &logpb.Result{Value: &logpb.Result_Number{Number: uint64(added)}}
+	return nt, added
 }
 
 func isTarget(t *logpb.BroadcastTask, v string) bool {
@@ -113,15 +130,28 @@ func isTarget(t *logpb.BroadcastTask, v string) bool {
 // applyCompleteBroadcast runs the ack callback and tombstones the task in one
 // step, only once every target is acked (docs/semantics.md#ack-callbacks). A
 // callback that refuses leaves the task PENDING with the error and attempt
-// count recorded, so a stuck task explains itself.
+// count recorded, so a stuck task explains itself. The checkpoints it
+// carries (the leader's last FastAck results) are recorded first, as an
+// AckBroadcast from the leader would record them, but only when they
+// leave every target acked: otherwise the command is refused whole.
 func applyCompleteBroadcast(next *State, c commands.Command) *logpb.Result {
-	id := c.Body.(*logpb.CompleteBroadcast).BroadcastId
+	b := c.Body.(*logpb.CompleteBroadcast)
+	id := b.BroadcastId
 	t, ok := next.bc.tasks.Get(id)
 	if !ok {
 		return reject(logpb.RejectCode_REJECT_NOT_FOUND, "broadcast %d does not exist", id)
 	}
 	if t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
 		return completion(true, "")
+	}
+	if len(b.Checkpoints) > 0 {
+		if t.AckSyncUp {
+			return reject(logpb.RejectCode_REJECT_CONFLICT, "broadcast %d is acked by its streaming nodes (ack_sync_up), not by the leader", id)
+		}
+		if withCps, added := withAcks(t, b.Checkpoints); added > 0 && AllAcked(withCps) {
+			next.bc.put(withCps) // recorded whatever the callback says below
+			t = withCps
+		}
 	}
 	if !AllAcked(t) {
 		return reject(logpb.RejectCode_REJECT_CONFLICT, "broadcast %d: %d of %d targets acked", id, len(t.Acked), len(t.Vchannels))

@@ -40,8 +40,10 @@ func genBroadcastCommand(t *rapid.T, label string, s *State) commands.Command {
 		return genCreateBroadcast(t, label, s)
 	case 4, 5, 6, 7:
 		return genAckBroadcast(t, label, s)
-	case 8, 9, 10:
+	case 8, 9:
 		return cmd(&logpb.CompleteBroadcast{BroadcastId: pickBroadcast(t, label+".complete", s, readyTask)})
+	case 10:
+		return genCompleteWithCheckpoints(t, label, s)
 	case 11:
 		// Any task: abandoning pending ones too eagerly starves completions.
 		return cmd(&logpb.AbandonBroadcast{BroadcastId: pickBroadcast(t, label+".abandon", s, anyTask),
@@ -185,6 +187,27 @@ func genAckBroadcast(t *rapid.T, label string, s *State) commands.Command {
 	}
 	if len(b.Checkpoints) == 0 || rapid.IntRange(0, 9).Draw(t, label+".extra") == 0 {
 		b.Checkpoints = append(b.Checkpoints, cp(label+".extra", rapid.SampledFrom(broadcastCandidates(s)).Draw(t, label+".extraTarget")))
+	}
+	return cmd(b)
+}
+
+// genCompleteWithCheckpoints draws a completion carrying the last acks
+// (CompleteBroadcast v2): a checkpoint for the unacked targets of a
+// pending task, now and then one short or one for a non-target.
+func genCompleteWithCheckpoints(t *rapid.T, label string, s *State) commands.Command {
+	ack := genAckBroadcast(t, label+".last", s).Body.(*logpb.AckBroadcast)
+	b := &logpb.CompleteBroadcast{BroadcastId: ack.BroadcastId, Checkpoints: ack.Checkpoints}
+	if task, ok := s.BroadcastTask(b.BroadcastId); ok && rapid.IntRange(0, 3).Draw(t, label+".full") > 0 {
+		b.Checkpoints = nil
+		for i, v := range task.Vchannels {
+			if _, acked := Acked(task, v); !acked {
+				b.Checkpoints = append(b.Checkpoints, &logpb.VChannelCheckpoint{Vchannel: v, Term: 1, Offset: uint64(i),
+					TimeTick: rapid.Uint64Range(1, 1000).Draw(t, fmt.Sprintf("%s.tt[%d]", label, i))})
+			}
+		}
+		if len(b.Checkpoints) == 0 {
+			b.Checkpoints = ack.Checkpoints
+		}
 	}
 	return cmd(b)
 }
@@ -377,9 +400,19 @@ func checkBroadcastCommand(t *rapid.T, cur, nx *State, c commands.Command, r *lo
 		}
 	case *logpb.CompleteBroadcast:
 		before, ok := cur.BroadcastTask(b.BroadcastId)
+		if ok && len(b.Checkpoints) > 0 && before.State != logpb.BroadcastState_BROADCAST_TOMBSTONE {
+			// The carried acks count only when they leave every target
+			// acked; then the completion behaves as if an ack of them had
+			// just been applied.
+			if withCps, added := withAcks(before, b.Checkpoints); added > 0 && AllAcked(withCps) && !before.AckSyncUp {
+				before = withCps
+				cur = unchangedFrom(cur, cur)
+				cur.bc.put(withCps)
+			}
+		}
 		if r.Rejection != nil {
 			code := r.Rejection.Code
-			if ok && code == logpb.RejectCode_REJECT_CONFLICT && AllAcked(before) {
+			if ok && code == logpb.RejectCode_REJECT_CONFLICT && AllAcked(before) && !(len(b.Checkpoints) > 0 && before.AckSyncUp) {
 				t.Fatalf("complete of fully acked broadcast %d refused: %v", b.BroadcastId, r.Rejection)
 			}
 			return
@@ -547,7 +580,7 @@ func TestBroadcastProperties(t *testing.T) {
 	want := []string{"duplicate", "duplicate of a tombstone", "scope reused after prune", "callback refused",
 		"completed CreateIndex", "completed " + vocab.MsgCreateCollection, "completed " + vocab.MsgDropCollection,
 		"completed " + vocab.MsgAlterReplicateConfig, "completed " + vocab.MsgFlushAll,
-		"abandoned", "pruned", "acked", "pending at the end"}
+		"abandoned", "pruned", "acked", "pending at the end", "completed by its carried acks", "carried acks refused"}
 	missing := func() (out []string) {
 		for _, k := range want {
 			if reached[k] == 0 {
@@ -575,6 +608,9 @@ func broadcastPropertiesPass(t *testing.T, start *State, reached map[string]int)
 		end, _ := replayWith(t, s, log, func(t *rapid.T, prev, next *State, cmds []commands.Command, results []*logpb.Result) {
 			for i, c := range cmds {
 				r := results[i]
+				if b, ok := c.Body.(*logpb.CompleteBroadcast); ok && len(b.Checkpoints) > 0 && r.GetRejection().GetCode() == logpb.RejectCode_REJECT_CONFLICT {
+					reached["carried acks refused"]++
+				}
 				if r.Rejection != nil || c.RequestID != "" {
 					continue // a request ID may answer with another command's result
 				}
@@ -600,7 +636,11 @@ func broadcastPropertiesPass(t *testing.T, start *State, reached map[string]int)
 					}
 					scopes[scope] = got.BroadcastId
 				case *logpb.CompleteBroadcast:
+					task, pending := prev.BroadcastTask(b.BroadcastId)
+					pending = pending && task.State != logpb.BroadcastState_BROADCAST_TOMBSTONE
 					switch comp := r.GetCompletion(); {
+					case len(b.Checkpoints) > 0 && pending && comp.GetTombstoned() && !AllAcked(task):
+						reached["completed by its carried acks"]++
 					case !comp.Tombstoned:
 						reached["callback refused"]++
 					default:

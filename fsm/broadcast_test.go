@@ -916,6 +916,115 @@ func TestApplyCompleteBroadcast(t *testing.T) {
 	})
 }
 
+// completeWith is a CompleteBroadcast carrying the leader's last FastAck
+// checkpoints (body version 2).
+func completeWith(id uint64, cps ...*logpb.VChannelCheckpoint) commands.Command {
+	return cmd(&logpb.CompleteBroadcast{BroadcastId: id, Checkpoints: cps})
+}
+
+// TestCompleteBroadcastWithCheckpoints: a completion that carries the last
+// acks records them and completes in the same command, exactly as an ack
+// followed by a completion would; checkpoints that leave a target
+// unacked, or that come for a task its nodes ack, refuse the whole command
+// and record nothing.
+func TestCompleteBroadcastWithCheckpoints(t *testing.T) {
+	targets := []string{cch, v15, v25}
+	create := createB("CreateIndex", withTargets(targets...))
+	acked := func(n int) checkFn {
+		return wantTask(1, func(t *testing.T, task *logpb.BroadcastTask) {
+			t.Helper()
+			if len(task.Acked) != n {
+				t.Fatalf("task %v: %d acks, want %d", task, len(task.Acked), n)
+			}
+		})
+	}
+	runApplyCases(t, []applyCase{
+		{
+			name:  "the last acks complete the task in one command",
+			setup: base(create, ackB(1, cpt(cch, 1, 1, 1))),
+			cmd:   completeWith(1, cpt(v15, 1, 2, 2), cpt(v25, 1, 3, 3)),
+			want:  completionResult(true, ""),
+			check: all(acked(3), wantState(1, logpb.BroadcastState_BROADCAST_TOMBSTONE), func(t *testing.T, _, after *State) {
+				task := mustTask(t, after, 1)
+				if cp, ok := Acked(task, v25); !ok || cp.Offset != 3 || cp.TimeTick != 3 {
+					t.Fatalf("v25's checkpoint %v, want the completion's", cp)
+				}
+			}),
+		},
+		{
+			name:  "every ack in the completion",
+			setup: base(create),
+			cmd:   completeWith(1, cpt(cch, 1, 1, 1), cpt(v15, 1, 2, 2), cpt(v25, 1, 3, 3)),
+			want:  completionResult(true, ""),
+			check: all(acked(3), wantState(1, logpb.BroadcastState_BROADCAST_TOMBSTONE)),
+		},
+		{
+			name:    "checkpoints that leave a target unacked record nothing",
+			setup:   base(create, ackB(1, cpt(cch, 1, 1, 1))),
+			cmd:     completeWith(1, cpt(v15, 1, 2, 2)),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "1 of 3 targets acked",
+		},
+		{
+			name:    "checkpoints of non-targets do not count",
+			setup:   base(create, ackB(1, cpt(cch, 1, 1, 1), cpt(v15, 1, 2, 2))),
+			cmd:     completeWith(1, cpt(v16, 1, 3, 3)),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "2 of 3 targets acked",
+		},
+		{
+			name:    "an ack_sync_up task is acked by its nodes, not by a completion",
+			setup:   base(cmd(bcBody("CreateIndex", withTargets(targets...), func(b *logpb.CreateBroadcast) { b.AckSyncUp = true }))),
+			cmd:     completeWith(1, cpt(cch, 1, 1, 1), cpt(v15, 1, 2, 2), cpt(v25, 1, 3, 3)),
+			want:    rejected(logpb.RejectCode_REJECT_CONFLICT),
+			wantMsg: "ack_sync_up",
+		},
+		{
+			name:  "an earlier ack wins over the completion's checkpoint",
+			setup: base(create, ackB(1, cpt(cch, 1, 1, 1), cpt(v15, 1, 2, 2))),
+			cmd:   completeWith(1, cpt(v15, 1, 9, 9), cpt(v25, 1, 3, 3)),
+			want:  completionResult(true, ""),
+			check: all(acked(3), func(t *testing.T, _, after *State) {
+				if cp, _ := Acked(mustTask(t, after, 1), v15); cp.Offset != 2 {
+					t.Fatalf("v15's checkpoint %v, want the first ack's", cp)
+				}
+			}),
+		},
+		{
+			name:      "on a tombstone the checkpoints are ignored",
+			setup:     base(create, ackAll(1, targets...), completeB(1)),
+			cmd:       completeWith(1, cpt(v15, 1, 9, 9)),
+			want:      completionResult(true, ""),
+			unchanged: true,
+		},
+	})
+}
+
+// TestCompleteWithCheckpointsKeepsThemWhenTheCallbackRefuses: the acks are
+// facts (the messages are in the WALs), so a refused callback leaves them
+// recorded with the task still PENDING; the retry needs no append.
+func TestCompleteWithCheckpointsKeepsThemWhenTheCallbackRefuses(t *testing.T) {
+	targets := append([]string{cch}, vnames(5, p0, p1, p2)...)
+	s := build(t, base(createB(vocab.MsgCreateCollection, withPayload(createCollPayload(t, 5, 3)), withTargets(targets...)), allocV(5, 2))...)
+	var cps []*logpb.VChannelCheckpoint
+	for i, v := range targets {
+		cps = append(cps, cpt(v, 1, uint64(i), 100+uint64(i)))
+	}
+	next, rs := mustApply(t, s, completeWith(1, cps...))
+	if c := rs[0].GetCompletion(); c == nil || c.Tombstoned || !strings.Contains(c.CallbackError, "but its CreateCollection went to") {
+		t.Fatalf("result %v, want the callback's refusal", rs[0])
+	}
+	task := mustTask(t, next, 1)
+	if task.State != logpb.BroadcastState_BROADCAST_PENDING || len(task.Acked) != len(targets) || task.CallbackAttempts != 1 {
+		t.Fatalf("task %v, want pending with every ack and one attempt", task)
+	}
+	next, rs = mustApply(t, next, dropV(5), completeB(1))
+	checkResult(t, rs[1], completionResult(true, ""), "")
+	if mustTask(t, next, 1).State != logpb.BroadcastState_BROADCAST_TOMBSTONE {
+		t.Fatal("the retry did not complete the task")
+	}
+}
+
 // TestCompleteBroadcastCallbackRefusal: a callback that refuses leaves the
 // task PENDING with the attempt counted and the error recorded, and
 // nothing else changed; the retry after the cause is fixed succeeds.

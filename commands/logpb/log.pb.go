@@ -4030,8 +4030,15 @@ func (x *AckBroadcast) GetFromEpoch() uint64 {
 // one) and moves it to TOMBSTONE, atomically. A callback that rejects leaves
 // the task PENDING with the error and attempt count recorded.
 type CompleteBroadcast struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BroadcastId   uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BroadcastId uint64                 `protobuf:"varint,1,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	// checkpoints (body version 2) are the leader's own append results for
+	// the targets not acked yet: Apply records them as a FastAck
+	// AckBroadcast from the leader would, then completes the task, so a
+	// broadcast's last acks and its completion cost one raft round. Apply
+	// refuses the whole command (recording nothing) unless they leave every
+	// target acked.
+	Checkpoints   []*VChannelCheckpoint `protobuf:"bytes,2,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4071,6 +4078,13 @@ func (x *CompleteBroadcast) GetBroadcastId() uint64 {
 		return x.BroadcastId
 	}
 	return 0
+}
+
+func (x *CompleteBroadcast) GetCheckpoints() []*VChannelCheckpoint {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
 }
 
 // AbandonBroadcast is an operator's decision to give up on a task whose
@@ -7651,9 +7665,10 @@ const file_log_proto_rawDesc = "" +
 	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\x12\x1b\n" +
 	"\tfrom_node\x18\x03 \x01(\x04R\bfromNode\x12\x1d\n" +
 	"\n" +
-	"from_epoch\x18\x04 \x01(\x04R\tfromEpoch\"6\n" +
+	"from_epoch\x18\x04 \x01(\x04R\tfromEpoch\"{\n" +
 	"\x11CompleteBroadcast\x12!\n" +
-	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\"M\n" +
+	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12C\n" +
+	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\"M\n" +
 	"\x10AbandonBroadcast\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"_\n" +
@@ -8169,51 +8184,52 @@ var file_log_proto_depIdxs = []int32{
 	4,   // 55: coordd.log.v1.ResourceKey.domain:type_name -> coordd.log.v1.ResourceDomain
 	54,  // 56: coordd.log.v1.CreateBroadcast.resource_keys:type_name -> coordd.log.v1.ResourceKey
 	55,  // 57: coordd.log.v1.AckBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
-	54,  // 58: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
-	5,   // 59: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
-	55,  // 60: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
-	67,  // 61: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
-	70,  // 62: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
-	7,   // 63: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	8,   // 64: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
-	69,  // 65: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	69,  // 66: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
-	7,   // 67: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
-	71,  // 68: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
-	71,  // 69: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
-	70,  // 70: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
-	77,  // 71: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
-	78,  // 72: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
-	69,  // 73: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
-	80,  // 74: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
-	6,   // 75: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
-	6,   // 76: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
-	7,   // 77: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
-	6,   // 78: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
-	69,  // 79: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
-	69,  // 80: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
-	8,   // 81: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
-	71,  // 82: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
-	71,  // 83: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
-	70,  // 84: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
-	69,  // 85: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	89,  // 86: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
-	7,   // 87: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
-	6,   // 88: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
-	89,  // 89: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
-	90,  // 90: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
-	92,  // 91: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
-	93,  // 92: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
-	94,  // 93: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
-	96,  // 94: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
-	98,  // 95: coordd.log.v1.RetireManifestRevisions.retirements:type_name -> coordd.log.v1.ManifestRetirement
-	9,   // 96: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
-	103, // 97: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
-	98,  // [98:98] is the sub-list for method output_type
-	98,  // [98:98] is the sub-list for method input_type
-	98,  // [98:98] is the sub-list for extension type_name
-	98,  // [98:98] is the sub-list for extension extendee
-	0,   // [0:98] is the sub-list for field type_name
+	55,  // 58: coordd.log.v1.CompleteBroadcast.checkpoints:type_name -> coordd.log.v1.VChannelCheckpoint
+	54,  // 59: coordd.log.v1.BroadcastTask.resource_keys:type_name -> coordd.log.v1.ResourceKey
+	5,   // 60: coordd.log.v1.BroadcastTask.state:type_name -> coordd.log.v1.BroadcastState
+	55,  // 61: coordd.log.v1.BroadcastTask.acked:type_name -> coordd.log.v1.VChannelCheckpoint
+	67,  // 62: coordd.log.v1.BroadcastMeta.flush_all:type_name -> coordd.log.v1.PChannelTimeTick
+	70,  // 63: coordd.log.v1.FieldLogs.logs:type_name -> coordd.log.v1.LogRef
+	7,   // 64: coordd.log.v1.CreateImportSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	8,   // 65: coordd.log.v1.SealSegments.reason:type_name -> coordd.log.v1.SealReason
+	69,  // 66: coordd.log.v1.SegmentCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	69,  // 67: coordd.log.v1.SegmentStartUpdate.position:type_name -> coordd.log.v1.WALPosition
+	7,   // 68: coordd.log.v1.SaveBinlogPaths.level:type_name -> coordd.log.v1.SegmentLevel
+	71,  // 69: coordd.log.v1.SaveBinlogPaths.binlogs:type_name -> coordd.log.v1.FieldLogs
+	71,  // 70: coordd.log.v1.SaveBinlogPaths.statslogs:type_name -> coordd.log.v1.FieldLogs
+	70,  // 71: coordd.log.v1.SaveBinlogPaths.deltalogs:type_name -> coordd.log.v1.LogRef
+	77,  // 72: coordd.log.v1.SaveBinlogPaths.checkpoints:type_name -> coordd.log.v1.SegmentCheckpointUpdate
+	78,  // 73: coordd.log.v1.SaveBinlogPaths.start_positions:type_name -> coordd.log.v1.SegmentStartUpdate
+	69,  // 74: coordd.log.v1.ChannelCheckpointUpdate.position:type_name -> coordd.log.v1.WALPosition
+	80,  // 75: coordd.log.v1.UpdateChannelCheckpoints.checkpoints:type_name -> coordd.log.v1.ChannelCheckpointUpdate
+	6,   // 76: coordd.log.v1.SaveBinlogPathsResult.state:type_name -> coordd.log.v1.SegmentState
+	6,   // 77: coordd.log.v1.ImportFinished.state:type_name -> coordd.log.v1.SegmentState
+	7,   // 78: coordd.log.v1.SegmentRecord.level:type_name -> coordd.log.v1.SegmentLevel
+	6,   // 79: coordd.log.v1.SegmentRecord.state:type_name -> coordd.log.v1.SegmentState
+	69,  // 80: coordd.log.v1.SegmentRecord.start_position:type_name -> coordd.log.v1.WALPosition
+	69,  // 81: coordd.log.v1.SegmentRecord.dml_position:type_name -> coordd.log.v1.WALPosition
+	8,   // 82: coordd.log.v1.SegmentRecord.seal_reason:type_name -> coordd.log.v1.SealReason
+	71,  // 83: coordd.log.v1.SegmentRecord.binlogs:type_name -> coordd.log.v1.FieldLogs
+	71,  // 84: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
+	70,  // 85: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
+	69,  // 86: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
+	89,  // 87: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	7,   // 88: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
+	6,   // 89: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
+	89,  // 90: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	90,  // 91: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	92,  // 92: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	93,  // 93: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	94,  // 94: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	96,  // 95: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	98,  // 96: coordd.log.v1.RetireManifestRevisions.retirements:type_name -> coordd.log.v1.ManifestRetirement
+	9,   // 97: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
+	103, // 98: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	99,  // [99:99] is the sub-list for method output_type
+	99,  // [99:99] is the sub-list for method input_type
+	99,  // [99:99] is the sub-list for extension type_name
+	99,  // [99:99] is the sub-list for extension extendee
+	0,   // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_log_proto_init() }

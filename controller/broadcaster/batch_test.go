@@ -76,8 +76,11 @@ func TestBroadcastBatchesPerNode(t *testing.T) {
 	if batches[0].Node.Addr == batches[1].Node.Addr {
 		t.Fatalf("both batches went to %s", batches[0].Node.Addr)
 	}
-	if acks := appliedOf[*logpb.AckBroadcast](h.leader); len(acks) != 1 || len(acks[0].Checkpoints) != 16 {
-		t.Fatalf("acks %v, want one FastAck of 16", acks)
+	if acks := appliedOf[*logpb.AckBroadcast](h.leader); len(acks) != 0 {
+		t.Fatalf("acks %v, want none: the completion carries the checkpoints", acks)
+	}
+	if cs := appliedOf[*logpb.CompleteBroadcast](h.leader); len(cs) != 1 || len(cs[0].Checkpoints) != 16 {
+		t.Fatalf("completions %v, want one carrying all 16 checkpoints", cs)
 	}
 }
 
@@ -100,9 +103,15 @@ func TestBatchItemFailureRetriesOnlyItsTarget(t *testing.T) {
 	if r := h.wait(ch); r.err != nil {
 		t.Fatalf("Broadcast: %v", r.err)
 	}
+	// The partial step records its 15 acks alone; the retry's one
+	// checkpoint completes the task.
 	acks := appliedOf[*logpb.AckBroadcast](h.leader)
-	if len(acks) != 2 || len(acks[0].Checkpoints) != 15 || len(acks[1].Checkpoints) != 1 || acks[1].Checkpoints[0].Vchannel != flaky {
-		t.Fatalf("acks %v, want 15 then %s", acks, flaky)
+	if len(acks) != 1 || len(acks[0].Checkpoints) != 15 {
+		t.Fatalf("acks %v, want one of 15", acks)
+	}
+	cs := appliedOf[*logpb.CompleteBroadcast](h.leader)
+	if len(cs) != 1 || len(cs[0].Checkpoints) != 1 || cs[0].Checkpoints[0].Vchannel != flaky {
+		t.Fatalf("completions %v, want one carrying %s", cs, flaky)
 	}
 	batches := h.app.Batches()
 	if len(batches) != 3 || len(batches[2].VChannels) != 1 || batches[2].VChannels[0] != flaky {

@@ -13,7 +13,9 @@
 //     the streaming node owning each target's PChannel at its current term,
 //     commits the checkpoints (FastAck) unless the task acks from the nodes
 //     (ack_sync_up), then commits CompleteBroadcast — the ack callback and
-//     the TOMBSTONE in one command — retrying failures with exponential
+//     the TOMBSTONE in one command, which also carries the last FastAck
+//     checkpoints when a step's appends ack every target left, so those
+//     acks cost no round of their own — retrying failures with exponential
 //     backoff (10 ms ×2 up to 10 s, from 10 ms again after a step that
 //     appended any target) forever;
 //   - the tombstone GC loop.

@@ -29,8 +29,11 @@ type notAssignedError struct{ msg string }
 
 func (e *notAssignedError) Error() string { return e.msg }
 
-// step runs one attempt of a task: append to the targets not yet acked
-// (FastAck their checkpoints), then complete it once every target is acked.
+// step runs one attempt of a task: append to the targets not yet acked,
+// then complete it once every target is acked. A FastAck task whose
+// appends ack every target left completes in the same command that
+// records those acks (CompleteBroadcast with checkpoints), so its last
+// acks and its completion share one raft round.
 func (ts *termState) step(t *task) outcome {
 	log := ts.m.log.With("id", t.id, "message_type", t.msgType)
 	st := ts.m.leader.State()
@@ -41,25 +44,18 @@ func (ts *termState) step(t *task) outcome {
 	ts.mu.Lock()
 	t.assignSeen = st.AssignmentVersion()
 	ts.mu.Unlock()
-	early := &earlyCompletion{}
-	if !fsm.AllAcked(bt) {
-		out, acked := ts.appendPending(log, t, st, bt, early)
-		if done, ok := early.wait(); ok && acked {
-			return done
-		}
-		if !acked {
-			return out
-		}
+	if fsm.AllAcked(bt) {
+		return ts.complete(log, t, nil)
 	}
-	return ts.complete(log, t)
+	return ts.appendPending(log, t, st, bt)
 }
 
 // appendPending appends bt to the targets still to append and records the
-// FastAck checkpoints; acked reports whether every target is acked now
-// (otherwise out says what the task does next).
-func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt *logpb.BroadcastTask, early *earlyCompletion) (out outcome, acked bool) {
+// FastAck checkpoints (completing the task with them when they ack every
+// target left), and says what the task does next.
+func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt *logpb.BroadcastTask) outcome {
 	if bt.State == logpb.BroadcastState_BROADCAST_REPLICATED {
-		return ts.idle(t, bt), false // replicated messages are acked by the nodes
+		return ts.idle(t, bt) // replicated messages are acked by the nodes
 	}
 	if targets := ts.toAppend(st, t, bt); len(targets) > 0 {
 		cps, onAssign, err := ts.appendAll(st, bt, targets)
@@ -68,33 +64,36 @@ func (ts *termState) appendPending(log hclog.Logger, t *task, st *fsm.State, bt 
 			failed = outAssign // the sweep reruns it when the assignment changes
 		}
 		if len(cps) > 0 {
-			if aerr := ts.recordAppended(log, t, bt, cps, early); aerr != nil {
+			ts.madeProgress(t)
+			if err == nil && !bt.AckSyncUp && acksAll(bt, cps) {
+				return ts.complete(log, t, cps)
+			}
+			if aerr := ts.recordAppended(t, bt, cps); aerr != nil {
 				if ts.ctx.Err() == nil {
 					log.Warn("recording broadcast acks failed", "error", aerr)
 				}
-				return failed, false
+				return failed
 			}
-			ts.madeProgress(t)
 		}
 		if err != nil {
 			if ts.ctx.Err() == nil {
 				log.Warn("broadcast append failed; retrying", "error", err)
 			}
-			return failed, false
+			return failed
 		}
 	}
 	bt, ok := ts.m.leader.State().BroadcastTask(t.id)
 	if !ok || bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
-		return outDone, false
+		return outDone
 	}
 	if !fsm.AllAcked(bt) {
 		if bt.AckSyncUp {
-			return ts.idle(t, bt), false
+			return ts.idle(t, bt)
 		}
 		log.Warn("broadcast targets appended but not all acked", "acked", len(bt.Acked), "targets", len(bt.Vchannels))
-		return outBackoff, false
+		return outBackoff
 	}
-	return outDone, true // out is unused when acked
+	return ts.complete(log, t, nil)
 }
 
 // madeProgress restarts t's backoff from BackoffInitial: a step that
@@ -110,14 +109,11 @@ func (ts *termState) madeProgress(t *task) {
 }
 
 // recordAppended notes the appended targets of an ack_sync_up task (the
-// nodes ack them), or commits the checkpoints as acks (FastAck).
-func (ts *termState) recordAppended(log hclog.Logger, t *task, bt *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint, early *earlyCompletion) error {
+// nodes ack them), or commits the checkpoints as acks (FastAck) when they
+// do not ack every target left (some appends failed).
+func (ts *termState) recordAppended(t *task, bt *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint) error {
 	if !bt.AckSyncUp {
-		ctx := ts.ctx
-		if acksAll(bt, cps) {
-			ctx = commands.WithQueued(ctx, func() { early.start(func() outcome { return ts.complete(log, t) }) })
-		}
-		return ts.ack(ctx, bt.Id, cps)
+		return ts.ack(ts.ctx, bt.Id, cps)
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -130,15 +126,17 @@ func (ts *termState) recordAppended(log hclog.Logger, t *task, bt *logpb.Broadca
 	return nil
 }
 
-// complete runs the task's callback and tombstones it (one command).
-func (ts *termState) complete(log hclog.Logger, t *task) outcome {
+// complete runs the task's callback and tombstones it, in one command that
+// first records cps (the last FastAck checkpoints; nil when every target
+// is acked already).
+func (ts *termState) complete(log hclog.Logger, t *task, cps []*logpb.VChannelCheckpoint) outcome {
 	clock := ts.m.cfg.Clock
 	if !t.executionObserved {
 		t.executionObserved = true
 		ts.m.cfg.Metrics.observeExecution(t.msgType, clock.Since(t.admitted).Seconds())
 	}
 	start := clock.Now()
-	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id}, "")
+	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "")
 	var rej *commands.RejectedError
 	switch {
 	case errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_NOT_FOUND:
@@ -195,4 +193,18 @@ func (ts *termState) toAppend(st *fsm.State, t *task, bt *logpb.BroadcastTask) [
 func (ts *termState) ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
 	_, err := commands.CommitNew(ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	return err
+}
+
+// acksAll reports whether cps ack every target of bt not acked yet.
+func acksAll(bt *logpb.BroadcastTask, cps []*logpb.VChannelCheckpoint) bool {
+	in := make(map[string]bool, len(cps))
+	for _, cp := range cps {
+		in[cp.Vchannel] = true
+	}
+	for _, v := range bt.Vchannels {
+		if _, ok := fsm.Acked(bt, v); !ok && !in[v] {
+			return false
+		}
+	}
+	return true
 }

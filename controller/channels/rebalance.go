@@ -2,6 +2,7 @@ package channels
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 // (within the caller's deadline); past it the answer says the round is
 // still running.
 const RebalanceWait = 10 * time.Second
+
+// errRoundOutlivedWait is the cause of a wait that RebalanceWait (or the
+// margin before the caller's deadline) ended.
+var errRoundOutlivedWait = errors.New("the rebalance round outlived the wait")
 
 // RebalanceResult is what a requested round did.
 type RebalanceResult struct {
@@ -42,11 +47,13 @@ func (s *Service) Rebalance(ctx context.Context) (RebalanceResult, error) {
 	if d, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(d)*9/10)
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	// The cause tells which deadline ended the wait: ours (the round still
+	// runs) or the caller's, however late this goroutine gets to look.
+	wctx, cancel := context.WithTimeoutCause(ctx, wait, errRoundOutlivedWait)
 	defer cancel()
 	rep, err := rr.Rebalance(wctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if !errors.Is(context.Cause(wctx), errRoundOutlivedWait) && ctx.Err() != nil {
 			return RebalanceResult{}, ctx.Err()
 		}
 		return RebalanceResult{Report: balancer.Report{Reason: fmt.Sprintf(

@@ -34,9 +34,17 @@ import (
 
 // ObjectKey is a parsed, clean object key.
 type ObjectKey struct {
-	key   string
-	elems []string
+	key string
+	// head holds the first keyHead elements (substrings of key, so parsing
+	// allocates nothing: it runs for every file of every revision a commit
+	// writes, at the leader and in every member's Apply); n counts them all.
+	head [keyHead]string
+	n    int
 }
+
+// keyHead is how many leading elements an ObjectKey keeps: the layouts
+// below read at most the first five.
+const keyHead = 6
 
 // IndexFilesRoot is the first element of Milvus's index file keys.
 const IndexFilesRoot = "index_files"
@@ -54,14 +62,22 @@ func ParseObjectKey(key string) (ObjectKey, error) {
 			return ObjectKey{}, invalid("object key %q contains a control character or backslash", key)
 		}
 	}
-	elems := strings.Split(key, "/")
-	for _, e := range elems {
-		if e == "" || e == "." || e == ".." {
+	k := ObjectKey{key: key}
+	for e := range strings.SplitSeq(key, "/") {
+		if !cleanElem(e) {
 			return ObjectKey{}, invalid("object key %q is absolute or has an empty, '.' or '..' element", key)
 		}
+		if k.n < keyHead {
+			k.head[k.n] = e
+		}
+		k.n++
 	}
-	return ObjectKey{key: key, elems: elems}, nil
+	return k, nil
 }
+
+// cleanElem: e may be an element of a relative key (not empty, "." or
+// "..").
+func cleanElem(e string) bool { return e != "" && e != "." && e != ".." }
 
 // String is the key.
 func (k ObjectKey) String() string { return k.key }
@@ -69,24 +85,27 @@ func (k ObjectKey) String() string { return k.key }
 // BelongsTo reports whether the key lies under one of the segment's
 // directories and is not a manifest revision.
 func (k ObjectKey) BelongsTo(collection, partition, segment int64) bool {
-	if len(k.elems) < 5 {
+	if k.n < 5 {
 		return false
 	}
 	if _, _, isRevision := ParseManifestKey(k.key); isRevision {
 		return false
 	}
-	return isID(k.elems[1], collection) && isID(k.elems[2], partition) && isID(k.elems[3], segment)
+	return isID(k.head[1], collection) && isID(k.head[2], partition) && isID(k.head[3], segment)
 }
 
 // IsIndexFileOf reports whether the key lies in Milvus's index layout for
 // this build of this segment.
 func (k ObjectKey) IsIndexFileOf(build, partition, segment int64) bool {
-	return len(k.elems) >= 6 && k.elems[0] == IndexFilesRoot && isID(k.elems[1], build) && isCanonicalID(k.elems[2]) &&
-		isID(k.elems[3], partition) && isID(k.elems[4], segment)
+	return k.n >= 6 && k.head[0] == IndexFilesRoot && isID(k.head[1], build) && isCanonicalID(k.head[2]) &&
+		isID(k.head[3], partition) && isID(k.head[4], segment)
 }
 
-// isID: s is exactly the decimal form of id.
-func isID(s string, id int64) bool { return s == strconv.FormatInt(id, 10) }
+// isID: s is exactly the decimal form of id (formatted on the stack).
+func isID(s string, id int64) bool {
+	var buf [20]byte
+	return string(strconv.AppendInt(buf[:0], id, 10)) == s
+}
 
 func isCanonicalID(s string) bool {
 	n, err := strconv.ParseInt(s, 10, 64)
@@ -96,14 +115,24 @@ func isCanonicalID(s string) bool {
 // SegmentKeys checks that every key lies under the segment's directories
 // (BelongsTo), naming what it is in the error.
 func SegmentKeys(what string, keys []string, collection, partition, segment int64) error {
+	return segmentKeys(func() string { return what }, keys, collection, partition, segment)
+}
+
+// StatsKeyFiles is SegmentKeys for the files of stats key key, named
+// "stats key <key>" in the error; the name is built only for an error.
+func StatsKeyFiles(key string, files []string, collection, partition, segment int64) error {
+	return segmentKeys(func() string { return "stats key " + key }, files, collection, partition, segment)
+}
+
+func segmentKeys(what func() string, keys []string, collection, partition, segment int64) error {
 	for _, f := range keys {
 		k, err := ParseObjectKey(f)
 		if err != nil {
-			return invalid("%s: %v", what, err)
+			return invalid("%s: %v", what(), err)
 		}
 		if !k.BelongsTo(collection, partition, segment) {
 			return invalid("%s: object key %q does not lie under segment %d's directories (<kind>/%d/%d/%d/...)",
-				what, f, segment, collection, partition, segment)
+				what(), f, segment, collection, partition, segment)
 		}
 	}
 	return nil

@@ -225,8 +225,8 @@ func ValidateStatsKey(key string) error {
 			return invalid("stats key %q contains a control character or backslash", key)
 		}
 	}
-	for _, e := range strings.Split(key, "/") {
-		if e == "" || e == "." || e == ".." {
+	for e := range strings.SplitSeq(key, "/") {
+		if !cleanElem(e) {
 			return invalid("stats key %q is absolute or has an empty, '.' or '..' element", key)
 		}
 	}

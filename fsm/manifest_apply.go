@@ -221,7 +221,7 @@ func mergeStats(old, add []*logpb.ManifestStats) []*logpb.ManifestStats {
 // index file, in the index layout of its build (commands.ParseObjectKey).
 func (s *publishStage) checkKeys(g *Segment, m *logpb.ManifestCatalogMutation) *logpb.Result {
 	for _, st := range m.Stats {
-		if err := commands.SegmentKeys("stats key "+st.Key, st.Files, g.CollectionID, g.PartitionID, g.ID); err != nil {
+		if err := commands.StatsKeyFiles(st.Key, st.Files, g.CollectionID, g.PartitionID, g.ID); err != nil {
 			return reject(logpb.RejectCode_REJECT_INVALID, "segment %d: %v", g.ID, err)
 		}
 	}

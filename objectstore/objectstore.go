@@ -84,7 +84,7 @@ func ValidateKey(key string) error {
 			return fmt.Errorf("%w: key %q contains a control character or backslash", ErrInvalidKey, key)
 		}
 	}
-	for _, seg := range strings.Split(key, "/") {
+	for seg := range strings.SplitSeq(key, "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return fmt.Errorf("%w: key %q: empty, '.' or '..' path segment", ErrInvalidKey, key)
 		}

@@ -150,3 +150,16 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		}
 	}
 }
+
+// ValidateKey runs for every object a commit creates: it allocates
+// nothing for a valid key.
+func TestValidateKeyDoesNotAllocate(t *testing.T) {
+	n := testing.AllocsPerRun(100, func() {
+		if err := ValidateKey("manifest/100/1/5/manifest-7"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%.1f allocations per ValidateKey, want 0", n)
+	}
+}

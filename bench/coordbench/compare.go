@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coordd/coordd/cluster"
@@ -375,7 +376,16 @@ func measure(s *system, v variant, clients int, d, callTimeout time.Duration, ma
 		}
 		if profile != "" && s.pprofAddr != "" {
 			profDone = make(chan struct{})
-			go func() { defer close(profDone); cpuProfile(s.pprofAddr, d, profile) }()
+			var wg sync.WaitGroup
+			for i, addr := range append([]string{s.pprofAddr}, s.followerPprof...) {
+				path := profile
+				if i > 0 {
+					path = strings.TrimSuffix(profile, ".pprof") + fmt.Sprintf("-follower%d.pprof", i)
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); cpuProfile(addr, d, path) }()
+			}
+			go func() { wg.Wait(); close(profDone) }()
 		}
 		values0 = s.values.Load()
 		start = time.Now()

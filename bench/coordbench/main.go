@@ -114,7 +114,7 @@ func main() {
 	flag.StringVar(&o.coorddFlags, "coordd-flags", "", "extra flags for every coordd member, space-separated (e.g. \"--raft-inflight-entries 2\")")
 	flag.StringVar(&o.peerFlags, "peer-flags", "", "with -compare: extra flags for etcdcoord, space-separated (e.g. \"-broadcast-ack-batching=false\")")
 	flag.IntVar(&o.hogs, "hog", 2, "w3-saturated: CPU hog processes (busy loops at coordbench's priority) kept running for the whole run")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "with -compare: write a CPU profile of coordd's leader and of the peer process for every measured cell here (a diagnostic: it costs CPU)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "with -compare: write a CPU profile of coordd's leader (and its followers, suffixed -follower1, -follower2) and of the peer process for every measured cell here (a diagnostic: it costs CPU)")
 	flag.Parse()
 	var err error
 	if o.compare || coorddOnly(o.workload) {

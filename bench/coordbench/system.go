@@ -49,6 +49,9 @@ type system struct {
 	// pprofAddr serves /debug/pprof/ for -profile-dir (coordd: the
 	// leader's HTTP address, when started with --enable-pprof).
 	pprofAddr string
+	// followerPprof are the other members' HTTP addresses (coordd only),
+	// profiled beside the leader.
+	followerPprof []string
 	// pids are the coordinator's processes (coordd: the members; the
 	// peer: etcdcoord and its etcd members), for CPU seconds per operation.
 	pids func() map[string]int
@@ -108,17 +111,26 @@ func coorddSystem(l *cluster.Launcher, nconns int) (*system, error) {
 		s.closeConns()
 		ld, s.conns = l.Members()[li], conns
 		s.leaderAddr, s.pprofAddr = ld.GRPCAddr, ld.HTTPAddr
+		s.followerPprof = nil
+		for i, m := range l.Members() {
+			if i != li {
+				s.followerPprof = append(s.followerPprof, m.HTTPAddr)
+			}
+		}
 		return nil
 	}
 	if err := s.refresh(); err != nil {
 		return nil, err
 	}
 	s.watchAddrs = endpoints(l)
+	// RSS comes from /proc, as the peer's does: sampled four times a
+	// second during a cell, a /metrics scrape of every member would be
+	// CPU charged to coordd's operations that the peer does not pay.
 	s.rss = func() map[string]float64 {
 		out := map[string]float64{}
 		for _, m := range l.Members() {
-			if mt, err := scrape(m.HTTPAddr); err == nil {
-				out[m.ID] = mt["process_resident_memory_bytes"] / (1 << 20)
+			if pid := l.Pid(m.ID); pid > 0 {
+				out[m.ID] = rssMiB(pid)
 			}
 		}
 		return out

@@ -192,14 +192,20 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 	backoff := time.Duration(0)
 	timer := b.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
+	// lastLayout is the signature of the last round that changed nothing
+	// ("" after a change or a failure); laidOut identifies the channel
+	// records that round decided on. The signature is a function of those
+	// records and of health only, so while both are unchanged a state
+	// change cannot change it, and Run skips Decide for it.
 	var lastLayout string
+	var laidOut fsm.ChannelRecords
 	// waiting are manual rebalances to answer once a round changes nothing
 	// (or fails); moved is what the rounds since the first of them moved.
 	var waiting []chan Report
 	var moved []Move
 	stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
 	for {
-		forced := false
+		forced, stateOnly := false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -211,7 +217,17 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 			waiting = append(waiting, r)
 			forced = true
 		case <-stateCh:
+			stateOnly = true
 		case <-healthCh:
+		}
+		if stateOnly && lastLayout != "" {
+			// Most entries (manifest commits, allocations, broadcasts)
+			// touch no channel record: skip Decide for them. healthCh is
+			// kept, so a health change not yet seen still wakes a round.
+			stateCh = b.leader.StateChanged()
+			if b.leader.State().ChannelRecords() == laidOut {
+				continue
+			}
 		}
 		// Take the notifications before reading the state and health, so
 		// a change landing during this round wakes the next select.
@@ -223,8 +239,10 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		if forced {
 			balanced = ""
 		}
-		plan, err := b.decide(b.leader.State(), balanced)
+		st := b.leader.State()
+		plan, err := b.decide(st, balanced)
 		if !forced && plan.Signature == lastLayout {
+			laidOut = st.ChannelRecords() // the same layout, from newer records
 			continue
 		}
 		changed := false
@@ -269,7 +287,7 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 			resetTimer(timer, 0) // balance until no change
 		default:
 			backoff = 0
-			lastLayout = plan.Signature
+			lastLayout, laidOut = plan.Signature, st.ChannelRecords()
 			resetTimer(timer, b.cfg.Interval)
 		}
 	}

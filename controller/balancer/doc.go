@@ -18,4 +18,11 @@
 // (RecordAssignFailure); the next round, after a backoff, reassigns it with
 // term+1. Rounds are triggered by state changes (nodes, vchannel counts),
 // node health changes, a periodic timer and manual requests.
+//
+// Every applied entry wakes Run, but most (manifest commits, allocations,
+// broadcasts) touch no channel record. After a round that changed nothing,
+// Run decides again on a state wake only if the channel records
+// (fsm.ChannelRecords: PChannels, streaming nodes, collections) are no
+// longer those that round decided on: the plan's signature is a function
+// of those records and of health, and health has its own notification.
 package balancer

@@ -26,6 +26,9 @@ type fakeHealth struct {
 	mu      sync.Mutex
 	healthy map[uint64]bool
 	changed chan struct{}
+	// calls counts Healthy calls: Decide asks once per UP node, so it
+	// shows whether a decision ran.
+	calls int
 	// onHealthy, if set, runs once (then is cleared) at the next Healthy
 	// call, after the answer was read and without the lock: a hook to
 	// change things while a layout is being built.
@@ -39,6 +42,7 @@ func newFakeHealth() *fakeHealth {
 func (h *fakeHealth) Healthy(node uint64) bool {
 	h.mu.Lock()
 	healthy := h.healthy[node]
+	h.calls++
 	hook := h.onHealthy
 	h.onHealthy = nil
 	h.mu.Unlock()
@@ -46,6 +50,13 @@ func (h *fakeHealth) Healthy(node uint64) bool {
 		hook()
 	}
 	return healthy
+}
+
+// Calls is the number of Healthy calls so far.
+func (h *fakeHealth) Calls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls
 }
 
 func (h *fakeHealth) setOnHealthy(f func()) {

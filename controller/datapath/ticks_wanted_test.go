@@ -41,6 +41,11 @@ func TestTicksWantedForASealedSegment(t *testing.T) {
 	if got := ticksWanted(l.State(), ticks(10)); got != nil {
 		t.Fatalf("a growing segment wants a tick: %v", got)
 	}
+	// With no sealed segment anywhere the report is not walked.
+	st, report := l.State(), ticks(10)
+	if n := testing.AllocsPerRun(100, func() { ticksWanted(st, report) }); n != 0 {
+		t.Fatalf("%.1f allocations for a report without a sealed segment, want 0", n)
+	}
 	l.MustPropose(t, &logpb.SealSegments{SegmentIds: seg.GetSegments().GetIds(), SealTs: 100, Reason: logpb.SealReason_SEAL_FLUSH, DecisionTerm: 3})
 	if got := ticksWanted(l.State(), ticks(10)); !slices.Equal(got, []string{v}) {
 		t.Fatalf("sealed at 100, tick 10: wanted %v, want [%s]", got, v)

@@ -49,8 +49,14 @@ func (s *Service) ReportTimeTicks(ctx context.Context, t Ticks) (TicksResult, er
 
 // ticksWanted lists the VChannels of ticks with a sealed segment whose
 // seal time the reported tick has not passed: the flush of that segment
-// waits for a fresh tick from its owner.
+// waits for a fresh tick from its owner. Without a sealed segment
+// anywhere (the FSM counts them) nothing is wanted, and the report's
+// VChannels are not walked: streaming nodes report every VChannel's tick
+// continuously, sealed segments are few and short-lived.
 func ticksWanted(st *fsm.State, ticks []flush.TimeTick) []string {
+	if st.SegmentCountIn(logpb.SegmentState_SEGMENT_SEALED) == 0 {
+		return nil
+	}
 	var out []string
 	for _, t := range ticks {
 		for _, g := range st.SegmentsOfVChannel(t.VChannel) {

@@ -51,7 +51,7 @@ func checkRevisionKeys(r *coordpb.ManifestRevision, coll, part int64) error {
 		if err := commands.ValidateStatsKey(s.Key); err != nil {
 			return err
 		}
-		if err := commands.SegmentKeys("stats key "+s.Key, s.Files, coll, part, id); err != nil {
+		if err := commands.StatsKeyFiles(s.Key, s.Files, coll, part, id); err != nil {
 			return err
 		}
 	}

@@ -94,8 +94,7 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, errNotLeader
 	}
-	// The window is extended for this term's decisions only.
-	first, err := t.take(commands.WithDecisionTerm(ctx, term), term, int64(count))
+	first, err := t.take(ctx, term, int64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -113,8 +112,11 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// The window is extended for this term's decisions only (wrapped
+	// here, not per call: most calls commit nothing).
+	decision := func() context.Context { return commands.WithDecisionTerm(ctx, term) }
 	if t.term != term {
-		if err := t.resetLocked(ctx, term); err != nil {
+		if err := t.resetLocked(decision(), term); err != nil {
 			return 0, err
 		}
 	}
@@ -158,7 +160,7 @@ func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error
 		}
 	}
 	if t.physical >= t.limit {
-		if err := t.extendLocked(ctx, max(t.physical, now)); err != nil {
+		if err := t.extendLocked(decision(), max(t.physical, now)); err != nil {
 			return 0, err
 		}
 	}

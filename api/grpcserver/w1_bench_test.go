@@ -31,7 +31,10 @@ func BenchmarkW1Handlers(b *testing.B) {
 			_, err := s.AllocTimestamp(ctx, &coordpb.AllocTimestampRequest{Count: 100})
 			return err
 		}},
-		{"alloc-id-1", func(ctx context.Context) error { _, err := s.AllocID(ctx, &coordpb.AllocIDRequest{Count: 1}); return err }},
+		{"alloc-id-1", func(ctx context.Context) error {
+			_, err := s.AllocID(ctx, &coordpb.AllocIDRequest{Count: 1})
+			return err
+		}},
 		{"alloc-id-100", func(ctx context.Context) error {
 			_, err := s.AllocID(ctx, &coordpb.AllocIDRequest{Count: 100})
 			return err

@@ -131,23 +131,34 @@ func (l *leaderLease) resume(term uint64, ok bool, now time.Duration) {
 	}
 }
 
-// startRenewal reports whether the caller should renew the lease now: it
-// runs out within half its length and no renewal is in flight. The caller
-// must call renewalDone.
-func (l *leaderLease) startRenewal(term uint64, now time.Duration) bool {
+// check is remaining and startRenewal in one lock acquisition, for
+// VerifyLeader (once per allocation and lease read): how long the lease of
+// term still runs at now, and whether the caller should renew it (then it
+// must call renewalDone).
+func (l *leaderLease) check(term uint64, now time.Duration) (left time.Duration, renew bool) {
 	if !l.enabled() {
-		return false
+		return 0, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.renewing || term == 0 || term == l.ended || l.changing > 0 {
-		return false
+	if term == 0 || term == l.ended || l.changing > 0 {
+		return 0, false
 	}
-	if term == l.term && l.until-now > l.d/2 {
-		return false
+	if term == l.term {
+		left = l.until - now
 	}
-	l.renewing = true
-	return true
+	if !l.renewing && (term != l.term || l.until-now <= l.d/2) {
+		l.renewing, renew = true, true
+	}
+	return left, renew
+}
+
+// startRenewal reports whether the caller should renew the lease now: it
+// runs out within half its length (or there is none for term) and no
+// renewal is in flight. The caller must call renewalDone.
+func (l *leaderLease) startRenewal(term uint64, now time.Duration) bool {
+	_, renew := l.check(term, now)
+	return renew
 }
 
 func (l *leaderLease) renewalDone() {

@@ -52,6 +52,12 @@ func TestLeaderLeaseRules(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("remaining = %v, want %v", got, tc.want)
 			}
+			// check (VerifyLeader's one lock round) answers the same.
+			l = newLeaderLease(d)
+			tc.run(l)
+			if left, _ := l.check(tc.term, at(l, tc.now)); max(left, 0) != tc.want {
+				t.Fatalf("check = %v, want %v", left, tc.want)
+			}
 		})
 	}
 }

@@ -16,16 +16,15 @@ type Server struct {
 }
 
 // Configuration returns the latest raft configuration (committed or not).
+// The slice is shared with other callers and must not be modified; it is
+// the same slice (same backing array) for as long as the configuration is
+// unchanged (configCache).
 func (n *Node) Configuration() ([]Server, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("read raft configuration: %w", err)
 	}
-	var out []Server
-	for _, s := range f.Configuration().Servers {
-		out = append(out, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
-	}
-	return out, nil
+	return n.configs.get(f.Configuration().Servers), nil
 }
 
 // AddVoter adds (or updates the address of) a voting member. Leader only.

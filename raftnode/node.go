@@ -28,6 +28,7 @@ type Node struct {
 	// logStore is where the entries live: store, or the raft-wal log.
 	logStore raft.LogStore
 	snaps    *snapshotListCache
+	configs  configCache // Configuration's last answer
 	trans    raft.Transport
 	// tcp is the TCP transport when the node made one (nil for a
 	// Config.Transport): Shutdown closes its pooled outbound connections.
@@ -204,6 +205,13 @@ func (n *Node) Snapshot() error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
+}
+
+// LastSnapshotIndex is the index of the newest snapshot on disk (0: none).
+// Unlike LastSnapshot it reads no file: Status asks on every call.
+func (n *Node) LastSnapshotIndex() uint64 {
+	index, _, _ := n.snaps.NewestIndex()
+	return index
 }
 
 // LastSnapshot returns the index and time of the newest snapshot on disk.

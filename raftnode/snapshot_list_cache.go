@@ -49,6 +49,24 @@ func (c *snapshotListCache) List() ([]*raft.SnapshotMeta, error) {
 	return out, nil
 }
 
+// NewestIndex is the index of the newest snapshot (false: none), from
+// the same cached list as List, without copying it.
+func (c *snapshotListCache) NewestIndex() (uint64, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.valid {
+		metas, err := c.SnapshotStore.List()
+		if err != nil {
+			return 0, false, err
+		}
+		c.cached, c.valid = metas, true
+	}
+	if len(c.cached) == 0 {
+		return 0, false, nil
+	}
+	return c.cached[0].Index, true, nil
+}
+
 // Create starts a snapshot whose Close or Cancel drops the cached list.
 func (c *snapshotListCache) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {

@@ -35,8 +35,8 @@ func (n *Node) VerifyLeader(ctx context.Context) error {
 	if n.lease.enabled() {
 		term := n.establishedTerm.Load()
 		now := n.lease.now()
-		left := n.lease.remaining(term, now)
-		if n.lease.startRenewal(term, now) {
+		left, renew := n.lease.check(term, now)
+		if renew {
 			go n.renewLease(term)
 		}
 		if left > 0 && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term {

@@ -76,6 +76,10 @@ type Config struct {
 	// SkipRegister leaves the member's addresses out of the FSM (no
 	// RegisterMember call after leadership).
 	SkipRegister bool
+	// LeaderLease is raftnode.Config.LeaderLease (0: off, every
+	// VerifyLeader runs a quorum round; a member started with
+	// --lease-reads runs with one).
+	LeaderLease time.Duration
 }
 
 // Node is the running member. Its fields are set by Start and read-only.
@@ -177,7 +181,8 @@ func (n *Node) open(cfg Config) error {
 		n.Self.HTTPAddr = n.HTTP.Listener.Addr().String()
 	}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(n.Self.RaftAddr))
-	n.Raft, err = raftnode.Open(raftnode.Config{ID: n.Self.ID, DataDir: dir, RaftAddr: n.Self.RaftAddr, Transport: trans, Logger: n.Logger})
+	n.Raft, err = raftnode.Open(raftnode.Config{ID: n.Self.ID, DataDir: dir, RaftAddr: n.Self.RaftAddr, Transport: trans, Logger: n.Logger,
+		LeaderLease: cfg.LeaderLease})
 	if err != nil {
 		return fmt.Errorf("open node: %w", err)
 	}

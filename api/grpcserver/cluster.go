@@ -15,16 +15,20 @@ import (
 )
 
 // Status answers from this node's own view; it never forwards, so an
-// operator can ask every member what it sees.
+// operator can ask every member what it sees. The response's Members are
+// shared with other responses (statusMembers) and must not be modified.
 func (s *Server) Status(ctx context.Context, _ *coordpb.StatusRequest) (*coordpb.StatusResponse, error) {
 	r := s.node.Raft()
 	st := s.node.State()
-	leaderID, leaderGRPC := s.leaderHint()
-	members, err := s.members(st)
+	leaderID, _ := s.node.Leader()
+	var leaderGRPC string
+	if m, ok := st.Member(leaderID); ok && leaderID != "" {
+		leaderGRPC = m.GrpcAddr
+	}
+	servers, err := s.node.Configuration()
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	snapIndex, _, _ := s.node.LastSnapshot()
 	return &coordpb.StatusResponse{
 		NodeId:            s.self.ID,
 		State:             r.State().String(),
@@ -35,8 +39,8 @@ func (s *Server) Status(ctx context.Context, _ *coordpb.StatusRequest) (*coordpb
 		AppliedIndex:      r.AppliedIndex(),
 		LastLogIndex:      r.LastIndex(),
 		EstablishedTerm:   st.EstablishedTerm(),
-		Members:           members,
-		LastSnapshotIndex: snapIndex,
+		Members:           s.statusMembers.get(servers, leaderID, st),
+		LastSnapshotIndex: s.node.LastSnapshotIndex(),
 	}, nil
 }
 

@@ -59,7 +59,7 @@ func startTestNodeCfg(t *testing.T, rc routines.Config, opts ...Option) *testNod
 	return startTestNodeKit(t, apitest.Config{Routines: rc, SkipRegister: true}, opts)
 }
 
-func startTestNodeKit(t *testing.T, cfg apitest.Config, opts []Option) *testNode {
+func startTestNodeKit(t testing.TB, cfg apitest.Config, opts []Option) *testNode {
 	t.Helper()
 	tn := &testNode{}
 	cfg.Serve = func(n *apitest.Node) (apitest.Services, error) {

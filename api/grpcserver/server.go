@@ -64,6 +64,8 @@ type Server struct {
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
+	// statusMembers is Status's member list while membership is unchanged.
+	statusMembers statusMembers
 
 	maxWatchers int64
 	maxWait     time.Duration

@@ -76,6 +76,17 @@ func New(node *raftnode.Node) (*Registry, error) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coordd_raft_log_appends_total",
 		Help: "Successful appends to this member's raft log (each one bolt transaction or one raft-wal fsync, whichever --raft-log-store is)."},
 		func() float64 { return float64(node.LogWrites()) }))
+	// How leadership checks (VerifyLeader: every allocation and lease
+	// read) were answered: a lease that lapses between renewals shows as
+	// quorum rounds, each a network round trip the caller waits for.
+	for how, f := range map[string]func() float64{
+		"quorum_round": func() float64 { rounds, _ := node.VerifyStats(); return float64(rounds) },
+		"lease":        func() float64 { _, leased := node.VerifyStats(); return float64(leased) },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coordd_leader_checks_total",
+			Help:        "Leadership checks (allocations, linearizable reads) by how they were answered: from the leader lease, or by a quorum round.",
+			ConstLabels: prometheus.Labels{"how": how}}, f))
+	}
 	gauge("coordd_is_leader", "1 if this node is the established leader.", func() float64 {
 		if node.EstablishedTerm() != 0 {
 			return 1

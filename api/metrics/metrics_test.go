@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -99,6 +100,17 @@ func TestRegistry(t *testing.T) {
 	}
 	if got := m["coordd_fsm_applied_entries_total"]; got < 2 { // LeaderEstablished and UpsertMember at least
 		t.Errorf("coordd_fsm_applied_entries_total = %v; want >= 2", got)
+	}
+
+	// A leadership check without a lease is a quorum round.
+	before, _ := node.VerifyStats()
+	if err := node.VerifyLeader(ctx); err != nil {
+		t.Fatalf("VerifyLeader: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := fmt.Sprintf(`coordd_leader_checks_total{how="quorum_round"} %d`, before+1); !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/metrics has no %q", want)
 	}
 
 	if err := node.Snapshot(); err != nil {

@@ -10,6 +10,12 @@
 //   - IDs: the leader reserves a range with ReserveIDs; a range is never
 //     reserved twice, and ranges grow with log order.
 //
+// Callers take values without a lock while the current window holds them:
+// an atomic add on the ID window's counter, a compare-and-swap on the TSO
+// window's position; only a call the window cannot serve takes the
+// allocator's lock, and it moves the window with the same atomic
+// operation, so no value is taken twice.
+//
 // Neither makes callers wait for raft while values are left: the TSO's
 // leader routine extends the window a second before it runs out without
 // holding the allocator's lock, and the ID allocator reserves the next

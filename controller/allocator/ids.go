@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordd/coordd/commands"
@@ -19,10 +20,50 @@ const DefaultIDBatch = 10000
 // context could end it).
 const prefetchTimeout = 10 * time.Second
 
-// idWindow is a committed range of IDs, [next, end).
-type idWindow struct{ next, end uint64 }
+// idRange is a committed range of IDs, [next, end).
+type idRange struct{ next, end uint64 }
 
-func (w idWindow) left() uint64 { return w.end - w.next }
+func (r idRange) left() uint64 { return r.end - r.next }
+
+// idWindow is the committed range IDs are served from, for one term.
+// Callers take from it with an atomic add, without the allocator's lock
+// (W1's alloc-id variants in bench/RESULTS.md: 64 callers at once); next
+// may run past end after a take that did not fit, and the window is then
+// used up.
+type idWindow struct {
+	term uint64
+	end  uint64
+	next atomic.Uint64
+	// prefetchAsked is set by the first lock-free taker that finds less
+	// than half a reservation left: it (alone) goes for the lock to start
+	// the next reservation. A failed reservation clears it.
+	prefetchAsked atomic.Bool
+}
+
+func newIDWindow(term uint64, r idRange) *idWindow {
+	w := &idWindow{term: term, end: r.end}
+	w.next.Store(r.next)
+	return w
+}
+
+// left is how many IDs the window still holds (0 for nil).
+func (w *idWindow) left() uint64 {
+	if w == nil {
+		return 0
+	}
+	if n := w.next.Load(); n < w.end {
+		return w.end - n
+	}
+	return 0
+}
+
+// tryTake takes count consecutive IDs, or reports false (the window is
+// then used up). Each ID is taken at most once: the add hands every
+// caller its own range of the counter.
+func (w *idWindow) tryTake(count uint64) (uint64, bool) {
+	first := w.next.Add(count) - count
+	return first, first < w.end && count <= w.end-first
+}
 
 // IDs is the global ID allocator. It serves from a committed window and,
 // once less than half a reservation is left in it, reserves the next window in
@@ -30,7 +71,7 @@ func (w idWindow) left() uint64 { return w.end - w.next }
 // instead of all waiting for a reservation every batch (alloc-id-100 in
 // bench/RESULTS.md). Invariant: every ID in spare is above every ID in cur,
 // and every ID served comes from cur, so IDs increase in the order calls
-// take them.
+// take them. cur is replaced only under mu, by a window above it.
 //
 // The reservation size adapts to demand: each time a caller has to wait
 // for a reservation although a window was in use (the prefetch was too
@@ -48,11 +89,16 @@ type IDs struct {
 	// a build with it to prove their checkers catch the violation.
 	unsafeNoReservation bool
 
+	// cur is the window IDs are served from (nil: none); read without mu,
+	// replaced under it.
+	cur atomic.Pointer[idWindow]
+	// want is how many IDs the next reservation takes:
+	// batch..batch*maxWindowGrowth; written under mu.
+	want atomic.Uint64
+
 	mu    sync.Mutex
 	term  uint64
-	cur   idWindow // the window IDs are served from
-	spare idWindow // the next committed window (empty: none)
-	want  uint64   // IDs the next reservation takes: batch..batch*maxWindowGrowth
+	spare idRange // the next committed window (empty: none)
 	// prefetch is closed when the running background reservation ends
 	// (nil: none running for this term).
 	prefetch chan struct{}
@@ -63,7 +109,9 @@ func NewIDs(leader Leader, batch uint64) *IDs {
 	if batch == 0 {
 		batch = DefaultIDBatch
 	}
-	return &IDs{leader: leader, batch: batch, want: batch}
+	a := &IDs{leader: leader, batch: batch}
+	a.want.Store(batch)
+	return a
 }
 
 // maxWindowGrowth bounds how many batches one adaptive reservation takes.
@@ -72,8 +120,8 @@ const maxWindowGrowth = 64
 // growLocked doubles the reservation size after a caller waited for raft
 // with a window already in use (the first window of a term does not count).
 func (a *IDs) growLocked() {
-	if a.cur.end != 0 {
-		a.want = min(2*a.want, a.batch*maxWindowGrowth, commands.MaxReserveIDs)
+	if a.cur.Load() != nil {
+		a.want.Store(min(2*a.want.Load(), a.batch*maxWindowGrowth, commands.MaxReserveIDs))
 	}
 }
 
@@ -90,8 +138,7 @@ func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, errNotLeader
 	}
-	// The range is reserved for this term's decisions only.
-	first, err := a.take(commands.WithDecisionTerm(ctx, term), term, uint64(count))
+	first, err := a.take(ctx, term, uint64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -104,27 +151,51 @@ func (a *IDs) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	return first, nil
 }
 
+// take hands out count IDs of term's window: without the lock while the
+// window holds them, else through takeSlow.
 func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
+	if w := a.cur.Load(); w != nil && w.term == term {
+		if first, ok := w.tryTake(count); ok {
+			if w.end-(first+count) < a.want.Load()/2 && w.prefetchAsked.CompareAndSwap(false, true) {
+				a.mu.Lock()
+				a.maybePrefetchLocked(term)
+				a.mu.Unlock()
+			}
+			return first, nil
+		}
+	}
+	return a.takeSlow(ctx, term, count)
+}
+
+// takeSlow serves a call the current window cannot: it moves to the spare
+// window, waits for the one on its way, or reserves one.
+func (a *IDs) takeSlow(ctx context.Context, term, count uint64) (uint64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Reservations are made for this term's decisions only.
+	ctx = commands.WithDecisionTerm(ctx, term)
 	for {
 		if a.term != term {
 			// A range reserved in an earlier term may have been partly
 			// served by this node already; never reuse it. A background
 			// reservation of that term is left to finish and be dropped.
-			a.term, a.cur, a.spare, a.prefetch = term, idWindow{}, idWindow{}, nil
+			a.term, a.spare, a.prefetch = term, idRange{}, nil
+			a.cur.Store(nil)
 		}
-		if a.unsafeNoReservation && a.cur.end == 0 {
+		if a.unsafeNoReservation && a.cur.Load() == nil {
 			// The deliberate bug: a window nobody committed.
 			next := a.leader.State().NextID()
-			a.cur = idWindow{next, next + 1<<40}
+			a.cur.Store(newIDWindow(term, idRange{next, next + 1<<40}))
 		}
-		if a.cur.left() < count && a.spare.left() >= count {
-			a.cur, a.spare = a.spare, idWindow{}
+		if a.cur.Load().left() < count && a.spare.left() >= count {
+			a.cur.Store(newIDWindow(term, a.spare))
+			a.spare = idRange{}
 		}
-		if a.cur.left() >= count {
-			first := a.cur.next
-			a.cur.next += count
+		if cur := a.cur.Load(); cur.left() >= count {
+			first, ok := cur.tryTake(count)
+			if !ok {
+				continue // lock-free takers used it up meanwhile
+			}
 			a.maybePrefetchLocked(term)
 			return first, nil
 		}
@@ -146,7 +217,7 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 		// (every caller needs this window). It lands after any window held,
 		// which are dropped so IDs keep increasing.
 		a.growLocked()
-		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.want)}, "")
+		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.want.Load())}, "")
 		if err != nil {
 			return 0, fmt.Errorf("reserve ids: %w", err)
 		}
@@ -154,17 +225,18 @@ func (a *IDs) take(ctx context.Context, term, count uint64) (uint64, error) {
 			continue
 		}
 		r := res.GetIdRange()
-		a.cur, a.spare = idWindow{r.First, r.First + r.Count}, idWindow{}
+		a.cur.Store(newIDWindow(term, idRange{r.First, r.First + r.Count}))
+		a.spare = idRange{}
 	}
 }
 
 // maybePrefetchLocked starts reserving the next window in the background
 // once less than half a reservation is left and none is held or on its way.
 func (a *IDs) maybePrefetchLocked(term uint64) {
-	if a.unsafeNoReservation || a.prefetch != nil || a.spare.left() > 0 || a.cur.left() >= a.want/2 {
+	if a.unsafeNoReservation || a.prefetch != nil || a.spare.left() > 0 || a.cur.Load().left() >= a.want.Load()/2 {
 		return
 	}
-	want := a.want
+	want := a.want.Load()
 	ch := make(chan struct{})
 	a.prefetch = ch
 	go func() {
@@ -177,13 +249,22 @@ func (a *IDs) maybePrefetchLocked(term uint64) {
 		if a.prefetch == ch {
 			a.prefetch = nil
 		}
-		if err != nil || a.term != term {
-			return // a caller that needs a window reserves it itself
+		if a.term != term {
+			return
+		}
+		cur := a.cur.Load()
+		if err != nil {
+			// A caller that needs a window reserves it itself; the next
+			// lock-free taker past half the window asks again.
+			if cur != nil {
+				cur.prefetchAsked.Store(false)
+			}
+			return
 		}
 		// Keep it only above everything held: a window reserved by a
 		// caller meanwhile may have landed after this one.
-		if r := res.GetIdRange(); r != nil && a.spare.left() == 0 && r.First >= a.cur.end {
-			a.spare = idWindow{r.First, r.First + r.Count}
+		if r := res.GetIdRange(); r != nil && a.spare.left() == 0 && (cur == nil || r.First >= cur.end) {
+			a.spare = idRange{r.First, r.First + r.Count}
 		}
 	}()
 }

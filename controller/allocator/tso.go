@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -53,19 +54,78 @@ type TSOConfig struct {
 }
 
 // TSO is the timestamp oracle.
+//
+// Callers take timestamps from the current window with a compare-and-swap
+// on its position, without the lock (W1's alloc-ts variants in
+// bench/RESULTS.md: 64 callers at once); a take that needs more than that
+// (a new term, the logical space of a millisecond used up, the committed
+// limit reached) goes through takeSlow under mu, which moves the position
+// with the same compare-and-swap, so both kinds of take are ordered by it
+// and every timestamp is handed out once, above every earlier one.
 type TSO struct {
 	leader Leader
 	cfg    TSOConfig
 
-	mu       sync.Mutex
-	term     uint64 // term the window belongs to; 0 = none
-	physical int64
-	logical  int64
-	limit    int64 // committed limit, exclusive
+	// win is the window of term (nil: none; then takes go through
+	// takeSlow). Replaced only under mu.
+	win atomic.Pointer[tsoWindow]
+
+	mu   sync.Mutex
+	term uint64 // term the window belongs to; 0 = none
 	// refreshing is closed when Refresh's extension (proposed without
 	// the lock, so callers go on serving from the window meanwhile)
 	// ends; nil when none is running.
 	refreshing chan struct{}
+}
+
+// tsoWindow is one term's timestamp position and committed limit.
+type tsoWindow struct {
+	term uint64
+	// pos is the next timestamp's physical ms and logical value, packed by
+	// packPos; moved only by compare-and-swap.
+	pos atomic.Uint64
+	// limit is the committed limit (exclusive, physical ms); raised only
+	// under mu, after the commit.
+	limit atomic.Int64
+}
+
+// posLogicalBits holds a logical value up to maxLogical itself (a
+// millisecond used up exactly).
+const posLogicalBits = LogicalBits + 2
+
+func packPos(physical, logical int64) uint64 {
+	return uint64(physical)<<posLogicalBits | uint64(logical)
+}
+
+func unpackPos(p uint64) (physical, logical int64) {
+	return int64(p >> posLogicalBits), int64(p & (1<<posLogicalBits - 1))
+}
+
+// position is the window's physical and logical parts (zeros for nil).
+func (w *tsoWindow) position() (physical, logical int64) {
+	if w == nil {
+		return 0, 0
+	}
+	return unpackPos(w.pos.Load())
+}
+
+// tryTake takes count timestamps at now without the lock, or reports
+// false when the call needs takeSlow: the millisecond's logical space
+// does not hold them, or the position reached the committed limit.
+func (w *tsoWindow) tryTake(now, count int64) (uint64, bool) {
+	for {
+		cur := w.pos.Load()
+		physical, logical := unpackPos(cur)
+		if now > physical {
+			physical, logical = now, 0
+		}
+		if logical+count > maxLogical || physical >= w.limit.Load() {
+			return 0, false
+		}
+		if w.pos.CompareAndSwap(cur, packPos(physical, logical+count)) {
+			return ComposeTS(physical, logical), true
+		}
+	}
 }
 
 // NewTSO returns a TSO that serves while leader leads.
@@ -94,8 +154,7 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, errNotLeader
 	}
-	// The window is extended for this term's decisions only.
-	first, err := t.take(commands.WithDecisionTerm(ctx, term), term, int64(count))
+	first, err := t.take(ctx, term, int64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -108,77 +167,110 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	return first, nil
 }
 
-// take reserves count logical values under the lock, extending the
-// committed window first when the next value would reach it.
+// take hands out count logical values: lock-free from the term's window
+// when it holds them, else through takeSlow.
 func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.term != term {
-		if err := t.resetLocked(ctx, term); err != nil {
-			return 0, err
+	if w := t.win.Load(); w != nil && w.term == term {
+		if first, ok := w.tryTake(t.cfg.Clock.Now().UnixMilli(), count); ok {
+			return first, nil
 		}
 	}
-	now := t.cfg.Clock.Now().UnixMilli()
-	if now > t.physical {
-		t.physical, t.logical = now, 0
-	}
-	if t.logical+count > maxLogical {
-		// The millisecond is used up. Move to the next one only while that
-		// stays within MaxLead of the clock; otherwise wait for the clock.
-		// Holding the lock makes every caller wait: that is the rate limit.
-		next := t.physical + 1
-		if wait := time.Duration(next-now)*time.Millisecond - t.cfg.MaxLead; wait > 0 {
-			select {
-			case <-t.cfg.Clock.After(wait):
-			case <-ctx.Done():
-				return 0, fmt.Errorf("timestamp oracle is %v ahead of the clock; waiting for it: %w",
-					time.Duration(t.physical-now)*time.Millisecond, ctx.Err())
+	return t.takeSlow(ctx, term, count)
+}
+
+// takeSlow takes count logical values under the lock, opening the term's
+// window, moving to the next millisecond, or extending the committed
+// window first when it must.
+func (t *TSO) takeSlow(ctx context.Context, term uint64, count int64) (uint64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// The window is extended for this term's decisions only (wrapped
+	// here, not per call: most calls commit nothing).
+	decision := func() context.Context { return commands.WithDecisionTerm(ctx, term) }
+	for {
+		if t.term != term {
+			if err := t.resetLocked(decision(), term); err != nil {
+				return 0, err
 			}
+		}
+		w := t.win.Load()
+		now := t.cfg.Clock.Now().UnixMilli()
+		cur := w.pos.Load()
+		physical, logical := unpackPos(cur)
+		if now > physical {
+			physical, logical = now, 0
+		}
+		if logical+count > maxLogical {
+			// The millisecond is used up. Move to the next one only while
+			// that stays within MaxLead of the clock; otherwise wait for
+			// the clock. Holding the lock makes every caller that needs it
+			// wait: that is the rate limit.
+			next := physical + 1
+			if wait := time.Duration(next-now)*time.Millisecond - t.cfg.MaxLead; wait > 0 {
+				select {
+				case <-t.cfg.Clock.After(wait):
+				case <-ctx.Done():
+					return 0, fmt.Errorf("timestamp oracle is %v ahead of the clock; waiting for it: %w",
+						time.Duration(physical-now)*time.Millisecond, ctx.Err())
+				}
+				if t.term != term {
+					return 0, errNotLeader
+				}
+				now = t.cfg.Clock.Now().UnixMilli()
+			}
+			physical, logical = max(next, now), 0
+		}
+		if physical >= w.limit.Load() && t.refreshing != nil {
+			// Refresh is extending the window: wait for it rather than race
+			// it with a lower limit that Apply would reject.
+			ch := t.refreshing
+			t.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				t.mu.Lock()
+				return 0, fmt.Errorf("extend tso window: %w", ctx.Err())
+			}
+			t.mu.Lock()
 			if t.term != term {
 				return 0, errNotLeader
 			}
-			now = t.cfg.Clock.Now().UnixMilli()
+			continue // take again from where the window is now
 		}
-		t.physical, t.logical = max(next, now), 0
+		if physical >= w.limit.Load() {
+			if err := t.extendLocked(decision(), max(physical, now)); err != nil {
+				return 0, err
+			}
+		}
+		if !w.pos.CompareAndSwap(cur, packPos(physical, logical+count)) {
+			continue // a lock-free take moved the position: take again
+		}
+		return ComposeTS(physical, logical), nil
 	}
-	for t.physical >= t.limit && t.refreshing != nil {
-		// Refresh is extending the window: wait for it rather than race
-		// it with a lower limit that Apply would reject.
-		ch := t.refreshing
-		t.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.mu.Lock()
-			return 0, fmt.Errorf("extend tso window: %w", ctx.Err())
-		}
-		t.mu.Lock()
-		if t.term != term {
-			return 0, errNotLeader
-		}
-	}
-	if t.physical >= t.limit {
-		if err := t.extendLocked(ctx, max(t.physical, now)); err != nil {
-			return 0, err
-		}
-	}
-	first := ComposeTS(t.physical, t.logical)
-	t.logical += count
-	return first, nil
 }
 
 // resetLocked starts a window for a newly established term, strictly above
 // everything earlier leaders could have handed out.
 func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
-	t.term = 0
+	t.dropLocked()
 	committed := t.leader.State().TSOLimitPhysicalMs()
 	start := max(t.cfg.Clock.Now().UnixMilli(), committed)
-	t.physical, t.logical, t.limit = start, 0, committed
+	w := &tsoWindow{term: term}
+	w.pos.Store(packPos(start, 0))
+	w.limit.Store(committed)
+	t.win.Store(w)
 	if err := t.extendLocked(ctx, start); err != nil {
 		return err
 	}
 	t.term = term
 	return nil
+}
+
+// dropLocked closes the window: no take, with or without the lock, uses it
+// again, and the next one re-reads the committed limit (resetLocked).
+func (t *TSO) dropLocked() {
+	t.term = 0
+	t.win.Store(nil)
 }
 
 // extendLocked commits a limit above from and adopts it: a window past the
@@ -187,17 +279,18 @@ func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
 // inherits (and starts at) within one window of the clock, so failovers do
 // not ratchet the oracle into the future.
 func (t *TSO) extendLocked(ctx context.Context, from int64) error {
+	w := t.win.Load()
 	want := max(t.cfg.Clock.Now().UnixMilli()+t.cfg.Window.Milliseconds(), from+1)
-	if want <= t.limit {
+	if want <= w.limit.Load() {
 		return nil // the committed limit already covers it
 	}
 	if _, err := commands.CommitNew(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, ""); err != nil {
 		// On a refusal someone (a previous window of ours) already
 		// committed a higher limit; re-read it rather than trust our copy.
-		t.term = 0
+		t.dropLocked()
 		return fmt.Errorf("extend tso window to %d: %w", want, err)
 	}
-	t.limit = want
+	w.limit.Store(want)
 	return nil
 }
 
@@ -214,11 +307,20 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 		return t.resetLocked(ctx, term)
 	}
 	now := t.cfg.Clock.Now().UnixMilli()
-	if t.refreshing != nil || t.limit-max(now, t.physical) > t.cfg.RefreshBefore.Milliseconds() {
+	w := t.win.Load()
+	physical, _ := w.position()
+	if t.refreshing != nil || w.limit.Load()-max(now, physical) > t.cfg.RefreshBefore.Milliseconds() {
 		t.mu.Unlock()
 		return nil
 	}
-	want := max(now+t.cfg.Window.Milliseconds(), max(now, t.physical)+1)
+	want := max(now+t.cfg.Window.Milliseconds(), max(now, physical)+1)
+	if want <= w.limit.Load() {
+		// Running ahead of the clock (up to MaxLead) can leave the limit
+		// above this want: there is nothing to extend, and Apply would
+		// refuse a limit that does not grow, closing the window.
+		t.mu.Unlock()
+		return nil
+	}
 	ch := make(chan struct{})
 	t.refreshing = ch
 	t.mu.Unlock()
@@ -233,10 +335,11 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	case t.term != term:
 		return errNotLeader
 	case err != nil:
-		t.term = 0 // re-read the committed limit rather than trust ours
+		t.dropLocked() // re-read the committed limit rather than trust ours
 		return fmt.Errorf("extend tso window to %d: %w", want, err)
 	}
-	t.limit = max(t.limit, want)
+	w = t.win.Load() // this term's window: t.term == term
+	w.limit.Store(max(w.limit.Load(), want))
 	return nil
 }
 
@@ -257,7 +360,8 @@ func (t *TSO) PhysicalMs() int64 {
 	if term == 0 || t.term != term {
 		return max(now, committed)
 	}
-	return max(now, t.physical)
+	physical, _ := t.win.Load().position()
+	return max(now, physical)
 }
 
 // Skew is the physical part of the last timestamp handed out minus the
@@ -269,7 +373,8 @@ func (t *TSO) Skew() (time.Duration, bool) {
 	if t.term == 0 {
 		return 0, false
 	}
-	return time.Duration(t.physical-t.cfg.Clock.Now().UnixMilli()) * time.Millisecond, true
+	physical, _ := t.win.Load().position()
+	return time.Duration(physical-t.cfg.Clock.Now().UnixMilli()) * time.Millisecond, true
 }
 
 // Run is the leader routine: keep the window ahead of the clock until ctx

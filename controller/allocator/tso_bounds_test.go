@@ -131,3 +131,32 @@ func TestTSOFailoversDoNotRatchet(t *testing.T) {
 		t.Fatalf("after 100 leader changes the oracle is %v ahead of the clock (ok %v); want at most about one window (%v)", skew, ok, window)
 	}
 }
+
+// TestTSORefreshAheadOfTheClock: with the oracle running more than a window
+// ahead of the clock (a burst used up milliseconds, within MaxLead), the
+// committed limit can already be above what Refresh would ask for; Refresh
+// then proposes nothing, rather than a limit Apply refuses (which closed
+// the window and failed the callers waiting on the refresh).
+func TestTSORefreshAheadOfTheClock(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(time.UnixMilli(1_000_000))
+	l := controllertest.NewLeader(t, clk, 2)
+	tso := NewTSO(l, TSOConfig{Window: 3 * time.Second, Clock: clk})
+	ctx := testDeadline(t)
+	// Each call uses up a millisecond: 3,500 of them put the oracle 3.5 s
+	// (more than the window, less than MaxLead) ahead of the clock, and
+	// the callers extended the limit to just past it.
+	for range 3500 {
+		if _, err := tso.Alloc(ctx, maxLogical-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lead, _ := tso.Skew(); lead <= 3*time.Second {
+		t.Fatalf("lead %v; the test wants more than the window", lead)
+	}
+	if err := tso.Refresh(ctx, 2); err != nil {
+		t.Fatalf("Refresh ahead of the clock: %v", err)
+	}
+	if _, ok := tso.Skew(); !ok {
+		t.Fatal("Refresh closed the window")
+	}
+}

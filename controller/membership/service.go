@@ -99,6 +99,12 @@ func (s *Service) List(dir Directory) ([]Member, error) {
 		return nil, err
 	}
 	leaderID, _ := s.raft.Leader()
+	return JoinDirectory(servers, leaderID, dir), nil
+}
+
+// JoinDirectory joins a raft configuration with dir's addresses, marking the
+// member leaderID as the leader.
+func JoinDirectory(servers []Server, leaderID string, dir Directory) []Member {
 	out := make([]Member, 0, len(servers))
 	for _, srv := range servers {
 		m := Member{Server: srv, Leader: srv.ID == leaderID}
@@ -107,7 +113,7 @@ func (s *Service) List(dir Directory) ([]Member, error) {
 		}
 		out = append(out, m)
 	}
-	return out, nil
+	return out
 }
 
 // AddVoter records a new member's addresses, then adds it to raft as a

@@ -295,18 +295,7 @@ func channelView(s *State) []proto.Message {
 	return out
 }
 
-func sameChannelView(a, b *State) bool {
-	va, vb := channelView(a), channelView(b)
-	if len(va) != len(vb) {
-		return false
-	}
-	for i := range va {
-		if !proto.Equal(va[i], vb[i]) {
-			return false
-		}
-	}
-	return true
-}
+func sameChannelView(a, b *State) bool { return equalRecords(channelView(a), channelView(b)) }
 
 // restore round-trips s through a snapshot and checks the bytes are stable.
 func restore(t rapid.TB, s *State) *State {

@@ -20,7 +20,7 @@ func TestIDsConcurrentCallersAcrossRefillsAndTerms(t *testing.T) {
 	const callers, calls = 64, 200
 	l := controllertest.NewLeader(t, controllertest.NewClock(), 2)
 	ids := NewIDs(l, 50)
-	type op struct{ start, end, first, last uint64 }
+	type op = handout
 	var clock atomic.Uint64    // orders call starts and ends
 	var switched atomic.Uint64 // clock once term 3 is established
 	results := make([][]op, callers)
@@ -70,20 +70,5 @@ func TestIDsConcurrentCallersAcrossRefillsAndTerms(t *testing.T) {
 			t.Fatalf("ids %d..%d and %d..%d overlap", byFirst[i-1].first, byFirst[i-1].last, o.first, o.last)
 		}
 	}
-	// Real-time order: sweep the calls by start, knowing the highest ID
-	// of every call that ended before.
-	byStart := append([]op(nil), all...)
-	sort.Slice(byStart, func(i, j int) bool { return byStart[i].start < byStart[j].start })
-	byEnd := append([]op(nil), all...)
-	sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].end < byEnd[j].end })
-	var ended int
-	var highest uint64
-	for _, o := range byStart {
-		for ; ended < len(byEnd) && byEnd[ended].end < o.start; ended++ {
-			highest = max(highest, byEnd[ended].last)
-		}
-		if ended > 0 && o.first <= highest {
-			t.Fatalf("a call that began after calls ended with id %d got %d..%d", highest, o.first, o.last)
-		}
-	}
+	checkRealTimeOrder(t, "id", all)
 }

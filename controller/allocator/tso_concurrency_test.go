@@ -93,18 +93,9 @@ func TestTSOConcurrentCallersAcrossExtensionsAndTerms(t *testing.T) {
 			t.Fatalf("timestamps %d..%d and %d..%d overlap", byFirst[i-1].first, byFirst[i-1].last, o.first, o.last)
 		}
 	}
-	byStart := append([]op(nil), all...)
-	sort.Slice(byStart, func(i, j int) bool { return byStart[i].start < byStart[j].start })
-	byEnd := append([]op(nil), all...)
-	sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].end < byEnd[j].end })
-	var ended int
-	var highest uint64
-	for _, o := range byStart {
-		for ; ended < len(byEnd) && byEnd[ended].end < o.start; ended++ {
-			highest = max(highest, byEnd[ended].last)
-		}
-		if ended > 0 && o.first <= highest {
-			t.Fatalf("a call that began after calls ended with timestamp %d got %d..%d", highest, o.first, o.last)
-		}
+	handouts := make([]handout, len(all))
+	for i, o := range all {
+		handouts[i] = handout{o.start, o.end, o.first, o.last}
 	}
+	checkRealTimeOrder(t, "timestamp", handouts)
 }

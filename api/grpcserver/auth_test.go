@@ -169,6 +169,20 @@ func TestEveryMethodEveryRole(t *testing.T) {
 	t.Logf("%d methods, %d refusals checked", len(names), denied)
 }
 
+// wrongSecret returns tok with its secret changed in one character and
+// still well-formed. The last character of the secret carries padding bits
+// that strict base64 requires zero, so the one before it is changed, to a
+// character it is not: replacing a fixed suffix would leave the token
+// unchanged whenever it already ended that way (1 in 1,024 tokens).
+func wrongSecret(tok string) string {
+	i := len(tok) - 2
+	c := byte('A')
+	if tok[i] == c {
+		c = 'B'
+	}
+	return tok[:i] + string(c) + tok[i+1:]
+}
+
 // TestBadCredentials: malformed, unknown and revoked tokens are all
 // Unauthenticated; a revoked token stops working at once.
 func TestBadCredentials(t *testing.T) {
@@ -188,7 +202,7 @@ func TestBadCredentials(t *testing.T) {
 		"basic scheme":  "Basic dXNlcjpwYXNz",
 		"garbage":       "Bearer not-a-token",
 		"unknown token": "Bearer " + unknown.String(),
-		"wrong secret":  "Bearer " + tokens[auth.RoleRead][:len(tokens[auth.RoleRead])-2] + "AA",
+		"wrong secret":  "Bearer " + wrongSecret(tokens[auth.RoleRead]),
 	} {
 		if got := status(authz); got != codes.Unauthenticated {
 			t.Errorf("%s: %v, want Unauthenticated", name, got)
@@ -238,3 +252,26 @@ func TestBadCredentials(t *testing.T) {
 }
 
 func statusCode(err error) codes.Code { return status.Code(err) }
+
+// TestWrongSecretIsWellFormedAndWrong: whatever a token's last characters,
+// wrongSecret parses and differs from it (the "wrong secret" case of
+// TestBadCredentials once passed with a token that already ended in "AA").
+func TestWrongSecretIsWellFormedAndWrong(t *testing.T) {
+	for i := 0; i < 2000; i++ {
+		tok, err := auth.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tok.String()
+		if i == 0 { // the case that used to pass: a secret ending in "AA"
+			s = s[:len(s)-2] + "AA"
+		}
+		w := wrongSecret(s)
+		if w == s {
+			t.Fatalf("wrongSecret(%s) left it unchanged", s)
+		}
+		if _, err := auth.ParseToken(w); err != nil {
+			t.Fatalf("wrongSecret(%s) = %s: %v", s, w, err)
+		}
+	}
+}

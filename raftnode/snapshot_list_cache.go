@@ -34,12 +34,8 @@ func newSnapshotListCache(s raft.SnapshotStore) *snapshotListCache {
 func (c *snapshotListCache) List() ([]*raft.SnapshotMeta, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.valid {
-		metas, err := c.SnapshotStore.List()
-		if err != nil {
-			return nil, err
-		}
-		c.cached, c.valid = metas, true
+	if err := c.loadLocked(); err != nil {
+		return nil, err
 	}
 	out := make([]*raft.SnapshotMeta, len(c.cached))
 	for i, m := range c.cached {
@@ -54,12 +50,8 @@ func (c *snapshotListCache) List() ([]*raft.SnapshotMeta, error) {
 func (c *snapshotListCache) NewestIndex() (uint64, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.valid {
-		metas, err := c.SnapshotStore.List()
-		if err != nil {
-			return 0, false, err
-		}
-		c.cached, c.valid = metas, true
+	if err := c.loadLocked(); err != nil {
+		return 0, false, err
 	}
 	if len(c.cached) == 0 {
 		return 0, false, nil
@@ -96,4 +88,18 @@ func (s *invalidatingSink) Close() error {
 func (s *invalidatingSink) Cancel() error {
 	defer s.cache.invalidate()
 	return s.SnapshotSink.Cancel()
+}
+
+// loadLocked lists the wrapped store's snapshots unless the cached list is
+// still valid (no snapshot created or removed since).
+func (c *snapshotListCache) loadLocked() error {
+	if c.valid {
+		return nil
+	}
+	metas, err := c.SnapshotStore.List()
+	if err != nil {
+		return err
+	}
+	c.cached, c.valid = metas, true
+	return nil
 }

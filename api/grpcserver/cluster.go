@@ -20,11 +20,7 @@ import (
 func (s *Server) Status(ctx context.Context, _ *coordpb.StatusRequest) (*coordpb.StatusResponse, error) {
 	r := s.node.Raft()
 	st := s.node.State()
-	leaderID, _ := s.node.Leader()
-	var leaderGRPC string
-	if m, ok := st.Member(leaderID); ok && leaderID != "" {
-		leaderGRPC = m.GrpcAddr
-	}
+	leaderID, leaderGRPC := s.leaderHintIn(st)
 	servers, err := s.node.Configuration()
 	if err != nil {
 		return nil, s.toStatus(ctx, err)

@@ -199,12 +199,16 @@ func (s *Server) Close() {
 // knows them.
 func (s *Server) LeaderHint() (id, grpcAddr string) { return s.leaderHint() }
 
-func (s *Server) leaderHint() (id, grpcAddr string) {
+func (s *Server) leaderHint() (id, grpcAddr string) { return s.leaderHintIn(s.node.State()) }
+
+// leaderHintIn is leaderHint with the leader's address read from st (a
+// caller answering from one state reads everything from it).
+func (s *Server) leaderHintIn(st *fsm.State) (id, grpcAddr string) {
 	id, _ = s.node.Leader()
 	if id == "" {
 		return "", ""
 	}
-	if m, ok := s.node.State().Member(id); ok {
+	if m, ok := st.Member(id); ok {
 		return id, m.GrpcAddr
 	}
 	return id, ""

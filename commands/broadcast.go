@@ -105,6 +105,9 @@ func validateBroadcastCommand(body any) (err error, ok bool) {
 		if len(b.Vchannels) == 0 {
 			return invalid("a broadcast needs 1..%d target channels, got 0", vocab.MaxBroadcastTargets), true
 		}
+		if err := validatePredecessors(b.AfterBroadcasts); err != nil {
+			return err, true
+		}
 		return ValidateBroadcastRequest(b), true
 	case *logpb.AckBroadcast:
 		return invalidWrap(vocab.ValidateAck(b.BroadcastId, b.FromNode, b.FromEpoch, vocabCheckpoints(b.Checkpoints))), true
@@ -127,6 +130,28 @@ func validateBroadcastCommand(body any) (err error, ok bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+// MaxBroadcastPredecessors bounds CreateBroadcast.after_broadcasts; a
+// leader with more conflicting tasks still finishing waits for them
+// instead of pipelining (docs/semantics.md#resource-keys).
+const MaxBroadcastPredecessors = 64
+
+func validatePredecessors(ids []uint64) error {
+	if len(ids) > MaxBroadcastPredecessors {
+		return invalid("a broadcast is ordered behind at most %d tasks, got %d", MaxBroadcastPredecessors, len(ids))
+	}
+	seen := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		if id == 0 {
+			return invalid("a predecessor broadcast id must be positive")
+		}
+		if seen[id] {
+			return invalid("predecessor broadcast %d is listed twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
 }
 
 func vocabCheckpoints(in []*logpb.VChannelCheckpoint) []vocab.Checkpoint {

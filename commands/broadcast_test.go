@@ -212,6 +212,24 @@ func TestValidateCreateBroadcastIdempotencyKey(t *testing.T) {
 	})
 }
 
+func TestValidateCreateBroadcastPredecessors(t *testing.T) {
+	after := func(ids ...uint64) *logpb.CreateBroadcast {
+		return createBC(func(b *logpb.CreateBroadcast) { b.AfterBroadcasts = ids })
+	}
+	many := make([]uint64, MaxBroadcastPredecessors+1)
+	for i := range many {
+		many[i] = uint64(i + 1)
+	}
+	runValidateCases(t, []validateCase{
+		{"none", after(), ""},
+		{"one", after(7), ""},
+		{"at the bound", after(many[:MaxBroadcastPredecessors]...), ""},
+		{"over the bound", after(many...), "at most 64 tasks, got 65"},
+		{"zero id", after(7, 0), "must be positive"},
+		{"listed twice", after(7, 8, 7), "listed twice"},
+	})
+}
+
 // ---- Ack / Complete / Abandon / Prune -------------------------------------------------
 
 func TestValidateAckBroadcast(t *testing.T) {

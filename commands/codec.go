@@ -220,5 +220,10 @@ func decodeEnvelope(env *logpb.Envelope) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %s body: %v", ErrMalformed, t, err)
 	}
 	c.Body = body
+	if c.fingerprint != nil {
+		if id, ok := identityOf(body); ok {
+			c.fingerprint = fingerprintOf(t, id)
+		}
+	}
 	return c, nil
 }

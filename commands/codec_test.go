@@ -104,9 +104,10 @@ var fixedSamples = map[Type]func() proto.Message{
 				{Domain: logpb.ResourceDomain_RK_DB_NAME, Key: "default", Shared: true},
 				{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: "default:books"},
 			},
-			Vchannels:      []string{"by-dev-rootcoord-dml_0_vcchan", "by-dev-rootcoord-dml_1_449326211v0", "by-dev-rootcoord-dml_2_449326211v1"},
-			AckSyncUp:      true,
-			IdempotencyKey: "db/1/12:create-books",
+			Vchannels:       []string{"by-dev-rootcoord-dml_0_vcchan", "by-dev-rootcoord-dml_1_449326211v0", "by-dev-rootcoord-dml_2_449326211v1"},
+			AckSyncUp:       true,
+			IdempotencyKey:  "db/1/12:create-books",
+			AfterBroadcasts: []uint64{449326299},
 		}
 	},
 	TypeAckBroadcast: func() proto.Message {

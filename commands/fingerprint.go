@@ -3,6 +3,10 @@ package commands
 import (
 	"crypto/sha256"
 	"encoding/binary"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/commands/logpb"
 )
 
 // FingerprintBytes is the length of a request fingerprint.
@@ -18,11 +22,30 @@ func Fingerprint(c Command) []byte {
 	}
 	var body []byte
 	if c.Body != nil {
+		if id, ok := identityOf(c.Body); ok {
+			return fingerprintOf(c.Type, id)
+		}
 		// The same bytes EncodeEntry writes. A body that cannot be encoded
 		// never reaches the log, so its error does not matter here.
 		body, _ = marshal.Marshal(c.Body)
 	}
 	return fingerprintOf(c.Type, body)
+}
+
+// identityOf encodes what of body names the request when that is less
+// than the whole body, and reports whether it is: a CreateBroadcast's
+// after_broadcasts says when one leader may apply it (one leader pipelines
+// the create behind conflicting completions, another after them), not what
+// is asked, so a request retried on another leader keeps its fingerprint.
+func identityOf(body proto.Message) ([]byte, bool) {
+	b, ok := body.(*logpb.CreateBroadcast)
+	if !ok || len(b.AfterBroadcasts) == 0 {
+		return nil, false
+	}
+	id := proto.Clone(b).(*logpb.CreateBroadcast)
+	id.AfterBroadcasts = nil
+	enc, _ := marshal.Marshal(id)
+	return enc, true
 }
 
 // fingerprintOf hashes a type and an encoded body.

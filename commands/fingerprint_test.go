@@ -44,3 +44,38 @@ func TestFingerprint(t *testing.T) {
 		t.Fatal("an unknown ignorable command is fingerprinted without its body")
 	}
 }
+
+// A CreateBroadcast's ordering guard is not part of what it asks: the same
+// request pipelined behind predecessors on one leader and proposed plainly
+// on another keeps one fingerprint, proposed and decoded, while anything
+// else in the body still changes it.
+func TestFingerprintLeavesOutBroadcastOrdering(t *testing.T) {
+	plain := MustNew(createBC(func(*logpb.CreateBroadcast) {}))
+	plain.RequestID = "r"
+	ordered := MustNew(createBC(func(b *logpb.CreateBroadcast) { b.AfterBroadcasts = []uint64{7, 9} }))
+	ordered.RequestID = "r"
+	other := MustNew(createBC(func(b *logpb.CreateBroadcast) { b.AfterBroadcasts = []uint64{7}; b.Payload = []byte("other") }))
+	other.RequestID = "r"
+	if !bytes.Equal(Fingerprint(plain), Fingerprint(ordered)) {
+		t.Fatal("after_broadcasts changes the request's fingerprint")
+	}
+	if bytes.Equal(Fingerprint(ordered), Fingerprint(other)) {
+		t.Fatal("a different payload kept the fingerprint")
+	}
+	for _, c := range []Command{plain, ordered, other} {
+		data, err := EncodeEntry([]Command{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, err := DecodeEntry(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(Fingerprint(decoded[0]), Fingerprint(c)) {
+			t.Fatalf("decoded fingerprint %x, proposed %x", Fingerprint(decoded[0]), Fingerprint(c))
+		}
+		if got := decoded[0].Body.(*logpb.CreateBroadcast).AfterBroadcasts; len(got) != len(c.Body.(*logpb.CreateBroadcast).AfterBroadcasts) {
+			t.Fatalf("after_broadcasts did not survive the log: %v", got)
+		}
+	}
+}

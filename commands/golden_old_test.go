@@ -48,6 +48,18 @@ func TestGoldenOldVersions(t *testing.T) {
 			t.Fatalf("v1 body %v", b)
 		}
 	})
+	t.Run("CreateBroadcast v1", func(t *testing.T) {
+		cs, err := DecodeEntry(readGolden(t, filepath.Join("testdata", "golden_old", "CreateBroadcast.v1.hex")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].Type != TypeCreateBroadcast || cs[0].Version != 1 {
+			t.Fatalf("decoded %+v", cs)
+		}
+		if b := cs[0].Body.(*logpb.CreateBroadcast); b.IdempotencyKey != "db/1/12:create-books" || len(b.AfterBroadcasts) != 0 {
+			t.Fatalf("v1 body %v", b)
+		}
+	})
 	t.Run("CompleteBroadcast v1", func(t *testing.T) {
 		cs, err := DecodeEntry(readGolden(t, filepath.Join("testdata", "golden_old", "CompleteBroadcast.v1.hex")))
 		if err != nil {

@@ -93,7 +93,10 @@ var registry = map[Type]spec{
 	TypeUpdateReplicateConfiguration: {"UpdateReplicateConfiguration", 1, func() proto.Message { return &logpb.UpdateReplicateConfiguration{} }},
 	TypeResetReplicateRole:           {"ResetReplicateRole", 1, func() proto.Message { return &logpb.ResetReplicateRole{} }},
 
-	TypeCreateBroadcast: {"CreateBroadcast", 1, func() proto.Message { return &logpb.CreateBroadcast{} }},
+	// CreateBroadcast v2 adds after_broadcasts: a v1 replica would create a
+	// task that v2 replicas refuse until its predecessors are tombstones, so
+	// it must stop.
+	TypeCreateBroadcast: {"CreateBroadcast", 2, func() proto.Message { return &logpb.CreateBroadcast{} }},
 	// AckBroadcast v2 adds the sending session (from_node, from_epoch): a v1
 	// replica would record an ack that v2 replicas refuse, so it must stop.
 	// v3 accepts, from the channel's current owner, a checkpoint of an

@@ -100,7 +100,10 @@ func (next *State) applyOne(index uint64, c commands.Command) (*logpb.Result, er
 	if err != nil {
 		return nil, err
 	}
-	if c.RequestID != "" {
+	if c.RequestID != "" && r.GetRejection().GetCode() != logpb.RejectCode_REJECT_ORDER {
+		// REJECT_ORDER says "not yet", not "no": the proposer sends the
+		// same request again once the commands it was ordered behind took
+		// effect, and that must be decided afresh.
 		next.dedup = next.dedup.record(newDedupEntry(c, index, r))
 	}
 	return r, nil

@@ -19,8 +19,24 @@ import (
 // (CheckBroadcastCreation). An idempotency key already known in its scope
 // (message type, scoped key) returns that task instead
 // (docs/semantics.md#idempotency-keys).
+//
+// A create the leader pipelined behind conflicting completions
+// (after_broadcasts) is decided only once each of those tasks is a
+// TOMBSTONE or pruned, so every guard above runs on the state their
+// callbacks left; before that it is refused with REJECT_ORDER and changes
+// nothing (docs/semantics.md#resource-keys).
 func applyCreateBroadcast(next *State, c commands.Command) *logpb.Result {
 	b := c.Body.(*logpb.CreateBroadcast)
+	for _, id := range b.AfterBroadcasts {
+		if id >= next.alloc.nextID {
+			return reject(logpb.RejectCode_REJECT_INVALID, "predecessor broadcast %d was never created (next id %d)", id, next.alloc.nextID)
+		}
+	}
+	for _, id := range b.AfterBroadcasts {
+		if t, ok := next.bc.tasks.Get(id); ok && t.State != logpb.BroadcastState_BROADCAST_TOMBSTONE {
+			return reject(logpb.RejectCode_REJECT_ORDER, "broadcast %d, which holds a conflicting resource key, is not finished yet", id)
+		}
+	}
 	if b.IdempotencyKey != "" {
 		if id, ok := next.bc.idem.Get(idemScope(b.MessageType, b.IdempotencyKey)); ok {
 			return &logpb.Result{Value: &logpb.Result_Broadcast{Broadcast: &logpb.BroadcastCreated{BroadcastId: id, Duplicated: true}}}

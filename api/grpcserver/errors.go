@@ -139,6 +139,7 @@ var rejectionCodes = map[logpb.RejectCode]codes.Code{
 	logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition,
 	logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
 	logpb.RejectCode_REJECT_PERMISSION:  codes.PermissionDenied,
+	logpb.RejectCode_REJECT_ORDER:       codes.Aborted,
 }
 
 // httpStatus maps gRPC codes to HTTP statuses for the JSON gateway.

@@ -221,6 +221,7 @@ func TestRejection(t *testing.T) {
 		logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition, // deterministic: not 429
 		logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
 		logpb.RejectCode_REJECT_PERMISSION:  codes.PermissionDenied,
+		logpb.RejectCode_REJECT_ORDER:       codes.Aborted,
 		logpb.RejectCode(99):                codes.Internal, // unknown to this binary
 	}
 	for n := range logpb.RejectCode_name {

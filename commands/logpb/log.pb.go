@@ -37,6 +37,7 @@ const (
 	RejectCode_REJECT_EXHAUSTED   RejectCode = 5 // a bounded collection or counter is full
 	RejectCode_REJECT_NOT_PRIMARY RejectCode = 6 // a DDL-like change on a secondary cluster
 	RejectCode_REJECT_PERMISSION  RejectCode = 7 // the caller may not speak for the named session
+	RejectCode_REJECT_ORDER       RejectCode = 8 // a command ordered behind others came before they took effect; not recorded against its request ID
 )
 
 // Enum value maps for RejectCode.
@@ -50,6 +51,7 @@ var (
 		5: "REJECT_EXHAUSTED",
 		6: "REJECT_NOT_PRIMARY",
 		7: "REJECT_PERMISSION",
+		8: "REJECT_ORDER",
 	}
 	RejectCode_value = map[string]int32{
 		"REJECT_NONE":        0,
@@ -60,6 +62,7 @@ var (
 		"REJECT_EXHAUSTED":   5,
 		"REJECT_NOT_PRIMARY": 6,
 		"REJECT_PERMISSION":  7,
+		"REJECT_ORDER":       8,
 	}
 )
 
@@ -3872,8 +3875,15 @@ type CreateBroadcast struct {
 	// idempotency_key is a scoped key built by commands.ClusterScopedKey,
 	// DatabaseScopedKey or CollectionScopedKey.
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// after_broadcasts (body version 2) orders a create the leader pipelined
+	// behind the completions of these tasks, which held conflicting resource
+	// keys: it is applied only once each of them is a TOMBSTONE (or pruned)
+	// and otherwise refused with REJECT_ORDER, which is not recorded against
+	// the request ID so the same request can be proposed again. Not part of
+	// the request's fingerprint.
+	AfterBroadcasts []uint64 `protobuf:"varint,7,rep,packed,name=after_broadcasts,json=afterBroadcasts,proto3" json:"after_broadcasts,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateBroadcast) Reset() {
@@ -3946,6 +3956,13 @@ func (x *CreateBroadcast) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *CreateBroadcast) GetAfterBroadcasts() []uint64 {
+	if x != nil {
+		return x.AfterBroadcasts
+	}
+	return nil
 }
 
 // AckBroadcast records VChannel checkpoints; the first checkpoint per
@@ -7652,14 +7669,15 @@ const file_log_proto_rawDesc = "" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x1b\n" +
-	"\ttime_tick\x18\x04 \x01(\x04R\btimeTick\"\xf6\x01\n" +
+	"\ttime_tick\x18\x04 \x01(\x04R\btimeTick\"\xa1\x02\n" +
 	"\x0fCreateBroadcast\x12!\n" +
 	"\fmessage_type\x18\x01 \x01(\tR\vmessageType\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12?\n" +
 	"\rresource_keys\x18\x03 \x03(\v2\x1a.coordd.log.v1.ResourceKeyR\fresourceKeys\x12\x1c\n" +
 	"\tvchannels\x18\x04 \x03(\tR\tvchannels\x12\x1e\n" +
 	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12'\n" +
-	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"\xb2\x01\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12)\n" +
+	"\x10after_broadcasts\x18\a \x03(\x04R\x0fafterBroadcasts\"\xb2\x01\n" +
 	"\fAckBroadcast\x12!\n" +
 	"\fbroadcast_id\x18\x01 \x01(\x04R\vbroadcastId\x12C\n" +
 	"\vcheckpoints\x18\x02 \x03(\v2!.coordd.log.v1.VChannelCheckpointR\vcheckpoints\x12\x1b\n" +
@@ -7930,7 +7948,7 @@ const file_log_proto_rawDesc = "" +
 	"\vCreateToken\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.coordd.log.v1.TokenRecordR\x05token\"\x1d\n" +
 	"\vRevokeToken\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id*\xb3\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id*\xc5\x01\n" +
 	"\n" +
 	"RejectCode\x12\x0f\n" +
 	"\vREJECT_NONE\x10\x00\x12\x12\n" +
@@ -7940,7 +7958,8 @@ const file_log_proto_rawDesc = "" +
 	"\fREJECT_STALE\x10\x04\x12\x14\n" +
 	"\x10REJECT_EXHAUSTED\x10\x05\x12\x16\n" +
 	"\x12REJECT_NOT_PRIMARY\x10\x06\x12\x15\n" +
-	"\x11REJECT_PERMISSION\x10\a**\n" +
+	"\x11REJECT_PERMISSION\x10\a\x12\x10\n" +
+	"\fREJECT_ORDER\x10\b**\n" +
 	"\n" +
 	"AccessMode\x12\r\n" +
 	"\tACCESS_RW\x10\x00\x12\r\n" +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -15,7 +16,11 @@ import (
 // proposal runs on the leadership's context, not the caller's: when the
 // caller gives up, the outcome is still learnt and the guard either goes to
 // the task or is released, so no committed task is ever left unlocked.
-func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, guard *lockGuard, requestID string) (uint64, bool, error) {
+//
+// A body ordered behind predecessors (after_broadcasts) that Apply refused
+// with REJECT_ORDER changed nothing: create waits, within lockCtx, until
+// they have finished and proposes the same request again.
+func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroadcast, guard *lockGuard, requestID string) (uint64, bool, error) {
 	type out struct {
 		id  uint64
 		dup bool
@@ -40,7 +45,20 @@ func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, gu
 			ch <- out{err: err}
 			return
 		}
+		started := time.Now()
 		res, err := ts.m.proposeRetrying(ts.ctx, body, requestID)
+		for attempt := 1; len(body.AfterBroadcasts) > 0 && isOrderRefusal(err); attempt++ {
+			ts.m.cfg.Metrics.createReordered()
+			behind := guard.pending()
+			if len(behind) == 0 && attempt > 1 {
+				break // refused although every predecessor finished: report it
+			}
+			if werr := ts.awaitPredecessors(lockCtx, behind, started); werr != nil {
+				err = werr
+				break
+			}
+			res, err = ts.m.proposeRetrying(ts.ctx, body, requestID)
+		}
 		var rej *commands.RejectedError
 		switch {
 		case errors.As(err, &rej):
@@ -76,4 +94,11 @@ func (ts *termState) create(ctx context.Context, body *logpb.CreateBroadcast, gu
 	case <-ctx.Done():
 		return 0, false, ctx.Err()
 	}
+}
+
+// isOrderRefusal reports a create refused because a task it was ordered
+// behind had not finished (REJECT_ORDER).
+func isOrderRefusal(err error) bool {
+	var rej *commands.RejectedError
+	return errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_ORDER
 }

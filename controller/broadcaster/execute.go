@@ -136,7 +136,11 @@ func (ts *termState) complete(log hclog.Logger, t *task, cps []*logpb.VChannelCh
 		ts.m.cfg.Metrics.observeExecution(t.msgType, clock.Since(t.admitted).Seconds())
 	}
 	start := clock.Now()
-	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "")
+	// Once the completion is queued, anything proposed later lands after
+	// it in the log: the next conflicting task may propose its create now
+	// (handoff.go).
+	queued := commands.WithQueued(ts.ctx, func() { ts.handOff(t) })
+	res, err := commands.CommitNew(queued, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "")
 	var rej *commands.RejectedError
 	switch {
 	case errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_NOT_FOUND:

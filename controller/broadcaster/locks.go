@@ -67,12 +67,18 @@ type keyLock struct {
 	shared    int  // shared holders
 	exclusive bool // one exclusive holder
 	queue     []*lockWaiter
+	// finishing are the tasks that handed this key on when their
+	// completion was queued for the log (lockGuard.handOff) and have not
+	// finished yet. Whoever is granted the key meanwhile in a conflicting
+	// mode is ordered behind them (handoff.go).
+	finishing []finishingHold
 }
 
 type lockWaiter struct {
 	shared  bool
 	granted bool
 	ready   chan struct{} // closed when granted or when the table closes
+	behind  []predecessor // set with granted
 }
 
 func newLockTable() *lockTable { return &lockTable{keys: map[string]*keyLock{}} }
@@ -92,7 +98,9 @@ func (kl *keyLock) hold(shared bool) {
 	}
 }
 
-func (kl *keyLock) idle() bool { return kl.shared == 0 && !kl.exclusive && len(kl.queue) == 0 }
+func (kl *keyLock) idle() bool {
+	return kl.shared == 0 && !kl.exclusive && len(kl.queue) == 0 && len(kl.finishing) == 0
+}
 
 // grantQueued grants waiters from the head of the queue while they are
 // compatible with the holders (several shared waiters at once).
@@ -104,6 +112,7 @@ func (kl *keyLock) grantQueued() {
 		}
 		kl.hold(w.shared)
 		w.granted = true
+		w.behind = kl.conflictingFinishing(w.shared)
 		close(w.ready)
 		kl.queue[0] = nil
 		kl.queue = kl.queue[1:]
@@ -111,8 +120,9 @@ func (kl *keyLock) grantQueued() {
 }
 
 // tryAcquire grants id at once when nobody holds it incompatibly and nobody
-// is queued (FIFO: a newcomer never overtakes a waiter).
-func (lt *lockTable) tryAcquireLocked(id string, shared bool) bool {
+// is queued (FIFO: a newcomer never overtakes a waiter), with the
+// conflicting tasks still finishing on it.
+func (lt *lockTable) tryAcquireLocked(id string, shared bool) ([]predecessor, bool) {
 	kl := lt.keys[id]
 	if kl == nil {
 		kl = &keyLock{}
@@ -120,9 +130,9 @@ func (lt *lockTable) tryAcquireLocked(id string, shared bool) bool {
 	}
 	if len(kl.queue) == 0 && kl.compatible(shared) {
 		kl.hold(shared)
-		return true
+		return kl.conflictingFinishing(shared), true
 	}
-	return false
+	return nil, false
 }
 
 func (lt *lockTable) releaseLocked(id string, shared bool) {
@@ -143,23 +153,24 @@ func (lt *lockTable) releaseLocked(id string, shared bool) {
 	}
 }
 
-// acquireOne waits for one key. It returns errLocksClosed when the table
-// closes (leadership ended) and ctx's error when ctx ends first.
-func (lt *lockTable) acquireOne(ctx context.Context, k *logpb.ResourceKey) error {
+// acquireOne waits for one key and returns the conflicting tasks still
+// finishing on it. It returns errLocksClosed when the table closes
+// (leadership ended) and ctx's error when ctx ends first.
+func (lt *lockTable) acquireOne(ctx context.Context, k *logpb.ResourceKey) ([]predecessor, error) {
 	id := commands.ResourceKeyID(k)
 	lt.mu.Lock()
 	if lt.closed {
 		lt.mu.Unlock()
-		return errLocksClosed
+		return nil, errLocksClosed
 	}
-	if lt.tryAcquireLocked(id, k.Shared) {
+	if behind, ok := lt.tryAcquireLocked(id, k.Shared); ok {
 		lt.mu.Unlock()
-		return nil
+		return named(behind, k), nil
 	}
 	if err := ctx.Err(); err != nil {
 		lt.dropIfIdleLocked(id)
 		lt.mu.Unlock()
-		return err
+		return nil, err
 	}
 	w := &lockWaiter{shared: k.Shared, ready: make(chan struct{})}
 	kl := lt.keys[id]
@@ -171,9 +182,9 @@ func (lt *lockTable) acquireOne(ctx context.Context, k *logpb.ResourceKey) error
 		lt.mu.Lock()
 		defer lt.mu.Unlock()
 		if !w.granted { // closed table
-			return errLocksClosed
+			return nil, errLocksClosed
 		}
-		return nil
+		return named(w.behind, k), nil
 	case <-ctx.Done():
 	}
 	lt.mu.Lock()
@@ -181,10 +192,10 @@ func (lt *lockTable) acquireOne(ctx context.Context, k *logpb.ResourceKey) error
 	if w.granted {
 		// Granted while ctx ended: give it back (and let the next go).
 		lt.releaseLocked(id, k.Shared)
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	if lt.closed {
-		return errLocksClosed
+		return nil, errLocksClosed
 	}
 	kl = lt.keys[id]
 	for i, q := range kl.queue {
@@ -199,7 +210,7 @@ func (lt *lockTable) acquireOne(ctx context.Context, k *logpb.ResourceKey) error
 	if kl.idle() {
 		delete(lt.keys, id)
 	}
-	return ctx.Err()
+	return nil, ctx.Err()
 }
 
 func (lt *lockTable) dropIfIdleLocked(id string) {
@@ -217,7 +228,7 @@ func (lt *lockTable) lock(ctx context.Context, keys []*logpb.ResourceKey, observ
 	start := time.Now()
 	for _, k := range keys {
 		ks := time.Now()
-		err := lt.acquireOne(ctx, k)
+		behind, err := lt.acquireOne(ctx, k)
 		if err != nil {
 			g.release()
 			waited := time.Since(start)
@@ -227,6 +238,7 @@ func (lt *lockTable) lock(ctx context.Context, keys []*logpb.ResourceKey, observ
 			return nil, waited, &LockTimeoutError{Key: KeyName(k), Waited: waited, Err: err}
 		}
 		g.held++
+		g.addBehind(behind)
 		if observe != nil {
 			observe(k, time.Since(ks))
 		}
@@ -243,7 +255,7 @@ func (lt *lockTable) tryLock(keys []*logpb.ResourceKey) (*lockGuard, bool) {
 		return nil, false
 	}
 	for i, k := range keys {
-		if !lt.tryAcquireLocked(commands.ResourceKeyID(k), k.Shared) {
+		if _, ok := lt.tryAcquireLocked(commands.ResourceKeyID(k), k.Shared); !ok {
 			lt.dropIfIdleLocked(commands.ResourceKeyID(k))
 			for j := i - 1; j >= 0; j-- {
 				lt.releaseLocked(commands.ResourceKeyID(keys[j]), keys[j].Shared)
@@ -290,26 +302,40 @@ func (lt *lockTable) size() int {
 	return len(lt.keys)
 }
 
-// lockGuard holds the first `held` keys of keys. release is idempotent.
+// lockGuard holds the first `held` keys of keys until release, which is
+// idempotent; handOff gives them on early (handoff.go).
 type lockGuard struct {
 	lt   *lockTable
 	keys []*logpb.ResourceKey
 	held int
-	once sync.Once
+	// behind are the conflicting tasks that were still finishing on some
+	// key when it was granted: the holder is ordered behind them.
+	behind []predecessor
+
+	// Under lt.mu.
+	released  bool
+	handedOff *finishingTask
 }
 
 func (g *lockGuard) release() {
 	if g == nil {
 		return
 	}
-	g.once.Do(func() {
-		g.lt.mu.Lock()
-		defer g.lt.mu.Unlock()
-		if g.lt.closed {
-			return
-		}
-		for i := g.held - 1; i >= 0; i-- {
-			g.lt.releaseLocked(commands.ResourceKeyID(g.keys[i]), g.keys[i].Shared)
-		}
-	})
+	g.lt.mu.Lock()
+	defer g.lt.mu.Unlock()
+	if g.released {
+		return
+	}
+	g.released = true
+	if f := g.handedOff; f != nil {
+		g.lt.forgetFinishingLocked(g.keys[:g.held], f)
+		close(f.done)
+		return
+	}
+	if g.lt.closed {
+		return
+	}
+	for i := g.held - 1; i >= 0; i-- {
+		g.lt.releaseLocked(commands.ResourceKeyID(g.keys[i]), g.keys[i].Shared)
+	}
 }

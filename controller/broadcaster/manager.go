@@ -132,9 +132,11 @@ type Manager struct {
 	closeCh chan struct{}
 	runs    sync.WaitGroup
 
-	// Calls blocked waiting for a leadership (await) and for a task's end
-	// (waitDone), so tests know a call is parked before they move on.
-	awaiting, waitingDone atomic.Int32
+	// Calls blocked waiting for a leadership (await), for a task's end
+	// (waitDone) and for the tasks they were ordered behind
+	// (awaitPredecessors), so tests know a call is parked before they move
+	// on.
+	awaiting, waitingDone, awaitingPredecessors atomic.Int32
 }
 
 // New builds a manager. Run is its leader routine.
@@ -300,25 +302,52 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	keys := commands.NormalizeResourceKeys(req.ResourceKeys)
+	lockStart := time.Now()
 	lockCtx, cancelLock := lockWaitContext(ctx)
+	defer cancelLock()
 	guard, wait, err := ts.locks.lock(lockCtx, keys, func(k *logpb.ResourceKey, d time.Duration) {
 		m.cfg.Metrics.observeLock(k, d.Seconds())
 	})
-	cancelLock()
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
-	// The keys are held: decide on the state as it is now.
-	if id, ok := m.original(req); ok {
-		guard.release()
-		return m.waitDone(ctx, req.MessageType, id, true, wait, start)
+	// The keys are held: decide on the state as it is now, or, while
+	// conflicting tasks are still finishing on them (handoff.go), on the
+	// state they leave when the request does not depend on it.
+	var body *logpb.CreateBroadcast
+	for {
+		behind := guard.pending()
+		if len(behind) > 0 && !pipelinable(req, behind) {
+			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
+				guard.release()
+				return Result{LockWait: time.Since(lockStart)}, err
+			}
+			continue
+		}
+		if id, ok := m.original(req); ok {
+			guard.release()
+			return m.waitDone(ctx, req.MessageType, id, true, wait, start)
+		}
+		body, err = prepare(m.leader.State(), req)
+		if err != nil && len(behind) > 0 {
+			// Perhaps refused only on the state before their callbacks.
+			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
+				guard.release()
+				return Result{LockWait: time.Since(lockStart)}, err
+			}
+			continue
+		}
+		if err != nil {
+			guard.release()
+			return Result{LockWait: wait}, err
+		}
+		if len(behind) > 0 {
+			body.AfterBroadcasts = predecessorIDs(behind)
+			m.cfg.Metrics.createPipelined()
+		}
+		break
 	}
-	body, err := prepare(m.leader.State(), req)
-	if err != nil {
-		guard.release()
-		return Result{LockWait: wait}, err
-	}
-	id, dup, err := ts.create(ctx, body, guard, req.RequestID)
+	id, dup, err := ts.create(ctx, lockCtx, body, guard, req.RequestID)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}

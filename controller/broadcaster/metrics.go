@@ -18,6 +18,11 @@ type Metrics struct {
 	AckCallbackDuration *prometheus.HistogramVec // message_type
 	CallbackFailures    *prometheus.CounterVec   // message_type
 	AppendUnrecoverable *prometheus.CounterVec   // message_type, code
+	// PipelinedCreates counts creates proposed while conflicting tasks
+	// were still finishing (handoff.go); CreatesReordered counts the
+	// REJECT_ORDER refusals among them, each proposed again.
+	PipelinedCreates prometheus.Counter
+	CreatesReordered prometheus.Counter
 
 	state atomic.Pointer[func() *fsm.State]
 	tasks *prometheus.Desc
@@ -48,12 +53,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "coordd_broadcaster_append_unrecoverable_total",
 			Help: "Appends refused with an error that retrying cannot fix; a non-zero rate is a task that will never complete unless abandoned."},
 			[]string{"message_type", "code"}),
+		PipelinedCreates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coordd_broadcaster_pipelined_creates_total",
+			Help: "CreateBroadcast proposals ordered behind conflicting tasks whose completions were still in the log."}),
+		CreatesReordered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coordd_broadcaster_creates_reordered_total",
+			Help: "Pipelined CreateBroadcast proposals refused because a task they were ordered behind had not finished; each is proposed again once it has."}),
 		tasks: prometheus.NewDesc("coordd_broadcaster_task_total",
 			"Broadcast tasks in the state machine by message type and state.", []string{"message_type", "state"}, nil),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.ExecutionDuration, m.BroadcastDuration, m.AcquireLockDuration,
-			m.AckCallbackDuration, m.CallbackFailures, m.AppendUnrecoverable, taskCollector{m}} {
+			m.AckCallbackDuration, m.CallbackFailures, m.AppendUnrecoverable, m.PipelinedCreates, m.CreatesReordered, taskCollector{m}} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -138,5 +149,17 @@ func (m *Metrics) callbackFailed(msgType string) {
 func (m *Metrics) appendUnrecoverable(msgType, code string) {
 	if m != nil {
 		m.AppendUnrecoverable.WithLabelValues(msgType, code).Inc()
+	}
+}
+
+func (m *Metrics) createPipelined() {
+	if m != nil {
+		m.PipelinedCreates.Inc()
+	}
+}
+
+func (m *Metrics) createReordered() {
+	if m != nil {
+		m.CreatesReordered.Inc()
 	}
 }

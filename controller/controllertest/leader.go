@@ -50,6 +50,15 @@ type Leader struct {
 	// after runs after a proposal was applied; an error is returned
 	// instead of the result (an "outcome unknown" answer).
 	after func(body proto.Message) error
+	// Proposals apply in the order they were queued, as a raft node's
+	// batcher submits them: queued is the next ticket, applying the one
+	// whose turn it is, turn (on mu) signals a change of turn.
+	queued, applying uint64
+	turn             *sync.Cond
+	// queuedHook runs outside the lock once a proposal has its place in
+	// the order and before it applies; it may block (later proposals
+	// queue behind it meanwhile).
+	queuedHook func(body proto.Message)
 }
 
 // TestDeadline bounds every test that builds a fake leader: controller
@@ -65,6 +74,7 @@ func NewLeader(t testing.TB, clock clockwork.Clock, term uint64) *Leader {
 	t.Helper()
 	l := &Leader{clock: clock, st: fsm.New(), changed: make(chan struct{}),
 		deadline: testutil.Deadline(t, TestDeadline)}
+	l.turn = sync.NewCond(&l.mu)
 	l.Establish(t, term)
 	return l
 }
@@ -124,6 +134,21 @@ func (l *Leader) SetBeforeNextApply(f func(body proto.Message) bool) {
 	l.once = f
 }
 
+// SetAfterQueued installs f, run for every proposal once it has its
+// place in the order and before it applies (see Leader). It may block.
+func (l *Leader) SetAfterQueued(f func(body proto.Message)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queuedHook = f
+}
+
+// Queued is how many proposals have taken their place in the order.
+func (l *Leader) Queued() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queued
+}
+
 // SetAfterApply installs f, run after every applied proposal (see Leader).
 func (l *Leader) SetAfterApply(f func(body proto.Message) error) {
 	l.mu.Lock()
@@ -156,7 +181,8 @@ func (l *Leader) VerifyLeader(context.Context) error {
 }
 
 // Propose applies c (built by commands.New) at once after running the
-// hooks. c carries its decision term (its own LeaderTerm, else ctx's
+// hooks, in the order proposals were queued (it calls ctx's
+// commands.WithQueued hook once c has its place). c carries its decision term (its own LeaderTerm, else ctx's
 // commands.DecisionTerm, else the fake's raft term), so the FSM fences it
 // as on a replica. A rejection comes back in the result, as from raftnode.
 func (l *Leader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
@@ -195,8 +221,28 @@ func (l *Leader) Propose(ctx context.Context, c commands.Command) (*logpb.Result
 		l.mu.Unlock()
 	}
 
+	// Queued: like raftnode's Propose, tell ctx's commands.WithQueued hook;
+	// whatever is proposed from now on applies after c.
+	l.mu.Lock()
+	ticket := l.queued
+	l.queued++
+	l.mu.Unlock()
+	commands.NotifyQueued(ctx)
+	l.mu.Lock()
+	hook := l.queuedHook
+	l.mu.Unlock()
+	if hook != nil {
+		hook(body)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.applying != ticket {
+		l.turn.Wait()
+	}
+	defer func() {
+		l.applying++
+		l.turn.Broadcast()
+	}()
 	c.ProposedAtUnixMs = l.clock.Now().UnixMilli()
 	if c.LeaderTerm == 0 {
 		c.LeaderTerm = l.raftTerm

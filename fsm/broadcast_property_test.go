@@ -128,7 +128,41 @@ func genCreateBroadcast(t *rapid.T, label string, s *State) commands.Command {
 		b.ResourceKeys = append(b.ResourceKeys, proto.Clone(poolRKs[i]).(*logpb.ResourceKey))
 	}
 	b.AckSyncUp = rapid.Bool().Draw(t, label+".ackSyncUp")
+	if rapid.IntRange(0, 3).Draw(t, label+".ordered") == 0 {
+		// Ordered behind tasks (a leader's pipelined create): pending,
+		// tombstoned, pruned or never created.
+		ids := rapid.SliceOfNDistinct(rapid.Custom(func(t *rapid.T) uint64 { return pickBroadcast(t, label+".after", s, anyTask) }),
+			1, 3, rapid.ID[uint64]).Draw(t, label+".afterIDs")
+		for _, id := range ids {
+			if id != 0 {
+				b.AfterBroadcasts = append(b.AfterBroadcasts, id)
+			}
+		}
+	}
 	return cmd(b)
+}
+
+// neverCreated reports whether b is ordered behind an ID no task had.
+func neverCreated(s *State, b *logpb.CreateBroadcast) bool {
+	for _, id := range b.AfterBroadcasts {
+		if id >= s.NextID() {
+			return true
+		}
+	}
+	return false
+}
+
+// orderBlocked names a task b is ordered behind that is not finished in s.
+func orderBlocked(s *State, b *logpb.CreateBroadcast) (uint64, bool) {
+	if neverCreated(s, b) {
+		return 0, false // refused as invalid first
+	}
+	for _, id := range b.AfterBroadcasts {
+		if task, ok := s.BroadcastTask(id); ok && task.State != logpb.BroadcastState_BROADCAST_TOMBSTONE {
+			return id, true
+		}
+	}
+	return 0, false
 }
 
 // Task preferences of pickBroadcast.
@@ -328,8 +362,14 @@ func checkBroadcastCommand(t *rapid.T, cur, nx *State, c commands.Command, r *lo
 		if b.IdempotencyKey != "" {
 			holder, _ = cur.BroadcastByIdempotencyKey(b.MessageType, b.IdempotencyKey)
 		}
+		blocker, blocked := orderBlocked(cur, b)
+		if blocked && !stale && commands.Validate(c) == nil && r.GetRejection().GetCode() != logpb.RejectCode_REJECT_ORDER {
+			// Nothing is decided before the tasks it is ordered behind
+			// have finished (docs/semantics.md#resource-keys).
+			t.Fatalf("a create ordered behind unfinished broadcast %d was answered %v", blocker, r)
+		}
 		if r.Rejection != nil {
-			if holder != nil && !stale && commands.Validate(c) == nil {
+			if holder != nil && !stale && !blocked && !neverCreated(cur, b) && commands.Validate(c) == nil {
 				t.Fatalf("a valid create in the scope of broadcast %d was rejected: %v", holder.Id, r.Rejection)
 			}
 			return

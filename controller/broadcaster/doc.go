@@ -22,7 +22,10 @@
 //
 // A Broadcast holds its keys from before CreateBroadcast until its task is
 // a TOMBSTONE, so conflicting tasks get increasing IDs, land in that order
-// in every shared VChannel and run their callbacks in that order. On a new
+// in every shared VChannel and run their callbacks in that order. It hands
+// them on early, once its completion is queued for the log: the next
+// conflicting Broadcast's create is ordered behind it (after_broadcasts)
+// and Apply refuses it until the task is a tombstone (handoff.go). On a new
 // leadership every PENDING task is re-locked before any new Broadcast is
 // admitted. A callback that keeps failing stays visible in the FSM (last
 // error, attempts) and in a metric until an operator retries or abandons it.

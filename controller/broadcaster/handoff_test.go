@@ -3,8 +3,8 @@ package broadcaster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,11 +158,7 @@ func TestHandOffAfterClose(t *testing.T) {
 // right after the completion, so it is never refused and each broadcast
 // costs two commands.
 func TestPipelinedCreateFollowsTheCompletion(t *testing.T) {
-	metrics, err := NewMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, func(c *Config) { c.Metrics = metrics })
+	h, metrics := harnessWithMetrics(t)
 	h.run(h.m, testTerm)
 	release := make(chan struct{})
 	h.app.setOnAppend(func(c appendCall) error {
@@ -201,16 +197,15 @@ func TestPipelinedCreateFollowsTheCompletion(t *testing.T) {
 		case *logpb.CreateBroadcast:
 			kinds = append(kinds, "create")
 			if len(b.AfterBroadcasts) > 0 {
-				kinds[len(kinds)-1] += " after " + idList(b.AfterBroadcasts)
+				kinds[len(kinds)-1] += " after " + fmt.Sprint(b.AfterBroadcasts)
 			}
 		case *logpb.CompleteBroadcast:
-			kinds = append(kinds, "complete "+idList([]uint64{b.BroadcastId}))
+			kinds = append(kinds, "complete "+fmt.Sprint(b.BroadcastId))
 		case *logpb.AckBroadcast:
 			kinds = append(kinds, "ack")
 		}
 	}
-	id1 := idList([]uint64{r1.res.BroadcastID})
-	want := []string{"create", "complete " + id1, "create after " + id1, "complete " + idList([]uint64{r2.res.BroadcastID})}
+	want := []string{"create", "complete " + fmt.Sprint(r1.res.BroadcastID), "create after " + fmt.Sprint([]uint64{r1.res.BroadcastID}), "complete " + fmt.Sprint(r2.res.BroadcastID)}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("broadcast commands %q, want %q", kinds, want)
 	}
@@ -234,17 +229,6 @@ func firstTaskID(h *harness) uint64 {
 	return ts[0].Id
 }
 
-func idList(ids []uint64) string {
-	var b strings.Builder
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatUint(id, 10))
-	}
-	return b.String()
-}
-
 // TestPipelinedCreateWaitsForARefusedCompletion: when the completion the
 // create was ordered behind is refused (the callback keeps failing), Apply
 // refuses the create with REJECT_ORDER and nothing is created; the caller
@@ -252,11 +236,7 @@ func idList(ids []uint64) string {
 // behind) until the task ahead finishes, and then the same request is
 // created and appended after it in every shared WAL.
 func TestPipelinedCreateWaitsForARefusedCompletion(t *testing.T) {
-	metrics, err := NewMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, func(c *Config) { c.Metrics = metrics })
+	h, metrics := harnessWithMetrics(t)
 	h.run(h.m, testTerm)
 	key := collKey("db", "c", false)
 	stuck := stuckCreateCollection(ctxTimeout(t, 20*time.Second), t, h, 100, dbKey("db"), key)
@@ -317,4 +297,13 @@ func TestPipelinedCreateWaitsForARefusedCompletion(t *testing.T) {
 	if n := locksOf(h.m).size(); n != 0 {
 		t.Fatalf("%d keys left in the lock table", n)
 	}
+}
+
+// harnessWithMetrics is a harness whose manager records its metrics.
+func harnessWithMetrics(t *testing.T) (*harness, *Metrics) {
+	metrics, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHarness(t, func(c *Config) { c.Metrics = metrics }), metrics
 }

@@ -254,7 +254,7 @@ func TestPipelinedCreateWaitsForARefusedCompletion(t *testing.T) {
 	// A caller whose deadline comes while it is ordered behind the stuck
 	// task (the wait ends a little before the deadline, as a lock wait
 	// does, so the caller learns which key held it).
-	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	gaveUp := broadcastAsync(short, h.m, req)
 	h.eventually("ordered behind the stuck task", func() bool { return h.m.awaitingPredecessors.Load() == 1 })

@@ -311,47 +311,56 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
-	// The keys are held: decide on the state as it is now, or, while
-	// conflicting tasks are still finishing on them (handoff.go), on the
-	// state they leave when the request does not depend on it.
-	var body *logpb.CreateBroadcast
-	for {
-		behind := guard.pending()
-		if len(behind) > 0 && !pipelinable(req, behind) {
-			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
-				guard.release()
-				return Result{LockWait: time.Since(lockStart)}, err
-			}
-			continue
-		}
-		if id, ok := m.original(req); ok {
-			guard.release()
-			return m.waitDone(ctx, req.MessageType, id, true, wait, start)
-		}
-		body, err = prepare(m.leader.State(), req)
-		if err != nil && len(behind) > 0 {
-			// Perhaps refused only on the state before their callbacks.
-			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
-				guard.release()
-				return Result{LockWait: time.Since(lockStart)}, err
-			}
-			continue
-		}
-		if err != nil {
-			guard.release()
-			return Result{LockWait: wait}, err
-		}
-		if len(behind) > 0 {
-			body.AfterBroadcasts = predecessorIDs(behind)
-			m.cfg.Metrics.createPipelined()
-		}
-		break
+	body, original, err := m.decide(lockCtx, ts, req, guard, lockStart)
+	switch {
+	case err != nil:
+		guard.release()
+		return Result{LockWait: time.Since(lockStart)}, err
+	case body == nil:
+		guard.release()
+		return m.waitDone(ctx, req.MessageType, original, true, wait, start)
 	}
 	id, dup, err := ts.create(ctx, lockCtx, body, guard, req.RequestID)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
+}
+
+// decide builds the CreateBroadcast for req once its keys are held: on
+// the state as it is now, or, while conflicting tasks are still finishing
+// on the keys (handoff.go), ordered behind them when the request does not
+// depend on the state they leave, and after them otherwise. A nil body
+// with no error means req's idempotency key already names task original.
+func (m *Manager) decide(lockCtx context.Context, ts *termState, req Request, guard *lockGuard, lockStart time.Time) (body *logpb.CreateBroadcast, original uint64, err error) {
+	for {
+		behind := guard.pending()
+		if len(behind) > 0 && !pipelinable(req, behind) {
+			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if id, ok := m.original(req); ok {
+			return nil, id, nil
+		}
+		body, err := prepare(m.leader.State(), req)
+		if err != nil && len(behind) > 0 {
+			// Perhaps refused only on the state before their callbacks.
+			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(behind) > 0 {
+			body.AfterBroadcasts = predecessorIDs(behind)
+			m.cfg.Metrics.createPipelined()
+		}
+		return body, 0, nil
+	}
 }
 
 // maxLockMargin bounds how much earlier than its caller's deadline a lock

@@ -97,6 +97,21 @@ func WithQueued(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, queuedKey{}, f)
 }
 
+type chainedKey struct{}
+
+// WithChained marks a proposal made right behind an earlier one of the
+// caller's that is still in flight (a broadcast's create queued behind the
+// completion it follows, docs/semantics.md#resource-keys): a Proposer that
+// bounds the entries in flight may send it while that bound is reached,
+// one entry beyond it, so its round overlaps the earlier one's instead of
+// following it. The order of queued proposals is unchanged.
+func WithChained(ctx context.Context) context.Context {
+	return context.WithValue(ctx, chainedKey{}, true)
+}
+
+// Chained reports whether ctx marks a chained proposal (WithChained).
+func Chained(ctx context.Context) bool { return ctx.Value(chainedKey{}) != nil }
+
 // NotifyQueued calls the function WithQueued put into ctx, if any. A
 // Proposer calls it once c is queued in log order.
 func NotifyQueued(ctx context.Context) {

@@ -45,7 +45,7 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 	if !n.IsLeader() {
 		return nil, n.notLeader()
 	}
-	p := &proposal{cmd: c, size: proto.Size(c.Body), done: make(chan proposalResult, 1)}
+	p := &proposal{cmd: c, size: proto.Size(c.Body), chained: commands.Chained(ctx), done: make(chan proposalResult, 1)}
 	if err := n.proposer.q.offer(ctx, p, isRoutine(ctx), n.closed); err != nil {
 		return nil, err
 	}
@@ -71,7 +71,10 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 type proposal struct {
 	cmd  commands.Command
 	size int
-	done chan proposalResult
+	// chained: heading the queue, p may go out in an entry beyond the
+	// inflight bound (commands.WithChained).
+	chained bool
+	done    chan proposalResult
 }
 
 type proposalResult struct {
@@ -84,11 +87,14 @@ type proposalResult struct {
 // waiting on raft at once. Under light load each proposal goes out alone at
 // once; under heavy load entries grow instead of queueing, and once
 // `inflight` entries are with raft, proposals wait in q, which refuses
-// callers past its bound.
+// callers past its bound. A chained proposal (commands.WithChained) at the
+// head of the queue may take one more entry slot (chainSlot), so it goes
+// out while the entry it follows is in flight; the queue's order holds.
 type batcher struct {
-	n     *Node
-	q     *proposalQueue
-	slots chan struct{}
+	n         *Node
+	q         *proposalQueue
+	slots     chan struct{}
+	chainSlot chan struct{} // capacity 1
 	// inflight counts the entries submitted and not yet answered.
 	inflight atomic.Int64
 	stopc    chan struct{}
@@ -97,11 +103,12 @@ type batcher struct {
 
 func newBatcher(n *Node, inflight, maxPending int) *batcher {
 	b := &batcher{
-		n:     n,
-		q:     newProposalQueue(maxPending),
-		slots: make(chan struct{}, inflight),
-		stopc: make(chan struct{}),
-		done:  make(chan struct{}),
+		n:         n,
+		q:         newProposalQueue(maxPending),
+		slots:     make(chan struct{}, inflight),
+		chainSlot: make(chan struct{}, 1),
+		stopc:     make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	go b.run()
 	return b
@@ -116,29 +123,28 @@ func (b *batcher) run() {
 	defer close(b.done)
 	var carry *proposal
 	for {
-		// A slot first: while every slot is taken, proposals stay in q,
-		// so q's depth is exactly what waits for raft and its bound
-		// refuses callers.
-		select {
-		case b.slots <- struct{}{}:
-		case <-b.stopc:
-			if carry != nil {
-				carry.done <- proposalResult{err: ErrShuttingDown}
-			}
-			b.failPending()
-			return
-		}
 		first := carry
 		carry = nil
 		if first == nil {
 			select {
 			case first = <-b.q.ch:
-				b.q.taken()
 			case <-b.stopc:
 				b.failPending()
 				return
 			}
+		} else {
+			b.q.pending.Add(1) // counted as taken when it was carried over
 		}
+		// A slot before the proposal counts as taken: while every slot is
+		// taken, proposals (the head included) stay pending, so q's depth
+		// is exactly what waits for raft and its bound refuses callers.
+		slot, ok := b.slotFor(first)
+		if !ok {
+			first.done <- proposalResult{err: ErrShuttingDown}
+			b.failPending()
+			return
+		}
+		b.q.taken()
 		batch, size := []*proposal{first}, first.size
 	drain:
 		for len(batch) < commands.MaxCommandsPerEntry {
@@ -155,7 +161,29 @@ func (b *batcher) run() {
 				break drain
 			}
 		}
-		b.submit(batch)
+		b.submit(batch, slot)
+	}
+}
+
+// slotFor waits for an entry slot for a batch headed by first: one of the
+// inflight slots, or for a chained proposal also the chain slot. It
+// returns the slot's channel, to release it into, or false on stop.
+func (b *batcher) slotFor(first *proposal) (chan struct{}, bool) {
+	if first.chained {
+		select {
+		case b.slots <- struct{}{}:
+			return b.slots, true
+		case b.chainSlot <- struct{}{}:
+			return b.chainSlot, true
+		case <-b.stopc:
+			return nil, false
+		}
+	}
+	select {
+	case b.slots <- struct{}{}:
+		return b.slots, true
+	case <-b.stopc:
+		return nil, false
 	}
 }
 
@@ -174,9 +202,9 @@ func (b *batcher) failPending() {
 
 // submit stamps, encodes and applies one entry, then answers its proposals
 // from a goroutine so the loop can build the next entry meanwhile.
-func (b *batcher) submit(batch []*proposal) {
+func (b *batcher) submit(batch []*proposal, slot chan struct{}) {
 	b.inflight.Add(1)
-	release := func() { b.inflight.Add(-1); <-b.slots }
+	release := func() { b.inflight.Add(-1); <-slot }
 	term := b.n.raft.CurrentTerm()
 	now := time.Now().UnixMilli()
 	cmds := make([]commands.Command, len(batch))

@@ -66,7 +66,7 @@ func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded
 type QueueStats struct {
 	Max         int64  // the bound
 	Pending     int64  // proposals waiting for the batcher now
-	Inflight    int    // log entries with raft now, not yet answered (at most MaxInflight)
+	Inflight    int    // log entries with raft now, not yet answered (at most MaxInflight, plus one chained)
 	MaxInflight int    // Config.MaxInflightEntries
 	Admitted    uint64 // proposals admitted so far
 	Rejected    uint64 // proposals refused with *OverloadedError so far

@@ -1,0 +1,89 @@
+package raftnode_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/testutil"
+)
+
+// TestChainedProposalGoesOutBeyondTheInflightBound: with the one entry
+// slot taken (its entry held in flight by a stalled apply loop), a chained
+// proposal at the head of the queue still goes out, in a second entry; a
+// normal proposal waits for the slot, and a chained one queued behind it
+// waits too (the queue's order holds). Everything applies in queue order.
+func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
+	var stall atomic.Bool
+	entered := make(chan struct{}, 1)
+	unstall := make(chan struct{})
+	c := newCluster(t, 1, withSetup(func(_ int, n *raftnode.Node) {
+		n.SetApplyObserver(func(uint64, int) {
+			if stall.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-unstall
+			}
+		})
+	}))
+	var unstallOnce sync.Once
+	release := func() { stall.Store(false); unstallOnce.Do(func() { close(unstall) }) }
+	t.Cleanup(release)
+	n := c.node(c.waitLeader())
+	mustPropose(t, n, &logpb.ReserveIDs{Count: 1}, "")
+	if got := n.ProposalQueue().MaxInflight; got != 1 {
+		t.Fatalf("max inflight %d, want the default 1", got)
+	}
+
+	type result struct {
+		res *logpb.Result
+		err error
+	}
+	start := func(ctx context.Context) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
+			ch <- result{res, err}
+		}()
+		return ch
+	}
+	stall.Store(true)
+	blocker := start(context.Background())
+	select {
+	case <-entered:
+	case <-time.After(opTimeout):
+		t.Fatal("the blocker was never applied")
+	}
+	chained := commands.WithChained(context.Background())
+	first := start(chained)
+	testutil.Eventually(t, "the chained proposal out in a second entry", func() bool { return n.ProposalQueue().Inflight == 2 })
+	normal := start(context.Background())
+	testutil.Eventually(t, "the normal proposal waiting", func() bool { return n.ProposalQueue().Pending == 1 })
+	behind := start(chained)
+	testutil.Eventually(t, "the chained proposal behind it waiting", func() bool { return n.ProposalQueue().Pending == 2 })
+	testutil.Never(t, "a third entry out", 50*time.Millisecond, func() bool { return n.ProposalQueue().Inflight > 2 })
+
+	release()
+	var last uint64
+	for i, ch := range []chan result{blocker, first, normal, behind} {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("proposal %d: %v", i, r.err)
+		}
+		got, _ := idRange(t, r.res)
+		if got <= last {
+			t.Fatalf("proposal %d reserved %d after %d: not applied in queue order", i, got, last)
+		}
+		last = got
+	}
+	if s := n.ProposalQueue(); s.Inflight != 0 || s.Pending != 0 {
+		t.Fatalf("queue after the run: %+v", s)
+	}
+}

@@ -2,14 +2,11 @@ package raftnode_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -19,25 +16,7 @@ import (
 // normal proposal waits for the slot, and a chained one queued behind it
 // waits too (the queue's order holds). Everything applies in queue order.
 func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
-	var stall atomic.Bool
-	entered := make(chan struct{}, 1)
-	unstall := make(chan struct{})
-	c := newCluster(t, 1, withSetup(func(_ int, n *raftnode.Node) {
-		n.SetApplyObserver(func(uint64, int) {
-			if stall.Load() {
-				select {
-				case entered <- struct{}{}:
-				default:
-				}
-				<-unstall
-			}
-		})
-	}))
-	var unstallOnce sync.Once
-	release := func() { stall.Store(false); unstallOnce.Do(func() { close(unstall) }) }
-	t.Cleanup(release)
-	n := c.node(c.waitLeader())
-	mustPropose(t, n, &logpb.ReserveIDs{Count: 1}, "")
+	n, stalled := newStalledLeader(t)
 	if got := n.ProposalQueue().MaxInflight; got != 1 {
 		t.Fatalf("max inflight %d, want the default 1", got)
 	}
@@ -54,13 +33,8 @@ func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
 		}()
 		return ch
 	}
-	stall.Store(true)
 	blocker := start(context.Background())
-	select {
-	case <-entered:
-	case <-time.After(opTimeout):
-		t.Fatal("the blocker was never applied")
-	}
+	stalled.waitEntered(t)
 	chained := commands.WithChained(context.Background())
 	first := start(chained)
 	testutil.Eventually(t, "the chained proposal out in a second entry", func() bool { return n.ProposalQueue().Inflight == 2 })
@@ -70,7 +44,7 @@ func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
 	testutil.Eventually(t, "the chained proposal behind it waiting", func() bool { return n.ProposalQueue().Pending == 2 })
 	testutil.Never(t, "a third entry out", 50*time.Millisecond, func() bool { return n.ProposalQueue().Inflight > 2 })
 
-	release()
+	stalled.release()
 	var last uint64
 	for i, ch := range []chan result{blocker, first, normal, behind} {
 		r := <-ch

@@ -18,38 +18,14 @@ import (
 // would never come), and the commands are applied in the order their
 // hooks were called. A proposal refused before queueing never calls it.
 func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
-	var stall atomic.Bool
-	entered := make(chan struct{}, 1)
-	unstall := make(chan struct{})
-	c := newCluster(t, 1, withSetup(func(_ int, n *raftnode.Node) {
-		n.SetApplyObserver(func(uint64, int) {
-			if stall.Load() {
-				select {
-				case entered <- struct{}{}:
-				default:
-				}
-				<-unstall
-			}
-		})
-	}))
-	var unstallOnce sync.Once
-	release := func() { stall.Store(false); unstallOnce.Do(func() { close(unstall) }) }
-	t.Cleanup(release) // before the cluster's shutdown, which waits for the FSM
-	n := c.node(c.waitLeader())
-	mustPropose(t, n, &logpb.ReserveIDs{Count: 1}, "")
-
-	// A first proposal stalls the apply loop (its state is not published).
-	stall.Store(true)
+	n, stalled := newStalledLeader(t)
 	blocker := make(chan error, 1)
 	go func() {
 		_, err := propose(context.Background(), n, &logpb.ReserveIDs{Count: 1}, "")
 		blocker <- err
 	}()
-	select {
-	case <-entered:
-	case <-time.After(opTimeout):
-		t.Fatal("the blocker was never applied")
-	}
+	stalled.waitEntered(t)
+	release := stalled.release
 	before := n.State().NextID()
 
 	const k = 5
@@ -108,3 +84,50 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 		t.Fatal("a proposal with an ended context succeeded")
 	}
 }
+
+// stalledApply holds a one-member cluster's apply loop: once armed, the
+// next entry applied blocks in the apply observer until release, so the
+// batcher's entry stays in flight.
+type stalledApply struct {
+	stall   atomic.Bool
+	entered chan struct{}
+	unstall chan struct{}
+	once    sync.Once
+}
+
+// newStalledLeader starts a one-member cluster whose apply loop stalls at
+// the next entry (the stall is armed once the leader has applied one
+// proposal) and returns its leader.
+func newStalledLeader(t *testing.T) (*raftnode.Node, *stalledApply) {
+	t.Helper()
+	s := &stalledApply{entered: make(chan struct{}, 1), unstall: make(chan struct{})}
+	c := newCluster(t, 1, withSetup(func(_ int, n *raftnode.Node) {
+		n.SetApplyObserver(func(uint64, int) {
+			if s.stall.Load() {
+				select {
+				case s.entered <- struct{}{}:
+				default:
+				}
+				<-s.unstall
+			}
+		})
+	}))
+	t.Cleanup(s.release) // before the cluster's shutdown, which waits for the FSM
+	n := c.node(c.waitLeader())
+	mustPropose(t, n, &logpb.ReserveIDs{Count: 1}, "")
+	s.stall.Store(true)
+	return n, s
+}
+
+// waitEntered waits until the apply loop is stalled in an entry.
+func (s *stalledApply) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.entered:
+	case <-time.After(opTimeout):
+		t.Fatal("the blocking entry was never applied")
+	}
+}
+
+// release lets the apply loop go on, for good.
+func (s *stalledApply) release() { s.stall.Store(false); s.once.Do(func() { close(s.unstall) }) }

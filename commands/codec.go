@@ -221,7 +221,7 @@ func decodeEnvelope(env *logpb.Envelope) (Command, error) {
 	}
 	c.Body = body
 	if c.fingerprint != nil {
-		if id, ok := identityOf(body); ok {
+		if id, ok := identityOf(t, body); ok {
 			c.fingerprint = fingerprintOf(t, id)
 		}
 	}

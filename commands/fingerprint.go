@@ -22,7 +22,7 @@ func Fingerprint(c Command) []byte {
 	}
 	var body []byte
 	if c.Body != nil {
-		if id, ok := identityOf(c.Body); ok {
+		if id, ok := identityOf(c.Type, c.Body); ok {
 			return fingerprintOf(c.Type, id)
 		}
 		// The same bytes EncodeEntry writes. A body that cannot be encoded
@@ -32,20 +32,38 @@ func Fingerprint(c Command) []byte {
 	return fingerprintOf(c.Type, body)
 }
 
-// identityOf encodes what of body names the request when that is less
-// than the whole body, and reports whether it is: a CreateBroadcast's
-// after_broadcasts says when one leader may apply it (one leader pipelines
-// the create behind conflicting completions, another after them), not what
-// is asked, so a request retried on another leader keeps its fingerprint.
-func identityOf(body proto.Message) ([]byte, bool) {
-	b, ok := body.(*logpb.CreateBroadcast)
-	if !ok || len(b.AfterBroadcasts) == 0 {
+// identityOf encodes what of body names the request when its type leaves
+// something out (requestIdentity), and reports whether it does.
+func identityOf(t Type, body proto.Message) ([]byte, bool) {
+	strip := requestIdentity[t]
+	if strip == nil {
 		return nil, false
 	}
-	id := proto.Clone(b).(*logpb.CreateBroadcast)
-	id.AfterBroadcasts = nil
+	id, changed := strip(body)
+	if !changed {
+		return nil, false
+	}
 	enc, _ := marshal.Marshal(id)
 	return enc, true
+}
+
+// requestIdentity lists, per type, what a body carries that does not name
+// the request: each function returns the body without it, and whether
+// there was any. A retry of the same request may differ in it and keeps
+// its fingerprint.
+var requestIdentity = map[Type]func(proto.Message) (proto.Message, bool){
+	// after_broadcasts says when a leader may apply the create (one leader
+	// pipelines it behind conflicting completions, another after them),
+	// not what is asked.
+	TypeCreateBroadcast: func(body proto.Message) (proto.Message, bool) {
+		b, ok := body.(*logpb.CreateBroadcast)
+		if !ok || len(b.AfterBroadcasts) == 0 {
+			return body, false
+		}
+		id := proto.Clone(b).(*logpb.CreateBroadcast)
+		id.AfterBroadcasts = nil
+		return id, true
+	},
 }
 
 // fingerprintOf hashes a type and an encoded body.

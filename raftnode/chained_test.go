@@ -21,15 +21,11 @@ func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
 		t.Fatalf("max inflight %d, want the default 1", got)
 	}
 
-	type result struct {
-		res *logpb.Result
-		err error
-	}
-	start := func(ctx context.Context) chan result {
-		ch := make(chan result, 1)
+	start := func(ctx context.Context) chan proposeResult {
+		ch := make(chan proposeResult, 1)
 		go func() {
 			res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
-			ch <- result{res, err}
+			ch <- proposeResult{res, err}
 		}()
 		return ch
 	}
@@ -45,18 +41,7 @@ func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
 	testutil.Never(t, "a third entry out", 50*time.Millisecond, func() bool { return n.ProposalQueue().Inflight > 2 })
 
 	stalled.release()
-	var last uint64
-	for i, ch := range []chan result{blocker, first, normal, behind} {
-		r := <-ch
-		if r.err != nil {
-			t.Fatalf("proposal %d: %v", i, r.err)
-		}
-		got, _ := idRange(t, r.res)
-		if got <= last {
-			t.Fatalf("proposal %d reserved %d after %d: not applied in queue order", i, got, last)
-		}
-		last = got
-	}
+	wantReservedInOrder(t, "queue", []chan proposeResult{blocker, first, normal, behind})
 	if s := n.ProposalQueue(); s.Inflight != 0 || s.Pending != 0 {
 		t.Fatalf("queue after the run: %+v", s)
 	}

@@ -29,11 +29,7 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 	before := n.State().NextID()
 
 	const k = 5
-	type result struct {
-		res *logpb.Result
-		err error
-	}
-	results := make([]chan result, k)
+	results := make([]chan proposeResult, k)
 	for i := range k {
 		hooked := make(chan struct{})
 		var calls atomic.Int32
@@ -42,13 +38,13 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 				close(hooked)
 			}
 		})
-		results[i] = make(chan result, 1)
+		results[i] = make(chan proposeResult, 1)
 		go func() {
 			res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
 			if calls.Load() != 1 {
 				t.Errorf("proposal %d: hook called %d times, want once", i, calls.Load())
 			}
-			results[i] <- result{res, err}
+			results[i] <- proposeResult{res, err}
 		}()
 		select {
 		case <-hooked:
@@ -63,18 +59,7 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 	if err := <-blocker; err != nil {
 		t.Fatal(err)
 	}
-	var last uint64
-	for i := range k {
-		r := <-results[i]
-		if r.err != nil {
-			t.Fatalf("proposal %d: %v", i, r.err)
-		}
-		first, _ := idRange(t, r.res)
-		if first <= last {
-			t.Fatalf("proposal %d reserved %d after an earlier hook's %d: log order is not hook order", i, first, last)
-		}
-		last = first
-	}
+	wantReservedInOrder(t, "hook", results)
 
 	ctx, cancel := context.WithCancel(commands.WithQueued(context.Background(), func() {
 		t.Error("hook called for a proposal refused before queueing")
@@ -131,3 +116,29 @@ func (s *stalledApply) waitEntered(t *testing.T) {
 
 // release lets the apply loop go on, for good.
 func (s *stalledApply) release() { s.stall.Store(false); s.once.Do(func() { close(s.unstall) }) }
+
+// proposeResult is what a ReserveIDs proposal made in a goroutine got.
+type proposeResult struct {
+	res *logpb.Result
+	err error
+}
+
+// wantReservedInOrder receives every result in the order given (the
+// order the proposals were queued, by their order) and fails unless each
+// succeeded and reserved IDs above the one before: the log applied them
+// in that order.
+func wantReservedInOrder(t *testing.T, order string, results []chan proposeResult) {
+	t.Helper()
+	var last uint64
+	for i, ch := range results {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("proposal %d: %v", i, r.err)
+		}
+		first, _ := idRange(t, r.res)
+		if first <= last {
+			t.Fatalf("proposal %d reserved %d after %d: log order is not %s order", i, first, last, order)
+		}
+		last = first
+	}
+}

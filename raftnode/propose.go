@@ -132,14 +132,13 @@ func (b *batcher) run() {
 				b.failPending()
 				return
 			}
-		} else {
-			b.q.pending.Add(1) // counted as taken when it was carried over
 		}
 		// A slot before the proposal counts as taken: while every slot is
 		// taken, proposals (the head included) stay pending, so q's depth
 		// is exactly what waits for raft and its bound refuses callers.
 		slot, ok := b.slotFor(first)
 		if !ok {
+			b.q.taken()
 			first.done <- proposalResult{err: ErrShuttingDown}
 			b.failPending()
 			return
@@ -150,11 +149,11 @@ func (b *batcher) run() {
 		for len(batch) < commands.MaxCommandsPerEntry {
 			select {
 			case p := <-b.q.ch:
-				b.q.taken()
 				if size+p.size > maxEntryBodyBytes {
-					carry = p
+					carry = p // still pending: it heads the next entry
 					break drain
 				}
+				b.q.taken()
 				batch = append(batch, p)
 				size += p.size
 			default:

@@ -16,8 +16,6 @@ import (
 	"github.com/coordd/coordd/testutil"
 )
 
-func taskIDs(ps []predecessor) []uint64 { return predecessorIDs(ps) }
-
 func isDone(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -50,7 +48,7 @@ func TestHandOffGrantsTheNextHolderBehindTheTask(t *testing.T) {
 	g2 := <-got
 	// Both keys: the shared DB key is not a conflict, the exclusive
 	// collection key is, and the task is listed once.
-	if ids := taskIDs(g2.pending()); !slices.Equal(ids, []uint64{11}) {
+	if ids := predecessorIDs(g2.pending()); !slices.Equal(ids, []uint64{11}) {
 		t.Fatalf("waiter ordered behind %v, want [11]", ids)
 	}
 	if g2.behind[0].key != "CollectionName:db:a@X" {

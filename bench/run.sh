@@ -11,7 +11,7 @@
 # channels allowed, which the other workloads must not have; COMPARE_W6=0
 # skips it), one JSON line per cell and a table. COMPARE_ONLY=1 stops after
 # it. COMPARE_COORDD_FLAGS adds flags to every coordd member (e.g.
-# "--raft-log-store wal"); COMPARE_PEER_FLAGS adds flags to etcdcoord (e.g.
+# "--raft-log-store bolt", the store before 2026-12-05); COMPARE_PEER_FLAGS adds flags to etcdcoord (e.g.
 # "-broadcast-ack-batching=false": one etcd transaction per broadcast ack).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,6 +269,9 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	if code, out := runTool(t, coorddBinary, "restore", "--snapshot", file, "--data-dir", ms[0].DataDir, "--id", ms[0].ID, "--raft-addr", ms[0].RaftAddr, "--id-floor", floorArg); code != 0 {
 		t.Fatalf("restore: exit %d: %s", code, out)
 	}
+	if code, out := runTool(t, coorddBinary, "inspect", "--data-dir", ms[0].DataDir); code != 0 || !regexp.MustCompile(`Log store:\s+wal`).MatchString(out) {
+		t.Fatalf("inspect of the restored data dir: exit %d, want the default log store (wal): %s", code, out)
+	}
 	bf, err := backup.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -286,12 +290,14 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	}
 
 	logs := t.TempDir()
-	startMemberProc(t, serveArgs(ms[0], append(memberArgsSec(plan, 0), snapArgs...)...), filepath.Join(logs, "n1.log"))
+	// restore and serve both take the default log store (raft-wal for a
+	// new data dir): the restored member serves the store restore recorded.
+	startMemberProc(t, serveArgs(ms[0], append(memberArgsSec(plan, 0), snapThresholds...)...), filepath.Join(logs, "n1.log"))
 	if err := plan.WaitReady(ctx, 0, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < 3; i++ {
-		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(plan, i), snapArgs...), "--join", ms[0].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
+		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(plan, i), snapThresholds...), "--join", ms[0].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
 		if err := plan.WaitReady(ctx, i, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}

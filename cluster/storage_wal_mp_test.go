@@ -19,7 +19,7 @@ import (
 // stopped member's wal data dir; starting it with the other store, or with
 // a truncated segment, is refused with one line.
 func TestWALLogStoreCluster(t *testing.T) {
-	walArgs := append([]string{"--raft-log-store", "wal"}, snapArgs...)
+	walArgs := append([]string{"--raft-log-store", "wal"}, snapThresholds...)
 	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: walArgs})
 	c := dialAll(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -218,7 +218,8 @@ func Full() []scenario.Scenario {
 		// The explicit insecure variant (--insecure, plaintext, no tokens);
 		// every other template runs secure.
 		{Name: "proc-3-insecure", Nodes: 3, Faults: processFaults, Duration: d, Insecure: true},
-		// The raft-wal log store (every other template runs on bolt): every
+		// The raft-wal log store (the default; the *-snap templates above run
+		// on bolt, TinySnapshots) with the faults that touch storage: every
 		// coordd fault kind with disk loss and damage and tiny snapshots, and
 		// the membership faults and disk loss that make members catch up by
 		// snapshot (a replacement on an empty wal, a removed member re-added).

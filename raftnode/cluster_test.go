@@ -94,6 +94,10 @@ func newCluster(t testing.TB, n int, opts ...clusterOption) *testCluster {
 			DataDir:  t.TempDir(), // created before the Cleanup below, so removed after it
 			RaftAddr: "inmem-" + id,
 			Logger:   testLogger(t, id),
+			// These tests read raft.db and count snapshot installs, which
+			// raft-wal (compacting whole 64 MiB segments) rarely needs;
+			// the raft-wal tests ask for it with withConfig.
+			LogStore: raftnode.LogStoreBolt,
 		})
 		c.peers = append(c.peers, raftnode.Peer{ID: id, RaftAddr: "inmem-" + id})
 	}

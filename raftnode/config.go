@@ -31,7 +31,7 @@ type Config struct {
 	MaxAppendEntries   int           // default 256
 	// LogStore is where the log entries live: LogStoreBolt (raft.db) or
 	// LogStoreWAL (raft-wal segments under wal/). Empty: whatever the data
-	// dir records, LogStoreBolt for a new one. A data dir records its store
+	// dir records, DefaultLogStore (raft-wal) for a new one. A data dir records its store
 	// when it is first opened; asking for the other one is refused
 	// (LogStoreMismatchError).
 	LogStore string

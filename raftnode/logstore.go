@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
+	gometrics "github.com/hashicorp/go-metrics"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 )
@@ -22,6 +23,13 @@ const (
 	// one fsync per append into a preallocated segment.
 	LogStoreWAL = "wal"
 )
+
+// DefaultLogStore is the log store a data dir with no raft state gets when
+// none is asked for: raft-wal, which won the cluster benchmarks on both
+// workloads bound by the log's round (bench/RESULTS.md, runs S-V), the
+// same default Consul has for new servers. A data dir that already holds
+// raft state keeps the store it records (docs/operations.md#raft-log-store).
+const DefaultLogStore = LogStoreWAL
 
 // WALDir is the directory under a data dir holding the raft-wal segments
 // and their metadata (wal-meta.db).
@@ -68,8 +76,8 @@ func (r storageReport) recordedLogStore() string {
 }
 
 // chooseLogStore decides which log store to open: the recorded one, which a
-// request for the other is refused against; the requested one (bolt when
-// none) for a data dir with no raft state.
+// request for the other is refused against; the requested one
+// (DefaultLogStore when none) for a data dir with no raft state.
 func chooseLogStore(dir, requested string, rep storageReport) (string, error) {
 	if requested != "" && !ValidLogStore(requested) {
 		return "", fmt.Errorf("raftnode: unknown log store %q (want %s or %s)", requested, LogStoreBolt, LogStoreWAL)
@@ -83,7 +91,7 @@ func chooseLogStore(dir, requested string, rep storageReport) (string, error) {
 	case requested != "":
 		return requested, nil
 	}
-	return LogStoreBolt, nil
+	return DefaultLogStore, nil
 }
 
 // openWAL opens (or creates) the raft-wal log under dir/wal. A segment size
@@ -93,7 +101,8 @@ func openWAL(dir string, segmentSize int, logger hclog.Logger) (*raftwal.WAL, er
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", wd, err)
 	}
-	w, err := raftwal.Open(wd, raftwal.WithLogger(hclogOrNull(logger).Named("wal")), raftwal.WithSegmentSize(segmentSize))
+	w, err := raftwal.Open(wd, raftwal.WithLogger(hclogOrNull(logger).Named("wal")), raftwal.WithSegmentSize(segmentSize),
+		raftwal.WithMetricsCollector(walMetrics{}))
 	if err != nil {
 		return nil, fmt.Errorf("open %s log store in %s: %w", LogStoreWAL, wd, err)
 	}
@@ -117,4 +126,19 @@ func recordLogStore(stable *raftboltdb.BoltStore, name string) error {
 		return fmt.Errorf("record the log store: %w", err)
 	}
 	return nil
+}
+
+// walMetrics passes raft-wal's counters and gauges to the process's
+// go-metrics sink as raft.wal.* (coordd_raft_wal_* on /metrics), beside
+// raft's and raft-boltdb's. It looks the sink up on every observation, as
+// raft does, so a sink installed after the log store opened still gets
+// them (raft-wal's own collector binds the sink it finds when built).
+type walMetrics struct{}
+
+func (walMetrics) IncrementCounter(name string, delta uint64) {
+	gometrics.IncrCounter([]string{"raft", "wal", name}, float32(delta))
+}
+
+func (walMetrics) SetGauge(name string, val uint64) {
+	gometrics.SetGauge([]string{"raft", "wal", name}, float32(val))
 }

@@ -75,7 +75,7 @@ type RestoreConfig struct {
 	// are the raft position it was taken at.
 	Body        io.Reader
 	Index, Term uint64
-	// LogStore is the log store the member will run on (LogStoreBolt when
+	// LogStore is the log store the member will run on (DefaultLogStore when
 	// empty); it is recorded in the data dir.
 	LogStore string
 	// IDFloor and TSOFloorMs, when set, are written as one
@@ -150,7 +150,7 @@ func restoreInto(c RestoreConfig) (Identity, error) {
 	}
 	kind := c.LogStore
 	if kind == "" {
-		kind = LogStoreBolt
+		kind = DefaultLogStore
 	}
 	if !ValidLogStore(kind) {
 		return Identity{}, fmt.Errorf("unknown log store %q (want %s or %s)", kind, LogStoreBolt, LogStoreWAL)

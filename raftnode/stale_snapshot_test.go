@@ -83,6 +83,8 @@ func TestStaleSnapshotAfterReplacement(t *testing.T) {
 			Logger: testLogger(t, id),
 			// Snapshots only when the test takes them; a short log behind them.
 			SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 20, TrailingLogs: 2,
+			// raft.db compacts to TrailingLogs, so the stopped member needs a snapshot.
+			LogStore: raftnode.LogStoreBolt,
 			// n1 must lead throughout (the holder is its transport), also on
 			// a loaded machine.
 			HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: time.Second}

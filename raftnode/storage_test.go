@@ -100,9 +100,10 @@ func flipBytes(t *testing.T, path string, off int64, n int) {
 	}
 }
 
+// openCfg opens a data dir on bolt: the damage these tests do is to the log in raft.db.
 func openCfg(dir string) raftnode.Config {
 	_, tr := raft.NewInmemTransport("inmem-n0")
-	return raftnode.Config{ID: "n0", DataDir: dir, RaftAddr: "inmem-n0", Transport: tr}
+	return raftnode.Config{ID: "n0", DataDir: dir, RaftAddr: "inmem-n0", Transport: tr, LogStore: raftnode.LogStoreBolt}
 }
 
 // TestDamagedStorageIsRefused damages a copy of a real data dir in each way

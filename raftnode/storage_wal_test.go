@@ -253,7 +253,9 @@ func TestLogStoreIsRecordedAndKept(t *testing.T) {
 				t.Fatalf("refusal changed the data dir:\nbefore %s\nafter  %s", before, after)
 			}
 			// Without a choice the recorded store is used.
-			n, err = raftnode.Open(openCfg(dir))
+			cfg = openCfg(dir)
+			cfg.LogStore = ""
+			n, err = raftnode.Open(cfg)
 			if err != nil {
 				t.Fatalf("Open with the recorded store: %v", err)
 			}
@@ -263,6 +265,37 @@ func TestLogStoreIsRecordedAndKept(t *testing.T) {
 				t.Fatalf("inspect: %v, log store %q, want %q", err, rep.LogStore, tc.recorded)
 			}
 		})
+	}
+}
+
+// TestNewDataDirGetsTheDefaultLogStore: a data dir with no raft state,
+// opened without a choice, is created on DefaultLogStore (raft-wal) and
+// records it; reopened without a choice it stays there.
+func TestNewDataDirGetsTheDefaultLogStore(t *testing.T) {
+	if raftnode.DefaultLogStore != raftnode.LogStoreWAL {
+		t.Fatalf("DefaultLogStore = %q, want %q (docs/operations.md#raft-log-store)", raftnode.DefaultLogStore, raftnode.LogStoreWAL)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	for round := range 2 {
+		cfg := openCfg(dir)
+		cfg.LogStore = ""
+		n, err := raftnode.Open(cfg)
+		if err != nil {
+			t.Fatalf("open %d: %v", round, err)
+		}
+		if round == 0 {
+			if err := n.Bootstrap([]raftnode.Peer{{ID: cfg.ID, RaftAddr: cfg.RaftAddr}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.Shutdown()
+		rep, err := raftnode.InspectDataDir(dir)
+		if err != nil || rep.LogStore != raftnode.LogStoreWAL {
+			t.Fatalf("after open %d: inspect %v, log store %q, want %q", round, err, rep.LogStore, raftnode.LogStoreWAL)
+		}
+		if _, err := os.Stat(filepath.Join(dir, raftnode.WALDir)); err != nil {
+			t.Fatalf("after open %d: no %s/: %v", round, raftnode.WALDir, err)
+		}
 	}
 }
 

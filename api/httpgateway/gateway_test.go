@@ -327,8 +327,8 @@ func TestMetrics(t *testing.T) {
 		"coordd_raft_commitTime_count",
 		"coordd_raft_state_leader",
 		"coordd_raft_peers",
-		// raft-boltdb's (needs -tags hashicorpmetrics)
-		"coordd_raft_boltdb_storeLogs_count",
+		// raft-wal's, the default log store (needs -tags hashicorpmetrics)
+		"coordd_raft_wal_log_appends",
 		// Go runtime collector
 		"go_goroutines",
 	}

@@ -109,9 +109,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.BoolVar(&c.LeaseReads, "lease-reads", true,
 		"answer linearizable reads and allocations inside a leader lease (9/10 of --heartbeat-timeout after a committed entry) instead of a quorum round per call; "+
 			"every member must run the same --heartbeat-timeout, and a member waits one lease before starting raft")
-	fs.StringVar(&c.Raft.LogStore, "raft-log-store", raftnode.LogStoreBolt,
-		"where the raft log lives: bolt (raft.db) or wal (raft-wal segments under wal/, one fsync per append); "+
-			"a data dir keeps the store it was created with (docs/operations.md#raft-log-store)")
+	fs.StringVar(&c.Raft.LogStore, "raft-log-store", "",
+		"where the raft log lives: wal (raft-wal segments under wal/, one fsync per append) or bolt (raft.db); "+
+			"default: the store the data dir was created with, wal for a new one; asking for the other store is refused (docs/operations.md#raft-log-store)")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := parseFlags(fs, args); err != nil {
@@ -225,7 +225,7 @@ func (c serveConfig) validate() error {
 			return badConfig("%s must be at least 5ms, got %v", d.name, d.v)
 		}
 	}
-	if !raftnode.ValidLogStore(c.Raft.LogStore) {
+	if c.Raft.LogStore != "" && !raftnode.ValidLogStore(c.Raft.LogStore) {
 		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, c.Raft.LogStore)
 	}
 	if c.Raft.MaxInflightEntries < 1 || c.Raft.MaxInflightEntries > raftnode.MaxInflightEntriesLimit {

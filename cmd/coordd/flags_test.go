@@ -231,7 +231,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 	defaults := raftnode.Config{
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLeaseTimeout: 160 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
-		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries, LogStore: raftnode.LogStoreBolt,
+		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
 	}
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, LeaseReads: true, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
@@ -289,7 +289,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) {
 				c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 					LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 5 * time.Millisecond,
-					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4, LogStore: raftnode.LogStoreBolt}
+					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4}
 				c.LogLevel = "TRACE"
 			})},
 		{"everything from the environment", nil, fullEnv, want(func(c *serveConfig) {
@@ -300,13 +300,13 @@ func TestParseServeFlagsValid(t *testing.T) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries, LogStore: raftnode.LogStoreBolt}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
 		})},
 		{"config file named by COORDD_CONFIG", []string{"--id", "n1"}, env{"COORDD_CONFIG": fullFile}, want(func(c *serveConfig) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries, LogStore: raftnode.LogStoreBolt}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
 		})},
 		{"--config wins over COORDD_CONFIG", append(without("--id"), "--config", idFile), env{"COORDD_CONFIG": otherFile},
 			want(func(c *serveConfig) { c.ID, c.LogLevel = "fromfile", "warn" })},

@@ -56,7 +56,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	tsFloor := fs.Int64("ts-floor-ms", 0, "the restored cluster's first timestamp, Unix ms (default and minimum: this machine's clock + 1 min, "+
 		"and never below the backup's TSO limit)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	logStore := fs.String("raft-log-store", raftnode.LogStoreBolt, "the log store the member will run on: bolt or wal (serve it with the same --raft-log-store)")
+	logStore := fs.String("raft-log-store", raftnode.DefaultLogStore, "the log store the member will run on: wal or bolt (serve records it; serve's default keeps it)")
 	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr", "id-floor"); err != nil {
 		return err
 	}

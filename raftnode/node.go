@@ -231,13 +231,22 @@ func (n *Node) LastSnapshot() (index uint64, at time.Time, ok bool) {
 // Done is closed when the node has shut down.
 func (n *Node) Done() <-chan struct{} { return n.closed }
 
-// Shutdown stops leader routines, raft and the stores. Safe to call twice.
+// shutdownSettleTimeout bounds how long Shutdown waits for the entries
+// already with raft to be answered (batcher.settle).
+const shutdownSettleTimeout = 5 * time.Second
+
+// Shutdown stops leader routines, lets the entries already with raft be
+// answered, then stops raft and the stores. Safe to call twice.
 func (n *Node) Shutdown() error {
 	var err error
 	n.closeOnce.Do(func() {
 		close(n.closed)
 		n.leader.stop()
 		n.proposer.stop()
+		// A lost quorum ends the leadership (and with it every entry in
+		// flight) within the lease timeout; the bound is for a raft that
+		// is stuck for another reason.
+		n.proposer.settle(shutdownSettleTimeout)
 		if e := n.raft.Shutdown().Error(); e != nil {
 			err = fmt.Errorf("raft shutdown: %w", e)
 		}

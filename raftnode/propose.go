@@ -119,6 +119,25 @@ func (b *batcher) stop() {
 	<-b.done
 }
 
+// settle waits, at most d, until every entry already handed to raft has
+// been answered. Shutdown calls it before stopping raft: hashicorp/raft
+// v1.8 never answers a future whose committed entry is still queued for
+// its FSM goroutine when raft shuts down (runFSM returns without draining
+// that queue), which would leave the entry's callers and its waiting
+// goroutine blocked for good. Before raft stops, such an entry is applied
+// (or the leadership is lost and raft answers it). Reports whether every
+// entry was answered in time.
+func (b *batcher) settle(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for b.inflight.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
 func (b *batcher) run() {
 	defer close(b.done)
 	var carry *proposal

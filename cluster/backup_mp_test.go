@@ -296,6 +296,9 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	if err := plan.WaitReady(ctx, 0, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := os.ReadFile(filepath.Join(logs, "n1.log")); err != nil || !strings.Contains(string(out), "log_store=wal") {
+		t.Fatalf("the restored member's log does not say it serves the wal log store (%v):\n%s", err, out)
+	}
 	for i := 1; i < 3; i++ {
 		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(plan, i), snapThresholds...), "--join", ms[0].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
 		if err := plan.WaitReady(ctx, i, 30*time.Second); err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -21,22 +20,14 @@ func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
 		t.Fatalf("max inflight %d, want the default 1", got)
 	}
 
-	start := func(ctx context.Context) chan proposeResult {
-		ch := make(chan proposeResult, 1)
-		go func() {
-			res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
-			ch <- proposeResult{res, err}
-		}()
-		return ch
-	}
-	blocker := start(context.Background())
+	blocker := startReserve(context.Background(), n)
 	stalled.waitEntered(t)
 	chained := commands.WithChained(context.Background())
-	first := start(chained)
+	first := startReserve(chained, n)
 	testutil.Eventually(t, "the chained proposal out in a second entry", func() bool { return n.ProposalQueue().Inflight == 2 })
-	normal := start(context.Background())
+	normal := startReserve(context.Background(), n)
 	testutil.Eventually(t, "the normal proposal waiting", func() bool { return n.ProposalQueue().Pending == 1 })
-	behind := start(chained)
+	behind := startReserve(chained, n)
 	testutil.Eventually(t, "the chained proposal behind it waiting", func() bool { return n.ProposalQueue().Pending == 2 })
 	testutil.Never(t, "a third entry out", 50*time.Millisecond, func() bool { return n.ProposalQueue().Inflight > 2 })
 

@@ -162,3 +162,8 @@ func (n *Node) SetClusterID(clusterID string) error { return n.ident.setClusterI
 
 // DataDir is the member's data directory.
 func (n *Node) DataDir() string { return n.cfg.DataDir }
+
+// LogStore is the log store this member's data dir keeps its raft log in
+// (LogStoreWAL or LogStoreBolt): the one it records, or the one chosen when
+// it was created.
+func (n *Node) LogStore() string { return n.storage.LogStore() }

@@ -123,6 +123,17 @@ type proposeResult struct {
 	err error
 }
 
+// startReserve proposes ReserveIDs{Count: 1} on n from a goroutine and
+// returns where its result will arrive.
+func startReserve(ctx context.Context, n *raftnode.Node) chan proposeResult {
+	ch := make(chan proposeResult, 1)
+	go func() {
+		res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
+		ch <- proposeResult{res, err}
+	}()
+	return ch
+}
+
 // wantReservedInOrder receives every result in the order given (the
 // order the proposals were queued, by their order) and fails unless each
 // succeeded and reserved IDs above the one before: the log applied them

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -20,20 +19,12 @@ import (
 func TestShutdownAnswersEntriesAlreadyWithRaft(t *testing.T) {
 	for round := range 8 {
 		n, stalled := newStalledLeader(t)
-		start := func(ctx context.Context) chan proposeResult {
-			ch := make(chan proposeResult, 1)
-			go func() {
-				res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
-				ch <- proposeResult{res, err}
-			}()
-			return ch
-		}
-		held := start(context.Background())
+		held := startReserve(context.Background(), n)
 		stalled.waitEntered(t)
 		heldIndex := n.Raft().LastIndex()
 		// A chained proposal goes out beyond the one entry in flight, so
 		// it commits behind the held entry and waits in raft's apply queue.
-		queued := start(commands.WithChained(context.Background()))
+		queued := startReserve(commands.WithChained(context.Background()), n)
 		testutil.Eventually(t, "the second entry committed", func() bool { return n.Raft().CommitIndex() > heldIndex })
 
 		stopped := make(chan error, 1)

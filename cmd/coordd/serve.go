@@ -110,7 +110,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); cluster.KeepRegistered(bgctx, node, opts) }()
-	logger.Info("serving", "raft", c.RaftAddr, "grpc", c.GRPCAddr, "http", c.HTTPAddr)
+	logger.Info("serving", "raft", c.RaftAddr, "grpc", c.GRPCAddr, "http", c.HTTPAddr, "log_store", node.LogStore())
 
 	var runErr error
 	select {

@@ -243,6 +243,7 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 		{"restore bad ts floor", restore("--ts-floor-ms", "-1"), 2, "--ts-floor-ms"},
 		{"restore bad id", restore("--id", "n 1"), 2, "--id"},
 		{"restore bad raft addr", restore("--raft-addr", "nowhere"), 2, "--raft-addr"},
+		{"restore unknown log store", append(restore(), "--raft-log-store", "leveldb"), 2, `--raft-log-store must be bolt or wal, got "leveldb"`},
 		{"restore positional", append(restore(), "extra"), 2, "unexpected argument"},
 		{"restore unknown flag", append(restore(), "--peers", "x"), 2, ""},
 		{"restore corrupt file", restore("--snapshot", corrupt), 1, "SHA-256 mismatch"},

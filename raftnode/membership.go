@@ -82,9 +82,19 @@ func (n *Node) TransferLeadership(targetID, targetAddr string) error {
 	return nil
 }
 
+// membershipError classifies the error of a configuration change the way
+// classifyApplyError does a proposal's: the change is a log entry, so once
+// raft has dispatched it a lost leadership or a shutdown leaves its fate
+// unknown (hashicorp/raft answers ErrLeadershipLost for every entry in
+// flight, and the next leader may commit it), never "not the leader".
+// Only raft's ErrNotLeader, answered before the change was dispatched,
+// means nothing was done.
 func (n *Node) membershipError(what string, err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
 		return fmt.Errorf("%s: %w", what, n.notLeader())
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%s: %w (%w)", what, ErrOutcomeUnknown, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -332,6 +332,9 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	t.refreshing = nil
 	close(ch)
 	switch {
+	case t.term != term && err != nil:
+		// The extension's own error first: an unknown outcome stays one.
+		return fmt.Errorf("extend tso window to %d: %w", want, err)
 	case t.term != term:
 		return errNotLeader
 	case err != nil:

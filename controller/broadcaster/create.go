@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/leadership"
 )
 
 // ---- creating ---------------------------------------------------------------------
@@ -72,8 +73,15 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 			ch <- out{err: err}
 		case err != nil:
 			guard.release()
-			if ts.ctx.Err() != nil && !errors.Is(err, errNotLeader) {
-				err = fmt.Errorf("%w (leadership ended while creating the task: %v)", errNotLeader, err)
+			switch {
+			case errors.Is(err, leadership.ErrOutcomeUnknown):
+				// The task may exist: never "not the leader" (nothing
+				// done), whatever ended the leadership meanwhile.
+				if ts.ctx.Err() != nil {
+					err = fmt.Errorf("leadership ended while creating the task: %w", err)
+				}
+			case ts.ctx.Err() != nil && !errors.Is(err, errNotLeader):
+				err = fmt.Errorf("%w (leadership ended while creating the task: %w)", errNotLeader, err)
 			}
 			ch <- out{err: err}
 		default:
@@ -98,7 +106,9 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 	case o := <-ch:
 		return o.id, o.dup, o.err
 	case <-ctx.Done():
-		return 0, false, ctx.Err()
+		// The proposal goes on without the caller: it may commit.
+		return 0, false, fmt.Errorf("%w: the caller gave up while the task was being created: %w",
+			leadership.ErrOutcomeUnknown, ctx.Err())
 	}
 }
 

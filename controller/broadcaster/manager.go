@@ -469,12 +469,27 @@ func newRequestID() string {
 // refusal is a *commands.RejectedError) and, while the outcome is unknown
 // and ctx lives, proposes it again (the FSM returns the first result for a
 // repeated request ID).
+//
+// Once an attempt's outcome was unknown, the call's outcome stays unknown
+// unless a later attempt learns it: a result or a refusal that went
+// through Apply (the FSM answers a repeated request ID with the first
+// result) is the answer, but a later attempt's own "nothing done" (this
+// node no longer leads, it shuts down, ctx ended) says nothing about the
+// earlier attempt, so the error returned then still wraps
+// leadership.ErrOutcomeUnknown (docs/semantics.md#error-classes).
 func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
+	var unknown error // the first attempt whose outcome was unknown
 	for {
 		res, err := commands.CommitNew(ctx, m.leader, body, requestID)
-		if err == nil || !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
-			return res, err
+		if err == nil {
+			return res, nil
+		}
+		if errors.Is(err, leadership.ErrOutcomeUnknown) && unknown == nil {
+			unknown = err
+		}
+		if !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
+			return nil, keepUnknown(unknown, err)
 		}
 		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)
 		wait := m.cfg.Clock.NewTimer(backoff)
@@ -486,4 +501,19 @@ func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, reque
 		}
 		backoff = min(2*backoff, m.cfg.BackoffMax)
 	}
+}
+
+// keepUnknown is the error of a retried proposal whose last attempt failed
+// with last: last itself when it already wraps leadership.ErrOutcomeUnknown,
+// when it is a refusal Apply made (it answers for the request ID, see
+// proposeRetrying), or when no attempt's outcome was unknown. Otherwise it
+// is the earlier unknown outcome, which last cannot undo, with last's text
+// only: last's own class ("not the leader": nothing done) must not reach
+// errors.Is, or a caller would read it as the call's outcome.
+func keepUnknown(unknown, last error) error {
+	var rej *commands.RejectedError
+	if unknown == nil || errors.Is(last, leadership.ErrOutcomeUnknown) || errors.As(last, &rej) {
+		return last
+	}
+	return fmt.Errorf("%w (a retry with the same request id then failed: %v)", unknown, last)
 }

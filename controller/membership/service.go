@@ -158,8 +158,18 @@ func (s *Service) checkJoin(servers []Server, j Join) error {
 // leader asked to remove itself hands leadership over first and answers
 // with a leadership.NotLeaderError, so the caller retries at the new
 // leader.
+//
+// A member raft no longer holds but the directory still records is
+// finishing a removal: an earlier call whose raft change committed while
+// its answer was an unknown outcome (leadership.ErrOutcomeUnknown) never
+// got to forget the addresses. RemoveMember forgets them and succeeds, so
+// retrying a removal after an unknown outcome is safe. A member neither
+// holds is ErrUnknownMember.
 func (s *Service) RemoveMember(ctx context.Context, r Removal) error {
 	if _, err := s.server(r.id); err != nil {
+		if _, recorded := s.proposer.State().Member(r.id); recorded && errors.Is(err, ErrUnknownMember) {
+			return s.commit(ctx, r.remove)
+		}
 		return err
 	}
 	if r.id == s.self {

@@ -372,15 +372,22 @@ func TestAppendDedup(t *testing.T) {
 	if err := n.assign(t, pch, 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	first, err := n.append(cch, 2, "ddl", 77)
-	if err != nil || first.Duplicate {
+	// A broadcast ID is coordd's: without a coordinator term it is refused,
+	// on an insecure node too, and nothing is written.
+	_, err := n.append(cch, 2, "ddl", 77)
+	wantErr(t, err, codes.InvalidArgument, "without coord_term")
+	bcast := func(v string) (*coordpb.AppendResponse, error) {
+		return n.cl.Append(context.Background(), n.batchItem(v, 2, "ddl", 77, 3))
+	}
+	first, err := bcast(cch)
+	if err != nil || first.Duplicate || first.Id.Offset != 0 {
 		t.Fatalf("first: %v %v", first, err)
 	}
-	again, err := n.append(cch, 2, "ddl", 77)
+	again, err := bcast(cch)
 	if err != nil || !again.Duplicate || again.Id.Offset != first.Id.Offset || again.Timestamp != first.Timestamp {
 		t.Fatalf("retry: %v %v (first %v)", again, err, first)
 	}
-	other, err := n.append(vch, 2, "ddl", 77)
+	other, err := bcast(vch)
 	if err != nil || other.Duplicate {
 		t.Fatalf("other vchannel: %v %v", other, err)
 	}

@@ -183,8 +183,11 @@ func walStatus(err error) error {
 // Append writes one message to the WAL of the VChannel's PChannel, which this
 // node must hold RW (at the named term, if any) for the named session.
 // Broadcast appends (non-zero broadcast ID) carry the coordinator term,
-// fenced like Assign, and are idempotent per (broadcast ID, VChannel); with
-// ack_sync_up the node acks them to coordd once persisted. FailedPrecondition
+// fenced like Assign, and are idempotent per (broadcast ID, VChannel) among
+// broadcast records; with ack_sync_up the node acks them to coordd once
+// persisted. A broadcast ID without a coordinator term is InvalidArgument:
+// a broadcast's record is coordd's alone, so no writer can take its key
+// (an Insert's dedup ID lives in a key space of its own, wal/dedup.go). FailedPrecondition
 // when this node is not the owner, the term is wrong, or a newer term fenced
 // the WAL; a request its caller gave up on while waiting is not written.
 // On a secure node a client Append needs a writer's certificate
@@ -206,6 +209,10 @@ func (n *Node) appendOne(ctx context.Context, req *coordpb.AppendRequest) (*coor
 	}
 	if dml.IsDML(req.Payload) {
 		return nil, invalid("the payload starts like a DML message: rows are written with Insert, which assigns them a segment")
+	}
+	if req.BroadcastId != 0 && req.CoordTerm == 0 {
+		return nil, invalid("broadcast_id %d without coord_term: a broadcast's record is written only by coordd's broadcaster, "+
+			"which sends its term; an idempotent write of rows is Insert with dedup_id", req.BroadcastId)
 	}
 	if req.CoordTerm != 0 || req.AckSyncUp {
 		// A coordinator's broadcast append (fenced by its term, acked to

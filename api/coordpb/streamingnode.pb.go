@@ -319,8 +319,12 @@ type AppendRequest struct {
 	// term of the pchannel the client believes this node holds; 0 = any.
 	Term    int64  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
 	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
-	// broadcast_id, when set, makes the append idempotent per
-	// (broadcast_id, vchannel).
+	// broadcast_id: coordd's broadcast ID; only coordd's broadcaster sets it.
+	// It needs coord_term (and so coordd's server identity on a secure node):
+	// any other Append naming a broadcast is InvalidArgument, so no writer can
+	// put a record under a broadcast's key. When set, the append is idempotent
+	// per (broadcast_id, vchannel) among broadcast records; an Insert's
+	// dedup_id is a key space of its own (docs/security.md).
 	BroadcastId uint64 `protobuf:"varint,4,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
 	// ack_sync_up: after persisting, the node acks the broadcast message to
 	// the coordinator itself (Broadcaster.Ack), retrying until it succeeds.
@@ -701,12 +705,14 @@ func (x *ReadRequest) GetFollow() bool {
 }
 
 type WALMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *MessageID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Timestamp     uint64                 `protobuf:"varint,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	Vchannel      string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	BroadcastId   uint64                 `protobuf:"varint,5,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        *MessageID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Timestamp uint64                 `protobuf:"varint,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Vchannel  string                 `protobuf:"bytes,3,opt,name=vchannel,proto3" json:"vchannel,omitempty"`
+	Payload   []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	// broadcast_id: the broadcast this record is (0 for any other record,
+	// including a DML message written with an Insert dedup_id).
+	BroadcastId   uint64 `protobuf:"varint,5,opt,name=broadcast_id,json=broadcastId,proto3" json:"broadcast_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -975,10 +981,11 @@ type InsertRequest struct {
 	// pks: the rows' primary keys (1..1048576 of them).
 	Pks []int64 `protobuf:"varint,5,rep,packed,name=pks,proto3" json:"pks,omitempty"`
 	// dedup_id, when non-zero, makes the insert idempotent per (dedup_id,
-	// vchannel) like a broadcast append: a repeat returns the first message.
-	// Take it from coordd's ID allocator (e.g. the first primary key of an
-	// allocated range), which also issues broadcast IDs, so the two never
-	// collide.
+	// vchannel) among DML messages: a repeat returns the first message. It is
+	// a key space of its own, apart from broadcast IDs: a dedup_id never
+	// matches or claims a broadcast's record. Take it from coordd's ID
+	// allocator (e.g. the first primary key of an allocated range), so that
+	// two writers' inserts do not collide.
 	DedupId uint64 `protobuf:"varint,6,opt,name=dedup_id,json=dedupId,proto3" json:"dedup_id,omitempty"`
 	// node_id and epoch: the registration the request is meant for.
 	NodeId        uint64 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`

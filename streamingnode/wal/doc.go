@@ -13,8 +13,10 @@
 //
 // A record is an 8-byte header (little-endian uint32 body length, uint32
 // CRC-32C of the body) and a body: version byte (1), term int64, offset
-// uint64, timestamp uint64, broadcast ID uint64, vchannel length uint16,
-// vchannel bytes, payload bytes.
+// uint64, timestamp uint64, ID uint64 (a broadcast ID, or on a DML message
+// an Insert's dedup ID), vchannel length uint16, vchannel bytes, payload
+// bytes. TestRecordEncodingIsPinned pins these bytes: logs written by any
+// earlier version must keep opening.
 //
 // Fencing: Open(pchannel, term) refuses a term below the fence and raises
 // the fence to term. Every Append re-reads the fence under the exclusive lock
@@ -30,8 +32,11 @@
 // written under, so a fenced writer's batch writes nothing.
 //
 // Offsets are dense per PChannel, starting at 0. Timestamps strictly increase
-// along the log. An append with a non-zero broadcast ID is idempotent per
-// (broadcast ID, vchannel): a repeat returns the first record's ID.
+// along the log. An append with a non-zero ID is idempotent per (key space,
+// ID, vchannel): a repeat returns the first record's ID. The key space is
+// the payload's (dedup.go): DML messages dedup only among DML messages
+// (an Insert's dedup ID), everything else only among broadcasts, so a
+// writer's dedup ID never meets a broadcast ID.
 //
 // Recovery: a record cut short at the end of the log (a writer died mid-write)
 // or a final record whose checksum fails and which contains an all-zero

@@ -31,25 +31,28 @@ const (
 
 // Pending is an enqueued append; Wait returns its outcome.
 type Pending struct {
-	w               *Writer
-	vchannel        string
-	payload         []byte
-	broadcastID, ts uint64
-	dupOf           *Pending // a duplicate of an earlier record of the same batch
-	res             AppendResult
-	err             error
-	done            chan struct{} // closed once res and err are final
-	lead            chan struct{} // one send: this caller now leads
+	w        *Writer
+	vchannel string
+	payload  []byte
+	id, ts   uint64   // id: the dedup ID (0: none); its space is the payload's (dedup.go)
+	key      dedupKey // the index key when id is non-zero
+	dupOf    *Pending // a duplicate of an earlier record of the same batch
+	res      AppendResult
+	err      error
+	done     chan struct{} // closed once res and err are final
+	lead     chan struct{} // one send: this caller now leads
 }
 
 // Append writes one record for vchannel (which must belong to this
 // PChannel) with timestamp ts and returns its ID once it is on disk. It
 // fails with ErrFenced when a newer term has been opened (nothing is
 // written), with ErrTimestampRegression when ts is not above the log's last
-// timestamp, and returns the existing record with Duplicate set when
-// broadcastID is non-zero and (broadcastID, vchannel) is already in the log.
-func (w *Writer) Append(vchannel string, payload []byte, broadcastID, ts uint64) (AppendResult, error) {
-	p, err := w.Enqueue(vchannel, payload, broadcastID, ts)
+// timestamp, and returns the existing record with Duplicate set when id is
+// non-zero and (key space, id, vchannel) is already in the log. The key
+// space is the payload's (dedup.go): id is a broadcast ID on any message
+// but a DML one, and a writer's dedup ID on a DML message.
+func (w *Writer) Append(vchannel string, payload []byte, id, ts uint64) (AppendResult, error) {
+	p, err := w.Enqueue(vchannel, payload, id, ts)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -59,7 +62,7 @@ func (w *Writer) Append(vchannel string, payload []byte, broadcastID, ts uint64)
 // Enqueue checks the arguments and queues the record behind every record
 // enqueued before it; Wait (which every caller must call) returns what
 // Append would. payload must not change until Wait returns.
-func (w *Writer) Enqueue(vchannel string, payload []byte, broadcastID, ts uint64) (*Pending, error) {
+func (w *Writer) Enqueue(vchannel string, payload []byte, id, ts uint64) (*Pending, error) {
 	if vchannel == "" || len(vchannel) > MaxVChannelBytes {
 		return nil, invalidf("vchannel must be 1..%d bytes, got %d", MaxVChannelBytes, len(vchannel))
 	}
@@ -69,8 +72,9 @@ func (w *Writer) Enqueue(vchannel string, payload []byte, broadcastID, ts uint64
 	if len(payload) > MaxPayloadBytes {
 		return nil, invalidf("payload is %d bytes (max %d)", len(payload), MaxPayloadBytes)
 	}
-	p := &Pending{w: w, vchannel: vchannel, payload: payload, broadcastID: broadcastID, ts: ts,
+	p := &Pending{w: w, vchannel: vchannel, payload: payload, id: id, ts: ts,
 		done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	p.key, _ = keyOf(payload, id, vchannel)
 	w.qmu.Lock()
 	w.queue = append(w.queue, p)
 	w.qmu.Unlock()
@@ -199,8 +203,8 @@ func (w *Writer) commitLocked(batch []*Pending, failAll func(error)) {
 	written := batch[:0:0]
 	buf := w.scratch[:0]
 	for _, p := range batch {
-		if p.broadcastID != 0 {
-			k := dedupKey{p.broadcastID, p.vchannel}
+		if p.id != 0 {
+			k := p.key
 			if v, ok := w.index[k]; ok {
 				p.res = AppendResult{ID: v.id, Timestamp: v.ts, Duplicate: true}
 				continue
@@ -214,15 +218,15 @@ func (w *Writer) commitLocked(batch []*Pending, failAll func(error)) {
 			p.err = &TimestampError{PChannel: w.pchannel, Last: lastTS, Got: p.ts}
 			continue
 		}
-		rec := Record{ID: MessageID{Term: w.term, Offset: next}, Timestamp: p.ts, VChannel: p.vchannel,
-			BroadcastID: p.broadcastID, Payload: p.payload}
+		rec := Record{ID: MessageID{Term: w.term, Offset: next}, Timestamp: p.ts, VChannel: p.vchannel, Payload: p.payload}
+		rec.setDedupID(p.id)
 		buf = encodeRecord(buf, &rec)
 		p.res = AppendResult{ID: rec.ID, Timestamp: p.ts}
-		if p.broadcastID != 0 {
+		if p.id != 0 {
 			if inBatch == nil {
 				inBatch = map[dedupKey]*Pending{}
 			}
-			inBatch[dedupKey{p.broadcastID, p.vchannel}] = p
+			inBatch[p.key] = p
 		}
 		written = append(written, p)
 		next, lastTS = next+1, p.ts
@@ -270,8 +274,8 @@ func (w *Writer) commitLocked(batch []*Pending, failAll func(error)) {
 		w.st.lastTerm = w.term
 	}
 	for _, p := range written {
-		if p.broadcastID != 0 {
-			w.index[dedupKey{p.broadcastID, p.vchannel}] = dedupVal{p.res.ID, p.res.Timestamp}
+		if p.id != 0 {
+			w.index[p.key] = dedupVal{p.res.ID, p.res.Timestamp}
 		}
 	}
 	for _, p := range batch {

@@ -38,12 +38,16 @@ type MessageID struct {
 
 func (id MessageID) String() string { return fmt.Sprintf("%d/%d", id.Term, id.Offset) }
 
-// Record is one message read back from a log.
+// Record is one message read back from a log. One 8-byte ID field on disk
+// holds either ID; the payload decides which (dedup.go): BroadcastID on
+// any message but a DML one, DedupID (an Insert's dedup_id) on a DML
+// message. At most one of them is non-zero.
 type Record struct {
 	ID          MessageID
 	Timestamp   uint64
 	VChannel    string
 	BroadcastID uint64
+	DedupID     uint64
 	Payload     []byte
 }
 
@@ -135,7 +139,7 @@ func encodeRecord(buf []byte, r *Record) []byte {
 	binary.LittleEndian.PutUint64(b[1:], uint64(r.ID.Term))
 	binary.LittleEndian.PutUint64(b[9:], r.ID.Offset)
 	binary.LittleEndian.PutUint64(b[17:], r.Timestamp)
-	binary.LittleEndian.PutUint64(b[25:], r.BroadcastID)
+	binary.LittleEndian.PutUint64(b[25:], r.dedupID())
 	binary.LittleEndian.PutUint16(b[33:], uint16(len(r.VChannel)))
 	copy(b[fixedBody:], r.VChannel)
 	copy(b[fixedBody+len(r.VChannel):], r.Payload)
@@ -156,13 +160,14 @@ func decodeBody(b []byte) (r Record, reason string) {
 	r.ID.Term = int64(binary.LittleEndian.Uint64(b[1:]))
 	r.ID.Offset = binary.LittleEndian.Uint64(b[9:])
 	r.Timestamp = binary.LittleEndian.Uint64(b[17:])
-	r.BroadcastID = binary.LittleEndian.Uint64(b[25:])
+	id := binary.LittleEndian.Uint64(b[25:])
 	vl := int(binary.LittleEndian.Uint16(b[33:]))
 	if vl > MaxVChannelBytes || fixedBody+vl > len(b) {
 		return r, fmt.Sprintf("vchannel length %d does not fit", vl)
 	}
 	r.VChannel = string(b[fixedBody : fixedBody+vl])
 	r.Payload = b[fixedBody+vl:]
+	r.setDedupID(id)
 	if r.ID.Term < 1 {
 		return r, fmt.Sprintf("term %d", r.ID.Term)
 	}

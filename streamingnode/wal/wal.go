@@ -22,19 +22,10 @@ const (
 type AppendResult struct {
 	ID        MessageID
 	Timestamp uint64
-	// Duplicate: a record with the same (broadcast ID, vchannel) was already
-	// in the log; ID and Timestamp are that record's and nothing was written.
+	// Duplicate: a record with the same (key space, ID, vchannel) was
+	// already in the log (dedup.go); ID and Timestamp are that record's and
+	// nothing was written.
 	Duplicate bool
-}
-
-type dedupKey struct {
-	broadcastID uint64
-	vchannel    string
-}
-
-type dedupVal struct {
-	id MessageID
-	ts uint64
 }
 
 // Writer appends to one PChannel's log at one term. It is safe for
@@ -165,8 +156,8 @@ func (w *Writer) catchUp() error {
 		return &CorruptError{Path: w.logPath, Pos: size, Reason: fmt.Sprintf("log shrank below %d bytes", w.st.pos)}
 	}
 	torn, err := scan(w.log, w.logPath, size, &w.st, 0, func(r *Record) {
-		if r.BroadcastID != 0 {
-			w.index[dedupKey{r.BroadcastID, r.VChannel}] = dedupVal{r.ID, r.Timestamp}
+		if k, ok := keyOf(r.Payload, r.dedupID(), r.VChannel); ok {
+			w.index[k] = dedupVal{r.ID, r.Timestamp}
 		}
 	})
 	if err != nil {

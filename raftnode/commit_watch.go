@@ -42,7 +42,11 @@ type commitWatch struct {
 	gate               sync.RWMutex // heartbeats read-lock it; an accepted TimeoutNow holds it
 	refusedTimeoutNows atomic.Uint64
 	refusedSnapshots   atomic.Uint64 // stale_snapshot.go
-	faults             *faultDelays  // nil: fault injection off
+	// termAt is the term of this member's entry at an index, from its log
+	// or its newest snapshot (ok false: it holds none there); set before
+	// raft starts (stale_snapshot.go).
+	termAt func(index uint64) (term uint64, ok bool)
+	faults *faultDelays // nil: fault injection off
 }
 
 // commitWatchPreVote is a commitWatch over a transport that supports

@@ -1,6 +1,10 @@
 package raftnode
 
-import "time"
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
 
 // FirstLogIndex exposes the first index still in the log store, so tests can
 // prove that log compaction forced an InstallSnapshot.
@@ -28,3 +32,10 @@ func (n *Node) HeldRaftRPCs() int64 {
 	}
 	return n.watch.faults.holding.Load()
 }
+
+// LogStoreForTest is the log store raft would write through (behind the
+// LogReachFile writer).
+func (s *Storage) LogStoreForTest() raft.LogStore { return s.logs }
+
+// LogStoreForTest is the member's log store, beneath raft's wrappers.
+func (n *Node) LogStoreForTest() raft.LogStore { return n.logStore }

@@ -65,6 +65,9 @@ func InspectDataDir(dir string) (*DataDirReport, error) {
 	if rep.dbMissing {
 		return nil, &LostStateError{Dir: dir, Identity: ident, What: rep.dbLost}
 	}
+	if err := checkLogReach(dir, rep, rep.reachKept, nil); err != nil {
+		return nil, err
+	}
 	kind, err := chooseLogStore(dir, "", rep)
 	if err != nil {
 		return nil, err

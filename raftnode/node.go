@@ -74,6 +74,7 @@ func Open(cfg Config) (*Node, error) {
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
 	n.logStore = st.logs
 	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.logs, snaps: st.snaps}}
+	st.stable.wait.logger = cfg.Logger.Named("stable")
 
 	var err error
 	trans := cfg.Transport
@@ -85,6 +86,7 @@ func Open(cfg Config) (*Node, error) {
 		trans = n.tcp
 	}
 	n.trans, n.watch = watchCommits(trans, cfg.Logger.Named("transport"), cfg.FaultInjection)
+	n.watch.termAt = n.termAt
 	notify := make(chan bool, 16)
 	rc, err := cfg.raftConfig(notify)
 	if err != nil {
@@ -246,7 +248,10 @@ func (n *Node) Shutdown() error {
 		// A lost quorum ends the leadership (and with it every entry in
 		// flight) within the lease timeout; the bound is for a raft that
 		// is stuck for another reason.
-		n.proposer.settle(shutdownSettleTimeout)
+		n.proposer.settle(n.settleTimeout())
+		// A term or vote write still waiting for space ends here
+		// (stable_wait.go), or raft.Shutdown would wait for it forever.
+		n.storage.stable.wait.stopWaiting()
 		if e := n.raft.Shutdown().Error(); e != nil {
 			err = fmt.Errorf("raft shutdown: %w", e)
 		}

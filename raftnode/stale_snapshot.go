@@ -44,14 +44,33 @@ import (
 // the leader with the error; the data after it passes through unchecked, so
 // raft drains the request from the connection as usual.
 
+// A member also refuses a snapshot that its log already holds, with more
+// after it: the entry at the snapshot's index has the snapshot's term, so
+// by raft's log matching the snapshot is a prefix of what the member has.
+// Installing it would do harm on a monotonic log store (raft-wal): raft
+// v1.8.0 then deletes the whole log, the entries after the snapshot
+// included, while its in-memory last index still counts them, and the
+// next commit panics reading one ("log not found"), after which the data
+// dir is refused as damaged. Such a snapshot, too, only comes from an
+// overtaken stream: a leader sends a snapshot to a member whose log
+// matches its own at the snapshot's index only when it has no entry after
+// it, and this member has one.
+
 // StaleSnapshotError is the refusal of a snapshot older than the member's
-// applied state.
+// applied state, or one its log already holds with more after it.
 type StaleSnapshotError struct {
 	Index   uint64 // the snapshot's last index
 	Applied uint64 // what the member had applied
+	// Last is the member's last log index when the refusal is of a
+	// snapshot its log already holds (0 otherwise).
+	Last uint64
 }
 
 func (e *StaleSnapshotError) Error() string {
+	if e.Last > 0 {
+		return fmt.Sprintf("coordd member refused the snapshot at index %d: its log already holds that entry, with the same term, "+
+			"and entries after it up to index %d (installing it would delete them)", e.Index, e.Last)
+	}
 	return fmt.Sprintf("coordd member refused the snapshot at index %d: it has already applied up to index %d "+
 		"(installing it would take its state back and lose the log entries after it)", e.Index, e.Applied)
 }
@@ -63,7 +82,7 @@ func (w *commitWatch) guardSnapshot(rpc *raft.RPC) {
 	if !ok || rpc.Reader == nil {
 		return
 	}
-	rpc.Reader = &snapshotGuard{data: rpc.Reader, index: req.LastLogIndex, w: w}
+	rpc.Reader = &snapshotGuard{data: rpc.Reader, index: req.LastLogIndex, term: req.LastLogTerm, w: w}
 }
 
 // snapshotGuard is an InstallSnapshot request's data; raft's first read
@@ -71,6 +90,7 @@ func (w *commitWatch) guardSnapshot(rpc *raft.RPC) {
 type snapshotGuard struct {
 	data    io.Reader
 	index   uint64
+	term    uint64
 	w       *commitWatch
 	checked bool
 }
@@ -78,16 +98,17 @@ type snapshotGuard struct {
 func (g *snapshotGuard) Read(p []byte) (int, error) {
 	if !g.checked {
 		g.checked = true
-		if err := g.w.checkSnapshot(g.index); err != nil {
+		if err := g.w.checkSnapshot(g.index, g.term); err != nil {
 			return 0, err
 		}
 	}
 	return g.data.Read(p)
 }
 
-// checkSnapshot refuses a snapshot at index below raft's applied index. A
-// snapshot at the applied index holds the state the member already has.
-func (w *commitWatch) checkSnapshot(index uint64) error {
+// checkSnapshot refuses a snapshot at index below raft's applied index, and
+// one at a lower index than raft's last whose entry the member's log holds
+// with the snapshot's term (see above).
+func (w *commitWatch) checkSnapshot(index, term uint64) error {
 	vp := w.view.Load()
 	if vp == nil {
 		// raft's goroutines start inside NewRaft, just before Open hands
@@ -100,9 +121,33 @@ func (w *commitWatch) checkSnapshot(index uint64) error {
 		w.refusedSnapshots.Add(1)
 		return &StaleSnapshotError{Index: index, Applied: applied}
 	}
+	last := (*vp).LastIndex()
+	if index >= last || w.termAt == nil {
+		return nil
+	}
+	if held, ok := w.termAt(index); ok && held == term {
+		w.logger.Warn("refused a snapshot that the log already holds, with entries after it (from an overtaken replication stream)",
+			"snapshot_index", index, "snapshot_term", term, "last_index", last)
+		w.refusedSnapshots.Add(1)
+		return &StaleSnapshotError{Index: index, Applied: (*vp).AppliedIndex(), Last: last}
+	}
 	return nil
 }
 
 // RefusedSnapshots counts the snapshots this member refused as older than
 // its applied state.
 func (n *Node) RefusedSnapshots() uint64 { return n.watch.refusedSnapshots.Load() }
+
+// termAt is the term of the member's entry at index: from its log, or from
+// its newest snapshot when that ends there (its log may be compacted up to
+// it).
+func (n *Node) termAt(index uint64) (uint64, bool) {
+	var e raft.Log
+	if err := n.logStore.GetLog(index, &e); err == nil {
+		return e.Term, true
+	}
+	if snaps, err := n.snaps.List(); err == nil && len(snaps) > 0 && snaps[0].Index == index {
+		return snaps[0].Term, true
+	}
+	return 0, false
+}

@@ -73,7 +73,15 @@ func (h *snapshotHolder) InstallSnapshot(id raft.ServerID, target raft.ServerAdd
 // lastApplied back to the older index, and the next commit made processLogs
 // read entries the replacement never had: "panic: log not found". A member
 // must refuse a snapshot older than what it has applied.
+//
+// It runs on both log stores.
 func TestStaleSnapshotAfterReplacement(t *testing.T) {
+	for _, store := range []string{raftnode.LogStoreBolt, raftnode.LogStoreWAL} {
+		t.Run(store, func(t *testing.T) { staleSnapshotAfterReplacement(t, store) })
+	}
+}
+
+func staleSnapshotAfterReplacement(t *testing.T, store string) {
 	testutil.Deadline(t, clusterTestDeadline)
 	addr := func(id string) raft.ServerAddress { return raft.ServerAddress("inmem-" + id) }
 	// The data dirs are made before the Cleanup below, so removed after it.
@@ -83,8 +91,9 @@ func TestStaleSnapshotAfterReplacement(t *testing.T) {
 			Logger: testLogger(t, id),
 			// Snapshots only when the test takes them; a short log behind them.
 			SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 20, TrailingLogs: 2,
-			// raft.db compacts to TrailingLogs, so the stopped member needs a snapshot.
-			LogStore: raftnode.LogStoreBolt,
+			// The log is compacted to TrailingLogs (raft-wal: logically, its
+			// segments are small), so the stopped member needs a snapshot.
+			LogStore: store, WALSegmentSize: walSegmentSize,
 			// n1 must lead throughout (the holder is its transport), also on
 			// a loaded machine.
 			HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: time.Second}

@@ -87,10 +87,12 @@ type Storage struct {
 	// store is raft.db: the stable store always, and the log store too when
 	// kind is LogStoreBolt.
 	store *raftboltdb.BoltStore
-	// logs is where the entries live: store, or wal.
-	logs raft.LogStore
-	wal  *raftwal.WAL
-	kind string
+	// logs is where the entries live (store, or wal) behind the writer of
+	// LogReachFile.
+	logs  raft.LogStore
+	reach *reachFile
+	wal   *raftwal.WAL
+	kind  string
 	// stable is store as raft's StableStore: it records every durable
 	// term and vote in VoteFile too.
 	stable *recordingStable
@@ -109,6 +111,10 @@ func (s *Storage) Close() error {
 	if s.wal != nil {
 		err = s.wal.Close()
 		s.wal = nil
+	}
+	if s.reach != nil {
+		err = errors.Join(err, s.reach.close())
+		s.reach = nil
 	}
 	err = errors.Join(err, s.store.Close())
 	s.store, s.logs = nil, nil
@@ -159,6 +165,11 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 			return nil, err
 		}
 	}
+	if !skip {
+		if err := checkLogReach(dir, rep, rep.reachKept, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	kind, err := chooseLogStore(dir, cfg.LogStore, rep)
 	if err != nil {
 		return nil, err
@@ -194,6 +205,10 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 		st.logs = st.wal
 	}
 	if err := guard(dir, "reading the log in "+where, func() error { return checkEntries(dir, where, st.logs, st.store, rep) }); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := keepLogReach(st, rep.reachKept); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -293,6 +308,7 @@ type storageReport struct {
 	usableSnap uint64 // index of the newest snapshot that reads back intact (0: none)
 	logStore   string // the log store raft.db records ("": none recorded)
 	walPresent bool   // a wal/ directory exists
+	reachKept  bool   // raft.db says the data dir keeps LogReachFile
 	wal        *walLog
 }
 

@@ -133,6 +133,7 @@ func checkBolt(dir, path string, size int64, rep *storageReport) error {
 		if v := b.Get(keyCurrentTerm); len(v) == 8 && binary.BigEndian.Uint64(v) > 0 {
 			rep.hasTerm = true
 		}
+		rep.reachKept = b.Get(keyLogReach) != nil
 		if v := b.Get(keyLogStore); v != nil {
 			if !ValidLogStore(string(v)) {
 				return damaged("unknown log store %q recorded", v)

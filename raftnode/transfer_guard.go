@@ -75,6 +75,7 @@ type raftView interface {
 	State() raft.RaftState
 	LeaderWithID() (raft.ServerAddress, raft.ServerID)
 	AppliedIndex() uint64
+	LastIndex() uint64
 }
 
 // setRaft gives the wrapper the raft it forwards to, once it exists.

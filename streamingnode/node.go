@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/streamingnode/wal"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Node is a running streaming node: it serves StreamingNodeService, keeps
@@ -115,7 +116,8 @@ func Start(cfg Config) (*Node, error) {
 	n.sessCtx, n.sessCancel = context.WithCancel(context.Background())
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.killCtx, n.killCancel = context.WithCancel(context.Background())
-	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(wal.MaxPayloadBytes + 1<<20), grpc.WaitForHandlers(true)}
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(wal.MaxPayloadBytes + 1<<20), grpc.WaitForHandlers(true),
+		grpc.MaxHeaderListSize(vocab.MaxGRPCHeaderListBytes)} // bounded before any identity check
 	if cfg.ServeTLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(cfg.ServeTLS)))
 	}

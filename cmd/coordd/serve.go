@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/httpgateway"
@@ -286,11 +285,8 @@ func newServers(c serveConfig, sec *secureSetup, node *raftnode.Node, srv *grpcs
 	if sec != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls.APIServer())))
 	}
-	g := grpc.NewServer(append(append(opts, grpc.MaxRecvMsgSize(8<<20),
-		grpc.MaxConcurrentStreams(uint32(c.Limits.GRPCMaxStreams)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Limits.GRPCKeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ConnectionTimeout(c.Limits.GRPCHandshakeTimeout),
+	opts = append(opts, grpcTransportOptions(c.Limits)...)
+	g := grpc.NewServer(append(append(opts,
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())),
 		srv.RecoveryInterceptors()...)...)
 	srv.Register(g)

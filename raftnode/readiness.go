@@ -33,14 +33,17 @@ type Readiness struct {
 	// LeaderCommitIndex is the highest commit index heard from a leader:
 	// the cluster has committed at least this much.
 	LeaderCommitIndex uint64
-	// FailingSince is when appends to the log began failing (Status says
-	// why), or zero.
+	// FailingSince is when a durable write (its term and vote, its log,
+	// a snapshot) began failing (Status says which and why), or zero.
 	FailingSince time.Time
+	// DiskFull says that write fails because the disk is full.
+	DiskFull bool
 }
 
-// Readiness judges whether this member is ready: a leader is known, its
-// last append to its log did not fail, it has applied what it knows to be
-// committed (within maxApplyLag), and it is no more than maxLag entries
+// Readiness judges whether this member is ready: its last durable write of
+// each kind (term and vote, log, snapshot) did not fail, a leader is known,
+// it has applied what it knows to be committed (within maxApplyLag), and
+// it is no more than maxLag entries
 // behind the highest commit index a leader has told it about. The last rule
 // catches a member whose own numbers look current because it stores
 // nothing new: a follower that cannot append, or one stuck installing a
@@ -54,12 +57,14 @@ func (n *Node) Readiness(maxLag uint64) Readiness {
 		AppliedIndex:      n.fsm.delivered.Load(),
 		LeaderCommitIndex: n.watch.heard.Load(),
 	}
-	since, appendErr := n.AppendError()
+	faults := n.StorageFaults()
 	switch {
+	case len(faults) > 0:
+		// First: a member that cannot write is out of the cluster or
+		// about to be, whatever else it knows (StorageFault).
+		r.Status, r.FailingSince, r.DiskFull = faults[0].Error(), faults[0].Since, faults[0].DiskFull
 	case leader == "":
 		r.Status = "no leader known"
-	case appendErr != nil:
-		r.Status, r.FailingSince = appendErr.Error(), since
 	case r.LeaderCommitIndex == 0 && leader != n.cfg.ID:
 		r.Status = "no commit index heard from the leader yet"
 	case r.LeaderCommitIndex > r.AppliedIndex+maxLag:

@@ -225,7 +225,7 @@ func OpenStorage(cfg Config) (st *Storage, err error) {
 		st.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	st.snaps = newSnapshotListCache(files)
+	st.snaps = newSnapshotListCache(newCleaningSnapshotStore(files, dir, cfg.Logger.Named("snapshot")))
 	return st, nil
 }
 

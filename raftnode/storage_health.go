@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +20,8 @@ type watchedLogStore struct {
 	// so one fsync of raft.db.
 	appends atomic.Uint64
 
-	mu           sync.Mutex
-	lastErr      error
-	failingSince time.Time
+	// fault is the current run of failed appends (StorageFaults).
+	fault writeFault
 }
 
 // IsMonotonic passes on whether the wrapped store tolerates no gaps
@@ -50,17 +48,10 @@ func (s *watchedLogStore) StoreLogs(ls []*raft.Log) error {
 func (n *Node) LogWrites() uint64 { return n.logs.appends.Load() }
 
 func (s *watchedLogStore) record(err error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case err == nil:
+	if err == nil {
 		s.appends.Add(1)
-		s.lastErr, s.failingSince = nil, time.Time{}
-	case s.lastErr == nil:
-		s.lastErr, s.failingSince = err, time.Now()
-	default:
-		s.lastErr = err
 	}
+	s.fault.record(err, time.Now())
 	return err
 }
 
@@ -68,10 +59,9 @@ func (s *watchedLogStore) record(err error) error {
 // been failing and why the last one failed, or a nil error once an append
 // succeeds.
 func (n *Node) AppendError() (since time.Time, err error) {
-	n.logs.mu.Lock()
-	defer n.logs.mu.Unlock()
-	if n.logs.lastErr == nil {
+	f, ok := n.logs.fault.fault(WriteLog)
+	if !ok {
 		return time.Time{}, nil
 	}
-	return n.logs.failingSince, fmt.Errorf("cannot append to its raft log: %w", n.logs.lastErr)
+	return f.Since, fmt.Errorf("cannot append to its raft log: %w", f.Err)
 }

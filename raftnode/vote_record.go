@@ -46,35 +46,62 @@ var (
 )
 
 // recordingStable is the StableStore raft writes through: after each
-// durable change of the term or the vote it rewrites VoteFile.
+// durable change of the term or the vote it rewrites VoteFile. A term or
+// vote write returns only once raft.db and VoteFile both hold it, however
+// long that takes (stable_wait.go): raft never sees an error from it.
 type recordingStable struct {
 	raft.StableStore
 	dir string
+	// writeRecord writes VoteFile (writeVoteRecord; tests inject failures).
+	writeRecord func(dir string, rec voteRecord) error
+	wait        stableWait
+
 	mu  sync.Mutex
 	rec voteRecord
 }
 
+func newRecordingStable(store raft.StableStore, dir string, rec voteRecord) *recordingStable {
+	return &recordingStable{StableStore: store, dir: dir, writeRecord: writeVoteRecord, wait: newStableWait(), rec: rec}
+}
+
 func (s *recordingStable) SetUint64(key []byte, val uint64) error {
-	if err := s.StableStore.SetUint64(key, val); err != nil {
-		return err
+	switch {
+	case bytes.Equal(key, keyCurrentTerm):
+		s.wait.until("term", func() error { return s.storeTerm(val) })
+	case bytes.Equal(key, keyLastVoteTerm):
+		// Always followed by LastVoteCand: recorded in VoteFile then.
+		s.wait.until("vote", func() error { return s.StableStore.SetUint64(key, val) })
+	default:
+		return s.StableStore.SetUint64(key, val)
 	}
-	if !bytes.Equal(key, keyCurrentTerm) {
-		// LastVoteTerm is always followed by LastVoteCand: recorded then.
-		return nil
+	return nil
+}
+
+func (s *recordingStable) Set(key, val []byte) error {
+	if !bytes.Equal(key, keyLastVoteCand) {
+		return s.StableStore.Set(key, val)
+	}
+	s.wait.until("vote", func() error { return s.storeVote(val) })
+	return nil
+}
+
+// storeTerm writes the current term to raft.db, then to VoteFile.
+func (s *recordingStable) storeTerm(term uint64) error {
+	if err := s.StableStore.SetUint64(keyCurrentTerm, term); err != nil {
+		return fmt.Errorf("store the current term %d in %s: %w", term, RaftDBFile, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.rec
-	next.CurrentTerm = val
+	next.CurrentTerm = term
 	return s.save(next)
 }
 
-func (s *recordingStable) Set(key, val []byte) error {
-	if err := s.StableStore.Set(key, val); err != nil {
-		return err
-	}
-	if !bytes.Equal(key, keyLastVoteCand) {
-		return nil
+// storeVote writes the vote's candidate to raft.db, then the vote (with
+// the term raft stored just before it) to VoteFile.
+func (s *recordingStable) storeVote(cand []byte) error {
+	if err := s.StableStore.Set(keyLastVoteCand, cand); err != nil {
+		return fmt.Errorf("store the vote in %s: %w", RaftDBFile, err)
 	}
 	voteTerm, err := s.StableStore.GetUint64(keyLastVoteTerm)
 	if err != nil {
@@ -83,15 +110,17 @@ func (s *recordingStable) Set(key, val []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.rec
-	next.LastVoteTerm, next.LastVoteCand = voteTerm, string(val)
+	next.LastVoteTerm, next.LastVoteCand = voteTerm, string(cand)
 	return s.save(next)
 }
 
+// save writes rec to VoteFile unless it holds it already; s.rec changes
+// only once the write is durable.
 func (s *recordingStable) save(rec voteRecord) error {
 	if rec == s.rec {
 		return nil
 	}
-	if err := writeVoteRecord(s.dir, rec); err != nil {
+	if err := s.writeRecord(s.dir, rec); err != nil {
 		return err
 	}
 	s.rec = rec
@@ -162,7 +191,7 @@ func checkVote(dir string, store raft.StableStore, skipCheck bool) (*recordingSt
 				RaftDBFile, why, VoteFile, RaftDBFile, RaftDBFile)}
 		}
 	}
-	return &recordingStable{StableStore: store, dir: dir, rec: stored}, nil
+	return newRecordingStable(store, dir, stored), nil
 }
 
 // voteRollback says how raft.db's stored term and vote are older than the

@@ -178,6 +178,31 @@ var (
 	errPrecondition = errors.New("failed precondition")
 )
 
+// classifyError is err's gRPC code (errorTable, Internal when no row
+// matches) and the outcome mark its answer carries: OutcomeUnknown
+// whenever err wraps leadership.ErrOutcomeUnknown, whatever its code (one
+// rule for every path, docs/semantics.md#error-classes), OutcomeNone for
+// every other Unavailable, "" otherwise.
+func classifyError(err error) (codes.Code, string) {
+	code := codes.Internal
+	for _, r := range errorTable {
+		if r.match(err) {
+			code = r.codeFor(err)
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, leadership.ErrOutcomeUnknown):
+		return code, OutcomeUnknown
+	case code == codes.Unavailable:
+		// Every other Unavailable is answered before anything was
+		// submitted; the mark tells the client so, which an Unavailable
+		// from a connection that broke under the call cannot.
+		return code, OutcomeNone
+	}
+	return code, ""
+}
+
 // toStatus converts an internal error into a gRPC status error, attaching
 // the leader hint and the outcome marker as trailer metadata.
 func (s *Server) toStatus(ctx context.Context, err error) error {
@@ -187,22 +212,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err // already a status (e.g. from a forwarded call)
 	}
-	code := codes.Internal
-	for _, r := range errorTable {
-		if r.match(err) {
-			code = r.codeFor(err)
-			break
-		}
-	}
+	code, outcome := classifyError(err)
 	md := metadata.MD{}
-	switch {
-	case errors.Is(err, leadership.ErrOutcomeUnknown):
-		md.Set(MDOutcome, OutcomeUnknown)
-	case code == codes.Unavailable:
-		// Every other Unavailable is answered before anything was
-		// submitted; the mark tells the client so, which an Unavailable
-		// from a connection that broke under the call cannot.
-		md.Set(MDOutcome, OutcomeNone)
+	if outcome != "" {
+		md.Set(MDOutcome, outcome)
 	}
 	var oe *raftnode.OverloadedError
 	if errors.As(err, &oe) {

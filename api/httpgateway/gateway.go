@@ -133,7 +133,7 @@ func (g *Gateway) extraRoutes(probes Probes, metrics http.Handler) []extraRoute 
 		{http.MethodGet, "/healthz", "Liveness: the process serves HTTP", "application/json", http.HandlerFunc(probes.healthz), ""},
 		{http.MethodGet, "/readyz", "Readiness: a leader is known and this member is caught up", "application/json", http.HandlerFunc(probes.readyz), ""},
 		{http.MethodGet, "/metrics", "Prometheus metrics of this member", "text/plain", metrics, ""},
-		{http.MethodGet, "/ui", "The status page (HTML, reloads itself; ?refresh=SECONDS, 0 = never)", "text/html", g.statusPage(), ""},
+		{http.MethodGet, "/ui", "The status page (HTML, reloads itself; ?refresh=SECONDS, 0 = never)", "text/html", g.statusPage(probes.Node), ""},
 		{http.MethodGet, "/v1/openapi.json", "This OpenAPI document", "application/json", http.HandlerFunc(serveOpenAPI), ""},
 		{http.MethodGet, "/debug/pprof/", "Go profiles (index and named profiles); only with --enable-pprof", "text/plain", http.HandlerFunc(pprof.Index), flagPprof},
 		{http.MethodGet, "/debug/pprof/profile", "CPU profile (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Profile), flagPprof},
@@ -206,8 +206,9 @@ func New(s *grpcserver.Server, probes Probes, metrics http.Handler, opts ...Opti
 	return g
 }
 
-// statusPage serves /ui from this member's API server.
-func (g *Gateway) statusPage() http.Handler {
+// statusPage serves /ui from this member's API server; node, when set,
+// tells it which durable writes of the member fail (a full disk).
+func (g *Gateway) statusPage(node *raftnode.Node) http.Handler {
 	if g.server == nil {
 		return nil
 	}
@@ -215,7 +216,17 @@ func (g *Gateway) statusPage() http.Handler {
 	if tc := g.server.PeerTLS(); tc != nil {
 		c.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https"
 	}
-	return statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme), Now: time.Now}
+	h := statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme), Now: time.Now}
+	if node != nil {
+		h.Storage = func() []string {
+			var out []string
+			for _, f := range node.StorageFaults() {
+				out = append(out, f.Error())
+			}
+			return out
+		}
+	}
+	return h
 }
 
 // ServeHTTP serves one request. A handler panic is logged and counted by

@@ -47,6 +47,7 @@ func (p Probes) readyz(w http.ResponseWriter, _ *http.Request) {
 		"applied_index": r.AppliedIndex, "leader_commit_index": r.LeaderCommitIndex, "max_lag": maxLag}
 	if !r.FailingSince.IsZero() {
 		body["failing_since"] = r.FailingSince.UTC().Format(time.RFC3339Nano)
+		body["disk_full"] = r.DiskFull
 	}
 	code := http.StatusOK
 	if !r.Ready {

@@ -104,6 +104,7 @@ func New(node *raftnode.Node) (*Registry, error) {
 		idx, _, _ := node.LastSnapshot()
 		return float64(idx)
 	})
+	registerStorage(reg, node)
 	return r, nil
 }
 

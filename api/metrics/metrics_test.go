@@ -87,6 +87,7 @@ func TestRegistry(t *testing.T) {
 		"coordd_last_snapshot_index":  0,
 		"coordd_snapshot_age_seconds": -1,
 		"coordd_raft_state_leader":    1, // from raft, through go-metrics
+		"coordd_storage_disk_full":    0,
 	} {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)

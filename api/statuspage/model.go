@@ -85,6 +85,7 @@ type view struct {
 	VChannels   []vchannelRow
 	SegStates   []string // column order of VChannels[i].Counts
 	Errors      []string // sections that could not be read
+	Storage     []string // durable writes this member keeps failing to make
 	FailingBcst int
 	Verdict     verdict
 	Collections []collectionRow
@@ -137,8 +138,11 @@ var segmentStates = []string{"Growing", "Sealed", "Flushing", "Flushed", "Droppe
 
 // gather reads every section; a section that fails is reported on the page
 // and the others still show.
-func gather(ctx context.Context, src Source, peer PeerStatus, now time.Time) view {
+func gather(ctx context.Context, src Source, peer PeerStatus, storage func() []string, now time.Time) view {
 	v := view{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), SegStates: segmentStates}
+	if storage != nil {
+		v.Storage = storage()
+	}
 	fail := func(what string, err error) { v.Errors = append(v.Errors, fmt.Sprintf("%s: %v", what, err)) }
 	st, err := src.Status(ctx, &coordpb.StatusRequest{})
 	if err != nil {

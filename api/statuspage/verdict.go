@@ -42,11 +42,17 @@ func (v verdict) Class() string {
 // leader, no quorum of voters answering, or PChannels without any UP
 // streaming node (nothing can be written). Degraded: anything an operator
 // should look at while the cluster still serves — an unreachable or
-// lagging member, a DOWN streaming node, PChannels not ASSIGNED, an
+// lagging member, this member failing to write its storage (a full
+// disk), a DOWN streaming node, PChannels not ASSIGNED, an
 // imbalanced placement, a failing broadcast callback, a section that could
 // not be read.
 func judge(v *view) verdict {
 	var bad, warn []string
+	for _, f := range v.Storage {
+		// Its own member only: a full disk shows nowhere else (its raft
+		// numbers can look current while it stores nothing).
+		warn = append(warn, fmt.Sprintf("member %s (this page's): %s", orUnknown(v.Self), f))
+	}
 	if v.Leader == "" {
 		bad = append(bad, "no leader known: writes and linearizable reads fail until an election completes")
 	}
@@ -204,4 +210,11 @@ func collections(segs []*coordpb.SegmentInfo) []collectionRow {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 	return rows
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
 }

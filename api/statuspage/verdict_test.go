@@ -38,10 +38,14 @@ func TestVerdict(t *testing.T) {
 		name  string
 		src   func() cannedSource
 		peer  PeerStatus
+		store func() []string // this member's storage faults
 		level string
 		want  []string // in the reasons
 	}{
-		{"healthy", healthySource, allPeersUp, levelHealthy, nil},
+		{"healthy", healthySource, allPeersUp, nil, levelHealthy, nil},
+		{"disk full", healthySource, allPeersUp, func() []string {
+			return []string{"disk full: cannot store its term and vote (it takes no part in elections or replication until it can): no space left on device"}
+		}, levelDegraded, []string{"member n2 (this page's): disk full: cannot store its term and vote"}},
 		{"no leader", func() cannedSource {
 			s := healthySource()
 			s.status.LeaderId = ""
@@ -49,38 +53,38 @@ func TestVerdict(t *testing.T) {
 				m.Leader = false
 			}
 			return s
-		}, allPeersUp, levelUnavailable, []string{"no leader known"}},
+		}, allPeersUp, nil, levelUnavailable, []string{"no leader known"}},
 		{"no quorum", healthySource, func(ctx context.Context, addr string) (*coordpb.StatusResponse, error) {
 			return nil, context.DeadlineExceeded
-		}, levelUnavailable, []string{"only 1 of 3 voters answer", "member n1 unreachable"}},
+		}, nil, levelUnavailable, []string{"only 1 of 3 voters answer", "member n1 unreachable"}},
 		{"no streaming node", func() cannedSource {
 			s := healthySource()
 			s.nodes = &coordpb.ListNodesResponse{}
 			return s
-		}, allPeersUp, levelUnavailable, []string{"no streaming node is UP"}},
+		}, allPeersUp, nil, levelUnavailable, []string{"no streaming node is UP"}},
 		{"down node holding channels", func() cannedSource {
 			s := healthySource()
 			s.nodes.Nodes[1].State = "DOWN"
 			return s
-		}, allPeersUp, levelDegraded, []string{"streaming node 12 (a:2) is DOWN holding 2 pchannel(s)", "2 of 4 pchannels not ASSIGNED"}},
+		}, allPeersUp, nil, levelDegraded, []string{"streaming node 12 (a:2) is DOWN holding 2 pchannel(s)", "2 of 4 pchannels not ASSIGNED"}},
 		{"imbalance", func() cannedSource {
 			s := healthySource()
 			for _, p := range s.pcs.Pchannels {
 				p.NodeId = 11
 			}
 			return s
-		}, allPeersUp, levelDegraded, []string{"pchannels imbalanced: node 11 holds 4, node 12 holds 0"}},
+		}, allPeersUp, nil, levelDegraded, []string{"pchannels imbalanced: node 11 holds 4, node 12 holds 0"}},
 		{"lagging member", healthySource, func(ctx context.Context, addr string) (*coordpb.StatusResponse, error) {
 			st, _ := allPeersUp(ctx, addr)
 			if addr == "127.0.0.1:1" {
 				st.CommitIndex = 1000
 			}
 			return st, nil
-		}, levelDegraded, []string{"member n2 lags 910 entries"}},
+		}, nil, levelDegraded, []string{"member n2 lags 910 entries"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := gather(context.Background(), tt.src(), tt.peer, fixedNow)
+			v := gather(context.Background(), tt.src(), tt.peer, tt.store, fixedNow)
 			if v.Verdict.Level != tt.level {
 				t.Fatalf("verdict %s %v, want %s", v.Verdict.Level, v.Verdict.Reasons, tt.level)
 			}
@@ -95,7 +99,7 @@ func TestVerdict(t *testing.T) {
 			}
 			// Rendered: the verdict is the first thing after the title, and
 			// a missing leader is shown in the error style.
-			_, body := get(t, Handler{Source: tt.src(), Peer: tt.peer, Now: func() time.Time { return fixedNow }}, "/ui?refresh=0")
+			_, body := get(t, Handler{Source: tt.src(), Peer: tt.peer, Storage: tt.store, Now: func() time.Time { return fixedNow }}, "/ui?refresh=0")
 			iv, im := strings.Index(body, `id="verdict"`), strings.Index(body, `id="members"`)
 			if iv < 0 || im < 0 || iv > im {
 				t.Fatalf("verdict not before the members table")

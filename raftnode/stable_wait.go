@@ -1,0 +1,136 @@
+package raftnode
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// A write of the term or the vote that fails (a full disk, an I/O error) is
+// retried, holding raft's calling goroutine, until it is durable; it never
+// returns an error to raft. Why (docs/operations.md#full-disk):
+//
+//   - hashicorp/raft panics when it cannot store its current term
+//     (setCurrentTerm), and the panic kills the process with a stack trace;
+//     restarted on the same full disk, the member panics again at its next
+//     election. Returning an error is not an option for the term.
+//   - Returning nil without the write is never an option either: raft would
+//     act on a term or a vote that a crash can take back, and a member that
+//     forgets a vote can vote twice in one term.
+//   - Waiting is safe and takes the member out of the cluster: raft calls
+//     the stable store from its main goroutine (and from the transport's
+//     heartbeat path), so while one write waits the member answers no RPC,
+//     grants no vote and starts no election; the others time it out and
+//     elect a leader among themselves. Before each such write raft has
+//     already left the leader state (a newer term makes it a follower), so
+//     the member is never a leader that stopped answering. Readiness
+//     reports the fault, and the first write that succeeds after space
+//     returns lets raft go on where it stopped: recovery needs nobody.
+//
+// The votes wait too, although raft would survive an error there (it
+// refuses the vote): a vote failure that returned would leave the fault
+// with nothing to retry it, so the member would stay "not ready" after the
+// space came back, until the next election.
+//
+// Shutdown ends the wait (stopWaiting). The write is still not durable, so
+// returning to raft is as wrong then as before, nil or error: the waiting
+// goroutine exits instead (runtime.Goexit). Its deferred calls still run —
+// raft's RPC handlers answer the request with the refusal they had
+// prepared (the older term, no vote granted, no entries accepted), and
+// raft's goroutine counter is released, so raft.Shutdown returns and the
+// process ends with one log line naming the write it never made.
+
+// Backoff between retries of a failed term or vote write.
+const (
+	stableRetryFirst = 10 * time.Millisecond
+	stableRetryMax   = time.Second
+)
+
+// stableWait retries failed term and vote writes (see above).
+type stableWait struct {
+	// after is the retry timer: time.After; tests inject a clock.
+	after  func(time.Duration) <-chan time.Time
+	now    func() time.Time
+	logger hclog.Logger
+
+	quit     chan struct{} // closed by stopWaiting
+	quitOnce sync.Once
+
+	fault writeFault
+	// waiting counts the writes waiting right now (Shutdown skips its
+	// settle wait while one does: raft answers nothing meanwhile).
+	mu      sync.Mutex
+	waiting int
+}
+
+func newStableWait() stableWait {
+	return stableWait{after: time.After, now: time.Now, logger: hclog.NewNullLogger(), quit: make(chan struct{})}
+}
+
+// until makes write durable: it calls write until it succeeds, waiting with
+// backoff between attempts, and returns only then. what names the value for
+// the log. When stopWaiting is called first, the calling goroutine exits
+// without returning (see above).
+func (w *stableWait) until(what string, write func() error) {
+	err := write()
+	w.fault.record(err, w.now())
+	if err == nil {
+		return
+	}
+	w.setWaiting(1)
+	defer w.setWaiting(-1)
+	start := w.now()
+	w.logger.Error("cannot store its "+what+"; it takes no part in elections or replication until it can, retrying",
+		"error", err, "disk_full", isDiskFull(err))
+	delay := stableRetryFirst
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-w.quit:
+			w.logger.Error("shutting down with its "+what+" not stored: nothing that needed it was acknowledged",
+				"error", err, "failing_for", w.now().Sub(start).Round(time.Millisecond))
+			runtime.Goexit()
+		case <-w.after(delay):
+		}
+		err = write()
+		w.fault.record(err, w.now())
+		if err == nil {
+			w.logger.Info("stored its "+what+" after failing", "failing_for", w.now().Sub(start).Round(time.Millisecond),
+				"attempts", attempt+1)
+			return
+		}
+		if attempt%100 == 0 {
+			w.logger.Error("still cannot store its "+what, "error", err, "disk_full", isDiskFull(err), "attempts", attempt+1)
+		}
+		delay = min(2*delay, stableRetryMax)
+	}
+}
+
+func (w *stableWait) setWaiting(d int) {
+	w.mu.Lock()
+	w.waiting += d
+	w.mu.Unlock()
+}
+
+// blocked says whether a term or vote write is waiting now.
+func (w *stableWait) blocked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiting > 0
+}
+
+// stopWaiting ends every wait, now and later (Shutdown).
+func (w *stableWait) stopWaiting() {
+	w.quitOnce.Do(func() { close(w.quit) })
+}
+
+// settleTimeout is how long Shutdown lets the entries already with raft be
+// answered: not at all while a term or vote write waits, since raft
+// answers nothing until it returns.
+func (n *Node) settleTimeout() time.Duration {
+	if n.storage.stable.wait.blocked() {
+		return 0
+	}
+	return shutdownSettleTimeout
+}

@@ -29,10 +29,12 @@ func Smoke() []scenario.Scenario {
 		{Name: "smoke-member-snap-3", Nodes: 3, Faults: memberFaults, Duration: d, ExtraArgs: scenario.TinySnapshots},
 		// Client links too: client-cut first, so the short run always has one.
 		{Name: "smoke-mixed-5", Nodes: 5, Faults: withClientCut(nemesis.AllKinds), FirstFaults: nemesis.ClientKinds, Duration: d},
-		// Storage faults: a member loses raft.db, then its whole data dir,
-		// and is replaced; raft.db or snapshots get damaged on a restart.
+		// Storage faults on the default log store (raft-wal): a member loses
+		// raft.db, then its whole data dir, and is replaced; its wal/,
+		// log-reach, raft.db or snapshots get damaged on a restart (a
+		// damage drawn from nemesis.WALDamageKinds by the run's seed).
 		{Name: "smoke-storage-3", Nodes: 3, Faults: storageFaults, FirstFaults: nemesis.StorageKinds, Duration: 8 * time.Second,
-			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: scenario.TinySnapshots},
+			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: scenario.WALTinySnapshots},
 		brokenClient(),
 		brokenServer(),
 		brokenIdentity(),
@@ -225,6 +227,10 @@ func Full() []scenario.Scenario {
 		// snapshot (a replacement on an empty wal, a removed member re-added).
 		{Name: "wal-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), nemesis.AllKinds...), nemesis.DiskLoss, nemesis.StorageDamage),
 			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
+		// The storage faults alone on raft-wal, every one of them first:
+		// each wal/ and log-reach damage is drawn in turn by the round.
+		{Name: "wal-storage-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd),
+			FirstFaults: []nemesis.Kind{nemesis.StorageDamage, nemesis.DiskLoss, nemesis.StorageDamage}, Duration: d, ExtraArgs: scenario.WALTinySnapshots},
 		{Name: "wal-member-snap-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), memberFaults...), nemesis.DiskLoss),
 			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
 	}

@@ -24,14 +24,18 @@ type SnapshotInfo struct {
 // DataDirReport is what an offline look at a stopped member's data dir
 // finds (coordd inspect).
 type DataDirReport struct {
-	Dir         string         `json:"dir"`
-	Identity    Identity       `json:"identity"`
-	LogStore    string         `json:"log_store"` // bolt or wal
-	CurrentTerm uint64         `json:"current_term"`
-	FirstIndex  uint64         `json:"first_index"` // 0: the log is empty
-	LastIndex   uint64         `json:"last_index"`  // of the log, or of the newest snapshot when the log is empty
-	LastTerm    uint64         `json:"last_term"`
-	Snapshots   []SnapshotInfo `json:"snapshots"` // newest first
+	Dir         string   `json:"dir"`
+	Identity    Identity `json:"identity"`
+	LogStore    string   `json:"log_store"` // bolt or wal
+	CurrentTerm uint64   `json:"current_term"`
+	FirstIndex  uint64   `json:"first_index"` // 0: the log is empty
+	LastIndex   uint64   `json:"last_index"`  // of the log, or of the newest snapshot when the log is empty
+	LastTerm    uint64   `json:"last_term"`
+	// LogReach is the index up to which the member had stored entries
+	// durably, by its LogReachFile (0: no record); the log (or the newest
+	// snapshot) reaches at least this far, or the data dir is refused.
+	LogReach  uint64         `json:"log_reach"`
+	Snapshots []SnapshotInfo `json:"snapshots"` // newest first
 	// Configuration is the latest configuration in the log, or the newest
 	// snapshot's; ConfigurationIndex is where it was written.
 	Configuration      []Server `json:"configuration"`
@@ -73,6 +77,9 @@ func InspectDataDir(dir string) (*DataDirReport, error) {
 		return nil, err
 	}
 	out := &DataDirReport{Dir: dir, Identity: ident, LogStore: kind}
+	if rec, ok, err := loadLogReach(dir); err == nil && ok {
+		out.LogReach = rec.Held
+	}
 	store, err := openReadOnly(dir)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/coordd/coordd/raftnode"
 )
 
 // BenchmarkStoreLogs is the leader's and each follower's per-round storage
@@ -25,7 +27,10 @@ import (
 //     mmap size on the first growth, so later commits rarely grow it and
 //     pay the extra sync that growing costs);
 //   - wal: raft-wal v0.4.2 (one fsync per append into a preallocated
-//     segment).
+//     segment);
+//   - wal+log-reach, bolt+log-reach: the stores as a member writes them,
+//     behind the LogReachFile writer (one more fdatasync per append,
+//     overlapping the store's own).
 //
 // Every iteration appends one entry to each store in turn, so on a loaded
 // machine they share the same conditions; each store's rate and latency
@@ -65,6 +70,27 @@ func BenchmarkStoreLogs(b *testing.B) {
 			}
 			defer w.Close()
 			stores = append(stores, &store{name: "wal", s: w})
+			w2, err := raftwal.Open(b.TempDir(), raftwal.WithLogger(hclog.NewNullLogger()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w2.Close()
+			wr, err := raftnode.WithLogReach(b.TempDir(), w2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stores = append(stores, &store{name: "wal+log-reach", s: wr})
+			bo := &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType}
+			b2, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(b.TempDir(), "raft.db"), BoltOptions: bo})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer b2.Close()
+			br, err := raftnode.WithLogReach(b.TempDir(), b2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stores = append(stores, &store{name: "bolt+log-reach", s: br})
 			data := make([]byte, size)
 			for i := range data {
 				data[i] = byte(i)

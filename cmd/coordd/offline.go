@@ -146,6 +146,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "Current term:\t%d\n", rep.CurrentTerm)
 	fmt.Fprintf(w, "Log store:\t%s\n", rep.LogStore)
 	fmt.Fprintf(w, "Last index:\t%d (term %d)\n", rep.LastIndex, rep.LastTerm)
+	fmt.Fprintf(w, "Log reach:\tentries up to %d stored durably (%s)\n", rep.LogReach, raftnode.LogReachFile)
 	if rep.FirstIndex == 0 {
 		fmt.Fprintf(w, "Log:\tempty (the state is all in the newest snapshot)\n")
 	} else {

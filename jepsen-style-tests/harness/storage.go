@@ -23,11 +23,29 @@ import (
 const boltPage = 4096
 
 // Damage applies a storage fault to stopped member i's data dir.
-func (c *Cluster) Damage(i int, damage string) (string, error) {
+func (c *Cluster) Damage(i int, damage string) (nemesis.DamageResult, error) {
 	if st := c.State(i); st != Stopped {
-		return "", fmt.Errorf("damage %s: it is %s", c.members[i].ID, st)
+		return nemesis.DamageResult{}, fmt.Errorf("damage %s: it is %s", c.members[i].ID, st)
 	}
 	dir := c.members[i].DataDir
+	if isWALDamage(damage) {
+		return c.damageWAL(dir, damage)
+	}
+	detail, err := damageFiles(dir, damage)
+	return nemesis.DamageResult{Detail: detail}, err
+}
+
+// LogStore is the log store of member i's data dir: wal when it has a
+// wal/ directory.
+func (c *Cluster) LogStore(i int) string {
+	if fi, err := os.Stat(filepath.Join(c.members[i].DataDir, "wal")); err == nil && fi.IsDir() {
+		return "wal"
+	}
+	return "bolt"
+}
+
+// damageFiles applies one of the damages to raft.db and the snapshots.
+func damageFiles(dir, damage string) (string, error) {
 	db := filepath.Join(dir, "raft.db")
 	snaps := snapshotDirs(dir)
 	switch damage {

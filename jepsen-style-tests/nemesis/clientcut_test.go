@@ -41,9 +41,10 @@ func (f *fakeCluster) WaitReady(context.Context, int, time.Duration) error {
 	return nil
 }
 func (f *fakeCluster) Endpoints(int) []string { return nil }
-func (f *fakeCluster) Damage(int, string) (string, error) {
-	return "", errors.New("no data dirs")
+func (f *fakeCluster) Damage(int, string) (DamageResult, error) {
+	return DamageResult{}, errors.New("no data dirs")
 }
+func (f *fakeCluster) LogStore(int) string { return "wal" }
 func (f *fakeCluster) TryStart(int, time.Duration) (bool, string, error) {
 	return false, "", errors.New("running")
 }

@@ -28,8 +28,36 @@ const (
 	HoleInLog = "hole-in-log"
 )
 
-// DamageKinds are the damages storage-damage draws from.
+// Storage faults of the raft-wal log store (wal/: segment files and
+// wal-meta.db) and of the record of how far the log reached (log-reach).
+const (
+	EmptyWAL          = "empty-wal"           // every file under wal/ deleted, the directory kept
+	ZeroWALTail       = "zero-wal-tail"       // zeros from the middle entry of the newest segment to its end
+	CutWALSegment     = "cut-wal-segment"     // the newest segment truncated to half its size
+	DropNewestSegment = "drop-newest-segment" // the newest segment file deleted
+	LoseLogReach      = "lose-log-reach"      // log-reach deleted
+)
+
+// DamageKinds are the damages storage-damage draws from on a data dir
+// whose log is in raft.db.
 var DamageKinds = []string{TruncateRaftDB, FlipRaftDB, DropSnapshots, GarbleSnapshotMeta, FlipSnapshots, HoleInLog}
+
+// WALDamageKinds are the damages storage-damage draws from on a raft-wal
+// data dir (the default log store): its log's, and raft.db's and the
+// snapshots' as on bolt.
+var WALDamageKinds = []string{EmptyWAL, ZeroWALTail, CutWALSegment, DropNewestSegment, LoseLogReach,
+	TruncateRaftDB, FlipRaftDB, DropSnapshots, FlipSnapshots}
+
+// DamageResult is what Cluster.Damage did.
+type DamageResult struct {
+	Detail string
+	// LosesStored says the damage took away log entries the member had
+	// stored durably: by the index its log-reach record held before the
+	// damage, against the end of the log and the newest snapshot read
+	// from the files after it (or the record itself is gone). A member
+	// must refuse such a data dir; serving it is a violation.
+	LosesStored bool
+}
 
 // What a member says when it refuses a data dir (raftnode's errors).
 const (
@@ -99,15 +127,19 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		return errors.New("no victim")
 	}
 	v := victims[0]
-	kind := DamageKinds[s.SubSeed%uint64(len(DamageKinds))]
 	w.Targets = n.c.ID(v)
 	w.Start = n.c.Now()
 	n.markReplacing(v, true)
 	if err := n.c.Kill(v); err != nil {
 		return err
 	}
-	detail, err := n.c.Damage(v, kind)
-	w.Detail = kind + ": " + detail
+	kinds := DamageKinds
+	if n.c.LogStore(v) == "wal" {
+		kinds = WALDamageKinds
+	}
+	kind := kinds[s.SubSeed%uint64(len(kinds))]
+	res, err := n.c.Damage(v, kind)
+	w.Detail = kind + ": " + res.Detail
 	if err != nil {
 		return err
 	}
@@ -115,6 +147,16 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 	exited, out, err := n.c.TryStart(v, refusalWait)
 	if err != nil {
 		return err
+	}
+	if !exited && res.LosesStored {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		served := n.c.WaitReady(rctx, v, 10*time.Second) == nil
+		cancel()
+		if served {
+			n.violation("%s served a data dir that lost log entries it had stored durably (%s: %s) instead of refusing it",
+				n.c.ID(v), kind, res.Detail)
+		}
+		return n.replace(context.WithoutCancel(ctx), v)
 	}
 	if !exited {
 		if err := n.c.WaitReady(context.WithoutCancel(ctx), v, 30*time.Second); err != nil {

@@ -75,8 +75,12 @@ type Cluster interface {
 	Resume(i int) error
 	WaitReady(ctx context.Context, i int, timeout time.Duration) error
 	// Damage applies one of the storage faults (LoseRaftDB, WipeDataDir,
-	// DamageKinds) to stopped member i's data dir and says what it did.
-	Damage(i int, damage string) (string, error)
+	// DamageKinds, WALDamageKinds) to stopped member i's data dir and says
+	// what it did.
+	Damage(i int, damage string) (DamageResult, error)
+	// LogStore is the log store of stopped member i's data dir ("wal" or
+	// "bolt").
+	LogStore(i int) string
 	// TryStart starts member i as Start does and waits up to within: if it
 	// exits, exited is true and line is the last line it wrote (and the
 	// exit is not a crash); otherwise it keeps running as after Start.

@@ -101,6 +101,9 @@ func RestoreDataDir(c RestoreConfig) (Identity, error) {
 	if c.Index == 0 {
 		return Identity{}, errors.New("the backup holds an empty state (index 0): bootstrap a new cluster instead of restoring it")
 	}
+	if err := CheckRestoreFloors(c.IDFloor, c.TSOFloorMs); err != nil {
+		return Identity{}, err
+	}
 	_, statErr := os.Stat(c.Dir)
 	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {

@@ -3,7 +3,7 @@
 //	coordd [serve] --id ID --data-dir DIR --raft-addr A --grpc-addr A --http-addr A (--peers ... | --join A)
 //	coordd dev [--data-dir ./data/dev] [--secure]   a three-node cluster on loopback, in the foreground
 //	coordd token generate                  print a fresh token for --bootstrap-token-file
-//	coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr A --id-floor N   seed a new cluster from a backup
+//	coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr A --id-floor N [--ts-floor-ms MS [--yes]]   seed a new cluster from a backup
 //	coordd inspect --data-dir DIR          what a stopped member's data dir holds
 //	coordd recover --data-dir DIR --peers-file FILE   rewrite a stopped member's configuration (quorum loss)
 //

@@ -43,7 +43,15 @@ func parseOffline(fs *flag.FlagSet, args []string, required ...string) error {
 // between the old cluster's leader and this machine.
 const restoreTSOMargin = time.Minute
 
-// restoreCmd: coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr ADDR --id-floor N [--ts-floor-ms MS].
+// restoreTSOConfirm is how far above the restoring machine's clock a
+// --ts-floor-ms may lie without --yes: a floor further ahead is more likely
+// a typo (a year, a unit) than an old cluster's clock.
+const restoreTSOConfirm = 24 * time.Hour
+
+// utcMs formats Unix ms as an RFC 3339 UTC time.
+func utcMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// restoreCmd: coordd restore --snapshot FILE --data-dir DIR --id ID --raft-addr ADDR --id-floor N [--ts-floor-ms MS [--yes]].
 func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coordd restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -54,7 +62,8 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	idFloor := fs.String("id-floor", "", "required: the restored cluster's first ID; above every ID the old cluster may have handed out "+
 		"(the highest 'Allocator next ID' of its members' 'coordd inspect', see docs/operations.md#backup-and-restore)")
 	tsFloor := fs.Int64("ts-floor-ms", 0, "the restored cluster's first timestamp, Unix ms (default and minimum: this machine's clock + 1 min, "+
-		"and never below the backup's TSO limit)")
+		"and never below the backup's TSO limit); more than a day ahead of the clock needs --yes")
+	yes := fs.Bool("yes", false, "confirm a --ts-floor-ms more than a day ahead of this machine's clock")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	logStore := fs.String("raft-log-store", raftnode.DefaultLogStore, "the log store the member will run on: wal or bolt (serve records it; serve's default keeps it)")
 	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr", "id-floor"); err != nil {
@@ -64,8 +73,20 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil || floor == 0 {
 		return badConfig("--id-floor: want a positive integer, got %q", *idFloor)
 	}
+	if floor > raftnode.MaxRestoreIDFloor {
+		return badConfig("--id-floor %d leaves too few IDs below 2^63 (segment and other IDs are int64): at most %d (2^62)", floor, raftnode.MaxRestoreIDFloor)
+	}
 	if *tsFloor < 0 || *tsFloor >= 1<<46 {
 		return badConfig("--ts-floor-ms: %d is not a Unix time in ms", *tsFloor)
+	}
+	if *tsFloor > raftnode.MaxRestoreTSOFloorMs {
+		return badConfig("--ts-floor-ms %d (%s) leaves less than a year below the timestamp limit (46-bit physical part, %s): at most %d",
+			*tsFloor, utcMs(*tsFloor), utcMs(1<<46), raftnode.MaxRestoreTSOFloorMs)
+	}
+	now := time.Now()
+	if ahead := now.Add(restoreTSOConfirm).UnixMilli(); *tsFloor > ahead && !*yes {
+		return badConfig("--ts-floor-ms %d (%s) is more than a day ahead of this machine's clock (%s): the restored cluster's timestamps "+
+			"would run that far ahead of real time; add --yes if that is meant", *tsFloor, utcMs(*tsFloor), now.UTC().Format(time.RFC3339))
 	}
 	if !raftnode.ValidLogStore(*logStore) {
 		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, *logStore)
@@ -91,7 +112,6 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	if floor < st.NextID() {
 		return badConfig("--id-floor %d is below the backup's own next ID %d; give the old cluster's highest next ID (or more)", floor, st.NextID())
 	}
-	now := time.Now()
 	tso := max(*tsFloor, now.Add(restoreTSOMargin).UnixMilli(), st.TSOLimitPhysicalMs())
 	ident, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
 		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, IDFloor: floor, TSOFloorMs: tso, NowMs: now.UnixMilli(),

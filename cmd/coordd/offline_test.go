@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordd/coordd/backup"
 	"github.com/coordd/coordd/commands"
@@ -76,7 +78,7 @@ func TestRestoreInspectRecover(t *testing.T) {
 	file, body := writeBackup(t)
 	dir := filepath.Join(t.TempDir(), "n1")
 	code, out, errs := runCmd("restore", "--snapshot", file, "--data-dir", dir, "--id", "n1", "--raft-addr", "127.0.0.1:7101",
-		"--id-floor", "1000", "--ts-floor-ms", farTSFloor)
+		"--id-floor", "1000", "--ts-floor-ms", farTSFloor, "--yes")
 	if code != 0 || !strings.Contains(out, "new cluster") || !strings.Contains(out, "first ID is at least 1000") {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
 	}
@@ -132,7 +134,8 @@ func TestRestoreInspectRecover(t *testing.T) {
 }
 
 // farTSFloor is a --ts-floor-ms above any test machine's clock, so the
-// restored state does not depend on the time the test runs.
+// restored state does not depend on the time the test runs (with --yes:
+// it is more than a day ahead of the clock).
 const farTSFloor = "4102444800000" // 2100-01-01
 
 // restoredSummary is the summary of the state a restore of body with
@@ -241,6 +244,18 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 		{"restore bad id floor", restore("--id-floor", "-3"), 2, "--id-floor"},
 		{"restore id floor below the backup's", restore("--id-floor", "5"), 2, "below the backup's own next ID 11"},
 		{"restore bad ts floor", restore("--ts-floor-ms", "-1"), 2, "--ts-floor-ms"},
+		// Floors the restored cluster could not allocate from (probe D13).
+		{"restore id floor 2^63", restore("--id-floor", "9223372036854775808"), 2, "leaves too few IDs below 2^63"},
+		{"restore id floor 2^63-1", restore("--id-floor", "9223372036854775807"), 2, "at most 4611686018427387904 (2^62)"},
+		{"restore id floor 2^64-1", restore("--id-floor", "18446744073709551615"), 2, "leaves too few IDs below 2^63"},
+		{"restore id floor 2^62+1", restore("--id-floor", "4611686018427387905"), 2, "leaves too few IDs below 2^63"},
+		{"restore ts floor 2^46-1", restore("--ts-floor-ms", "70368744177663"), 2, "leaves less than a year below the timestamp limit"},
+		{"restore ts floor near 2^46", restore("--ts-floor-ms", "70368744170000"), 2, "leaves less than a year below the timestamp limit"},
+		{"restore ts floor near 2^46 with --yes", append(restore("--ts-floor-ms", "70368744170000"), "--yes"), 2, "less than a year below"},
+		{"restore ts floor in 2100", restore("--ts-floor-ms", "4102444800000"), 2, "more than a day ahead of this machine's clock"},
+		{"restore ts floor 2^45", restore("--ts-floor-ms", "35184372088832"), 2, "add --yes if that is meant"},
+		{"restore ts floor in two days", restore("--ts-floor-ms", strconv.FormatInt(time.Now().Add(48*time.Hour).UnixMilli(), 10)), 2,
+			"more than a day ahead"},
 		{"restore bad id", restore("--id", "n 1"), 2, "--id"},
 		{"restore bad raft addr", restore("--raft-addr", "nowhere"), 2, "--raft-addr"},
 		{"restore unknown log store", append(restore(), "--raft-log-store", "leveldb"), 2, `--raft-log-store must be bolt or wal, got "leveldb"`},
@@ -277,7 +292,8 @@ func TestOfflineCommandsRefuseBadInput(t *testing.T) {
 			if code != c.code || out != "" || !strings.Contains(errs, c.want) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d with %q", code, out, errs, c.code, c.want)
 			}
-			if c.code == 1 && strings.Count(errs, "\n") != 1 {
+			if (c.code == 1 || strings.HasPrefix(c.name, "restore id floor") || strings.HasPrefix(c.name, "restore ts floor")) &&
+				strings.Count(errs, "\n") != 1 {
 				t.Fatalf("want one line, got %q", errs)
 			}
 			if _, err := os.Stat(fresh); !os.IsNotExist(err) {

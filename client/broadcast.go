@@ -132,15 +132,18 @@ func (s BroadcastSpec) request() (*coordpb.BroadcastRequest, error) {
 // goes on (see GetBroadcast).
 //
 // With an idempotency key a retry is safe (it returns the same task), so
-// the call is retried like a read. Without one, a retry after an attempt
-// whose outcome is unknown may broadcast a second time, so it is retried
-// at most Config.OutcomeUnknownRetries times after such an attempt.
+// the call is retried like a read. Without one, a resend after an attempt
+// whose outcome is unknown may broadcast a second time, so it is never
+// resent then: the call fails with IsOutcomeUnknown, and the caller finds
+// out with ListBroadcasts/GetBroadcast (docs/semantics.md#client-retries).
+// Answers that say nothing was done (not the leader, overloaded) are
+// retried either way.
 func (c *Client) Broadcast(ctx context.Context, spec BroadcastSpec) (*coordpb.BroadcastResponse, error) {
 	req, err := spec.request()
 	if err != nil {
 		return nil, localError("Broadcast", err)
 	}
-	kind := longMutation
+	kind := longMutationOnce
 	if req.IdempotencyKey != nil {
 		kind = longRetrySafe
 	}

@@ -42,10 +42,16 @@ type Config struct {
 	// MaxRetries is the retry budget of one call (attempts after the
 	// first). Zero means DefaultMaxRetries; negative means no retries.
 	MaxRetries int
-	// OutcomeUnknownRetries bounds, within MaxRetries, how often a
-	// membership change (AddVoter, RemoveMember, TransferLeader to a named
-	// target) is retried after an attempt whose outcome is unknown. Zero
-	// means DefaultOutcomeUnknownRetries; negative means never.
+	// OutcomeUnknownRetries bounds, within MaxRetries, how often a call
+	// whose repeat changes nothing more (AddVoter, RemoveMember,
+	// TransferLeader to a named target, RevokeToken, AbandonBroadcast,
+	// FlushAll) is resent after an attempt whose outcome is unknown; the
+	// resend may answer as if the first had not happened (NotFound for a
+	// removal that did), with IsOutcomeUnknown set. Calls deduplicated by
+	// a request ID are resent within MaxRetries; a broadcast without an
+	// idempotency key, CreateToken and ResetReplicateRole never are
+	// (docs/semantics.md#client-retries). Zero means
+	// DefaultOutcomeUnknownRetries; negative means never.
 	OutcomeUnknownRetries int
 	// TLS, when set, is the transport security of every connection
 	// (LoadTLS builds it); nil means plaintext. Insert on a secure

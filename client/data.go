@@ -102,6 +102,8 @@ func (c *Client) Flush(ctx context.Context, collectionID int64) (*coordpb.FlushR
 }
 
 // FlushAll broadcasts FlushAll to every PChannel (waits for the broadcast).
+// A repeat flushes what is growing by then: after an unknown outcome it is
+// resent at most Config.OutcomeUnknownRetries times.
 func (c *Client) FlushAll(ctx context.Context) (*coordpb.FlushAllResponse, error) {
 	var resp *coordpb.FlushAllResponse
 	_, err := c.do(ctx, "FlushAll", longMutation, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {

@@ -61,11 +61,14 @@
 //     unknown" (the write may or may not have been committed), reads,
 //     allocations and idempotent writes (request-ID-deduplicated calls,
 //     broadcasts with an idempotency key, AddPChannels, DrainNode, ...) are
-//     still retried (a retried allocation only skips values). Writes that
-//     are not idempotent — AddVoter, RemoveMember, AbandonBroadcast, a
-//     Broadcast without an idempotency key, FlushAll — are retried at
-//     most Config.OutcomeUnknownRetries times, and TransferLeader without a
-//     target never (a second transfer would move leadership again).
+//     still retried (a retried allocation only skips values). Writes whose
+//     repeat changes nothing more but may answer as if the first had not
+//     happened — AddVoter, RemoveMember, TransferLeader to a target,
+//     RevokeToken, AbandonBroadcast, FlushAll — are resent at most
+//     Config.OutcomeUnknownRetries times. Writes that a resend would do
+//     twice — a Broadcast without an idempotency key, CreateToken,
+//     TransferLeader without a target, ResetReplicateRole — are never
+//     resent after an unknown outcome (docs/semantics.md#client-retries).
 //     DeadlineExceeded from a single attempt while the call's own deadline
 //     has not passed counts the same way. Broadcast and FlushAll wait on
 //     server-side work, so one attempt may use the whole call deadline.

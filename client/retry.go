@@ -119,7 +119,14 @@ func IsOutcomeUnknown(err error) bool {
 	return false
 }
 
-// callKind selects the retry rules of a call.
+// callKind selects the retry rules of a call. The rule behind them
+// (docs/semantics.md#client-retries): after an attempt whose outcome is
+// unknown, a call is sent again only when the resend cannot do the change
+// twice — its request carries a request ID the SDK made once for the
+// logical call (the server answers a repeat with the first result), or
+// repeating it changes nothing (a read, an allocation, an ack). A call
+// that would do it twice (a broadcast without an idempotency key, a new
+// token) is never resent after an unknown outcome.
 type callKind int
 
 const (
@@ -137,7 +144,18 @@ const (
 	longMutation
 	// longRetrySafe is retrySafe without the AttemptTimeout bound.
 	longRetrySafe
+	// longMutationOnce is mutationOnce without the AttemptTimeout bound
+	// (a broadcast without an idempotency key).
+	longMutationOnce
 )
+
+// long reports a kind whose one attempt may use the whole call deadline.
+func (k callKind) long() bool {
+	return k == longMutation || k == longRetrySafe || k == longMutationOnce
+}
+
+// once reports a kind never sent again after an unknown outcome.
+func (k callKind) once() bool { return k == mutationOnce || k == longMutationOnce }
 
 // rpcFunc makes one attempt on cc. It must pass opts to the RPC.
 type rpcFunc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error
@@ -165,7 +183,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 		unknown int
 	)
 	maxUnknown := c.cfg.OutcomeUnknownRetries
-	if kind == mutationOnce {
+	if kind.once() {
 		maxUnknown = 0
 	}
 	for {
@@ -188,7 +206,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 
 		e.Attempts++
 		e.Endpoint = addr
-		md, sent, err := c.attempt(ctx, addr, fn, kind != longMutation && kind != longRetrySafe)
+		md, sent, err := c.attempt(ctx, addr, fn, !kind.long())
 		if err == nil {
 			c.setPreferred(addr)
 			return addr, nil

@@ -25,7 +25,9 @@ func (c *Client) CreateNodeToken(ctx context.Context, nodeID uint64, name string
 
 func (c *Client) createToken(ctx context.Context, req *coordpb.CreateTokenRequest) (*coordpb.CreateTokenResponse, error) {
 	var resp *coordpb.CreateTokenResponse
-	_, err := c.do(ctx, "CreateToken", mutation, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
+	// Never resent after an unknown outcome: a resend would create a
+	// second token (the request has no request ID to dedup on).
+	_, err := c.do(ctx, "CreateToken", mutationOnce, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
 		resp, err = coordpb.NewTokensClient(cc).CreateToken(ctx, req, opts...)
 		return err
 	})

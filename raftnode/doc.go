@@ -23,4 +23,8 @@
 //     entry of its own term (LeaderEstablished after a Barrier).
 //   - An entry the FSM cannot apply stops the process: a replica that
 //     skipped it would diverge.
+//   - A term or vote write returns to raft only once it is durable (raft
+//     panics on an error, and a vote it believed stored could be given
+//     twice): a failing one waits, and the member takes no part meanwhile
+//     (stable_wait.go, docs/operations.md#full-disk).
 package raftnode

@@ -24,7 +24,8 @@ func (p Probes) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 when raftnode.Node.Readiness says the member is ready
-// (a leader is known, appends succeed, and it is within MaxLag entries of
+// (its term and vote, log and snapshot writes succeed — a full disk is
+// named, with disk_full — a leader is known, and it is within MaxLag entries of
 // the highest commit index a leader told it about) and, on a follower, the
 // leader's gRPC address is registered in the replicated member table, and
 // 503 with the reason otherwise. Without that address a follower cannot

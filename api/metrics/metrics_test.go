@@ -113,6 +113,11 @@ func TestRegistry(t *testing.T) {
 	if want := fmt.Sprintf(`coordd_leader_checks_total{how="quorum_round"} %d`, before+1); !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("/metrics has no %q", want)
 	}
+	for _, write := range []string{"term_and_vote", "raft_log", "snapshot"} {
+		if want := `coordd_storage_write_failing{write="` + write + `"} 0`; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
 
 	if err := node.Snapshot(); err != nil {
 		t.Fatalf("snapshot: %v", err)

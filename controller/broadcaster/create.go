@@ -21,7 +21,10 @@ import (
 // A body ordered behind predecessors (after_broadcasts) that Apply refused
 // with REJECT_ORDER changed nothing: create waits, within lockCtx, until
 // they have finished and proposes the same request again.
-func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroadcast, guard *lockGuard, requestID string) (uint64, bool, error) {
+//
+// settled is called once the proposal's outcome is known (or it was never
+// made), even when the caller has given up by then.
+func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroadcast, guard *lockGuard, requestID string, settled func()) (uint64, bool, error) {
 	type out struct {
 		id  uint64
 		dup bool
@@ -35,12 +38,14 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 	if ts.stopped {
 		ts.mu.Unlock()
 		guard.release()
+		settled()
 		return 0, false, errNotLeader
 	}
 	ts.wg.Add(1) // never concurrent with stop's Wait: stop sets stopped first
 	ts.mu.Unlock()
 	go func() {
 		defer ts.wg.Done()
+		defer settled()
 		if err := ctx.Err(); err != nil {
 			guard.release()
 			ch <- out{err: err}

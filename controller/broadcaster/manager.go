@@ -311,16 +311,25 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{LockWait: wait}, err
 	}
+	// From the state req is decided on until its create's outcome is
+	// known, no other CreateCollection of its collection is decided.
+	admitted, err := ts.admissions.admit(lockCtx, req)
+	if err != nil {
+		guard.release()
+		return Result{LockWait: time.Since(lockStart)}, err
+	}
 	body, original, err := m.decide(lockCtx, ts, req, guard, lockStart)
 	switch {
 	case err != nil:
+		admitted()
 		guard.release()
 		return Result{LockWait: time.Since(lockStart)}, err
 	case body == nil:
+		admitted()
 		guard.release()
 		return m.waitDone(ctx, req.MessageType, original, true, wait, start)
 	}
-	id, dup, err := ts.create(ctx, lockCtx, body, guard, req.RequestID)
+	id, dup, err := ts.create(ctx, lockCtx, body, guard, req.RequestID, admitted)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}

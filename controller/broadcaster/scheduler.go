@@ -23,6 +23,9 @@ type termState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	locks  *lockTable
+	// admissions serialises CreateCollection admissions per collection
+	// (collection_admission.go).
+	admissions *collectionAdmissions
 
 	mu      sync.Mutex
 	tasks   map[uint64]*task
@@ -35,7 +38,7 @@ type termState struct {
 }
 
 func newTermState(m *Manager, ctx context.Context, cancel context.CancelFunc, term uint64) *termState {
-	return &termState{m: m, term: term, ctx: ctx, cancel: cancel, locks: newLockTable(),
+	return &termState{m: m, term: term, ctx: ctx, cancel: cancel, locks: newLockTable(), admissions: newCollectionAdmissions(),
 		tasks: map[uint64]*task{}, wake: make(chan struct{}, 1), gcKick: make(chan struct{}, 1)}
 }
 

@@ -61,12 +61,16 @@ func prepare(st *fsm.State, req Request) (*logpb.CreateBroadcast, error) {
 	if r := st.CheckBroadcastCreation(body); r != nil {
 		return nil, commands.Rejected(r)
 	}
+	if err := checkPendingCreate(st, body); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
 
 // chooseTargets returns req's targets, or when it names none, the default
 // ones for its type: a CreateCollection goes to the collection's
-// VChannels (planned now, recorded by its callback), a DropCollection to
+// VChannels (those of its pending CreateCollection if it has one, else
+// planned now; recorded by its callback), a DropCollection to
 // the collection's VChannels, an AlterReplicateConfig to every PChannel and
 // anything else (a cluster-level message) to every PChannel available in
 // replication. The CChannel stands in for its own PChannel.
@@ -79,6 +83,9 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 		var p logpb.CreateCollectionPayload
 		if err := proto.Unmarshal(req.Payload, &p); err != nil {
 			return nil, fmt.Errorf("%w: CreateCollection payload: %v", commands.ErrInvalid, err)
+		}
+		if follow, ok, err := followPendingCreate(st, p.CollectionId, p.Shards); ok {
+			return follow, err
 		}
 		plan, r := st.PlanCollectionVChannels(p.CollectionId, p.Shards)
 		if r != nil {

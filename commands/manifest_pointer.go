@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/coordd/coordd/vocab"
 )
 
 // Manifest pointers and revision object keys (docs/semantics.md#manifests).
@@ -107,15 +109,15 @@ func parsePointerJSON(s string) (ManifestPointer, error) {
 }
 
 // ValidateManifestBase checks a base path: 1..MaxManifestBaseBytes bytes of
-// slash-separated segments, none empty, "." or "..", no control characters
-// or backslashes.
+// slash-separated segments, none empty, "." or "..", no control or
+// invisible characters (vocab.IsInvisible) or backslashes.
 func ValidateManifestBase(base string) error {
 	if base == "" || len(base) > MaxManifestBaseBytes {
 		return invalid("manifest base path must be 1..%d bytes, got %d", MaxManifestBaseBytes, len(base))
 	}
 	for _, c := range base {
-		if c < 0x20 || c == 0x7f || c == '\\' {
-			return invalid("manifest base path %q contains a control character or backslash", base)
+		if c == '\\' || vocab.IsInvisible(c) {
+			return invalid("manifest base path %q contains a control or invisible character or a backslash (%U)", base, c)
 		}
 	}
 	for seg := range strings.SplitSeq(base, "/") {

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/coordd/coordd/vocab"
 )
 
 // Object keys a manifest revision or a catalog mutation lists
@@ -14,7 +16,9 @@ import (
 //
 // A key is relative to the store's root: 1..MaxManifestFileBytes bytes of
 // valid UTF-8, slash-separated elements, none empty, "." or "..", and no
-// control character (NUL included) or backslash. So it is never absolute
+// control character (NUL included, C1 too), no other character a reader
+// cannot see (bidi controls, zero-width characters: vocab.IsInvisible) and
+// no backslash. So it is never absolute
 // ("/etc/passwd" has an empty first element) and never climbs out of its
 // prefix.
 //
@@ -58,8 +62,8 @@ func ParseObjectKey(key string) (ObjectKey, error) {
 		return ObjectKey{}, invalid("object key %q is not valid UTF-8", key)
 	}
 	for _, c := range key {
-		if c < 0x20 || c == 0x7f || c == '\\' {
-			return ObjectKey{}, invalid("object key %q contains a control character or backslash", key)
+		if c == '\\' || vocab.IsInvisible(c) {
+			return ObjectKey{}, invalid("object key %q contains a control or invisible character or a backslash (%U)", key, c)
 		}
 	}
 	k := ObjectKey{key: key}

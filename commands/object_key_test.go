@@ -3,6 +3,7 @@ package commands
 import (
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -22,6 +23,13 @@ func TestParseObjectKey(t *testing.T) {
 		"a\\b":                        false,
 		"a\x7fb":                      false,
 		"\xff":                        false,
+		"a\u0085b":                    false, // C1 control (probe L12)
+		"\u202egpj.exe":               false, // bidi override
+		"a\u200bb":                    false, // zero-width space
+		"a\u2066b\u2069":              false, // bidi isolate
+		"a\ufeffb":                    false, // byte-order mark
+		"a\u2028b":                    false, // line separator
+		"stats_log/100/1/5/é/中":       true,
 		strings.Repeat("a", 1025):     false,
 		strings.Repeat("a/", 512)[1:]: false,
 	} {
@@ -58,11 +66,13 @@ func TestParseObjectKey(t *testing.T) {
 }
 
 // FuzzParseObjectKey: whatever the input, an accepted key is valid UTF-8
-// without control characters or backslashes, relative, without empty,
+// without control, format (bidi, zero-width) or separator characters or
+// backslashes, relative, without empty,
 // "." or ".." elements, and round-trips; BelongsTo holds only for keys
 // that start with <kind>/<collection>/<partition>/<segment>/.
 func FuzzParseObjectKey(f *testing.F) {
-	for _, s := range []string{"insert_log/100/1/5/100/7", "../x", "/a", "a\x00", "manifest/100/1/5/manifest-1", "index_files/40/1/1/5/x", "a//b"} {
+	for _, s := range []string{"insert_log/100/1/5/100/7", "../x", "/a", "a\x00", "manifest/100/1/5/manifest-1", "index_files/40/1/1/5/x", "a//b",
+		"a\u0085b", "\u202egpj.exe", "a\u200bb", "a\u2066b", "a\ufeffb", "stats_log/100/1/5/é"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
@@ -79,7 +89,7 @@ func FuzzParseObjectKey(f *testing.F) {
 			}
 		}
 		for _, c := range key {
-			if c < 0x20 || c == 0x7f || c == '\\' {
+			if c < 0x20 || c == 0x7f || c == '\\' || unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
 				t.Fatalf("accepted %q with %U", key, c)
 			}
 		}
@@ -91,4 +101,28 @@ func FuzzParseObjectKey(f *testing.F) {
 			t.Fatalf("revision %q counted as a file", key)
 		}
 	})
+}
+
+// TestStatsKeyNames (probe L13, L12): a stats key's name is 1..256 bytes
+// wherever it is checked (a catalog mutation in Apply, a revision the
+// leader writes), and refuses the characters object keys refuse.
+func TestStatsKeyNames(t *testing.T) {
+	for key, want := range map[string]string{
+		"bloom_filter":                          "",
+		"text:101":                              "",
+		strings.Repeat("k", MaxStatsKeyBytes):   "",
+		"":                                      "1..256 bytes, got 0",
+		strings.Repeat("k", MaxStatsKeyBytes+1): "1..256 bytes, got 257",
+		strings.Repeat("k", 900_000):            "1..256 bytes, got 900000",
+		"bloom\u0085":                           "invisible character",
+		"\u202ebloom":                           "invisible character",
+		"bl\u200doom":                           "invisible character",
+		"a\\b":                                  "backslash",
+		"/abs":                                  "absolute",
+	} {
+		err := ValidateStatsKey(key)
+		if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateStatsKey(%.40q): %v, want %q", key, err, want)
+		}
+	}
 }

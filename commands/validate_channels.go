@@ -2,6 +2,7 @@ package commands
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/vocab"
@@ -71,6 +72,14 @@ func validateChannelCommand(body any) (err error, ok bool) {
 		}
 		if len(b.ResourceGroup) > MaxResourceGroupLen {
 			return invalid("resource group is %d bytes (max %d)", len(b.ResourceGroup), MaxResourceGroupLen), true
+		}
+		// Operators read resource groups in `coordctl node list`: no
+		// terminal escapes, no characters that hide what the name says.
+		if !utf8.ValidString(b.ResourceGroup) {
+			return invalid("resource group %q is not valid UTF-8", b.ResourceGroup), true
+		}
+		if r, bad := vocab.FirstInvisible(b.ResourceGroup); bad {
+			return invalid("resource group %q contains a control or invisible character (%U)", b.ResourceGroup, r), true
 		}
 		if b.Incarnation == "" || len(b.Incarnation) > MaxIncarnationBytes {
 			return invalid("incarnation must be 1..%d bytes", MaxIncarnationBytes), true

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Shape limits for manifest commands.
@@ -163,8 +164,8 @@ func validateIndexMutations(seg int64, m *logpb.ManifestCatalogMutation) error {
 
 // ValidateManifestStats checks one stats key and its files.
 func ValidateManifestStats(s *logpb.ManifestStats) error {
-	if s == nil || s.Key == "" || len(s.Key) > 256 {
-		return invalid("a stats key must be 1..256 bytes")
+	if s == nil {
+		return invalid("a stats entry is missing")
 	}
 	if err := ValidateStatsKey(s.Key); err != nil {
 		return err
@@ -212,17 +213,26 @@ func validateRetireManifestRevisions(b *logpb.RetireManifestRevisions) error {
 	return nil
 }
 
+// MaxStatsKeyBytes bounds a stats key's name, in a catalog mutation and
+// in every revision the leader writes (a revision carries its stats keys
+// for the rest of the segment's life).
+const MaxStatsKeyBytes = 256
+
 // ValidateStatsKey checks a stats key's name (a catalog key such as
-// "bloom_filter" or "text:101", not an object key): valid UTF-8 without
-// control characters (NUL included) or backslashes, not absolute, and no
-// empty, "." or ".." element if it has slashes.
+// "bloom_filter" or "text:101", not an object key): 1..MaxStatsKeyBytes
+// bytes of valid UTF-8 without control or invisible characters
+// (vocab.IsInvisible) or backslashes, not absolute, and no empty, "." or
+// ".." element if it has slashes.
 func ValidateStatsKey(key string) error {
+	if key == "" || len(key) > MaxStatsKeyBytes {
+		return invalid("a stats key must be 1..%d bytes, got %d", MaxStatsKeyBytes, len(key))
+	}
 	if !utf8.ValidString(key) {
 		return invalid("stats key %q is not valid UTF-8", key)
 	}
 	for _, c := range key {
-		if c < 0x20 || c == 0x7f || c == '\\' {
-			return invalid("stats key %q contains a control character or backslash", key)
+		if c == '\\' || vocab.IsInvisible(c) {
+			return invalid("stats key %q contains a control or invisible character or a backslash (%U)", key, c)
 		}
 	}
 	for e := range strings.SplitSeq(key, "/") {

@@ -211,6 +211,8 @@ func TestCommitSegmentManifestBadInputChangesNothing(t *testing.T) {
 		"no mutation":         {SegmentId: 5},
 		"expected structured": {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, ExpectedVersion: &one},
 		"empty stats key":     statsReq(5, "", "f"),
+		"900 KB stats key":    statsReq(5, strings.Repeat("k", 900_000), "f"), // probe L13: every later revision would carry it
+		"stats key with a C1": statsReq(5, "k\u0085", "f"),
 		"empty file":          statsReq(5, "k", ""),
 		"create twice":        {SegmentId: 5, Mutation: createReq(5).Mutation},
 		"bad state":           {SegmentId: 5, Mutation: statsReq(5, "k", "f").Mutation, Catalog: &coordpb.CatalogMutation{State: "Sealed"}},

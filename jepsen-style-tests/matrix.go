@@ -16,6 +16,11 @@ var processFaults = []nemesis.Kind{nemesis.KillNode, nemesis.PauseNode, nemesis.
 
 var storageFaults = []nemesis.Kind{nemesis.DiskLoss, nemesis.StorageDamage, nemesis.KillNode}
 
+// walStorageArgs run the storage templates on the default log store with
+// tiny snapshots (so members catch up by snapshot) and fault injection
+// (for stale-snapshot).
+var walStorageArgs = append(append([]string(nil), scenario.WALTinySnapshots...), nemesis.FaultInjectionArgs...)
+
 var memberFaults = []nemesis.Kind{nemesis.RemoveAdd, nemesis.KillNode, nemesis.IsolateLeader, nemesis.Transfer}
 
 // Smoke is the matrix `go test` runs: four short scenarios, every fault
@@ -33,8 +38,11 @@ func Smoke() []scenario.Scenario {
 		// raft.db, then its whole data dir, and is replaced; its wal/,
 		// log-reach, raft.db or snapshots get damaged on a restart (a
 		// damage drawn from nemesis.WALDamageKinds by the run's seed).
-		{Name: "smoke-storage-3", Nodes: 3, Faults: storageFaults, FirstFaults: nemesis.StorageKinds, Duration: 8 * time.Second,
-			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: scenario.WALTinySnapshots},
+		// The replacement catches up by snapshot, which stale-snapshot then
+		// delivers again to every follower.
+		{Name: "smoke-storage-3", Nodes: 3, Faults: storageFaults,
+			FirstFaults: []nemesis.Kind{nemesis.DiskLoss, nemesis.StaleSnapshot, nemesis.StorageDamage}, Duration: 8 * time.Second,
+			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: walStorageArgs},
 		brokenClient(),
 		brokenServer(),
 		brokenIdentity(),
@@ -229,8 +237,10 @@ func Full() []scenario.Scenario {
 			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
 		// The storage faults alone on raft-wal, every one of them first:
 		// each wal/ and log-reach damage is drawn in turn by the round.
-		{Name: "wal-storage-3-snap", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd),
-			FirstFaults: []nemesis.Kind{nemesis.StorageDamage, nemesis.DiskLoss, nemesis.StorageDamage}, Duration: d, ExtraArgs: scenario.WALTinySnapshots},
+		{Name: "wal-storage-3-snap", Nodes: 3,
+			Faults:      append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd, nemesis.StaleSnapshot),
+			FirstFaults: []nemesis.Kind{nemesis.StorageDamage, nemesis.DiskLoss, nemesis.StaleSnapshot, nemesis.StorageDamage}, Duration: d,
+			ExtraArgs: walStorageArgs},
 		{Name: "wal-member-snap-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), memberFaults...), nemesis.DiskLoss),
 			Duration: d, ExtraArgs: scenario.WALTinySnapshots},
 	}

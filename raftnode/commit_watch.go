@@ -47,6 +47,9 @@ type commitWatch struct {
 	// raft starts (stale_snapshot.go).
 	termAt func(index uint64) (term uint64, ok bool)
 	faults *faultDelays // nil: fault injection off
+	// received is, with faults, the last snapshot received
+	// (snapshot_replay.go).
+	received receivedSnapshot
 }
 
 // commitWatchPreVote is a commitWatch over a transport that supports
@@ -105,6 +108,9 @@ func (w *commitWatch) run() {
 func (w *commitWatch) deliver(rpc raft.RPC) bool {
 	if req, ok := rpc.Command.(*raft.TimeoutNowRequest); ok {
 		return w.deliverTimeoutNow(rpc, req)
+	}
+	if w.faults != nil {
+		w.received.capture(&rpc)
 	}
 	w.guardSnapshot(&rpc)
 	select {

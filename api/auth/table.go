@@ -190,8 +190,9 @@ var routeRoles = map[string]Role{
 	"GET /debug/pprof/trace":   RoleAdmin,
 
 	// Test only (served only with --fault-injection): holds raft messages.
-	"GET /debug/raft-delay":  RoleAdmin,
-	"POST /debug/raft-delay": RoleAdmin,
+	"GET /debug/raft-delay":       RoleAdmin,
+	"POST /debug/raft-delay":      RoleAdmin,
+	"POST /debug/replay-snapshot": RoleAdmin,
 }
 
 // RouteRole is the role an HTTP route (ServeMux pattern) needs;

@@ -141,6 +141,7 @@ func (g *Gateway) extraRoutes(probes Probes, metrics http.Handler) []extraRoute 
 		{http.MethodGet, "/debug/pprof/trace", "Execution trace (?seconds=N); only with --enable-pprof", "application/octet-stream", http.HandlerFunc(pprof.Trace), flagPprof},
 		{http.MethodGet, "/debug/raft-delay", "TEST ONLY: the raft RPC delays in force on this member; only with --fault-injection", "application/json", http.HandlerFunc(g.serveRaftDelay), flagFaults},
 		{http.MethodPost, "/debug/raft-delay", "TEST ONLY: hold every raft RPC of a kind this member receives ({\"kind\",\"delay_ms\"}); only with --fault-injection", "application/json", http.HandlerFunc(g.serveRaftDelay), flagFaults},
+		{http.MethodPost, "/debug/replay-snapshot", "TEST ONLY: deliver the last InstallSnapshot this member received to itself again, as a late stream would; only with --fault-injection", "application/json", http.HandlerFunc(g.serveReplaySnapshot), flagFaults},
 	}
 }
 

@@ -2,12 +2,15 @@ package httpgateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/raftnode"
 )
 
 // RaftDelayer is a member's raft fault-injection hook (raftnode.Node with
@@ -58,4 +61,33 @@ func (g *Gateway) serveRaftDelay(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ans)
+}
+
+// SnapshotReplayer is a member's stale-snapshot fault-injection hook
+// (raftnode.Node with Config.FaultInjection): it delivers the last
+// InstallSnapshot it received to itself again.
+type SnapshotReplayer interface {
+	ReplaySnapshot(timeout time.Duration) (raftnode.SnapshotReplay, error)
+}
+
+// serveReplaySnapshot replays the last snapshot this member received and
+// answers what raft did with it. Test only: served with --fault-injection,
+// admin role.
+func (g *Gateway) serveReplaySnapshot(w http.ResponseWriter, r *http.Request) {
+	rp, ok := g.delays.(SnapshotReplayer)
+	if !ok {
+		writeError(w, status.Error(codes.NotFound, "fault injection is off on this member"), "", "")
+		return
+	}
+	got, err := rp.ReplaySnapshot(g.timeout)
+	switch {
+	case errors.Is(err, raftnode.ErrNoSnapshotReceived):
+		writeError(w, status.Error(codes.FailedPrecondition, "replay snapshot: "+err.Error()), "", "")
+		return
+	case err != nil:
+		writeError(w, status.Error(codes.Unavailable, "replay snapshot: "+err.Error()), "", "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(got)
 }

@@ -40,7 +40,7 @@ func init() {
 		"POST /v1/broadcasts/retry", "POST /v1/broadcasts/abandon", "POST /v1/manifests/gc", "POST /v1/admin/log-level",
 		"GET /v1/admin/recent-errors", "POST /v1/tokens", "GET /v1/tokens", "POST /v1/tokens/revoke",
 		"GET /debug/pprof/", "GET /debug/pprof/profile", "GET /debug/pprof/symbol", "GET /debug/pprof/trace",
-		"GET /debug/raft-delay", "POST /debug/raft-delay")
+		"GET /debug/raft-delay", "POST /debug/raft-delay", "POST /debug/replay-snapshot")
 }
 
 // TestRouteRoleMatrix sends every served route with every credential kind

@@ -1,0 +1,82 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// StaleSnapshot delivers to every follower, again, the last InstallSnapshot
+// it received (coordd --fault-injection, POST /debug/replay-snapshot),
+// re-stamped with the current term and leader: what an overtaken
+// replication stream or a retransmitting link delivers after the member has
+// moved on. A member must refuse a snapshot below its applied index, and one
+// its log already holds with entries after it (raftnode/stale_snapshot.go);
+// one that installs a snapshot below its applied index is a violation, and
+// anything else a wrong install does (a crash, a lost or diverging entry)
+// the checkers see. Not in AllKinds (members need the flag); the matrices
+// name it, after faults that make members catch up by snapshot.
+const StaleSnapshot Kind = "stale-snapshot"
+
+// SnapshotReplayer is a Cluster whose members can replay a snapshot
+// (harness.Cluster implements it).
+type SnapshotReplayer interface {
+	ReplaySnapshot(ctx context.Context, i int) (Replay, error)
+}
+
+// Replay is what a member did with a replayed snapshot (raftnode's
+// SnapshotReplay, read from JSON; the nemesis does not link raftnode).
+type Replay struct {
+	Index   uint64 `json:"index"`
+	Applied uint64 `json:"applied_index"`
+	Last    uint64 `json:"last_index"`
+	Refused bool   `json:"refused"`
+	Answer  string `json:"answer"`
+}
+
+// ErrNoSnapshotYet: the member has received no snapshot to replay.
+var ErrNoSnapshotYet = errors.New("no snapshot received yet")
+
+func init() { faults[StaleSnapshot] = staleSnapshot{} }
+
+type staleSnapshot struct{}
+
+func (staleSnapshot) run(ctx context.Context, n *Nemesis, s Step, hold time.Duration, w *Window) error {
+	rp, ok := n.c.(SnapshotReplayer)
+	if !ok {
+		return errors.New("the cluster cannot replay snapshots")
+	}
+	l := n.leader(ctx)
+	fs := n.followers(l)
+	if l < 0 || len(fs) == 0 {
+		return errors.New("no leader or no follower")
+	}
+	w.Start = n.c.Now()
+	var targets, parts []string
+	for _, f := range fs {
+		if n.isRemoved(f) {
+			continue
+		}
+		targets = append(targets, n.c.ID(f))
+		got, err := rp.ReplaySnapshot(ctx, f)
+		switch {
+		case errors.Is(err, ErrNoSnapshotYet):
+			parts = append(parts, n.c.ID(f)+": none received")
+		case err != nil:
+			parts = append(parts, fmt.Sprintf("%s: %v", n.c.ID(f), err))
+		case !got.Refused && got.Index < got.Applied:
+			n.violation("%s installed a replayed snapshot at index %d below its applied index %d", n.c.ID(f), got.Index, got.Applied)
+			parts = append(parts, fmt.Sprintf("%s: INSTALLED %d below applied %d", n.c.ID(f), got.Index, got.Applied))
+		case got.Refused:
+			parts = append(parts, fmt.Sprintf("%s: %d refused (applied %d, last %d)", n.c.ID(f), got.Index, got.Applied, got.Last))
+		default:
+			parts = append(parts, fmt.Sprintf("%s: %d installed (applied %d, last %d)", n.c.ID(f), got.Index, got.Applied, got.Last))
+		}
+	}
+	w.Targets = strings.Join(targets, ",")
+	w.Detail = "replayed: " + strings.Join(parts, "; ")
+	sleep(ctx, hold)
+	return nil
+}

@@ -77,17 +77,26 @@ func IsServerCert(cert *x509.Certificate) bool {
 }
 
 // CertRole returns the role a client certificate grants through a
-// RoleURIPrefix URI SAN ("read", "proxy", "node" or "admin"), or "".
-func CertRole(cert *x509.Certificate) string {
+// RoleURIPrefix URI SAN ("read", "proxy", "node" or "admin"), or "". A
+// certificate with two role URIs is refused, as one with two node
+// identities is (CertNode): which of them it grants would depend on their
+// order, so it grants neither.
+func CertRole(cert *x509.Certificate) (string, error) {
 	if cert == nil {
-		return ""
+		return "", nil
 	}
+	role, found := "", false
 	for _, u := range cert.URIs {
-		if r, ok := strings.CutPrefix(u.String(), RoleURIPrefix); ok {
-			return r
+		r, ok := strings.CutPrefix(u.String(), RoleURIPrefix)
+		if !ok {
+			continue
 		}
+		if found {
+			return "", fmt.Errorf("certificate names two roles (%q and %q)", role, r)
+		}
+		role, found = r, true
 	}
-	return ""
+	return role, nil
 }
 
 // requireServerPeer is a tls.Config.VerifyConnection hook: the chain was

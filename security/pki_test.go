@@ -38,7 +38,7 @@ func TestIssueNode(t *testing.T) {
 	if id, err := CertNode(c); err != nil || id != 42 {
 		t.Fatalf("CertNode = %d, %v; want 42", id, err)
 	}
-	if IsServerCert(c) || CertRole(c) != "" {
+	if r, err := CertRole(c); IsServerCert(c) || r != "" || err != nil {
 		t.Fatalf("node certificate carries the server identity or a role URI: %v", c.URIs)
 	}
 	if len(c.ExtKeyUsage) != 1 || c.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
@@ -82,8 +82,8 @@ func TestWriteDevPKI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := CertRole(parseCert(t, data)); r != "proxy" {
-		t.Fatalf("proxy certificate role %q", r)
+	if r, err := CertRole(parseCert(t, data)); r != "proxy" || err != nil {
+		t.Fatalf("proxy certificate role %q, %v", r, err)
 	}
 }
 

@@ -32,7 +32,8 @@ func IsStreamingNodeCert(cert *x509.Certificate) bool {
 	if id, err := CertNode(cert); err == nil && id != 0 {
 		return true
 	}
-	return CertRole(cert) == "node"
+	role, err := CertRole(cert)
+	return err == nil && role == "node"
 }
 
 // StreamingNodeServer is a secure streaming node's port: the node's own
@@ -161,7 +162,10 @@ func CheckDataPathWriter(leaf *x509.Certificate, self uint64) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoWriterCredential, err)
 	}
-	role := CertRole(leaf)
+	role, err := CertRole(leaf)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoWriterCredential, err)
+	}
 	if node != 0 {
 		switch {
 		case role != "" && role != "node":
@@ -206,10 +210,20 @@ func CheckDataPathReader(leaf *x509.Certificate) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoReaderCredential, err)
 	}
+	role, err := CertRole(leaf)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoReaderCredential, err)
+	}
 	if node != 0 {
+		// A node identity reads as that node, unless the certificate also
+		// names another role: that is refused here as by coordd
+		// (api/auth), not read as whichever of the two comes first.
+		if role != "" && role != "node" {
+			return fmt.Errorf("%w: the certificate names node %d and role %q", ErrNoReaderCredential, node, role)
+		}
 		return nil
 	}
-	switch role := CertRole(leaf); role {
+	switch role {
 	case "read", "proxy", "node", "admin":
 		return nil
 	case "":

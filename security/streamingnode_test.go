@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -230,16 +231,18 @@ func TestCheckDataPathWriter(t *testing.T) {
 		self uint64
 		want error // nil: admitted
 	}{
-		"coordd's server certificate":        {leafOf(t, f.server), 3, nil},
-		"a proxy certificate":                {proxy, 3, nil},
-		"an admin certificate":               {admin, 3, nil},
-		"a legacy node-role certificate":     {leafOf(t, f.node), 3, nil},
-		"the node's own certificate":         {leafOf(t, f.bound), 3, nil},
-		"another node's certificate":         {leafOf(t, f.bound), 4, ErrNotWriter},
-		"a read certificate":                 {read, 3, ErrNotWriter},
-		"no certificate":                     {nil, 3, ErrNoWriterCredential},
-		"a certificate without a role":       {leafOf(t, f.cli), 3, ErrNoWriterCredential},
-		"a certificate with an unknown role": {odd, 3, ErrNoWriterCredential},
+		"coordd's server certificate":            {leafOf(t, f.server), 3, nil},
+		"a proxy certificate":                    {proxy, 3, nil},
+		"an admin certificate":                   {admin, 3, nil},
+		"a legacy node-role certificate":         {leafOf(t, f.node), 3, nil},
+		"the node's own certificate":             {leafOf(t, f.bound), 3, nil},
+		"another node's certificate":             {leafOf(t, f.bound), 4, ErrNotWriter},
+		"a read certificate":                     {read, 3, ErrNotWriter},
+		"no certificate":                         {nil, 3, ErrNoWriterCredential},
+		"a certificate without a role":           {leafOf(t, f.cli), 3, ErrNoWriterCredential},
+		"a certificate with an unknown role":     {odd, 3, ErrNoWriterCredential},
+		"a certificate with two roles":           {uriCert(t, RoleURIPrefix+"read", RoleURIPrefix+"proxy"), 3, ErrNoWriterCredential},
+		"a certificate with two roles, reversed": {uriCert(t, RoleURIPrefix+"proxy", RoleURIPrefix+"read"), 3, ErrNoWriterCredential},
 	} {
 		err := CheckDataPathWriter(tc.leaf, tc.self)
 		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
@@ -266,10 +269,52 @@ func TestCheckDataPathReader(t *testing.T) {
 		"no certificate":                     {nil, false},
 		"a certificate without a role":       {leafOf(t, f.cli), false},
 		"a certificate with an unknown role": {rc.odd, false},
+		// Probe L11: two identities are refused, not read as the first.
+		"a node certificate naming role admin too": {uriCert(t, NodeURI(2), RoleURIPrefix+"admin"), false},
+		"a certificate with two roles":             {uriCert(t, RoleURIPrefix+"read", RoleURIPrefix+"admin"), false},
+		"a node certificate naming role node too":  {uriCert(t, NodeURI(2), RoleURIPrefix+"node"), true},
 	} {
 		err := CheckDataPathReader(tc.leaf)
 		if tc.admit != (err == nil) || (err != nil && !errors.Is(err, ErrNoReaderCredential)) {
 			t.Errorf("%s: %v, want admitted=%v", name, err, tc.admit)
+		}
+	}
+}
+
+// uriCert is a certificate carrying only these URI SANs: what the identity
+// checks read (the chain is verified before they run).
+func uriCert(t *testing.T, uris ...string) *x509.Certificate {
+	t.Helper()
+	c := &x509.Certificate{}
+	for _, s := range uris {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.URIs = append(c.URIs, u)
+	}
+	return c
+}
+
+// TestCertRoleRefusesTwoRoles (probe L11): a certificate with two role
+// URIs grants neither, in either order; one role URI, or a role URI
+// beside other URIs, grants that role.
+func TestCertRoleRefusesTwoRoles(t *testing.T) {
+	for _, tc := range []struct {
+		uris []string
+		want string
+		ok   bool
+	}{
+		{[]string{RoleURIPrefix + "read"}, "read", true},
+		{[]string{ClientURIPrefix + "ops", RoleURIPrefix + "admin"}, "admin", true},
+		{[]string{ClientURIPrefix + "ops"}, "", true},
+		{[]string{RoleURIPrefix + "read", RoleURIPrefix + "admin"}, "", false},
+		{[]string{RoleURIPrefix + "admin", RoleURIPrefix + "read"}, "", false},
+		{[]string{RoleURIPrefix + "proxy", RoleURIPrefix + "proxy"}, "", false},
+	} {
+		r, err := CertRole(uriCert(t, tc.uris...))
+		if r != tc.want || (err == nil) != tc.ok {
+			t.Errorf("CertRole(%v) = %q, %v; want %q, ok=%v", tc.uris, r, err, tc.want, tc.ok)
 		}
 	}
 }

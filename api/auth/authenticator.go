@@ -162,7 +162,10 @@ func certIdentity(cert *x509.Certificate) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: client certificate: %v", ErrUnauthenticated, err)
 	}
-	name := security.CertRole(cert)
+	name, err := security.CertRole(cert)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: client certificate: %v", ErrUnauthenticated, err)
+	}
 	if node != 0 {
 		if name != "" && name != "node" {
 			return Identity{}, fmt.Errorf("%w: client certificate names node %d and role %q", ErrUnauthenticated, node, name)

@@ -96,8 +96,10 @@ type SpeaksFor func(ctx context.Context, node uint64) (context.Context, error)
 // DRAINING) or deregisters (the node goes DOWN) a session. Who may end
 // the session is checked first with speaksFor, except for the
 // deregistration of a record already evicted: it answers DOWN, as there
-// is nothing to protect. A session that is already over answers DOWN to
-// a deregistration without error.
+// is nothing to protect. A deregistration of a node whose record is gone
+// or DOWN answers DOWN without error (a retry after a lost answer); one
+// naming another epoch of a node that is still up is NotFound naming the
+// epochs, as a drain is, since DOWN would describe a node that stays up.
 func (s *Service) EndSession(ctx context.Context, sess Session, deregister bool, speaksFor SpeaksFor) (SessionResult, error) {
 	if _, err := s.established(); err != nil {
 		return SessionResult{}, err
@@ -111,7 +113,7 @@ func (s *Service) EndSession(ctx context.Context, sess Session, deregister bool,
 	}
 	n, err := liveSession(s.l.State(), sess.Node, sess.Epoch)
 	if err != nil {
-		if deregister {
+		if deregister && sess.Node != 0 && nodeIsDown(s.l.State(), sess.Node) {
 			return SessionResult{State: logpb.NodeState_NODE_DOWN}, nil // already gone: done
 		}
 		return SessionResult{}, err
@@ -132,6 +134,12 @@ func (s *Service) EndSession(ctx context.Context, sess Session, deregister bool,
 		return SessionResult{State: logpb.NodeState_NODE_DOWN}, nil
 	}
 	return SessionResult{State: cur.State, PChannels: heldBy(st, n.Id)}, nil
+}
+
+// nodeIsDown: node's record is gone (evicted, or never was) or DOWN.
+func nodeIsDown(st *fsm.State, node uint64) bool {
+	n, ok := st.StreamingNode(node)
+	return !ok || n.State == logpb.NodeState_NODE_DOWN
 }
 
 // heldBy lists the PChannels assigned (or being assigned) to node.

@@ -16,10 +16,18 @@ import (
 
 // HostileWorkloads are the write path plus broadcasts (acks to forge).
 // The final flush gets 30 s: one forged checkpoint that lands keeps it
-// from ever completing, and the run should say so quickly.
+// from ever completing, and the run should say so quickly. The broadcasts
+// target the VChannels of collection 200 (hostileBroadcastCollection), so
+// the claim writer's inserts land in the VChannels whose broadcast IDs
+// they claim (nemesis/claim.go).
 func HostileWorkloads(int) []workload.Workload {
-	return []workload.Workload{&workload.Flush{FinalWait: 30 * time.Second}, &workload.Broadcast{NClients: 2, PChannels: 3, AckSyncUp: true}}
+	return []workload.Workload{&workload.Flush{FinalWait: 30 * time.Second}, &workload.Broadcast{NClients: 2, PChannels: 3, AckSyncUp: true,
+		Collection: hostileBroadcastCollection, ClaimPrefix: nemesis.HostilePrefix + "claim-"}}
 }
+
+// hostileBroadcastCollection is the broadcast workload's collection in the
+// hostile scenarios; the flush workload's is 1000 or above.
+const hostileBroadcastCollection = 200
 
 // hostileFaults are coordd faults that move no PChannel by themselves, so
 // pchannel-owned judges what the forged calls did.
@@ -29,7 +37,7 @@ var hostileFaults = []nemesis.Kind{nemesis.KillNode, nemesis.Transfer}
 func hostileSmoke() []scenario.Scenario {
 	return []scenario.Scenario{{
 		Name: "smoke-hostile-3", Nodes: 3, Faults: hostileFaults, Duration: 16 * time.Second, Recovery: 5 * time.Second,
-		ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs, Hostile: true,
+		ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs, Hostile: true, HostileClaims: true,
 		Workloads: HostileWorkloads,
 	}, brokenHostile()}
 }
@@ -58,6 +66,6 @@ func hostileTemplates(d time.Duration) []scenario.Scenario {
 	return []scenario.Scenario{{
 		Name: "hostile-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), hostileFaults...), nemesis.PauseNode, nemesis.IsolateLeader),
 		Duration: d, Recovery: 5 * time.Second, ExtraArgs: scenario.FlushArgs, StreamingNodes: 2, StreamingArgs: scenario.FlushStreamingArgs,
-		Hostile: true, Workloads: HostileWorkloads,
+		Hostile: true, HostileClaims: true, Workloads: HostileWorkloads,
 	}}
 }

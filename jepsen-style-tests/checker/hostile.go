@@ -3,6 +3,7 @@ package checker
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,8 +18,10 @@ import (
 // HostileRefused checks that every forged call (f starting with prefix)
 // was refused: an accepted one (ok) is a violation; one whose answer was
 // lost (info) is counted but not judged (the data checkers see what it
-// did, if anything).
-func HostileRefused(ops []history.Op, prefix string) Result {
+// did, if anything). Calls of the harmless kinds are writes their
+// credential may make (an Insert with a dedup ID): one accepted is
+// counted, and the data checkers judge that it did no harm.
+func HostileRefused(ops []history.Op, prefix string, harmless ...string) Result {
 	r := Result{Checker: "hostile-refused", Verdict: Valid}
 	type key struct{ kind, cred string }
 	counts := map[key]*[3]int{} // refused, accepted, unknown
@@ -42,6 +45,9 @@ func HostileRefused(ops []history.Op, prefix string) Result {
 			counts[k][0]++
 		case history.Ok:
 			counts[k][1]++
+			if slices.Contains(harmless, k.kind) {
+				continue
+			}
 			r.Verdict = Invalid
 			r.Violations++
 			if len(r.Details) < 20 {

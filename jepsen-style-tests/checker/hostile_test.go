@@ -24,9 +24,13 @@ func TestHostileRefused(t *testing.T) {
 		{"a forged checkpoint accepted", []history.Op{forged(0, "checkpoint", "read", history.Fail), forged(1, "checkpoint", "proxy", history.Ok)}, Invalid},
 		{"a stray remove accepted", []history.Op{forged(0, "remove", "other-node", history.Ok)}, Invalid},
 		{"no forged call", []history.Op{{F: "insert", Type: history.Ok}}, Unknown},
+		// An insert claiming a broadcast ID is a write the proxy may make:
+		// its effect is judged (broadcast-at-most-once), not its acceptance.
+		{"a harmless claim accepted", []history.Op{forged(0, "claim-insert", "proxy", history.Ok), forged(1, "claim-append", "proxy", history.Fail)}, Valid},
+		{"a broadcast-ID claim accepted", []history.Op{forged(0, "claim-insert", "proxy", history.Ok), forged(1, "claim-append", "proxy", history.Ok)}, Invalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := HostileRefused(tc.ops, "hostile:")
+			r := HostileRefused(tc.ops, "hostile:", "claim-insert")
 			if r.Verdict != tc.want {
 				t.Fatalf("verdict %s, want %s: %v", r.Verdict, tc.want, r)
 			}

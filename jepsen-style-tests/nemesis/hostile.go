@@ -80,6 +80,10 @@ type HostileConfig struct {
 	Logf func(format string, args ...any)
 	// Kinds limits the forged calls to these kinds (default: all four).
 	Kinds []string
+	// Claims adds the claim writer (claim.go): the proxy credential claims
+	// upcoming broadcast IDs on the streaming nodes every 100-300 ms for
+	// Duration; its history client is ClientID+2.
+	Claims bool
 }
 
 // ForgedIn is the input of a forged call in the history.
@@ -127,6 +131,14 @@ func RunHostile(ctx context.Context, cfg HostileConfig) {
 	defer func() { <-done }()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration) // forging stops here; the observer goes on
 	defer cancel()
+	if cred, ok := claimCred(cfg.Creds); ok && cfg.Claims {
+		claimed := make(chan struct{})
+		go func() {
+			defer close(claimed)
+			runClaims(ctx, cfg, cred)
+		}()
+		defer func() { cancel(); <-claimed }()
+	}
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x686f7374))
 	kinds := []string{ForgeCheckpoint, ForgeAck, ForgeBinlogs, ForgeRemove}

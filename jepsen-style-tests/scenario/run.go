@@ -212,7 +212,7 @@ func (r *run) startLoad(loadCtx context.Context, rec *history.Recorder) *load {
 	go func() {
 		defer close(ld.hostileDone)
 		hc := hostileConfig(r.cl, r.sns, rec, r.seed, sc.Duration, ld.clients)
-		hc.Kinds = sc.HostileKinds
+		hc.Kinds, hc.Claims = sc.HostileKinds, sc.HostileClaims
 		nemesis.RunHostile(loadCtx, hc)
 	}()
 	return ld
@@ -275,7 +275,7 @@ func (r *run) check(ctx context.Context, ops []history.Op, wls []workload.Worklo
 		sum.Results = append(sum.Results, w.Check(ops, r.dir, notes)...)
 	}
 	if sc.Hostile {
-		sum.Results = append(sum.Results, checker.HostileRefused(ops, nemesis.HostilePrefix),
+		sum.Results = append(sum.Results, checker.HostileRefused(ops, nemesis.HostilePrefix, nemesis.ClaimHarmlessKinds...),
 			checker.PChannelsOwned(ops, nemesis.FOwners, OwnerBound(sc.ExtraArgs)))
 	}
 	sum.Results = append(sum.Results, recovered(ops, f.healedAt, f.healErr))

@@ -85,6 +85,10 @@ type Scenario struct {
 	// these kinds (nemesis.Forge*; default all).
 	Hostile      bool
 	HostileKinds []string
+	// HostileClaims adds the claim writer to the hostile nemesis
+	// (nemesis/claim.go): the proxy credential claims upcoming broadcast
+	// IDs on the streaming nodes.
+	HostileClaims bool
 }
 
 // ChannelArgs make channel management fast enough for a short run: node

@@ -19,7 +19,12 @@ import (
 // Broadcast is the broadcast workload: concurrent clients broadcast a
 // AlterAlias message (a type without a callback) to two of a few VChannels (one per PChannel), each
 // taking one of two exclusive resource keys, half of them with an
-// idempotency key (and some of those repeated with the same key).
+// idempotency key (and some of those repeated with the same key); the
+// other half carry none, so the SDK never resends them after an unknown
+// outcome. Every logical call has a payload of its own (client ID and
+// sequence number), so a WAL record names the call it came from. When the
+// load stops, a last client lists every task coordd keeps (broadcast-tasks)
+// for the duplicate checker (broadcast_dups.go).
 type Broadcast struct {
 	NClients  int // default 3
 	PChannels int // default 3
@@ -27,7 +32,16 @@ type Broadcast struct {
 	// nodes ack it themselves), so there are pending acks a hostile
 	// client can forge.
 	AckSyncUp bool
-	walDir    string
+	// Collection, when non-zero, makes the targets real VChannels of this
+	// collection (allocated first, one shard per PChannel), so a writer's
+	// Insert can name a broadcast's VChannel and its dedup ID can meet a
+	// broadcast ID there (the claim writer, nemesis/claim.go). Zero: the
+	// targets are <pchannel>_200v0, which no collection owns.
+	Collection int64
+	// ClaimPrefix starts the history f of the claim writer's records, if
+	// the scenario has one: broadcast-at-most-once counts its claims.
+	ClaimPrefix string
+	walDir      string
 }
 
 // BroadcastIn and BroadcastOut are the history input and output.
@@ -46,7 +60,10 @@ type BroadcastOut struct {
 
 func (b *Broadcast) Name() string { return "broadcast" }
 
-func (b *Broadcast) Clients() int {
+// Clients: the broadcasting clients and the final task listing.
+func (b *Broadcast) Clients() int { return b.clients() + 1 }
+
+func (b *Broadcast) clients() int {
 	if b.NClients <= 0 {
 		return 3
 	}
@@ -55,17 +72,55 @@ func (b *Broadcast) Clients() int {
 
 func (b *Broadcast) Run(ctx context.Context, env Env) error {
 	b.walDir = env.WALDir
-	names, err := firstPChannels(ctx, env, b.Name(), b.PChannels)
-	if err != nil {
+	targets, err := b.targets(ctx, env)
+	if err != nil || ctx.Err() != nil {
 		return err
 	}
+	if err := b.broadcast(ctx, env, targets); err != nil {
+		return err
+	}
+	// The load has stopped (the cluster is healed): list every task.
+	listTasks(env, env.ClientBase+b.clients())
+	return nil
+}
+
+// targets are the VChannels the clients broadcast to: <pchannel>_200v0 on
+// the first PChannels, or the VChannels of b.Collection.
+func (b *Broadcast) targets(ctx context.Context, env Env) ([]string, error) {
+	names, err := firstPChannels(ctx, env, b.Name(), b.PChannels)
+	if err != nil || b.Collection == 0 {
+		for i := range names {
+			names[i] += "_200v0"
+		}
+		return names, err
+	}
+	cl, err := client.New(ctx, env.ClientConfig(RoleProxy, env.Endpoints(0)))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	for { // one request ID: a retry after an unknown outcome returns the same VChannels
+		vchs, err := cl.AllocVirtualChannels(ctx, b.Collection, uint32(len(names)), fmt.Sprintf("broadcast-workload-%d", b.Collection))
+		if err == nil {
+			return vchs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// broadcast runs the clients until ctx ends.
+func (b *Broadcast) broadcast(ctx context.Context, env Env, names []string) error {
 	var wg sync.WaitGroup
-	for k := 0; k < b.Clients(); k++ {
+	for k := 0; k < b.clients(); k++ {
 		cfg := env.ClientConfig(RoleProxy, env.Endpoints(k%env.Members))
 		cfg.RequestTimeout, cfg.AttemptTimeout = 8*time.Second, 3*time.Second
 		cl, err := client.New(ctx, cfg)
 		if err != nil {
-			return err
+			wg.Wait()
+			return fmt.Errorf("broadcast client %d: %w", k, err)
 		}
 		id := env.ClientBase + k
 		wg.Add(1)
@@ -77,7 +132,7 @@ func (b *Broadcast) Run(ctx context.Context, env Env) error {
 				perm := rng.Perm(len(names))
 				in := BroadcastIn{Payload: fmt.Sprintf("b%d-%d", id, n), Key: fmt.Sprintf("jepsen-k%d", rng.IntN(2))}
 				for _, i := range perm[:min(2, len(perm))] {
-					in.VChannels = append(in.VChannels, names[i]+"_200v0")
+					in.VChannels = append(in.VChannels, names[i])
 				}
 				if rng.IntN(2) == 0 {
 					in.Idem, in.IdemScope = in.Payload, int64(500+id)
@@ -256,7 +311,7 @@ func (b *Broadcast) Check(ops []history.Op, dir string, notes []checker.Annotati
 	once.r.Summary = fmt.Sprintf("%d broadcasts (ok %d, fail %d, info %d), %d broadcast records in %d pchannels", len(bops), counts[0], counts[1], counts[2], nrec, len(names))
 	order.r.Summary = fmt.Sprintf("%d (key, vchannel pair) sequences compared", pairs)
 	idem.r.Summary = fmt.Sprintf("%d idempotency keys acknowledged", len(byIdem))
-	return []checker.Result{once.r, order.r, idem.r}
+	return []checker.Result{once.r, order.r, idem.r, b.checkAtMostOnce(ops)}
 }
 
 // sameOrder reports whether the IDs x and y have in common appear in the

@@ -214,6 +214,11 @@ func (s *State) checkPublication(g *Segment, cur, next commands.ManifestPointer,
 	if next == cur {
 		return nil
 	}
+	if next.Version == 0 {
+		// Version 0 means "no revision yet": never a revision to publish
+		// (and nothing the collector retired, whatever its watermark).
+		return reject(logpb.RejectCode_REJECT_INVALID, "segment %d: manifest pointer version 0 names no revision; publish version 1 or higher", g.ID)
+	}
 	if w, _ := s.mf.retired.Get(own); next.Version <= w {
 		if named {
 			return reject(logpb.RejectCode_REJECT_INVALID, "segment %d: revision %s was retired by the orphan collector (versions up to %d at this base); write a newer one",

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/coordd/coordd/commands"
@@ -252,4 +253,17 @@ func TestPruneKeepsTheWatermarkOfAnUnallocatedBase(t *testing.T) {
 	if _, ok := s.Segment(1); ok || s.ManifestRetired(commands.ManifestBase(coll, 1, 5000)) != 3 || uint64(s.ManifestCreateFloor()) > s.NextID() {
 		t.Fatalf("after the prune: watermark %d, floor %d (next id %d)", s.ManifestRetired(commands.ManifestBase(coll, 1, 5000)), s.ManifestCreateFloor(), s.NextID())
 	}
+}
+
+// Probe L17: a pointer at version 0 ("no revision yet") is not a
+// publication, and its refusal says so instead of blaming the orphan
+// collector, which retired nothing; the state is unchanged.
+func TestPointerVersionZeroIsNotAPublication(t *testing.T) {
+	s := build(t, segBase(createSeg(v0, 1, 2))...) // no revision published yet
+	next, res := mustApply(t, s, save(1, 50, 6, 150, withPointer(ptrAt(1, 0))))
+	checkResult(t, res[0], rejected(logpb.RejectCode_REJECT_INVALID), "version 0 names no revision")
+	if strings.Contains(res[0].Rejection.GetMessage(), "retired") {
+		t.Fatalf("version 0 refused as retired: %v", res[0])
+	}
+	sameExceptApplied(t, s, next)
 }

@@ -289,6 +289,13 @@ func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, cau
 	if cause != nil {
 		msg += fmt.Sprintf(" did not take the insert (%s)", status.Convert(cause).Message())
 	}
+	if answered(cause) && n.LastHeartbeatMsAgo >= 0 {
+		// The node itself refused: it is live, and coordd moves a
+		// PChannel only off a node that stops heartbeating, so no move is
+		// coming; the node's answer is the reason.
+		last := seenAt.Add(-time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond)
+		return errors.New(msg + "; it is live (last heartbeat " + clock(last) + "), so coordd does not move the pchannel: the insert is retried until the node takes it")
+	}
 	if n.LastHeartbeatMsAgo >= 0 {
 		last := seenAt.Add(-time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond)
 		if cause != nil {
@@ -304,6 +311,16 @@ func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, cau
 		msg += "; coordd moves the pchannel once the node misses its heartbeat TTL (--node-ttl)"
 	}
 	return errors.New(msg)
+}
+
+// answered: err is the streaming node's own refusal, not a failure to
+// reach it (unavailable, timed out, canceled).
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.OK, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown:
+		return false
+	}
+	return true
 }
 
 // OwnerTrouble says what is wrong with pchannel's owner, for a waiter that

@@ -27,6 +27,12 @@ func TestExplainWait(t *testing.T) {
 			[]string{"pchannel p_1", "streaming node 5 (127.0.0.1:7201) has not heartbeated since 07:00:07.000", "moves the pchannel at about 07:00:17.000 (node TTL 10s)"}},
 		{"owner refused", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up, status.Error(codes.Unavailable, "connection refused"),
 			[]string{"did not take the insert (connection refused)", "last heartbeat 07:00:07.000", "07:00:17.000"}},
+		// Probe L19: the node answered (here: coordd's ID space is
+		// exhausted), so it is live and nothing will move.
+		{"owner answered", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up,
+			status.Error(codes.ResourceExhausted, "assign v: create segment: id space exhausted for segments"),
+			[]string{"did not take the insert (assign v: create segment: id space exhausted for segments)", "it is live (last heartbeat 07:00:07.000)",
+				"coordd does not move the pchannel"}},
 		{"not on the leader", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, &coordpb.StreamingNode{Id: 5, Address: "a:1", Epoch: 9, LastHeartbeatMsAgo: -1}, nil,
 			[]string{"once the node misses its heartbeat TTL"}},
 		{"in flight", &coordpb.PChannel{Name: "p_2", State: "ASSIGNING", NodeId: 6, Term: 4, LastAssignUnixMs: seen.UnixMilli(), LastError: "dial refused", FailedAttempts: 2, LastErrorUnixMs: seen.UnixMilli()},
@@ -45,6 +51,9 @@ func TestExplainWait(t *testing.T) {
 				if !strings.Contains(got, w) {
 					t.Fatalf("%q lacks %q", got, w)
 				}
+			}
+			if tt.name == "owner answered" && strings.Contains(got, "DOWN") {
+				t.Fatalf("%q predicts a move of a live node's pchannel", got)
 			}
 		})
 	}

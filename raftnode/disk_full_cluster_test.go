@@ -95,7 +95,7 @@ func TestFullDiskMemberShutsDown(t *testing.T) {
 	leader := c.waitLeader()
 	victim := (leader + 1) % 3
 	fail[victim](diskFull)
-	leader = electAround(t, c, leader, victim)
+	electAround(t, c, leader, victim)
 	waitFor(t, opTimeout, func() bool { return c.node(victim).DiskFull() }, "n%d reports its disk full", victim)
 	start := time.Now()
 	c.stop(victim)

@@ -21,8 +21,14 @@ var (
 
 // BuildStreamingNode compiles cmd/streamingnode once per test process
 // (into the same temporary directory as coordd when there is one).
+// JEPSEN_STREAMINGNODE_BIN skips the build and uses that binary (e.g. one
+// built from an older commit, to see a checker catch a fixed defect).
 func BuildStreamingNode() (string, error) {
 	snOnce.Do(func() {
+		if bin := os.Getenv("JEPSEN_STREAMINGNODE_BIN"); bin != "" {
+			snBin = bin
+			return
+		}
 		dir := buildDir
 		if dir == "" {
 			var err error

@@ -57,6 +57,11 @@ func (n *Node) Readiness(maxLag uint64) Readiness {
 		AppliedIndex:      n.fsm.delivered.Load(),
 		LeaderCommitIndex: n.watch.heard.Load(),
 	}
+	if leader == n.cfg.ID {
+		// The leader hears no commit index but its own; what it heard as a
+		// follower is stale.
+		r.LeaderCommitIndex = max(r.LeaderCommitIndex, r.CommitIndex)
+	}
 	faults := n.StorageFaults()
 	switch {
 	case len(faults) > 0:

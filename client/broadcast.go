@@ -89,6 +89,11 @@ type BroadcastSpec struct {
 	AckSyncUp bool
 	// Idempotency, when set, makes retries return the same task.
 	Idempotency *IdempotencyKey
+	// RequestID names the call: every attempt of it carries the ID, and
+	// coordd creates no second task for a repeat of it (within its
+	// request-ID window, docs/semantics.md#request-id-dedup). Empty: the
+	// client makes one per Broadcast call.
+	RequestID string
 }
 
 // Validate checks the spec with the shape rules the server applies to
@@ -103,7 +108,10 @@ func (s BroadcastSpec) Validate() error {
 // it.
 func (s BroadcastSpec) request() (*coordpb.BroadcastRequest, error) {
 	req := &coordpb.BroadcastRequest{MessageType: s.MessageType, Payload: s.Payload, ResourceKeys: s.ResourceKeys,
-		Vchannels: s.VChannels, AckSyncUp: s.AckSyncUp}
+		Vchannels: s.VChannels, AckSyncUp: s.AckSyncUp, RequestId: s.RequestID}
+	if err := vocab.ValidateRequestID(s.RequestID); err != nil {
+		return nil, err
+	}
 	shape := vocab.Broadcast{MessageType: s.MessageType, Payload: s.Payload, VChannels: s.VChannels}
 	for _, k := range s.ResourceKeys {
 		d, err := vocab.ParseResourceDomain(k.GetDomain())
@@ -131,22 +139,21 @@ func (s BroadcastSpec) request() (*coordpb.BroadcastRequest, error) {
 // per-VChannel append results. A deadline ends only the wait: the task
 // goes on (see GetBroadcast).
 //
-// With an idempotency key a retry is safe (it returns the same task), so
-// the call is retried like a read. Without one, a resend after an attempt
-// whose outcome is unknown may broadcast a second time, so it is never
-// resent then: the call fails with IsOutcomeUnknown, and the caller finds
-// out with ListBroadcasts/GetBroadcast (docs/semantics.md#client-retries).
-// Answers that say nothing was done (not the leader, overloaded) are
-// retried either way.
+// Every attempt of the call carries one request ID (spec.RequestID, or one
+// the client makes), so a resend after an attempt whose outcome is unknown
+// creates no second task: coordd answers it with the first task
+// (duplicated set). The call is therefore retried like a read
+// (docs/semantics.md#client-retries). An idempotency key also makes
+// separate calls return the same task.
 func (c *Client) Broadcast(ctx context.Context, spec BroadcastSpec) (*coordpb.BroadcastResponse, error) {
 	req, err := spec.request()
 	if err != nil {
 		return nil, localError("Broadcast", err)
 	}
-	kind := longMutationOnce
-	if req.IdempotencyKey != nil {
-		kind = longRetrySafe
+	if req.RequestId == "" {
+		req.RequestId = newRequestID() // once per call, reused by its retries
 	}
+	kind := longRetrySafe
 	var resp *coordpb.BroadcastResponse
 	_, err = c.do(ctx, "Broadcast("+spec.MessageType+")", kind, func(ctx context.Context, cc *grpc.ClientConn, o ...grpc.CallOption) (err error) {
 		resp, err = coordpb.NewBroadcasterClient(cc).Broadcast(ctx, req, o...)

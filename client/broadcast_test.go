@@ -64,7 +64,7 @@ func TestBroadcastSendsSpec(t *testing.T) {
 	keys := []*coordpb.ResourceKey{{Domain: "collection_name", Key: "db1:c1"}, {Domain: "DB_NAME", Key: "db1", Shared: true}}
 	resp, err := c.Broadcast(ctx, client.BroadcastSpec{
 		MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2), ResourceKeys: keys,
-		AckSyncUp: true, Idempotency: &client.IdempotencyKey{Scope: "collection", ScopeID: 42, Key: "create"},
+		AckSyncUp: true, Idempotency: &client.IdempotencyKey{Scope: "collection", ScopeID: 42, Key: "create"}, RequestID: "create-42",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,8 @@ func TestBroadcastSendsSpec(t *testing.T) {
 		t.Fatalf("%d Broadcast requests, want 1", len(reqs))
 	}
 	want := &coordpb.BroadcastRequest{MessageType: vocab.MsgCreateCollection, Payload: client.CreateCollectionPayload(42, 2),
-		ResourceKeys: keys, AckSyncUp: true, IdempotencyKey: &coordpb.IdempotencyKey{Scope: "COLLECTION", ScopeId: 42, Key: "create"}}
+		ResourceKeys: keys, AckSyncUp: true, IdempotencyKey: &coordpb.IdempotencyKey{Scope: "COLLECTION", ScopeId: 42, Key: "create"},
+		RequestId: "create-42"}
 	if !proto.Equal(reqs[0], want) {
 		t.Fatalf("request %v\nwant    %v", reqs[0], want)
 	}
@@ -165,11 +166,10 @@ func TestBroadcastBadSpec(t *testing.T) {
 	}
 }
 
-// TestBroadcastRetries: with an idempotency key a broadcast is retried
-// through unknown outcomes (a retry finds the same task); without one it
-// is never resent after an unknown outcome (a resend would make a second
-// task: docs/semantics.md#client-retries), but still after an answer that
-// says nothing was done.
+// TestBroadcastRetries: every Broadcast call carries one request ID on all
+// its attempts, so it is resent through unknown outcomes and the server
+// answers the resends with the first task (docs/semantics.md#client-retries);
+// an idempotency key does the same across calls.
 func TestBroadcastRetries(t *testing.T) {
 	ctx := context.Background()
 	t.Run("idempotent", func(t *testing.T) {
@@ -190,16 +190,36 @@ func TestBroadcastRetries(t *testing.T) {
 			t.Fatalf("response %v; tasks %v; want the one task, duplicated", resp, fc.Broadcasts())
 		}
 	})
-	t.Run("not idempotent, outcome unknown: never resent", func(t *testing.T) {
+	t.Run("without an idempotency key, outcome unknown: resent under one request ID", func(t *testing.T) {
 		fc, c := broadcastCluster(t)
 		fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true},
 			clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true}, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
-		_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgFlushAll})
-		if !client.IsOutcomeUnknown(err) || status.Code(err) != codes.Unavailable {
-			t.Fatalf("err = %v; want an unknown outcome", err)
+		resp, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgFlushAll})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got, n := fc.Nodes[0].Calls("Broadcast"), len(fc.Broadcasts()); got != 1 || n != 1 {
-			t.Fatalf("Broadcast reached the server %d times and made %d tasks; want it sent once, one task", got, n)
+		reqs := fc.BroadcastRequests()
+		if len(reqs) != 4 || reqs[0].RequestId == "" {
+			t.Fatalf("%d attempts, the first with request ID %q; want 4 attempts carrying one", len(reqs), reqs[0].GetRequestId())
+		}
+		for _, r := range reqs[1:] {
+			if r.RequestId != reqs[0].RequestId {
+				t.Fatalf("a retry carried request ID %q, the first attempt %q: a resend could make a second task", r.RequestId, reqs[0].RequestId)
+			}
+		}
+		if n := len(fc.Broadcasts()); n != 1 || !resp.Duplicated {
+			t.Fatalf("%d tasks, response %v; want the one task, duplicated", n, resp)
+		}
+	})
+	t.Run("calls get their own request IDs", func(t *testing.T) {
+		fc, c := broadcastCluster(t)
+		for range 2 {
+			if _, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgFlushAll}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if reqs := fc.BroadcastRequests(); len(reqs) != 2 || reqs[0].RequestId == reqs[1].RequestId || len(fc.Broadcasts()) != 2 {
+			t.Fatalf("two calls sent %v and made %d tasks; want two request IDs, two tasks", reqs, len(fc.Broadcasts()))
 		}
 	})
 	t.Run("not idempotent, nothing done: retried", func(t *testing.T) {

@@ -48,9 +48,9 @@ type Config struct {
 	// FlushAll) is resent after an attempt whose outcome is unknown; the
 	// resend may answer as if the first had not happened (NotFound for a
 	// removal that did), with IsOutcomeUnknown set. Calls deduplicated by
-	// a request ID are resent within MaxRetries; a broadcast without an
-	// idempotency key, CreateToken and ResetReplicateRole never are
-	// (docs/semantics.md#client-retries). Zero means
+	// a request ID (Broadcast among them) are resent within MaxRetries;
+	// CreateToken, an untargeted TransferLeader and ResetReplicateRole
+	// never are (docs/semantics.md#client-retries). Zero means
 	// DefaultOutcomeUnknownRetries; negative means never.
 	OutcomeUnknownRetries int
 	// TLS, when set, is the transport security of every connection

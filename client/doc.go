@@ -41,10 +41,11 @@
 //     infos of its VChannels, and a ReplayFilter per VChannel drops what
 //     was already flushed, so rows are neither lost nor duplicated.
 //
-// Writes that the server deduplicates by request ID (AllocVirtualChannels,
-// DropVirtualChannels, SaveBinlogPaths, ...) get a random request ID when
-// the caller passes none, so the client's own retries are applied once
-// (docs/semantics.md#request-id-dedup).
+// Writes that the server deduplicates by request ID (Broadcast,
+// AllocVirtualChannels, DropVirtualChannels, SaveBinlogPaths, ...) get a
+// random request ID when the caller passes none, made once per call and
+// carried by every attempt of it, so the client's own retries are applied
+// once (docs/semantics.md#request-id-dedup).
 //
 // Which errors are retried:
 //
@@ -66,9 +67,9 @@
 //     happened — AddVoter, RemoveMember, TransferLeader to a target,
 //     RevokeToken, AbandonBroadcast, FlushAll — are resent at most
 //     Config.OutcomeUnknownRetries times. Writes that a resend would do
-//     twice — a Broadcast without an idempotency key, CreateToken,
-//     TransferLeader without a target, ResetReplicateRole — are never
-//     resent after an unknown outcome (docs/semantics.md#client-retries).
+//     twice and that carry no request ID — CreateToken, TransferLeader
+//     without a target, ResetReplicateRole — are never resent after an
+//     unknown outcome (docs/semantics.md#client-retries).
 //     DeadlineExceeded from a single attempt while the call's own deadline
 //     has not passed counts the same way. Broadcast and FlushAll wait on
 //     server-side work, so one attempt may use the whole call deadline.

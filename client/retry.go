@@ -125,8 +125,8 @@ func IsOutcomeUnknown(err error) bool {
 // twice — its request carries a request ID the SDK made once for the
 // logical call (the server answers a repeat with the first result), or
 // repeating it changes nothing (a read, an allocation, an ack). A call
-// that would do it twice (a broadcast without an idempotency key, a new
-// token) is never resent after an unknown outcome.
+// that would do it twice (a new token, an untargeted leadership transfer)
+// is never resent after an unknown outcome.
 type callKind int
 
 const (
@@ -144,18 +144,10 @@ const (
 	longMutation
 	// longRetrySafe is retrySafe without the AttemptTimeout bound.
 	longRetrySafe
-	// longMutationOnce is mutationOnce without the AttemptTimeout bound
-	// (a broadcast without an idempotency key).
-	longMutationOnce
 )
 
 // long reports a kind whose one attempt may use the whole call deadline.
-func (k callKind) long() bool {
-	return k == longMutation || k == longRetrySafe || k == longMutationOnce
-}
-
-// once reports a kind never sent again after an unknown outcome.
-func (k callKind) once() bool { return k == mutationOnce || k == longMutationOnce }
+func (k callKind) long() bool { return k == longMutation || k == longRetrySafe }
 
 // rpcFunc makes one attempt on cc. It must pass opts to the RPC.
 type rpcFunc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error
@@ -183,7 +175,7 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 		unknown int
 	)
 	maxUnknown := c.cfg.OutcomeUnknownRetries
-	if kind.once() {
+	if kind == mutationOnce {
 		maxUnknown = 0
 	}
 	for {

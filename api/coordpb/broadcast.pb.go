@@ -161,8 +161,16 @@ type BroadcastRequest struct {
 	Vchannels      []string        `protobuf:"bytes,4,rep,name=vchannels,proto3" json:"vchannels,omitempty"`
 	AckSyncUp      bool            `protobuf:"varint,5,opt,name=ack_sync_up,json=ackSyncUp,proto3" json:"ack_sync_up,omitempty"`
 	IdempotencyKey *IdempotencyKey `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// request_id, optional, names this call: a repeat with the same ID (a
+	// retry after an unknown outcome) creates no second task; it waits for the
+	// task the first created and answers its results with duplicated set.
+	// The Go client sends one per Broadcast call and reuses it on every
+	// retry (docs/semantics.md#client-retries). The ID is remembered as long
+	// as request IDs are (docs/semantics.md#request-id-dedup); an idempotency
+	// key lasts as long as the task's tombstone.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BroadcastRequest) Reset() {
@@ -235,6 +243,13 @@ func (x *BroadcastRequest) GetIdempotencyKey() *IdempotencyKey {
 		return x.IdempotencyKey
 	}
 	return nil
+}
+
+func (x *BroadcastRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type Checkpoint struct {
@@ -1071,14 +1086,16 @@ const file_coordd_v1_broadcast_proto_rawDesc = "" +
 	"\x0eIdempotencyKey\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x19\n" +
 	"\bscope_id\x18\x02 \x01(\x03R\ascopeId\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"\x8e\x02\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\xad\x02\n" +
 	"\x10BroadcastRequest\x12!\n" +
 	"\fmessage_type\x18\x01 \x01(\tR\vmessageType\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12;\n" +
 	"\rresource_keys\x18\x03 \x03(\v2\x16.coordd.v1.ResourceKeyR\fresourceKeys\x12\x1c\n" +
 	"\tvchannels\x18\x04 \x03(\tR\tvchannels\x12\x1e\n" +
 	"\vack_sync_up\x18\x05 \x01(\bR\tackSyncUp\x12B\n" +
-	"\x0fidempotency_key\x18\x06 \x01(\v2\x19.coordd.v1.IdempotencyKeyR\x0eidempotencyKey\"q\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\v2\x19.coordd.v1.IdempotencyKeyR\x0eidempotencyKey\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"q\n" +
 	"\n" +
 	"Checkpoint\x12\x1a\n" +
 	"\bvchannel\x18\x01 \x01(\tR\bvchannel\x12\x12\n" +

@@ -61,7 +61,8 @@ func domainName(d logpb.ResourceDomain) string {
 
 // broadcastRequest validates an API request and converts it.
 func broadcastRequest(req *coordpb.BroadcastRequest) (broadcaster.Request, error) {
-	out := broadcaster.Request{MessageType: req.MessageType, Payload: req.Payload, VChannels: req.Vchannels, AckSyncUp: req.AckSyncUp}
+	out := broadcaster.Request{MessageType: req.MessageType, Payload: req.Payload, VChannels: req.Vchannels, AckSyncUp: req.AckSyncUp,
+		RequestID: req.RequestId}
 	for _, k := range req.ResourceKeys {
 		d, ok := domainsByName[strings.ToUpper(k.Domain)]
 		if !ok {

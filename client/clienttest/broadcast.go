@@ -34,6 +34,7 @@ type BroadcastScript struct {
 type broadcasts struct {
 	tasks      map[uint64]*coordpb.BroadcastInfo
 	idem       map[string]uint64 // message type "\x00" scoped key → task
+	byRequest  map[string]uint64 // request ID → the task its first call made
 	requests   []*coordpb.BroadcastRequest
 	acks       []*coordpb.AckRequest
 	retries    []uint64
@@ -42,7 +43,7 @@ type broadcasts struct {
 }
 
 func newBroadcasts() broadcasts {
-	return broadcasts{tasks: map[uint64]*coordpb.BroadcastInfo{}, idem: map[string]uint64{}, nextOffset: 1000}
+	return broadcasts{tasks: map[uint64]*coordpb.BroadcastInfo{}, idem: map[string]uint64{}, byRequest: map[string]uint64{}, nextOffset: 1000}
 }
 
 // SampleBroadcasts is a small set of tasks: 7, a completed CreateCollection
@@ -75,7 +76,7 @@ func SampleBroadcasts() []*coordpb.BroadcastInfo {
 func (c *Cluster) SetBroadcasts(tasks ...*coordpb.BroadcastInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.bc.tasks, c.bc.idem = map[uint64]*coordpb.BroadcastInfo{}, map[string]uint64{}
+	c.bc.tasks, c.bc.idem, c.bc.byRequest = map[uint64]*coordpb.BroadcastInfo{}, map[string]uint64{}, map[string]uint64{}
 	for _, t := range tasks {
 		c.bc.tasks[t.BroadcastId] = proto.Clone(t).(*coordpb.BroadcastInfo)
 		if t.IdempotencyKey != "" {
@@ -225,13 +226,20 @@ func (n *Node) applyBroadcast(ctx context.Context, req *coordpb.BroadcastRequest
 		return nil, err
 	}
 	c := n.c
+	c.mu.Lock()
+	var id uint64
+	var ok bool
 	if scoped != "" {
-		c.mu.Lock()
-		id, ok := c.bc.idem[req.MessageType+"\x00"+scoped]
-		c.mu.Unlock()
-		if ok {
-			return c.broadcastResponse(id, true), nil
-		}
+		id, ok = c.bc.idem[req.MessageType+"\x00"+scoped]
+	}
+	if !ok && req.RequestId != "" {
+		// A repeat of a request ID is answered with its first task, as
+		// coordd's request-ID dedup does.
+		id, ok = c.bc.byRequest[req.RequestId]
+	}
+	c.mu.Unlock()
+	if ok {
+		return c.broadcastResponse(id, true), nil
 	}
 	targets := slices.Clone(req.Vchannels)
 	if len(targets) == 0 && req.MessageType == vocab.MsgCreateCollection {
@@ -293,6 +301,9 @@ func (n *Node) applyBroadcast(ctx context.Context, req *coordpb.BroadcastRequest
 	c.bc.tasks[t.BroadcastId] = t
 	if scoped != "" {
 		c.bc.idem[req.MessageType+"\x00"+scoped] = t.BroadcastId
+	}
+	if req.RequestId != "" {
+		c.bc.byRequest[req.RequestId] = t.BroadcastId
 	}
 	return c.broadcastResponseLocked(t.BroadcastId, false), nil
 }

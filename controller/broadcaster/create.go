@@ -101,6 +101,10 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 				guard.release()
 			} else if bt, ok := ts.m.leader.State().BroadcastTask(c.BroadcastId); !ok {
 				guard.release() // pruned already (a very late repeat of a request ID)
+				dup = true
+			} else if bt.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+				guard.release() // finished already (a late repeat of a request ID)
+				dup = true
 			} else if !ts.adopt(bt, guard) {
 				dup = true
 			}

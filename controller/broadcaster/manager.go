@@ -1,6 +1,7 @@
 package broadcaster
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -390,16 +391,30 @@ func lockWaitContext(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
-// original returns the task that already holds req's idempotency scope.
+// original returns the task that already holds req's idempotency scope,
+// or the task a CreateBroadcast with req's request ID created (a retry of
+// a call whose outcome was unknown: its targets, chosen anew, could differ
+// from the first's, so it must not be decided again).
 func (m *Manager) original(req Request) (uint64, bool) {
-	if req.IdempotencyKey == "" {
-		return 0, false
+	st := m.leader.State()
+	if req.IdempotencyKey != "" {
+		if t, ok := st.BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey); ok {
+			return t.Id, true
+		}
 	}
-	t, ok := m.leader.State().BroadcastByIdempotencyKey(req.MessageType, req.IdempotencyKey)
-	if !ok {
-		return 0, false
+	if req.RequestID != "" {
+		res, ok := st.LookupRequest(req.RequestID)
+		if c := res.GetBroadcast(); ok && c != nil {
+			// Another request under the ID goes on to Apply, which
+			// refuses it by its fingerprint. A tombstone keeps no payload
+			// to compare; a pruned task nothing (waitDone says so).
+			t, ok := st.BroadcastTask(c.BroadcastId)
+			if !ok || sameRequest(t, req) {
+				return c.BroadcastId, true
+			}
+		}
 	}
-	return t.Id, true
+	return 0, false
 }
 
 func contains(ss []string, s string) bool {
@@ -464,6 +479,26 @@ func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 		ts.nudge(id)
 	}
 	return nil
+}
+
+// sameRequest reports whether task t could have been created for req:
+// the same message type, resource keys and ack mode, and the same payload
+// while t keeps it (a tombstone does not).
+func sameRequest(t *logpb.BroadcastTask, req Request) bool {
+	if t.MessageType != req.MessageType || t.AckSyncUp != req.AckSyncUp ||
+		(t.Payload != nil && !bytes.Equal(t.Payload, req.Payload)) {
+		return false
+	}
+	keys := commands.NormalizeResourceKeys(req.ResourceKeys)
+	if len(keys) != len(t.ResourceKeys) {
+		return false
+	}
+	for i, k := range keys {
+		if !proto.Equal(k, t.ResourceKeys[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // newRequestID makes the request ID of a CreateBroadcast, so a retry after

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/leadership"
@@ -117,4 +118,83 @@ func TestCreateCallerGivingUpIsAnUnknownOutcome(t *testing.T) {
 	h.eventually("the task commits and finishes anyway", func() bool {
 		return len(h.leader.State().BroadcastTasks()) == 1 && len(h.leader.State().PendingBroadcasts()) == 0
 	})
+}
+
+// TestRetryWithTheSameRequestIDFindsTheFirstTask: the client's resend of a
+// call whose CreateBroadcast committed while the leadership moved (audit
+// T4-2's consequence) carries the first call's request ID. The new leader
+// answers it with the first task, duplicated, whether the call named its
+// targets or the manager chose them: one task, one message in each WAL.
+func TestRetryWithTheSameRequestIDFindsTheFirstTask(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		targets func(h *harness) []string
+	}{
+		{"named targets", func(h *harness) []string { return []string{h.vch(1, 100)} }},
+		{"targets chosen by the manager", func(*harness) []string { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			stop1 := h.run(h.m, testTerm)
+			var once atomic.Bool
+			h.leader.SetAfterApply(func(body proto.Message) error {
+				if _, ok := body.(*logpb.CreateBroadcast); ok && once.CompareAndSwap(false, true) {
+					h.leader.SetEstablished(0)
+					return errCommittedButLost
+				}
+				return nil
+			})
+			h.leader.SetBeforePropose(func(body proto.Message) error {
+				if _, ok := body.(*logpb.CreateBroadcast); ok && once.Load() && h.leader.EstablishedTerm() == 0 {
+					return controllertest.ErrNotLeader
+				}
+				return nil
+			})
+			req := Request{MessageType: "CreateIndex", Payload: []byte("idx-1"), RequestID: "client-call-1",
+				ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}, VChannels: tc.targets(h)}
+			r := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, req))
+			if !errors.Is(r.err, leadership.ErrOutcomeUnknown) {
+				t.Fatalf("first call: %v; want an unknown outcome", r.err)
+			}
+			stop1()
+			h.leader.SetAfterApply(nil)
+			h.leader.SetBeforePropose(nil)
+			h.leader.Establish(t, testTerm+1)
+			m2 := h.newManager()
+			h.run(m2, testTerm+1)
+			r2 := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), m2, req))
+			tasks := h.leader.State().BroadcastTasks()
+			if r2.err != nil || !r2.res.Duplicated || len(tasks) != 1 || tasks[0].Id != r2.res.BroadcastID {
+				t.Fatalf("the resend: %+v %v with %d tasks; want the first task, duplicated, and no other", r2.res, r2.err, len(tasks))
+			}
+			for _, v := range tasks[0].Vchannels {
+				if ids := h.app.walIDs(v); len(ids) != 1 {
+					t.Fatalf("the WAL of %s holds broadcasts %v; want the one", v, ids)
+				}
+			}
+		})
+	}
+}
+
+// TestRequestIDReusedForAnotherBroadcastIsRefused: a request ID names one
+// call; a broadcast of another type or other keys under it is refused by
+// Apply (REJECT_INVALID) and creates nothing. (Once the first task is a
+// tombstone its payload is gone, so a reuse that differs only in the
+// payload is answered with the first task.)
+func TestRequestIDReusedForAnotherBroadcastIsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(h.m, testTerm)
+	req := Request{MessageType: "CreateIndex", Payload: []byte("idx-1"), RequestID: "client-call-1",
+		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}, VChannels: []string{h.vch(1, 100)}}
+	if r := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, req)); r.err != nil {
+		t.Fatal(r.err)
+	}
+	req.MessageType = "DropIndex"
+	var rej *commands.RejectedError
+	if r := h.wait(broadcastAsync(ctxTimeout(t, 5*time.Second), h.m, req)); !errors.As(r.err, &rej) || rej.Code != logpb.RejectCode_REJECT_INVALID {
+		t.Fatalf("another broadcast under the same request ID: %+v %v; want REJECT_INVALID", r.res, r.err)
+	}
+	if n := len(h.leader.State().BroadcastTasks()); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
 }

@@ -12,10 +12,13 @@ import (
 )
 
 // CheckRequest validates what can be checked without state: the message
-// type (one of vocab.KnownMessageTypes), payload size, resource keys, idempotency key and any explicit
-// targets. The API calls it before forwarding; Broadcast calls it again.
+// type (one of vocab.KnownMessageTypes), payload size, resource keys, idempotency key, request ID and
+// any explicit targets. The API calls it before forwarding; Broadcast calls it again.
 func CheckRequest(req Request) error {
 	if err := vocab.ValidateKnownMessageType(req.MessageType); err != nil {
+		return fmt.Errorf("%w: %w", commands.ErrInvalid, err)
+	}
+	if err := vocab.ValidateRequestID(req.RequestID); err != nil {
 		return fmt.Errorf("%w: %w", commands.ErrInvalid, err)
 	}
 	return commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,

@@ -112,6 +112,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.Raft.LogStore, "raft-log-store", "",
 		"where the raft log lives: wal (raft-wal segments under wal/, one fsync per append) or bolt (raft.db); "+
 			"default: the store the data dir was created with, wal for a new one; asking for the other store is refused (docs/operations.md#raft-log-store)")
+	fs.IntVar(&c.Raft.WALSegmentSize, "raft-wal-segment-size", 0,
+		"bytes raft-wal preallocates each log segment to (wal log store only; 0: raft-wal's 64 MiB); the log is compacted a whole segment at a time, "+
+			"so smaller segments make members behind the compacted log catch up by snapshot sooner (docs/operations.md#raft-log-store)")
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := parseFlags(fs, args); err != nil {
@@ -228,6 +231,10 @@ func (c serveConfig) validate() error {
 	if c.Raft.LogStore != "" && !raftnode.ValidLogStore(c.Raft.LogStore) {
 		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, c.Raft.LogStore)
 	}
+	if c.Raft.WALSegmentSize != 0 && (c.Raft.WALSegmentSize < minWALSegmentSize || c.Raft.WALSegmentSize > maxWALSegmentSize) {
+		return badConfig("--raft-wal-segment-size must be 0 (raft-wal's default) or in %d..%d bytes, got %d",
+			minWALSegmentSize, maxWALSegmentSize, c.Raft.WALSegmentSize)
+	}
 	if c.Raft.MaxInflightEntries < 1 || c.Raft.MaxInflightEntries > raftnode.MaxInflightEntriesLimit {
 		return badConfig("--raft-inflight-entries must be in 1..%d, got %d", raftnode.MaxInflightEntriesLimit, c.Raft.MaxInflightEntries)
 	}
@@ -294,3 +301,13 @@ func parseRaftDial(s string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Bounds of --raft-wal-segment-size. raft-wal writes a batch into the
+// current segment even past its size (and seals it after), so any size
+// works; small ones make a busy member seal a segment every few appends
+// (the tests use them to compact the log early), and raft-wal addresses a
+// segment's frames with 32-bit offsets.
+const (
+	minWALSegmentSize = 4 << 10
+	maxWALSegmentSize = 1 << 30
+)

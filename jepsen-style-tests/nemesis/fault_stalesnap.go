@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
 
-// StaleSnapshot delivers to every follower, again, the last InstallSnapshot
-// it received (coordd --fault-injection, POST /debug/replay-snapshot),
-// re-stamped with the current term and leader: what an overtaken
-// replication stream or a retransmitting link delivers after the member has
-// moved on. A member must refuse a snapshot below its applied index, and one
+// StaleSnapshot cuts one follower off until the leader has compacted its
+// log past it (tiny snapshots, small raft-wal segments), heals it so that it
+// catches up by InstallSnapshot, and then delivers to every follower,
+// again, the last InstallSnapshot it received (coordd --fault-injection,
+// POST /debug/replay-snapshot), re-stamped with the current term and
+// leader: what an overtaken replication stream or a retransmitting link
+// delivers after the member has moved on. A member must refuse a snapshot below its applied index, and one
 // its log already holds with entries after it (raftnode/stale_snapshot.go);
 // one that installs a snapshot below its applied index is a violation, and
 // anything else a wrong install does (a crash, a lost or diverging entry)
@@ -54,6 +57,15 @@ func (staleSnapshot) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		return errors.New("no leader or no follower")
 	}
 	w.Start = n.c.Now()
+	lagger := fs[s.Follower%len(fs)]
+	others := append([]int{l}, fs...)
+	others = slices.DeleteFunc(others, func(i int) bool { return i == lagger })
+	// Reset, not blackholed: the leader's stream to it reconnects at once
+	// after the heal instead of waiting out a stalled connection.
+	n.cut([]int{lagger}, others, true)
+	n.cut(others, []int{lagger}, true)
+	sleep(ctx, max(hold, staleSnapshotLag))
+	n.c.HealNetwork()
 	var targets, parts []string
 	for _, f := range fs {
 		if n.isRemoved(f) {
@@ -61,6 +73,13 @@ func (staleSnapshot) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		}
 		targets = append(targets, n.c.ID(f))
 		got, err := rp.ReplaySnapshot(ctx, f)
+		// The lagger may still be catching up: wait for its snapshot.
+		for deadline := time.Now().Add(staleSnapshotWait); f == lagger && errors.Is(err, ErrNoSnapshotYet) && time.Now().Before(deadline); {
+			if !sleep(ctx, 200*time.Millisecond) {
+				break
+			}
+			got, err = rp.ReplaySnapshot(ctx, f)
+		}
 		switch {
 		case errors.Is(err, ErrNoSnapshotYet):
 			parts = append(parts, n.c.ID(f)+": none received")
@@ -76,7 +95,13 @@ func (staleSnapshot) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		}
 	}
 	w.Targets = strings.Join(targets, ",")
-	w.Detail = "replayed: " + strings.Join(parts, "; ")
-	sleep(ctx, hold)
+	w.Detail = fmt.Sprintf("%s cut off %v, then replayed: %s", n.c.ID(lagger), max(hold, staleSnapshotLag), strings.Join(parts, "; "))
 	return nil
 }
+
+// How long stale-snapshot cuts its follower off (at least), and waits for
+// it to receive a snapshot after the heal.
+const (
+	staleSnapshotLag  = 3 * time.Second
+	staleSnapshotWait = 10 * time.Second
+)

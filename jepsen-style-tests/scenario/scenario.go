@@ -149,9 +149,10 @@ var tinySnapshotThresholds = []string{"--snapshot-threshold", "4", "--trailing-l
 var TinySnapshots = append(append([]string(nil), tinySnapshotThresholds...), "--raft-log-store", "bolt")
 
 // WALTinySnapshots runs the members on the raft-wal log store with the
-// same thresholds: members that fall behind a replacement's empty log
-// catch up by snapshot onto a log raft-wal must clear first.
-var WALTinySnapshots = append(append([]string(nil), tinySnapshotThresholds...), "--raft-log-store", "wal")
+// same thresholds and 4 KiB segments (raft-wal compacts a whole segment at
+// a time): a replacement and members that fall behind the compacted log
+// catch up by snapshot, onto a log raft-wal must clear first.
+var WALTinySnapshots = append(append([]string(nil), tinySnapshotThresholds...), "--raft-log-store", "wal", "--raft-wal-segment-size", "4096")
 
 func (s *Scenario) defaults() {
 	if s.Nodes == 0 {

@@ -217,7 +217,8 @@ func (g *Gateway) statusPage(node *raftnode.Node) http.Handler {
 	if tc := g.server.PeerTLS(); tc != nil {
 		c.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https"
 	}
-	h := statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme), Now: time.Now}
+	h := statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme),
+		PeerStorage: statuspage.HTTPPeerStorage(c, scheme), Now: time.Now}
 	if node != nil {
 		h.Storage = func() []string {
 			var out []string

@@ -69,6 +69,38 @@ func HTTPPeerStatus(c *http.Client, scheme string) PeerStatus {
 	}
 }
 
+// PeerStorage asks another member which durable writes it keeps failing
+// to make (a full disk), one sentence each; none when it writes fine.
+type PeerStorage func(ctx context.Context, httpAddr string) ([]string, error)
+
+// HTTPPeerStorage reads a member's GET /readyz (no credential needed) with
+// c: a member whose storage fails answers 503 with the failing write as
+// its status and a failing_since field.
+func HTTPPeerStorage(c *http.Client, scheme string) PeerStorage {
+	return func(ctx context.Context, httpAddr string) ([]string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+httpAddr+"/readyz", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Status       string `json:"status"`
+			FailingSince string `json:"failing_since"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r); err != nil {
+			return nil, fmt.Errorf("bad /readyz body: %w", err)
+		}
+		if r.FailingSince == "" {
+			return nil, nil
+		}
+		return []string{r.Status}, nil
+	}
+}
+
 // view is everything the template shows.
 type view struct {
 	Self        string
@@ -97,6 +129,7 @@ type memberRow struct {
 	Leader                                  bool
 	Term, Applied, Commit, Lag              uint64
 	Err                                     string
+	Storage                                 []string // durable writes it keeps failing to make (peers)
 }
 
 type nodeGroup struct {
@@ -138,10 +171,11 @@ var segmentStates = []string{"Growing", "Sealed", "Flushing", "Flushed", "Droppe
 
 // gather reads every section; a section that fails is reported on the page
 // and the others still show.
-func gather(ctx context.Context, src Source, peer PeerStatus, storage func() []string, now time.Time) view {
+func gather(ctx context.Context, h Handler) view {
+	src, now := h.Source, h.Now()
 	v := view{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), SegStates: segmentStates}
-	if storage != nil {
-		v.Storage = storage()
+	if h.Storage != nil {
+		v.Storage = h.Storage()
 	}
 	fail := func(what string, err error) { v.Errors = append(v.Errors, fmt.Sprintf("%s: %v", what, err)) }
 	st, err := src.Status(ctx, &coordpb.StatusRequest{})
@@ -149,7 +183,7 @@ func gather(ctx context.Context, src Source, peer PeerStatus, storage func() []s
 		fail("status", err)
 	} else {
 		v.Self, v.SelfState, v.Leader, v.Term = st.NodeId, st.State, st.LeaderId, st.Term
-		v.Members = members(ctx, st, peer)
+		v.Members = members(ctx, st, h.Peer, h.PeerStorage)
 	}
 	stale := coordpb.ReadConsistency_STALE
 	pcs, err := src.ListPChannels(ctx, &coordpb.ListPChannelsRequest{Consistency: stale})
@@ -206,7 +240,7 @@ func gather(ctx context.Context, src Source, peer PeerStatus, storage func() []s
 // members asks every member for its own indexes, in parallel; lag is how
 // far a member's applied index trails the leader's commit index (or, with
 // no leader reachable, the highest commit index seen).
-func members(ctx context.Context, st *coordpb.StatusResponse, peer PeerStatus) []memberRow {
+func members(ctx context.Context, st *coordpb.StatusResponse, peer PeerStatus, storage PeerStorage) []memberRow {
 	rows := make([]memberRow, len(st.Members))
 	var wg sync.WaitGroup
 	for i, m := range st.Members {
@@ -230,6 +264,11 @@ func members(ctx context.Context, st *coordpb.StatusResponse, peer PeerStatus) [
 				return
 			}
 			r.State, r.Term, r.Applied, r.Commit = ps.State, ps.Term, ps.AppliedIndex, ps.CommitIndex
+			if storage != nil {
+				// Best effort: the member answered its status, so an error
+				// here says nothing about its storage.
+				r.Storage, _ = storage(pctx, r.HTTPAddr)
+			}
 		}(&rows[i])
 	}
 	wg.Wait()

@@ -41,9 +41,10 @@ type Handler struct {
 	Peer   PeerStatus
 	// Storage, when set, lists the durable writes this member keeps
 	// failing to make, one sentence each (raftnode.Node.StorageFaults);
-	// the verdict names them.
-	Storage func() []string
-	Now     func() time.Time
+	// PeerStorage asks the other members the same. The verdict names them.
+	Storage     func() []string
+	PeerStorage PeerStorage
+	Now         func() time.Time
 }
 
 // ServeHTTP renders the page. ?refresh=N sets the reload interval in
@@ -66,7 +67,7 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	v := gather(ctx, h.Source, h.Peer, h.Storage, h.Now())
+	v := gather(ctx, h)
 	v.Refresh = refresh
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, v); err != nil {

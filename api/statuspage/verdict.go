@@ -48,10 +48,15 @@ func (v verdict) Class() string {
 // not be read.
 func judge(v *view) verdict {
 	var bad, warn []string
+	// A full disk shows nowhere else: a member's raft numbers can look
+	// current while it stores nothing.
 	for _, f := range v.Storage {
-		// Its own member only: a full disk shows nowhere else (its raft
-		// numbers can look current while it stores nothing).
 		warn = append(warn, fmt.Sprintf("member %s (this page's): %s", orUnknown(v.Self), f))
+	}
+	for _, m := range v.Members {
+		for _, f := range m.Storage {
+			warn = append(warn, fmt.Sprintf("member %s: %s", m.ID, f))
+		}
 	}
 	if v.Leader == "" {
 		bad = append(bad, "no leader known: writes and linearizable reads fail until an election completes")

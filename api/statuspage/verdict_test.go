@@ -2,6 +2,9 @@ package statuspage
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +87,8 @@ func TestVerdict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := gather(context.Background(), tt.src(), tt.peer, tt.store, fixedNow)
+			v := gather(context.Background(), Handler{Source: tt.src(), Peer: tt.peer, Storage: tt.store,
+				Now: func() time.Time { return fixedNow }})
 			if v.Verdict.Level != tt.level {
 				t.Fatalf("verdict %s %v, want %s", v.Verdict.Level, v.Verdict.Reasons, tt.level)
 			}
@@ -125,5 +129,38 @@ func TestHybridTimeAndCollections(t *testing.T) {
 	})
 	if len(rows) != 2 || rows[0].ID != 1 || rows[0].Rows != 3 || rows[1].Rows != 15 || rows[1].Segments != 2 || rows[1].Flushed != 1 {
 		t.Fatalf("collections = %+v", rows)
+	}
+}
+
+// TestVerdictNamesPeerDiskFull: a peer whose storage fails (its /readyz
+// answers 503 with failing_since) is named in the verdict, read over HTTP
+// as the page reads it; a peer that is merely not ready is not.
+func TestVerdictNamesPeerDiskFull(t *testing.T) {
+	full := "disk full: cannot append to its raft log: write wal/00001.wal: no space left on device"
+	readyz := func(body string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/readyz" {
+				http.NotFound(w, r)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, body)
+		}))
+	}
+	fullSrv := readyz(fmt.Sprintf(`{"status":%q,"failing_since":"2026-12-06T07:00:00Z","disk_full":true}`, full))
+	defer fullSrv.Close()
+	lagSrv := readyz(`{"status":"catching up"}`)
+	defer lagSrv.Close()
+	// sample()'s members: n1 at 127.0.0.1:1, n3 at 127.0.0.1:3 (n2 draws the page).
+	srvs := map[string]*httptest.Server{"127.0.0.1:1": fullSrv, "127.0.0.1:3": lagSrv}
+	h := Handler{Source: healthySource(), Peer: allPeersUp, Now: func() time.Time { return fixedNow },
+		PeerStorage: func(ctx context.Context, addr string) ([]string, error) {
+			srv := srvs[addr]
+			return HTTPPeerStorage(srv.Client(), "http")(ctx, strings.TrimPrefix(srv.URL, "http://"))
+		}}
+	v := gather(context.Background(), h)
+	all := strings.Join(v.Verdict.Reasons, "; ")
+	if v.Verdict.Level != levelDegraded || !strings.Contains(all, "member n1: "+full) || strings.Contains(all, "n3") {
+		t.Fatalf("verdict %s %q, want degraded naming n1's full disk and nothing of n3", v.Verdict.Level, all)
 	}
 }

@@ -41,6 +41,15 @@ import (
 // prepared (the older term, no vote granted, no entries accepted), and
 // raft's goroutine counter is released, so raft.Shutdown returns and the
 // process ends with one log line naming the write it never made.
+//
+// One write at a time, in the order raft asked (turn): raft stores terms
+// from two goroutines (its main loop and the transport's heartbeat path,
+// one per connection a leader opened while this member did not answer),
+// and while the disk is full each waits with its own term. Served in
+// arrival order — the order raft raised its term in — they complete in
+// that order when space returns, rather than by whichever timer fires
+// first, which could store a newer term and then an older one over it.
+// storeTerm also never lowers the term raft.db holds.
 
 // Backoff between retries of a failed term or vote write.
 const (
@@ -57,6 +66,9 @@ type stableWait struct {
 
 	quit     chan struct{} // closed by stopWaiting
 	quitOnce sync.Once
+	// turn is held by the one write in progress; blocked senders on a
+	// channel are served first come, first served.
+	turn chan struct{}
 
 	fault writeFault
 	// waiting counts the writes waiting right now (Shutdown skips its
@@ -66,7 +78,8 @@ type stableWait struct {
 }
 
 func newStableWait() stableWait {
-	return stableWait{after: time.After, now: time.Now, logger: hclog.NewNullLogger(), quit: make(chan struct{})}
+	return stableWait{after: time.After, now: time.Now, logger: hclog.NewNullLogger(),
+		quit: make(chan struct{}), turn: make(chan struct{}, 1)}
 }
 
 // until makes write durable: it calls write until it succeeds, waiting with
@@ -74,16 +87,28 @@ func newStableWait() stableWait {
 // the log. When stopWaiting is called first, the calling goroutine exits
 // without returning (see above).
 func (w *stableWait) until(what string, write func() error) {
+	w.setWaiting(1)
+	defer w.setWaiting(-1)
+	select {
+	case w.turn <- struct{}{}:
+	default:
+		select {
+		case w.turn <- struct{}{}:
+		case <-w.quit:
+			w.logger.Error("shutting down with its " + what + " not stored (an earlier write was still waiting): nothing that needed it was acknowledged")
+			runtime.Goexit()
+		}
+	}
+	defer func() { <-w.turn }()
 	err := write()
-	w.fault.record(err, w.now())
+	if began, _ := w.fault.record(err, w.now()); began {
+		w.logger.Error("cannot store its "+what+"; it takes no part in elections or replication until it can, retrying",
+			"error", err, "disk_full", isDiskFull(err))
+	}
 	if err == nil {
 		return
 	}
-	w.setWaiting(1)
-	defer w.setWaiting(-1)
 	start := w.now()
-	w.logger.Error("cannot store its "+what+"; it takes no part in elections or replication until it can, retrying",
-		"error", err, "disk_full", isDiskFull(err))
 	delay := stableRetryFirst
 	for attempt := 1; ; attempt++ {
 		select {
@@ -94,10 +119,11 @@ func (w *stableWait) until(what string, write func() error) {
 		case <-w.after(delay):
 		}
 		err = write()
-		w.fault.record(err, w.now())
+		if _, ended := w.fault.record(err, w.now()); ended {
+			w.logger.Info("stored its "+what+" after failing; it takes part again",
+				"failing_for", w.now().Sub(start).Round(time.Millisecond), "attempts", attempt+1)
+		}
 		if err == nil {
-			w.logger.Info("stored its "+what+" after failing", "failing_for", w.now().Sub(start).Round(time.Millisecond),
-				"attempts", attempt+1)
 			return
 		}
 		if attempt%100 == 0 {
@@ -113,7 +139,7 @@ func (w *stableWait) setWaiting(d int) {
 	w.mu.Unlock()
 }
 
-// blocked says whether a term or vote write is waiting now.
+// blocked says whether a term or vote write is in progress or waiting.
 func (w *stableWait) blocked() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

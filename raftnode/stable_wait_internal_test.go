@@ -166,3 +166,55 @@ func TestShutdownEndsTermWait(t *testing.T) {
 		t.Fatal("still reported as blocked after the wait ended")
 	}
 }
+
+// TestTermWritesKeepOrderAndNeverGoBack: two term writes waiting at once
+// (raft's main loop and its heartbeat path, each with its own term) finish
+// in the order raft asked when space returns, and a term older than the
+// stored one is never written over it.
+func TestTermWritesKeepOrderAndNeverGoBack(t *testing.T) {
+	s, inner, sw, timers := waitingStable(t)
+	sw.set(diskFullErr)
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- s.SetUint64(keyCurrentTerm, 3) }()
+	c := nextTimer(t, timers, first)
+	go func() { second <- s.SetUint64(keyCurrentTerm, 5) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting := 0; waiting < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the second write never queued")
+		}
+		s.wait.mu.Lock()
+		waiting = s.wait.waiting
+		s.wait.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-timers:
+		t.Fatal("the second write retried while the first held its turn")
+	default:
+	}
+	sw.set(nil)
+	c <- time.Time{}
+	for _, ch := range []chan error{first, second} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a term write did not finish once the store worked")
+		}
+	}
+	if term, _ := inner.GetUint64(keyCurrentTerm); term != 5 {
+		t.Fatalf("raft.db holds term %d after writes of 3 then 5", term)
+	}
+	if err := s.SetUint64(keyCurrentTerm, 4); err != nil {
+		t.Fatal(err)
+	}
+	if term, _ := inner.GetUint64(keyCurrentTerm); term != 5 {
+		t.Fatalf("a late write of term 4 took raft.db from 5 to %d", term)
+	}
+	if rec, _, _ := loadVoteRecord(s.dir); rec.CurrentTerm != 5 {
+		t.Fatalf("%s records term %d, want 5", VoteFile, rec.CurrentTerm)
+	}
+}

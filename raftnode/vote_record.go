@@ -85,8 +85,19 @@ func (s *recordingStable) Set(key, val []byte) error {
 	return nil
 }
 
-// storeTerm writes the current term to raft.db, then to VoteFile.
+// storeTerm writes the current term to raft.db, then to VoteFile. A term
+// below the one raft.db holds is not written: raft asks for it only when
+// two of its goroutines raced to raise the term (stable_wait.go), and the
+// durable term must never go back (the newer one is kept, which says more).
 func (s *recordingStable) storeTerm(term uint64) error {
+	cur, err := s.StableStore.GetUint64(keyCurrentTerm)
+	if err != nil && err.Error() != "not found" {
+		return fmt.Errorf("read the current term from %s: %w", RaftDBFile, err)
+	}
+	if term < cur {
+		s.wait.logger.Warn("kept the stored current term: raft asked for an older one", "stored", cur, "asked", term)
+		return nil
+	}
 	if err := s.StableStore.SetUint64(keyCurrentTerm, term); err != nil {
 		return fmt.Errorf("store the current term %d in %s: %w", term, RaftDBFile, err)
 	}

@@ -73,8 +73,13 @@ func (staleSnapshot) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		}
 		targets = append(targets, n.c.ID(f))
 		got, err := rp.ReplaySnapshot(ctx, f)
-		// The lagger may still be catching up: wait for its snapshot.
-		for deadline := time.Now().Add(staleSnapshotWait); f == lagger && errors.Is(err, ErrNoSnapshotYet) && time.Now().Before(deadline); {
+		// The lagger may still be catching up (no snapshot yet, or no
+		// leader heard since the heal): wait for it; any member may be
+		// between leaders for a moment.
+		retry := func(err error) bool {
+			return err != nil && (f == lagger || !errors.Is(err, ErrNoSnapshotYet))
+		}
+		for deadline := time.Now().Add(staleSnapshotWait); retry(err) && time.Now().Before(deadline); {
 			if !sleep(ctx, 200*time.Millisecond) {
 				break
 			}

@@ -107,6 +107,9 @@ func checkWAL(dir string, rep *storageReport) (*walLog, error) {
 		return &DamagedError{Dir: dir, Reason: WALDir + "/: " + fmt.Sprintf(format, args...)}
 	}
 	wd := filepath.Join(dir, WALDir)
+	if fi, err := os.Stat(wd); err == nil && !fi.IsDir() {
+		return nil, &DamagedError{Dir: dir, Reason: WALDir + " is a file, not the directory of the raft-wal log store"}
+	}
 	names, err := os.ReadDir(wd)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil

@@ -154,6 +154,10 @@ func TestDamagedWALIsRefused(t *testing.T) {
 			flipBytes(t, p, 4096+20, 32)
 		}, "wal-meta.db"},
 		{"wal/ deleted", func(t *testing.T, d string) { os.RemoveAll(wal(d)) }, "records the wal log store but wal/ is missing"},
+		{"wal/ replaced by a file", func(t *testing.T, d string) {
+			os.RemoveAll(wal(d))
+			os.WriteFile(wal(d), []byte("not a directory"), 0o644)
+		}, "wal is a file, not the directory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,8 +31,8 @@ type TaskList struct {
 
 // Bounds of the final listing: how long it waits for pending tasks to
 // finish (the cluster is healed, so they finish in about a second), and
-// how many tasks it asks for (coordd keeps up to 8,192 tombstones plus
-// the pending ones; the API answers at most client.MaxListBroadcasts).
+// how long it keeps trying to read. It asks for client.MaxListBroadcasts
+// tasks: coordd keeps up to 8,192 tombstones plus the pending ones.
 const (
 	settleWait   = 10 * time.Second
 	listAttempts = 20 * time.Second
@@ -56,7 +56,7 @@ func listTasks(env Env, id int) {
 	deadline := time.Now().Add(settleWait)
 	for {
 		pending, err := cl.ListBroadcasts(ctx, true, 1)
-		if err == nil && len(pending) == 0 || time.Now().After(deadline) {
+		if (err == nil && len(pending) == 0) || time.Now().After(deadline) {
 			break
 		}
 		sleepCtx(ctx, 200*time.Millisecond)

@@ -1,7 +1,11 @@
 // Package raftnode owns consensus wiring: a hashicorp/raft instance over
-// raft-boltdb/v2 (log and stable store), a file snapshot store and a TCP
-// transport, plus the four things coordd builds on top of it: batched
-// proposals, linearizable reads, leadership tracking and membership changes.
+// a log store (raft-wal segments under wal/ for a new data dir, or
+// raft-boltdb/v2's raft.db for one that records bolt; logstore.go), the
+// stable store raft.db (term and vote, mirrored in vote.json), the record
+// of how far the log reached (log_reach.go), a file snapshot store and a
+// TCP transport, plus the four things coordd builds on top of it: batched
+// proposals, linearizable reads, leadership tracking and membership
+// changes.
 //
 // Threading model:
 //   - raft's FSM goroutine is the only caller of fsmAdapter.ApplyBatch,

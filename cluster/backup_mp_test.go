@@ -47,10 +47,7 @@ func startMemberProc(t *testing.T, args []string, logPath string) *exec.Cmd {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- %s (tail) ---\n%s", logPath, tail(string(b), 30))
-		}
+		keepEvidence(t, []processLog{{filepath.Base(logPath), logPath}})
 	})
 	return cmd
 }
@@ -293,17 +290,13 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	// restore and serve both take the default log store (raft-wal for a
 	// new data dir): the restored member serves the store restore recorded.
 	startMemberProc(t, serveArgs(ms[0], append(memberArgsSec(plan, 0), snapThresholds...)...), filepath.Join(logs, "n1.log"))
-	if err := plan.WaitReady(ctx, 0, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, plan, 0)
 	if out, err := os.ReadFile(filepath.Join(logs, "n1.log")); err != nil || !strings.Contains(string(out), "log_store=wal") {
 		t.Fatalf("the restored member's log does not say it serves the wal log store (%v):\n%s", err, out)
 	}
 	for i := 1; i < 3; i++ {
 		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(plan, i), snapThresholds...), "--join", ms[0].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
-		if err := plan.WaitReady(ctx, i, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		waitReady(t, ctx, plan, i)
 	}
 	nc := dialAll(t, plan)
 	for i := range ms {
@@ -405,9 +398,7 @@ func TestQuorumLossRecoverSurvivorAndRegrow(t *testing.T) {
 	if err := l.StartMember(s); err != nil { // its --peers is ignored: it has raft state
 		t.Fatal(err)
 	}
-	if err := l.WaitReady(ctx, s, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, l, s)
 	waitFor(t, ctx, "the survivor to lead alone and hold every acknowledged write", func() bool {
 		st, err := status0(ctx, c.conns[s])
 		if err != nil || st.State != "Leader" || len(st.Members) != 1 {
@@ -429,9 +420,7 @@ func TestQuorumLossRecoverSurvivorAndRegrow(t *testing.T) {
 			continue
 		}
 		startMemberProc(t, serveArgs(ms[i], append(append(memberArgsSec(l, i), snapArgs...), "--join", ms[s].GRPCAddr)...), filepath.Join(logs, ms[i].ID+".log"))
-		if err := l.WaitReady(ctx, i, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		waitReady(t, ctx, l, i)
 	}
 	for i := range ms {
 		waitFor(t, ctx, ms[i].ID+" to hold every acknowledged write", func() bool {

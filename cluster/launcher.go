@@ -43,7 +43,17 @@ type LauncherConfig struct {
 	// Security, when set, runs every process with TLS and authentication
 	// (`coordd dev --secure`); nil runs them with --insecure.
 	Security *LaunchSecurity
+
+	// ReadyTimeout bounds Start's wait for each member's /readyz
+	// (DefaultReadyTimeout when 0). Tests scale it for a loaded machine;
+	// the launcher itself reads no test settings, since `coordd dev` and
+	// the benchmarks run it too.
+	ReadyTimeout time.Duration
 }
+
+// DefaultReadyTimeout is how long Start waits for each member to become
+// ready unless LauncherConfig.ReadyTimeout says otherwise.
+const DefaultReadyTimeout = 30 * time.Second
 
 // LaunchSecurity is the TLS material and bootstrap token of a secure
 // launched cluster (security.WriteDevPKI writes a matching set).
@@ -216,8 +226,8 @@ func (l *Launcher) peers() string {
 	return strings.Join(ps, ",")
 }
 
-// Start launches every member, waits until each reports ready, then starts
-// the streaming nodes.
+// Start launches every member, waits until each reports ready (each
+// within LauncherConfig.ReadyTimeout), then starts the streaming nodes.
 func (l *Launcher) Start(ctx context.Context) error {
 	for i := range l.members {
 		if err := l.StartMember(i); err != nil {
@@ -225,8 +235,12 @@ func (l *Launcher) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	wait := l.cfg.ReadyTimeout
+	if wait <= 0 {
+		wait = DefaultReadyTimeout
+	}
 	for i := range l.members {
-		if err := l.WaitReady(ctx, i, 30*time.Second); err != nil {
+		if err := l.WaitReady(ctx, i, wait); err != nil {
 			l.Stop()
 			return err
 		}
@@ -373,11 +387,11 @@ func (l *Launcher) WaitReady(ctx context.Context, i int, timeout time.Duration) 
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("member %s not ready: %w (log: %s)", m.ID, ctx.Err(), l.LogPath(m.ID))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("member %s not ready within %v (log: %s)", m.ID, timeout, filepath.Join(m.DataDir, "coordd.log"))
+	return fmt.Errorf("member %s not ready within %v (log: %s)", m.ID, timeout, l.LogPath(m.ID))
 }
 
 // Signal sends sig to member i (SIGKILL, SIGSTOP, SIGCONT, ...). After

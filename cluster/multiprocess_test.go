@@ -110,27 +110,23 @@ func launch(t *testing.T, cfg cluster.LauncherConfig) *cluster.Launcher {
 	t.Helper()
 	cfg.Binary, cfg.StreamingBinary = coorddBinary, streamingBinary
 	cfg.DataDir, cfg.Nodes, cfg.BasePort, cfg.Host = t.TempDir(), 3, freeBasePort(t, 3), "127.0.0.1"
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = testutil.Timeout(readyWait)
+	}
 	l := cluster.NewLauncher(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Registered before Start, so a cluster that never became ready keeps
+	// the logs its failure names (evidence_test.go).
+	t.Cleanup(func() {
+		l.Stop()
+		keepEvidence(t, launcherLogs(l))
+	})
+	// The members start together: the last one's wait is mostly over when
+	// the first one is ready.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.ReadyTimeout)
 	defer cancel()
 	if err := l.Start(ctx); err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
-	t.Cleanup(func() {
-		l.Stop()
-		if t.Failed() {
-			for _, m := range l.Members() {
-				if b, err := os.ReadFile(filepath.Join(m.DataDir, "coordd.log")); err == nil {
-					t.Logf("--- log of %s (tail) ---\n%s", m.ID, tail(string(b), 40))
-				}
-			}
-			for _, sn := range l.StreamingNodes() {
-				if b, err := os.ReadFile(filepath.Join(sn.DataDir, "streamingnode.log")); err == nil {
-					t.Logf("--- log of %s (tail) ---\n%s", sn.Name, tail(string(b), 30))
-				}
-			}
-		}
-	})
 	if cfg.Security == nil || ours(l) {
 		waitServing(t, l)
 	}
@@ -169,10 +165,7 @@ func startProcess(t *testing.T, name, path string, args ...string) *proc.Child {
 		if err := c.Kill(time.Minute); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if t.Failed() {
-			b, _ := os.ReadFile(log)
-			t.Logf("--- %s log ---\n%s", name, tail(string(b), 40))
-		}
+		keepEvidence(t, []processLog{{name, log}})
 	})
 	return c
 }
@@ -368,11 +361,9 @@ func killLeaderUnderAllocations(t *testing.T, l *cluster.Launcher) []op {
 	if err := l.StartMember(leader); err != nil {
 		t.Fatal(err)
 	}
-	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	rctx, rcancel := context.WithTimeout(context.Background(), testutil.Timeout(readyWait))
 	defer rcancel()
-	if err := l.WaitReady(rctx, leader, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, rctx, l, leader)
 	time.Sleep(500 * time.Millisecond)
 	stop()
 	wg.Wait()

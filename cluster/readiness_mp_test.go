@@ -27,9 +27,7 @@ func TestReadyzReportsAFollowerThatCannotAppend(t *testing.T) {
 	}
 	// 192 KiB: enough to start, not enough for the entries below.
 	startProcess(t, "limited-follower", "sh", append([]string{"-c", `ulimit -f 192; exec "$0" "$@"`, coorddBinary}, memberArgs(l, f)...)...)
-	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, l, f)
 	var body map[string]any
 	for id := int64(1); id <= 3000; id++ {
 		if err := allocCollection(ctx, c, id); err != nil {

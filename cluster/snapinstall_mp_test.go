@@ -14,6 +14,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/testutil"
 )
 
 // Multi-process restarts of members whose log a snapshot install left
@@ -100,7 +101,7 @@ func TestRestartAfterSnapshotInstall(t *testing.T) {
 		if err := l.StartMember(f); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
+		if err := l.WaitReady(ctx, f, testutil.Timeout(readyWait)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		waitHolds(t, ctx, c.conns[f], acked, what)
@@ -154,9 +155,7 @@ func TestRestartAfterSnapshotInstall(t *testing.T) {
 	joinArgs := append([]string{"serve", "--id", m.ID, "--data-dir", m.DataDir, "--raft-addr", m.RaftAddr,
 		"--grpc-addr", m.GRPCAddr, "--http-addr", m.HTTPAddr, "--join", l.Members()[leader].GRPCAddr}, append(memberArgsSec(l, f), snapArgs...)...)
 	joined := startProcess(t, "re-added", coorddBinary, joinArgs...)
-	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, l, f)
 	commit(3)
 	waitHolds(t, ctx, c.conns[f], acked, "the re-added member")
 	if err := joined.Kill(time.Minute); err != nil {

@@ -306,9 +306,7 @@ func TestDamagedOrLostStorageIsRefused(t *testing.T) {
 	if err := l.StartMember(f); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, l, f)
 	waitHolds(t, ctx, c.conns[f], acked, "the restored member")
 }
 
@@ -370,9 +368,7 @@ func TestLostRaftStateOnTwoMembersDoesNotFork(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		if err := l.WaitReady(ctx, i, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		waitReady(t, ctx, l, i)
 	}
 	if err := allocCollection(ctx, c, 6); err != nil {
 		t.Fatal(err)
@@ -420,9 +416,7 @@ func TestReplaceMemberThatLostItsDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	startProcess(t, "replacement", coorddBinary, joinArgs...)
-	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, l, f)
 	waitHolds(t, ctx, c.conns[f], acked, "the replacement")
 	// The replacement is a voter: with another member down, the leader and
 	// the replacement still commit.

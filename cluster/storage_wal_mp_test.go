@@ -64,8 +64,6 @@ func TestWALLogStoreCluster(t *testing.T) {
 	if err := l.StartMember(f); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.WaitReady(ctx, f, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, l, f)
 	waitHolds(t, ctx, c.conns[f], acked, "the restarted wal member")
 }

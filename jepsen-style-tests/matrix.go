@@ -39,9 +39,10 @@ func Smoke() []scenario.Scenario {
 		// log-reach, raft.db or snapshots get damaged on a restart (a
 		// damage drawn from nemesis.WALDamageKinds by the run's seed).
 		// The replacement catches up by snapshot, which stale-snapshot then
-		// delivers again to every follower.
+		// delivers again to every follower; disk-full fills one member's own
+		// tmpfs (skipped where mounting is refused).
 		{Name: "smoke-storage-3", Nodes: 3, Faults: storageFaults,
-			FirstFaults: []nemesis.Kind{nemesis.DiskLoss, nemesis.StaleSnapshot, nemesis.StorageDamage}, Duration: 8 * time.Second,
+			FirstFaults: []nemesis.Kind{nemesis.DiskLoss, nemesis.DiskFull, nemesis.StaleSnapshot, nemesis.StorageDamage}, Duration: 14 * time.Second,
 			Recovery: 2 * time.Second, HoldMin: 200 * time.Millisecond, HoldMax: 500 * time.Millisecond, ExtraArgs: walStorageArgs},
 		brokenClient(),
 		brokenServer(),
@@ -238,8 +239,8 @@ func Full() []scenario.Scenario {
 		// The storage faults alone on raft-wal, every one of them first:
 		// each wal/ and log-reach damage is drawn in turn by the round.
 		{Name: "wal-storage-3-snap", Nodes: 3,
-			Faults:      append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd, nemesis.StaleSnapshot),
-			FirstFaults: []nemesis.Kind{nemesis.StorageDamage, nemesis.DiskLoss, nemesis.StaleSnapshot, nemesis.StorageDamage}, Duration: d,
+			Faults:      append(append([]nemesis.Kind(nil), storageFaults...), nemesis.IsolateLeader, nemesis.RemoveAdd, nemesis.StaleSnapshot, nemesis.DiskFull),
+			FirstFaults: []nemesis.Kind{nemesis.DiskFull, nemesis.StorageDamage, nemesis.DiskLoss, nemesis.StaleSnapshot, nemesis.StorageDamage}, Duration: d,
 			ExtraArgs: walStorageArgs},
 		{Name: "wal-member-snap-3", Nodes: 3, Faults: append(append([]nemesis.Kind(nil), memberFaults...), nemesis.DiskLoss),
 			Duration: d, ExtraArgs: scenario.WALTinySnapshots},

@@ -49,6 +49,9 @@ type Config struct {
 	// authentication) instead of the default: TLS, mutual TLS on raft and
 	// tokens, with a throwaway CA per run (security.go).
 	Insecure bool
+	// DiskPerMember, when positive, puts each member's data dir on a tmpfs
+	// of that many bytes of its own (disk.go), for the disk-full nemesis.
+	DiskPerMember int64
 }
 
 // Member is one coordd member's addresses and files.
@@ -69,6 +72,9 @@ type Cluster struct {
 	scheme    string    // of the members' HTTP addresses: "https://" or "http://"
 
 	join map[int]string // members replaced after a disk loss: --join through this gRPC address
+	// disks are the members' own file systems (Config.DiskPerMember), one
+	// mount point per member; nil when they share the ordinary disk.
+	disks []string
 }
 
 // Start builds (once) and launches a cluster, waits until every member is
@@ -118,6 +124,18 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 			DataDir:  dir, LogPath: filepath.Join(cfg.Dir, id+".log"),
 		})
 		c.ids[i], c.logs[i] = id, c.members[i].LogPath
+	}
+	if cfg.DiskPerMember > 0 {
+		if err := c.mountDisks(cfg.DiskPerMember); err != nil {
+			t.Logf("harness: members share the ordinary disk, disk-full faults are skipped: %v", err)
+		} else {
+			// Registered first, so it runs after Close has stopped the members.
+			t.Cleanup(func() {
+				if err := unmountAll(c.disks); err != nil {
+					t.Errorf("harness: %v", err)
+				}
+			})
+		}
 	}
 	t.Cleanup(c.Close)
 	c.links = make([][]*proxy.Proxy, cfg.Nodes)

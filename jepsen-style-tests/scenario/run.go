@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -127,8 +128,12 @@ func (r *run) startCluster(ctx context.Context) {
 		insecure, r.sum.Security = true, "insecure(secure-blocked)"
 		t.Logf("scenario %s runs INSECURE, not secure: blocked by %s (JEPSEN_FORCE_SECURE=1 runs it secure)", sc.Name, sc.SecureBlocked)
 	}
+	var disk int64
+	if slices.Contains(sc.Faults, nemesis.DiskFull) || slices.Contains(sc.FirstFaults, nemesis.DiskFull) {
+		disk = memberDiskSize
+	}
 	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: r.seed, ExtraArgs: extra, Dir: filepath.Join(t.TempDir(), "data"),
-		Insecure: insecure}, r.start)
+		Insecure: insecure, DiskPerMember: disk}, r.start)
 	if err != nil {
 		t.Fatalf("start cluster (seed %d, %s): %v", r.seed, r.sum.Security, err)
 	}
@@ -364,3 +369,8 @@ func (r *run) judge() {
 		t.Errorf("scenario %s seed %d: violations found (see above; report %s)", sc.Name, r.seed, r.dir)
 	}
 }
+
+// memberDiskSize is the file system each member gets in a scenario with the
+// disk-full fault: far more than a run's data dir needs (tiny snapshots,
+// small raft-wal segments), so only the fault fills it.
+const memberDiskSize = 512 << 20

@@ -40,4 +40,3 @@ func unmountAll(mnts []string) error {
 	}
 	return errors.Join(errs...)
 }
-

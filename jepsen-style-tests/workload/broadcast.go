@@ -20,8 +20,9 @@ import (
 // AlterAlias message (a type without a callback) to two of a few VChannels (one per PChannel), each
 // taking one of two exclusive resource keys, half of them with an
 // idempotency key (and some of those repeated with the same key); the
-// other half carry none, so the SDK never resends them after an unknown
-// outcome. Every logical call has a payload of its own (client ID and
+// other half carry none, so only the request ID the SDK gives every call
+// keeps its resends after an unknown outcome from making a second task
+// (docs/semantics.md#client-retries). Every logical call has a payload of its own (client ID and
 // sequence number), so a WAL record names the call it came from. When the
 // load stops, a last client lists every task coordd keeps (broadcast-tasks)
 // for the duplicate checker (broadcast_dups.go).

@@ -18,7 +18,8 @@ import (
 // broadcast-at-most-once (issue 34 item 8): no broadcast message was
 // appended twice to any WAL and no call made two tasks, under leader
 // kills and transfers, with half the calls carrying no idempotency key
-// (the SDK must not resend those after an unknown outcome), and with a
+// (only the request ID the SDK gives each call makes its resends after an
+// unknown outcome harmless), and with a
 // claim writer putting records under upcoming broadcast IDs
 // (nemesis/claim.go).
 //

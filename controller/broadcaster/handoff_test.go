@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,11 +178,27 @@ func TestPipelinedCreateFollowsTheCompletion(t *testing.T) {
 	// Hold the first completion between its place in the log and its
 	// apply until the next create has queued behind it, as a raft round
 	// does; without the hold the fake applies it before the second
-	// caller even runs.
+	// caller even runs. Queueing the completion hands the key off, so the
+	// woken caller may queue its create before this hook runs: the hook
+	// waits for a create seen queued, not for the count to grow after it
+	// looked. It gives up only at the test's deadline, failing the test
+	// without blocking the proposer (t.Fatal would end this goroutine and
+	// wedge the fake leader's order).
+	createQueued := make(chan struct{})
+	var seenCreate sync.Once
 	h.leader.SetAfterQueued(func(body proto.Message) {
-		if c, ok := body.(*logpb.CompleteBroadcast); ok && c.BroadcastId == firstTaskID(h) {
-			n := h.leader.Queued()
-			testutil.Eventually(t, "the next create queued", func() bool { return h.leader.Queued() > n })
+		switch b := body.(type) {
+		case *logpb.CreateBroadcast:
+			seenCreate.Do(func() { close(createQueued) })
+		case *logpb.CompleteBroadcast:
+			if b.BroadcastId != firstTaskID(h) {
+				return
+			}
+			select {
+			case <-createQueued:
+			case <-h.deadline.Done():
+				t.Errorf("no create queued behind the completion of task %d", b.BroadcastId)
+			}
 		}
 	})
 	close(release)

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/coordd/coordd/jepsen-style-tests/checker"
@@ -119,7 +120,9 @@ func TestBroadcastCheckers(t *testing.T) {
 				}
 				ws[p] = w
 			}
-			if _, err := ws[p].Append(r.v, []byte("x"), r.id, uint64(i+1)); err != nil {
+			// Each broadcast carries its call's payload, as coordd's do
+			// (broadcast-at-most-once ties records to calls by it).
+			if _, err := ws[p].Append(r.v, []byte(fmt.Sprintf("b%d", r.id)), r.id, uint64(i+1)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -128,6 +131,7 @@ func TestBroadcastCheckers(t *testing.T) {
 		}
 		var ops []history.Op
 		for id, in := range acked {
+			in.Payload = fmt.Sprintf("b%d", id)
 			bi, _ := json.Marshal(in)
 			bo, _ := json.Marshal(BroadcastOut{ID: id})
 			ops = append(ops, history.Op{F: "broadcast", Input: bi, Output: bo, Type: history.Ok})

@@ -19,9 +19,8 @@ import (
 // appended twice to any WAL and no call made two tasks, under leader
 // kills and transfers, with half the calls carrying no idempotency key
 // (only the request ID the SDK gives each call makes its resends after an
-// unknown outcome harmless), and with a
-// claim writer putting records under upcoming broadcast IDs
-// (nemesis/claim.go).
+// unknown outcome harmless), and with a claim writer putting records
+// under upcoming broadcast IDs (nemesis/claim.go, broadcast_claims.go).
 //
 // A logical call is every op with one payload (a repeat with the same
 // idempotency key is the same call). Its tasks are every broadcast ID that
@@ -219,7 +218,7 @@ func atMostOnce(ops []history.Op, recs []walRec, readErrs []string, claimPrefix 
 			}
 		}
 	}
-	claims := claimPrefixigures(ops, claimPrefix, rec, dml)
+	claims := claimFigures(ops, claimPrefix, rec, dml)
 	v.r.Summary = fmt.Sprintf("%d calls (%d acknowledged, %d unknown, %d failed; %d without idempotency key), %d broadcast records, %d duplicate records; "+
 		"%d acknowledged messages found with their payload; %s; %s",
 		len(order), outcomes["acknowledged"], outcomes["unknown"], outcomes["failed"], unkeyed(calls), nb, dupRecs, landed,
@@ -229,10 +228,6 @@ func atMostOnce(ops []history.Op, recs []walRec, readErrs []string, claimPrefix 
 
 // broadcastType is the message type the workload broadcasts.
 const broadcastType = "AlterAlias"
-
-// claimPayloadPrefix is nemesis.ClaimPayloadPrefix (the nemesis package
-// is not imported here: the workload does not depend on the nemesis).
-const claimPayloadPrefix = "hostile-claim-"
 
 // gatherCalls groups the broadcast ops by payload, in order of first
 // invocation.
@@ -282,57 +277,6 @@ func targetsOf(c *call, id uint64, list TaskList) []string {
 		}
 	}
 	return c.in.VChannels
-}
-
-// claimPrefixigures summarises the claim writer's ops: per kind refused /
-// accepted / unknown, and the hits (a claim that named the ID and
-// VChannel of one of coordd's broadcasts, which then landed with
-// coordd's payload: rule 4 and 5 held against it). An accepted insert
-// claim's DML record is counted as in its own key space.
-func claimPrefixigures(ops []history.Op, claimPrefix string, rec map[vkey]walRec, dml map[vkey]int) string {
-	if claimPrefix == "" {
-		return "no claim writer"
-	}
-	type counts struct{ refused, accepted, unknown, hits int }
-	byKind := map[string]*counts{}
-	for _, o := range ops {
-		if !strings.HasPrefix(o.F, claimPrefix) {
-			continue
-		}
-		var in struct {
-			Target string `json:"target"`
-			ID     uint64 `json:"broadcast_id"`
-		}
-		_ = decode(o.Input, &in)
-		k := strings.TrimPrefix(o.F, claimPrefix)
-		if byKind[k] == nil {
-			byKind[k] = &counts{}
-		}
-		switch o.Type {
-		case history.Fail:
-			byKind[k].refused++
-		case history.Ok:
-			byKind[k].accepted++
-		default:
-			byKind[k].unknown++
-		}
-		if r, ok := rec[vkey{in.Target, in.ID}]; ok && !strings.HasPrefix(r.Payload, claimPayloadPrefix) {
-			byKind[k].hits++
-		}
-	}
-	if len(byKind) == 0 {
-		return "no claims made"
-	}
-	var parts []string
-	for _, k := range sortedKeys(byKind) {
-		c := byKind[k]
-		parts = append(parts, fmt.Sprintf("%s %d refused %d accepted %d unknown %d hits", k, c.refused, c.accepted, c.unknown, c.hits))
-	}
-	n := 0
-	for _, c := range dml {
-		n += c
-	}
-	return fmt.Sprintf("claims: %s (%d DML records with a dedup ID, in their own key space)", strings.Join(parts, ", "), n)
 }
 
 func listing(list TaskList, listed bool, byKey, unattributed int) string {

@@ -1,17 +1,14 @@
 package cluster_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coordd/coordd/cluster"
-	"github.com/coordd/coordd/testutil"
 )
 
 // A multi-process test's processes log under t.TempDir, which the testing
@@ -23,10 +20,6 @@ import (
 
 // evidenceTail is how many lines of each log a failed test prints.
 const evidenceTail = 60
-
-// readyWait is how long a member may take to answer /readyz on an idle
-// machine; every wait for readiness scales it (testutil.Timeout).
-const readyWait = 30 * time.Second
 
 // processLog is one process's log file.
 type processLog struct {
@@ -89,15 +82,6 @@ var unsafeInName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // fileSafe turns a test or process name into one path element.
 func fileSafe(name string) string { return unsafeInName.ReplaceAllString(name, "_") }
-
-// waitReady fails t unless member i of l answers /readyz within the
-// scaled readiness wait.
-func waitReady(t *testing.T, ctx context.Context, l *cluster.Launcher, i int) {
-	t.Helper()
-	if err := l.WaitReady(ctx, i, testutil.Timeout(readyWait)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestKeepLogsOutlivesTheTest: a failed test's logs are copied out of its
 // temporary directory, each with its tail printed and where it was kept;

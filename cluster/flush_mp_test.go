@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/testutil"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -31,7 +32,7 @@ var flushSNArgs = []string{"--flusher-save-interval", "300ms"}
 func startFlushCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *client.Client, objectstore.Store) {
 	t.Helper()
 	l := startClusterWith(t, cluster.LauncherConfig{ExtraArgs: flushArgs, StreamingNodes: streamingNodes, StreamingExtraArgs: flushSNArgs})
-	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second}))
+	c, err := client.New(context.Background(), secured(l, client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: testutil.Timeout(10 * time.Second)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func startFlushCluster(t *testing.T, streamingNodes int) (*cluster.Launcher, *cl
 
 func newCollection(t *testing.T, c *client.Client, coll int64, shards uint32) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(10*time.Second))
 	defer cancel()
 	vs, err := c.AllocVirtualChannels(ctx, coll, shards, "")
 	if err != nil {
@@ -58,7 +59,7 @@ func newCollection(t *testing.T, c *client.Client, coll int64, shards uint32) []
 
 func insertRows(t *testing.T, c *client.Client, coll int64, rows uint32) *client.InsertResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(60*time.Second))
 	defer cancel()
 	res, err := c.Insert(ctx, coll, 0, rows, 500)
 	if err != nil {
@@ -72,7 +73,7 @@ func insertRows(t *testing.T, c *client.Client, coll int64, rows uint32) *client
 
 func flushAndWait(t *testing.T, c *client.Client, coll int64, timeout time.Duration) *coordpb.FlushResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(timeout))
 	defer cancel()
 	f, err := c.Flush(ctx, coll)
 	if err != nil {
@@ -89,7 +90,7 @@ func flushAndWait(t *testing.T, c *client.Client, coll int64, timeout time.Durat
 // pk -> number of times persisted, and checks each segment's row count.
 func persistedRows(t *testing.T, c *client.Client, store objectstore.Store, coll int64) map[int64]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(30*time.Second))
 	defer cancel()
 	segs, err := c.ListSegments(ctx, &coordpb.ListSegmentsRequest{CollectionId: coll, State: "Flushed"})
 	if err != nil {
@@ -155,7 +156,7 @@ func TestInsertFlushExactlyOnce(t *testing.T) {
 		t.Fatalf("flush sealed nothing: %+v", f)
 	}
 	checkExactlyOnce(t, persistedRows(t, c, store, 101), a, more)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(30*time.Second))
 	defer cancel()
 	info, err := c.GetSegmentInfo(ctx, f.SealedSegmentIds, false)
 	if err != nil {
@@ -185,7 +186,7 @@ func TestInsertFlushExactlyOnce(t *testing.T) {
 // with saved rows and a checkpoint at or past its DML position.
 func waitPartialSaves(t *testing.T, c *client.Client, vs []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(30*time.Second))
 	defer cancel()
 	for _, v := range vs {
 		var last *coordpb.GetRecoveryInfoResponse
@@ -233,7 +234,7 @@ func TestStreamingNodeKillMidFlush(t *testing.T) {
 	if victim < 0 {
 		t.Fatalf("no streaming node has id %d", victimID)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(90*time.Second))
 	defer cancel()
 	f, err := c.Flush(ctx, 102)
 	if err != nil {
@@ -307,7 +308,7 @@ func TestLeaderKillMidFlush(t *testing.T) {
 	l, c, store := startFlushCluster(t, 2)
 	newCollection(t, c, 103, 4)
 	a := insertRows(t, c, 103, 2000)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(90*time.Second))
 	defer cancel()
 	f, err := c.Flush(ctx, 103)
 	if err != nil {

@@ -59,7 +59,7 @@ func TestSecureCluster(t *testing.T) {
 	pki, boot, bootFile := ownDevPKI(t, dir)
 	l := startClusterWith(t, cluster.LauncherConfig{StreamingNodes: 1,
 		Security: &cluster.LaunchSecurity{Server: pki.Server, Nodes: pki.Nodes, BootstrapTokenFile: bootFile}})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Timeout(2*time.Minute))
 	defer cancel()
 	clientTLS, err := client.LoadTLS(client.TLSFiles{CA: pki.Client.CA})
 	if err != nil {
@@ -79,7 +79,7 @@ func TestSecureCluster(t *testing.T) {
 	// The first leader installs the bootstrap token; every member accepts it.
 	admin := connect(boot.String(), strings.Split(l.Endpoints(), ",")...)
 	var leaderID string
-	testutil.Eventually(t, "the bootstrap token to work", func() bool {
+	testutil.EventuallyEvery(t, processWait, pollProcess, "the bootstrap token to work", func() bool {
 		st, err := admin.Status(ctx)
 		if err == nil {
 			leaderID = st.GetLeaderId()
@@ -90,7 +90,7 @@ func TestSecureCluster(t *testing.T) {
 	if follower.ID == leaderID {
 		follower = l.Members()[1]
 	}
-	testutil.Eventually(t, "the streaming node (node-1 certificate) to register, bound to node identity 1", func() bool {
+	testutil.EventuallyEvery(t, processWait, pollProcess, "the streaming node (node-1 certificate) to register, bound to node identity 1", func() bool {
 		ns, err := admin.ListNodes(ctx, coordpb.ReadConsistency_STALE, true)
 		return err == nil && len(ns) == 1 && ns[0].GetState() == "UP" && ns[0].GetBoundNode() == 1
 	})
@@ -136,7 +136,7 @@ func TestSecureCluster(t *testing.T) {
 		t.Fatalf("admin creates a token through a follower: %v", err)
 	}
 	reader := connect(created.GetSecret(), follower.GRPCAddr)
-	testutil.Eventually(t, "the new read token to reach the follower", func() bool {
+	testutil.EventuallyEvery(t, processWait, pollProcess, "the new read token to reach the follower", func() bool {
 		_, err := reader.Members(ctx, coordpb.ReadConsistency_LINEARIZABLE) // forwarded to the leader
 		return err == nil
 	})
@@ -171,7 +171,7 @@ func TestSecureCluster(t *testing.T) {
 	}
 	for _, m := range l.Members() {
 		c := connect(created.GetSecret(), m.GRPCAddr)
-		testutil.Eventually(t, "the revoked token to be refused by "+m.ID, func() bool {
+		testutil.EventuallyEvery(t, processWait, pollProcess, "the revoked token to be refused by "+m.ID, func() bool {
 			_, err := c.Status(ctx)
 			return code(err) == codes.Unauthenticated
 		})
@@ -222,10 +222,10 @@ func TestSecureCluster(t *testing.T) {
 			<-snDone
 		}
 		if t.Failed() {
-			t.Logf("--- log of the token-authenticated streaming node ---\n%s", tail(snLog.String(), 40))
+			t.Logf("--- log of the token-authenticated streaming node ---\n%s", tail(snLog.String(), evidenceTail))
 		}
 	}()
-	testutil.Eventually(t, "the token-authenticated streaming node to register, bound to node identity 5", func() bool {
+	testutil.EventuallyEvery(t, processWait, pollProcess, "the token-authenticated streaming node to register, bound to node identity 5", func() bool {
 		ns, err := admin.ListNodes(ctx, coordpb.ReadConsistency_STALE, false)
 		if err != nil {
 			return false
@@ -247,7 +247,7 @@ func TestSecureCluster(t *testing.T) {
 
 	// Members register their addresses in the background; the page and the
 	// bundle below reach each member at the registered ones.
-	testutil.Eventually(t, "every member to register its addresses", func() bool {
+	testutil.EventuallyEvery(t, processWait, pollProcess, "every member to register its addresses", func() bool {
 		ms, err := admin.Members(ctx, coordpb.ReadConsistency_STALE)
 		n := 0
 		for _, m := range ms {
@@ -280,7 +280,7 @@ func TestSecureCluster(t *testing.T) {
 	if code, _ := page(""); code != http.StatusUnauthorized {
 		t.Fatalf("/ui without a token: %d, want 401", code)
 	}
-	testutil.Eventually(t, "the status page to show every member reachable", func() bool {
+	testutil.EventuallyEvery(t, processWait, pollProcess, "the status page to show every member reachable", func() bool {
 		code, body := page(viewerTok.GetSecret())
 		return code == http.StatusOK && !strings.Contains(body, "unreachable") && !strings.Contains(body, "could not read") &&
 			strings.Contains(body, l.Members()[0].ID) && strings.Contains(body, l.Members()[2].ID)

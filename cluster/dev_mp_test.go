@@ -134,6 +134,10 @@ func startDevProc(t *testing.T, dir string, base int, args ...string) *devProc {
 			cmd.Process.Kill()
 			<-d.exited
 		}
+		if t.Failed() {
+			t.Logf("--- output of coordd dev (last %d lines) ---\n%s", evidenceTail, tail(d.output(), evidenceTail))
+		}
+		keepEvidence(t, logsUnder(dir))
 	})
 	up := make(chan string, 1)
 	go func() {

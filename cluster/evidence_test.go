@@ -38,6 +38,20 @@ func launcherLogs(l *cluster.Launcher) []processLog {
 	return logs
 }
 
+// logsUnder lists the process logs a launcher writes under dir (each
+// process's data dir is a child of it): what `coordd dev --data-dir dir`
+// leaves.
+func logsUnder(dir string) []processLog {
+	var logs []processLog
+	for _, name := range []string{"coordd.log", "streamingnode.log"} {
+		found, _ := filepath.Glob(filepath.Join(dir, "*", name))
+		for _, path := range found {
+			logs = append(logs, processLog{filepath.Base(filepath.Dir(path)), path})
+		}
+	}
+	return logs
+}
+
 // keepEvidence does nothing when t passed. When it failed, it keeps the
 // logs (keepLogs). Call it from a cleanup, after the processes stopped, so
 // the logs are complete.

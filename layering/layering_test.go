@@ -21,6 +21,9 @@ var groups = []string{
 	// (the standard library only); commands builds the log on it.
 	"vocab",
 	"commands", "leadership", "testutil", "binlog", "objectstore", "proc", "logging", "security", "redial",
+	// durable: fdatasync for the logs that write in place (the standard
+	// library only).
+	"durable",
 	"fsm", "backup", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
 }
@@ -31,7 +34,7 @@ var allowed = map[string][]string{
 	"commands": {"vocab"},
 	"fsm":      {"vocab", "commands"},
 	"backup":   {"vocab", "commands", "fsm"}, // the backup file format and its summaries
-	"raftnode": {"vocab", "commands", "fsm", "leadership"},
+	"raftnode": {"vocab", "commands", "fsm", "leadership", "durable"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
 	// security: coordd dials streaming nodes over mutual TLS and checks
@@ -44,7 +47,7 @@ var allowed = map[string][]string{
 	// The SDK and the streaming node speak the public API and the shared
 	// vocabulary, never the log schema: a log format change is no SDK change.
 	"client":        {"api/coordpb", "vocab", "security", "redial"},
-	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security", "redial"},
+	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security", "redial", "durable"},
 	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	// The harness runs secure clusters: a throwaway CA (security) and the

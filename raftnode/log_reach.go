@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/durable"
 )
 
 // LogReachFile records how far this member's raft log reached, so that a
@@ -180,7 +182,7 @@ func (r *reachFile) write(held, end uint64) error {
 	if _, err := r.f.WriteAt(next.encode(), int64(next.Seq%2)*reachSlotLen); err != nil {
 		return fmt.Errorf("write %s: %w", LogReachFile, err)
 	}
-	if err := fdatasync(r.f); err != nil {
+	if err := durable.Fdatasync(r.f); err != nil {
 		return fmt.Errorf("fdatasync %s: %w", LogReachFile, err)
 	}
 	r.seq = next.Seq

@@ -15,31 +15,32 @@ import (
 	"github.com/coordd/coordd/raftnode"
 )
 
-// wantShortLogRefused opens dir (with open) and wants the refusal of a log
-// that ends before what the member had stored (raftnode.LogReachFile), in
-// one line naming the repair, with inspect refusing it too and nothing in
-// the data dir changed.
-func wantShortLogRefused(t *testing.T, dir string, cfg raftnode.Config, want string) {
+// wantDamaged opens dir with cfg and wants a DamagedError in one line,
+// "data dir DIR is damaged: ..." containing want and the recovery
+// procedure, with inspect refusing it too and nothing in the data dir
+// changed.
+func wantDamaged(t *testing.T, dir string, cfg raftnode.Config, want string) {
 	t.Helper()
 	before := listing(t, dir)
 	n, err := raftnode.Open(cfg)
 	if err == nil {
 		n.Shutdown()
-		t.Fatal("Open accepted a log that falls short of what the member had stored")
+		t.Fatal("Open accepted the damaged data dir")
 	}
 	var de *raftnode.DamagedError
 	if !errors.As(err, &de) {
 		t.Fatalf("Open error is %T (%v), want a DamagedError", err, err)
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, want) || !strings.Contains(msg, "docs/operations.md#replacing-a-member") || strings.Contains(msg, "\n") {
-		t.Fatalf("message %q: want one line containing %q and the recovery procedure", msg, want)
+	if !strings.Contains(msg, want) || !strings.Contains(msg, "docs/operations.md#replacing-a-member") || strings.Contains(msg, "\n") ||
+		!strings.HasPrefix(msg, "data dir "+dir+" is damaged: ") {
+		t.Fatalf("message %q: want one line \"data dir %s is damaged: ...\" containing %q and the recovery procedure", msg, dir, want)
 	}
 	if after := listing(t, dir); after != before {
 		t.Fatalf("refusal changed the data dir:\nbefore %s\nafter  %s", before, after)
 	}
 	if _, err := raftnode.InspectDataDir(dir); !errors.As(err, &de) {
-		t.Fatalf("inspect: %v, want a DamagedError", err)
+		t.Fatalf("inspect of the damaged data dir: %v, want a DamagedError", err)
 	}
 }
 
@@ -74,7 +75,7 @@ func TestShortWALIsRefused(t *testing.T) {
 		for _, m := range ms {
 			os.Remove(m)
 		}
-		wantShortLogRefused(t, dir, walOpenCfg(dir), "are gone")
+		wantDamaged(t, dir, walOpenCfg(dir), "are gone")
 	})
 	t.Run("zeros over the tail segment's entries", func(t *testing.T) {
 		dir := copyDir(t, seed)
@@ -82,7 +83,7 @@ func TestShortWALIsRefused(t *testing.T) {
 		tail := s[len(s)-1]
 		es := frames(t, tail, 1)
 		zeroFrom(t, tail, es[0])
-		wantShortLogRefused(t, dir, walOpenCfg(dir), "are gone")
+		wantDamaged(t, dir, walOpenCfg(dir), "are gone")
 	})
 	t.Run("zeros from the middle of the tail segment", func(t *testing.T) {
 		dir := copyDir(t, seed)
@@ -90,25 +91,25 @@ func TestShortWALIsRefused(t *testing.T) {
 		tail := s[len(s)-1]
 		es := frames(t, tail, 1)
 		zeroFrom(t, tail, es[len(es)/2])
-		wantShortLogRefused(t, dir, walOpenCfg(dir), "are gone")
+		wantDamaged(t, dir, walOpenCfg(dir), "are gone")
 	})
 	t.Run("tail segment deleted", func(t *testing.T) {
 		dir := copyDir(t, seed)
 		s := segmentFiles(t, dir)
 		os.Remove(s[len(s)-1])
-		wantShortLogRefused(t, dir, walOpenCfg(dir), "are gone")
+		wantDamaged(t, dir, walOpenCfg(dir), "are gone")
 	})
 	t.Run("log-reach deleted", func(t *testing.T) {
 		dir := copyDir(t, seed)
 		os.Remove(filepath.Join(dir, raftnode.LogReachFile))
-		wantShortLogRefused(t, dir, walOpenCfg(dir), raftnode.LogReachFile+" is missing")
+		wantDamaged(t, dir, walOpenCfg(dir), raftnode.LogReachFile+" is missing")
 	})
 	t.Run("log-reach: both slots damaged", func(t *testing.T) {
 		dir := copyDir(t, seed)
 		p := filepath.Join(dir, raftnode.LogReachFile)
 		flipBytes(t, p, 12, 1)
 		flipBytes(t, p, 64+12, 1)
-		wantShortLogRefused(t, dir, walOpenCfg(dir), "no intact record")
+		wantDamaged(t, dir, walOpenCfg(dir), "no intact record")
 	})
 	t.Run("only the last batch zeroed: torn, accepted", func(t *testing.T) {
 		dir := copyDir(t, seed)
@@ -168,7 +169,7 @@ func TestShortBoltLogIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantShortLogRefused(t, dir, openCfg(dir), "are gone")
+	wantDamaged(t, dir, openCfg(dir), "are gone")
 }
 
 // TestTailDeletionLowersTheReach: raft's deletion of a conflicting suffix
@@ -214,7 +215,7 @@ func TestTailDeletionLowersTheReach(t *testing.T) {
 				t.Fatal(err)
 			}
 			dropEntriesFrom(t, dir, store, 8)
-			wantShortLogRefused(t, dir, cfg, "are gone")
+			wantDamaged(t, dir, cfg, "are gone")
 		})
 	}
 }

@@ -163,27 +163,7 @@ func TestDamagedWALIsRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copyDir(t, seed)
 			tc.damage(t, dir)
-			before := listing(t, dir)
-			n, err := raftnode.Open(walOpenCfg(dir))
-			if err == nil {
-				n.Shutdown()
-				t.Fatal("Open accepted the damaged data dir")
-			}
-			var de *raftnode.DamagedError
-			if !errors.As(err, &de) {
-				t.Fatalf("Open error is %T (%v), want a DamagedError", err, err)
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "docs/operations.md") || strings.Contains(msg, "\n") ||
-				!strings.HasPrefix(msg, "data dir "+dir+" is damaged: ") {
-				t.Fatalf("message %q: want one line \"data dir %s is damaged: ...\" containing %q and the recovery procedure", msg, dir, tc.want)
-			}
-			if after := listing(t, dir); after != before {
-				t.Fatalf("refusal changed the data dir:\nbefore %s\nafter  %s", before, after)
-			}
-			if _, err := raftnode.InspectDataDir(dir); !errors.As(err, &de) {
-				t.Fatalf("inspect of the damaged data dir: %v, want a DamagedError", err)
-			}
+			wantDamaged(t, dir, walOpenCfg(dir), tc.want)
 		})
 	}
 	t.Run("undamaged copy opens", func(t *testing.T) {

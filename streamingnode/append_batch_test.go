@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/security"
@@ -207,34 +203,8 @@ func TestAppendBatchPChannelsDoNotWaitForEachOther(t *testing.T) {
 // proxy's (which may Append on the data path) or a streaming node's;
 // coordd's own certificate is admitted.
 func TestAppendBatchIsCoorddsCall(t *testing.T) {
-	pki, err := security.WriteDevPKI(filepath.Join(t.TempDir(), "pki"), time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := func(files security.Files) *security.Material {
-		t.Helper()
-		m, err := security.Load(files)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	coordd, nodeMat := load(pki.Server), load(pki.Node(1))
-	serve, err := nodeMat.StreamingNodeServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := startFakeCoordWith(t, grpc.Creds(credentials.NewTLS(coordd.APIServer())))
-	n := startNode(t, f, t.TempDir(), func(c *Config) { c.ServeTLS, c.CoordTLS = serve, nodeMat.APIClient("") })
-	dial := func(m *security.Material) coordpb.StreamingNodeServiceClient {
-		t.Helper()
-		conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(security.StreamingNodeClient(m.APIClient("")))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return coordpb.NewStreamingNodeServiceClient(conn)
-	}
+	n := startSecureNode(t)
+	pki, coordd, nodeMat, load, dial := n.pki, n.coordd, n.node, n.load, n.dial
 	n.cl = dial(coordd) // Assign is coordd's call too
 	if err := n.assign(t, pch, 2, 3); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package wal
 import (
 	"fmt"
 	"syscall"
+
+	"github.com/coordd/coordd/durable"
 )
 
 // Group commit. Append is Enqueue then Wait. Enqueue puts the record in the
@@ -261,7 +263,7 @@ func (w *Writer) commitLocked(batch []*Pending, failAll func(error)) {
 			w.beforeSync()
 		}
 		w.syncs.Add(1)
-		if err := fdatasync(w.log); err != nil {
+		if err := durable.Fdatasync(w.log); err != nil {
 			// After a failed fsync the page cache may claim data the disk lost.
 			w.broken = fmt.Errorf("wal: fdatasync failed, writer unusable: %w", err)
 			fail(w.broken)

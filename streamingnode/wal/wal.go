@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/coordd/coordd/durable"
 )
 
 const (
@@ -167,7 +169,7 @@ func (w *Writer) catchUp() error {
 		if err := w.log.Truncate(w.st.pos); err != nil {
 			return fmt.Errorf("wal: truncate torn tail: %w", err)
 		}
-		if err := fdatasync(w.log); err != nil {
+		if err := durable.Fdatasync(w.log); err != nil {
 			return fmt.Errorf("wal: sync after truncating torn tail: %w", err)
 		}
 		w.truncated += size - w.st.pos

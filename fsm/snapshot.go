@@ -37,8 +37,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
 		return fmt.Errorf("write snapshot magic: %w", err)
 	}
-	count := uint64(4+s.cluster.members.Len()+s.dedup.byID.Len()+
-		s.ch.pchannels.Len()+s.ch.nodes.Len()+s.ch.collections.Len()+s.bc.tasks.Len()) + s.segmentRecordCount() + s.manifestRecordCount() + s.tokenRecordCount()
+	count := s.RecordCount()
 	write := func(r *logpb.SnapshotRecord) error {
 		if _, err := delimWriter.MarshalTo(bw, r); err != nil {
 			return fmt.Errorf("write snapshot record: %w", err)

@@ -61,6 +61,19 @@ type Config struct {
 	// (default DefaultMaxPendingProposals).
 	MaxPendingProposals int
 
+	// StateBudget is the memory guard's budget (state_budget.go): once
+	// the state's estimated encoded size reaches it, commands that grow
+	// the state (commands.Grows) are refused with *StateBudgetError before
+	// they are proposed. 0: off (docs/operations.md#memory-guard).
+	StateBudget int64
+	// StateMeasureInterval is how old the guard's last full measurement
+	// of the state may grow before the next one starts (default
+	// DefaultStateMeasureInterval).
+	StateMeasureInterval time.Duration
+	// StateClock is the guard's clock (default time.Now); tests inject
+	// one to decide when measurements are due.
+	StateClock func() time.Time
+
 	// AddressProvider, when set, resolves peer IDs to dial addresses (the
 	// Jepsen-style tests route every link through a fault proxy with it).
 	AddressProvider raft.ServerAddressProvider
@@ -119,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = 256
+	}
+	if c.StateClock == nil {
+		c.StateClock = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

@@ -49,3 +49,13 @@ func WithLogReach(dir string, logs raft.LogStore) (raft.LogStore, error) {
 	}
 	return newReachingLogStore(logs, rf, 0, 0), nil
 }
+
+// MeasureState measures the state's size now, synchronously, after any
+// background measurement in progress (the memory guard's tests).
+func (n *Node) MeasureState() {
+	for !n.gauge.measuring.CompareAndSwap(false, true) {
+		time.Sleep(time.Millisecond)
+	}
+	defer n.gauge.measuring.Store(false)
+	n.gauge.measure()
+}

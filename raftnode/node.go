@@ -44,6 +44,8 @@ type Node struct {
 	lease    *leaderLease
 
 	proposeObserver func(time.Duration)
+	// gauge is the memory guard (state_budget.go).
+	gauge *stateGauge
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -71,6 +73,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
+	n.gauge = newStateGauge(cfg.StateBudget, cfg.StateMeasureInterval, cfg.StateClock, n.fsm.State)
 	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
 	n.logStore = st.logs
 	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.logs, snaps: st.snaps}}

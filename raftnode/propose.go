@@ -27,7 +27,9 @@ const maxEntryBodyBytes = 2 << 20
 // *NotLeaderError (nothing done), ErrOutcomeUnknown, ErrShuttingDown,
 // commands.ErrInvalid for a command not built by commands.New (nothing done),
 // *OverloadedError when Config.MaxPendingProposals proposals are waiting
-// already (nothing done; a leader routine's proposal waits instead). Once
+// already (nothing done; a leader routine's proposal waits instead),
+// *StateBudgetError for a command that grows the state while it is at its
+// Config.StateBudget (nothing done; state_budget.go). Once
 // the command is queued, Propose calls ctx's commands.WithQueued hook.
 func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
 	if !c.Checked() {
@@ -44,6 +46,9 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 	}
 	if !n.IsLeader() {
 		return nil, n.notLeader()
+	}
+	if err := n.gauge.admit(c); err != nil {
+		return nil, err // the memory guard: never proposed, nothing done
 	}
 	p := &proposal{cmd: c, size: proto.Size(c.Body), chained: commands.Chained(ctx), done: make(chan proposalResult, 1)}
 	if err := n.proposer.q.offer(ctx, p, isRoutine(ctx), n.closed); err != nil {

@@ -80,6 +80,9 @@ type Config struct {
 	// VerifyLeader runs a quorum round; a member started with
 	// --lease-reads runs with one).
 	LeaderLease time.Duration
+	// StateBudget is raftnode.Config.StateBudget, the memory guard's
+	// budget (0: off).
+	StateBudget int64
 }
 
 // Node is the running member. Its fields are set by Start and read-only.
@@ -182,7 +185,7 @@ func (n *Node) open(cfg Config) error {
 	}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(n.Self.RaftAddr))
 	n.Raft, err = raftnode.Open(raftnode.Config{ID: n.Self.ID, DataDir: dir, RaftAddr: n.Self.RaftAddr, Transport: trans, Logger: n.Logger,
-		LeaderLease: cfg.LeaderLease})
+		LeaderLease: cfg.LeaderLease, StateBudget: cfg.StateBudget})
 	if err != nil {
 		return fmt.Errorf("open node: %w", err)
 	}

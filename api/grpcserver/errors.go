@@ -103,6 +103,10 @@ var errorTable = []errorRule{
 	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
 	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
 	{match: is(raftnode.ErrOverloaded), code: codes.ResourceExhausted},
+	// The memory guard: nothing was done, and asking again gets the same
+	// answer until drops bring the state under its budget, so no
+	// MDRetryAfter (docs/operations.md#memory-guard).
+	{match: is(raftnode.ErrStateBudget), code: codes.ResourceExhausted},
 	{match: is(leadership.ErrOutcomeUnknown), code: codes.Unavailable},
 	{match: is(leadership.ErrNotLeader), code: codes.Unavailable},
 	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},

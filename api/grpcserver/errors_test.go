@@ -95,6 +95,8 @@ func TestToStatus(t *testing.T) {
 		{"manifest no store", manifest.ErrNoStore, codes.FailedPrecondition, noMD},
 		{"proposal queue full", fmt.Errorf("create broadcast: %w", &raftnode.OverloadedError{Pending: 64, Max: 64, RetryAfter: 250 * time.Millisecond}),
 			codes.ResourceExhausted, mdWant{MDRetryAfter: "250", MDOutcome: "", MDLeaderID: ""}},
+		{"state budget reached", fmt.Errorf("create segment: %w", &raftnode.StateBudgetError{Type: commands.TypeCreateSegment, Bytes: 2 << 30, Budget: 2 << 30}),
+			codes.ResourceExhausted, mdWant{MDRetryAfter: "", MDOutcome: "", MDLeaderID: ""}},
 		{"unknown error", errors.New("disk on fire"), codes.Internal, noMD},
 		{"raft error", fmt.Errorf("transfer leadership: %w", raft.ErrLeadershipTransferInProgress), codes.Internal, noMD},
 	}

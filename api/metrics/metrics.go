@@ -105,6 +105,7 @@ func New(node *raftnode.Node) (*Registry, error) {
 		return float64(idx)
 	})
 	registerStorage(reg, node)
+	registerStateSize(reg, node)
 	return r, nil
 }
 

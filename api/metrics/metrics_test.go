@@ -47,7 +47,8 @@ func scrape(t *testing.T, reg *metrics.Registry) map[string]float64 {
 // gauges follow the node, before and after a snapshot.
 func TestRegistry(t *testing.T) {
 	_, trans := raft.NewInmemTransport("127.0.0.1:1")
-	node, err := raftnode.Open(raftnode.Config{ID: "m1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:1", Transport: trans})
+	node, err := raftnode.Open(raftnode.Config{ID: "m1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:1", Transport: trans,
+		StateBudget: 1 << 20})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -80,18 +81,23 @@ func TestRegistry(t *testing.T) {
 	m := scrape(t, reg)
 	applied := float64(node.State().AppliedIndex())
 	for name, want := range map[string]float64{
-		"coordd_is_leader":            1,
-		"coordd_fsm_members":          1,
-		"coordd_fsm_request_ids":      1,
-		"coordd_raft_term":            float64(node.Raft().CurrentTerm()),
-		"coordd_last_snapshot_index":  0,
-		"coordd_snapshot_age_seconds": -1,
-		"coordd_raft_state_leader":    1, // from raft, through go-metrics
-		"coordd_storage_disk_full":    0,
+		"coordd_is_leader":                  1,
+		"coordd_fsm_members":                1,
+		"coordd_fsm_request_ids":            1,
+		"coordd_raft_term":                  float64(node.Raft().CurrentTerm()),
+		"coordd_last_snapshot_index":        0,
+		"coordd_snapshot_age_seconds":       -1,
+		"coordd_raft_state_leader":          1, // from raft, through go-metrics
+		"coordd_storage_disk_full":          0,
+		"coordd_state_budget_bytes":         1 << 20,
+		"coordd_state_budget_refused_total": 0,
 	} {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
 		}
+	}
+	if got := m["coordd_state_bytes"]; got <= 0 || got >= 1<<20 {
+		t.Errorf("coordd_state_bytes = %v; want the small state's size, above 0 and under the budget", got)
 	}
 	if got := m["coordd_fsm_applied_index"]; got < 1 || got > applied {
 		t.Errorf("coordd_fsm_applied_index = %v; want in 1..%v", got, applied)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordd/coordd/raftnode"
 )
@@ -19,6 +20,8 @@ func TestReplayedSnapshotIsRefused(t *testing.T) {
 				smallSnapshots(i, cfg)
 				cfg.LogStore, cfg.WALSegmentSize = store, walSegmentSize
 				cfg.FaultInjection = true
+				// One leader throughout, also on a loaded machine.
+				cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 			}))
 			l := c.waitLeader()
 			leader := c.node(l)

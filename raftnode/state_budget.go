@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The memory guard (docs/operations.md#memory-guard): admission control on
@@ -45,7 +46,7 @@ func (e *StateBudgetError) Error() string {
 	return fmt.Sprintf("%v: %s refused, nothing was done: the state is %s (estimated), at or over its budget of %s (--state-budget). "+
 		"Drops, flushes, checkpoints and acks still work and free it: drop collections and let their dropped segments be purged, "+
 		"let finished broadcasts be pruned, revoke unused tokens, or raise --state-budget (docs/operations.md#memory-guard)",
-		ErrStateBudget, e.Type, FormatBytes(e.Bytes), FormatBytes(e.Budget))
+		ErrStateBudget, e.Type, vocab.FormatBytes(e.Bytes), vocab.FormatBytes(e.Budget))
 }
 
 // Is makes errors.Is(err, ErrStateBudget) true.
@@ -167,17 +168,3 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // (docs/operations.md#memory-guard). Reading it may start a background
 // measurement.
 func (n *Node) StateSize() StateSize { return n.gauge.size() }
-
-// FormatBytes writes a byte count in binary units ("1.5 GiB", "512 B").
-func FormatBytes(b int64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := int64(unit), 0
-	for v := b / unit; v >= unit && exp < 5; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
-}

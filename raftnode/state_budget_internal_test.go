@@ -123,12 +123,3 @@ func TestStateGaugeAdmit(t *testing.T) {
 		}
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for b, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 6 << 10: "6.0 KiB",
-		3 << 29: "1.5 GiB", 1 << 40: "1.0 TiB"} {
-		if got := FormatBytes(b); got != want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", b, got, want)
-		}
-	}
-}

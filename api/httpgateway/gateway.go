@@ -220,6 +220,7 @@ func (g *Gateway) statusPage(node *raftnode.Node) http.Handler {
 	h := statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme),
 		PeerStorage: statuspage.HTTPPeerStorage(c, scheme), Now: time.Now}
 	if node != nil {
+		h.StateSize = func() (int64, int64) { s := node.StateSize(); return s.Bytes, s.Budget }
 		h.Storage = func() []string {
 			var out []string
 			for _, f := range node.StorageFaults() {

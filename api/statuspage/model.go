@@ -118,6 +118,8 @@ type view struct {
 	SegStates   []string // column order of VChannels[i].Counts
 	Errors      []string // sections that could not be read
 	Storage     []string // durable writes this member keeps failing to make
+	StateBytes  int64    // the state's estimated size (0: not known)
+	StateBudget int64    // the memory guard's budget (0: off or not known)
 	FailingBcst int
 	Verdict     verdict
 	Collections []collectionRow
@@ -176,6 +178,9 @@ func gather(ctx context.Context, h Handler) view {
 	v := view{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), SegStates: segmentStates}
 	if h.Storage != nil {
 		v.Storage = h.Storage()
+	}
+	if h.StateSize != nil {
+		v.StateBytes, v.StateBudget = h.StateSize()
 	}
 	fail := func(what string, err error) { v.Errors = append(v.Errors, fmt.Sprintf("%s: %v", what, err)) }
 	st, err := src.Status(ctx, &coordpb.StatusRequest{})

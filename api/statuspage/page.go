@@ -44,6 +44,10 @@ type Handler struct {
 	// PeerStorage asks the other members the same. The verdict names them.
 	Storage     func() []string
 	PeerStorage PeerStorage
+	// StateSize, when set, is this member's state size and the memory
+	// guard's budget in bytes (raftnode.Node.StateSize); the verdict
+	// names it from stateWarnPercent of the budget.
+	StateSize func() (bytes, budget int64)
 	Now         func() time.Time
 }
 

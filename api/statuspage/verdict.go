@@ -43,7 +43,7 @@ func (v verdict) Class() string {
 // streaming node (nothing can be written). Degraded: anything an operator
 // should look at while the cluster still serves — an unreachable or
 // lagging member, this member failing to write its storage (a full
-// disk), a DOWN streaming node, PChannels not ASSIGNED, an
+// disk), a state at 90 % of its budget or over it, a DOWN streaming node, PChannels not ASSIGNED, an
 // imbalanced placement, a failing broadcast callback, a section that could
 // not be read.
 func judge(v *view) verdict {
@@ -57,6 +57,9 @@ func judge(v *view) verdict {
 		for _, f := range m.Storage {
 			warn = append(warn, fmt.Sprintf("member %s: %s", m.ID, f))
 		}
+	}
+	if r := stateBudgetReason(v.StateBytes, v.StateBudget); r != "" {
+		warn = append(warn, r)
 	}
 	if v.Leader == "" {
 		bad = append(bad, "no leader known: writes and linearizable reads fail until an election completes")

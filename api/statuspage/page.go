@@ -48,7 +48,7 @@ type Handler struct {
 	// guard's budget in bytes (raftnode.Node.StateSize); the verdict
 	// names it from stateWarnPercent of the budget.
 	StateSize func() (bytes, budget int64)
-	Now         func() time.Time
+	Now       func() time.Time
 }
 
 // ServeHTTP renders the page. ?refresh=N sets the reload interval in

@@ -115,6 +115,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.IntVar(&c.Raft.WALSegmentSize, "raft-wal-segment-size", 0,
 		"bytes raft-wal preallocates each log segment to (wal log store only; 0: raft-wal's 64 MiB); the log is compacted a whole segment at a time, "+
 			"so smaller segments make members behind the compacted log catch up by snapshot sooner (docs/operations.md#raft-log-store)")
+	registerStateBudget(fs, &c.Raft.StateBudget)
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := parseFlags(fs, args); err != nil {

@@ -171,6 +171,9 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "expiration too short", args: with("--segment-assignment-expiration", "1ms"), want: "--segment-assignment-expiration and --segment-check-interval must be at least 10ms"},
 		{name: "zero http connection cap", args: with("--http-max-conns", "0"), want: "--http-max-conns must be in 1.."},
 		{name: "zero watcher cap", args: with("--max-watchers", "0"), want: "--max-watchers must be in 1.."},
+		{name: "state budget not a size", args: with("--state-budget", "lots"), usage: true, want: "usage"},
+		{name: "negative state budget", args: with("--state-budget", "-1GiB"), usage: true, want: "usage"},
+		{name: "env bad state budget", args: baseArgs(), env: env{"COORDD_STATE_BUDGET": "1.5GiB"}, want: `COORDD_STATE_BUDGET="1.5GiB": byte count "1.5GiB": want a whole number of bytes`},
 		{name: "zero proposal queue", args: with("--max-pending-proposals", "0"), want: "--max-pending-proposals must be in 1..1048576, got 0"},
 		{name: "negative proposal queue", args: with("--max-pending-proposals", "-5"), want: "--max-pending-proposals must be in 1..1048576, got -5"},
 		{name: "proposal queue too large", args: with("--max-pending-proposals", "2000000"), want: "--max-pending-proposals must be in 1..1048576, got 2000000"},
@@ -235,6 +238,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLeaseTimeout: 160 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
+		StateBudget: defaultStateBudget(),
 	}
 	base := serveConfig{ID: "n1", DataDir: "/var/lib/coordd", RaftAddr: raftAddr, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, LogLevel: "info", LogFormat: "text", ReadyMaxLag: raftnode.DefaultReadyMaxLag, LeaseReads: true, Raft: defaults,
 		Channels: channelFlags{ClusterID: "by-dev", PChannels: 16, PChannelPrefix: "by-dev-rootcoord-dml", NodeTTL: 10 * time.Second,
@@ -292,7 +296,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) {
 				c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 					LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 5 * time.Millisecond,
-					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4}
+					SnapshotThreshold: 1, TrailingLogs: 1, MaxInflightEntries: 4, StateBudget: defaultStateBudget()}
 				c.LogLevel = "TRACE"
 			})},
 		{"everything from the environment", nil, fullEnv, want(func(c *serveConfig) {
@@ -303,13 +307,13 @@ func TestParseServeFlagsValid(t *testing.T) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries, StateBudget: defaultStateBudget()}
 		})},
 		{"config file named by COORDD_CONFIG", []string{"--id", "n1"}, env{"COORDD_CONFIG": fullFile}, want(func(c *serveConfig) {
 			c.Peers, c.LogLevel = three, "debug"
 			c.Raft = raftnode.Config{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 				LeaderLeaseTimeout: 80 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: 2 * time.Minute,
-				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries}
+				SnapshotThreshold: 1000000, TrailingLogs: 20000000, MaxInflightEntries: raftnode.MaxInflightEntries, StateBudget: defaultStateBudget()}
 		})},
 		{"--config wins over COORDD_CONFIG", append(without("--id"), "--config", idFile), env{"COORDD_CONFIG": otherFile},
 			want(func(c *serveConfig) { c.ID, c.LogLevel = "fromfile", "warn" })},
@@ -326,6 +330,12 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) { c.Limits.MaxPendingProposals = 64 })},
 		{"proposal queue bound from the environment", baseArgs(), env{"COORDD_MAX_PENDING_PROPOSALS": "1"},
 			want(func(c *serveConfig) { c.Limits.MaxPendingProposals = 1 })},
+		{"state budget with a unit", with("--state-budget", "512MiB"), nil,
+			want(func(c *serveConfig) { c.Raft.StateBudget = 512 << 20 })},
+		{"state budget off", with("--state-budget", "0"), nil,
+			want(func(c *serveConfig) { c.Raft.StateBudget = 0 })},
+		{"state budget from the environment", baseArgs(), env{"COORDD_STATE_BUDGET": "3000000000"},
+			want(func(c *serveConfig) { c.Raft.StateBudget = 3e9 })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

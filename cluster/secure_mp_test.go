@@ -131,7 +131,11 @@ func TestSecureCluster(t *testing.T) {
 	}
 
 	// Roles through a follower.
-	created, err := connect(boot.String(), follower.GRPCAddr).CreateToken(ctx, "read", "dashboard")
+	var created *coordpb.CreateTokenResponse
+	err = whileNoLeader(t, func() (err error) {
+		created, err = connect(boot.String(), follower.GRPCAddr).CreateToken(ctx, "read", "dashboard")
+		return err
+	})
 	if err != nil {
 		t.Fatalf("admin creates a token through a follower: %v", err)
 	}
@@ -140,7 +144,7 @@ func TestSecureCluster(t *testing.T) {
 		_, err := reader.Members(ctx, coordpb.ReadConsistency_LINEARIZABLE) // forwarded to the leader
 		return err == nil
 	})
-	if _, err := reader.DrainNode(ctx, 1, true, ""); code(err) != codes.PermissionDenied {
+	if err := whileNoLeader(t, func() error { _, err := reader.DrainNode(ctx, 1, true, ""); return err }); code(err) != codes.PermissionDenied {
 		t.Fatalf("read token drains a node: %v, want PermissionDenied", err)
 	}
 	// A server certificate vouching for a read caller gets read rights, not
@@ -161,7 +165,10 @@ func TestSecureCluster(t *testing.T) {
 	}
 	defer conn.Close()
 	fwd := metadata.AppendToOutgoingContext(ctx, auth.MDCallerRole, "read")
-	if _, err := coordpb.NewChannelsClient(conn).DrainNode(fwd, &coordpb.DrainNodeRequest{NodeId: 1}); code(err) != codes.PermissionDenied {
+	if err := whileNoLeader(t, func() error {
+		_, err := coordpb.NewChannelsClient(conn).DrainNode(fwd, &coordpb.DrainNodeRequest{NodeId: 1})
+		return err
+	}); code(err) != codes.PermissionDenied {
 		t.Fatalf("forwarded read caller drains a node: %v, want PermissionDenied", err)
 	}
 
@@ -260,7 +267,11 @@ func TestSecureCluster(t *testing.T) {
 
 	// The status page needs the read role and reads its peers' status over
 	// TLS with the member's server certificate: no peer is unreachable.
-	viewerTok, err := admin.CreateToken(ctx, "read", "browser")
+	var viewerTok *coordpb.CreateTokenResponse
+	err = whileNoLeader(t, func() (err error) {
+		viewerTok, err = admin.CreateToken(ctx, "read", "browser")
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,4 +305,19 @@ func TestSecureCluster(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "3 members, 3 answered") || strings.Contains(string(out), "not collected") {
 		t.Fatalf("coordctl debug bundle: %v\n%s", err, out)
 	}
+}
+
+// whileNoLeader calls call again while it answers Unavailable, the answer
+// of a cluster that is electing (a loaded machine can take several terms
+// to settle), up to the scaled processWait, and returns its last error.
+// CreateToken is never resent by the SDK after an unknown outcome; a
+// second token made by a repeat is harmless here.
+func whileNoLeader(t *testing.T, call func() error) error {
+	t.Helper()
+	var err error
+	testutil.EventuallyEvery(t, processWait, pollProcess, "an answer other than Unavailable", func() bool {
+		err = call()
+		return status.Code(err) != codes.Unavailable
+	})
+	return err
 }

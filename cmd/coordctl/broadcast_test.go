@@ -203,6 +203,13 @@ func TestBroadcastSendRequest(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	reqs := fc.BroadcastRequests()
+	for i, r := range reqs {
+		// The SDK names every call with a request ID of its own.
+		if len(r.RequestId) != 32 {
+			t.Errorf("request %d: request ID %q, want 32 hex digits", i, r.RequestId)
+		}
+		r.RequestId = ""
+	}
 	want := []*coordpb.BroadcastRequest{
 		{MessageType: "CreateCollection", Payload: client.CreateCollectionPayload(42, 2),
 			ResourceKeys: []*coordpb.ResourceKey{{Domain: "COLLECTION_NAME", Key: "db1:c1"}, {Domain: "DB_NAME", Key: "db1", Shared: true}},
@@ -304,13 +311,28 @@ func TestBroadcastSendErrors(t *testing.T) {
 	}
 	// A lock wait that outlived the deadline: the server names the key.
 	lockErr := status.Error(codes.DeadlineExceeded, "waited 2s for resource key CollectionName:db1:c1@X: context deadline exceeded")
-	fc.ScriptBroadcast(clienttest.BroadcastScript{Err: lockErr}, clienttest.BroadcastScript{Err: lockErr})
+	// Answered so on every attempt the SDK makes (it resends a lock wait
+	// with the call's request ID).
+	var waits []clienttest.BroadcastScript
+	for range 64 {
+		waits = append(waits, clienttest.BroadcastScript{Err: lockErr})
+	}
+	fc.ScriptBroadcast(waits...)
 	code, _, errs = ctl(t, fc, "broadcast", "send", "DropCollection", "--collection-id", "5")
 	if code != exitFail || strings.Count(errs, "\n") != 1 ||
 		!strings.HasPrefix(errs, "coordctl: broadcast send: waited 2s for resource key CollectionName:db1:c1@X") {
 		t.Fatalf("exit %d stderr %q", code, errs)
 	}
-	fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true}, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
+	// Every attempt's answer lost: the SDK resends (the request ID makes a
+	// resend find the first task) until its retries run out, and the
+	// outcome stays unknown. (A new fake: the lock waits scripted above
+	// that the SDK did not use must not answer this call.)
+	fc = broadcastFake(t)
+	var unknown []clienttest.BroadcastScript
+	for range 64 {
+		unknown = append(unknown, clienttest.BroadcastScript{Apply: true, OutcomeUnknown: true})
+	}
+	fc.ScriptBroadcast(unknown...)
 	code, _, errs = ctl(t, fc, "broadcast", "send", "Custom")
 	if code != exitFail || !strings.Contains(errs, "the change may have been applied") || strings.Count(errs, "\n") != 1 {
 		t.Fatalf("exit %d stderr %q", code, errs)

@@ -247,6 +247,17 @@ func boltOptions() *bolt.Options {
 // reads on start: bolt has no checksums on values, so a flipped byte in an
 // entry would otherwise surface later as a panic inside raft.
 func checkEntries(dir, where string, logs raft.LogStore, stable raft.StableStore, rep storageReport) error {
+	// raft reads the entry at the store's own last index first, and fails
+	// to start when it cannot (raft-wal reports the index before an empty
+	// tail segment as its last, whether or not it still holds it).
+	if last, err := logs.LastIndex(); err != nil {
+		return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: the last index cannot be read: %v", where, err)}
+	} else if last > 0 {
+		var e raft.Log
+		if err := logs.GetLog(last, &e); err != nil {
+			return &DamagedError{Dir: dir, Reason: fmt.Sprintf("%s: the log store says its last entry is %d but cannot read it: %v", where, last, err)}
+		}
+	}
 	// Only what raft reads on start: the entries after the snapshot it
 	// restores (checkStorage made sure they are all there).
 	for idx := max(rep.firstIndex, rep.usableSnap+1); rep.lastIndex > 0 && idx <= rep.lastIndex; idx++ {

@@ -77,9 +77,27 @@ func (n *Node) TransferLeadership(targetID, targetAddr string) error {
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(targetID), raft.ServerAddress(targetAddr))
 	}
 	if err := f.Error(); err != nil {
-		return fmt.Errorf("transfer leadership: %w", err)
+		return n.transferError(err)
 	}
 	return nil
+}
+
+// raftTransferTimeout is hashicorp/raft v1.8.0's error (made with
+// fmt.Errorf, so matched by its text) when the leader has not stepped down
+// within an election timeout of starting a transfer.
+const raftTransferTimeout = "leadership transfer timeout"
+
+// transferError classifies a leadership transfer's error. A timeout may
+// come after the TimeoutNow reached its target, whose election can still
+// make it leader: the outcome is unknown, never "failed".
+func (n *Node) transferError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("transfer leadership: %w", n.notLeader())
+	case err.Error() == raftTransferTimeout, errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("transfer leadership: %w (%w)", ErrOutcomeUnknown, err)
+	}
+	return fmt.Errorf("transfer leadership: %w", err)
 }
 
 // membershipError classifies the error of a configuration change the way

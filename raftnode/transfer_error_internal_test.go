@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,7 +15,7 @@ import (
 // definite answer.
 func TestTransferTimeoutIsAnUnknownOutcome(t *testing.T) {
 	n := &Node{logger: hclog.NewNullLogger()}
-	if err := n.transferError(fmt.Errorf(raftTransferTimeout)); !errors.Is(err, ErrOutcomeUnknown) {
+	if err := n.transferError(errors.New(raftTransferTimeout)); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("timeout: %v, want an unknown outcome", err)
 	}
 	if err := n.transferError(raft.ErrLeadershipLost); !errors.Is(err, ErrOutcomeUnknown) {

@@ -154,8 +154,14 @@ type PChannel struct {
 	LastErrorUnixMs        int64              `protobuf:"varint,11,opt,name=last_error_unix_ms,json=lastErrorUnixMs,proto3" json:"last_error_unix_ms,omitempty"`
 	FailedAttempts         uint32             `protobuf:"varint,12,opt,name=failed_attempts,json=failedAttempts,proto3" json:"failed_attempts,omitempty"`
 	Histories              []*PChannelHistory `protobuf:"bytes,13,rep,name=histories,proto3" json:"histories,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// owner_state: the state of the owner's session — UP, DRAINING, DOWN,
+	// or SILENT (live, but its heartbeat is late: it cannot take writes
+	// until it beats again or the TTL marks it DOWN); empty with no owner.
+	// Only the leader knows heartbeats, so a stale read on a follower never
+	// says SILENT (docs/operations.md#silent-streaming-nodes).
+	OwnerState    string `protobuf:"bytes,14,opt,name=owner_state,json=ownerState,proto3" json:"owner_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PChannel) Reset() {
@@ -277,6 +283,13 @@ func (x *PChannel) GetHistories() []*PChannelHistory {
 		return x.Histories
 	}
 	return nil
+}
+
+func (x *PChannel) GetOwnerState() string {
+	if x != nil {
+		return x.OwnerState
+	}
+	return ""
 }
 
 type ListPChannelsRequest struct {
@@ -672,7 +685,16 @@ type StreamingNode struct {
 	NodeTtlMs int64 `protobuf:"varint,10,opt,name=node_ttl_ms,json=nodeTtlMs,proto3" json:"node_ttl_ms,omitempty"`
 	// bound_node: the node identity of the credential that registered this
 	// session (docs/security.md#per-node-identity); 0 without authentication.
-	BoundNode     uint64 `protobuf:"varint,11,opt,name=bound_node,json=boundNode,proto3" json:"bound_node,omitempty"`
+	BoundNode uint64 `protobuf:"varint,11,opt,name=bound_node,json=boundNode,proto3" json:"bound_node,omitempty"`
+	// silent_after_ms: on the leader (0 elsewhere), how long this node may
+	// go without a heartbeat before it counts as silent: twice the interval
+	// it declares, at least a tenth of node_ttl_ms (half of node_ttl_ms
+	// while it has declared none) (docs/operations.md#silent-streaming-nodes).
+	SilentAfterMs int64 `protobuf:"varint,12,opt,name=silent_after_ms,json=silentAfterMs,proto3" json:"silent_after_ms,omitempty"`
+	// silent: on the leader, a live node whose last heartbeat is older than
+	// silent_after_ms; its PChannels cannot take writes until it beats
+	// again or node_ttl_ms passes and coordd marks it DOWN and moves them.
+	Silent        bool `protobuf:"varint,13,opt,name=silent,proto3" json:"silent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -782,6 +804,20 @@ func (x *StreamingNode) GetBoundNode() uint64 {
 		return x.BoundNode
 	}
 	return 0
+}
+
+func (x *StreamingNode) GetSilentAfterMs() int64 {
+	if x != nil {
+		return x.SilentAfterMs
+	}
+	return 0
+}
+
+func (x *StreamingNode) GetSilent() bool {
+	if x != nil {
+		return x.Silent
+	}
+	return false
 }
 
 type ListNodesRequest struct {
@@ -2143,10 +2179,14 @@ type HeartbeatRequest struct {
 	// judged by it). The leader reassigns, at a new term, an ASSIGNED
 	// PChannel whose owner stops listing it at the current term for two
 	// heartbeats in a row (docs/architecture.md#lost-wal-detection).
-	Held          []*HeldPChannel `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
-	HeldReported  bool            `protobuf:"varint,5,opt,name=held_reported,json=heldReported,proto3" json:"held_reported,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Held         []*HeldPChannel `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
+	HeldReported bool            `protobuf:"varint,5,opt,name=held_reported,json=heldReported,proto3" json:"held_reported,omitempty"`
+	// heartbeat_interval_ms: how often the node heartbeats (0: not said;
+	// at most an hour). The leader counts the node silent once a heartbeat
+	// is two intervals late (docs/operations.md#silent-streaming-nodes).
+	HeartbeatIntervalMs int64 `protobuf:"varint,6,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -2212,6 +2252,13 @@ func (x *HeartbeatRequest) GetHeldReported() bool {
 		return x.HeldReported
 	}
 	return false
+}
+
+func (x *HeartbeatRequest) GetHeartbeatIntervalMs() int64 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
 }
 
 // HeldPChannel is one WAL a streaming node has open.
@@ -2445,7 +2492,7 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x04term\x18\x01 \x01(\x03R\x04term\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1f\n" +
 	"\vaccess_mode\x18\x03 \x01(\tR\n" +
-	"accessMode\"\xe4\x03\n" +
+	"accessMode\"\x85\x04\n" +
 	"\bPChannel\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\x12\x14\n" +
@@ -2462,7 +2509,9 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	" \x01(\tR\tlastError\x12+\n" +
 	"\x12last_error_unix_ms\x18\v \x01(\x03R\x0flastErrorUnixMs\x12'\n" +
 	"\x0ffailed_attempts\x18\f \x01(\rR\x0efailedAttempts\x128\n" +
-	"\thistories\x18\r \x03(\v2\x1a.coordd.v1.PChannelHistoryR\thistories\"T\n" +
+	"\thistories\x18\r \x03(\v2\x1a.coordd.v1.PChannelHistoryR\thistories\x12\x1f\n" +
+	"\vowner_state\x18\x0e \x01(\tR\n" +
+	"ownerState\"T\n" +
 	"\x14ListPChannelsRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\"\x94\x01\n" +
 	"\x15ListPChannelsResponse\x121\n" +
@@ -2486,7 +2535,7 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12\x12\n" +
-	"\x04term\x18\x04 \x01(\x03R\x04term\"\xe2\x02\n" +
+	"\x04term\x18\x04 \x01(\x03R\x04term\"\xa2\x03\n" +
 	"\rStreamingNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12%\n" +
@@ -2500,7 +2549,9 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\vnode_ttl_ms\x18\n" +
 	" \x01(\x03R\tnodeTtlMs\x12\x1d\n" +
 	"\n" +
-	"bound_node\x18\v \x01(\x04R\tboundNode\"s\n" +
+	"bound_node\x18\v \x01(\x04R\tboundNode\x12&\n" +
+	"\x0fsilent_after_ms\x18\f \x01(\x03R\rsilentAfterMs\x12\x16\n" +
+	"\x06silent\x18\r \x01(\bR\x06silent\"s\n" +
 	"\x10ListNodesRequest\x12<\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x1a.coordd.v1.ReadConsistencyR\vconsistency\x12!\n" +
 	"\finclude_down\x18\x02 \x01(\bR\vincludeDown\"C\n" +
@@ -2581,13 +2632,14 @@ const file_coordd_v1_channels_proto_rawDesc = "" +
 	"\x1dRegisterStreamingNodeResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12A\n" +
-	"\x12registered_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\x11registeredVersion\"\xca\x01\n" +
+	"\x12registered_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\x11registeredVersion\"\xfe\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x125\n" +
 	"\fseen_version\x18\x03 \x01(\v2\x12.coordd.v1.VersionR\vseenVersion\x12+\n" +
 	"\x04held\x18\x04 \x03(\v2\x17.coordd.v1.HeldPChannelR\x04held\x12#\n" +
-	"\rheld_reported\x18\x05 \x01(\bR\fheldReported\">\n" +
+	"\rheld_reported\x18\x05 \x01(\bR\fheldReported\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x06 \x01(\x03R\x13heartbeatIntervalMs\">\n" +
 	"\fHeldPChannel\x12\x1a\n" +
 	"\bpchannel\x18\x01 \x01(\tR\bpchannel\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x03R\x04term\"_\n" +

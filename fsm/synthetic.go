@@ -17,10 +17,15 @@ type SyntheticShape struct {
 	Segments   int // segments, states mixed as a busy cluster holds them
 	VChannels  int // VChannels (4 per collection); 0 means Segments/10, at least 4
 	Tombstones int // finished DDL broadcasts kept for their idempotency window
+	PChannels  int // PChannels the VChannels spread over; 0 means 16
+	// ManifestPointers gives every other Flushed segment a published
+	// manifest pointer (version 1 at its default base, storage version 3)
+	// beside its binlogs, as segments written by Milvus 2.6's storage v3.
+	ManifestPointers bool
 }
 
 // Synthetic builds, deterministically and without the log, a state shaped
-// like a busy cluster's: 16 PChannels; VChannels in collections of 4; each
+// like a busy cluster's: 16 PChannels (or shape.PChannels); VChannels in collections of 4; each
 // segment on one of them (10 consecutive segments per VChannel) with start
 // and DML positions (PChannel term 1, within a committed TSO window) and,
 // once sealed, 4 fields × 2 insert binlogs plus a
@@ -33,7 +38,7 @@ func Synthetic(shape SyntheticShape) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.addSyntheticSegments(shape.Segments)
+	s.addSyntheticSegmentsWith(shape.Segments, shape.ManifestPointers)
 	s.addSyntheticTombstones(shape.Tombstones)
 	return s, nil
 }
@@ -45,7 +50,11 @@ func syntheticCollection(c int) int64 { return int64(449000000 + c) }
 // shape's collections and their VChannels recorded.
 func syntheticChannels(shape SyntheticShape) (*State, error) {
 	var pcs []string
-	for i := 0; i < 16; i++ {
+	npc := shape.PChannels
+	if npc <= 0 {
+		npc = 16
+	}
+	for i := 0; i < npc; i++ {
 		pcs = append(pcs, vocab.PChannelName("by-dev-rootcoord-dml", i))
 	}
 	init, err := commands.New(&logpb.InitStreaming{ClusterId: "by-dev", Pchannels: pcs}, "")
@@ -75,7 +84,11 @@ func syntheticCollections(shape SyntheticShape) int {
 
 // addSyntheticSegments adds n segments spread over the collections already
 // recorded (s is a private copy being built, never a published state).
-func (s *State) addSyntheticSegments(n int) {
+func (s *State) addSyntheticSegments(n int) { s.addSyntheticSegmentsWith(n, false) }
+
+// addSyntheticSegmentsWith is addSyntheticSegments, with manifest
+// pointers on half the Flushed segments when pointers is set.
+func (s *State) addSyntheticSegmentsWith(n int, pointers bool) {
 	colls := s.ch.collections.Len()
 	states := []logpb.SegmentState{2, 3, 3, 5, 4, 4, 4, 4, 4, 4, 4, 4, 6, 2, 3, 4, 4, 4, 4, 6}
 	base := int64(s.alloc.nextID)
@@ -98,6 +111,10 @@ func (s *State) addSyntheticSegments(n int) {
 					{LogID: id*16 + f*2 + 1, Entries: 50000, TsFrom: ts + 50, TsTo: ts + 100, MemorySize: 15 << 20}}})
 			}
 			g.Statslogs = []FieldLogs{{FieldID: 100, Logs: []LogRef{{LogID: id*16 + 9, Entries: 100000, TsFrom: ts, TsTo: ts + 100, MemorySize: 4096}}}}
+		}
+		if pointers && g.State == logpb.SegmentState_SEGMENT_FLUSHED && i%2 == 0 {
+			g.StorageVersion = StorageV3
+			g.ManifestPath = commands.ManifestPointer{Base: commands.ManifestBase(coll, coll+1, id), Version: 1}.String()
 		}
 		if g.State == logpb.SegmentState_SEGMENT_DROPPED {
 			g.DroppedMs = g.CreatedMs + 5000

@@ -49,3 +49,37 @@ func TestSyntheticStateSmall(t *testing.T) {
 		t.Fatalf("invariants: %v", err)
 	}
 }
+
+// TestSyntheticStateScaleShape: the Milvus-max run's shape (bench/scale):
+// more PChannels than the default, and manifest pointers on half the
+// Flushed segments, still hold every invariant and survive a snapshot.
+func TestSyntheticStateScaleShape(t *testing.T) {
+	s, err := Synthetic(SyntheticShape{Segments: 2000, VChannels: 512, Tombstones: 64, PChannels: 256, ManifestPointers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatalf("invariants: %v", err)
+	}
+	if s.PChannelCount() != 256 {
+		t.Fatalf("%d PChannels, want 256", s.PChannelCount())
+	}
+	pointers := 0
+	for _, c := range s.Collections() {
+		for _, g := range s.SegmentsOfCollection(c.CollectionId) {
+			if g.ManifestPath != "" {
+				pointers++
+			}
+		}
+	}
+	if pointers < 500 {
+		t.Fatalf("%d segments have a manifest pointer, want about a third of 2000", pointers)
+	}
+	r, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, s)))
+	if err != nil {
+		t.Fatalf("ReadSnapshot: %v", err)
+	}
+	if err := r.CheckInvariants(); err != nil {
+		t.Fatalf("restored invariants: %v", err)
+	}
+}

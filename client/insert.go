@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,13 +34,21 @@ type InsertResult struct {
 	// VChannels they were spread over.
 	Messages  int
 	VChannels int
+	// Acknowledged is how many rows the WALs acknowledged: Count when
+	// Insert succeeds, possibly fewer when it fails (an insert over several
+	// VChannels is not atomic); Unacknowledged names the VChannels whose
+	// rows were not all acknowledged.
+	Acknowledged   uint32
+	Unacknowledged []string
 }
 
 // Insert writes rows rows (1..MaxAllocCount) to collectionID's VChannels:
 // it allocates the primary keys as one range, deals them round-robin over
 // the VChannels, sends them in messages of at most batch rows (0:
 // DefaultInsertBatch) to the owner of each VChannel's PChannel and returns
-// once every message is in a WAL. Each message is idempotent (its first
+// once every message is in a WAL. On failure it returns the result so far
+// with the error: the error says how many rows were acknowledged and which
+// VChannels failed. Each message is idempotent (its first
 // primary key is its dedup ID), so a message retried after a lost answer
 // or an ownership change is written once.
 func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, rows uint32, batch int) (*InsertResult, error) {
@@ -54,6 +63,7 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 	if batch <= 0 {
 		batch = DefaultInsertBatch
 	}
+	start := time.Now() // a wait's error counts from here: the caller has waited since
 	cs, err := c.ListVirtualChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE, collectionID)
 	if err != nil {
 		return nil, err
@@ -79,14 +89,15 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 		return nil, localError("Insert", fmt.Errorf("the allocator returned %d ids, asked for %d", n, rows))
 	}
 	res := &InsertResult{CollectionID: collectionID, FirstPK: int64(first), LastPK: int64(first) + int64(rows) - 1, Count: rows}
-	p := &producer{c: c, conns: map[string]*grpc.ClientConn{}}
+	p := &producer{c: c, conns: map[string]*grpc.ClientConn{}, start: start}
 	defer p.close()
 	// One sender per VChannel, in parallel; the first error stops them all.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
+	var mu sync.Mutex // guards res, progress and failed
+	var failed *vchannelProgress
+	progress := make([]*vchannelProgress, 0, len(vchs))
 	for i, v := range vchs {
 		var pks []int64
 		for pk := int64(first) + int64(i); pk <= res.LastPK; pk += int64(len(vchs)) {
@@ -95,6 +106,8 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 		if len(pks) == 0 {
 			continue
 		}
+		vp := &vchannelProgress{VChannel: v, Rows: uint32(len(pks))}
+		progress = append(progress, vp)
 		res.VChannels++
 		wg.Add(1)
 		go func() {
@@ -105,13 +118,16 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 					Pks: pks[:k], DedupId: uint64(pks[0])})
 				mu.Lock()
 				if err != nil {
-					if firstErr == nil {
-						firstErr = err
+					vp.Err, vp.Stopped = err, failed != nil
+					if failed == nil {
+						failed = vp
 					}
 					mu.Unlock()
 					cancel()
 					return
 				}
+				vp.Acked += uint32(k)
+				res.Acknowledged += uint32(k)
 				res.Messages++
 				mu.Unlock()
 				pks = pks[k:]
@@ -119,12 +135,76 @@ func (c *Client) Insert(ctx context.Context, collectionID, partitionID int64, ro
 		}()
 	}
 	wg.Wait()
-	return res, firstErr
+	if failed == nil {
+		return res, nil
+	}
+	for _, vp := range progress {
+		if vp.Acked < vp.Rows {
+			res.Unacknowledged = append(res.Unacknowledged, vp.VChannel)
+		}
+	}
+	return res, partialInsertError(res, progress, failed)
+}
+
+// vchannelProgress is how far Insert got on one VChannel: Acked of its
+// Rows are in its WAL; Err is why it stopped (Stopped: because another
+// VChannel failed first).
+type vchannelProgress struct {
+	VChannel    string
+	Rows, Acked uint32
+	Err         error
+	Stopped     bool
+}
+
+// partialInsertError is a failed Insert's error: the first failure's
+// reason, and how much of the insert is known to be written — an insert
+// over several VChannels is not atomic (docs/semantics.md#insert-waits).
+func partialInsertError(res *InsertResult, progress []*vchannelProgress, failed *vchannelProgress) error {
+	var full, partial []string
+	for _, vp := range progress {
+		switch {
+		case vp.Acked == vp.Rows:
+			full = append(full, vp.VChannel)
+		case vp.Stopped:
+			partial = append(partial, fmt.Sprintf("%s (%d of %d rows; stopped after the first failure)", vp.VChannel, vp.Acked, vp.Rows))
+		default:
+			partial = append(partial, fmt.Sprintf("%s (%d of %d rows; failed)", vp.VChannel, vp.Acked, vp.Rows))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "vchannel %s: %s; ", failed.VChannel, errorMessage(failed.Err))
+	if res.Acknowledged == 0 {
+		fmt.Fprintf(&b, "none of the %d rows (primary keys %d..%d) was acknowledged", res.Count, res.FirstPK, res.LastPK)
+	} else {
+		fmt.Fprintf(&b, "partly written: %d of %d rows (primary keys %d..%d, dealt round-robin over %d vchannels) acknowledged",
+			res.Acknowledged, res.Count, res.FirstPK, res.LastPK, res.VChannels)
+		if len(full) > 0 {
+			fmt.Fprintf(&b, ", vchannels %s in full", strings.Join(full, ", "))
+		}
+	}
+	fmt.Fprintf(&b, "; not acknowledged: %s. Unacknowledged rows may or may not be in the WAL; running the insert again writes all %d rows again under new primary keys (docs/semantics.md#insert-waits)",
+		strings.Join(partial, "; "), res.Count)
+	var ce *Error
+	code, stopped := status.Code(failed.Err), error(nil)
+	if errors.As(failed.Err, &ce) {
+		stopped = ce.Stopped
+	}
+	return &Error{Op: "Insert", Err: status.Error(code, b.String()), Stopped: stopped}
+}
+
+// errorMessage is err's text without the client's wrapping.
+func errorMessage(err error) string {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return status.Convert(ce.Err).Message()
+	}
+	return err.Error()
 }
 
 // producer sends insert messages for Insert's VChannel senders.
 type producer struct {
-	c *Client
+	c     *Client
+	start time.Time // when Insert was called
 
 	mu     sync.Mutex // guards the maps
 	conns  map[string]*grpc.ClientConn
@@ -194,33 +274,37 @@ func (p *producer) close() {
 }
 
 // send delivers one insert to the current owner of its PChannel, looking
-// the owner up again after an answer that says it moved.
+// the owner up again after an answer that says it moved. One attempt is
+// bounded by Config.AttemptTimeout, so an owner that accepted the
+// connection but stopped answering (a paused process) leaves time to look
+// again; a retried message is written once (its dedup ID).
 func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 	pch := vocab.PChannelOf(req.Vchannel)
-	var last error
-	var since time.Time // first failed attempt of this call
+	var last error // why the last attempt did not deliver it, explained
+	giveUp := func(stopped error) error {
+		// The wait explains itself: which PChannel, whose, in what state,
+		// what coordd does next, and since when: the start of the Insert
+		// call, which is how long the caller has waited
+		// (docs/semantics.md#insert-waits).
+		return &Error{Op: "Insert", Stopped: stopped, Err: status.Errorf(codes.Unavailable, "%v; waited from %s, gave up after %v (%v)",
+			last, p.start.Format("15:04:05.000"), time.Since(p.start).Round(time.Millisecond), stopped)}
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if since.IsZero() {
-				since = time.Now()
-			}
 			if err := sleep(ctx, min(time.Duration(attempt)*100*time.Millisecond, time.Second)); err != nil {
-				// The wait explains itself: which PChannel, whose, since
-				// when and when coordd acts (docs/semantics.md#insert-waits).
-				return &Error{Op: "Insert", Err: status.Errorf(codes.Unavailable, "%v; waited from %s, gave up after %v (%v)", last, since.Format("15:04:05.000"), time.Since(since).Round(time.Millisecond), err), Stopped: err}
+				return giveUp(err)
 			}
 		}
 		pc, epoch, err := p.owner(ctx, pch, attempt > 0)
 		if err != nil {
+			if last != nil && ctx.Err() != nil {
+				return giveUp(ctx.Err()) // the deadline came during the look-up: the last reason stands
+			}
 			return err
 		}
-		if pc == nil || pc.NodeAddress == "" || pc.State != "ASSIGNED" {
-			last = p.waitReason(pch, pc, nil)
-			continue
-		}
-		if epoch == 0 {
-			// The owner is not a live node (it died and the PChannel has
-			// not moved yet): wait for the move.
+		if pc == nil || pc.NodeAddress == "" || pc.State != "ASSIGNED" || epoch == 0 {
+			// No owner, a move in flight, or an owner that is not a live
+			// node (it died and the PChannel has not moved yet): wait.
 			last = p.waitReason(pch, pc, nil)
 			continue
 		}
@@ -229,7 +313,10 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 			return &Error{Op: "Insert", Err: err}
 		}
 		req.Term, req.NodeId, req.Epoch = pc.Term, pc.NodeId, epoch
-		actx, cancel := context.WithTimeout(ctx, p.c.cfg.RequestTimeout)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if p.c.cfg.AttemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, p.c.cfg.AttemptTimeout)
+		}
 		_, err = coordpb.NewStreamingNodeServiceClient(cc).Insert(actx, req)
 		cancel()
 		switch status.Code(err) {
@@ -239,124 +326,31 @@ func (p *producer) send(ctx context.Context, req *coordpb.InsertRequest) error {
 			codes.Unauthenticated, codes.PermissionDenied: // a secure node wants a proxy certificate (Config.TLS)
 			return &Error{Op: "Insert", Err: err}
 		}
+		// Not the owner any more, a newer term, unavailable, no answer in
+		// time: say why, and look again while the deadline allows.
+		last = p.waitReason(pch, pc, err)
 		if ctx.Err() != nil {
-			return &Error{Op: "Insert", Err: fmt.Errorf("%w (last error: %v)", ctx.Err(), err)}
+			return giveUp(ctx.Err())
 		}
-		last = p.waitReason(pch, pc, err) // not the owner any more, a newer term, unavailable: look again
 	}
 }
 
-// waitReason says why an insert into pch cannot be delivered now: the
-// PChannel, its owner, and when coordd acts — the owner's node TTL runs out
-// (it is marked DOWN and the PChannel moves) or the reassignment in flight
-// completes. cause is the owner's own answer, if it was reached.
+// waitReason says why an insert into pch cannot be delivered now
+// (explainWait, from the producer's last look at the assignments). cause
+// is the owner's own answer, if it was reached.
 func (p *producer) waitReason(pch string, pc *coordpb.PChannel, cause error) error {
 	p.mu.Lock()
 	var n *coordpb.StreamingNode
 	if pc != nil {
 		n = p.nodes[pc.NodeId]
 	}
+	nodes := make([]*coordpb.StreamingNode, 0, len(p.nodes))
+	for _, x := range p.nodes {
+		nodes = append(nodes, x)
+	}
 	seenAt := p.seenAt
 	p.mu.Unlock()
-	return explainWait(pch, pc, n, cause, seenAt)
-}
-
-// explainWait is waitReason's text, pure in its inputs (seenAt: when pc and
-// n were read).
-func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, cause error, seenAt time.Time) error {
-	clock := func(t time.Time) string { return t.Format("15:04:05.000") }
-	switch {
-	case pc == nil || pc.NodeId == 0:
-		return fmt.Errorf("pchannel %s has no streaming node yet: coordd places it as soon as a node is UP (coordctl node list)", pch)
-	case pc.State == "ASSIGNING":
-		msg := fmt.Sprintf("pchannel %s is being reassigned to streaming node %d at term %d", pch, pc.NodeId, pc.Term)
-		if pc.LastAssignUnixMs > 0 {
-			msg += " (previous assignment " + clock(time.UnixMilli(pc.LastAssignUnixMs)) + ")"
-		}
-		if pc.LastError != "" {
-			msg += fmt.Sprintf("; attempt %d failed at %s: %s; coordd retries with backoff", pc.FailedAttempts, clock(time.UnixMilli(pc.LastErrorUnixMs)), pc.LastError)
-		} else {
-			msg += "; coordd completes it once the node opens the WAL"
-		}
-		return errors.New(msg)
-	case pc.State != "ASSIGNED":
-		return fmt.Errorf("pchannel %s is %s (owner streaming node %d)", pch, pc.State, pc.NodeId)
-	case n == nil || n.Epoch == 0:
-		return fmt.Errorf("pchannel %s is assigned to streaming node %d, which is not live (DOWN): coordd is moving it to a live node", pch, pc.NodeId)
-	}
-	owner := fmt.Sprintf("streaming node %d (%s)", n.Id, n.Address)
-	msg := fmt.Sprintf("pchannel %s: its owner %s", pch, owner)
-	if cause != nil {
-		msg += fmt.Sprintf(" did not take the insert (%s)", status.Convert(cause).Message())
-	}
-	if answered(cause) && n.LastHeartbeatMsAgo >= 0 {
-		// The node itself refused: it is live, and coordd moves a
-		// PChannel only off a node that stops heartbeating, so no move is
-		// coming; the node's answer is the reason.
-		last := seenAt.Add(-time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond)
-		return errors.New(msg + "; it is live (last heartbeat " + clock(last) + "), so coordd does not move the pchannel: the insert is retried until the node takes it")
-	}
-	if n.LastHeartbeatMsAgo >= 0 {
-		last := seenAt.Add(-time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond)
-		if cause != nil {
-			msg += "; last heartbeat " + clock(last)
-		} else {
-			msg += " has not heartbeated since " + clock(last)
-		}
-		if n.NodeTtlMs > 0 {
-			msg += fmt.Sprintf(", so coordd marks it DOWN and moves the pchannel at about %s (node TTL %v)",
-				clock(last.Add(time.Duration(n.NodeTtlMs)*time.Millisecond)), time.Duration(n.NodeTtlMs)*time.Millisecond)
-		}
-	} else {
-		msg += "; coordd moves the pchannel once the node misses its heartbeat TTL (--node-ttl)"
-	}
-	return errors.New(msg)
-}
-
-// answered: err is the streaming node's own refusal, not a failure to
-// reach it (unavailable, timed out, canceled).
-func answered(err error) bool {
-	switch status.Code(err) {
-	case codes.OK, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown:
-		return false
-	}
-	return true
-}
-
-// OwnerTrouble says what is wrong with pchannel's owner, for a waiter that
-// wants to explain itself (`coordctl flush --wait` progress): a PChannel
-// without an owner, being reassigned, on a node that is not live, or on a
-// node the leader has not heard from for over a second, with when coordd
-// acts. "" when the owner looks healthy.
-func (c *Client) OwnerTrouble(ctx context.Context, pchannel string) (string, error) {
-	resp, err := c.ListPChannels(ctx, coordpb.ReadConsistency_LINEARIZABLE)
-	if err != nil {
-		return "", err
-	}
-	nodes, err := c.ListNodes(ctx, coordpb.ReadConsistency_LINEARIZABLE, false)
-	if err != nil {
-		return "", err
-	}
-	seenAt := time.Now()
-	var pc *coordpb.PChannel
-	for _, p := range resp.Pchannels {
-		if p.Name == pchannel {
-			pc = p
-		}
-	}
-	var n *coordpb.StreamingNode
-	for _, x := range nodes {
-		if pc != nil && x.Id == pc.NodeId {
-			n = x
-		}
-	}
-	if pc != nil && pc.State == "ASSIGNED" && n != nil && n.Epoch != 0 && n.LastHeartbeatMsAgo >= 0 && n.LastHeartbeatMsAgo < 1000 {
-		return "", nil
-	}
-	if pc != nil && pc.State == "ASSIGNED" && n != nil && n.Epoch != 0 && n.LastHeartbeatMsAgo < 0 {
-		return "", nil // no heartbeat age (not answered by the leader): nothing to say
-	}
-	return explainWait(pchannel, pc, n, nil, seenAt).Error(), nil
+	return explainWait(pch, pc, n, nodes, cause, seenAt)
 }
 
 // StreamingNodeStatus asks the streaming node at addr for its Status (the

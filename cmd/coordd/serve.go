@@ -245,6 +245,11 @@ func newControllers(c serveConfig, sec *secureSetup, node *raftnode.Node, reg *m
 		}
 		return nil, configError{err}
 	}
+	// Heartbeat ages (leader only) and the node TTL, for the silent-node
+	// alert (docs/operations.md#monitoring).
+	if err := set.Health.RegisterMetrics(reg.Registerer(), func() bool { return node.EstablishedTerm() != 0 }); err != nil {
+		return nil, err
+	}
 	return set, nil
 }
 

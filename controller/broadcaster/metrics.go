@@ -2,6 +2,7 @@ package broadcaster
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,6 +27,10 @@ type Metrics struct {
 
 	state atomic.Pointer[func() *fsm.State]
 	tasks *prometheus.Desc
+	// oldest is the age of the oldest unfinished task by state, read
+	// against now (the wall clock; tests set it).
+	oldest *prometheus.Desc
+	now    func() time.Time
 }
 
 // NewMetrics creates the series and registers them on reg (when not nil).
@@ -61,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Pipelined CreateBroadcast proposals refused because a task they were ordered behind had not finished; each is proposed again once it has."}),
 		tasks: prometheus.NewDesc("coordd_broadcaster_task_total",
 			"Broadcast tasks in the state machine by message type and state.", []string{"message_type", "state"}, nil),
+		oldest: prometheus.NewDesc("coordd_broadcaster_oldest_task_age_seconds",
+			"Age of the oldest unfinished broadcast task by state (pending: not every target acked; replicated: acked, its ack callback not yet applied); absent when there is none.",
+			[]string{"state"}, nil),
+		now: time.Now,
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.ExecutionDuration, m.BroadcastDuration, m.AcquireLockDuration,
@@ -95,7 +104,10 @@ func StateName(s logpb.BroadcastState) string {
 
 type taskCollector struct{ m *Metrics }
 
-func (c taskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.tasks }
+func (c taskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.tasks
+	ch <- c.m.oldest
+}
 
 func (c taskCollector) Collect(ch chan<- prometheus.Metric) {
 	f := c.m.state.Load()
@@ -108,11 +120,23 @@ func (c taskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	type key struct{ t, s string }
 	counts := map[key]int{}
+	oldestMs := map[string]int64{} // state -> smallest created_ms among unfinished tasks
 	for _, t := range st.BroadcastTasks() {
-		counts[key{t.MessageType, StateName(t.State)}]++
+		s := StateName(t.State)
+		counts[key{t.MessageType, s}]++
+		if t.State == logpb.BroadcastState_BROADCAST_TOMBSTONE {
+			continue
+		}
+		if ms, ok := oldestMs[s]; !ok || t.CreatedMs < ms {
+			oldestMs[s] = t.CreatedMs
+		}
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.m.tasks, prometheus.GaugeValue, float64(n), k.t, k.s)
+	}
+	now := c.m.now().UnixMilli()
+	for s, ms := range oldestMs {
+		ch <- prometheus.MustNewConstMetric(c.m.oldest, prometheus.GaugeValue, float64(max(now-ms, 0))/1000, s)
 	}
 }
 

@@ -24,9 +24,7 @@ var groups = []string{
 	// durable: fdatasync for the logs that write in place (the standard
 	// library only).
 	"durable",
-	// raftnode/datadir: a member's data dir (open, check, inspect,
-	// restore), beneath the consensus wiring that runs raft on it.
-	"fsm", "backup", "raftnode/datadir", "raftnode", "controller", "api", "cluster",
+	"fsm", "backup", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
 	// monitoring: the shipped alert rules and dashboard; tests only.
 	"monitoring",
@@ -38,10 +36,7 @@ var allowed = map[string][]string{
 	"commands": {"vocab"},
 	"fsm":      {"vocab", "commands"},
 	"backup":   {"vocab", "commands", "fsm"}, // the backup file format and its summaries
-	// The data dir knows the log's format (inspect replays it, restore
-	// writes an entry) but nothing of a running raft.
-	"raftnode/datadir": {"commands", "fsm", "durable"},
-	"raftnode":         {"vocab", "commands", "fsm", "leadership", "durable", "raftnode/datadir"},
+	"raftnode": {"vocab", "commands", "fsm", "leadership", "durable"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
 	// security: coordd dials streaming nodes over mutual TLS and checks
@@ -49,22 +44,20 @@ var allowed = map[string][]string{
 	// redial: the reconnect policy of every long-lived gRPC connection.
 	"controller": {"vocab", "commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security", "redial"},
 	// api/apitest waits with testutil's scaled timeouts.
-	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "raftnode/datadir", "controller", "testutil", "logging", "security", "redial"},
-	"cluster": {"api/coordpb", "vocab", "commands", "leadership", "raftnode", "raftnode/datadir", "proc", "security"},
+	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security", "redial"},
+	"cluster": {"api/coordpb", "vocab", "commands", "leadership", "raftnode", "proc", "security"},
 	// The SDK and the streaming node speak the public API and the shared
 	// vocabulary, never the log schema: a log format change is no SDK change.
 	"client":        {"api/coordpb", "vocab", "security", "redial"},
 	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security", "redial", "durable"},
-	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "raftnode/datadir", "controller", "api", "cluster",
+	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	// The harness runs secure clusters: a throwaway CA (security) and the
 	// bootstrap admin token's format (api/auth, in the api group).
 	"jepsen-style-tests": {"api/coordpb", "vocab", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
-	// bench/scale seeds its Milvus-max cluster offline: a state built by
-	// fsm.Synthetic, written as a backup file for `coordd restore`.
-	"bench":      {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil", "fsm", "backup"},
-	"docs":       {},
-	"monitoring": {},
+	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil"},
+	"docs":               {},
+	"monitoring":         {},
 }
 
 // apiServices are the controller packages the api group may import: the
@@ -183,9 +176,6 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"client", "fsm"},
 		{"raftnode", "controller/allocator"},
 		{"streamingnode", "jepsen-style-tests/harness"},
-		// The data dir stands beneath the consensus wiring.
-		{"raftnode/datadir", "raftnode"},
-		{"raftnode/datadir", "leadership"},
 		{"newthing", "commands"},
 		// The SDK and the streaming node must not see the log schema.
 		{"client", "commands"},
@@ -213,8 +203,6 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"api/httpgateway", "api/grpcserver"},
 		{"cmd/coordd", "cluster"},
 		{"raftnode", "fsm"},
-		{"raftnode", "raftnode/datadir"},
-		{"cmd/coordd", "raftnode/datadir"},
 		{"client", "vocab"},
 		{"streamingnode/flusher", "vocab"},
 		{"commands", "vocab"},

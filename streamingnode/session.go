@@ -159,7 +159,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 	failures := 0
 	for {
 		n.mu.Lock()
-		req := &coordpb.HeartbeatRequest{NodeId: n.nodeID, Epoch: n.epoch}
+		req := &coordpb.HeartbeatRequest{NodeId: n.nodeID, Epoch: n.epoch, HeartbeatIntervalMs: n.cfg.HeartbeatInterval.Milliseconds()}
 		if n.seen != nil {
 			req.SeenVersion = proto.Clone(n.seen).(*coordpb.Version)
 		}

@@ -34,8 +34,11 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 		return resp, err
 	}
 	out := &coordpb.ListPChannelsResponse{Cchannel: st.CChannel(), Version: apiVersion(st.AssignmentVersion())}
+	owners := map[uint64]string{}
 	for _, p := range st.PChannels() {
-		out.Pchannels = append(out.Pchannels, apiPChannel(st, p))
+		ap := apiPChannel(st, p)
+		ap.OwnerState = s.ownerState(st, p.NodeId, owners)
+		out.Pchannels = append(out.Pchannels, ap)
 	}
 	return out, nil
 }
@@ -97,9 +100,7 @@ func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (
 			continue
 		}
 		an := apiNode(n, held[n.Id], s.lastSeenMs(n.Id))
-		if an.LastHeartbeatMsAgo >= 0 {
-			an.NodeTtlMs = s.health.TTL().Milliseconds()
-		}
+		s.judgeSilence(an)
 		out.Nodes = append(out.Nodes, an)
 	}
 	return out, nil
@@ -147,7 +148,9 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.DrainNodeResponse{Node: apiNode(v.Node, v.PChannels, s.lastSeenMs(v.Node.Id))}, nil
+	an := apiNode(v.Node, v.PChannels, s.lastSeenMs(v.Node.Id))
+	s.judgeSilence(an)
+	return &coordpb.DrainNodeResponse{Node: an}, nil
 }
 
 // AllocVirtualChannels places a collection's shards on distinct, least-loaded

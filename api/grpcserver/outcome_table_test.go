@@ -193,9 +193,11 @@ func (anyRevision) CheckNamedRevision(context.Context, *fsm.State, int64, string
 // lapsedSessions has seen no heartbeat from any node.
 type lapsedSessions struct{}
 
-func (lapsedSessions) HeartbeatHeld(uint64, uint64, fsm.AssignmentVersion, map[string]int64) {}
-func (lapsedSessions) LastSeen(uint64) (time.Duration, bool)                                 { return 0, false }
-func (lapsedSessions) TTL() time.Duration                                                    { return time.Second }
+func (lapsedSessions) HeartbeatHeld(uint64, uint64, fsm.AssignmentVersion, map[string]int64, time.Duration) {
+}
+func (lapsedSessions) LastSeen(uint64) (time.Duration, bool) { return 0, false }
+func (lapsedSessions) TTL() time.Duration                    { return time.Second }
+func (lapsedSessions) SilentAfter(uint64) time.Duration      { return time.Second / 2 }
 
 // twoMembers is a raft configuration of n1 (leading) and n2 whose changes
 // always succeed: the unknown outcomes here come from the directory's

@@ -113,7 +113,7 @@ type heartbeatLog struct {
 	seen map[uint64]int
 }
 
-func (h *heartbeatLog) HeartbeatHeld(node, _ uint64, _ fsm.AssignmentVersion, _ map[string]int64) {
+func (h *heartbeatLog) HeartbeatHeld(node, _ uint64, _ fsm.AssignmentVersion, _ map[string]int64, _ time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seen[node]++
@@ -126,6 +126,8 @@ func (h *heartbeatLog) LastSeen(node uint64) (time.Duration, bool) {
 }
 
 func (h *heartbeatLog) TTL() time.Duration { return time.Minute }
+
+func (h *heartbeatLog) SilentAfter(uint64) time.Duration { return 30 * time.Second }
 
 func startOwnedCluster(t *testing.T, withBroadcaster bool) *ownedCluster {
 	t.Helper()
@@ -204,7 +206,8 @@ func (oc *ownedCluster) as(ctx context.Context, kind string) context.Context {
 // another credential can only be refused for who it is.
 func (oc *ownedCluster) nodeRequests() map[string]proto.Message {
 	pos := &coordpb.Position{Term: 2, Offset: 1, Timestamp: 100}
-	return map[string]proto.Message{
+	reqs := milvusNodeRequests() // the Milvus services' (milvus_role_matrix_test.go)
+	for m, r := range map[string]proto.Message{
 		"/coordd.v1.StreamingNodeRegistry/RegisterStreamingNode": &coordpb.RegisterStreamingNodeRequest{Address: "127.0.0.1:9003", Incarnation: "c"},
 		"/coordd.v1.StreamingNodeRegistry/Heartbeat":             &coordpb.HeartbeatRequest{NodeId: 1, Epoch: oc.epoch1},
 		"/coordd.v1.StreamingNodeRegistry/RequestDrain":          &coordpb.NodeSessionRequest{NodeId: 1, Epoch: oc.epoch1},
@@ -224,7 +227,10 @@ func (oc *ownedCluster) nodeRequests() map[string]proto.Message {
 			SegmentId: 1, CollectionId: dataColl, ManifestPath: `{"ver":1,"base_path":"x"}`, RequestId: "finish-1"},
 		"/coordd.v1.DataCoord/UpdateChannelCheckpoints": &coordpb.UpdateChannelCheckpointsRequest{NodeId: 1,
 			Checkpoints: []*coordpb.ChannelCheckpoint{{Vchannel: dv0, PchannelTerm: 2, Position: pos}}},
+	} {
+		reqs[m] = r
 	}
+	return reqs
 }
 
 // invoke calls method with req (an empty one when nil) and returns the

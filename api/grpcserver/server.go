@@ -82,13 +82,17 @@ type Server struct {
 type NodeHealth interface {
 	// HeartbeatHeld records a heartbeat of a live (node, epoch) session
 	// that has seen the assignment stream up to seen and holds the WALs
-	// held (pchannel -> term; nil when the node does not report them).
-	HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64)
+	// held (pchannel -> term; nil when the node does not report them),
+	// beating every interval (0: not said).
+	HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64, interval time.Duration)
 	// LastSeen is how long ago node last heartbeated in this leadership
 	// (false when it has not).
 	LastSeen(node uint64) (time.Duration, bool)
 	// TTL is how long a session lives without a heartbeat.
 	TTL() time.Duration
+	// SilentAfter is how long node may go without a heartbeat before it
+	// counts as silent (docs/operations.md#silent-streaming-nodes).
+	SilentAfter(node uint64) time.Duration
 }
 
 // Rebalancer takes manual rebalance requests.

@@ -52,7 +52,7 @@ type fakeSessions struct {
 	beats []uint64
 }
 
-func (f *fakeSessions) HeartbeatHeld(node, _ uint64, _ fsm.AssignmentVersion, _ map[string]int64) {
+func (f *fakeSessions) HeartbeatHeld(node, _ uint64, _ fsm.AssignmentVersion, _ map[string]int64, _ time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.beats = append(f.beats, node)

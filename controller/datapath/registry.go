@@ -58,7 +58,7 @@ func (s *Service) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatResult, 
 	if err != nil {
 		return HeartbeatResult{}, err
 	}
-	s.sessions.HeartbeatHeld(h.Node, h.Epoch, fsm.VersionOf(h.seen), h.held)
+	s.sessions.HeartbeatHeld(h.Node, h.Epoch, fsm.VersionOf(h.seen), h.held, h.interval)
 	return HeartbeatResult{CoordTerm: term, State: n.State, TTLMs: uint64(s.sessions.TTL().Milliseconds())}, nil
 }
 

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
@@ -172,15 +173,25 @@ type Heartbeat struct {
 	Node, Epoch uint64
 	seen        *logpb.AssignmentVersion
 	held        map[string]int64 // nil: not reported
+	interval    time.Duration    // 0: not declared
 }
 
-// NewHeartbeat checks a heartbeat, including its list of held WALs.
+// maxHeartbeatInterval bounds a declared heartbeat interval: a node
+// beating less than hourly would be DOWN long before (any sane TTL).
+const maxHeartbeatInterval = time.Hour
+
+// NewHeartbeat checks a heartbeat, including its list of held WALs and
+// its declared interval (0 or up to maxHeartbeatInterval).
 func NewHeartbeat(req *coordpb.HeartbeatRequest) (Heartbeat, error) {
 	held, err := heldOf(req)
 	if err != nil {
 		return Heartbeat{}, err
 	}
-	return Heartbeat{Node: req.NodeId, Epoch: req.Epoch, held: held,
+	ms := req.HeartbeatIntervalMs
+	if ms < 0 || ms > maxHeartbeatInterval.Milliseconds() {
+		return Heartbeat{}, fmt.Errorf("%w: heartbeat_interval_ms is %d, want 0 (not said) to %d", ErrInvalid, ms, maxHeartbeatInterval.Milliseconds())
+	}
+	return Heartbeat{Node: req.NodeId, Epoch: req.Epoch, held: held, interval: time.Duration(ms) * time.Millisecond,
 		seen: &logpb.AssignmentVersion{Global: req.SeenVersion.GetGlobal(), Local: req.SeenVersion.GetLocal()}}, nil
 }
 

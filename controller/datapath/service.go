@@ -62,7 +62,7 @@ type Broadcasts interface {
 // Sessions is the leader's view of streaming-node sessions
 // (nodehealth.Tracker).
 type Sessions interface {
-	HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64)
+	HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64, interval time.Duration)
 	LastSeen(node uint64) (time.Duration, bool)
 	TTL() time.Duration
 }

@@ -61,6 +61,7 @@ type session struct {
 	lastSeen time.Time
 	seen     fsm.AssignmentVersion
 	misses   map[string]miss // lost-WAL judgement: pchannel -> heartbeats in a row without it
+	interval time.Duration   // how often the node says it heartbeats (0: not said; silence.go)
 }
 
 // Tracker holds heartbeat times for the current leadership term.
@@ -113,13 +114,14 @@ func (t *Tracker) notifyLocked() {
 // Heartbeat records a heartbeat from node at epoch having seen version.
 // The caller has checked that the node is live in the FSM.
 func (t *Tracker) Heartbeat(node, epoch uint64, seen fsm.AssignmentVersion) {
-	t.HeartbeatHeld(node, epoch, seen, nil)
+	t.HeartbeatHeld(node, epoch, seen, nil, 0)
 }
 
 // HeartbeatHeld is Heartbeat with the WALs the node reports it holds
-// (pchannel -> term); nil means the node does not report them, and its
-// channels are not judged by it.
-func (t *Tracker) HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64) {
+// (pchannel -> term; nil means the node does not report them, and its
+// channels are not judged by it) and the interval it says it heartbeats
+// at (0: not said), from which SilentAfter judges it late.
+func (t *Tracker) HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64, interval time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
@@ -132,6 +134,9 @@ func (t *Tracker) HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, 
 		t.sessions[node] = s
 	}
 	s.lastSeen = now
+	if interval > 0 {
+		s.interval = interval
+	}
 	if s.seen.Less(seen) {
 		s.seen = seen
 	}

@@ -112,12 +112,12 @@ func TestLostWALIsMarkedUnavailable(t *testing.T) {
 	tr, l, n, m := lostFixture(t)
 	seen := fsm.VersionOf(n.RegisteredVersion)
 	both := map[string]int64{"dml_0": 2, "dml_1": 2}
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, both)
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}) // dml_0 gone: forgiven once
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, both, 0)
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}, 0) // dml_0 gone: forgiven once
 	if len(controllertest.AppliedOf[*logpb.MarkPChannelsUnavailable](l)) != 0 {
 		t.Fatal("marked after a single heartbeat without the channel")
 	}
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2})
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}, 0)
 	cdtest.Eventually(t, "dml_0 to be marked UNAVAILABLE", func() bool {
 		return pstate(t, l, "dml_0").State == logpb.PChannelState_PCHANNEL_UNAVAILABLE
 	})
@@ -139,8 +139,8 @@ func TestLostWALIsMarkedUnavailable(t *testing.T) {
 		t.Fatalf("coordd_pchannel_lost_wal_total{reason=missing} = %v, want 1", got)
 	}
 	// More heartbeats without it change nothing more (it is not ASSIGNED).
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2})
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2})
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}, 0)
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}, 0)
 	tr.markLost(l.Deadline())
 	if got := len(controllertest.AppliedOf[*logpb.MarkPChannelsUnavailable](l)); got != 1 {
 		t.Fatalf("%d marks, want 1", got)
@@ -156,9 +156,9 @@ func TestHeartbeatsWithoutHeldAreNotJudged(t *testing.T) {
 	for range 5 {
 		tr.Heartbeat(n.Id, n.Epoch, seen)
 	}
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{})
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{}, 0)
 	tr.Reset()
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{})
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{}, 0)
 	tr.markLost(l.Deadline())
 	if marks := controllertest.AppliedOf[*logpb.MarkPChannelsUnavailable](l); len(marks) != 0 {
 		t.Fatalf("marked without two reported misses in one leadership: %v", marks)
@@ -180,8 +180,8 @@ func TestLostJudgementOfAMovedChannelChangesNothing(t *testing.T) {
 	tr := New(l, Config{TTL: ttl, Clock: clock}) // not running: markLost is called by hand
 	tr.Reset()
 	seen := fsm.VersionOf(n.RegisteredVersion)
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{})
-	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{})
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{}, 0)
+	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{}, 0)
 	// The channel moves on (term 3, another node) before the judgement is
 	// proposed.
 	n2 := register(t, l, "10.0.0.2:1002")

@@ -11,15 +11,16 @@ import (
 	"github.com/coordd/coordd/objectstore"
 )
 
-// defaultObjectStore is where 'make run' keeps binlogs.
-const defaultObjectStore = "./data/dev/objects"
-
 var binlogGroup = &group{name: "binlog", summary: "read binlog objects from the object store", cmds: []*command{
-	{name: "dump", args: "PATH...", summary: "print the rows of insert binlog objects as JSON lines {\"pk\",\"ts\"} (paths as 'segment get' lists them)", bind: bindBinlogDump},
+	{name: "dump", args: "--object-store URL PATH...", summary: "print the rows of insert binlog objects as JSON lines {\"pk\",\"ts\"} (paths as 'segment get' lists them) from the streaming nodes' object store", bind: bindBinlogDump},
 }}
 
+// bindBinlogDump: --object-store is required. coordd does not know where
+// the streaming nodes write binlogs (their own --object-store), so there
+// is no store to ask it for, and a default path would silently read
+// another cluster's objects under the same keys (review D1).
 func bindBinlogDump(fs *flag.FlagSet) func([]string) (action, error) {
-	store := fs.String("object-store", defaultObjectStore, "object store `URL` (file:///DIR, a directory, or s3://BUCKET?endpoint=...&use_path_style=true)")
+	store := fs.String("object-store", "", "the streaming nodes' object store `URL` (file:///DIR, a directory, or s3://BUCKET?endpoint=...&use_path_style=true); required: 'coordd dev' prints its own")
 	return func(args []string) (action, error) {
 		if len(args) == 0 {
 			return action{}, fmt.Errorf("want at least one PATH")
@@ -30,7 +31,7 @@ func bindBinlogDump(fs *flag.FlagSet) func([]string) (action, error) {
 			}
 		}
 		if *store == "" {
-			return action{}, fmt.Errorf("--object-store must not be empty")
+			return action{}, fmt.Errorf("--object-store is required: the object store the streaming nodes write binlogs to (their --object-store; 'coordd dev' prints its own, ./data/dev/objects for 'make run')")
 		}
 		url, paths := *store, args
 		return action{what: "binlog dump", run: func(ctx context.Context, e *env) error {

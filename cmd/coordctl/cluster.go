@@ -18,7 +18,7 @@ var clusterGroup = &group{
 	name:    "cluster",
 	summary: "inspect and change the raft cluster",
 	cmds: []*command{
-		{name: "status", summary: "show the answering node's view: state, leader, term, indexes, members", bind: bindStatus},
+		{name: "status", summary: "show the answering node's view: state, leader, term, indexes, members; exit 3 while it knows no leader", bind: bindStatus},
 		{name: "members", args: "", summary: "list members (linearizable; --stale reads any node's replica)", bind: bindMembers},
 		{name: "add-voter", args: "ID RAFT_ADDR", summary: "add (or re-add) a voter", bind: bindAddVoter},
 		{name: "remove", args: "ID", summary: "remove a member from the configuration", bind: bindRemove},
@@ -35,11 +35,25 @@ func bindStatus(*flag.FlagSet) func([]string) (action, error) {
 	}
 }
 
+// runStatus shows the answering node's view; with no leader known it
+// still shows it, then exits exitNoLeader, so "wait until cluster status
+// succeeds" waits for a leader (docs/operations.md#readiness).
 func runStatus(ctx context.Context, e *env) error {
 	st, err := e.c.Status(ctx)
 	if err != nil {
 		return err
 	}
+	if err := showStatus(e, st); err != nil {
+		return err
+	}
+	if st.GetLeaderId() == "" {
+		return &exitError{code: exitNoLeader, msg: fmt.Sprintf("%s (%s, term %d) knows no leader: the cluster cannot take writes yet (exit %d; retry, or probe /readyz)",
+			st.GetNodeId(), st.GetState(), st.GetTerm(), exitNoLeader)}
+	}
+	return nil
+}
+
+func showStatus(e *env, st *coordpb.StatusResponse) error {
 	return e.show(statusJSON{
 		NodeID: st.GetNodeId(), State: st.GetState(), LeaderID: st.GetLeaderId(),
 		LeaderGRPCAddr: st.GetLeaderGrpcAddr(), Term: st.GetTerm(),

@@ -17,15 +17,39 @@ import (
 // mean" on a typo'd command, and flag errors that say what a value should
 // look like. None of them contacts a server.
 
+// localCommands are the commands that need no server, for the usage text.
+var localCommands = []struct{ usage, summary string }{
+	{"version", "show the build: version, commit, build time, log format (also --version; -o json)"},
+	{"completion bash|zsh", "print a shell completion script: source <(coordctl completion bash)"},
+}
+
 // localCommand answers the commands that need no server: version and
-// completion. ok is false for anything else.
-func localCommand(rest []string) (err error, ok bool) {
+// completion. ok is false for anything else. g holds the global flags
+// given before the command; version takes them after it too (-o json).
+func localCommand(rest []string, g *globals) (err error, ok bool) {
 	switch rest[0] {
 	case "version":
-		if len(rest) > 1 {
-			return fmt.Errorf("version: takes no arguments"), true
+		fs := newFlagSet("coordctl version", g)
+		pos, err := parseFlags(fs, rest[1:], true)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return &helpRequest{"Usage: coordctl version [-o table|json]\n\n" + localCommands[0].summary + "\n"}, true
+		case err != nil:
+			return fmt.Errorf("version: %w", err), true
+		case len(pos) > 0:
+			return fmt.Errorf("version: takes no arguments, got %q", pos[0]), true
+		case g.output != "table" && g.output != "json":
+			return fmt.Errorf("bad output format %q: want table or json", g.output), true
 		}
-		return &helpRequest{buildinfo.Text("coordctl")}, true
+		info := buildinfo.Read("coordctl")
+		if g.output == "json" {
+			var b strings.Builder
+			if err := writeJSON(&b, info); err != nil {
+				return err, true
+			}
+			return &helpRequest{b.String()}, true
+		}
+		return &helpRequest{info.Text()}, true
 	case "completion":
 		if len(rest) != 2 || (rest[1] != "bash" && rest[1] != "zsh") {
 			return errors.New("completion: want 'coordctl completion bash' or 'coordctl completion zsh'"), true

@@ -33,11 +33,39 @@ func TestCLIConventions(t *testing.T) {
 		{[]string{"cluster", "stauts"}, exitUsage, "", `did you mean "status"?`},
 		{[]string{"--timeout", "1", "cluster", "status"}, exitUsage, "", `invalid value "1" for --timeout: want a duration like 5s`},
 		{[]string{"cluster", "status", "--help"}, exitOK, "", ""},
+		// Review D5: -o json on version, before or after it.
+		{[]string{"version", "-o", "json"}, exitOK, `"log_format": "`, ""},
+		{[]string{"-o", "json", "version"}, exitOK, `"commit": "`, ""},
+		{[]string{"--version", "-o", "json"}, exitOK, `"built_at": "`, ""},
+		{[]string{"version", "--output", "yaml"}, exitUsage, "", `bad output format "yaml"`},
+		{[]string{"version", "now"}, exitUsage, "", `version: takes no arguments, got "now"`},
+		{[]string{"version"}, exitOK, "  commit:     ", ""},
+		{[]string{"version"}, exitOK, "  built:      ", ""},
 	}
 	for _, tt := range tests {
 		code, out, errs := runCtl(t, tt.args...)
 		if code != tt.code || !strings.Contains(out, tt.stdout) || !strings.Contains(errs, tt.errs) {
 			t.Errorf("coordctl %q = %d\nstdout %q\nstderr %q\nwant %d, stdout ∋ %q, stderr ∋ %q", tt.args, code, out, errs, tt.code, tt.stdout, tt.errs)
+		}
+	}
+}
+
+// Review D5: 'coordctl --help' lists every command, the ones that need no
+// server (version, completion, help) included.
+func TestHelpListsEveryCommand(t *testing.T) {
+	code, out, _ := runCtl(t, "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	want := []string{"\n  version ", "\n  completion bash|zsh ", "\n  help [GROUP [COMMAND]] "}
+	for _, g := range groups {
+		for _, c := range g.cmds {
+			want = append(want, "\n  "+strings.Join(strings.Fields(g.name+" "+c.name+" "+c.args), " ")+" ")
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("coordctl --help lacks %q", strings.TrimSpace(w))
 		}
 	}
 }

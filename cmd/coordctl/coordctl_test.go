@@ -154,3 +154,26 @@ func TestBadInputSendsNothing(t *testing.T) {
 		}
 	}
 }
+
+// Review D9: while the answering member knows no leader, cluster status
+// still shows its view but exits 3 (documented in the usage), so a script
+// waiting for it to succeed waits for a leader.
+func TestClusterStatusWithoutLeaderExits3(t *testing.T) {
+	fc := clienttest.Start(t, 3)
+	fc.SetLeader(-1)
+	code, out, errs := ctl(t, fc, "cluster", "status")
+	if code != 3 || !strings.Contains(out, "none known") || !strings.Contains(errs, "knows no leader: the cluster cannot take writes yet") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	code, out, _ = ctl(t, fc, "cluster", "status", "-o", "json")
+	if m := decode(t, out); code != exitNoLeader || m["leader_id"] != "" {
+		t.Fatalf("json: exit %d: %s", code, out)
+	}
+	fc.SetLeader(0)
+	if code, _, errs := ctl(t, fc, "cluster", "status"); code != exitOK {
+		t.Fatalf("with a leader: exit %d: %s", code, errs)
+	}
+	if code, out, _ := runCtl(t, "--help"); code != exitOK || !strings.Contains(out, "3 'cluster status' answered but knows no") {
+		t.Fatalf("usage does not document exit 3 (exit %d):\n%s", code, out)
+	}
+}

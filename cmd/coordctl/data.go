@@ -16,7 +16,8 @@ import (
 // The write path: insert rows, flush a collection, recovery information.
 
 var insertGroup = &group{name: "insert", summary: "write rows to a collection's VChannels", cmds: []*command{
-	{name: "", args: "COLLECTION_ID ROWS", summary: "write ROWS rows (1..65536: one allocated primary-key range) spread over the collection's VChannels; returns once the WALs hold them", bind: bindInsert},
+	{name: "", args: "COLLECTION_ID ROWS", summary: "write ROWS rows (1..65536: one allocated primary-key range) spread over the collection's VChannels; returns once the WALs hold them",
+		notes: insertNotes, bind: bindInsert},
 }}
 
 var flushGroup = &group{name: "flush", summary: "seal and flush a collection's growing segments", cmds: []*command{
@@ -26,6 +27,24 @@ var flushGroup = &group{name: "flush", summary: "seal and flush a collection's g
 var recoveryInfoGroup = &group{name: "recovery-info", summary: "what a new owner of a VChannel resumes from", cmds: []*command{
 	{name: "", args: "VCHANNEL", summary: "show the seek position and the unflushed, flushed, dropped and L0 segments of a VChannel", bind: bindRecoveryInfo},
 }}
+
+// insertNotes is the deadline and the failure semantics of insert
+// (docs/semantics.md#insert-waits).
+const insertNotes = `Deadline: --timeout plus 1s per 1,000 rows (default 5s: 10,000 rows wait up
+to 15s), retries included; one message's attempt gets half of --timeout.
+A wait for a moving or silent owner says which pchannel, whose, and when
+coordd acts.
+
+Not atomic: rows go to each VChannel separately, so a failed insert may be
+partly written. Its error says how many rows were acknowledged and which
+VChannels were not; unacknowledged rows may or may not be in the WAL.
+Running it again allocates new primary keys and writes every row again.`
+
+// insertDeadline is insert's bound: --timeout plus 1s per 1,000 rows (a
+// large insert is many WAL messages; insertNotes says so in --help).
+func insertDeadline(timeout time.Duration, rows uint64) time.Duration {
+	return timeout + time.Duration(rows/1000)*time.Second
+}
 
 type insertJSON struct {
 	CollectionID int64  `json:"collection_id"`
@@ -59,7 +78,7 @@ func bindInsert(fs *flag.FlagSet) func([]string) (action, error) {
 		}
 		part, b := *partition, *batch
 		return action{what: "insert", mutates: true, run: func(ctx context.Context, e *env) error {
-			ctx, cancel := context.WithTimeout(ctx, e.timeout+time.Duration(rows/1000)*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, insertDeadline(e.timeout, rows))
 			defer cancel()
 			res, err := e.c.Insert(ctx, coll, part, uint32(rows), b)
 			if err != nil {
@@ -101,7 +120,7 @@ type flushLagJSON struct {
 
 func bindFlush(fs *flag.FlagSet) func([]string) (action, error) {
 	wait := fs.Bool("wait", false, "wait until the flush is complete (GetFlushState), printing progress")
-	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait, give up after `DURATION`")
+	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait, give up after `DURATION` (each poll is one request, bounded by --timeout)")
 	interval := fs.Duration("interval", 200*time.Millisecond, "with --wait, poll every `DURATION`")
 	return func(args []string) (action, error) {
 		coll, err := oneArg(args, "COLLECTION_ID", parseCollectionID)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/binlog"
@@ -57,7 +58,10 @@ func TestWritePathBadInput(t *testing.T) {
 		{[]string{"binlog", "dump"}, "binlog dump: want at least one PATH"},
 		{[]string{"binlog", "dump", "insert_log/1/2/3"}, `PATH "insert_log/1/2/3"`},
 		{[]string{"binlog", "dump", "insert_log/1/0/3/100/7", "../etc/passwd"}, `PATH "../etc/passwd"`},
-		{[]string{"binlog", "dump", "--object-store", "", "insert_log/1/0/3/100/7"}, "--object-store must not be empty"},
+		{[]string{"binlog", "dump", "--object-store", "", "insert_log/1/0/3/100/7"}, "--object-store is required"},
+		// Review D1: no silent default store (it read another cluster's
+		// objects under the same key).
+		{[]string{"binlog", "dump", "insert_log/1/0/3/100/7"}, "binlog dump: --object-store is required: the object store the streaming nodes write binlogs to"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -82,8 +86,14 @@ func TestWritePathHelp(t *testing.T) {
 		want string
 	}{
 		{[]string{"help"}, "insert COLLECTION_ID ROWS"},
-		{[]string{"help"}, "binlog dump PATH..."},
+		{[]string{"help"}, "binlog dump --object-store URL PATH..."},
 		{[]string{"insert", "--help"}, "--partition ID"},
+		// Review D8: the deadline insert really uses, and what a failure
+		// leaves behind (D7), are in its help.
+		{[]string{"insert", "--help"}, "Deadline: --timeout plus 1s per 1,000 rows"},
+		{[]string{"insert", "--help"}, "Not atomic: rows go to each VChannel separately"},
+		{[]string{"insert", "--help"}, "'insert'\n                             waits --timeout plus 1s per 1,000 rows"},
+		{[]string{"flush", "--help"}, "each poll is one request, bounded by --timeout"},
 		{[]string{"help", "flush"}, "--wait"},
 		{[]string{"recovery-info", "-h"}, "seek position"},
 		{[]string{"segment", "list", "--help"}, "--state STATE"},
@@ -139,6 +149,17 @@ func TestBinlogDump(t *testing.T) {
 		stderr.Reset()
 		if code := run(context.Background(), []string{"binlog", "dump", "--object-store", dir, p}, &stdout, &stderr, noEnv); code != exitFail {
 			t.Fatalf("%s: exit %d (stderr %q)", p, code, stderr.String())
+		}
+	}
+}
+
+func TestInsertDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		rows uint64
+		want time.Duration
+	}{{1, 5 * time.Second}, {999, 5 * time.Second}, {5000, 10 * time.Second}, {10000, 15 * time.Second}, {65536, 70 * time.Second}} {
+		if got := insertDeadline(5*time.Second, tc.rows); got != tc.want {
+			t.Errorf("insertDeadline(5s, %d) = %v, want %v", tc.rows, got, tc.want)
 		}
 	}
 }

@@ -7,7 +7,8 @@
 // Usage: coordctl [global flags] GROUP COMMAND [flags] [args]
 //
 // Exit codes: 0 success, 1 the request failed, 2 bad usage (nothing was
-// sent to the server).
+// sent to the server), 3 `cluster status` answered but no leader is known
+// (the cluster cannot take writes yet).
 package main
 
 import (
@@ -27,10 +28,20 @@ import (
 )
 
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK       = 0
+	exitFail     = 1
+	exitUsage    = 2
+	exitNoLeader = 3
 )
+
+// exitError is a command's answer that was shown but ends with a non-zero
+// exit code of its own (cluster status without a leader: exitNoLeader).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,6 +75,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	defer c.Close()
 	e := &env{c: c, out: stdout, errOut: stderr, json: inv.g.output == "json", timeout: inv.g.timeout}
 	if err := inv.act.run(ctx, e); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			fmt.Fprintf(stderr, "coordctl: %s: %s\n", inv.act.what, oneLine(ee.msg))
+			return ee.code
+		}
 		msg := describe(err, inv.act.mutates) + transportHint(err, inv.g)
 		fmt.Fprintf(stderr, "coordctl: %s: %s\n", inv.act.what, oneLine(msg))
 		return exitFail

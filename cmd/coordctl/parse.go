@@ -34,7 +34,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoints, "endpoints", g.endpoints, "comma-separated gRPC `host:port` list (env "+envEndpoints+")")
 	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json")
 	fs.StringVar(&g.output, "output", g.output, "same as -o")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on each request, retries included")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on each request, retries included; one attempt gets half (insert: plus 1s per 1,000 rows)")
 	g.tls.register(fs)
 }
 
@@ -86,7 +86,10 @@ type command struct {
 	name    string
 	args    string
 	summary string
-	bind    func(fs *flag.FlagSet) func(args []string) (action, error)
+	// notes, if any, follow the summary in the command's --help: what the
+	// summary line has no room for, such as the deadlines it implies.
+	notes string
+	bind  func(fs *flag.FlagSet) func(args []string) (action, error)
 }
 
 type group struct {
@@ -119,7 +122,7 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	g.tls.fromEnv(getenv)
 
 	if isVersionFlag(args) {
-		err, _ := localCommand([]string{"version"})
+		err, _ := localCommand(append([]string{"version"}, args[1:]...), g)
 		return nil, err
 	}
 	root := newFlagSet("coordctl", g)
@@ -136,7 +139,7 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	if rest[0] == "help" {
 		return nil, helpFor(rest[1:])
 	}
-	if err, ok := localCommand(rest); ok {
+	if err, ok := localCommand(rest, g); ok {
 		return nil, err
 	}
 	grp := findGroup(rest[0])

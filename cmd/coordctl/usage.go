@@ -11,8 +11,13 @@ const globalFlagsHelp = `Global flags (accepted before or after any command):
   --endpoints host:port,...  gRPC endpoints, tried in order; env COORDD_ENDPOINTS
                              (default 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003)
   -o, --output table|json    output format (default table)
-  --timeout DURATION         bound on each request, retries included (default 5s;
-                             'assignment watch' streams until --count/--duration)
+  --timeout DURATION         bound on each request, retries included (default 5s);
+                             one attempt gets half of it, one dial 1s. 'insert'
+                             waits --timeout plus 1s per 1,000 rows; 'flush --wait'
+                             polls with --timeout each, up to --wait-timeout;
+                             'snapshot save' bounds each chunk's wait, not the
+                             transfer; 'assignment watch' streams until
+                             --count/--duration
   --tls-ca FILE              speak TLS, verifying servers against this CA; env COORDD_TLS_CA
   --tls-cert FILE --tls-key FILE
                              client certificate for mutual TLS; env COORDD_TLS_CERT, COORDD_TLS_KEY
@@ -38,11 +43,16 @@ Commands:
 			fmt.Fprintf(tw, "  %s\t%s\n", strings.Join(strings.Fields(g.name+" "+c.name+" "+c.args), " "), c.summary)
 		}
 	}
+	for _, c := range localCommands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.usage, c.summary)
+	}
+	fmt.Fprintf(tw, "  help [GROUP [COMMAND]]\t%s\n", "show this text, or a group's or a command's")
 	tw.Flush()
 	b.WriteString("\n" + globalFlagsHelp)
 	b.WriteString(`
 Exit status: 0 success; 1 the request failed (the server's error is printed);
-2 bad usage (nothing was sent).
+2 bad usage (nothing was sent); 3 'cluster status' answered but knows no
+leader (the cluster cannot take writes yet).
 `)
 	return b.String()
 }
@@ -62,6 +72,9 @@ func groupUsage(g *group) string {
 func commandUsage(g *group, c *command, fs *flag.FlagSet) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: %s\n\n%s\n", strings.Join(strings.Fields("coordctl "+g.name+" "+c.name+" [flags] "+c.args), " "), c.summary)
+	if c.notes != "" {
+		fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(c.notes))
+	}
 	var own []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
 		switch f.Name {

@@ -25,7 +25,7 @@ func (c *channelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ClusterID, "cluster-id", "by-dev", "this cluster's ID (replication configuration refers to it)")
 	fs.IntVar(&c.PChannels, "pchannels", 16, "PChannels created at bootstrap (more are added if this grows; never removed)")
 	fs.StringVar(&c.PChannelPrefix, "pchannel-prefix", "by-dev-rootcoord-dml", "PChannel name prefix: <prefix>_<i>")
-	fs.DurationVar(&c.NodeTTL, "node-ttl", 10*time.Second, "a streaming node silent this long is marked down")
+	fs.DurationVar(&c.NodeTTL, "node-ttl", 10*time.Second, "a streaming node silent this long is marked DOWN and its PChannels move to an UP node (none UP: they wait for one); writes to them wait up to this long after it stops")
 	fs.DurationVar(&c.BalanceInterval, "balance-interval", time.Minute, "periodic balance round interval")
 	fs.BoolVar(&c.AllowRebalance, "allow-rebalance", true, "move healthy channels to even out load (false: only place lost ones)")
 	fs.DurationVar(&c.MinRebalanceInterval, "min-rebalance-interval", 5*time.Minute, "a channel assigned more recently is not moved by rebalancing")

@@ -4,6 +4,7 @@
 // StreamingNodeService.
 //
 //	streamingnode --coord HOST:PORT[,HOST:PORT...] --addr HOST:PORT --wal-dir DIR [flags]
+//	streamingnode --version
 //
 // Every flag has an environment equivalent: STREAMINGNODE_ plus the flag
 // name in upper snake case (STREAMINGNODE_COORD, STREAMINGNODE_ADDR,
@@ -31,6 +32,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/cmd/internal/buildinfo"
 	"github.com/coordd/coordd/security"
 	"github.com/coordd/coordd/streamingnode"
 )
@@ -51,6 +53,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Fprint(stdout, buildinfo.Text("streamingnode"))
+		return 0
+	}
 	cfg, logLevel, err := parseFlags(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usage())
@@ -87,8 +93,8 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for this node's own files (optional)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store for binlogs: file:///DIR or s3://BUCKET?endpoint=...&use_path_style=true (default: a directory named objects beside --wal-dir)")
 	fs.StringVar(&cfg.ResourceGroup, "resource-group", "", "resource group to register in (default: coordd's default)")
-	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd")
-	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often to heartbeat to coordd; keep it well under coordd's --node-ttl (default 10s): a node silent that long is marked DOWN and its PChannels move")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long a controlled shutdown waits for coordd to move channels away; then it stops anyway, and what it still held moves once coordd's --node-ttl passes")
 	fs.DurationVar(&cfg.FlusherSaveInterval, "flusher-save-interval", 10*time.Second,
 		"save a growing segment's buffered rows (binlog + SaveBinlogPaths, not flushed) once the oldest waited this long, so the checkpoint advances and recovery replays less; 0 = never by age")
 	fs.Int64Var(&cfg.FlusherSaveBytes, "flusher-save-bytes", 16<<20,
@@ -111,7 +117,7 @@ func newFlagSet(cfg *streamingnode.Config, coord, logLevel *string, sec *secFlag
 func usage() string {
 	var b strings.Builder
 	b.WriteString("streamingnode — coordd's reference streaming node\n\n")
-	b.WriteString("usage: streamingnode --coord HOST:PORT[,...] --addr HOST:PORT --wal-dir DIR [flags]\n\nflags (environment: STREAMINGNODE_<FLAG>, e.g. STREAMINGNODE_WAL_DIR):\n")
+	b.WriteString("usage: streamingnode --coord HOST:PORT[,...] --addr HOST:PORT --wal-dir DIR [flags]\n       streamingnode --version   build: version, commit, build time, log format\n\nflags (environment: STREAMINGNODE_<FLAG>, e.g. STREAMINGNODE_WAL_DIR):\n")
 	var cfg streamingnode.Config
 	var coord, level string
 	newFlagSet(&cfg, &coord, &level, &secFlags{}).VisitAll(func(f *flag.Flag) {

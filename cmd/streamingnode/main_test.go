@@ -150,3 +150,23 @@ func TestSecureNodeNeedsANodeCertificateForItsPort(t *testing.T) {
 		}
 	}
 }
+
+// Review D5: `streamingnode --version` answers like coordd's (it was "flag
+// provided but not defined: -version", exit 2).
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "-version", "version"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{arg}, env(nil), &stdout, &stderr); code != 0 {
+			t.Fatalf("%s: exit %d: %s", arg, code, stderr.String())
+		}
+		for _, want := range []string{"streamingnode ", "  commit:     ", "  built:      ", "  log format: "} {
+			if !strings.Contains(stdout.String(), want) {
+				t.Fatalf("%s: %q lacks %q", arg, stdout.String(), want)
+			}
+		}
+	}
+	var stdout bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, env(nil), &stdout, &bytes.Buffer{}); code != 0 || !strings.Contains(stdout.String(), "streamingnode --version") {
+		t.Fatalf("usage (exit %d) does not mention --version:\n%s", code, stdout.String())
+	}
+}

@@ -47,6 +47,9 @@ proto:
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I commands/proto --go_out=. --go_opt=module=github.com/coordd/coordd commands/proto/log.proto
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I api/proto --go_out=. --go_opt=module=github.com/coordd/coordd \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/coordd/coordd api/proto/coordd/v1/*.proto
+	# Milvus 2.6's StreamingCoord services, in a schema of coordd's own (docs/milvus.md#schema).
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I api/proto --go_out=. --go_opt=module=github.com/coordd/coordd \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/coordd/coordd api/proto/milvus/*.proto
 	$(MAKE) openapi
 
 # The OpenAPI document of the HTTP API, generated from the gateway's route

@@ -48,6 +48,14 @@ var methodRoles = map[string]Role{
 	"/coordd.v1.Broadcaster/RetryBroadcast":   RoleAdmin,
 	"/coordd.v1.Broadcaster/AbandonBroadcast": RoleAdmin,
 
+	// Milvus 2.6's StreamingCoord services (docs/milvus.md), with the
+	// roles of the coordd calls they become.
+	"/milvus.proto.streaming.StreamingCoordBroadcastService/Broadcast":                     RoleProxy,
+	"/milvus.proto.streaming.StreamingCoordBroadcastService/Ack":                           RoleNode,
+	"/milvus.proto.streaming.StreamingCoordAssignmentService/AssignmentDiscover":           RoleProxy, // report_error is ReportAssignmentError's
+	"/milvus.proto.streaming.StreamingCoordAssignmentService/UpdateReplicateConfiguration": RoleAdmin,
+	"/milvus.proto.streaming.StreamingCoordAssignmentService/UpdateWALBalancePolicy":       RoleAdmin,
+
 	"/coordd.v1.DataCoord/AssignSegmentID":          RoleNode,
 	"/coordd.v1.DataCoord/ReportTimeTicks":          RoleNode,
 	"/coordd.v1.DataCoord/WatchFlushTasks":          RoleNode,

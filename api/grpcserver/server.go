@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/api/milvuspb"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/datapath"
@@ -178,6 +179,10 @@ func (s *Server) Register(g *grpc.Server) {
 	coordpb.RegisterManifestServiceServer(g, s)
 	coordpb.RegisterDiagnosticsServer(g, s)
 	coordpb.RegisterBackupServer(g, s)
+	// Milvus 2.6's StreamingCoord services (docs/milvus.md).
+	ms := &milvusServer{s: s}
+	milvuspb.RegisterStreamingCoordBroadcastServiceServer(g, ms)
+	milvuspb.RegisterStreamingCoordAssignmentServiceServer(g, ms)
 	healthpb.RegisterHealthServer(g, s.grpcHealth)
 	reflection.Register(g)
 	s.grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

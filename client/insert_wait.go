@@ -59,7 +59,11 @@ func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, nod
 		}
 		return fmt.Errorf("%s; coordd is moving it to one of the %d UP node(s)", msg, up)
 	}
-	msg := fmt.Sprintf("pchannel %s (ASSIGNED): its owner streaming node %d (%s, %s)", pch, n.Id, n.Address, n.State)
+	state := n.State
+	if n.Silent {
+		state += ", SILENT: heartbeat late" // the leader's judgement (docs/operations.md#silent-streaming-nodes)
+	}
+	msg := fmt.Sprintf("pchannel %s (ASSIGNED): its owner streaming node %d (%s, %s)", pch, n.Id, n.Address, state)
 	switch {
 	case cause == nil:
 	case status.Code(cause) == codes.DeadlineExceeded:
@@ -98,12 +102,12 @@ func explainWait(pch string, pc *coordpb.PChannel, n *coordpb.StreamingNode, nod
 }
 
 // upElsewhere counts the sessions other than owner that coordd could move
-// a PChannel to: UP (not draining) and, where the age is known, heard
-// from within their TTL.
+// a PChannel to: UP (not draining), not judged silent by the leader and,
+// where the age is known, heard from within their TTL.
 func upElsewhere(nodes []*coordpb.StreamingNode, owner uint64) int {
 	up := 0
 	for _, x := range nodes {
-		if x.Id == owner || x.State != "UP" || x.Epoch == 0 {
+		if x.Id == owner || x.State != "UP" || x.Epoch == 0 || x.Silent {
 			continue
 		}
 		if x.LastHeartbeatMsAgo >= 0 && x.NodeTtlMs > 0 && x.LastHeartbeatMsAgo >= x.NodeTtlMs {

@@ -42,6 +42,12 @@ func TestExplainWait(t *testing.T) {
 				"coordd marks it DOWN at about 07:00:17.000", "no other streaming node is UP, so the pchannel cannot move"}, []string{"moves the pchannel"}},
 		{"paused owner, the other node silent too", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up, []*coordpb.StreamingNode{up, silent}, nil,
 			[]string{"no other streaming node is UP"}, []string{"moves the pchannel"}},
+		{"paused owner, the other node judged silent", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up,
+			[]*coordpb.StreamingNode{up, {Id: 6, State: "UP", Epoch: 3, LastHeartbeatMsAgo: 4000, NodeTtlMs: 10000, Silent: true}}, nil,
+			[]string{"no other streaming node is UP"}, []string{"moves the pchannel"}},
+		{"silent owner", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5},
+			&coordpb.StreamingNode{Id: 5, Address: "127.0.0.1:7201", State: "UP", Epoch: 9, LastHeartbeatMsAgo: 3000, NodeTtlMs: 10000, Silent: true}, both, nil,
+			[]string{"(127.0.0.1:7201, UP, SILENT: heartbeat late) has not heartbeated since 07:00:07.000"}, nil},
 		{"paused owner, the other node draining", &coordpb.PChannel{Name: "p_1", State: "ASSIGNED", NodeId: 5}, up, []*coordpb.StreamingNode{up, draining}, nil,
 			[]string{"no other streaming node is UP"}, []string{"moves the pchannel"}},
 		// Probe L19: the node answered (here: coordd's ID space is

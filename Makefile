@@ -16,10 +16,20 @@ STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticche
 
 all: build
 
+# `--version` on every binary names the commit and the build time. Go
+# stamps the commit (vcs.revision) only where it may run git, and a
+# GOFLAGS=-buildvcs=false in the environment or in `go env` turns that off
+# (--version then said "(devel)" with no commit); -buildvcs on the command
+# line wins over both, so it is set here: true in a git checkout, false
+# outside one (a source tarball). The link stamps the build time.
+BUILDVCS    := $(shell git rev-parse --is-inside-work-tree >/dev/null 2>&1 && echo true || echo false)
+BUILT_AT    := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+BUILD_FLAGS := $(GOFLAGS_B) -buildvcs=$(BUILDVCS) -ldflags "-X github.com/coordd/coordd/cmd/internal/buildinfo.builtAt=$(BUILT_AT)"
+
 build:
-	$(GO) build $(GOFLAGS_B) -o $(BIN)/coordd ./cmd/coordd
-	$(GO) build $(GOFLAGS_B) -o $(BIN)/coordctl ./cmd/coordctl
-	$(GO) build $(GOFLAGS_B) -o $(BIN)/streamingnode ./cmd/streamingnode
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/coordd ./cmd/coordd
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/coordctl ./cmd/coordctl
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/streamingnode ./cmd/streamingnode
 
 # A local three-node cluster on loopback, data under ./data/dev. Ctrl-C stops it.
 run: build

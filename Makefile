@@ -46,6 +46,15 @@ test: build lint
 bench: build
 	bash bench/run.sh
 
+# The Milvus-max run (docs/scaling.md#milvus-max): three coordd processes
+# seeded with 1M segments, Milvus's rates at 1x and 5x, leader kills, a
+# member replaced, bulk DDL; one table at the end. SCALE_FLAGS sizes it,
+# e.g. SCALE_FLAGS="-segments 100000 -vchannels 8192 -row 1m -kills 3".
+.PHONY: bench-scale
+bench-scale: build
+	$(GO) build $(GOFLAGS_B) -o $(BIN)/scalebench ./bench/scale
+	$(BIN)/scalebench -coordd $(BIN)/coordd $(SCALE_FLAGS)
+
 # Jepsen-style fault tests: the full matrix (several minutes per scenario).
 # Replay one run with SEED=... SCENARIO=...; `make test` runs the smoke matrix.
 jepsen:

@@ -20,7 +20,8 @@ type SyntheticShape struct {
 	PChannels  int // PChannels the VChannels spread over; 0 means 16
 	// ManifestPointers gives every other Flushed segment a published
 	// manifest pointer (version 1 at its default base, storage version 3)
-	// beside its binlogs, as segments written by Milvus 2.6's storage v3.
+	// beside its binlogs, and the Growing segments storage version 3, as
+	// Milvus 2.6 writes segments once storage v3 is on.
 	ManifestPointers bool
 }
 
@@ -111,6 +112,9 @@ func (s *State) addSyntheticSegmentsWith(n int, pointers bool) {
 					{LogID: id*16 + f*2 + 1, Entries: 50000, TsFrom: ts + 50, TsTo: ts + 100, MemorySize: 15 << 20}}})
 			}
 			g.Statslogs = []FieldLogs{{FieldID: 100, Logs: []LogRef{{LogID: id*16 + 9, Entries: 100000, TsFrom: ts, TsTo: ts + 100, MemorySize: 4096}}}}
+		}
+		if pointers && g.State == logpb.SegmentState_SEGMENT_GROWING {
+			g.StorageVersion = StorageV3 // written since storage v3 was on
 		}
 		if pointers && g.State == logpb.SegmentState_SEGMENT_FLUSHED && i%2 == 0 {
 			g.StorageVersion = StorageV3

@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 	// The harness runs secure clusters: a throwaway CA (security) and the
 	// bootstrap admin token's format (api/auth, in the api group).
 	"jepsen-style-tests": {"api/coordpb", "vocab", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
-	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil"},
+	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil", "fsm", "backup"}, // bench/scale seeds offline: fsm.Synthetic written as a backup file
 	"docs":               {},
 	"monitoring":         {},
 }

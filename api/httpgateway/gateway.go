@@ -218,7 +218,7 @@ func (g *Gateway) statusPage(node *raftnode.Node) http.Handler {
 		c.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https"
 	}
 	h := statuspage.Handler{Source: g.server, Peer: statuspage.HTTPPeerStatus(c, scheme),
-		PeerStorage: statuspage.HTTPPeerStorage(c, scheme), Now: time.Now}
+		PeerStorage: statuspage.HTTPPeerStorage(c, scheme), Now: time.Now, Scheme: scheme}
 	if node != nil {
 		h.StateSize = func() (int64, int64) { s := node.StateSize(); return s.Bytes, s.Budget }
 		h.Storage = func() []string {

@@ -124,6 +124,12 @@ type view struct {
 	Verdict     verdict
 	Collections []collectionRow
 	DownIdle    []uint64 // DOWN sessions that hold no pchannel (history)
+	// LeaderPage is the leader's /ui when this member is not the leader
+	// and knows where it is: heartbeat ages, and so silence, are known
+	// only there (silence.go).
+	LeaderPage string
+	IsLeader   bool
+	Scheme     string // how members' pages are reached (Handler.Scheme)
 }
 
 type memberRow struct {
@@ -139,12 +145,16 @@ type nodeGroup struct {
 	Address   string
 	State     string
 	Epoch     uint64
-	Heartbeat string
+	Heartbeat string // "1.2s ago"; "" where the age is not known (a follower)
 	PChannels []pchannelRow
+	// The leader's heartbeat judgement (silence.go): zero on a follower.
+	Silent                      bool
+	AgeMs, SilentAfterMs, TTLMs int64
 }
 
 type pchannelRow struct {
 	Name, State, Mode, LastError string
+	Owner                        string // owner's state: UP, DRAINING, SILENT, DOWN ("" for none)
 	Term                         int64
 	Node                         uint64
 	VChannels                    uint32
@@ -238,6 +248,7 @@ func gather(ctx context.Context, h Handler) view {
 	}
 	v.VChannels = vchannels(segs.Segments, cps.Checkpoints)
 	v.Collections = collections(segs.Segments)
+	v.IsLeader, v.LeaderPage = leaderPage(&v, h.scheme())
 	v.Verdict = judge(&v)
 	return v
 }
@@ -302,18 +313,20 @@ func channelMap(pcs []*coordpb.PChannel, nodes []*coordpb.StreamingNode) ([]node
 	byID := map[uint64]int{}
 	groups := make([]nodeGroup, 0, len(nodes))
 	for _, n := range nodes {
-		hb := "-"
+		g := nodeGroup{ID: n.Id, Address: n.Address, State: n.State, Epoch: n.Epoch, AgeMs: n.LastHeartbeatMsAgo,
+			Silent: n.Silent, SilentAfterMs: n.SilentAfterMs, TTLMs: n.NodeTtlMs}
 		if n.LastHeartbeatMsAgo >= 0 {
-			hb = (time.Duration(n.LastHeartbeatMsAgo) * time.Millisecond).String() + " ago"
+			g.Heartbeat = humanMs(n.LastHeartbeatMsAgo) + " ago"
 		}
 		byID[n.Id] = len(groups)
-		groups = append(groups, nodeGroup{ID: n.Id, Address: n.Address, State: n.State, Epoch: n.Epoch, Heartbeat: hb})
+		groups = append(groups, g)
 	}
 	var unassigned []pchannelRow
 	for _, p := range pcs {
 		row := pchannelRow{Name: p.Name, State: p.State, Mode: p.AccessMode, LastError: p.LastError,
 			Term: p.Term, Node: p.NodeId, VChannels: p.VchannelCount, Failed: p.FailedAttempts}
 		if i, ok := byID[p.NodeId]; ok && p.NodeId != 0 {
+			row.Owner = groups[i].ownerState()
 			groups[i].PChannels = append(groups[i].PChannels, row)
 		} else {
 			unassigned = append(unassigned, row)

@@ -7,7 +7,9 @@
 // and segments by state with the checkpoint time and lag of each
 // VChannel. Every section is read from the serving member's own
 // replica (STALE), so the page works on followers and says which member
-// drew it.
+// drew it. Heartbeat ages are the exception: only the leader knows them,
+// so only its page shows a silent streaming node (silence.go) and a
+// follower's page says so and links to the leader's.
 package statuspage
 
 import (
@@ -49,6 +51,9 @@ type Handler struct {
 	// names it from stateWarnPercent of the budget.
 	StateSize func() (bytes, budget int64)
 	Now       func() time.Time
+	// Scheme is how the members' pages are reached, "http" (the default)
+	// or "https" on a secure cluster; the links to them use it.
+	Scheme string
 }
 
 // ServeHTTP renders the page. ?refresh=N sets the reload interval in
@@ -72,7 +77,7 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	v := gather(ctx, h)
-	v.Refresh = refresh
+	v.Refresh, v.Scheme = refresh, h.scheme()
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, v); err != nil {
 		http.Error(w, "render status page: "+err.Error(), http.StatusInternalServerError)
@@ -93,7 +98,7 @@ func stateClass(state string) string {
 		return "ok"
 	case "ASSIGNING", "DRAINING", "PENDING":
 		return "warn"
-	case "UNAVAILABLE", "DOWN", "UNINITIALIZED":
+	case "UNAVAILABLE", "DOWN", "UNINITIALIZED", stateSilent:
 		return "bad"
 	}
 	return "plain"

@@ -40,12 +40,13 @@ func (v verdict) Class() string {
 
 // judge derives the verdict from what the page gathered. Unavailable: no
 // leader, no quorum of voters answering, or PChannels without any UP
-// streaming node (nothing can be written). Degraded: anything an operator
-// should look at while the cluster still serves — an unreachable or
-// lagging member, this member failing to write its storage (a full
-// disk), a state at 90 % of its budget or over it, a DOWN streaming node, PChannels not ASSIGNED, an
-// imbalanced placement, a failing broadcast callback, a section that could
-// not be read.
+// streaming node that heartbeats (nothing can be written). Degraded:
+// anything an operator should look at while the cluster still serves — an
+// unreachable or lagging member, this member failing to write its storage
+// (a full disk), a state at 90 % of its budget or over it, a streaming
+// node DOWN with PChannels or silent (silence.go), PChannels not ASSIGNED,
+// an imbalanced placement, a failing broadcast callback, a section that
+// could not be read.
 func judge(v *view) verdict {
 	var bad, warn []string
 	// A full disk shows nowhere else: a member's raft numbers can look
@@ -83,7 +84,7 @@ func judge(v *view) verdict {
 	if voters > 0 && up < voters/2+1 {
 		bad = append(bad, fmt.Sprintf("only %d of %d voters answer (a quorum is %d)", up, voters, voters/2+1))
 	}
-	total, assigned := 0, 0
+	total, assigned, silentNodes, onSilent := 0, 0, 0, 0
 	var notAssigned []string
 	upNodes := map[uint64]int{}
 	for _, g := range v.Nodes {
@@ -92,17 +93,27 @@ func judge(v *view) verdict {
 			// registers a new node ID); one still holding channels is not.
 			warn = append(warn, fmt.Sprintf("streaming node %d (%s) is DOWN holding %d pchannel(s)", g.ID, g.Address, len(g.PChannels)))
 		}
-		if g.State == "UP" {
+		silent := g.ownerState() == stateSilent
+		if silent {
+			// UP in the FSM, but nothing takes writes for its channels
+			// until it beats again or the TTL moves them.
+			silentNodes++
+			warn = append(warn, silentReason(g))
+		}
+		if g.State == "UP" && !silent {
 			upNodes[g.ID] = 0
 		}
 		for _, p := range g.PChannels {
 			total++
-			if p.State == "ASSIGNED" && g.State != "DOWN" {
+			switch {
+			case silent:
+				onSilent++ // named by silentReason
+			case p.State == "ASSIGNED" && g.State != "DOWN":
 				assigned++
 				if _, ok := upNodes[g.ID]; ok {
 					upNodes[g.ID]++
 				}
-			} else {
+			default:
 				notAssigned = append(notAssigned, p.Name+" "+p.State)
 			}
 		}
@@ -112,7 +123,11 @@ func judge(v *view) verdict {
 		notAssigned = append(notAssigned, p.Name+" "+p.State)
 	}
 	if total > 0 && len(upNodes) == 0 {
-		bad = append(bad, "no streaming node is UP: inserts cannot be written")
+		if silentNodes > 0 {
+			bad = append(bad, fmt.Sprintf("no streaming node is UP and heartbeating (%d silent): inserts cannot be written", silentNodes))
+		} else {
+			bad = append(bad, "no streaming node is UP: inserts cannot be written")
+		}
 	}
 	if len(notAssigned) > 0 {
 		warn = append(warn, fmt.Sprintf("%d of %d pchannels not ASSIGNED on a live node (%s)", len(notAssigned), total, firstFew(notAssigned, 3)))
@@ -137,7 +152,14 @@ func judge(v *view) verdict {
 	if leader == "" {
 		leader = "none"
 	}
-	out.Summary = fmt.Sprintf("leader %s · voters answering %d/%d · streaming nodes UP %d · pchannels ASSIGNED %d/%d", leader, up, voters, len(upNodes), assigned, total)
+	out.Summary = fmt.Sprintf("leader %s · voters answering %d/%d · streaming nodes UP %d", leader, up, voters, len(upNodes))
+	if silentNodes > 0 {
+		out.Summary += fmt.Sprintf(" · SILENT %d", silentNodes)
+	}
+	out.Summary += fmt.Sprintf(" · pchannels ASSIGNED %d/%d", assigned, total)
+	if onSilent > 0 {
+		out.Summary += fmt.Sprintf(" · %d more on a silent node", onSilent)
+	}
 	return out
 }
 

@@ -9,21 +9,28 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Config describes one raft member. Zero durations take the defaults below,
-// tuned for a LAN: failover in well under a second without spurious
-// elections under load (killing the leader of a loopback cluster on a
-// 2-core machine gave a new leader in ~0.2 s with 100 ms timeouts; 200 ms
-// gave a median of 467 ms from leader SIGKILL to the next committed write
-// under load and no election in a 10-minute 64-client write run, where
-// 250 ms gave 518 ms; bench/RESULTS.md).
+// DefaultHeartbeatTimeout is the raft heartbeat timeout of a member that
+// sets none; its election and step-down timeouts default to the same
+// value (docs/operations.md#raft-timeouts). On a 2-core
+// machine shared with other work, 200 ms timeouts (the earlier defaults)
+// gave 9 elections in 10 minutes at load 19-35 with nothing injected, and
+// 67 in 25 minutes at load 8-12; 400 ms gave 1 in the same 10 minutes on
+// the same machine, while failover under that load went from a median of
+// 0.59 s to 1.2 s (bench/RESULTS.md "Leadership on a busy machine"). A
+// leader's step-down timeout equal to the heartbeat timeout loses nothing:
+// no follower starts an election before it has missed the leader for a
+// heartbeat timeout anyway, and the read lease is separate (leaseFor).
+const DefaultHeartbeatTimeout = 400 * time.Millisecond
+
+// Config describes one raft member. Zero durations take the defaults below.
 type Config struct {
 	ID       string // stable member ID
 	DataDir  string // raft.db and snapshots/ live here
 	RaftAddr string // bind and advertised address of the raft transport
 
-	HeartbeatTimeout   time.Duration // default 200ms
-	ElectionTimeout    time.Duration // default 200ms
-	LeaderLeaseTimeout time.Duration // default 160ms; must be <= HeartbeatTimeout
+	HeartbeatTimeout   time.Duration // default DefaultHeartbeatTimeout
+	ElectionTimeout    time.Duration // default HeartbeatTimeout; must be >= it
+	LeaderLeaseTimeout time.Duration // default HeartbeatTimeout; must be <= it
 	CommitTimeout      time.Duration // default 20ms
 	SnapshotInterval   time.Duration // default 30s
 	SnapshotThreshold  uint64        // default 8192 entries
@@ -112,9 +119,9 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&c.HeartbeatTimeout, 200*time.Millisecond)
-	def(&c.ElectionTimeout, 200*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 160*time.Millisecond)
+	def(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	def(&c.ElectionTimeout, c.HeartbeatTimeout)
+	def(&c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	def(&c.CommitTimeout, 20*time.Millisecond)
 	def(&c.SnapshotInterval, 30*time.Second)
 	def(&c.ApplyTimeout, 5*time.Second)

@@ -99,9 +99,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	c.Manifests.register(fs)
 	c.Limits.register(fs)
 	c.Security.register(fs)
-	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", 200*time.Millisecond, "raft heartbeat timeout: a follower that hears no leader this long (randomized up to twice it) starts an election; writes wait that long, plus the election, after a leader dies")
-	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 200*time.Millisecond, "raft election timeout: a candidate that has no majority this long (randomized up to twice it) tries again")
-	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 160*time.Millisecond, "raft leader lease (<= heartbeat timeout): a leader that hears from no majority this long steps down")
+	fs.DurationVar(&c.Raft.HeartbeatTimeout, "heartbeat-timeout", raftnode.DefaultHeartbeatTimeout, "raft heartbeat timeout: a follower that hears no leader this long (randomized up to twice it) starts an election; writes wait that long, plus the election, after a leader dies")
+	fs.DurationVar(&c.Raft.ElectionTimeout, "election-timeout", 0, "raft election timeout: a candidate that has no majority this long (randomized up to twice it) tries again (0: the heartbeat timeout)")
+	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "leader-lease-timeout", 0, "raft leader lease (<= heartbeat timeout): a leader that hears from no majority this long steps down (0: the heartbeat timeout)")
 	fs.DurationVar(&c.Raft.CommitTimeout, "commit-timeout", 20*time.Millisecond, "raft commit timeout")
 	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often raft checks whether to snapshot")
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", 8192, "log entries since the last snapshot that trigger one")
@@ -134,6 +134,14 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	peersFlag := fs.Lookup("peers").Value.String()
 	if c.Peers, err = cluster.ParsePeers(peersFlag); err != nil {
 		return c, badConfig("--peers: %s", reason(err))
+	}
+	// Unset election and step-down timeouts follow the heartbeat timeout,
+	// so one flag retunes all three (docs/operations.md#raft-timeouts).
+	if c.Raft.ElectionTimeout == 0 {
+		c.Raft.ElectionTimeout = c.Raft.HeartbeatTimeout
+	}
+	if c.Raft.LeaderLeaseTimeout == 0 {
+		c.Raft.LeaderLeaseTimeout = c.Raft.HeartbeatTimeout
 	}
 	return c, c.validate()
 }

@@ -132,8 +132,8 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "peers list self elsewhere", args: with("--peers", "n1=127.0.0.1:9999,n2=127.0.0.1:7102"), want: "--peers lists n1 at 127.0.0.1:9999, but --raft-addr is 127.0.0.1:7101"},
 		{name: "join bad address", args: with("--join", "nohost"), want: `--join "nohost"`},
 		{name: "peers and join", args: with("--peers", "n1="+raftAddr, "--join", "127.0.0.1:7002"), want: "give --peers to bootstrap a new cluster or --join to join a running one, not both"},
-		{name: "lease > heartbeat", args: with("--leader-lease-timeout", "300ms"), want: "--leader-lease-timeout (300ms) must not exceed --heartbeat-timeout (200ms)"},
-		{name: "election < heartbeat", args: with("--election-timeout", "100ms"), want: "--election-timeout (100ms) must be at least --heartbeat-timeout (200ms)"},
+		{name: "lease > heartbeat", args: with("--leader-lease-timeout", "500ms"), want: "--leader-lease-timeout (500ms) must not exceed --heartbeat-timeout (400ms)"},
+		{name: "election < heartbeat", args: with("--election-timeout", "100ms"), want: "--election-timeout (100ms) must be at least --heartbeat-timeout (400ms)"},
 		{name: "heartbeat < 5ms", args: with("--heartbeat-timeout", "4ms", "--election-timeout", "4ms", "--leader-lease-timeout", "4ms"), want: "--heartbeat-timeout must be at least 5ms, got 4ms"},
 		{name: "commit timeout < 5ms", args: with("--commit-timeout", "1ms"), want: "--commit-timeout must be at least 5ms, got 1ms"},
 		{name: "commit timeout 0", args: with("--commit-timeout", "0s"), want: "--commit-timeout must be at least 5ms, got 0s"},
@@ -235,8 +235,8 @@ func TestParseServeFlagsErrors(t *testing.T) {
 
 func TestParseServeFlagsValid(t *testing.T) {
 	defaults := raftnode.Config{
-		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		LeaderLeaseTimeout: 160 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
+		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond,
+		LeaderLeaseTimeout: 400 * time.Millisecond, CommitTimeout: 20 * time.Millisecond,
 		SnapshotInterval: 30 * time.Second, SnapshotThreshold: 8192, TrailingLogs: 10240, MaxInflightEntries: raftnode.MaxInflightEntries,
 		StateBudget: defaultStateBudget(),
 	}
@@ -302,6 +302,10 @@ func TestParseServeFlagsValid(t *testing.T) {
 		{"everything from the environment", nil, fullEnv, want(func(c *serveConfig) {
 			c.Join = "127.0.0.1:7002"
 			c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.SnapshotThreshold = 300*time.Millisecond, 300*time.Millisecond, 100
+			c.Raft.LeaderLeaseTimeout = 300 * time.Millisecond // follows the heartbeat timeout
+		})},
+		{"election and step-down timeouts follow the heartbeat timeout", with("--heartbeat-timeout", "1s"), nil, want(func(c *serveConfig) {
+			c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 		})},
 		{"everything from a config file", []string{"--config", fullFile}, nil, want(func(c *serveConfig) {
 			c.Peers, c.LogLevel = three, "debug"

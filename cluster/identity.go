@@ -15,7 +15,7 @@ import (
 // A cluster bootstrapped from --peers needs one cluster ID that all its
 // founding members agree on without a leader, and that a member which lost
 // its data dir can never produce again. Each member's data dir has a random
-// incarnation (raftnode.Identity); the cluster ID is a hash of the founding
+// incarnation (datadir.Identity); the cluster ID is a hash of the founding
 // members' IDs and incarnations. Before bootstrapping, a member asks every
 // listed peer for its incarnation over the raft port (raftnode.ProbeMember):
 // so a first bootstrap needs every listed peer running, and a member whose

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -100,7 +101,7 @@ func Enter(ctx context.Context, node *raftnode.Node, o Options) error {
 	switch {
 	case existing && node.ClusterID() == "" && !o.TestOnlySkipIdentityCheck:
 		return fmt.Errorf("data dir %s holds raft state but %s records no cluster ID; it cannot be trusted: "+
-			"replace this member (docs/operations.md#replacing-a-member)", node.DataDir(), raftnode.IdentityFile)
+			"replace this member (docs/operations.md#replacing-a-member)", node.DataDir(), datadir.IdentityFile)
 	case existing:
 		o.Logger.Info("existing raft state found; not bootstrapping or joining (--peers and --join are ignored)",
 			"cluster_id", node.ClusterID())

@@ -24,7 +24,9 @@ var groups = []string{
 	// durable: fdatasync for the logs that write in place (the standard
 	// library only).
 	"durable",
-	"fsm", "backup", "raftnode", "controller", "api", "cluster",
+	// raftnode/datadir: a member's data dir (open, check, inspect,
+	// restore), beneath the consensus wiring that runs raft on it.
+	"fsm", "backup", "raftnode/datadir", "raftnode", "controller", "api", "cluster",
 	"client", "streamingnode", "cmd", "jepsen-style-tests", "bench", "docs", "layering",
 	// monitoring: the shipped alert rules and dashboard; tests only.
 	"monitoring",
@@ -36,7 +38,10 @@ var allowed = map[string][]string{
 	"commands": {"vocab"},
 	"fsm":      {"vocab", "commands"},
 	"backup":   {"vocab", "commands", "fsm"}, // the backup file format and its summaries
-	"raftnode": {"vocab", "commands", "fsm", "leadership", "durable"},
+	// The data dir knows the log's format (inspect replays it, restore
+	// writes an entry) but nothing of a running raft.
+	"raftnode/datadir": {"commands", "fsm", "durable"},
+	"raftnode":         {"vocab", "commands", "fsm", "leadership", "durable", "raftnode/datadir"},
 	// Controllers see the raft node only through their Leader interfaces,
 	// and talk to streaming nodes with the generated clients.
 	// security: coordd dials streaming nodes over mutual TLS and checks
@@ -44,13 +49,13 @@ var allowed = map[string][]string{
 	// redial: the reconnect policy of every long-lived gRPC connection.
 	"controller": {"vocab", "commands", "fsm", "leadership", "testutil", "api/coordpb", "binlog", "objectstore", "security", "redial"},
 	// api/apitest waits with testutil's scaled timeouts.
-	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "controller", "testutil", "logging", "security", "redial"},
-	"cluster": {"api/coordpb", "vocab", "commands", "leadership", "raftnode", "proc", "security"},
+	"api":     {"api/coordpb", "vocab", "commands", "fsm", "leadership", "raftnode", "raftnode/datadir", "controller", "testutil", "logging", "security", "redial"},
+	"cluster": {"api/coordpb", "vocab", "commands", "leadership", "raftnode", "raftnode/datadir", "proc", "security"},
 	// The SDK and the streaming node speak the public API and the shared
 	// vocabulary, never the log schema: a log format change is no SDK change.
 	"client":        {"api/coordpb", "vocab", "security", "redial"},
 	"streamingnode": {"api/coordpb", "vocab", "client", "binlog", "objectstore", "security", "redial", "durable"},
-	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "controller", "api", "cluster",
+	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "raftnode/datadir", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	// The harness runs secure clusters: a throwaway CA (security) and the
 	// bootstrap admin token's format (api/auth, in the api group).
@@ -176,6 +181,9 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"client", "fsm"},
 		{"raftnode", "controller/allocator"},
 		{"streamingnode", "jepsen-style-tests/harness"},
+		// The data dir stands beneath the consensus wiring.
+		{"raftnode/datadir", "raftnode"},
+		{"raftnode/datadir", "leadership"},
 		{"newthing", "commands"},
 		// The SDK and the streaming node must not see the log schema.
 		{"client", "commands"},
@@ -203,6 +211,8 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"api/httpgateway", "api/grpcserver"},
 		{"cmd/coordd", "cluster"},
 		{"raftnode", "fsm"},
+		{"raftnode", "raftnode/datadir"},
+		{"cmd/coordd", "raftnode/datadir"},
 		{"client", "vocab"},
 		{"streamingnode/flusher", "vocab"},
 		{"commands", "vocab"},

@@ -21,6 +21,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -97,7 +98,7 @@ func newCluster(t testing.TB, n int, opts ...clusterOption) *testCluster {
 			// These tests read raft.db and count snapshot installs, which
 			// raft-wal (compacting whole 64 MiB segments) rarely needs;
 			// the raft-wal tests ask for it with withConfig.
-			LogStore: raftnode.LogStoreBolt,
+			LogStore: datadir.LogStoreBolt,
 		})
 		c.peers = append(c.peers, raftnode.Peer{ID: id, RaftAddr: "inmem-" + id})
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // DefaultHeartbeatTimeout is the raft heartbeat timeout of a member that
@@ -36,17 +38,18 @@ type Config struct {
 	SnapshotThreshold  uint64        // default 8192 entries
 	TrailingLogs       uint64        // default 10240 entries
 	MaxAppendEntries   int           // default 256
-	// LogStore is where the log entries live: LogStoreBolt (raft.db) or
-	// LogStoreWAL (raft-wal segments under wal/). Empty: whatever the data
-	// dir records, DefaultLogStore (raft-wal) for a new one. A data dir records its store
-	// when it is first opened; asking for the other one is refused
-	// (LogStoreMismatchError).
+	// LogStore is where the log entries live: datadir.LogStoreBolt
+	// (raft.db) or datadir.LogStoreWAL (raft-wal segments under wal/).
+	// Empty: whatever the data dir records, datadir.DefaultLogStore
+	// (raft-wal) for a new one. A data dir records its store when it is
+	// first opened; asking for the other one is refused
+	// (datadir.LogStoreMismatchError).
 	LogStore string
 	// WALSegmentSize is the size raft-wal preallocates each segment to
 	// (0: raft-wal's default, 64 MiB). Tests use small ones.
 	WALSegmentSize int
 	// BoltOptions, when set, adjusts the options raft.db is opened with
-	// (boltOptions: no synced freelist, hashmap freelist); benchmarks
+	// (datadir's boltOptions: no synced freelist, hashmap freelist); benchmarks
 	// compare bolt's settings with it.
 	BoltOptions func(*bolt.Options)
 
@@ -92,7 +95,7 @@ type Config struct {
 	// Storage, when set, is the member's data dir already opened and
 	// checked by OpenStorage (a server opens it before binding any port);
 	// otherwise Open opens DataDir itself.
-	Storage *Storage
+	Storage *datadir.Storage
 
 	// TLS, when set, runs the TCP transport over mutual TLS that admits
 	// only peers with the server identity (docs/security.md).

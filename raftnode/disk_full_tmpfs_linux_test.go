@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes at a new directory and returns
@@ -69,7 +70,7 @@ func TestFullDiskOnRealFileSystem(t *testing.T) {
 	fs := mountTmpfs(t, 16<<20)
 	const victim = 2
 	c := newCluster(t, 3, withConfig(func(i int, cfg *raftnode.Config) {
-		cfg.LogStore, cfg.WALSegmentSize = raftnode.LogStoreWAL, 1<<20
+		cfg.LogStore, cfg.WALSegmentSize = datadir.LogStoreWAL, 1<<20
 		if i == victim {
 			cfg.DataDir = filepath.Join(fs, "n2")
 		}
@@ -126,5 +127,5 @@ func TestFullDiskOnRealFileSystem(t *testing.T) {
 // next snapshot, which raft takes only past its threshold).
 func onlySnapshotFault(n *raftnode.Node) bool {
 	f := n.StorageFaults()
-	return len(f) == 1 && f[0].Write == raftnode.WriteSnapshot
+	return len(f) == 1 && f[0].Write == datadir.WriteSnapshot
 }

@@ -1,9 +1,8 @@
 // Package raftnode owns consensus wiring: a hashicorp/raft instance over
-// a log store (raft-wal segments under wal/ for a new data dir, or
-// raft-boltdb/v2's raft.db for one that records bolt; logstore.go), the
-// stable store raft.db (term and vote, mirrored in vote.json), the record
-// of how far the log reached (log_reach.go), a file snapshot store and a
-// TCP transport, plus the four things coordd builds on top of it: batched
+// the stores of a member's data dir (package raftnode/datadir opens and
+// checks it: identity, raft-wal or bolt log, raft.db stable store, vote
+// and log-reach records, snapshots) and a TCP transport with a member
+// handshake, plus the four things coordd builds on top of it: batched
 // proposals, linearizable reads, leadership tracking and membership
 // changes.
 //
@@ -30,5 +29,5 @@
 //   - A term or vote write returns to raft only once it is durable (raft
 //     panics on an error, and a vote it believed stored could be given
 //     twice): a failing one waits, and the member takes no part meanwhile
-//     (stable_wait.go, docs/operations.md#full-disk).
+//     (datadir/stable_wait.go, docs/operations.md#full-disk).
 package raftnode

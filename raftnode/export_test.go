@@ -33,22 +33,8 @@ func (n *Node) HeldRaftRPCs() int64 {
 	return n.watch.faults.holding.Load()
 }
 
-// LogStoreForTest is the log store raft would write through (behind the
-// LogReachFile writer).
-func (s *Storage) LogStoreForTest() raft.LogStore { return s.logs }
-
 // LogStoreForTest is the member's log store, beneath raft's wrappers.
 func (n *Node) LogStoreForTest() raft.LogStore { return n.logStore }
-
-// WithLogReach puts a LogReachFile writer in dir in front of logs (empty),
-// for the log store benchmark.
-func WithLogReach(dir string, logs raft.LogStore) (raft.LogStore, error) {
-	rf, err := openReachFile(dir, reachRecord{}, false, 0)
-	if err != nil {
-		return nil, err
-	}
-	return newReachingLogStore(logs, rf, 0, 0), nil
-}
 
 // MeasureState measures the state's size now, synchronously, after any
 // background measurement in progress (the memory guard's tests).

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // Every raft TCP connection starts with a handshake in which the dialing
@@ -69,7 +71,7 @@ var ErrRefused = errors.New("raft connection refused")
 type handshakeLayer struct {
 	ln        net.Listener
 	advertise net.Addr
-	ident     *identityStore
+	ident     interface{ Identity() datadir.Identity }
 	logger    hclog.Logger
 	// acceptAny turns the acceptor's check off (test only: it lets the
 	// Jepsen-style suite prove its disk-loss scenario catches a member that
@@ -108,7 +110,7 @@ func (l *handshakeLayer) Close() error   { return l.ln.Close() }
 func (l *handshakeLayer) Addr() net.Addr { return l.advertise }
 
 func (l *handshakeLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	own := l.ident.get()
+	own := l.ident.Identity()
 	c, reply, err := dialHandshake(string(address), timeout, l.tls.ClientConfig(), kindRaft, hello{ClusterID: own.ClusterID, MemberID: own.MemberID})
 	if err != nil {
 		return nil, err
@@ -231,7 +233,7 @@ func (c *acceptedConn) handshake() error {
 		c.l.logger.Error("refused a raft connection with a malformed handshake", "remote", remote, "error", err)
 		return io.EOF
 	}
-	own := c.l.ident.get()
+	own := c.l.ident.Identity()
 	reply := PeerIdentity{MemberID: own.MemberID, ClusterID: own.ClusterID, Incarnation: own.Incarnation}
 	kind := hdr[len(handshakeMagic)]
 	if kind == kindRaft && !c.l.acceptAny {
@@ -244,7 +246,7 @@ func (c *acceptedConn) handshake() error {
 	}
 	if reply.Refused != "" {
 		c.l.logger.Error("refused a raft connection", "remote", remote, "from_member", h.MemberID,
-			"from_cluster", orNone(h.ClusterID), "reason", reply.Refused)
+			"from_cluster", datadir.ClusterOrNone(h.ClusterID), "reason", reply.Refused)
 		return io.EOF
 	}
 	if kind == kindProbe {
@@ -260,7 +262,7 @@ func (c *acceptedConn) handshake() error {
 
 // refusal says why a member with identity own must refuse raft traffic from
 // the dialer h, or "" to accept it.
-func refusal(own Identity, h hello) string {
+func refusal(own datadir.Identity, h hello) string {
 	switch {
 	case own.ClusterID == "":
 		return fmt.Sprintf("member %s has not bootstrapped or joined a cluster yet", own.MemberID)
@@ -310,7 +312,7 @@ func ProbeMember(raftAddr string, timeout time.Duration, tlsCfg *tls.Config) (Pe
 }
 
 // newTCPTransport builds raft's network transport over the handshake layer.
-func newTCPTransport(cfg Config, ident *identityStore) (*raft.NetworkTransport, error) {
+func newTCPTransport(cfg Config, ident interface{ Identity() datadir.Identity }) (*raft.NetworkTransport, error) {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("resolve raft address %q: %w", cfg.RaftAddr, err)

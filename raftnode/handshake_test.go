@@ -10,7 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/raftnode/datadir"
 )
+
+// fixedIdentity is a member identity that never changes.
+type fixedIdentity datadir.Identity
+
+func (f fixedIdentity) Identity() datadir.Identity { return datadir.Identity(f) }
 
 // layerFor listens on a loopback port with the given identity.
 func layerFor(t *testing.T, member, cluster string) *handshakeLayer {
@@ -20,7 +27,7 @@ func layerFor(t *testing.T, member, cluster string) *handshakeLayer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	id := &identityStore{dir: t.TempDir(), id: Identity{Format: identityFormat, MemberID: member, Incarnation: "inc-" + member, ClusterID: cluster}}
+	id := fixedIdentity{MemberID: member, Incarnation: "inc-" + member, ClusterID: cluster}
 	return &handshakeLayer{ln: ln, advertise: ln.Addr(), ident: id, logger: hclog.NewNullLogger()}
 }
 

@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
-func readIdentity(t *testing.T, dir string) raftnode.Identity {
+func readIdentity(t *testing.T, dir string) datadir.Identity {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, raftnode.IdentityFile))
+	b, err := os.ReadFile(filepath.Join(dir, datadir.IdentityFile))
 	if err != nil {
 		t.Fatalf("identity record: %v", err)
 	}
-	var id raftnode.Identity
+	var id datadir.Identity
 	if err := json.Unmarshal(b, &id); err != nil {
 		t.Fatalf("identity record: %v", err)
 	}
@@ -56,7 +57,7 @@ func TestIdentityRecordIsWrittenAndKept(t *testing.T) {
 	if got := n.Identity(); got.ClusterID != "c1" || got.Incarnation != id.Incarnation {
 		t.Fatalf("after restart: %+v, want cluster c1 and incarnation %s", got, id.Incarnation)
 	}
-	if _, err := os.Stat(filepath.Join(dir, raftnode.IdentityFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, datadir.IdentityFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("temporary identity file left behind: %v", err)
 	}
 }
@@ -70,7 +71,7 @@ func TestWrongMemberIDIsRefused(t *testing.T) {
 	}
 	st.Close()
 	_, err = raftnode.OpenStorage(raftnode.Config{ID: "n9", DataDir: dir})
-	var we *raftnode.WrongMemberError
+	var we *datadir.WrongMemberError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "belongs to member n0") || !strings.Contains(err.Error(), "not --id n9") {
 		t.Fatalf("OpenStorage with another ID: %v, want a WrongMemberError naming both IDs", err)
 	}
@@ -90,7 +91,7 @@ func TestDataDirInUseIsRefused(t *testing.T) {
 	defer st.Close()
 	start := time.Now()
 	_, err = raftnode.OpenStorage(raftnode.Config{ID: "n0", DataDir: dir})
-	var ie *raftnode.InUseError
+	var ie *datadir.InUseError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "is in use by another process") {
 		t.Fatalf("second OpenStorage: %v, want an InUseError", err)
 	}
@@ -112,11 +113,11 @@ func TestDataDirInUseIsRefused(t *testing.T) {
 func TestLostRaftStateIsRefused(t *testing.T) {
 	seed := seededDataDir(t)
 	dir := copyDir(t, seed)
-	if err := os.Remove(filepath.Join(dir, raftnode.RaftDBFile)); err != nil {
+	if err := os.Remove(filepath.Join(dir, datadir.RaftDBFile)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := raftnode.OpenStorage(raftnode.Config{ID: "n0", DataDir: dir})
-	var le *raftnode.LostStateError
+	var le *datadir.LostStateError
 	if !errors.As(err, &le) {
 		t.Fatalf("OpenStorage without raft.db: %v, want a LostStateError", err)
 	}

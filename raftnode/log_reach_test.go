@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // wantDamaged opens dir with cfg and wants a DamagedError in one line,
@@ -27,7 +28,7 @@ func wantDamaged(t *testing.T, dir string, cfg raftnode.Config, want string) {
 		n.Shutdown()
 		t.Fatal("Open accepted the damaged data dir")
 	}
-	var de *raftnode.DamagedError
+	var de *datadir.DamagedError
 	if !errors.As(err, &de) {
 		t.Fatalf("Open error is %T (%v), want a DamagedError", err, err)
 	}
@@ -39,7 +40,7 @@ func wantDamaged(t *testing.T, dir string, cfg raftnode.Config, want string) {
 	if after := listing(t, dir); after != before {
 		t.Fatalf("refusal changed the data dir:\nbefore %s\nafter  %s", before, after)
 	}
-	if _, err := raftnode.InspectDataDir(dir); !errors.As(err, &de) {
+	if _, err := datadir.InspectDataDir(dir); !errors.As(err, &de) {
 		t.Fatalf("inspect of the damaged data dir: %v, want a DamagedError", err)
 	}
 }
@@ -68,7 +69,7 @@ func zeroFrom(t *testing.T, path string, off int64) {
 // torn is not.
 func TestShortWALIsRefused(t *testing.T) {
 	seed := seededWALDataDir(t)
-	wal := func(d string) string { return filepath.Join(d, raftnode.WALDir) }
+	wal := func(d string) string { return filepath.Join(d, datadir.WALDir) }
 	t.Run("wal/ emptied, directory kept", func(t *testing.T) {
 		dir := copyDir(t, seed)
 		ms, _ := filepath.Glob(filepath.Join(wal(dir), "*"))
@@ -101,19 +102,19 @@ func TestShortWALIsRefused(t *testing.T) {
 	})
 	t.Run("log-reach deleted", func(t *testing.T) {
 		dir := copyDir(t, seed)
-		os.Remove(filepath.Join(dir, raftnode.LogReachFile))
-		wantDamaged(t, dir, walOpenCfg(dir), raftnode.LogReachFile+" is missing")
+		os.Remove(filepath.Join(dir, datadir.LogReachFile))
+		wantDamaged(t, dir, walOpenCfg(dir), datadir.LogReachFile+" is missing")
 	})
 	t.Run("log-reach: both slots damaged", func(t *testing.T) {
 		dir := copyDir(t, seed)
-		p := filepath.Join(dir, raftnode.LogReachFile)
+		p := filepath.Join(dir, datadir.LogReachFile)
 		flipBytes(t, p, 12, 1)
 		flipBytes(t, p, 64+12, 1)
 		wantDamaged(t, dir, walOpenCfg(dir), "no intact record")
 	})
 	t.Run("only the last batch zeroed: torn, accepted", func(t *testing.T) {
 		dir := copyDir(t, seed)
-		before, err := raftnode.InspectDataDir(dir)
+		before, err := datadir.InspectDataDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,11 +133,11 @@ func TestShortWALIsRefused(t *testing.T) {
 	})
 	t.Run("one slot torn: the other is used", func(t *testing.T) {
 		dir := copyDir(t, seed)
-		p := filepath.Join(dir, raftnode.LogReachFile)
+		p := filepath.Join(dir, datadir.LogReachFile)
 		flipBytes(t, p, 12, 1) // one of the two slots
 		n, err := raftnode.Open(walOpenCfg(dir))
 		if err != nil {
-			t.Fatalf("Open with one torn slot of %s: %v", raftnode.LogReachFile, err)
+			t.Fatalf("Open with one torn slot of %s: %v", datadir.LogReachFile, err)
 		}
 		n.Shutdown()
 	})
@@ -146,7 +147,7 @@ func TestShortWALIsRefused(t *testing.T) {
 // a rolled-back bolt meta page reads) is refused like a short raft-wal log.
 func TestShortBoltLogIsRefused(t *testing.T) {
 	dir := seededDataDir(t)
-	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, nil)
+	db, err := bolt.Open(filepath.Join(dir, datadir.RaftDBFile), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestShortBoltLogIsRefused(t *testing.T) {
 // shortens the log legitimately; the record is lowered first, so the data
 // dir opens afterwards (a record left high would refuse it).
 func TestTailDeletionLowersTheReach(t *testing.T) {
-	for _, store := range []string{raftnode.LogStoreBolt, raftnode.LogStoreWAL} {
+	for _, store := range []string{datadir.LogStoreBolt, datadir.LogStoreWAL} {
 		t.Run(store, func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := openCfg(dir)
@@ -185,7 +186,7 @@ func TestTailDeletionLowersTheReach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := st.LogStoreForTest()
+			logs := st.Logs()
 			// Two batches: the record holds 1..5 for sure, and raft then
 			// deletes a suffix reaching below that.
 			if err := logs.StoreLogs(testEntries(1, 5, 1)); err != nil {
@@ -204,7 +205,7 @@ func TestTailDeletionLowersTheReach(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reopen after a suffix deletion: %v", err)
 			}
-			logs = st.LogStoreForTest()
+			logs = st.Logs()
 			if last, _ := logs.LastIndex(); last != 2 {
 				t.Fatalf("last index %d, want 2", last)
 			}
@@ -238,8 +239,8 @@ func testEntries(first, last, term uint64) []*raft.Log {
 // keys are deleted, raft-wal's directory is emptied (which loses more).
 func dropEntriesFrom(t *testing.T, dir, store string, from uint64) {
 	t.Helper()
-	if store == raftnode.LogStoreWAL {
-		ms, _ := filepath.Glob(filepath.Join(dir, raftnode.WALDir, "*"))
+	if store == datadir.LogStoreWAL {
+		ms, _ := filepath.Glob(filepath.Join(dir, datadir.WALDir, "*"))
 		for _, m := range ms {
 			if err := os.Remove(m); err != nil {
 				t.Fatal(err)
@@ -247,7 +248,7 @@ func dropEntriesFrom(t *testing.T, dir, store string, from uint64) {
 		}
 		return
 	}
-	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, nil)
+	db, err := bolt.Open(filepath.Join(dir, datadir.RaftDBFile), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

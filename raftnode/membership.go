@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
-// Server is one entry of the raft configuration.
-type Server struct {
-	ID       string
-	RaftAddr string
-	Voter    bool
-}
+// Server is one entry of the raft configuration (datadir.Server: the
+// offline tools read and write the same entries).
+type Server = datadir.Server
 
 // Configuration returns the latest raft configuration (committed or not).
 // The slice is shared with other callers and must not be modified; it is

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -70,7 +71,7 @@ func TestRemoveServerAfterLeadershipLossIsAnUnknownOutcome(t *testing.T) {
 	for i := 0; i < n; i++ {
 		nd, err := raftnode.Open(raftnode.Config{ID: peers[i].ID, DataDir: t.TempDir(), RaftAddr: peers[i].RaftAddr,
 			Transport: &configAnswerDropper{InmemTransport: trans[i], armed: &armed}, Logger: testLogger(t, peers[i].ID),
-			LogStore: raftnode.LogStoreBolt})
+			LogStore: datadir.LogStoreBolt})
 		if err != nil {
 			t.Fatal(err)
 		}

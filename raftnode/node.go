@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // Node is one coordd raft member.
@@ -24,19 +24,18 @@ type Node struct {
 	logger hclog.Logger
 	raft   *raft.Raft
 	fsm    *fsmAdapter
-	store  *raftboltdb.BoltStore // the stable store (raft.db)
-	// logStore is where the entries live: store, or the raft-wal log.
+	// logStore is where the entries live (raft.db or the raft-wal log),
+	// behind the writer of datadir.LogReachFile.
 	logStore raft.LogStore
-	snaps    *snapshotListCache
+	snaps    *datadir.SnapshotCache
 	configs  configCache // Configuration's last answer
 	trans    raft.Transport
 	// tcp is the TCP transport when the node made one (nil for a
 	// Config.Transport): Shutdown closes its pooled outbound connections.
 	tcp     *raft.NetworkTransport
 	watch   *commitWatch
-	ident   *identityStore
 	logs    *watchedLogStore
-	storage *Storage
+	storage *datadir.Storage
 
 	proposer *batcher
 	leader   *leadership
@@ -61,7 +60,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("raftnode: ID, DataDir and RaftAddr are required")
 	}
-	if cfg.Storage != nil && cfg.Storage.ident.get().MemberID != cfg.ID {
+	if cfg.Storage != nil && cfg.Storage.Identity().MemberID != cfg.ID {
 		return nil, errors.New("raftnode: Config.Storage was opened for another member ID")
 	}
 	st := cfg.Storage
@@ -74,15 +73,15 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger, closed: make(chan struct{})}
 	n.fsm = newFSMAdapter(cfg.Logger.Named("fsm"))
 	n.gauge = newStateGauge(cfg.StateBudget, cfg.StateMeasureInterval, cfg.StateClock, n.fsm.State)
-	n.store, n.snaps, n.ident, n.storage = st.store, st.snaps, st.ident, st
-	n.logStore = st.logs
-	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: st.logs, snaps: st.snaps}}
-	st.stable.wait.logger = cfg.Logger.Named("stable")
+	n.snaps, n.storage = st.Snapshots(), st
+	n.logStore = st.Logs()
+	n.logs = &watchedLogStore{LogStore: &retainingLogStore{LogStore: n.logStore, snaps: n.snaps}}
+	st.SetStableLogger(cfg.Logger.Named("stable"))
 
 	var err error
 	trans := cfg.Transport
 	if trans == nil {
-		if n.tcp, err = newTCPTransport(cfg, n.ident); err != nil {
+		if n.tcp, err = newTCPTransport(cfg, st); err != nil {
 			st.Close()
 			return nil, err
 		}
@@ -103,14 +102,14 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Logger.Info("waiting out any leader lease of an earlier run before starting raft", "lease", cfg.LeaderLease)
 		time.Sleep(cfg.LeaderLease)
 	}
-	err = guard(cfg.DataDir, "starting raft on it", func() error {
+	err = datadir.Guard(cfg.DataDir, "starting raft on it", func() error {
 		var rerr error
-		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, st.stable, n.snaps, n.trans)
+		n.raft, rerr = raft.NewRaft(rc, n.fsm, n.logs, st.Stable(), n.snaps, n.trans)
 		return rerr
 	})
 	if err != nil {
 		n.closeStores()
-		var de *DamagedError
+		var de *datadir.DamagedError
 		if errors.As(err, &de) {
 			return nil, err
 		}
@@ -129,7 +128,7 @@ func Open(cfg Config) (*Node, error) {
 // HasExistingState reports whether the member already has raft state on
 // disk (and so must not bootstrap again).
 func (n *Node) HasExistingState() (bool, error) {
-	return raft.HasExistingState(n.logStore, n.store, n.snaps)
+	return raft.HasExistingState(n.logStore, n.storage.BoltStable(), n.snaps)
 }
 
 // Bootstrap forms a new cluster from a static peer list. Every member may
@@ -253,8 +252,8 @@ func (n *Node) Shutdown() error {
 		// is stuck for another reason.
 		n.proposer.settle(n.settleTimeout())
 		// A term or vote write still waiting for space ends here
-		// (stable_wait.go), or raft.Shutdown would wait for it forever.
-		n.storage.stable.wait.stopWaiting()
+		// (datadir/stable_wait.go), or raft.Shutdown would wait for it forever.
+		n.storage.StopStableWaits()
 		if e := n.raft.Shutdown().Error(); e != nil {
 			err = fmt.Errorf("raft shutdown: %w", e)
 		}

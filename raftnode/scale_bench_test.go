@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -76,7 +77,7 @@ func benchCatchUp(b *testing.B, shape fsm.SyntheticShape) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: c0.DataDir, ID: c0.ID, RaftAddr: c0.RaftAddr,
+	if _, err := datadir.RestoreDataDir(datadir.RestoreConfig{Dir: c0.DataDir, ID: c0.ID, RaftAddr: c0.RaftAddr,
 		Body: bufio.NewReaderSize(f, 1<<20), Index: index, Term: 1}); err != nil {
 		b.Fatal(err)
 	}

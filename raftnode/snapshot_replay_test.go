@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // TestReplayedSnapshotIsRefused: with fault injection, a follower that
@@ -14,7 +15,7 @@ import (
 // (ReplaySnapshot, as an overtaken stream delivers it) and refuses it on
 // both log stores; it keeps applying, its state the leader's.
 func TestReplayedSnapshotIsRefused(t *testing.T) {
-	for _, store := range []string{raftnode.LogStoreBolt, raftnode.LogStoreWAL} {
+	for _, store := range []string{datadir.LogStoreBolt, datadir.LogStoreWAL} {
 		t.Run(store, func(t *testing.T) {
 			c := newCluster(t, 3, withConfig(func(i int, cfg *raftnode.Config) {
 				smallSnapshots(i, cfg)

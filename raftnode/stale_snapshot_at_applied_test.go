@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // lateSnapshotChild names the log store the child process of
@@ -34,7 +35,7 @@ func TestLateSnapshotAtAppliedIndex(t *testing.T) {
 		lateSnapshotAtAppliedIndex(t, store)
 		return
 	}
-	for _, store := range []string{raftnode.LogStoreWAL, raftnode.LogStoreBolt} {
+	for _, store := range []string{datadir.LogStoreWAL, datadir.LogStoreBolt} {
 		t.Run(store, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestLateSnapshotAtAppliedIndex$", "-test.count=1", "-test.v")
 			cmd.Env = append(os.Environ(), lateSnapshotChild+"="+store)

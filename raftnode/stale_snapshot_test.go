@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -76,7 +77,7 @@ func (h *snapshotHolder) InstallSnapshot(id raft.ServerID, target raft.ServerAdd
 //
 // It runs on both log stores.
 func TestStaleSnapshotAfterReplacement(t *testing.T) {
-	for _, store := range []string{raftnode.LogStoreBolt, raftnode.LogStoreWAL} {
+	for _, store := range []string{datadir.LogStoreBolt, datadir.LogStoreWAL} {
 		t.Run(store, func(t *testing.T) { staleSnapshotAfterReplacement(t, store) })
 	}
 }

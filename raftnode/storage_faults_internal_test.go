@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // TestLogAppendOnFullDiskIsNamed: an append raft-wal or bolt refuses for
@@ -20,7 +22,7 @@ func TestLogAppendOnFullDiskIsNamed(t *testing.T) {
 		t.Fatal("StoreLogs succeeded")
 	}
 	faults := n.StorageFaults()
-	if len(faults) != 1 || faults[0].Write != WriteLog || !n.DiskFull() ||
+	if len(faults) != 1 || faults[0].Write != datadir.WriteLog || !n.DiskFull() ||
 		!strings.HasPrefix(faults[0].Error(), "disk full: cannot append to its raft log: write wal/") {
 		t.Fatalf("faults %v, DiskFull %v", faults, n.DiskFull())
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // watchedLogStore remembers whether the member's last attempt to append to
@@ -21,7 +23,7 @@ type watchedLogStore struct {
 	appends atomic.Uint64
 
 	// fault is the current run of failed appends (StorageFaults).
-	fault writeFault
+	fault datadir.WriteFault
 }
 
 // IsMonotonic passes on whether the wrapped store tolerates no gaps
@@ -51,7 +53,7 @@ func (s *watchedLogStore) record(err error) error {
 	if err == nil {
 		s.appends.Add(1)
 	}
-	s.fault.record(err, time.Now())
+	s.fault.Record(err, time.Now())
 	return err
 }
 
@@ -59,7 +61,7 @@ func (s *watchedLogStore) record(err error) error {
 // been failing and why the last one failed, or a nil error once an append
 // succeeds.
 func (n *Node) AppendError() (since time.Time, err error) {
-	f, ok := n.logs.fault.fault(WriteLog)
+	f, ok := n.logs.fault.Fault(datadir.WriteLog)
 	if !ok {
 		return time.Time{}, nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/testutil"
 )
 
@@ -103,7 +104,7 @@ func flipBytes(t *testing.T, path string, off int64, n int) {
 // openCfg opens a data dir on bolt: the damage these tests do is to the log in raft.db.
 func openCfg(dir string) raftnode.Config {
 	_, tr := raft.NewInmemTransport("inmem-n0")
-	return raftnode.Config{ID: "n0", DataDir: dir, RaftAddr: "inmem-n0", Transport: tr, LogStore: raftnode.LogStoreBolt}
+	return raftnode.Config{ID: "n0", DataDir: dir, RaftAddr: "inmem-n0", Transport: tr, LogStore: datadir.LogStoreBolt}
 }
 
 // TestDamagedStorageIsRefused damages a copy of a real data dir in each way
@@ -111,7 +112,7 @@ func openCfg(dir string) raftnode.Config {
 // typed refusal (no panic, no SIGBUS, no silent start).
 func TestDamagedStorageIsRefused(t *testing.T) {
 	seed := seededDataDir(t)
-	db := func(dir string) string { return filepath.Join(dir, raftnode.RaftDBFile) }
+	db := func(dir string) string { return filepath.Join(dir, datadir.RaftDBFile) }
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, dir string)
@@ -165,10 +166,10 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 			deleteLogEntries(t, d, last-2)
 		}, false, "entries are missing"},
 		{"identity record garbled", func(t *testing.T, d string) {
-			os.WriteFile(filepath.Join(d, raftnode.IdentityFile), []byte("{not json"), 0o600)
+			os.WriteFile(filepath.Join(d, datadir.IdentityFile), []byte("{not json"), 0o600)
 		}, false, "identity.json is not valid"},
 		{"identity record lost beside raft state", func(t *testing.T, d string) {
-			os.Remove(filepath.Join(d, raftnode.IdentityFile))
+			os.Remove(filepath.Join(d, datadir.IdentityFile))
 		}, false, "no identity.json"},
 	}
 	for _, tc := range cases {
@@ -181,8 +182,8 @@ func TestDamagedStorageIsRefused(t *testing.T) {
 				n.Shutdown()
 				t.Fatal("Open accepted the damaged data dir")
 			}
-			var de *raftnode.DamagedError
-			var le *raftnode.LostStateError
+			var de *datadir.DamagedError
+			var le *datadir.LostStateError
 			if tc.lost && !errors.As(err, &le) || !tc.lost && !errors.As(err, &de) {
 				t.Fatalf("Open error is %T (%v), want a %s", err, err, map[bool]string{true: "LostStateError", false: "DamagedError"}[tc.lost])
 			}
@@ -260,7 +261,7 @@ func checkSnapshotFallback(t *testing.T, configure func(int, *raftnode.Config), 
 // term-index-time).
 func logBounds(t *testing.T, dir string) (first, last, snap uint64) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	db, err := bolt.Open(filepath.Join(dir, datadir.RaftDBFile), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func logBounds(t *testing.T, dir string) (first, last, snap uint64) {
 // deleteLogEntries removes the given indexes from a stopped member's log.
 func deleteLogEntries(t *testing.T, dir string, idxs ...uint64) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(filepath.Join(dir, datadir.RaftDBFile), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // walSegmentSize keeps test segments small, so a few hundred entries span
@@ -21,7 +22,7 @@ import (
 const walSegmentSize = 2 << 10
 
 func useWAL(_ int, cfg *raftnode.Config) {
-	cfg.LogStore, cfg.WALSegmentSize = raftnode.LogStoreWAL, walSegmentSize
+	cfg.LogStore, cfg.WALSegmentSize = datadir.LogStoreWAL, walSegmentSize
 }
 
 // seededWALDataDir is seededDataDir on the raft-wal log store.
@@ -60,14 +61,14 @@ func seededWALDataDirState(t *testing.T) (string, []byte) {
 
 func walOpenCfg(dir string) raftnode.Config {
 	cfg := openCfg(dir)
-	cfg.LogStore, cfg.WALSegmentSize = raftnode.LogStoreWAL, walSegmentSize
+	cfg.LogStore, cfg.WALSegmentSize = datadir.LogStoreWAL, walSegmentSize
 	return cfg
 }
 
 // segmentFiles returns the data dir's segment files, oldest first.
 func segmentFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	ms, _ := filepath.Glob(filepath.Join(dir, raftnode.WALDir, "*.wal"))
+	ms, _ := filepath.Glob(filepath.Join(dir, datadir.WALDir, "*.wal"))
 	sort.Strings(ms)
 	if len(ms) < 2 {
 		t.Fatalf("precondition: want a sealed segment and a tail, have %v", ms)
@@ -118,7 +119,7 @@ func setByte(t *testing.T, path string, off int64, v byte) {
 // coordd checks the segments first and refuses with one clear line.
 func TestDamagedWALIsRefused(t *testing.T) {
 	seed := seededWALDataDir(t)
-	wal := func(d string) string { return filepath.Join(d, raftnode.WALDir) }
+	wal := func(d string) string { return filepath.Join(d, datadir.WALDir) }
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, dir string)
@@ -178,7 +179,7 @@ func TestDamagedWALIsRefused(t *testing.T) {
 		// its checksum and only zeros follow. The append was never
 		// acknowledged, so the log ends one entry earlier.
 		dir := copyDir(t, seed)
-		before, err := raftnode.InspectDataDir(dir)
+		before, err := datadir.InspectDataDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestDamagedWALIsRefused(t *testing.T) {
 		tail := s[len(s)-1]
 		es := frames(t, tail, 1)
 		flipBytes(t, tail, es[len(es)-1]+12, 1)
-		after, err := raftnode.InspectDataDir(dir)
+		after, err := datadir.InspectDataDir(dir)
 		if err != nil {
 			t.Fatalf("inspect with a torn last batch: %v", err)
 		}
@@ -211,9 +212,9 @@ func TestLogStoreIsRecordedAndKept(t *testing.T) {
 		name, dir, open, recorded string
 		prepare                   func(t *testing.T, dir string)
 	}{
-		{"wal data dir opened with bolt", walDir, raftnode.LogStoreBolt, raftnode.LogStoreWAL, nil},
-		{"bolt data dir opened with wal", boltDir, raftnode.LogStoreWAL, raftnode.LogStoreBolt, nil},
-		{"older bolt data dir (no record) opened with wal", boltDir, raftnode.LogStoreWAL, raftnode.LogStoreBolt, dropLogStoreKey},
+		{"wal data dir opened with bolt", walDir, datadir.LogStoreBolt, datadir.LogStoreWAL, nil},
+		{"bolt data dir opened with wal", boltDir, datadir.LogStoreWAL, datadir.LogStoreBolt, nil},
+		{"older bolt data dir (no record) opened with wal", boltDir, datadir.LogStoreWAL, datadir.LogStoreBolt, dropLogStoreKey},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +230,7 @@ func TestLogStoreIsRecordedAndKept(t *testing.T) {
 				n.Shutdown()
 				t.Fatal("Open accepted the other log store")
 			}
-			var me *raftnode.LogStoreMismatchError
+			var me *datadir.LogStoreMismatchError
 			if !errors.As(err, &me) || me.Recorded != tc.recorded || !strings.Contains(err.Error(), "--raft-log-store "+tc.recorded) {
 				t.Fatalf("Open error %v, want a LogStoreMismatchError naming %s", err, tc.recorded)
 			}
@@ -244,7 +245,7 @@ func TestLogStoreIsRecordedAndKept(t *testing.T) {
 				t.Fatalf("Open with the recorded store: %v", err)
 			}
 			n.Shutdown()
-			rep, err := raftnode.InspectDataDir(dir)
+			rep, err := datadir.InspectDataDir(dir)
 			if err != nil || rep.LogStore != tc.recorded {
 				t.Fatalf("inspect: %v, log store %q, want %q", err, rep.LogStore, tc.recorded)
 			}
@@ -256,8 +257,8 @@ func TestLogStoreIsRecordedAndKept(t *testing.T) {
 // opened without a choice, is created on DefaultLogStore (raft-wal) and
 // records it; reopened without a choice it stays there.
 func TestNewDataDirGetsTheDefaultLogStore(t *testing.T) {
-	if raftnode.DefaultLogStore != raftnode.LogStoreWAL {
-		t.Fatalf("DefaultLogStore = %q, want %q (docs/operations.md#raft-log-store)", raftnode.DefaultLogStore, raftnode.LogStoreWAL)
+	if datadir.DefaultLogStore != datadir.LogStoreWAL {
+		t.Fatalf("DefaultLogStore = %q, want %q (docs/operations.md#raft-log-store)", datadir.DefaultLogStore, datadir.LogStoreWAL)
 	}
 	dir := filepath.Join(t.TempDir(), "data")
 	for round := range 2 {
@@ -273,12 +274,12 @@ func TestNewDataDirGetsTheDefaultLogStore(t *testing.T) {
 			}
 		}
 		n.Shutdown()
-		rep, err := raftnode.InspectDataDir(dir)
-		if err != nil || rep.LogStore != raftnode.LogStoreWAL {
-			t.Fatalf("after open %d: inspect %v, log store %q, want %q", round, err, rep.LogStore, raftnode.LogStoreWAL)
+		rep, err := datadir.InspectDataDir(dir)
+		if err != nil || rep.LogStore != datadir.LogStoreWAL {
+			t.Fatalf("after open %d: inspect %v, log store %q, want %q", round, err, rep.LogStore, datadir.LogStoreWAL)
 		}
-		if _, err := os.Stat(filepath.Join(dir, raftnode.WALDir)); err != nil {
-			t.Fatalf("after open %d: no %s/: %v", round, raftnode.WALDir, err)
+		if _, err := os.Stat(filepath.Join(dir, datadir.WALDir)); err != nil {
+			t.Fatalf("after open %d: no %s/: %v", round, datadir.WALDir, err)
 		}
 	}
 }
@@ -287,7 +288,7 @@ func TestNewDataDirGetsTheDefaultLogStore(t *testing.T) {
 // recorded the log store.
 func dropLogStoreKey(t *testing.T, dir string) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(dir, raftnode.RaftDBFile), 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(filepath.Join(dir, datadir.RaftDBFile), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,11 +303,11 @@ func dropLogStoreKey(t *testing.T, dir string) {
 // recover rewrites the configuration, restore seeds a wal member.
 func TestWALInspectRecoverRestore(t *testing.T) {
 	dir, final := seededWALDataDirState(t)
-	rep, err := raftnode.InspectDataDir(dir)
+	rep, err := datadir.InspectDataDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.LogStore != raftnode.LogStoreWAL || rep.FirstIndex == 0 || rep.LastIndex <= rep.Snapshots[0].Index {
+	if rep.LogStore != datadir.LogStoreWAL || rep.FirstIndex == 0 || rep.LastIndex <= rep.Snapshots[0].Index {
 		t.Fatalf("inspect: store %q, log %d..%d, newest snapshot at %d", rep.LogStore, rep.FirstIndex, rep.LastIndex, rep.Snapshots[0].Index)
 	}
 	if !bytes.Equal(snapshotBytes(t, rep.State), final) {
@@ -317,11 +318,11 @@ func TestWALInspectRecoverRestore(t *testing.T) {
 	if err := raftnode.RecoverDataDir(dir, servers); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
-	after, err := raftnode.InspectDataDir(dir)
+	after, err := datadir.InspectDataDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(after.Configuration) != 2 || after.LogStore != raftnode.LogStoreWAL {
+	if len(after.Configuration) != 2 || after.LogStore != datadir.LogStoreWAL {
 		t.Fatalf("after recover: configuration %v, store %q", after.Configuration, after.LogStore)
 	}
 
@@ -330,18 +331,18 @@ func TestWALInspectRecoverRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdir := filepath.Join(t.TempDir(), "restored")
-	if _, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: rdir, ID: "n0", RaftAddr: "inmem-n0",
-		Body: &snap, Index: rep.LastIndex, Term: rep.LastTerm, LogStore: raftnode.LogStoreWAL,
+	if _, err := datadir.RestoreDataDir(datadir.RestoreConfig{Dir: rdir, ID: "n0", RaftAddr: "inmem-n0",
+		Body: &snap, Index: rep.LastIndex, Term: rep.LastTerm, LogStore: datadir.LogStoreWAL,
 		IDFloor: rep.State.NextID() + 1000}); err != nil {
 		t.Fatal(err)
 	}
 	// The allocator floors entry went into the wal log.
-	if rr, err := raftnode.InspectDataDir(rdir); err != nil || rr.LogStore != raftnode.LogStoreWAL || rr.LastIndex != rep.LastIndex+1 {
+	if rr, err := datadir.InspectDataDir(rdir); err != nil || rr.LogStore != datadir.LogStoreWAL || rr.LastIndex != rep.LastIndex+1 {
 		t.Fatalf("restored data dir: %v; store %q, last index %d, want %d", err, rr.LogStore, rr.LastIndex, rep.LastIndex+1)
 	}
 	cfg := openCfg(rdir)
-	cfg.LogStore = raftnode.LogStoreBolt
-	var me *raftnode.LogStoreMismatchError
+	cfg.LogStore = datadir.LogStoreBolt
+	var me *datadir.LogStoreMismatchError
 	if n, err := raftnode.Open(cfg); !errors.As(err, &me) {
 		if err == nil {
 			n.Shutdown()
@@ -388,7 +389,7 @@ func TestBoltFreelistSettingsInterchange(t *testing.T) {
 		{"old settings on a file the new ones wrote", func(o *bolt.Options) { o.NoFreelistSync, o.FreelistType = false, bolt.FreelistArrayType }},
 		{"new settings again", nil},
 	} {
-		rep, err := raftnode.InspectDataDir(dir)
+		rep, err := datadir.InspectDataDir(dir)
 		if err != nil {
 			t.Fatalf("%s: inspect: %v", tc.name, err)
 		}

@@ -8,7 +8,8 @@ import (
 )
 
 // reasonedAgainst lists the library versions whose internals parts of this
-// package reason about, with the files holding that reasoning. The
+// package and of its data dir (datadir/) reason about, with the files
+// holding that reasoning (paths relative to raftnode/). The
 // arguments there (when raft sends or installs a snapshot, what it deletes
 // after one, what it does on a stable-store error, how a lease and a
 // transfer behave, raft-wal's segment format and its repairs) were read in
@@ -18,11 +19,12 @@ var reasonedAgainst = []struct {
 	files           []string
 }{
 	{"github.com/hashicorp/raft", "v1.8.0", []string{
-		"lease.go", "transfer_guard.go", "stale_snapshot.go", "log_retention.go", "log_reach.go",
-		"storage_health.go", "stable_wait.go", "vote_record.go", "snapshot_replay.go", "membership.go", "node.go",
+		"lease.go", "transfer_guard.go", "stale_snapshot.go", "log_retention.go", "storage_health.go",
+		"snapshot_replay.go", "membership.go", "node.go",
+		"datadir/log_reach.go", "datadir/stable_wait.go", "datadir/vote_record.go",
 	}},
 	{"github.com/hashicorp/raft-wal", "v0.4.2", []string{
-		"storage_check_wal.go", "log_reach.go", "logstore.go", "snapshot_cleanup.go",
+		"datadir/storage_check_wal.go", "datadir/log_reach.go", "datadir/logstore.go", "datadir/snapshot_cleanup.go",
 	}},
 }
 
@@ -47,6 +49,14 @@ func TestLibraryVersionsAreTheOnesReasonedAbout(t *testing.T) {
 			t.Errorf("go.mod requires %s %s, but raftnode's reasoning about its internals was checked against %s: "+
 				"re-read it in %s against %s, then update reasonedAgainst", r.module, got, r.version,
 				strings.Join(r.files, ", "), got)
+		}
+	}
+	for _, r := range reasonedAgainst {
+		for _, f := range r.files {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("reasonedAgainst names %s for %s, but it is not there (%v): a file that moved or was "+
+					"split must stay on the list under its new name", f, r.module, err)
+			}
 		}
 	}
 	if strings.Contains(string(mod), "github.com/hashicorp/raft =>") || strings.Contains(string(mod), "github.com/hashicorp/raft-wal =>") {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // TestWALFollowerCatchesUpAfterSnapshotPastItsLog: a raft-wal follower that
@@ -43,11 +44,11 @@ func TestWALFollowerCatchesUpAfterSnapshotPastItsLog(t *testing.T) {
 		t.Fatalf("precondition: n%d already has a snapshot", f)
 	}
 	c.stop(f)
-	old, err := raftnode.InspectDataDir(c.cfgs[f].DataDir)
+	old, err := datadir.InspectDataDir(c.cfgs[f].DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.LogStore != raftnode.LogStoreWAL || old.FirstIndex == 0 {
+	if old.LogStore != datadir.LogStoreWAL || old.FirstIndex == 0 {
 		t.Fatalf("precondition: stopped n%d has log store %q, log %d..%d; want a non-empty wal log",
 			f, old.LogStore, old.FirstIndex, old.LastIndex)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // BenchmarkCommittedWrite is a committed write through a 3-member
@@ -31,7 +32,7 @@ func BenchmarkCommittedWrite(b *testing.B) {
 		{"bolt-freelist-synced-array", func(c *raftnode.Config) {
 			c.BoltOptions = func(o *bolt.Options) { o.NoFreelistSync, o.FreelistType = false, bolt.FreelistArrayType }
 		}},
-		{"wal", func(c *raftnode.Config) { c.LogStore = raftnode.LogStoreWAL }},
+		{"wal", func(c *raftnode.Config) { c.LogStore = datadir.LogStoreWAL }},
 		{"MaxAppendEntries=16", func(c *raftnode.Config) { c.MaxAppendEntries = 16 }},
 		{"MaxAppendEntries=1024", func(c *raftnode.Config) { c.MaxAppendEntries = 1024 }},
 		{"NoFreelistSync", func(c *raftnode.Config) { c.BoltOptions = func(o *bolt.Options) { o.NoFreelistSync = true } }},

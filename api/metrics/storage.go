@@ -4,14 +4,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // storageWrites are the kinds of durable write a member reports on, with
 // their label values in coordd_storage_write_failing.
 var storageWrites = map[string]string{
-	raftnode.WriteTermVote: "term_and_vote",
-	raftnode.WriteLog:      "raft_log",
-	raftnode.WriteSnapshot: "snapshot",
+	datadir.WriteTermVote: "term_and_vote",
+	datadir.WriteLog:      "raft_log",
+	datadir.WriteSnapshot: "snapshot",
 }
 
 // registerStorage adds the gauges of the member's durable writes

@@ -15,6 +15,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -237,8 +238,8 @@ func (c serveConfig) validate() error {
 			return badConfig("%s must be at least 5ms, got %v", d.name, d.v)
 		}
 	}
-	if c.Raft.LogStore != "" && !raftnode.ValidLogStore(c.Raft.LogStore) {
-		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, c.Raft.LogStore)
+	if c.Raft.LogStore != "" && !datadir.ValidLogStore(c.Raft.LogStore) {
+		return badConfig("--raft-log-store must be %s or %s, got %q", datadir.LogStoreBolt, datadir.LogStoreWAL, c.Raft.LogStore)
 	}
 	if c.Raft.WALSegmentSize != 0 && (c.Raft.WALSegmentSize < minWALSegmentSize || c.Raft.WALSegmentSize > maxWALSegmentSize) {
 		return badConfig("--raft-wal-segment-size must be 0 (raft-wal's default) or in %d..%d bytes, got %d",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coordd/coordd/backup"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -65,7 +66,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 		"and never below the backup's TSO limit); more than a day ahead of the clock needs --yes")
 	yes := fs.Bool("yes", false, "confirm a --ts-floor-ms more than a day ahead of this machine's clock")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	logStore := fs.String("raft-log-store", raftnode.DefaultLogStore, "the log store the member will run on: wal or bolt (serve records it; serve's default keeps it)")
+	logStore := fs.String("raft-log-store", datadir.DefaultLogStore, "the log store the member will run on: wal or bolt (serve records it; serve's default keeps it)")
 	if err := parseOffline(fs, args, "snapshot", "data-dir", "id", "raft-addr", "id-floor"); err != nil {
 		return err
 	}
@@ -73,23 +74,23 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil || floor == 0 {
 		return badConfig("--id-floor: want a positive integer, got %q", *idFloor)
 	}
-	if floor > raftnode.MaxRestoreIDFloor {
-		return badConfig("--id-floor %d leaves too few IDs below 2^63 (segment and other IDs are int64): at most %d (2^62)", floor, raftnode.MaxRestoreIDFloor)
+	if floor > datadir.MaxRestoreIDFloor {
+		return badConfig("--id-floor %d leaves too few IDs below 2^63 (segment and other IDs are int64): at most %d (2^62)", floor, datadir.MaxRestoreIDFloor)
 	}
 	if *tsFloor < 0 || *tsFloor >= 1<<46 {
 		return badConfig("--ts-floor-ms: %d is not a Unix time in ms", *tsFloor)
 	}
-	if *tsFloor > raftnode.MaxRestoreTSOFloorMs {
+	if *tsFloor > datadir.MaxRestoreTSOFloorMs {
 		return badConfig("--ts-floor-ms %d (%s) leaves less than a year below the timestamp limit (46-bit physical part, %s): at most %d",
-			*tsFloor, utcMs(*tsFloor), utcMs(1<<46), raftnode.MaxRestoreTSOFloorMs)
+			*tsFloor, utcMs(*tsFloor), utcMs(1<<46), datadir.MaxRestoreTSOFloorMs)
 	}
 	now := time.Now()
 	if ahead := now.Add(restoreTSOConfirm).UnixMilli(); *tsFloor > ahead && !*yes {
 		return badConfig("--ts-floor-ms %d (%s) is more than a day ahead of this machine's clock (%s): the restored cluster's timestamps "+
 			"would run that far ahead of real time; add --yes if that is meant", *tsFloor, utcMs(*tsFloor), now.UTC().Format(time.RFC3339))
 	}
-	if !raftnode.ValidLogStore(*logStore) {
-		return badConfig("--raft-log-store must be %s or %s, got %q", raftnode.LogStoreBolt, raftnode.LogStoreWAL, *logStore)
+	if !datadir.ValidLogStore(*logStore) {
+		return badConfig("--raft-log-store must be %s or %s, got %q", datadir.LogStoreBolt, datadir.LogStoreWAL, *logStore)
 	}
 	if err := vocab.ValidateMemberID(*id); err != nil {
 		return badConfig("--id: %v", err)
@@ -113,7 +114,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 		return badConfig("--id-floor %d is below the backup's own next ID %d; give the old cluster's highest next ID (or more)", floor, st.NextID())
 	}
 	tso := max(*tsFloor, now.Add(restoreTSOMargin).UnixMilli(), st.TSOLimitPhysicalMs())
-	ident, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
+	ident, err := datadir.RestoreDataDir(datadir.RestoreConfig{Dir: *dir, ID: *id, RaftAddr: *raftAddr,
 		Body: bf.Body(), Index: bf.Header.Index, Term: bf.Header.Term, IDFloor: floor, TSOFloorMs: tso, NowMs: now.UnixMilli(),
 		LogStore: *logStore})
 	if err != nil {
@@ -142,7 +143,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseOffline(fs, args, "data-dir"); err != nil {
 		return err
 	}
-	rep, err := raftnode.InspectDataDir(*dir)
+	rep, err := datadir.InspectDataDir(*dir)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *asJSON {
 		return writeJSONTo(stdout, struct {
-			*raftnode.DataDirReport
+			*datadir.DataDirReport
 			State backup.Summary `json:"state"`
 			// The allocators, for `coordd restore --id-floor` / --ts-floor-ms.
 			NextID   uint64 `json:"allocator_next_id"`
@@ -166,7 +167,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "Current term:\t%d\n", rep.CurrentTerm)
 	fmt.Fprintf(w, "Log store:\t%s\n", rep.LogStore)
 	fmt.Fprintf(w, "Last index:\t%d (term %d)\n", rep.LastIndex, rep.LastTerm)
-	fmt.Fprintf(w, "Log reach:\tentries up to %d stored durably (%s)\n", rep.LogReach, raftnode.LogReachFile)
+	fmt.Fprintf(w, "Log reach:\tentries up to %d stored durably (%s)\n", rep.LogReach, datadir.LogReachFile)
 	if rep.FirstIndex == 0 {
 		fmt.Fprintf(w, "Log:\tempty (the state is all in the newest snapshot)\n")
 	} else {
@@ -257,7 +258,7 @@ func recoverCmd(args []string, stdout, stderr io.Writer) error {
 	if err := raftnode.RecoverDataDir(*dir, servers); err != nil {
 		return err
 	}
-	rep, err := raftnode.InspectDataDir(*dir)
+	rep, err := datadir.InspectDataDir(*dir)
 	if err != nil {
 		return fmt.Errorf("read the recovered data dir back: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // runCmd runs coordd with args and returns the exit code and output.
@@ -91,7 +92,7 @@ func TestRestoreInspectRecover(t *testing.T) {
 		t.Fatalf("inspect: exit %d: %s", code, errs)
 	}
 	var rep struct {
-		Identity      raftnode.Identity `json:"identity"`
+		Identity      datadir.Identity  `json:"identity"`
 		CurrentTerm   uint64            `json:"current_term"`
 		LastIndex     uint64            `json:"last_index"`
 		LastTerm      uint64            `json:"last_term"`
@@ -123,7 +124,7 @@ func TestRestoreInspectRecover(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "n1=127.0.0.1:7201, n4=127.0.0.1:7204") {
 		t.Fatalf("recover: exit %d\n%s%s", code, out, errs)
 	}
-	after, err := raftnode.InspectDataDir(dir)
+	after, err := datadir.InspectDataDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

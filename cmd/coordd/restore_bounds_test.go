@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // TestRestoreAcceptsFloorsUpToTheBounds: the largest ID and timestamp
@@ -22,8 +22,8 @@ func TestRestoreAcceptsFloorsUpToTheBounds(t *testing.T) {
 		idFloor, tsMs string
 		extra         []string
 	}{
-		{"2^62 and the last timestamp floor", strconv.FormatUint(raftnode.MaxRestoreIDFloor, 10),
-			strconv.FormatInt(raftnode.MaxRestoreTSOFloorMs, 10), []string{"--yes"}},
+		{"2^62 and the last timestamp floor", strconv.FormatUint(datadir.MaxRestoreIDFloor, 10),
+			strconv.FormatInt(datadir.MaxRestoreTSOFloorMs, 10), []string{"--yes"}},
 		{"a floor in 2100 with --yes", "100", "4102444800000", []string{"--yes"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -54,9 +54,9 @@ func TestRestoreDataDirRefusesUnusableFloors(t *testing.T) {
 	for _, c := range []struct {
 		id uint64
 		ts int64
-	}{{raftnode.MaxRestoreIDFloor + 1, 0}, {1 << 63, 0}, {100, raftnode.MaxRestoreTSOFloorMs + 1}, {100, -1}} {
+	}{{datadir.MaxRestoreIDFloor + 1, 0}, {1 << 63, 0}, {100, datadir.MaxRestoreTSOFloorMs + 1}, {100, -1}} {
 		dir := filepath.Join(t.TempDir(), "d")
-		_, err := raftnode.RestoreDataDir(raftnode.RestoreConfig{Dir: dir, ID: "n1", RaftAddr: "127.0.0.1:7101", Index: 7, Term: 3,
+		_, err := datadir.RestoreDataDir(datadir.RestoreConfig{Dir: dir, ID: "n1", RaftAddr: "127.0.0.1:7101", Index: 7, Term: 3,
 			IDFloor: c.id, TSOFloorMs: c.ts})
 		if err == nil {
 			t.Fatalf("floors %d, %d: restored", c.id, c.ts)

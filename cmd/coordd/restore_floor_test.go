@@ -13,7 +13,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -97,7 +97,7 @@ func TestAuditRestoreReissuesIDs(t *testing.T) {
 	if code, out, errs := runCmd("restore", "--snapshot", file, "--data-dir", dir, "--id", "n1", "--raft-addr", "127.0.0.1:7101", "--id-floor", floor); code != 0 {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
 	}
-	rep, err := raftnode.InspectDataDir(dir)
+	rep, err := datadir.InspectDataDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

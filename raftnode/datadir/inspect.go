@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"errors"
@@ -12,6 +12,13 @@ import (
 
 	"github.com/coordd/coordd/fsm"
 )
+
+// Server is one entry of a raft configuration.
+type Server struct {
+	ID       string
+	RaftAddr string
+	Voter    bool
+}
 
 // SnapshotInfo is one raft snapshot in a data dir.
 type SnapshotInfo struct {
@@ -98,7 +105,7 @@ func InspectDataDir(dir string) (*DataDirReport, error) {
 			logs = &walLog{}
 		}
 	}
-	err = guard(dir, "reading the log", func() error { return inspectInto(out, store, logs, snaps) })
+	err = Guard(dir, "reading the log", func() error { return inspectInto(out, store, logs, snaps) })
 	return out, err
 }
 
@@ -113,7 +120,7 @@ type logReader interface {
 // writer's lock.
 func openReadOnly(dir string) (*raftboltdb.BoltStore, error) {
 	var store *raftboltdb.BoltStore
-	err := guard(dir, "opening "+RaftDBFile, func() error {
+	err := Guard(dir, "opening "+RaftDBFile, func() error {
 		var oerr error
 		store, oerr = raftboltdb.New(raftboltdb.Options{
 			Path:        filepath.Join(dir, RaftDBFile),

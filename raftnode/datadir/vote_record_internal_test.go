@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"encoding/binary"
@@ -32,7 +32,7 @@ func damageNewestMeta(t *testing.T, dir string) {
 
 func openTestStorage(t *testing.T, dir string) (*Storage, error) {
 	t.Helper()
-	return OpenStorage(Config{ID: "n1", DataDir: dir})
+	return Open(Options{ID: "n1", Dir: dir})
 }
 
 // TestRolledBackTermOrVoteIsRefused: raft stores a term or a vote, then

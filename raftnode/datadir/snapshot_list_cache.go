@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"sync"
@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// snapshotListCache remembers the snapshot store's List between snapshots.
+// SnapshotCache remembers the snapshot store's List between snapshots.
 // raft's FileSnapshotStore answers List by reading the snapshot directory
 // and decoding every snapshot's meta.json, and coordd asks on hot paths:
 // Status reports the newest snapshot on every call, log compaction
@@ -18,20 +18,20 @@ import (
 // and by InstallSnapshot on a follower), and FileSnapshotStore reaps old
 // snapshots inside the sink's Close. So the cache is dropped whenever a
 // sink created here is closed or cancelled, and refilled by the next List.
-type snapshotListCache struct {
+type SnapshotCache struct {
 	raft.SnapshotStore
 	mu     sync.Mutex
 	valid  bool
 	cached []*raft.SnapshotMeta
 }
 
-func newSnapshotListCache(s raft.SnapshotStore) *snapshotListCache {
-	return &snapshotListCache{SnapshotStore: s}
+func newSnapshotCache(s raft.SnapshotStore) *SnapshotCache {
+	return &SnapshotCache{SnapshotStore: s}
 }
 
 // List returns the snapshots newest first, as the wrapped store does. The
 // metas are copies: callers may not change what the next caller sees.
-func (c *snapshotListCache) List() ([]*raft.SnapshotMeta, error) {
+func (c *SnapshotCache) List() ([]*raft.SnapshotMeta, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.loadLocked(); err != nil {
@@ -47,7 +47,7 @@ func (c *snapshotListCache) List() ([]*raft.SnapshotMeta, error) {
 
 // NewestIndex is the index of the newest snapshot (false: none), from
 // the same cached list as List, without copying it.
-func (c *snapshotListCache) NewestIndex() (uint64, bool, error) {
+func (c *SnapshotCache) NewestIndex() (uint64, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.loadLocked(); err != nil {
@@ -60,7 +60,7 @@ func (c *snapshotListCache) NewestIndex() (uint64, bool, error) {
 }
 
 // Create starts a snapshot whose Close or Cancel drops the cached list.
-func (c *snapshotListCache) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+func (c *SnapshotCache) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
 	sink, err := c.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
 	if err != nil {
@@ -69,7 +69,7 @@ func (c *snapshotListCache) Create(version raft.SnapshotVersion, index, term uin
 	return &invalidatingSink{SnapshotSink: sink, cache: c}, nil
 }
 
-func (c *snapshotListCache) invalidate() {
+func (c *SnapshotCache) invalidate() {
 	c.mu.Lock()
 	c.valid, c.cached = false, nil
 	c.mu.Unlock()
@@ -77,7 +77,7 @@ func (c *snapshotListCache) invalidate() {
 
 type invalidatingSink struct {
 	raft.SnapshotSink
-	cache *snapshotListCache
+	cache *SnapshotCache
 }
 
 func (s *invalidatingSink) Close() error {
@@ -92,7 +92,7 @@ func (s *invalidatingSink) Cancel() error {
 
 // loadLocked lists the wrapped store's snapshots unless the cached list is
 // still valid (no snapshot created or removed since).
-func (c *snapshotListCache) loadLocked() error {
+func (c *SnapshotCache) loadLocked() error {
 	if c.valid {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package raftnode_test
+package datadir_test
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/raftnode/datadir"
 )
 
 // BenchmarkStoreLogs is the leader's and each follower's per-round storage
@@ -75,7 +75,7 @@ func BenchmarkStoreLogs(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer w2.Close()
-			wr, err := raftnode.WithLogReach(b.TempDir(), w2)
+			wr, err := datadir.WithLogReach(b.TempDir(), w2)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func BenchmarkStoreLogs(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer b2.Close()
-			br, err := raftnode.WithLogReach(b.TempDir(), b2)
+			br, err := datadir.WithLogReach(b.TempDir(), b2)
 			if err != nil {
 				b.Fatal(err)
 			}

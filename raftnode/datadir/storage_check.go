@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"encoding/binary"
@@ -49,7 +49,7 @@ func checkStorage(dir string, logger hclog.Logger) (storageReport, error) {
 	case fi.Size() == 0:
 		rep.dbMissing, rep.dbLost = true, RaftDBFile+" is empty"
 	default:
-		if err := guard(dir, "checking "+RaftDBFile, func() error { return checkBolt(dir, path, fi.Size(), &rep) }); err != nil {
+		if err := Guard(dir, "checking "+RaftDBFile, func() error { return checkBolt(dir, path, fi.Size(), &rep) }); err != nil {
 			return rep, err
 		}
 	}

@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"runtime"
@@ -70,7 +70,7 @@ type stableWait struct {
 	// channel are served first come, first served.
 	turn chan struct{}
 
-	fault writeFault
+	fault WriteFault
 	// waiting counts the writes waiting right now (Shutdown skips its
 	// settle wait while one does: raft answers nothing meanwhile).
 	mu      sync.Mutex
@@ -103,9 +103,9 @@ func (w *stableWait) until(what string, write func() error) {
 	}
 	defer func() { <-w.turn }()
 	err := write()
-	if began, _ := w.fault.record(err, w.now()); began {
+	if began, _ := w.fault.Record(err, w.now()); began {
 		w.logger.Error("cannot store its "+what+"; it takes no part in elections or replication until it can, retrying",
-			"error", err, "disk_full", isDiskFull(err))
+			"error", err, "disk_full", IsDiskFull(err))
 	}
 	if err == nil {
 		return
@@ -121,7 +121,7 @@ func (w *stableWait) until(what string, write func() error) {
 		case <-w.after(delay):
 		}
 		err = write()
-		if _, ended := w.fault.record(err, w.now()); ended {
+		if _, ended := w.fault.Record(err, w.now()); ended {
 			w.logger.Info("stored its "+what+" after failing; it takes part again",
 				"failing_for", w.now().Sub(start).Round(time.Millisecond), "attempts", attempt+1)
 		}
@@ -129,7 +129,7 @@ func (w *stableWait) until(what string, write func() error) {
 			return
 		}
 		if attempt%100 == 0 {
-			w.logger.Error("still cannot store its "+what, "error", err, "disk_full", isDiskFull(err), "attempts", attempt+1)
+			w.logger.Error("still cannot store its "+what, "error", err, "disk_full", IsDiskFull(err), "attempts", attempt+1)
 		}
 		delay = min(2*delay, stableRetryMax)
 	}
@@ -151,14 +151,4 @@ func (w *stableWait) blocked() bool {
 // stopWaiting ends every wait, now and later (Shutdown).
 func (w *stableWait) stopWaiting() {
 	w.quitOnce.Do(func() { close(w.quit) })
-}
-
-// settleTimeout is how long Shutdown lets the entries already with raft be
-// answered: not at all while a term or vote write waits, since raft
-// answers nothing until it returns.
-func (n *Node) settleTimeout() time.Duration {
-	if n.storage.stable.wait.blocked() {
-		return 0
-	}
-	return shutdownSettleTimeout
 }

@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ func TestTermWriteWaitsUntilDurable(t *testing.T) {
 	go func() { returned <- s.SetUint64(keyCurrentTerm, 7) }()
 	for range 3 {
 		c := nextTimer(t, timers, returned)
-		f, ok := s.wait.fault.fault(WriteTermVote)
+		f, ok := s.wait.fault.Fault(WriteTermVote)
 		if !ok || !f.DiskFull || !errors.Is(f, syscall.ENOSPC) {
 			t.Fatalf("while waiting: fault %v, %v; want a disk-full term-and-vote fault", f, ok)
 		}
@@ -87,7 +87,7 @@ func TestTermWriteWaitsUntilDurable(t *testing.T) {
 	if rec, ok, err := loadVoteRecord(s.dir); err != nil || !ok || rec.CurrentTerm != 7 {
 		t.Fatalf("%s: %+v %v %v, want term 7", VoteFile, rec, ok, err)
 	}
-	if f, ok := s.wait.fault.fault(WriteTermVote); ok {
+	if f, ok := s.wait.fault.Fault(WriteTermVote); ok {
 		t.Fatalf("fault %v after the write succeeded", f)
 	}
 }

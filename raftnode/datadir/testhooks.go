@@ -1,10 +1,13 @@
-package raftnode
+package datadir
 
 import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
+
+// Hooks for tests of other packages (raftnode's cluster tests): nothing in
+// the product calls them.
 
 // FailStableWritesForTest puts a switch under the member's term and vote
 // writes to raft.db: while it holds an error, every such write fails with

@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"os"
@@ -66,7 +66,7 @@ func TestFailedSnapshotLeavesNoTmpDir(t *testing.T) {
 	if left := tmpSnapshotDirs(t, dir); len(left) > 0 {
 		t.Fatalf("a failed snapshot left %v", left)
 	}
-	if f, ok := st.snapshotFault().fault(WriteSnapshot); !ok || !strings.Contains(f.Error(), "cannot write a snapshot") {
+	if f, ok := st.SnapshotFault().Fault(WriteSnapshot); !ok || !strings.Contains(f.Error(), "cannot write a snapshot") {
 		t.Fatalf("fault after a failed snapshot: %v %v", f, ok)
 	}
 
@@ -80,7 +80,7 @@ func TestFailedSnapshotLeavesNoTmpDir(t *testing.T) {
 	if left := tmpSnapshotDirs(t, dir); len(left) > 0 {
 		t.Fatalf("left %v", left)
 	}
-	if f, ok := st.snapshotFault().fault(WriteSnapshot); ok {
+	if f, ok := st.SnapshotFault().Fault(WriteSnapshot); ok {
 		t.Fatalf("fault %v after a snapshot succeeded", f)
 	}
 	if metas, err := st.snaps.List(); err != nil || len(metas) != 1 || metas[0].Index != 12 {

@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"errors"
@@ -43,7 +43,7 @@ type cleaningSnapshotStore struct {
 	mu   sync.Mutex
 	open map[string]bool // temporary directory names of unfinished sinks
 
-	fault writeFault
+	fault WriteFault
 }
 
 // newCleaningSnapshotStore wraps store, whose snapshots live in
@@ -93,14 +93,14 @@ func (c *cleaningSnapshotStore) finish(id string) {
 // recordLocked notes a failed snapshot write, logging the start of a run of
 // failures.
 func (c *cleaningSnapshotStore) recordLocked(err error) {
-	if began, _ := c.fault.record(err, c.now()); began {
+	if began, _ := c.fault.Record(err, c.now()); began {
 		c.logger.Error("cannot write snapshots; the log is not compacted until one succeeds", "error", err,
-			"disk_full", isDiskFull(err))
+			"disk_full", IsDiskFull(err))
 	}
 }
 
 func (c *cleaningSnapshotStore) recordDone() {
-	if _, ended := c.fault.record(nil, c.now()); ended {
+	if _, ended := c.fault.Record(nil, c.now()); ended {
 		c.logger.Info("writes snapshots again")
 	}
 }

@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"testing"
@@ -55,7 +55,7 @@ func TestSnapshotListCacheFollowsEverySnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	inner := &countingSnapshots{SnapshotStore: files}
-	c := newSnapshotListCache(inner)
+	c := newSnapshotCache(inner)
 
 	if got := newestIndexOf(t, c); got != 0 {
 		t.Fatalf("empty store: newest %d", got)

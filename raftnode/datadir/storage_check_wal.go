@@ -1,4 +1,4 @@
-package raftnode
+package datadir
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func checkWAL(dir string, rep *storageReport) (*walLog, error) {
 		return &walLog{}, nil
 	}
 	var ps waltypes.PersistentState
-	if err := guard(dir, "checking "+WALDir+"/"+walMetaFile, func() error { return readWALMeta(dir, metaPath, &ps) }); err != nil {
+	if err := Guard(dir, "checking "+WALDir+"/"+walMetaFile, func() error { return readWALMeta(dir, metaPath, &ps) }); err != nil {
 		return nil, err
 	}
 	log := &walLog{}

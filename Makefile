@@ -11,8 +11,14 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 # bin/tools on first use, so a fresh machine needs nothing beforehand.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# versitygw, a real S3 server (Apache-2.0), pinned: the object-store tests
+# run against it (testutil/s3server.go finds it at this path). v1.8.0 is
+# the first release whose conditional PUTs are atomic per key, which
+# objectstore.Create's exclusivity relies on. `make test` installs it.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW         := $(BIN)/tools/versitygw-$(VERSITYGW_VERSION)/versitygw
 
-.PHONY: all build run run-secure test test-short bench jepsen proto openapi lint fuzz clean
+.PHONY: all build run run-secure test test-short bench jepsen proto openapi lint fuzz clean tools
 
 all: build
 
@@ -40,8 +46,10 @@ run: build
 run-secure: build
 	$(BIN)/coordd dev --secure --data-dir ./data/dev-secure
 
-test: build lint
-	$(GO) test $(GOFLAGS_B) -count=1 -timeout 12m ./...
+# COORDD_REQUIRE_REAL_SERVERS=1: a test that needs a pinned server from
+# bin/tools (versitygw) fails when it is missing instead of skipping.
+test: build lint tools
+	COORDD_REQUIRE_REAL_SERVERS=1 $(GO) test $(GOFLAGS_B) -count=1 -timeout 12m ./...
 
 bench: build
 	bash bench/run.sh
@@ -84,6 +92,12 @@ lint: $(STATICCHECK)
 
 $(STATICCHECK):
 	GOFLAGS= GOBIN=$(CURDIR)/$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# The pinned servers and tools the tests use, built once into bin/tools.
+tools: $(STATICCHECK) $(VERSITYGW)
+
+$(VERSITYGW):
+	GOFLAGS= GOBIN=$(CURDIR)/$(dir $(VERSITYGW)) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 fuzz:
 	$(GO) test $(GOFLAGS_B) -run=^$$ -fuzz=FuzzDecode -fuzztime=30s ./commands

@@ -11,8 +11,8 @@ import (
 )
 
 // checkExclusiveCreate: a second Create of a key fails with ErrExists and
-// leaves the first object; of concurrent creators exactly one wins.
-func checkExclusiveCreate(t *testing.T, url string) {
+// leaves the first object; of writers concurrent creators exactly one wins.
+func checkExclusiveCreate(t *testing.T, url string, writers int) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, url)
@@ -35,7 +35,7 @@ func checkExclusiveCreate(t *testing.T, url string) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var won []string
-		for w := range 4 {
+		for w := range writers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -61,9 +61,7 @@ func checkExclusiveCreate(t *testing.T, url string) {
 	}
 }
 
-func TestDirectoryCreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, t.TempDir()) }
-
-func TestS3CreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, fakeS3(t, "manifests")) }
+func TestDirectoryCreateIsExclusive(t *testing.T) { checkExclusiveCreate(t, t.TempDir(), 32) }
 
 // A created object's directory entry is synced before Create returns, and
 // so is every directory Create had to make (in its parent), top down: a

@@ -60,6 +60,12 @@ var (
 	ErrInvalidKey = errors.New("objectstore: invalid key")
 	ErrInvalidURL = errors.New("objectstore: invalid URL")
 	ErrExists     = errors.New("objectstore: object already exists")
+	// ErrAccessDenied: the server refused the request's credentials or
+	// their permissions (wrong key or secret, expired token, a key not
+	// allowed on the bucket).
+	ErrAccessDenied = errors.New("objectstore: access denied")
+	// ErrNoBucket: the s3:// URL names a bucket the server does not have.
+	ErrNoBucket = errors.New("objectstore: no such bucket")
 )
 
 // ObjectInfo describes one listed object.
@@ -158,10 +164,39 @@ func (s *bucket) URL() string  { return s.url }
 func (s *bucket) Close() error { return s.b.Close() }
 
 func (s *bucket) wrap(op, key string, err error) error {
+	switch code := s3Code(err); {
+	case code == "NoSuchBucket":
+		return fmt.Errorf("%w: %s %s in %s: the bucket does not exist (create it first): %w", ErrNoBucket, op, key, s.url, err)
+	case deniedCode(code) || gcerrors.Code(err) == gcerrors.PermissionDenied:
+		return fmt.Errorf("%w to %s: %s %s refused: check the S3 credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
+			"or the credentials file and profile) and the key's permissions on the bucket: %w", ErrAccessDenied, s.url, op, key, err)
+	}
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return fmt.Errorf("%w: %s %s in %s", ErrNotFound, op, key, s.url)
 	}
 	return fmt.Errorf("objectstore: %s %s in %s: %w", op, key, s.url, err)
+}
+
+// deniedCode: code is an S3 error code of a refused identity or
+// permission (gocloud maps only AccessDenied and Forbidden to
+// PermissionDenied).
+func deniedCode(code string) bool {
+	switch code {
+	case "AccessDenied", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired",
+		"XAdminUserNotFound": // versitygw's answer (a 404) to an access key it does not know
+		return true
+	}
+	return false
+}
+
+// s3Code is the S3 error code in err's chain ("" when none): the AWS
+// SDK's API errors have an ErrorCode method.
+func s3Code(err error) string {
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) {
+		return coded.ErrorCode()
+	}
+	return ""
 }
 
 func (s *bucket) Put(ctx context.Context, key string, data []byte) error {

@@ -3,39 +3,12 @@ package objectstore
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
-
-// fakeS3 starts an S3-protocol server on loopback and returns an s3:// URL
-// for bucket in it.
-func fakeS3(t *testing.T, bucket string) string {
-	t.Helper()
-	backend := s3mem.New()
-	if err := backend.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: gofakes3.New(backend).Server()}
-	go srv.Serve(lis)
-	t.Cleanup(func() { srv.Close() })
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	return "s3://" + bucket + "?endpoint=http://" + lis.Addr().String() + "&use_path_style=true&region=us-east-1"
-}
 
 // exercise runs the same contract against any backend.
 func exercise(t *testing.T, url string) {
@@ -121,22 +94,6 @@ func TestDirectoryStore(t *testing.T) {
 	defer s.Close()
 	if got, err := s.Get(context.Background(), "insert_log/1/2/3/100/9"); err != nil || string(got) != "first" {
 		t.Fatalf("bare path: %q, %v", got, err)
-	}
-}
-
-func TestS3Store(t *testing.T) {
-	exercise(t, fakeS3(t, "binlogs"))
-}
-
-func TestS3MissingBucketFails(t *testing.T) {
-	url := strings.Replace(fakeS3(t, "binlogs"), "s3://binlogs", "s3://nobucket", 1)
-	s, err := Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Put(context.Background(), "a/b", []byte("x")); err == nil {
-		t.Fatal("Put into a missing bucket succeeded")
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,7 @@ type rowResult struct {
 	Pushes    int64
 	Probe     summary // a one-checkpoint write every 100 ms: the longest stall
 	LeaderCPU float64 // leader CPU cores used (CPU s / wall s)
+	SelfCPU   float64 // this load generator's CPU cores (same machine)
 	RSS       map[string]float64
 	Elections uint64
 	Snapshots map[string]int // raft snapshots taken per member during the row
@@ -226,9 +228,11 @@ func (e *env) loadRow(ctx context.Context, factor float64, d time.Duration, fp *
 		cpu0 = cpuSeconds(lead.pid())
 	}
 	term0 := e.maxTerm(ctx)
+	self0 := cpuSeconds(os.Getpid())
 	t0 := time.Now()
 	wg.Wait()
 	wall := time.Since(t0)
+	res.SelfCPU = (cpuSeconds(os.Getpid()) - self0) / wall.Seconds()
 	if lead != nil && lead.running() {
 		res.LeaderCPU = (cpuSeconds(lead.pid()) - cpu0) / wall.Seconds()
 	}

@@ -104,6 +104,9 @@ func step(format string, args ...any) {
 // before an error.
 func runScale(ctx context.Context, cfg config) (*report, error) {
 	rep := &report{cfg: cfg, start: time.Now(), loadStart: loadAvg()}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		rep.commit = strings.TrimSpace(string(out))
+	}
 	root := cfg.Dir
 	if root == "" {
 		d, err := os.MkdirTemp("", "coordd-scale-")

@@ -4,15 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"net"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"testing"
 	"time"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/coordd/coordd/binlog"
 	"github.com/coordd/coordd/objectstore"
@@ -209,16 +204,17 @@ func TestFlushWritesBinlogsAndCheckpoints(t *testing.T) {
 // are, and each row ends in exactly one Flushed segment.
 func TestTakeoverExactlyOnce(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { takeoverExactlyOnce(t, seed, nil) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { takeoverExactlyOnce(t, seed, "", nil) })
 	}
 }
 
 // takeoverExactlyOnce: random inserts into random segments of two
 // VChannels, rounds of flushing some segments and taking over; every row
-// must end in exactly one Flushed segment.
-func takeoverExactlyOnce(t *testing.T, seed int64, opt func(*Config)) *rig {
+// must end in exactly one Flushed segment. url is the object store (""
+// = a directory).
+func takeoverExactlyOnce(t *testing.T, seed int64, url string, opt func(*Config)) *rig {
 	rng := rand.New(rand.NewSource(seed))
-	r := newRigWith(t, "", opt)
+	r := newRigWith(t, url, opt)
 	pk := int64(1)
 	nextSeg := int64(100)
 	open := map[int64]int64{} // segment -> collection
@@ -309,38 +305,6 @@ func TestUnknownVChannelSkipped(t *testing.T) {
 	r.waitFlushed(10)
 	if got := r.persisted(); len(got) != 1 || got[3] != 1 {
 		t.Fatalf("persisted %v, want only pk 3", got)
-	}
-}
-
-// The flusher writes through any object store: here an S3-protocol server
-// started by the test.
-func TestFlushToS3(t *testing.T) {
-	backend := s3mem.New()
-	if err := backend.CreateBucket("binlogs"); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: gofakes3.New(backend).Server()}
-	go srv.Serve(lis)
-	t.Cleanup(func() { srv.Close() })
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	r := newRigWithStore(t, "s3://binlogs?endpoint=http://"+lis.Addr().String()+"&use_path_style=true&region=us-east-1")
-	r.coord.segment(10, 1, testP+"_1v0")
-	r.insert(1, 10, 1, 2, 3)
-	r.coord.flush(r.term, 10)
-	r.waitFlushed(10)
-	if got := r.persisted(); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
-		t.Fatalf("persisted %v", got)
-	}
-	keys, err := r.store.List(context.Background(), "insert_log/1/0/10/")
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("objects in the bucket: %v, %v", keys, err)
 	}
 }
 

@@ -106,7 +106,7 @@ func bufferedRows(m *Manager) int64 {
 func TestTakeoverExactlyOnceWithPartialSaves(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			r := takeoverExactlyOnce(t, seed, func(c *Config) { c.SaveBytes = 4 * rowBytes })
+			r := takeoverExactlyOnce(t, seed, "", func(c *Config) { c.SaveBytes = 4 * rowBytes })
 			multi := 0
 			r.coord.mu.Lock()
 			for _, s := range r.coord.segs {

@@ -13,15 +13,14 @@ import (
 
 // DefaultHeartbeatTimeout is the raft heartbeat timeout of a member that
 // sets none; its election and step-down timeouts default to the same
-// value (docs/operations.md#raft-timeouts). On a 2-core
-// machine shared with other work, 200 ms timeouts (the earlier defaults)
-// gave 9 elections in 10 minutes at load 19-35 with nothing injected, and
-// 67 in 25 minutes at load 8-12; 400 ms gave 1 in the same 10 minutes on
-// the same machine, while failover under that load went from a median of
-// 0.59 s to 1.2 s (bench/RESULTS.md "Leadership on a busy machine"). A
-// leader's step-down timeout equal to the heartbeat timeout loses nothing:
-// no follower starts an election before it has missed the leader for a
-// heartbeat timeout anyway, and the read lease is separate (leaseFor).
+// value (docs/operations.md#raft-timeouts). On the project's 2-core
+// machine at load 17-43 from other work, nothing injected, 200 ms timeouts
+// (the earlier defaults) gave 35 elections in 39 minutes and 400 ms gave 2,
+// while failover under that load went from a median of 0.59 s to 1.2 s
+// (bench/RESULTS.md "Leadership on a busy machine"). A leader's step-down
+// timeout equal to the heartbeat timeout loses nothing: no follower starts
+// an election before it has missed the leader for a heartbeat timeout
+// anyway, and the read lease is separate (leaseFor).
 const DefaultHeartbeatTimeout = 400 * time.Millisecond
 
 // Config describes one raft member. Zero durations take the defaults below.

@@ -46,8 +46,8 @@ func Rejected(r *logpb.Rejection) error {
 // nothing done, or the outcome unknown), and Apply's refusal comes back as
 // a *RejectedError. A nil error means c was applied and accepted; with an
 // error there is no result.
-func Commit(ctx context.Context, p Proposer, c Command) (*logpb.Result, error) {
-	res, err := p.Propose(ctx, c)
+func Commit(ctx context.Context, p Proposer, c Command, opts ...Option) (*logpb.Result, error) {
+	res, err := p.Propose(ctx, c, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -59,10 +59,10 @@ func Commit(ctx context.Context, p Proposer, c Command) (*logpb.Result, error) {
 
 // CommitNew builds body with New and commits it with Commit. A validation
 // error (ErrInvalid, ErrTooLarge) comes back before anything is proposed.
-func CommitNew(ctx context.Context, p Proposer, body proto.Message, requestID string) (*logpb.Result, error) {
+func CommitNew(ctx context.Context, p Proposer, body proto.Message, requestID string, opts ...Option) (*logpb.Result, error) {
 	c, err := New(body, requestID)
 	if err != nil {
 		return nil, err
 	}
-	return Commit(ctx, p, c)
+	return Commit(ctx, p, c, opts...)
 }

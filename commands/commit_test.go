@@ -16,7 +16,7 @@ type answeringProposer struct {
 	calls int
 }
 
-func (p *answeringProposer) Propose(context.Context, Command) (*logpb.Result, error) {
+func (p *answeringProposer) Propose(context.Context, Command, ...Option) (*logpb.Result, error) {
 	p.calls++
 	return p.res, p.err
 }

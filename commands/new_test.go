@@ -95,7 +95,7 @@ func TestDecisionTermContext(t *testing.T) {
 
 type recordingProposer struct{ got []Command }
 
-func (p *recordingProposer) Propose(_ context.Context, c Command) (*logpb.Result, error) {
+func (p *recordingProposer) Propose(_ context.Context, c Command, _ ...Option) (*logpb.Result, error) {
 	p.got = append(p.got, c)
 	return &logpb.Result{}, nil
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -12,7 +13,9 @@ import (
 // behind it is docs/architecture.md#command-flow.
 type Proposer interface {
 	// Propose commits c (built by New) and returns its result once the
-	// entry is committed and applied on this node.
+	// entry is committed and applied on this node, proposed as opts say.
+	// Every Proposer reads c, ctx's scope and opts through Prepare, so the
+	// raft node and a fake cannot read them differently.
 	//
 	// A nil error means the command was applied: the result is either a
 	// success or a Rejection, a deterministic refusal that every replica
@@ -28,10 +31,82 @@ type Proposer interface {
 	// leadership.ErrOutcomeUnknown, ...).
 	//
 	// c carries its decision term (Command.DecidedIn, or the term of a
-	// leader routine's ctx, see WithDecisionTerm); Apply refuses it with
+	// leader routine's scope, see WithDecisionTerm); Apply refuses it with
 	// REJECT_STALE once a newer leader has established itself
 	// (docs/architecture.md#fencing).
-	Propose(ctx context.Context, c Command) (*logpb.Result, error)
+	Propose(ctx context.Context, c Command, opts ...Option) (*logpb.Result, error)
+}
+
+// Option is one of a proposal's optional parameters (OnQueued, Chained).
+// A proposal with none is a plain one.
+type Option func(*options)
+
+type options struct {
+	onQueued func()
+	chained  bool
+}
+
+// OnQueued has the Proposer call f once, from Propose, as soon as the
+// command has its place in the order entries are submitted to the log: a
+// command proposed after f returned is submitted after this one, so if
+// both reach the log this one is before it. f is called before the command
+// commits, and never when Propose fails before queueing it. A caller that
+// orders its own work by log order uses it (the manifest committer
+// releases its segment lock there, docs/semantics.md#manifest-pipelining;
+// the broadcaster hands a resource key to the next task).
+func OnQueued(f func()) Option { return func(o *options) { o.onQueued = f } }
+
+// Chained marks a proposal made right behind an earlier one of the
+// caller's that is still in flight (a broadcast's create queued behind the
+// completion it follows, docs/semantics.md#resource-keys): a Proposer that
+// bounds the entries in flight may send it while that bound is reached,
+// one entry beyond it, so its round overlaps the earlier one's instead of
+// following it. The order of queued proposals is unchanged.
+func Chained() Option { return func(o *options) { o.chained = true } }
+
+// Proposal is a proposal as every Proposer reads it (Prepare): the command
+// with its scope stamped in, and the options.
+type Proposal struct {
+	// Command is c with its decision term and caller node filled in from
+	// ctx's scope where it carries none of its own.
+	Command Command
+	// Chained: the caller asked for Chained.
+	Chained bool
+	// Routine says the proposal comes from a leader routine (ctx's scope,
+	// WithLeaderRoutine): a Proposer with a bounded queue lets it wait for
+	// room instead of refusing it.
+	Routine bool
+
+	onQueued func()
+	once     *sync.Once
+}
+
+// Prepare is the one reader of a proposal, shared by every Proposer: it
+// stamps c with ctx's scope (decision term, caller node) where c has none
+// of its own, and applies opts. A Proposer calls it first and then reads
+// only the Proposal.
+func Prepare(ctx context.Context, c Command, opts ...Option) Proposal {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	s := scopeOf(ctx)
+	if c.LeaderTerm == 0 {
+		c.LeaderTerm = s.decisionTerm // a leader routine's own term
+	}
+	if c.CallerNode == 0 {
+		c.CallerNode = s.callerNode // the node credential the API checked
+	}
+	return Proposal{Command: c, Chained: o.chained, Routine: s.routine, onQueued: o.onQueued, once: new(sync.Once)}
+}
+
+// Queued tells the caller's OnQueued function, if any, that the command has
+// its place in log order. A Proposer calls it once it has; later calls do
+// nothing.
+func (p Proposal) Queued() {
+	if p.onQueued != nil && p.once != nil {
+		p.once.Do(p.onQueued)
+	}
 }
 
 // Propose builds body with New and proposes it with p. A validation error
@@ -45,77 +120,4 @@ func Propose(ctx context.Context, p Proposer, body proto.Message, requestID stri
 		return nil, err
 	}
 	return p.Propose(ctx, c)
-}
-
-type decisionTermKey struct{}
-
-// WithDecisionTerm returns ctx marked with the raft term in which a leader
-// routine makes its decisions (the term it was started in). A command
-// proposed with such a context and no LeaderTerm of its own carries that
-// term, so Apply refuses it once a newer leader has established itself,
-// however long the routine took to notice it was deposed.
-func WithDecisionTerm(ctx context.Context, term uint64) context.Context {
-	return context.WithValue(ctx, decisionTermKey{}, term)
-}
-
-// DecisionTerm returns the term WithDecisionTerm put into ctx, or 0.
-func DecisionTerm(ctx context.Context) uint64 {
-	t, _ := ctx.Value(decisionTermKey{}).(uint64)
-	return t
-}
-
-type callerNodeKey struct{}
-
-// WithCallerNode returns ctx marked with the node identity of the
-// authenticated node credential a call comes from (the API server sets it
-// once it has checked that the caller may speak for the session the call
-// names). A command proposed with such a context and no CallerNode of its
-// own carries it, and Apply refuses the command if it speaks for a session
-// bound to another identity (docs/security.md#per-node-identity).
-func WithCallerNode(ctx context.Context, node uint64) context.Context {
-	return context.WithValue(ctx, callerNodeKey{}, node)
-}
-
-// CallerNode returns the node identity WithCallerNode put into ctx, or 0.
-func CallerNode(ctx context.Context) uint64 {
-	n, _ := ctx.Value(callerNodeKey{}).(uint64)
-	return n
-}
-
-type queuedKey struct{}
-
-// WithQueued returns ctx carrying f, for a caller that orders its own
-// work by log order (the manifest committer, docs/semantics.md#manifest-pipelining).
-// A Proposer that supports it calls f once, from Propose, as soon as the
-// command has its place in the order entries are submitted to the log:
-// a command proposed after f returned is submitted after this one, so if
-// both reach the log this one is before it. It is called before the
-// command commits, and never when Propose fails before queueing it. A
-// Proposer may not support it at all (test fakes): a caller must also
-// treat Propose's return as the end of the wait (sync.Once).
-func WithQueued(ctx context.Context, f func()) context.Context {
-	return context.WithValue(ctx, queuedKey{}, f)
-}
-
-type chainedKey struct{}
-
-// WithChained marks a proposal made right behind an earlier one of the
-// caller's that is still in flight (a broadcast's create queued behind the
-// completion it follows, docs/semantics.md#resource-keys): a Proposer that
-// bounds the entries in flight may send it while that bound is reached,
-// one entry beyond it, so its round overlaps the earlier one's instead of
-// following it. The order of queued proposals is unchanged.
-func WithChained(ctx context.Context) context.Context {
-	return context.WithValue(ctx, chainedKey{}, true)
-}
-
-// Chained reports whether ctx marks a chained proposal (WithChained).
-func Chained(ctx context.Context) bool { return ctx.Value(chainedKey{}) != nil }
-
-// NotifyQueued calls the function WithQueued put into ctx, if any. A
-// Proposer calls it once c is queued in log order.
-func NotifyQueued(ctx context.Context) {
-	if f, _ := ctx.Value(queuedKey{}).(func()); f != nil {
-		f()
-	}
 }

@@ -22,12 +22,11 @@ func TestChainedProposalGoesOutBeyondTheInflightBound(t *testing.T) {
 
 	blocker := startReserve(context.Background(), n)
 	stalled.waitEntered(t)
-	chained := commands.WithChained(context.Background())
-	first := startReserve(chained, n)
+	first := startReserve(context.Background(), n, commands.Chained())
 	testutil.Eventually(t, "the chained proposal out in a second entry", func() bool { return n.ProposalQueue().Inflight == 2 })
 	normal := startReserve(context.Background(), n)
 	testutil.Eventually(t, "the normal proposal waiting", func() bool { return n.ProposalQueue().Pending == 1 })
-	behind := startReserve(chained, n)
+	behind := startReserve(context.Background(), n, commands.Chained())
 	testutil.Eventually(t, "the chained proposal behind it waiting", func() bool { return n.ProposalQueue().Pending == 2 })
 	testutil.Never(t, "a third entry out", 50*time.Millisecond, func() bool { return n.ProposalQueue().Inflight > 2 })
 

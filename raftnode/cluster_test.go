@@ -309,12 +309,12 @@ func (c *testCluster) writeOnLeader(prefix string, k int, exclude ...int) {
 }
 
 // propose builds a command with commands.New and proposes it on n.
-func propose(ctx context.Context, n *raftnode.Node, body proto.Message, requestID string) (*logpb.Result, error) {
+func propose(ctx context.Context, n *raftnode.Node, body proto.Message, requestID string, opts ...commands.Option) (*logpb.Result, error) {
 	c, err := commands.New(body, requestID)
 	if err != nil {
 		return nil, err
 	}
-	return n.Propose(ctx, c)
+	return n.Propose(ctx, c, opts...)
 }
 
 // mustPropose proposes on node i and fails the test on any error.

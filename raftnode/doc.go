@@ -11,9 +11,9 @@
 //     Snapshot and Restore. It publishes each new fsm.State through an
 //     atomic pointer; readers load it without locks.
 //   - One batcher goroutine turns concurrent Propose calls into log entries
-//     (group commit), with at most maxInflightEntries entries in flight,
+//     (group commit), with at most Config.MaxInflightEntries entries in flight,
 //     and one more for a chained proposal at the head of the queue
-//     (commands.WithChained).
+//     (commands.Chained).
 //   - One goroutine drains raft's NotifyCh (buffered, never blocked) and runs
 //     the establish/revoke sequence; leader routines run under a context that
 //     is cancelled on step-down, and revoke waits for them to exit.

@@ -101,7 +101,7 @@ func (l *leadership) establish(ctx context.Context) {
 	term := n.raft.CurrentTerm()
 	// The routines' proposals (and LeaderEstablished) wait for room in
 	// the proposal queue; only callers' proposals are refused when it is full.
-	ctx = withRoutine(ctx)
+	ctx = commands.WithLeaderRoutine(ctx, 0)
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return
@@ -126,7 +126,7 @@ func (l *leadership) establish(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	// Every proposal a routine makes carries the term it was started in.
-	ctx = commands.WithDecisionTerm(ctx, term)
+	ctx = commands.WithLeaderRoutine(ctx, term)
 	var wg sync.WaitGroup
 	for name, r := range routines {
 		wg.Add(1)

@@ -21,8 +21,8 @@ const maxEntryBodyBytes = 2 << 20
 // Propose commits one command built by commands.New (which validated it)
 // and returns its result once it is applied on this node. The command's
 // LeaderTerm is its decision term: set explicitly (Command.DecidedIn), else
-// taken from ctx (a leader routine's context carries its own term, see
-// commands.WithDecisionTerm), else the term current at submission. Apply
+// taken from ctx's scope (a leader routine's context carries its own term,
+// see commands.WithLeaderRoutine), else the term current at submission. Apply
 // refuses it once a newer leader has established itself. Errors:
 // *NotLeaderError (nothing done), ErrOutcomeUnknown, ErrShuttingDown,
 // commands.ErrInvalid for a command not built by commands.New (nothing done),
@@ -30,17 +30,13 @@ const maxEntryBodyBytes = 2 << 20
 // already (nothing done; a leader routine's proposal waits instead),
 // *StateBudgetError for a command that grows the state while it is at its
 // Config.StateBudget (nothing done; state_budget.go). Once
-// the command is queued, Propose calls ctx's commands.WithQueued hook.
-func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+// the command is queued, Propose calls its commands.OnQueued function.
+func (n *Node) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	if !c.Checked() {
 		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = commands.DecisionTerm(ctx) // a leader routine's own term
-	}
-	if c.CallerNode == 0 {
-		c.CallerNode = commands.CallerNode(ctx) // the node credential the API checked
-	}
+	pr := commands.Prepare(ctx, c, opts...) // the one reader of c's scope and opts
+	c = pr.Command
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("propose %s: %w (not submitted)", c.Type, err)
 	}
@@ -50,15 +46,15 @@ func (n *Node) Propose(ctx context.Context, c commands.Command) (*logpb.Result, 
 	if err := n.gauge.admit(c); err != nil {
 		return nil, err // the memory guard: never proposed, nothing done
 	}
-	p := &proposal{cmd: c, size: proto.Size(c.Body), chained: commands.Chained(ctx), done: make(chan proposalResult, 1)}
-	if err := n.proposer.q.offer(ctx, p, isRoutine(ctx), n.closed); err != nil {
+	p := &proposal{cmd: c, size: proto.Size(c.Body), chained: pr.Chained, done: make(chan proposalResult, 1)}
+	if err := n.proposer.q.offer(ctx, p, pr.Routine, n.closed); err != nil {
 		return nil, err
 	}
 	// p is in the FIFO queue now, and the one batcher submits entries in
 	// queue order: anything offered after this point goes to the log after
-	// p (commands.WithQueued; the manifest committer releases its segment
+	// p (commands.OnQueued; the manifest committer releases its segment
 	// lock here).
-	commands.NotifyQueued(ctx)
+	pr.Queued()
 	start := time.Now()
 	select {
 	case r := <-p.done:
@@ -77,7 +73,7 @@ type proposal struct {
 	cmd  commands.Command
 	size int
 	// chained: heading the queue, p may go out in an entry beyond the
-	// inflight bound (commands.WithChained).
+	// inflight bound (commands.Chained).
 	chained bool
 	done    chan proposalResult
 }
@@ -92,7 +88,7 @@ type proposalResult struct {
 // waiting on raft at once. Under light load each proposal goes out alone at
 // once; under heavy load entries grow instead of queueing, and once
 // `inflight` entries are with raft, proposals wait in q, which refuses
-// callers past its bound. A chained proposal (commands.WithChained) at the
+// callers past its bound. A chained proposal (commands.Chained) at the
 // head of the queue may take one more entry slot (chainSlot), so it goes
 // out while the entry it follows is in flight; the queue's order holds.
 type batcher struct {

@@ -37,7 +37,7 @@ const MaxInflightEntriesLimit = 64
 const OverloadRetryAfter = 100 * time.Millisecond
 
 // routineReserve is extra channel room for leader routines' proposals,
-// which wait for room instead of being refused (see withRoutine), so a
+// which wait for room instead of being refused (commands.WithLeaderRoutine), so a
 // client flood cannot starve the routines that keep the cluster healthy.
 const routineReserve = 256
 
@@ -115,16 +115,3 @@ func (q *proposalQueue) taken() { q.pending.Add(-1) }
 func (q *proposalQueue) stats() QueueStats {
 	return QueueStats{Max: q.max, Pending: max(q.pending.Load(), 0), Admitted: q.admitted.Load(), Rejected: q.rejected.Load()}
 }
-
-// routineKey marks the context of a leader routine (see withRoutine).
-type routineKey struct{}
-
-// withRoutine marks ctx as a leader routine's: its proposals wait for room
-// in the queue instead of being refused. Routines propose little (a
-// timestamp window, an ack, a node marked down) and must not be shut out
-// by a client flood; every client call's context lacks the mark.
-func withRoutine(ctx context.Context) context.Context {
-	return context.WithValue(ctx, routineKey{}, true)
-}
-
-func isRoutine(ctx context.Context) bool { return ctx.Value(routineKey{}) != nil }

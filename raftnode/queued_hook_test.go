@@ -13,7 +13,7 @@ import (
 )
 
 // TestProposeCallsQueuedHookBeforeCommitInQueueOrder: Propose calls the
-// commands.WithQueued hook once the command is queued, while it is not
+// commands.OnQueued function once the command is queued, while it is not
 // yet applied (here the apply loop is stalled, so a hook called at commit
 // would never come), and the commands are applied in the order their
 // hooks were called. A proposal refused before queueing never calls it.
@@ -33,14 +33,14 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 	for i := range k {
 		hooked := make(chan struct{})
 		var calls atomic.Int32
-		ctx := commands.WithQueued(context.Background(), func() {
+		hook := commands.OnQueued(func() {
 			if calls.Add(1) == 1 {
 				close(hooked)
 			}
 		})
 		results[i] = make(chan proposeResult, 1)
 		go func() {
-			res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
+			res, err := propose(context.Background(), n, &logpb.ReserveIDs{Count: 1}, "", hook)
 			if calls.Load() != 1 {
 				t.Errorf("proposal %d: hook called %d times, want once", i, calls.Load())
 			}
@@ -61,11 +61,10 @@ func TestProposeCallsQueuedHookBeforeCommitInQueueOrder(t *testing.T) {
 	}
 	wantReservedInOrder(t, "hook", results)
 
-	ctx, cancel := context.WithCancel(commands.WithQueued(context.Background(), func() {
-		t.Error("hook called for a proposal refused before queueing")
-	}))
+	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, ""); err == nil {
+	refused := commands.OnQueued(func() { t.Error("hook called for a proposal refused before queueing") })
+	if _, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "", refused); err == nil {
 		t.Fatal("a proposal with an ended context succeeded")
 	}
 }
@@ -125,10 +124,10 @@ type proposeResult struct {
 
 // startReserve proposes ReserveIDs{Count: 1} on n from a goroutine and
 // returns where its result will arrive.
-func startReserve(ctx context.Context, n *raftnode.Node) chan proposeResult {
+func startReserve(ctx context.Context, n *raftnode.Node, opts ...commands.Option) chan proposeResult {
 	ch := make(chan proposeResult, 1)
 	go func() {
-		res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "")
+		res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1}, "", opts...)
 		ch <- proposeResult{res, err}
 	}()
 	return ch

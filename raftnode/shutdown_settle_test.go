@@ -24,7 +24,7 @@ func TestShutdownAnswersEntriesAlreadyWithRaft(t *testing.T) {
 		heldIndex := n.Raft().LastIndex()
 		// A chained proposal goes out beyond the one entry in flight, so
 		// it commits behind the held entry and waits in raft's apply queue.
-		queued := startReserve(commands.WithChained(context.Background()), n)
+		queued := startReserve(context.Background(), n, commands.Chained())
 		testutil.Eventually(t, "the second entry committed", func() bool { return n.Raft().CommitIndex() > heldIndex })
 
 		stopped := make(chan error, 1)

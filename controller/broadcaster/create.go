@@ -52,13 +52,13 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 			return
 		}
 		started := time.Now()
-		pctx := ts.ctx
+		var chained []commands.Option
 		if len(body.AfterBroadcasts) > 0 {
 			// Queued right behind the completion it follows: let it go out
-			// while that completion is in flight (commands.WithChained).
-			pctx = commands.WithChained(ts.ctx)
+			// while that completion is in flight (commands.Chained).
+			chained = append(chained, commands.Chained())
 		}
-		res, err := ts.m.proposeRetrying(pctx, body, requestID)
+		res, err := ts.m.proposeRetrying(ts.ctx, body, requestID, chained...)
 		for attempt := 1; len(body.AfterBroadcasts) > 0 && isOrderRefusal(err); attempt++ {
 			ts.m.cfg.Metrics.createReordered()
 			behind := guard.pending()

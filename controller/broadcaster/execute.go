@@ -139,8 +139,8 @@ func (ts *termState) complete(log hclog.Logger, t *task, cps []*logpb.VChannelCh
 	// Once the completion is queued, anything proposed later lands after
 	// it in the log: the next conflicting task may propose its create now
 	// (handoff.go).
-	queued := commands.WithQueued(ts.ctx, func() { ts.handOff(t) })
-	res, err := commands.CommitNew(queued, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "")
+	handOff := commands.OnQueued(func() { ts.handOff(t) })
+	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "", handOff)
 	var rej *commands.RejectedError
 	switch {
 	case errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_NOT_FOUND:

@@ -509,7 +509,7 @@ func newRequestID() string {
 	return "broadcast-create-" + hex.EncodeToString(b[:])
 }
 
-// proposeRetrying commits body with requestID (commands.CommitNew: a
+// proposeRetrying commits body with requestID and opts (commands.CommitNew: a
 // refusal is a *commands.RejectedError) and, while the outcome is unknown
 // and ctx lives, proposes it again (the FSM returns the first result for a
 // repeated request ID).
@@ -521,11 +521,11 @@ func newRequestID() string {
 // node no longer leads, it shuts down, ctx ended) says nothing about the
 // earlier attempt, so the error returned then still wraps
 // leadership.ErrOutcomeUnknown (docs/semantics.md#error-classes).
-func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string) (*logpb.Result, error) {
+func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string, opts ...commands.Option) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	var unknown error // the first attempt whose outcome was unknown
 	for {
-		res, err := commands.CommitNew(ctx, m.leader, body, requestID)
+		res, err := commands.CommitNew(ctx, m.leader, body, requestID, opts...)
 		if err == nil {
 			return res, nil
 		}

@@ -181,18 +181,21 @@ func (l *Leader) VerifyLeader(context.Context) error {
 }
 
 // Propose applies c (built by commands.New) at once after running the
-// hooks, in the order proposals were queued (it calls ctx's
-// commands.WithQueued hook once c has its place). c carries its decision term (its own LeaderTerm, else ctx's
-// commands.DecisionTerm, else the fake's raft term), so the FSM fences it
-// as on a replica. A rejection comes back in the result, as from raftnode.
-func (l *Leader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+// hooks, in the order proposals were queued (it calls the commands.OnQueued
+// function once c has its place). It reads c, ctx's scope and opts through
+// commands.Prepare,
+// as raftnode does: c carries its decision term (its own LeaderTerm, else
+// the scope's, else the fake's raft term) and caller node, so the FSM
+// fences it as on a replica. A chained or routine proposal is like any
+// other here (the fake has no bound on entries in flight). A rejection
+// comes back in the result, as from raftnode.
+func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	if !c.Checked() {
 		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
 	}
+	pr := commands.Prepare(ctx, c, opts...)
+	c = pr.Command
 	body := c.Body
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = commands.DecisionTerm(ctx)
-	}
 	decided := c.LeaderTerm
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -221,13 +224,13 @@ func (l *Leader) Propose(ctx context.Context, c commands.Command) (*logpb.Result
 		l.mu.Unlock()
 	}
 
-	// Queued: like raftnode's Propose, tell ctx's commands.WithQueued hook;
-	// whatever is proposed from now on applies after c.
+	// Queued: like raftnode's Propose, tell the OnQueued function; whatever is
+	// proposed from now on applies after c.
 	l.mu.Lock()
 	ticket := l.queued
 	l.queued++
 	l.mu.Unlock()
-	commands.NotifyQueued(ctx)
+	pr.Queued()
 	l.mu.Lock()
 	hook := l.queuedHook
 	l.mu.Unlock()
@@ -297,7 +300,7 @@ func AppliedOf[T proto.Message](l *Leader) []T {
 }
 
 // DecisionTerms returns, for every applied body in order, the decision
-// term it was proposed with (commands.Command.DecidedIn or
+// term it was proposed with (commands.Command.DecidedIn or the scope's,
 // commands.WithDecisionTerm), or 0 when it came without one.
 func (l *Leader) DecisionTerms() []uint64 {
 	l.mu.Lock()

@@ -170,14 +170,16 @@ func (c *Committer) pauseForTest(ctx context.Context) {
 }
 
 // propose commits the publications as one command decided in term, under
-// request ID attemptID (requestID for a first attempt). rej is Apply's
-// refusal of this very command (nil: none).
-func (c *Committer) propose(ctx context.Context, term uint64, requestID, attemptID string, pubs []*logpb.ManifestPublish) ([]*coordpb.CommitSegmentManifestResponse, *commands.RejectedError, error) {
+// request ID attemptID (requestID for a first attempt), calling onQueued
+// once it has its place in log order (commands.OnQueued). rej is
+// Apply's refusal of this very command (nil: none).
+func (c *Committer) propose(ctx context.Context, term uint64, requestID, attemptID string, pubs []*logpb.ManifestPublish,
+	onQueued func()) ([]*coordpb.CommitSegmentManifestResponse, *commands.RejectedError, error) {
 	cmd, err := commands.New(&logpb.CommitSegmentManifests{Publishes: pubs}, attemptID)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := commands.Commit(ctx, c.leader, cmd.DecidedIn(term))
+	res, err := commands.Commit(ctx, c.leader, cmd.DecidedIn(term), commands.OnQueued(onQueued))
 	var rej *commands.RejectedError
 	if !errors.As(err, &rej) {
 		rej = nil

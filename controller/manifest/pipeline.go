@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
@@ -32,7 +31,7 @@ type member struct {
 }
 
 // lockRelease releases an attempt's locks exactly once: when the
-// proposal is queued (commands.WithQueued), or when Propose returns
+// proposal is queued (commands.OnQueued), or when Propose returns
 // without having said so (an error before queueing, or a Leader that
 // does not call the hook), or when the attempt ends before proposing.
 type lockRelease struct {
@@ -91,18 +90,18 @@ func (c *Committer) proposeMembers(ctx context.Context, term uint64, requestID s
 		pipelined = pipelined || m.b.onTail
 	}
 	var queued atomic.Bool
-	qctx := commands.WithQueued(ctx, func() {
+	onQueued := func() {
 		rel.release(func() {
 			queued.Store(true)
 			for _, m := range ms {
 				c.tails.queued(m.id, m.b, m.nt)
 			}
 		})
-	})
+	}
 	if pipelined {
 		c.cfg.Metrics.pipelined()
 	}
-	out, rej, err := c.propose(qctx, term, requestID, attemptRequestID(requestID, attempt), pubs)
+	out, rej, err := c.propose(ctx, term, requestID, attemptRequestID(requestID, attempt), pubs, onQueued)
 	for i, m := range ms {
 		o := unknown
 		switch {

@@ -21,7 +21,7 @@ import (
 // roundLeader is a fake leader whose log commits in rounds of a fixed
 // period: each round applies, in order, everything queued when it starts,
 // as raftnode's batcher packs the waiting proposals into one entry. hook
-// says whether Propose calls the commands.WithQueued hook (false: the
+// says whether Propose calls the commands.OnQueued function (false: the
 // committer holds the lock until the command commits, as before
 // pipelining).
 type roundLeader struct {
@@ -32,13 +32,14 @@ type roundLeader struct {
 	q     []*pipeItem
 }
 
-func (r *roundLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	it := &pipeItem{c: c, done: make(chan pipeResult, 1)}
+func (r *roundLeader) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
+	pr := commands.Prepare(ctx, c, opts...)
+	it := &pipeItem{c: pr.Command, done: make(chan pipeResult, 1)}
 	r.mu.Lock()
 	r.q = append(r.q, it)
 	r.mu.Unlock()
 	if r.hook {
-		commands.NotifyQueued(ctx)
+		pr.Queued()
 	}
 	res := <-it.done
 	return res.res, res.err

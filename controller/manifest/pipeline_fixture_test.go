@@ -16,7 +16,7 @@ import (
 )
 
 // pipeLeader is the fake leader with a log in front: Propose queues the
-// command in a FIFO, calls the commands.WithQueued hook as raftnode does,
+// command in a FIFO, calls the commands.OnQueued function as raftnode does,
 // and one goroutine applies the queue in order, each command after delay
 // (a raft round), to the wrapped fake. So several commands are in flight
 // at once, as on a real leader, and their log order is their queue order.
@@ -51,21 +51,19 @@ func newPipeLeader(t testing.TB, l *controllertest.Leader, delay time.Duration) 
 	return p
 }
 
-func (p *pipeLeader) Propose(ctx context.Context, c commands.Command) (*logpb.Result, error) {
+func (p *pipeLeader) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pipeLeader: %w (not submitted)", err)
 	}
-	if c.LeaderTerm == 0 {
-		c.LeaderTerm = commands.DecisionTerm(ctx)
-	}
-	it := &pipeItem{c: c, done: make(chan pipeResult, 1)}
+	pr := commands.Prepare(ctx, c, opts...) // read as raftnode and the fake leader read it
+	it := &pipeItem{c: pr.Command, done: make(chan pipeResult, 1)}
 	p.mu.Lock()
 	p.inflight++
 	p.maxInflight = max(p.maxInflight, p.inflight)
 	p.q <- it // under mu: queue order is the order of this section
 	p.mu.Unlock()
 	p.queued.Add(1)
-	commands.NotifyQueued(ctx)
+	pr.Queued()
 	select {
 	case r := <-it.done:
 		return r.res, r.err

@@ -11,7 +11,7 @@ import (
 
 // Pipelining (docs/semantics.md#manifest-pipelining). A segment's lock
 // is held only until its publication is queued in the raft node's
-// proposal queue (commands.WithQueued), not until it commits, so the next
+// proposal queue (commands.OnQueued), not until it commits, so the next
 // commit on the segment is prepared while the previous one is in flight.
 // It builds on the previous one's result, the segment's tail, instead of
 // the applied state. This is safe because Apply decides: a structured

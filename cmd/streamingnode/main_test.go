@@ -170,3 +170,17 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("usage (exit %d) does not mention --version:\n%s", code, stdout.String())
 	}
 }
+
+// The timeouts a flag implies are in its help: coordd's node TTL is what
+// a late heartbeat or an unfinished drain runs into.
+func TestTimeoutsInHelp(t *testing.T) {
+	u := usage()
+	for _, want := range []string{
+		"keep it well under coordd's --node-ttl (default 10s): a node silent that long is marked DOWN and its PChannels move",
+		"then it stops anyway, and what it still held moves once coordd's --node-ttl passes",
+	} {
+		if !strings.Contains(u, want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+}

@@ -239,6 +239,17 @@ func (n *Node) ListPChannels(context.Context, *coordpb.ListPChannelsRequest) (*c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := cloneState(c.ch.state)
+	// The owner's state as coordd's leader reports it, unless scripted.
+	for _, p := range s.PChannels {
+		for _, nd := range s.Nodes {
+			if p.OwnerState == "" && p.NodeId != 0 && nd.Id == p.NodeId {
+				p.OwnerState = nd.State
+				if nd.Silent && nd.State != "DOWN" {
+					p.OwnerState = "SILENT"
+				}
+			}
+		}
+	}
 	return &coordpb.ListPChannelsResponse{Pchannels: s.PChannels, Cchannel: s.CChannel, Version: s.Version}, nil
 }
 

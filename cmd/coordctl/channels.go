@@ -66,33 +66,53 @@ func bindPChannelList(fs *flag.FlagSet) func([]string) (action, error) {
 			if err != nil {
 				return err
 			}
-			return printPChannels(e, resp)
+			return printPChannels(e, resp, *stale)
 		}}, nil
 	}
 }
 
-func printPChannels(e *env, resp *coordpb.ListPChannelsResponse) error {
+// printPChannels shows each PChannel with its owner's state (OWNER):
+// UP, DRAINING, SILENT or DOWN; a PChannel under a SILENT or DOWN owner
+// cannot take writes whatever its own state (docs/operations.md#silent-streaming-nodes).
+// A stale read may come from a follower, which cannot know SILENT.
+func printPChannels(e *env, resp *coordpb.ListPChannelsResponse, stale bool) error {
 	out := pchannelsJSON{PChannels: []pchannelJSON{}, CChannel: resp.GetCchannel(), Version: toVersionJSON(resp.GetVersion())}
 	for _, p := range resp.GetPchannels() {
 		out.PChannels = append(out.PChannels, pchannelJSON{
 			Name: p.GetName(), Term: p.GetTerm(), State: p.GetState(), NodeID: p.GetNodeId(), NodeAddress: p.GetNodeAddress(),
-			AccessMode: p.GetAccessMode(), AvailableInReplication: p.GetAvailableInReplication(),
+			OwnerState: p.GetOwnerState(), AccessMode: p.GetAccessMode(), AvailableInReplication: p.GetAvailableInReplication(),
 			VChannelCount: p.GetVchannelCount(), LastAssignUnixMs: p.GetLastAssignUnixMs(),
 			LastError: p.GetLastError(), FailedAttempts: p.GetFailedAttempts(),
 		})
 	}
 	return e.show(out, func(w io.Writer) error {
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tTERM\tSTATE\tNODE\tADDRESS\tVCHANNELS\tLAST ERROR")
+		fmt.Fprintln(tw, "NAME\tTERM\tSTATE\tNODE\tOWNER\tADDRESS\tVCHANNELS\tLAST ERROR")
+		cannot := 0
 		for _, p := range resp.GetPchannels() {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", p.GetName(), p.GetTerm(), dash(p.GetState()), nodeID(p.GetNodeId()),
-				dash(p.GetNodeAddress()), p.GetVchannelCount(), dash(oneLine(p.GetLastError())))
+			owner := p.GetOwnerState()
+			if owner == "SILENT" || owner == "DOWN" {
+				cannot++
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.GetName(), p.GetTerm(), dash(p.GetState()), nodeID(p.GetNodeId()),
+				dash(owner), dash(p.GetNodeAddress()), p.GetVchannelCount(), dash(oneLine(p.GetLastError())))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(w, "\nCChannel %s; assignment version %s.\n", dash(resp.GetCchannel()), versionString(resp.GetVersion()))
-		return err
+		if _, err := fmt.Fprintf(w, "\nCChannel %s; assignment version %s.\n", dash(resp.GetCchannel()), versionString(resp.GetVersion())); err != nil {
+			return err
+		}
+		if cannot > 0 {
+			if _, err := fmt.Fprintf(w, "%d pchannel(s) under a SILENT or DOWN owner cannot take writes until it heartbeats again or the node TTL moves them.\n", cannot); err != nil {
+				return err
+			}
+		}
+		if stale {
+			_, err := fmt.Fprintln(w, "Read with --stale: a follower's OWNER never says SILENT (only the leader knows heartbeats).")
+			return err
+		}
+		return nil
 	})
 }
 

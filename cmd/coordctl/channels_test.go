@@ -62,7 +62,7 @@ func TestPChannelListJSON(t *testing.T) {
 	}
 	p0 := ps[0].(map[string]any)
 	for k, want := range map[string]any{"name": "by-dev-rootcoord-dml_0", "state": "ASSIGNED", "node_address": "127.0.0.1:21001",
-		"access_mode": "RW", "available_in_replication": true, "last_error": ""} {
+		"owner_state": "UP", "access_mode": "RW", "available_in_replication": true, "last_error": ""} {
 		if p0[k] != want {
 			t.Errorf("pchannels[0].%s = %#v, want %#v", k, p0[k], want)
 		}
@@ -73,7 +73,7 @@ func TestPChannelListJSON(t *testing.T) {
 	wantNumber(t, p0, "last_assign_unix_ms", 1_700_000_000_123)
 	wantNumber(t, p0, "failed_attempts", 0)
 	p2 := ps[2].(map[string]any)
-	if p2["state"] != "UNAVAILABLE" || p2["last_error"] != "wal broken: not the owner" {
+	if p2["state"] != "UNAVAILABLE" || p2["last_error"] != "wal broken: not the owner" || p2["owner_state"] != "DRAINING" {
 		t.Errorf("pchannels[2] = %#v", p2)
 	}
 	wantNumber(t, p2, "failed_attempts", 3)
@@ -86,6 +86,7 @@ func TestPChannelListJSON(t *testing.T) {
 			State                  string `json:"state"`
 			NodeID                 uint64 `json:"node_id"`
 			NodeAddress            string `json:"node_address"`
+			OwnerState             string `json:"owner_state"`
 			AccessMode             string `json:"access_mode"`
 			AvailableInReplication bool   `json:"available_in_replication"`
 			VChannelCount          uint32 `json:"vchannel_count"`
@@ -126,17 +127,60 @@ func TestPChannelListTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	lines := strings.Split(out, "\n")
-	if !strings.HasPrefix(lines[0], "NAME") || strings.Join(strings.Fields(lines[0]), " ") != "NAME TERM STATE NODE ADDRESS VCHANNELS LAST ERROR" {
+	if !strings.HasPrefix(lines[0], "NAME") || strings.Join(strings.Fields(lines[0]), " ") != "NAME TERM STATE NODE OWNER ADDRESS VCHANNELS LAST ERROR" {
 		t.Fatalf("header %q", lines[0])
 	}
-	if got := strings.Join(strings.Fields(lines[1]), " "); got != "by-dev-rootcoord-dml_0 4 ASSIGNED 1 127.0.0.1:21001 2 -" {
+	if got := strings.Join(strings.Fields(lines[1]), " "); got != "by-dev-rootcoord-dml_0 4 ASSIGNED 1 UP 127.0.0.1:21001 2 -" {
 		t.Fatalf("row %q", got)
 	}
-	if got := strings.Join(strings.Fields(lines[3]), " "); got != "by-dev-rootcoord-dml_2 5 UNAVAILABLE 2 127.0.0.1:21002 0 wal broken: not the owner" {
+	if got := strings.Join(strings.Fields(lines[3]), " "); got != "by-dev-rootcoord-dml_2 5 UNAVAILABLE 2 DRAINING 127.0.0.1:21002 0 wal broken: not the owner" {
 		t.Fatalf("row %q", got)
 	}
-	if !strings.Contains(out, "CChannel by-dev-rootcoord-dml_0_vcchan; assignment version 3.7.") {
-		t.Fatalf("no footer:\n%s", out)
+	if !strings.Contains(out, "CChannel by-dev-rootcoord-dml_0_vcchan; assignment version 3.7.") || strings.Contains(out, "cannot take writes") {
+		t.Fatalf("footer:\n%s", out)
+	}
+}
+
+// The OWNER column names a silent or DOWN owner (newcomer D2: an ASSIGNED
+// row on a DOWN node said nothing), the footer counts what cannot take
+// writes, and JSON carries owner_state; a --stale read says it cannot
+// know SILENT.
+func TestPChannelListShowsSilentAndDownOwners(t *testing.T) {
+	fc := sampleCluster(t, 1)
+	st := clienttest.SampleChannelState()
+	st.Nodes[0].Silent = true                                     // node 1: UP, its heartbeat late
+	st.PChannels[2].NodeId, st.PChannels[2].State = 3, "ASSIGNED" // on node 3, DOWN
+	fc.SetChannelState(st)
+	code, out, errs := ctl(t, fc, "pchannel", "list")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := strings.Split(out, "\n")
+	for i, want := range map[int]string{
+		1: "by-dev-rootcoord-dml_0 4 ASSIGNED 1 SILENT 127.0.0.1:21001 2 -",
+		2: "by-dev-rootcoord-dml_1 2 ASSIGNED 1 SILENT 127.0.0.1:21001 1 -",
+		3: "by-dev-rootcoord-dml_2 5 ASSIGNED 3 DOWN 127.0.0.1:21002 0 wal broken: not the owner",
+	} {
+		if got := strings.Join(strings.Fields(lines[i]), " "); got != want {
+			t.Errorf("row %d %q, want %q", i, got, want)
+		}
+	}
+	if !strings.Contains(out, "3 pchannel(s) under a SILENT or DOWN owner cannot take writes until it heartbeats again or the node TTL moves them.") {
+		t.Errorf("no count of what cannot take writes:\n%s", out)
+	}
+	_, out, _ = ctl(t, fc, "pchannel", "list", "-o", "json")
+	var got struct {
+		PChannels []struct {
+			Name       string `json:"name"`
+			OwnerState string `json:"owner_state"`
+		} `json:"pchannels"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.PChannels) != 3 ||
+		got.PChannels[0].OwnerState != "SILENT" || got.PChannels[2].OwnerState != "DOWN" {
+		t.Fatalf("JSON owner states %+v (%v):\n%s", got.PChannels, err, out)
+	}
+	if _, out, _ = ctl(t, fc, "pchannel", "list", "--stale"); !strings.Contains(out, "a follower's OWNER never says SILENT") {
+		t.Errorf("--stale does not say it cannot know SILENT:\n%s", out)
 	}
 }
 

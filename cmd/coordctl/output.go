@@ -87,11 +87,14 @@ type versionJSON struct {
 }
 
 type pchannelJSON struct {
-	Name                   string `json:"name"`
-	Term                   int64  `json:"term"`
-	State                  string `json:"state"`
-	NodeID                 uint64 `json:"node_id"`
-	NodeAddress            string `json:"node_address"`
+	Name        string `json:"name"`
+	Term        int64  `json:"term"`
+	State       string `json:"state"`
+	NodeID      uint64 `json:"node_id"`
+	NodeAddress string `json:"node_address"`
+	// OwnerState is the owner's session state: UP, DRAINING, SILENT (its
+	// heartbeat late; only the leader knows) or DOWN; "" with no owner.
+	OwnerState             string `json:"owner_state"`
 	AccessMode             string `json:"access_mode"`
 	AvailableInReplication bool   `json:"available_in_replication"`
 	VChannelCount          uint32 `json:"vchannel_count"`

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/objectstore"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -17,9 +18,14 @@ import (
 // segments that do not exist, once older than the grace period; a dry run
 // only lists them; young orphans, the published revision and the
 // revisions below it are never touched.
-func TestCollectOrphans(t *testing.T) {
+func TestCollectOrphans(t *testing.T) { collectOrphans(t, nil) }
+
+// collectOrphans runs TestCollectOrphans on store (a fresh directory when
+// nil). The fake clock starts at the real time, so the objects' own
+// modification times, the server's clock on S3, count as now.
+func collectOrphans(t *testing.T, store objectstore.Store) {
 	clock := clockwork.NewFakeClockAt(time.Now())
-	f := newFixture(t, Config{Clock: clock, GCGrace: time.Minute})
+	f := newFixture(t, Config{Clock: clock, GCGrace: time.Minute, Store: store})
 	f.create(5)
 	ctx := context.Background()
 	if _, err := commitProto(ctx, f.c, statsReq(5, "k", "f")); err != nil {

@@ -49,9 +49,17 @@ type commitRecord struct {
 // those whose proposal never happened; the collector never removed a
 // revision a pointer references (the current one and every acknowledged
 // one are still there) and, once quiet, left no revision above a pointer.
-func TestManifestCommitProperties(t *testing.T) {
+func TestManifestCommitProperties(t *testing.T) { manifestCommitProperties(t, nil) }
+
+// manifestCommitProperties runs the property on a store from newStore for
+// each case (a fresh directory when newStore is nil).
+func manifestCommitProperties(t *testing.T, newStore func() objectstore.Store) {
 	rapid.Check(t, func(rt *rapid.T) {
-		f := newFixture(t, Config{GCGrace: time.Nanosecond, GCInterval: time.Hour})
+		cfg := Config{GCGrace: time.Nanosecond, GCInterval: time.Hour}
+		if newStore != nil {
+			cfg.Store = newStore()
+		}
+		f := newFixture(t, cfg)
 		nseg := rapid.IntRange(1, 3).Draw(rt, "segments")
 		segs := make([]int64, nseg)
 		for i := range segs {

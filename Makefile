@@ -50,6 +50,8 @@ run-secure: build
 # bin/tools (versitygw) fails when it is missing instead of skipping.
 test: build lint tools
 	COORDD_REQUIRE_REAL_SERVERS=1 $(GO) test $(GOFLAGS_B) -count=1 -timeout 12m ./...
+	# Milvus 2.6 conformance (docs/milvus.md#conformance-tests), a module of its own.
+	cd milvusconformance && $(GO) test -tags test -count=1 -timeout 10m ./...
 
 bench: build
 	bash bench/run.sh

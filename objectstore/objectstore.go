@@ -10,9 +10,12 @@
 //	s3://bucket?endpoint=http://host:9000&use_path_style=true&region=us-east-1
 //
 // S3 credentials come from the usual AWS sources (AWS_ACCESS_KEY_ID and
-// AWS_SECRET_ACCESS_KEY, shared config files); the query parameters are
-// those of gocloud.dev/blob/s3blob (endpoint, region, use_path_style,
-// disable_https, anonymous, ...).
+// AWS_SECRET_ACCESS_KEY, a shared credentials file and profile, a role),
+// never from the URL, which is logged; the query parameters are those of
+// gocloud.dev/blob/s3blob (endpoint, region, use_path_style,
+// disable_https, profile, anonymous, ...). docs/operations.md#an-s3-or-minio-bucket
+// says how to set them up. A refused identity is ErrAccessDenied, a
+// missing bucket ErrNoBucket.
 package objectstore
 
 import (

@@ -80,11 +80,14 @@ func renderDOM(t *testing.T, bin, page string, deadline time.Time) (string, erro
 }
 
 // screenshot writes page as a small PNG (only with -update-screenshot).
-func screenshot(t *testing.T, bin, page, png string) {
+func screenshot(t *testing.T, bin, page, png string) { screenshotSized(t, bin, page, png, "1000,640") }
+
+// screenshotSized is screenshot in a window of size ("W,H").
+func screenshotSized(t *testing.T, bin, page, png, size string) {
 	t.Helper()
 	deadline := time.Now().Add(testutil.Timeout(90 * time.Second))
 	for {
-		_, err := chromium(t, bin, "--hide-scrollbars", "--window-size=1000,640", "--screenshot="+png, page)
+		_, err := chromium(t, bin, "--hide-scrollbars", "--window-size="+size, "--screenshot="+png, page)
 		if err == nil {
 			if fi, serr := os.Stat(png); serr == nil && fi.Size() > 0 {
 				t.Logf("wrote %s (%d bytes)", png, fi.Size())
@@ -246,7 +249,7 @@ func checkStatusDOM(dom, leader string, members []cluster.LocalMember, ps map[st
 		return fmt.Errorf("%d members marked leader, want 1", n)
 	}
 	for name, p := range ps {
-		re := regexp.MustCompile(fmt.Sprintf(`(?s)<h3 data-node="%d">.*?<tr data-pchannel="%s" data-node="%d" data-state="ASSIGNED" class="ok">.*?<td class="num">%d</td>`,
+		re := regexp.MustCompile(fmt.Sprintf(`(?s)<h3 data-node="%d" data-node-state="UP">.*?<tr data-pchannel="%s" data-node="%d" data-state="ASSIGNED" class="ok" data-owner-state="UP">.*?<td class="num">%d</td>`,
 			p.node, regexp.QuoteMeta(name), p.node, p.term))
 		if !re.MatchString(dom) {
 			return fmt.Errorf("pchannel %s not shown ASSIGNED under node %d in term %d", name, p.node, p.term)

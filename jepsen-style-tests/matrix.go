@@ -226,6 +226,10 @@ func Full() []scenario.Scenario {
 		// Manifest commits under every coordd fault kind.
 		{Name: "manifest-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
 			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, Workloads: scenario.ManifestWorkloads},
+		// The same on a real S3 server (versitygw): revisions are written
+		// by conditional PUTs, and the collector lists and deletes there.
+		{Name: "manifest-s3-3", Nodes: 3, Faults: nemesis.AllKinds, Duration: d, Recovery: 5 * time.Second,
+			ExtraArgs: scenario.ManifestArgs, ObjectStore: true, ObjectStoreS3: true, Workloads: scenario.ManifestWorkloads},
 		// The explicit insecure variant (--insecure, plaintext, no tokens);
 		// every other template runs secure.
 		{Name: "proc-3-insecure", Nodes: 3, Faults: processFaults, Duration: d, Insecure: true},

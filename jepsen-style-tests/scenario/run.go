@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
 	"github.com/coordd/coordd/jepsen-style-tests/report"
 	"github.com/coordd/coordd/jepsen-style-tests/workload"
+	"github.com/coordd/coordd/testutil"
 )
 
 // run is one run of a scenario: what its phases share.
@@ -118,7 +119,14 @@ func (r *run) startCluster(ctx context.Context) {
 	t, sc := r.t, r.sc
 	extra := sc.ExtraArgs
 	if sc.ObjectStore {
-		extra = append(append([]string(nil), extra...), "--object-store", filepath.Join(t.TempDir(), "objects"))
+		store := filepath.Join(t.TempDir(), "objects")
+		if sc.ObjectStoreS3 {
+			s3 := testutil.StartS3Server(t, "coordd")
+			s3.UseTestCredentials(t) // the members inherit the environment
+			store = s3.URL()
+			t.Logf("object store: versitygw %s at %s", testutil.VersityGWVersion, s3.Endpoint())
+		}
+		extra = append(append([]string(nil), extra...), "--object-store", store)
 	}
 	insecure := sc.Insecure || harness.InsecureFromEnv()
 	r.sum.Security = "tls+tokens"

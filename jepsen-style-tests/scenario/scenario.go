@@ -69,6 +69,12 @@ type Scenario struct {
 	// ObjectStore gives every coordd member --object-store on one shared
 	// directory (manifest revisions).
 	ObjectStore bool
+	// ObjectStoreS3, with ObjectStore, puts that store in a bucket of a
+	// real S3 server (versitygw on loopback, testutil.StartS3Server) the
+	// run starts, instead of a directory: exclusive creates are
+	// conditional PUTs there. The members sign with test credentials from
+	// their environment.
+	ObjectStoreS3 bool
 	// Insecure runs this scenario with --insecure (plaintext, no tokens):
 	// the explicit insecure variant. Every other scenario runs secure (TLS,
 	// mutual TLS on raft, a token per client role, certificates for the

@@ -46,8 +46,9 @@ run: build
 run-secure: build
 	$(BIN)/coordd dev --secure --data-dir ./data/dev-secure
 
-# COORDD_REQUIRE_REAL_SERVERS=1: a test that needs a pinned server from
-# bin/tools (versitygw) fails when it is missing instead of skipping.
+# COORDD_REQUIRE_REAL_SERVERS=1: a test that needs a real server (versitygw,
+# pinned in bin/tools; Debian's prometheus and promtool, which .ci/run
+# installs) fails when it is missing instead of skipping.
 test: build lint tools
 	COORDD_REQUIRE_REAL_SERVERS=1 $(GO) test $(GOFLAGS_B) -count=1 -timeout 12m ./...
 	# Milvus 2.6 conformance (docs/milvus.md#conformance-tests), a module of its own.

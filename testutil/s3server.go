@@ -62,16 +62,29 @@ func VersityGWBinary(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("versitygw: %v", err)
 	}
-	bin := filepath.Join(root, versityGWRelPath)
-	if _, err := os.Stat(bin); err != nil {
-		msg := fmt.Sprintf("versitygw %s (a real S3 server) is not installed at %s: run `make tools` (target %s)",
-			VersityGWVersion, bin, filepath.ToSlash(versityGWRelPath))
-		if os.Getenv(RequireRealServersEnv) == "1" {
-			t.Fatalf("%s; %s=1 requires it", msg, RequireRealServersEnv)
-		}
-		t.Skip(msg)
+	bin, missing, fail := findVersityGW(root)
+	if fail {
+		t.Fatal(missing)
+	}
+	if missing != "" {
+		t.Skip(missing)
 	}
 	return bin
+}
+
+// findVersityGW: the pinned versitygw under root; when it is absent, why,
+// and whether that fails the test (RequireRealServersEnv) or skips it.
+func findVersityGW(root string) (bin, missing string, fail bool) {
+	bin = filepath.Join(root, versityGWRelPath)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, "", false
+	}
+	missing = fmt.Sprintf("versitygw %s (a real S3 server) is not installed at %s: run `make tools` (target %s)",
+		VersityGWVersion, bin, filepath.ToSlash(versityGWRelPath))
+	if os.Getenv(RequireRealServersEnv) == "1" {
+		return bin, fmt.Sprintf("%s; %s=1 requires it", missing, RequireRealServersEnv), true
+	}
+	return bin, missing, false
 }
 
 // moduleRoot is the nearest directory above the working directory (a

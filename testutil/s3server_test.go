@@ -66,3 +66,27 @@ func TestS3ServerKillAndRestart(t *testing.T) {
 		t.Fatalf("restarted server: %v", err)
 	}
 }
+
+// Without the binary a test skips, naming `make tools` and the path; with
+// COORDD_REQUIRE_REAL_SERVERS=1 (make test) it fails instead.
+func TestVersityGWMissing(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv(RequireRealServersEnv, "")
+	bin, missing, fail := findVersityGW(root)
+	if fail || !strings.Contains(missing, "make tools") || !strings.Contains(missing, bin) {
+		t.Fatalf("absent binary: fail %v, %q", fail, missing)
+	}
+	t.Setenv(RequireRealServersEnv, "1")
+	if _, missing, fail := findVersityGW(root); !fail || !strings.Contains(missing, RequireRealServersEnv+"=1 requires it") {
+		t.Fatalf("absent binary under %s=1: fail %v, %q", RequireRealServersEnv, fail, missing)
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(root, versityGWRelPath)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, versityGWRelPath), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, missing, fail := findVersityGW(root); fail || missing != "" || got != filepath.Join(root, versityGWRelPath) {
+		t.Fatalf("present binary: %s, fail %v, %q", got, fail, missing)
+	}
+}

@@ -29,6 +29,7 @@ import (
 type config struct {
 	profile
 	Nodes       int
+	Watchers    int
 	Binary      string
 	Dir         string
 	Keep        bool
@@ -50,6 +51,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.PChannels, "pchannels", 256, "PChannels")
 	fs.IntVar(&c.Tombstones, "tombstones", 8192, "finished broadcasts in the seeded state")
 	fs.IntVar(&c.Nodes, "nodes", 32, "simulated streaming nodes")
+	fs.IntVar(&c.Watchers, "watchers", 100, "assignment watchers open for the whole run (a load row at factor f opens up to 100×f)")
 	fs.StringVar(&c.Binary, "coordd", "bin/coordd", "the coordd binary")
 	fs.StringVar(&c.Dir, "dir", "", "work directory (default: a new temporary one, removed at the end unless -keep)")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (data dirs, member logs)")
@@ -267,11 +269,11 @@ func seedCluster(ctx context.Context, cfg config, root, bin string, rep *report)
 	if err := sn.register(ctx, e.leaderConn()); err != nil {
 		return nil, cleanup, err
 	}
-	e.startBackground(mctx, 100)
+	e.startBackground(mctx, cfg.Watchers)
 	if err := e.waitAssigned(ctx, cfg.PChannels, 5*time.Minute); err != nil {
 		return nil, cleanup, err
 	}
-	step("%d simulated streaming nodes registered; all %d PChannels assigned; 100 watchers open", cfg.Nodes, cfg.PChannels)
+	step("%d simulated streaming nodes registered; all %d PChannels assigned; %d watchers open", cfg.Nodes, cfg.PChannels, cfg.Watchers)
 
 	for _, m := range e.members[1:] {
 		mo.setPhase("join " + m.id)

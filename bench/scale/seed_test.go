@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,12 +25,8 @@ func TestSeedSmall(t *testing.T) {
 		t.Skip("starts three coordd processes")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "coordd")
-	build := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", bin, "github.com/coordd/coordd/cmd/coordd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build coordd: %v\n%s", err, out)
-	}
-	cfg := config{profile: profile{Segments: 3000, VChannels: 400, PChannels: 16, Tombstones: 100}, Nodes: 4,
+	bin := coorddBinary(t)
+	cfg := config{profile: profile{Segments: 3000, VChannels: 400, PChannels: 16, Tombstones: 100}, Nodes: 4, Watchers: 4,
 		ReadyLimit: 2 * time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -97,6 +95,34 @@ func TestSeedSmall(t *testing.T) {
 	}
 }
 
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// coorddBinary builds coordd once per test binary (go build's cache makes
+// it quick when nothing changed).
+func coorddBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "coordd-scale-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "coordd")
+		out, err := exec.Command("go", "build", "-tags", "hashicorpmetrics", "-o", builtBin, "github.com/coordd/coordd/cmd/coordd").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build coordd: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
 // logs prints the members' logs' tails when the seeding failed.
 func logs(t *testing.T, dir string) {
 	t.Helper()
@@ -108,4 +134,12 @@ func logs(t *testing.T, dir string) {
 		}
 		t.Logf("%s:\n%s", p, b)
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }

@@ -22,7 +22,7 @@ const (
 
 var (
 	// ErrTooLarge: an entry or command is over its size limit.
-	ErrTooLarge = errors.New("command too large")
+	ErrTooLarge = vocab.NewSentinel(vocab.ClassInvalid, "command too large")
 	// ErrMalformed: bytes that are not a valid entry.
 	ErrMalformed = errors.New("malformed log entry")
 	// ErrUnknownType: a type this binary does not know and may not skip.

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/coordd/coordd/commands/logpb"
@@ -9,7 +8,7 @@ import (
 )
 
 // ErrInvalid marks a command whose shape is wrong regardless of state.
-var ErrInvalid = errors.New("invalid command")
+var ErrInvalid = vocab.NewSentinel(vocab.ClassInvalid, "invalid command")
 
 // MaxReserveIDs bounds one ID window reservation.
 const MaxReserveIDs = 1 << 24

@@ -36,8 +36,10 @@ var groups = []string{
 // import itself). A group missing here may import no other group.
 var allowed = map[string][]string{
 	"commands": {"vocab"},
-	"fsm":      {"vocab", "commands"},
-	"backup":   {"vocab", "commands", "fsm"}, // the backup file format and its summaries
+	// leadership's errors are of vocab's Unavailable class.
+	"leadership": {"vocab"},
+	"fsm":        {"vocab", "commands"},
+	"backup":     {"vocab", "commands", "fsm"}, // the backup file format and its summaries
 	// The data dir knows the log's format (inspect replays it, restore
 	// writes an entry) but nothing of a running raft.
 	"raftnode/datadir": {"commands", "fsm", "durable"},

@@ -2,28 +2,29 @@
 // leadership is: the errors every layer shares, from the raft node through
 // the leader routines to the API, which maps each to one gRPC code.
 //
-// It is a leaf: it imports nothing of coordd, so controllers can test for
-// these errors without importing the raft node.
+// It stands on vocab alone (each error is of vocab.ClassUnavailable), so
+// controllers can test for these errors without importing the raft node.
 package leadership
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/coordd/coordd/vocab"
 )
 
 var (
 	// ErrNotLeader: this node does not lead an established term, so it
 	// cannot serve the request; nothing was done. The raft node wraps it
 	// in a *NotLeaderError carrying the leader hint.
-	ErrNotLeader = errors.New("not the leader")
+	ErrNotLeader = vocab.NewSentinel(vocab.ClassUnavailable, "not the leader")
 	// ErrNotEstablished: this node leads but has not yet committed an
 	// entry of its own term, so it cannot serve linearizable reads or
 	// proposals yet; nothing was done.
-	ErrNotEstablished = errors.New("leader not yet established in its term")
+	ErrNotEstablished = vocab.NewSentinel(vocab.ClassUnavailable, "leader not yet established in its term")
 	// ErrOutcomeUnknown: the command may or may not have been committed
 	// (leadership lost mid-flight, shutdown, or the caller's deadline).
 	// Retrying with the same request ID is safe.
-	ErrOutcomeUnknown = errors.New("outcome unknown")
+	ErrOutcomeUnknown = vocab.NewSentinel(vocab.ClassUnavailable, "outcome unknown")
 )
 
 // NotLeaderError is ErrNotLeader with the known leader, if any.

@@ -1,9 +1,8 @@
 package raftnode
 
 import (
-	"errors"
-
 	lead "github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The leadership errors are leadership's, so that layers above can test for
@@ -17,7 +16,7 @@ var (
 	// ErrNotEstablished is leadership.ErrNotEstablished.
 	ErrNotEstablished = lead.ErrNotEstablished
 	// ErrShuttingDown: the node is stopping.
-	ErrShuttingDown = errors.New("node is shutting down")
+	ErrShuttingDown = vocab.NewSentinel(vocab.ClassUnavailable, "node is shutting down")
 )
 
 // NotLeaderError is leadership.NotLeaderError.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/coordd/coordd/vocab"
 )
 
 // DefaultMaxPendingProposals is how many proposals may wait for the batcher
@@ -43,7 +45,7 @@ const routineReserve = 256
 
 // ErrOverloaded is wrapped by every *OverloadedError: the proposal queue
 // was full, and nothing was submitted.
-var ErrOverloaded = errors.New("proposal queue is full")
+var ErrOverloaded = vocab.NewSentinel(vocab.ClassExhausted, "proposal queue is full")
 
 // OverloadedError is Propose's refusal of a proposal when the queue in
 // front of raft holds Max proposals already. The proposal was not
@@ -60,7 +62,9 @@ func (e *OverloadedError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrOverloaded) true.
-func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }
+func (e *OverloadedError) Is(target error) bool {
+	return target == ErrOverloaded || errors.Is(ErrOverloaded, target)
+}
 
 // QueueStats is the proposal queue as a scrape sees it.
 type QueueStats struct {

@@ -32,7 +32,7 @@ import (
 // at most about 1/measureDutyFactor of a core at any state size.
 
 // ErrStateBudget is wrapped by every *StateBudgetError.
-var ErrStateBudget = errors.New("state budget reached")
+var ErrStateBudget = vocab.NewSentinel(vocab.ClassExhausted, "state budget reached")
 
 // StateBudgetError refuses a command that grows the state while the state
 // is at or over its budget. Nothing was done.
@@ -50,7 +50,9 @@ func (e *StateBudgetError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrStateBudget) true.
-func (e *StateBudgetError) Is(target error) bool { return target == ErrStateBudget }
+func (e *StateBudgetError) Is(target error) bool {
+	return target == ErrStateBudget || errors.Is(ErrStateBudget, target)
+}
 
 // StateSize is the state's estimated size against the budget.
 type StateSize struct {

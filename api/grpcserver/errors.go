@@ -14,12 +14,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/controller/broadcaster"
-	"github.com/coordd/coordd/controller/channels"
-	"github.com/coordd/coordd/controller/datapath"
-	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
-	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/vocab"
@@ -47,104 +42,53 @@ const (
 	OutcomeNone    = "none"    // nothing was submitted
 )
 
-// errorRule maps one class of internal error to a gRPC code (codeOf, when
-// set, picks the code from the error). The table is the only place
-// internal errors cross into the API.
-type errorRule struct {
-	match  func(error) bool
-	code   codes.Code
-	codeOf func(error) codes.Code
+// classCodes is the one table from error classes to gRPC codes (and, by
+// httpStatus, to HTTP statuses): every error a service returns is of one
+// vocab.Class (its package marks its sentinels with vocab.NewSentinel, a
+// refusal's code has its class in commands.RejectClass), so a new service
+// adds no row here. TestEveryClassHasARow fails on a class without one.
+var classCodes = map[vocab.Class]codes.Code{
+	vocab.ClassConflict:     codes.Aborted,
+	vocab.ClassNotFound:     codes.NotFound,
+	vocab.ClassExists:       codes.AlreadyExists,
+	vocab.ClassPrecondition: codes.FailedPrecondition,
+	// The proposal queue (with MDRetryAfter, toStatus) and the memory
+	// guard (without: asking again gets the same answer until drops bring
+	// the state under its budget, docs/operations.md#memory-guard).
+	vocab.ClassExhausted:   codes.ResourceExhausted,
+	vocab.ClassUnavailable: codes.Unavailable,
+	vocab.ClassPermission:  codes.PermissionDenied,
+	vocab.ClassInvalid:     codes.InvalidArgument,
+	vocab.ClassTimeout:     codes.DeadlineExceeded,
+	vocab.ClassCanceled:    codes.Canceled,
 }
 
-// codeFor is the code the rule gives err.
-func (r errorRule) codeFor(err error) codes.Code {
-	if r.codeOf != nil {
-		return r.codeOf(err)
+// classOf is err's class: vocab.ClassOf, else the class of the standard
+// library's context errors, which carry none of their own (0: none).
+func classOf(err error) vocab.Class {
+	if c := vocab.ClassOf(err); c != 0 {
+		return c
 	}
-	return r.code
-}
-
-func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
-
-func as[T error]() func(error) bool {
-	return func(err error) bool {
-		var t T
-		return errors.As(err, &t)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return vocab.ClassTimeout
+	case errors.Is(err, context.Canceled):
+		return vocab.ClassCanceled
 	}
+	return 0
 }
 
-// rejectedCode is the code of a refusal (a *commands.RejectedError: Apply's,
-// or a controller's fail-fast check of the same class).
-func rejectedCode(err error) codes.Code {
-	var rej *commands.RejectedError
-	errors.As(err, &rej)
-	return rejectionCode(rej.Code)
-}
-
-// rejectionCode maps a rejection code to its gRPC code (rejectionCodes;
-// Internal for a code it does not know).
-func rejectionCode(c logpb.RejectCode) codes.Code {
-	if code, ok := rejectionCodes[c]; ok {
+// codeOfClass is c's gRPC code (Internal for an error of no class).
+func codeOfClass(c vocab.Class) codes.Code {
+	if code, ok := classCodes[c]; ok {
 		return code
 	}
 	return codes.Internal
 }
 
-// errorTable is tried in order. A refusal, whichever controller reports
-// it, is a *commands.RejectedError and takes its code from rejectionCodes
-// (broadcaster.ErrNotPrimary and manifest.ErrNotFound are of that type);
-// only a manifest *StaleError has a type of its own, for the versions it
-// carries.
-var errorTable = []errorRule{
-	{match: as[*commands.RejectedError](), codeOf: rejectedCode},
-	{match: as[*manifest.StaleError](), code: codes.Aborted},
-	{match: as[*broadcaster.LockTimeoutError](), code: codes.DeadlineExceeded},
-	{match: is(broadcaster.ErrTaskNotFound), code: codes.NotFound},
-	{match: is(broadcaster.ErrTaskFinished), code: codes.FailedPrecondition},
-	{match: is(broadcaster.ErrAbandoned), code: codes.Aborted},
-	{match: is(raftnode.ErrOverloaded), code: codes.ResourceExhausted},
-	// The memory guard: nothing was done, and asking again gets the same
-	// answer until drops bring the state under its budget, so no
-	// MDRetryAfter (docs/operations.md#memory-guard).
-	{match: is(raftnode.ErrStateBudget), code: codes.ResourceExhausted},
-	{match: is(leadership.ErrOutcomeUnknown), code: codes.Unavailable},
-	{match: is(leadership.ErrNotLeader), code: codes.Unavailable},
-	{match: is(leadership.ErrNotEstablished), code: codes.Unavailable},
-	{match: is(raftnode.ErrShuttingDown), code: codes.Unavailable},
-	{match: is(errNoLeader), code: codes.Unavailable},
-	{match: is(channels.ErrSecondary), code: codes.FailedPrecondition},
-	{match: is(channels.ErrNotInstalled), code: codes.FailedPrecondition},
-	{match: is(channels.ErrNodeGone), code: codes.NotFound},
-	{match: is(membership.ErrUnknownMember), code: codes.NotFound},
-	{match: is(membership.ErrRefused), code: codes.FailedPrecondition},
-	{match: is(flush.ErrNotOwner), code: codes.Aborted},
-	{match: is(flush.ErrNotFound), code: codes.NotFound},
-	{match: is(manifest.ErrNoStore), code: codes.FailedPrecondition},
-	{match: is(commands.ErrInvalid), code: codes.InvalidArgument},
-	{match: is(vocab.ErrInvalid), code: codes.InvalidArgument},
-	{match: is(commands.ErrTooLarge), code: codes.InvalidArgument},
-	{match: is(errNotFound), code: codes.NotFound},
-	{match: is(errPrecondition), code: codes.FailedPrecondition},
-	{match: is(datapath.ErrPrecondition), code: codes.FailedPrecondition},
-	{match: is(datapath.ErrNoBroadcaster), code: codes.Unavailable},
-	{match: is(context.DeadlineExceeded), code: codes.DeadlineExceeded},
-	{match: is(context.Canceled), code: codes.Canceled},
-}
-
-// rejectionCodes maps FSM rejections (deterministic, state-dependent
-// refusals) to gRPC codes.
-var rejectionCodes = map[logpb.RejectCode]codes.Code{
-	logpb.RejectCode_REJECT_INVALID:   codes.InvalidArgument,
-	logpb.RejectCode_REJECT_NOT_FOUND: codes.NotFound,
-	logpb.RejectCode_REJECT_CONFLICT:  codes.FailedPrecondition,
-	logpb.RejectCode_REJECT_STALE:     codes.Aborted,
-	// A capacity refusal is deterministic on the current state (asking
-	// again gets the same answer), not "retry later".
-	logpb.RejectCode_REJECT_EXHAUSTED:   codes.FailedPrecondition,
-	logpb.RejectCode_REJECT_NOT_PRIMARY: codes.FailedPrecondition,
-	logpb.RejectCode_REJECT_PERMISSION:  codes.PermissionDenied,
-	logpb.RejectCode_REJECT_ORDER:       codes.Aborted,
-}
+// rejectionCode maps a rejection code to its gRPC code, through its class
+// (Internal for a code of no class).
+func rejectionCode(c logpb.RejectCode) codes.Code { return codeOfClass(commands.RejectClass(c)) }
 
 // httpStatus maps gRPC codes to HTTP statuses for the JSON gateway.
 var httpStatus = map[codes.Code]int{
@@ -173,28 +117,22 @@ func HTTPStatus(c codes.Code) int {
 }
 
 var (
-	errNoLeader = errors.New("no leader is known")
+	errNoLeader = vocab.NewSentinel(vocab.ClassUnavailable, "no leader is known")
 	// errInvalid is commands.ErrInvalid, the one "invalid" sentinel, under
 	// the short name the handlers' argument checks use: bad input is one
 	// error class whichever layer finds it, with one row in errorTable.
 	errInvalid      = commands.ErrInvalid
-	errNotFound     = errors.New("not found")
-	errPrecondition = errors.New("failed precondition")
+	errNotFound     = vocab.ErrNotFound
+	errPrecondition = vocab.ErrPrecondition
 )
 
-// classifyError is err's gRPC code (errorTable, Internal when no row
-// matches) and the outcome mark its answer carries: OutcomeUnknown
+// classifyError is err's gRPC code (its class's row in classCodes,
+// Internal for an error of no class) and the outcome mark its answer carries: OutcomeUnknown
 // whenever err wraps leadership.ErrOutcomeUnknown, whatever its code (one
 // rule for every path, docs/semantics.md#error-classes), OutcomeNone for
 // every other Unavailable, "" otherwise.
 func classifyError(err error) (codes.Code, string) {
-	code := codes.Internal
-	for _, r := range errorTable {
-		if r.match(err) {
-			code = r.codeFor(err)
-			break
-		}
-	}
+	code := codeOfClass(classOf(err))
 	switch {
 	case errors.Is(err, leadership.ErrOutcomeUnknown):
 		return code, OutcomeUnknown

@@ -8,6 +8,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Request is one broadcast as the API hands it to the manager.
@@ -50,12 +51,12 @@ var (
 	// is leadership.ErrNotLeader.
 	errNotLeader = fmt.Errorf("broadcaster: %w", leadership.ErrNotLeader)
 	// ErrAbandoned: the task was abandoned by an operator.
-	ErrAbandoned = errors.New("broadcast abandoned")
+	ErrAbandoned = vocab.NewSentinel(vocab.ClassConflict, "broadcast abandoned")
 	// ErrTaskNotFound: no such broadcast task (never created, or its
 	// tombstone was pruned).
-	ErrTaskNotFound = errors.New("broadcast task not found")
+	ErrTaskNotFound = vocab.NewSentinel(vocab.ClassNotFound, "broadcast task not found")
 	// ErrTaskFinished: the task is already a TOMBSTONE.
-	ErrTaskFinished = errors.New("broadcast task already finished")
+	ErrTaskFinished = vocab.NewSentinel(vocab.ClassPrecondition, "broadcast task already finished")
 
 	// errLocksClosed: the lock table of an ended leadership.
 	errLocksClosed = errors.New("broadcaster: lock table closed")
@@ -74,3 +75,7 @@ func (e *LockTimeoutError) Error() string {
 }
 
 func (e *LockTimeoutError) Unwrap() error { return e.Err }
+
+// Is makes a LockTimeoutError of class vocab.ClassTimeout, whether the
+// wait ended at its deadline or was cancelled.
+func (e *LockTimeoutError) Is(target error) bool { return target == vocab.ErrTimeout }

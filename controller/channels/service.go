@@ -2,7 +2,6 @@ package channels
 
 import (
 	"context"
-	"errors"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Leader is what the service needs from the raft node; raftnode.Node and
@@ -43,12 +43,12 @@ type reportingRebalancer interface {
 var (
 	// ErrSecondary: the cluster is a replication secondary, whose
 	// configuration comes from its primary.
-	ErrSecondary = errors.New("cluster is a replication secondary")
+	ErrSecondary = vocab.NewSentinel(vocab.ClassPrecondition, "cluster is a replication secondary")
 	// ErrNotInstalled: a configuration broadcast completed but the
 	// configuration it carried is not the installed one.
-	ErrNotInstalled = errors.New("configuration not installed")
+	ErrNotInstalled = vocab.NewSentinel(vocab.ClassPrecondition, "configuration not installed")
 	// ErrNodeGone: the streaming node is no longer known.
-	ErrNodeGone = errors.New("streaming node is gone")
+	ErrNodeGone = vocab.NewSentinel(vocab.ClassNotFound, "streaming node is gone")
 )
 
 // Service serves the Channels writes on the leader. Build it with New.

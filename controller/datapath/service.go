@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Leader is what the service needs from the raft node.
@@ -112,10 +112,11 @@ var (
 	ErrNotFound = flush.ErrNotFound
 	// ErrPrecondition: the state does not allow the request now (a live
 	// session holds the address, a session of another epoch, a FlushAll
-	// whose callback has not recorded it).
-	ErrPrecondition = errors.New("failed precondition")
+	// whose callback has not recorded it). It is the class's own sentinel,
+	// vocab.ErrPrecondition.
+	ErrPrecondition = vocab.ErrPrecondition
 	// ErrNoBroadcaster: this member was built without a broadcaster.
-	ErrNoBroadcaster = errors.New("broadcaster not configured on this node")
+	ErrNoBroadcaster = vocab.NewSentinel(vocab.ClassUnavailable, "broadcaster not configured on this node")
 )
 
 // established is this node's term when it is the established leader, or

@@ -16,7 +16,6 @@ package flush
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jonboulle/clockwork"
@@ -24,6 +23,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Leader is what the manager needs from the raft node.
@@ -55,11 +55,12 @@ var (
 	ErrNotLeader = fmt.Errorf("flush: %w", leadership.ErrNotLeader)
 	// ErrNotOwner: the caller's (node, PChannel term) is not the current
 	// assignment of the VChannel's PChannel.
-	ErrNotOwner = errors.New("not the channel owner")
+	ErrNotOwner = vocab.NewSentinel(vocab.ClassConflict, "not the channel owner")
 	// ErrInvalid: a request that is wrong whatever the state. It is
 	// commands.ErrInvalid, the one "invalid" sentinel, so the API has one
 	// InvalidArgument row.
 	ErrInvalid = commands.ErrInvalid
-	// ErrNotFound: the collection or VChannel does not exist.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound: the collection or VChannel does not exist. It is the
+	// class's own sentinel, vocab.ErrNotFound.
+	ErrNotFound = vocab.ErrNotFound
 )

@@ -21,7 +21,7 @@ var (
 	// refusal alike.
 	ErrNotFound error = &commands.RejectedError{Code: logpb.RejectCode_REJECT_NOT_FOUND, Message: "segment not found"}
 	// ErrNoStore: this member has no object store configured.
-	ErrNoStore = errors.New("manifest commits need an object store (coordd --object-store)")
+	ErrNoStore = vocab.NewSentinel(vocab.ClassPrecondition, "manifest commits need an object store (coordd --object-store)")
 
 	// errUnchecked: a zero Request (not built by NewRequest or NewBatch),
 	// refused as commands.Proposer refuses a command not built by
@@ -40,6 +40,9 @@ type StaleError struct {
 func (e *StaleError) Error() string {
 	return vocab.StaleManifestMessage(e.Segment, e.Expected, e.Current, e.Why)
 }
+
+// Is makes a StaleError of class vocab.ClassConflict.
+func (e *StaleError) Is(target error) bool { return target == vocab.ErrConflict }
 
 // staleOf turns Apply's REJECT_STALE refusal of a commit into a
 // *StaleError; any other error comes back as it is (a refusal stays the

@@ -12,6 +12,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Server is one entry of the raft configuration.
@@ -39,10 +40,10 @@ type Raft interface {
 
 var (
 	// ErrUnknownMember: raft's configuration does not hold the member.
-	ErrUnknownMember = errors.New("unknown member")
+	ErrUnknownMember = vocab.NewSentinel(vocab.ClassNotFound, "unknown member")
 	// ErrRefused: the change conflicts with the configuration (an address
 	// in use, another cluster, a non-voter target, ...).
-	ErrRefused = errors.New("membership change refused")
+	ErrRefused = vocab.NewSentinel(vocab.ClassPrecondition, "membership change refused")
 )
 
 // Leader is what the service needs from the raft node besides

@@ -19,13 +19,14 @@ import (
 	"github.com/coordd/coordd/testutil"
 )
 
-// floodRaftTimeouts are raft timeouts for the flood tests. The defaults
-// (250 ms heartbeat, 200 ms lease) suit a dedicated machine; a flood of
+// floodRaftTimeouts are raft timeouts for the flood tests and others that
+// an election would void. The defaults (docs/operations.md#raft-timeouts)
+// keep a leader at moderate load; a flood of
 // thousands of calls on a small shared one (2 cores, load above 20) delays
 // heartbeats past them, leaders step down and forwarded calls answer
 // "no leader is known". That is scheduling noise, not what these tests
 // measure (the caps and the queue), so they give raft room.
-var floodRaftTimeouts = []string{"--heartbeat-timeout", "2s", "--election-timeout", "2s", "--leader-lease-timeout", "1s"}
+var floodRaftTimeouts = []string{"--heartbeat-timeout", "2s", "--election-timeout", "2s", "--leader-lease-timeout", "2s"}
 
 // TestProposalFloodPastQueueLeavesMemberServing: a leader whose proposal
 // queue is capped at 1 (--max-pending-proposals) gets 4,000 concurrent

@@ -37,9 +37,10 @@ const silentPromise = 3 * time.Second
 func TestStatusPageSilentNodeInChromium(t *testing.T) {
 	bin := chromiumPath(t)
 	// The default node TTL (no --node-ttl) and heartbeat interval; raft
-	// timings for a loaded machine as in TestStatusPageInChromium.
-	args := []string{"--pchannels", "8", "--balance-interval", "1s", "--min-rebalance-interval", "0s",
-		"--heartbeat-timeout", "1s", "--election-timeout", "1s", "--leader-lease-timeout", "500ms"}
+	// timeouts that keep the leader on a loaded machine (an election in the
+	// test's few seconds gives every node a fresh TTL and voids the run;
+	// 1s with a 500ms step-down still moved leadership at load 25-40).
+	args := append([]string{"--pchannels", "8", "--balance-interval", "1s", "--min-rebalance-interval", "0s"}, floodRaftTimeouts...)
 	l := startInsecureClusterWith(t, cluster.LauncherConfig{ExtraArgs: args, StreamingNodes: 2})
 	c, err := client.New(context.Background(), client.Config{Endpoints: strings.Split(l.Endpoints(), ","), RequestTimeout: 10 * time.Second})
 	if err != nil {

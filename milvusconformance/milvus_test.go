@@ -42,15 +42,41 @@ func placements(a *streamingpb.FullStreamingNodeAssignmentWithVersion) map[strin
 	return out
 }
 
-// balanced: the 16 PChannels of `coordd dev` are all assigned and both
-// streaming nodes hold some.
+// currentAssignment is the full assignment as of now: the first answer of
+// a new AssignmentDiscover stream.
+func currentAssignment(t *testing.T, conn *grpc.ClientConn) *streamingpb.FullStreamingNodeAssignmentWithVersion {
+	t.Helper()
+	d, err := openDiscover(t, conn)
+	if err != nil {
+		t.Fatalf("AssignmentDiscover: %v", err)
+	}
+	defer d.cancel()
+	a, err := d.next()
+	if err != nil {
+		t.Fatalf("AssignmentDiscover: %v", err)
+	}
+	return a
+}
+
+// balanced: the 16 PChannels of `coordd dev` are all assigned, 8 on each
+// streaming node.
 func balanced(a *streamingpb.FullStreamingNodeAssignmentWithVersion) bool {
 	ps := placements(a)
-	nodes := map[int64]bool{}
+	nodes := map[int64]int{}
 	for _, o := range ps {
-		nodes[o.node] = true
+		nodes[o.node]++
 	}
-	return len(ps) == 16 && len(nodes) == 2
+	// The balancer evens the 16 out; until it has, it moves PChannels
+	// under the test's feet (an ack's owner, a paused node's channel).
+	if len(ps) != 16 || len(nodes) != 2 {
+		return false
+	}
+	for _, n := range nodes {
+		if n != 8 {
+			return false
+		}
+	}
+	return true
 }
 
 func newer(a, b *streamingpb.VersionPair) bool {
@@ -212,13 +238,29 @@ func TestBroadcastAndAck(t *testing.T) {
 			t.Fatalf("immutable message carries broadcast %d", got)
 		}
 		req := &streamingpb.BroadcastAckRequest{Message: im.IntoImmutableMessageProto()}
-		own := c.snOf(t, ps[m.VChannel()[:strings.LastIndexByte(m.VChannel(), '_')]].addr)
-		other := 3 - own
-		if _, err := streamingpb.NewStreamingCoordBroadcastServiceClient(c.dial(t, 2, fmt.Sprintf("node-%d", other))).Ack(ctx, req); status.Code(err) != codes.PermissionDenied {
-			t.Errorf("ack of %s by node-%d (not its owner): %v, want PermissionDenied", m.VChannel(), other, err)
-		}
-		if _, err := streamingpb.NewStreamingCoordBroadcastServiceClient(c.dial(t, 2, fmt.Sprintf("node-%d", own))).Ack(ctx, req); err != nil {
-			t.Errorf("ack of %s by its owner node-%d: %v", m.VChannel(), own, err)
+		pch := m.VChannel()[:strings.LastIndexByte(m.VChannel(), '_')]
+		// The balancer may still move the PChannel (a move is a newer
+		// assignment version): the owner is read fresh around each pair of
+		// acks, and a pair that raced a move is tried again (an ack is
+		// idempotent).
+		for attempt := 1; ; attempt++ {
+			before := currentAssignment(t, proxy)
+			own := c.snOf(t, placements(before)[pch].addr)
+			other := 3 - own
+			_, errOther := streamingpb.NewStreamingCoordBroadcastServiceClient(c.dial(t, 2, fmt.Sprintf("node-%d", other))).Ack(ctx, req)
+			_, errOwn := streamingpb.NewStreamingCoordBroadcastServiceClient(c.dial(t, 2, fmt.Sprintf("node-%d", own))).Ack(ctx, req)
+			after := currentAssignment(t, proxy)
+			if newer(before.GetVersion(), after.GetVersion()) && attempt < 5 {
+				t.Logf("assignment changed during the acks of %s (%v -> %v); again", m.VChannel(), before.GetVersion(), after.GetVersion())
+				continue
+			}
+			if status.Code(errOther) != codes.PermissionDenied {
+				t.Errorf("ack of %s by node-%d (not its owner): %v, want PermissionDenied", m.VChannel(), other, errOther)
+			}
+			if errOwn != nil {
+				t.Errorf("ack of %s by its owner node-%d: %v", m.VChannel(), own, errOwn)
+			}
+			break
 		}
 	}
 

@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,29 +53,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// freeBasePort finds a base port whose gRPC, raft and HTTP blocks are free.
-func freeBasePort(t *testing.T, nodes int) int {
-	t.Helper()
-	for base := 20000 + os.Getpid()%400*50; base < 60000; base += 37 {
-		ok := true
-		for i := 0; i < nodes && ok; i++ {
-			for _, p := range []int{base + i, base + 100 + i, base + 200 + i, base + 1000 + i, base + 1200 + i} {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-				if err != nil {
-					ok = false
-					break
-				}
-				l.Close()
-			}
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port block on 127.0.0.1")
-	return 0
 }
 
 // startCluster launches a three-process cluster and stops it at cleanup,

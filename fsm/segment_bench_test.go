@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -31,7 +32,13 @@ func benchSegmentState(tb testing.TB, n int) (*State, uint64) {
 // (two binlogs appended, DML position moved) against a state holding 100k
 // segments.
 func BenchmarkSaveBinlogPathsApply(b *testing.B) {
-	s, _ := benchSegmentState(b, 100_000)
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("segments=%d", n), func(b *testing.B) { benchSaveBinlogPathsApply(b, n) })
+	}
+}
+
+func benchSaveBinlogPathsApply(b *testing.B, n int) {
+	s, _ := benchSegmentState(b, n)
 	var targets []*Segment
 	s.EachActiveSegment(func(g *Segment) bool {
 		if g.State == logpb.SegmentState_SEGMENT_GROWING {
@@ -45,16 +52,19 @@ func BenchmarkSaveBinlogPathsApply(b *testing.B) {
 		np.State, np.NodeId, np.Term = logpb.PChannelState_PCHANNEL_ASSIGNED, 1, 2
 		s.ch.pchannels = s.ch.pchannels.Set(p.Name, np)
 	}
+	// Time ticks just under the committed TSO window, growing by one
+	// logical step per save so every DML position moves forward.
+	base := ComposeTS(s.TSOLimitPhysicalMs() - 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		target := targets[i%len(targets)]
-		ts := uint64(449400000000000 + i)
+		ts := base + uint64(i)
 		c := commands.MustNew(&logpb.SaveBinlogPaths{NodeId: 1, Vchannel: target.VChannel, PchannelTerm: 2, SegmentId: target.ID,
 			CollectionId: target.CollectionID, PartitionId: target.PartitionID, Level: logpb.SegmentLevel_LEVEL_L1,
 			Binlogs: []*logpb.FieldLogs{{FieldId: 100, Logs: []*logpb.LogRef{
 				{LogId: int64(1<<40 + 2*i), EntriesNum: 10, TimestampFrom: ts, TimestampTo: ts},
 				{LogId: int64(1<<40 + 2*i + 1), EntriesNum: 10, TimestampFrom: ts, TimestampTo: ts}}}},
-			Checkpoints: []*logpb.SegmentCheckpointUpdate{{SegmentId: target.ID, Position: &logpb.WALPosition{Term: 3, Offset: uint64(i), Timestamp: ts}, NumOfRows: 10}}})
+			Checkpoints: []*logpb.SegmentCheckpointUpdate{{SegmentId: target.ID, Position: &logpb.WALPosition{Term: 2, Offset: uint64(i), Timestamp: ts}, NumOfRows: 10}}})
 		next, res, err := s.ApplyCommands(s.AppliedIndex()+1, c)
 		if err != nil || res[0].Rejection != nil {
 			b.Fatalf("%v %v", err, res[0].GetRejection())

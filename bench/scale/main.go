@@ -41,6 +41,7 @@ type config struct {
 	DDLClients  int
 	MemberFlags []string
 	ReadyLimit  time.Duration
+	ProfileDir  string // -profile: CPU and heap profiles of every member per load row
 }
 
 func parseFlags(args []string) (config, error) {
@@ -63,6 +64,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.DDLClients, "ddl-clients", 64, "concurrent callers of the bulk DDL")
 	memberFlags := fs.String("member-flags", "", "extra flags for every coordd serve, space separated")
 	fs.DurationVar(&c.ReadyLimit, "ready-limit", 30*time.Minute, "longest wait for a member to become ready (join, restart)")
+	fs.StringVar(&c.ProfileDir, "profile", "", "directory for a CPU profile (middle half of each load row) and a heap profile of every member; adds --enable-pprof to the members")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -77,6 +79,12 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("sizes must be positive (vchannels at least 4)")
 	}
 	c.MemberFlags = strings.Fields(*memberFlags)
+	if c.ProfileDir != "" {
+		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
+			return c, fmt.Errorf("-profile: %w", err)
+		}
+		c.MemberFlags = append(c.MemberFlags, "--enable-pprof")
+	}
 	return c, nil
 }
 
@@ -157,7 +165,9 @@ func runScale(ctx context.Context, cfg config) (*report, error) {
 			backupAt = cfg.Row / 2
 		}
 		step("load row %g× for %v (load %s)", f, cfg.Row, loadAvg())
+		profiled := e.profileRow(ctx, cfg.ProfileDir, fmt.Sprintf("load-%gx", f), cfg.Row)
 		r := e.loadRow(ctx, f, cfg.Row, fp, mf, &collBase, backupAt)
+		profiled()
 		rep.rows = append(rep.rows, r)
 		printRow(r)
 	}

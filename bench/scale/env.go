@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -225,12 +226,24 @@ func (e *env) refused(ctx context.Context, err error) {
 // retryUnavailable repeats call while the answer is Unavailable (no
 // leader for a moment), for up to 60 s.
 func retryUnavailable(ctx context.Context, call func(context.Context) error) error {
+	return retryCodes(ctx, call, codes.Unavailable, codes.DeadlineExceeded)
+}
+
+// retryOwnerMoves is retryUnavailable for a setup call made as a
+// PChannel's owner: Aborted (not the owner) is retried too, since an
+// election during setup may move PChannels and the simulated nodes learn
+// the new owner from the next assignment push.
+func retryOwnerMoves(ctx context.Context, call func(context.Context) error) error {
+	return retryCodes(ctx, call, codes.Unavailable, codes.DeadlineExceeded, codes.Aborted)
+}
+
+func retryCodes(ctx context.Context, call func(context.Context) error, retry ...codes.Code) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := call(cctx)
 		cancel()
-		if err == nil || status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded || time.Now().After(deadline) {
+		if err == nil || !slices.Contains(retry, status.Code(err)) || time.Now().After(deadline) {
 			return err
 		}
 		select {

@@ -212,7 +212,7 @@ func (e *env) setupManifests(ctx context.Context, n, skipColls int, st *opStats)
 	m := &manifestSet{}
 	mc := coordpb.NewManifestServiceClient(e.leaderConn())
 	for _, s := range f.slots {
-		if err := retryUnavailable(ctx, func(ctx context.Context) error { return e.assign(ctx, s, st) }); err != nil {
+		if err := retryOwnerMoves(ctx, func(ctx context.Context) error { return e.assign(ctx, s, st) }); err != nil {
 			return nil, fmt.Errorf("manifest segments: %w", err)
 		}
 		err := retryUnavailable(ctx, func(ctx context.Context) error {

@@ -63,6 +63,12 @@ type Error struct {
 	// Stopped says why retrying ended early, if it did: the context's
 	// error or errRetryBudget. Nil when Err was definitive.
 	Stopped error
+	// LastAnswer is the last error a server answered with, kept when the
+	// call's own context ended during a later attempt (Err is then only
+	// the context's error, which says nothing of why the earlier attempts
+	// failed, e.g. which resource key a broadcast waited for). Nil
+	// otherwise.
+	LastAnswer error
 }
 
 var errRetryBudget = errors.New("retry budget exhausted")
@@ -80,6 +86,9 @@ func (e *Error) Error() string {
 	}
 	if e.Stopped != nil {
 		notes = append(notes, "gave up: "+e.Stopped.Error())
+	}
+	if e.LastAnswer != nil {
+		notes = append(notes, "the answer before that: "+e.LastAnswer.Error())
 	}
 	if e.OutcomeUnknown {
 		notes = append(notes, "an attempt's outcome is unknown: the change may have been applied")
@@ -173,6 +182,10 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 		tried   = map[string]bool{}
 		delay   = backoffStart
 		unknown int
+		// answered is the last attempt's error that came while the
+		// call's context was live (a server's answer or one attempt's
+		// own timeout).
+		answered error
 	)
 	maxUnknown := c.cfg.OutcomeUnknownRetries
 	if kind == mutationOnce {
@@ -210,10 +223,15 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 		if id := first(md, MDLeaderID); id != "" {
 			e.LeaderID = id
 		}
-		if ctx.Err() != nil {
-			e.Stopped = ctx.Err()
+		if stopped := callEnded(ctx); stopped != nil {
+			// The attempt ended with the call: whatever its transport
+			// said (a reset stream, a canceled read), it was cut short.
+			e.Err = status.FromContextError(stopped).Err()
+			e.Stopped = stopped
+			e.LastAnswer = answered
 			return "", e
 		}
+		answered = err
 		retry, unknownOutcome := classify(err, md, sent)
 		if !retry {
 			return "", e
@@ -247,6 +265,22 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 			hint = h
 		}
 	}
+}
+
+// callEnded is the call context's error once it has ended, or
+// context.DeadlineExceeded once its deadline has passed even though the
+// context's own timer has not fired yet: gRPC ends an attempt at the
+// deadline from its own timer (or on the server's reset), which can run
+// first, and that attempt's error then describes the deadline, not an
+// answer.
+func callEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // retryAfter returns the server's wait hint of an overloaded answer

@@ -28,6 +28,10 @@ type BroadcastScript struct {
 	// Resp, if set, is the answer when there is no error; otherwise the
 	// answer is what Apply produced (or an empty response).
 	Resp *coordpb.BroadcastResponse
+	// Hang answers nothing until the call's context ends (a lock wait
+	// that outlives the caller's deadline); the caller sees its own
+	// context's error.
+	Hang bool
 }
 
 // broadcasts is the fake broadcaster's state, guarded by Cluster.mu.
@@ -210,6 +214,9 @@ func (n *Node) Broadcast(ctx context.Context, req *coordpb.BroadcastRequest) (*c
 		resp = r
 	}
 	switch {
+	case script.Hang:
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	case script.OutcomeUnknown:
 		return nil, OutcomeUnknown(ctx)
 	case script.Err != nil:

@@ -318,9 +318,21 @@ func TestBroadcastSendErrors(t *testing.T) {
 		waits = append(waits, clienttest.BroadcastScript{Err: lockErr})
 	}
 	fc.ScriptBroadcast(waits...)
+	// Whether the SDK's retries end first (the last answer is the lock
+	// wait) or the call's deadline cuts an attempt short (the answer
+	// before it is named), the key is in the one line.
+	code, _, errs = ctl(t, fc, "broadcast", "send", "DropCollection", "--collection-id", "5")
+	if code != exitFail || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "coordctl: broadcast send: ") ||
+		!strings.Contains(errs, "waited 2s for resource key CollectionName:db1:c1@X") {
+		t.Fatalf("exit %d stderr %q", code, errs)
+	}
+	// The deadline cuts the second attempt short: the first's answer is
+	// still named, after the deadline.
+	fc = broadcastFake(t)
+	fc.ScriptBroadcast(clienttest.BroadcastScript{Err: lockErr}, clienttest.BroadcastScript{Hang: true})
 	code, _, errs = ctl(t, fc, "broadcast", "send", "DropCollection", "--collection-id", "5")
 	if code != exitFail || strings.Count(errs, "\n") != 1 ||
-		!strings.HasPrefix(errs, "coordctl: broadcast send: waited 2s for resource key CollectionName:db1:c1@X") {
+		!strings.HasPrefix(errs, "coordctl: broadcast send: context deadline exceeded (gave up after 2 attempts); the answer before that: waited 2s for resource key CollectionName:db1:c1@X") {
 		t.Fatalf("exit %d stderr %q", code, errs)
 	}
 	// Every attempt's answer lost: the SDK resends (the request ID makes a

@@ -97,6 +97,11 @@ func describe(err error, mutates bool) string {
 		if ce.Stopped != nil && ce.Attempts > 1 {
 			msg += fmt.Sprintf(" (gave up after %d attempts)", ce.Attempts)
 		}
+		if ce.LastAnswer != nil {
+			// The deadline cut the last attempt short; what the server
+			// said before is the useful part.
+			msg += "; the answer before that: " + status.Convert(ce.LastAnswer).Message()
+		}
 		if ce.OutcomeUnknown && mutates {
 			msg += "; an attempt's outcome is unknown: the change may have been applied (check 'coordctl cluster status')"
 		}

@@ -14,11 +14,13 @@ import (
 )
 
 // Run is the leader routine: a seal/flush round every Interval and after
-// every time-tick report, until ctx ends.
+// every time-tick report that may make a segment flushable, until ctx
+// ends; paced so rounds take at most about 1/roundDuty of a core.
 func (m *Manager) Run(ctx context.Context, term uint64) {
 	ctx = commands.WithDecisionTerm(ctx, term)
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
+	var p pacer
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,7 +28,16 @@ func (m *Manager) Run(ctx context.Context, term uint64) {
 		case <-t.Chan():
 		case <-m.kick:
 		}
+		if d := p.wait(m.clock.Now()); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.clock.After(d):
+			}
+		}
+		start := m.clock.Now()
 		_, _ = m.Round(ctx, term)
+		p.ran(start, m.clock.Now())
 	}
 }
 

@@ -140,7 +140,7 @@ func startSampler(e *env) *sampler {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(time.Second):
+			case <-time.After(sampleEvery):
 			}
 		}
 	}()

@@ -57,6 +57,7 @@ type serveConfig struct {
 	TestOnlyUnsafeBroadcastOrder              bool
 	TestOnlySkipIdentityCheck                 bool
 	FaultInjection                            bool
+	MemoryLimit                               int64 // --memory-limit: the collector's soft limit (memflags.go)
 	Channels                                  channelFlags
 	Broadcast                                 broadcastFlags
 	Segments                                  segmentFlags
@@ -117,6 +118,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"bytes raft-wal preallocates each log segment to (wal log store only; 0: raft-wal's 64 MiB); the log is compacted a whole segment at a time, "+
 			"so smaller segments make members behind the compacted log catch up by snapshot sooner (docs/operations.md#raft-log-store)")
 	registerStateBudget(fs, &c.Raft.StateBudget)
+	registerMemoryLimit(fs, &c.MemoryLimit)
 	fs.IntVar(&c.Raft.MaxInflightEntries, "raft-inflight-entries", raftnode.MaxInflightEntries,
 		"log entries the group-commit batcher keeps with raft at once; fewer make each entry (and fsync) carry more commands")
 	if err := parseFlags(fs, args); err != nil {

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/coordd/coordd/raftnode"
 )
@@ -173,6 +176,9 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		{name: "zero watcher cap", args: with("--max-watchers", "0"), want: "--max-watchers must be in 1.."},
 		{name: "state budget not a size", args: with("--state-budget", "lots"), usage: true, want: "usage"},
 		{name: "negative state budget", args: with("--state-budget", "-1GiB"), usage: true, want: "usage"},
+		{name: "memory limit not a size", args: with("--memory-limit", "plenty"), usage: true, want: "usage"},
+		{name: "memory limit too small", args: with("--memory-limit", "1MiB"), usage: true, want: "usage"},
+		{name: "env memory limit too small", args: baseArgs(), env: env{"COORDD_MEMORY_LIMIT": "1000"}, want: `COORDD_MEMORY_LIMIT="1000": 1000 is below 64.0 MiB, too little for the Go runtime itself (0: leave the runtime's setting)`},
 		{name: "env bad state budget", args: baseArgs(), env: env{"COORDD_STATE_BUDGET": "1.5GiB"}, want: `COORDD_STATE_BUDGET="1.5GiB": byte count "1.5GiB": want a whole number of bytes`},
 		{name: "zero proposal queue", args: with("--max-pending-proposals", "0"), want: "--max-pending-proposals must be in 1..1048576, got 0"},
 		{name: "negative proposal queue", args: with("--max-pending-proposals", "-5"), want: "--max-pending-proposals must be in 1..1048576, got -5"},
@@ -252,7 +258,7 @@ func TestParseServeFlagsValid(t *testing.T) {
 			HTTPIdleTimeout: time.Minute, HTTPMaxConns: 1000,
 			GRPCMaxStreams: 1000, GRPCKeepaliveMinTime: 10 * time.Second, GRPCHandshakeTimeout: 10 * time.Second, MaxWatchers: 1000, MaxRequestWait: 2 * time.Minute,
 			MaxPendingProposals: raftnode.DefaultMaxPendingProposals},
-		Security: securityFlags{Insecure: true}}
+		Security: securityFlags{Insecure: true}, MemoryLimit: defaultMemoryLimit()}
 	want := func(f func(c *serveConfig)) serveConfig {
 		c := base
 		f(&c)
@@ -338,6 +344,12 @@ func TestParseServeFlagsValid(t *testing.T) {
 			want(func(c *serveConfig) { c.Raft.StateBudget = 512 << 20 })},
 		{"state budget off", with("--state-budget", "0"), nil,
 			want(func(c *serveConfig) { c.Raft.StateBudget = 0 })},
+		{"memory limit with a unit", with("--memory-limit", "1800MiB"), nil,
+			want(func(c *serveConfig) { c.MemoryLimit = 1800 << 20 })},
+		{"memory limit off", with("--memory-limit", "0"), nil,
+			want(func(c *serveConfig) { c.MemoryLimit = 0 })},
+		{"memory limit from the environment", baseArgs(), env{"COORDD_MEMORY_LIMIT": "2GiB"},
+			want(func(c *serveConfig) { c.MemoryLimit = 2 << 30 })},
 		{"state budget from the environment", baseArgs(), env{"COORDD_STATE_BUDGET": "3000000000"},
 			want(func(c *serveConfig) { c.Raft.StateBudget = 3e9 })},
 	}
@@ -466,5 +478,34 @@ func TestRunExitCodes(t *testing.T) {
 				t.Errorf("stdout %q does not contain %q", stdout.String(), tc.stdout)
 			}
 		})
+	}
+}
+
+func TestMemoryLimitDefault(t *testing.T) {
+	for _, tc := range []struct {
+		cgroup, want int64
+	}{
+		{1 << 62, 0},          // no cgroup limit: the runtime's own setting
+		{0, 0},                // unreadable
+		{4 << 30, 3865470561}, // 9/10 of a 4 GiB cgroup (rounded down per tenth)
+	} {
+		if got := memoryLimitFor(tc.cgroup); got != tc.want {
+			t.Errorf("memoryLimitFor(%d) = %d, want %d", tc.cgroup, got, tc.want)
+		}
+	}
+}
+
+// TestApplyMemoryLimitSetsTheCollectorsLimit: a configured limit reaches
+// the runtime; 0 leaves the runtime's own setting alone.
+func TestApplyMemoryLimitSetsTheCollectorsLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	applyMemoryLimit(0, 1<<30, hclog.NewNullLogger())
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Fatalf("limit 0 changed the runtime's limit to %d", got)
+	}
+	applyMemoryLimit(3<<30, 1<<30, hclog.NewNullLogger())
+	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
+		t.Fatalf("runtime limit %d, want %d", got, int64(3<<30))
 	}
 }

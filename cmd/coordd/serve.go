@@ -44,6 +44,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	if err := c.Limits.checkFDs(); err != nil {
 		return err
 	}
+	applyMemoryLimit(c.MemoryLimit, c.Raft.StateBudget, logger)
 	sec, err := c.Security.load()
 	if err != nil {
 		return err

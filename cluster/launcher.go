@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -464,13 +463,11 @@ func (l *Launcher) signal(name string, sig syscall.Signal) error {
 func waitStopped(pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		stopped, err := supervise.Stopped(pid)
 		if err != nil {
 			return nil // no procfs: nothing to wait on
 		}
-		// The state follows the command name, which is in parentheses and
-		// may itself hold spaces or parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+		if stopped {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/coordd/coordd/cluster"
+	"github.com/coordd/coordd/proc"
 )
 
 // Where a coordd commit round goes, from the members' own metrics (raft's
@@ -124,31 +122,7 @@ func roundBreakdown(a, b roundSample) map[string]float64 {
 }
 
 // cpuSeconds is a process's user plus system CPU time from /proc.
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: fields count from the
-	// last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b)[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return (ut + st) / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
+func cpuSeconds(pid int) (float64, error) { return proc.CPUSeconds(pid) }
 
 // cpuOf sums the CPU seconds of the named processes.
 func cpuOf(pids map[string]int) float64 {

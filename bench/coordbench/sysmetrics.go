@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/coordd/coordd/proc"
 )
 
 // scrape reads a Prometheus text page into name{labels} -> value.
@@ -39,19 +41,13 @@ func scrape(httpAddr string) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// rssMiB is a process's resident set from /proc.
+// rssMiB is a process's resident set in MiB (0 when it cannot be read).
 func rssMiB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := proc.RSSBytes(pid)
 	if err != nil {
 		return 0
 	}
-	for _, ln := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(ln); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return float64(b) / (1 << 20)
 }
 
 // rssSampler records each process's largest RSS every 250 ms until stop.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/proc"
 )
 
 // member is one `coordd serve` process of the run, over real TCP on
@@ -193,43 +194,27 @@ func (m *member) metrics() (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// rssMiB is the process's resident set from /proc (0 when not running).
+// rssMiB is the process's resident set in MiB (0 when it cannot be read).
 func rssMiB(pid int) float64 {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := proc.RSSBytes(pid)
 	if err != nil {
 		return 0
 	}
-	for _, ln := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(ln); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return float64(b) / (1 << 20)
 }
 
-// cpuSeconds is the process's user+system CPU time from /proc/PID/stat.
+// cpuSeconds is the process's user+system CPU time (0 when it cannot be
+// read).
 func cpuSeconds(pid int) float64 {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := proc.CPUSeconds(pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ is 100 on Linux
+	return s
 }

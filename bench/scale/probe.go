@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/proc"
 )
 
 // The probe: one committed write (a checkpoint of one VChannel the load
@@ -103,14 +102,4 @@ func (e *env) saveSnapshot(ctx context.Context) (int64, error) {
 }
 
 // loadAvg is /proc/loadavg's first three fields.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
+func loadAvg() string { return proc.LoadAvg() }

@@ -63,7 +63,7 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, r Request, inBat
 	default:
 		var err error
 		if cur, err = commands.ParseManifestPointer(g.ManifestPath); err != nil {
-			return nil, nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %v", id, err)
+			return nil, nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %w", id, err)
 		}
 		coll, part = g.CollectionID, g.PartitionID
 		base = cur.Base

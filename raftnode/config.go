@@ -26,7 +26,7 @@ const DefaultHeartbeatTimeout = 400 * time.Millisecond
 // Config describes one raft member. Zero durations take the defaults below.
 type Config struct {
 	ID       string // stable member ID
-	DataDir  string // raft.db and snapshots/ live here
+	DataDir  string // raft.db, wal/ (the raft-wal log store) and snapshots/ live here
 	RaftAddr string // bind and advertised address of the raft transport
 
 	HeartbeatTimeout   time.Duration // default DefaultHeartbeatTimeout

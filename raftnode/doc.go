@@ -6,6 +6,10 @@
 // proposals, linearizable reads, leadership tracking and membership
 // changes.
 //
+// The log store is raft-wal for a new data dir and bolt (raft.db) for a
+// data dir that records bolt (made by an older coordd, or first opened
+// with Config.LogStore bolt); docs/operations.md#raft-log-store.
+//
 // Threading model:
 //   - raft's FSM goroutine is the only caller of fsmAdapter.ApplyBatch,
 //     Snapshot and Restore. It publishes each new fsm.State through an

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // maxEntryBodyBytes caps the bodies batched into one entry, well under
@@ -33,7 +34,7 @@ const maxEntryBodyBytes = 2 << 20
 // the command is queued, Propose calls its commands.OnQueued function.
 func (n *Node) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	if !c.Checked() {
-		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
+		return nil, vocab.Errorf(commands.ErrInvalid, "%s was not built by commands.New", c.Type)
 	}
 	pr := commands.Prepare(ctx, c, opts...) // the one reader of c's scope and opts
 	c = pr.Command

@@ -22,8 +22,9 @@ const DefaultMaxPendingProposals = 4096
 // at once by default; proposals queue only while all of them are out. One:
 // hashicorp/raft writes the leader's log before it replicates, so entries
 // in flight together overlap little, and entries submitted apart are
-// mostly written apart, each a bolt transaction (two fdatasyncs) on every
-// member. With one, everything that
+// mostly written apart, each a log store append on every member (one
+// fsync on raft-wal, the store of a new data dir; a bolt transaction, two
+// fdatasyncs, on a data dir that records bolt). With one, everything that
 // arrives during a commit goes out as the next entry: on the 2-core
 // reference machine W3 at 64 clients ran 30 commands per fsync and 40 %
 // more writes per second than with 8 (bench/RESULTS.md, "Earning it").

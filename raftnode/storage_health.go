@@ -18,8 +18,9 @@ import (
 type watchedLogStore struct {
 	raft.LogStore
 
-	// appends counts successful log writes: each is one bolt transaction,
-	// so one fsync of raft.db.
+	// appends counts successful log writes: each is one append to the log
+	// store, so one fsync of it (raft-wal, a new data dir's store: a
+	// segment; bolt, for a data dir that records it: raft.db).
 	appends atomic.Uint64
 
 	// fault is the current run of failed appends (StorageFaults).
@@ -45,8 +46,9 @@ func (s *watchedLogStore) StoreLogs(ls []*raft.Log) error {
 }
 
 // LogWrites is how many successful writes this member made to its raft
-// log since it opened: each is one bolt transaction, so one fsync of
-// raft.db (the group-commit denominator in bench/RESULTS.md).
+// log since it opened: each is one append to its log store, so one fsync
+// of it (a raft-wal segment, or raft.db on a data dir that records bolt;
+// the group-commit denominator in bench/RESULTS.md).
 func (n *Node) LogWrites() uint64 { return n.logs.appends.Load() }
 
 func (s *watchedLogStore) record(err error) error {

@@ -13,6 +13,10 @@
 // these rules, so there is one rule set, not a copy per layer.
 //
 // Every refusal is an error for which errors.Is(err, ErrInvalid) holds;
-// its text is the rule alone, fit to show a caller. The package imports
-// only the standard library.
+// its text is the rule alone, fit to show a caller. The error classes
+// every service shares (Class) live here too, with Errorf, which makes an
+// error of a kind whose text is what a caller is told: the API answers
+// with that text and the class's code, and edits no message
+// (docs/semantics.md#error-classes). The package imports only the
+// standard library.
 package vocab

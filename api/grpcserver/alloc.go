@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,7 +12,7 @@ import (
 
 func validateCount(count uint32) error {
 	if count == 0 || count > vocab.MaxAllocCount {
-		return fmt.Errorf("%w: count must be in 1..%d, got %d", errInvalid, vocab.MaxAllocCount, count)
+		return vocab.Errorf(errInvalid, "count must be in 1..%d, got %d", vocab.MaxAllocCount, count)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -12,6 +11,7 @@ import (
 	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The write path's flusher-facing RPCs (docs/semantics.md#segments).
@@ -138,7 +138,7 @@ func apiFlushTasks(ts []datapath.Task) []*coordpb.FlushTask {
 // CurrentFlushTasks is WatchFlushTasks's current set, once (for HTTP).
 func (s *Server) CurrentFlushTasks(ctx context.Context, req *coordpb.WatchFlushTasksRequest) (*coordpb.FlushTasks, error) {
 	if req.NodeId == 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: node_id is required", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "node_id is required"))
 	}
 	if _, err := s.speaksFor(ctx, req.NodeId); err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (s *Server) CurrentFlushTasks(ctx context.Context, req *coordpb.WatchFlushT
 func (s *Server) WatchFlushTasks(req *coordpb.WatchFlushTasksRequest, stream grpc.ServerStreamingServer[coordpb.FlushTasks]) error {
 	ctx := stream.Context()
 	if req.NodeId == 0 {
-		return s.toStatus(ctx, fmt.Errorf("%w: node_id is required", errInvalid))
+		return s.toStatus(ctx, vocab.Errorf(errInvalid, "node_id is required"))
 	}
 	if _, err := s.speaksFor(ctx, req.NodeId); err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/vocab"
@@ -146,7 +144,11 @@ func classifyError(err error) (codes.Code, string) {
 }
 
 // toStatus converts an internal error into a gRPC status error, attaching
-// the leader hint and the outcome marker as trailer metadata.
+// the leader hint and the outcome marker as trailer metadata. The status
+// message is the error's public message (publicMessage): its own text,
+// for an error of a class is made with vocab.Errorf, whose text leaves
+// the class's words to the code. The HTTP gateway answers with the same
+// message and the code's row in httpStatus.
 func (s *Server) toStatus(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -174,41 +176,5 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	if len(md) > 0 {
 		_ = grpc.SetTrailer(ctx, md)
 	}
-	return status.Error(code, publicMessage(err.Error()))
-}
-
-// internalPrefixes are the texts of the sentinel errors wrapped into
-// messages ("invalid command: ..."); the code already says as much, so
-// the message a caller sees leaves them out.
-var internalPrefixes = []string{
-	commands.ErrInvalid.Error() + ": ", commands.ErrTooLarge.Error() + ": ",
-	errNotFound.Error() + ": ", errPrecondition.Error() + ": ",
-	manifest.ErrNotFound.Error() + ": ",
-}
-
-// publicMessage is msg without the internal sentinel prefixes, wherever
-// they start a message or a wrapped part of one (nested errors repeat
-// them); inside other words they stay ("segment not found: ..." keeps its
-// subject).
-func publicMessage(msg string) string {
-	for _, p := range internalPrefixes {
-		var b strings.Builder
-		rest := msg
-		for {
-			i := strings.Index(rest, p)
-			if i < 0 {
-				b.WriteString(rest)
-				break
-			}
-			done := b.String() + rest[:i]
-			if done == "" || strings.HasSuffix(done, ": ") {
-				b.WriteString(rest[:i])
-			} else {
-				b.WriteString(rest[:i+len(p)])
-			}
-			rest = rest[i+len(p):]
-		}
-		msg = b.String()
-	}
-	return msg
+	return status.Error(code, publicMessage(err))
 }

@@ -61,13 +61,15 @@ func TestToStatus(t *testing.T) {
 		{"shutting down", raftnode.ErrShuttingDown, codes.Unavailable, leaderMD},
 		{"allocator not leader", fmt.Errorf("allocator: %w", leadership.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"no leader", fmt.Errorf("cannot forward: %w", errNoLeader), codes.Unavailable, leaderMD},
-		{"commands invalid", fmt.Errorf("%w: member id too long", commands.ErrInvalid), codes.InvalidArgument, noMD},
-		{"commands too large", fmt.Errorf("%w: entry is 9 MiB", commands.ErrTooLarge), codes.InvalidArgument, noMD},
+		{"commands invalid", vocab.Errorf(commands.ErrInvalid, "member id too long"), codes.InvalidArgument, noMD},
+		{"commands too large", vocab.Errorf(commands.ErrTooLarge, "entry is 9 MiB"), codes.InvalidArgument, noMD},
 		{"vocabulary invalid", fmt.Errorf("transfer leader: %w", vocab.ValidateMemberID("a b")), codes.InvalidArgument, noMD},
-		{"api invalid", fmt.Errorf("%w: count must be positive", errInvalid), codes.InvalidArgument, noMD},
-		{"not found", fmt.Errorf("%w: member ghost", errNotFound), codes.NotFound, noMD},
-		{"precondition", fmt.Errorf("%w: already leads", errPrecondition), codes.FailedPrecondition, noMD},
-		{"data path precondition", fmt.Errorf("%w: node 3 session is epoch 2", datapath.ErrPrecondition), codes.FailedPrecondition, noMD},
+		{"api invalid", vocab.Errorf(errInvalid, "count must be positive"), codes.InvalidArgument, noMD},
+		{"api invalid, the old way", fmt.Errorf("%w: count must be positive", errInvalid), codes.InvalidArgument, noMD},
+		{"not found", vocab.Errorf(errNotFound, "member ghost"), codes.NotFound, noMD},
+		{"not found, the old way", fmt.Errorf("read: %w", fmt.Errorf("%w: member ghost", errNotFound)), codes.NotFound, noMD},
+		{"precondition", vocab.Errorf(errPrecondition, "already leads"), codes.FailedPrecondition, noMD},
+		{"data path precondition", vocab.Errorf(datapath.ErrPrecondition, "node 3 session is epoch 2"), codes.FailedPrecondition, noMD},
 		{"data path without broadcaster", datapath.ErrNoBroadcaster, codes.Unavailable, leaderMD},
 		{"deadline", fmt.Errorf("read: %w", context.DeadlineExceeded), codes.DeadlineExceeded, noMD},
 		{"canceled", fmt.Errorf("read: %w", context.Canceled), codes.Canceled, noMD},
@@ -86,12 +88,12 @@ func TestToStatus(t *testing.T) {
 		{"membership refused", fmt.Errorf("%w: member n1 already leads", membership.ErrRefused), codes.FailedPrecondition, noMD},
 		{"write path not leader", fmt.Errorf("assign: %w", flush.ErrNotLeader), codes.Unavailable, leaderMD},
 		{"write path not owner", fmt.Errorf("%w: node 2 at term 1", flush.ErrNotOwner), codes.Aborted, noMD},
-		{"write path invalid", fmt.Errorf("%w: rows and bytes are both 0", flush.ErrInvalid), codes.InvalidArgument, noMD},
-		{"write path not found", fmt.Errorf("%w: collection 9", flush.ErrNotFound), codes.NotFound, noMD},
+		{"write path invalid", vocab.Errorf(flush.ErrInvalid, "rows and bytes are both 0"), codes.InvalidArgument, noMD},
+		{"write path not found", vocab.Errorf(flush.ErrNotFound, "collection 9"), codes.NotFound, noMD},
 		{"manifest stale", fmt.Errorf("commit: %w", &manifest.StaleError{Segment: 5, Expected: 1, Current: 2}), codes.Aborted, noMD},
 		{"manifest refused", &commands.RejectedError{Code: logpb.RejectCode_REJECT_NOT_FOUND, Message: "segment 5 is dropped"}, codes.NotFound, noMD},
 		{"apply refused as invalid", fmt.Errorf("create segment: %w", &commands.RejectedError{Code: logpb.RejectCode_REJECT_INVALID, Message: "bad"}), codes.InvalidArgument, noMD},
-		{"manifest not found", fmt.Errorf("%w: segment 5", manifest.ErrNotFound), codes.NotFound, noMD},
+		{"manifest not found", vocab.Errorf(manifest.ErrNotFound, "segment 5"), codes.NotFound, noMD},
 		{"manifest no store", manifest.ErrNoStore, codes.FailedPrecondition, noMD},
 		{"proposal queue full", fmt.Errorf("create broadcast: %w", &raftnode.OverloadedError{Pending: 64, Max: 64, RetryAfter: 250 * time.Millisecond}),
 			codes.ResourceExhausted, mdWant{MDRetryAfter: "250", MDOutcome: "", MDLeaderID: ""}},
@@ -123,11 +125,13 @@ func TestToStatus(t *testing.T) {
 			if !ok {
 				t.Fatalf("toStatus returned a non-status error %v", err)
 			}
-			// The message is the error's, without internal sentinel prefixes.
-			if want := publicMessage(tc.err.Error()); st.Code() != tc.code || st.Message() != want {
+			// The message is the error's public message, which never
+			// starts with a kind's words (nor does a wrapped part of it).
+			if want := publicMessage(tc.err); st.Code() != tc.code || st.Message() != want {
 				t.Errorf("got %v %q; want %v %q", st.Code(), st.Message(), tc.code, want)
 			}
-			for _, p := range internalPrefixes {
+			for _, k := range []error{commands.ErrInvalid, commands.ErrTooLarge, errNotFound, errPrecondition, manifest.ErrNotFound} {
+				p := k.Error() + ": "
 				if m := st.Message(); strings.HasPrefix(m, p) || strings.Contains(m, ": "+p) {
 					t.Errorf("message %q carries %q", st.Message(), p)
 				}
@@ -298,23 +302,48 @@ func TestEveryClassHasARow(t *testing.T) {
 	}
 }
 
-// TestPublicMessage: sentinel prefixes go where they start the message or
-// a wrapped part of it, never from inside another sentinel's text.
+// TestPublicMessage: an error made with vocab.Errorf is answered with its
+// own text, through any wrapping; an error built the old way
+// (fmt.Errorf("%w: detail", kind), legacyKinds) loses the kind's words
+// where the error tree says they are, and nowhere else.
 func TestPublicMessage(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{fmt.Errorf("%w: segment 5 does not exist", manifest.ErrNotFound).Error(), "segment 5 does not exist"},
-		{"task not found: x", "task not found: x"},
-		{fmt.Errorf("%w: member ghost", errNotFound).Error(), "member ghost"},
-		{fmt.Errorf("read: %w", fmt.Errorf("%w: member ghost", errNotFound)).Error(), "read: member ghost"},
-		{fmt.Errorf("%w: %w: x", errInvalid, commands.ErrInvalid).Error(), "x"},
-		// The data path's classes read as the API's own did.
-		{fmt.Errorf("%w: node 3 session is epoch 2", datapath.ErrPrecondition).Error(), "node 3 session is epoch 2"},
-		{fmt.Errorf("%w: streaming node 3", datapath.ErrNotFound).Error(), "streaming node 3"},
-		{fmt.Errorf("%w: level must be L0, L1 or L2", datapath.ErrInvalid).Error(), "level must be L0, L1 or L2"},
-		{"nothing to strip", "nothing to strip"},
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{vocab.Errorf(manifest.ErrNotFound, "segment 5 does not exist"), "segment 5 does not exist"},
+		{fmt.Errorf("read: %w", vocab.Errorf(errNotFound, "member ghost")), "read: member ghost"},
+		{vocab.Errorf(errInvalid, "%w", vocab.ValidateMemberID("a b")), vocab.ValidateMemberID("a b").Error()},
+		{vocab.Errorf(datapath.ErrPrecondition, "node 3 session is epoch 2"), "node 3 session is epoch 2"},
+		{vocab.Errorf(datapath.ErrInvalid, "level must be L0, L1 or L2"), "level must be L0, L1 or L2"},
+		// An error's own words are never cut, even when they read like a
+		// kind's: only the tree says where a kind is.
+		{errors.New("task not found: x"), "task not found: x"},
+		{errors.New("invalid command: x"), "invalid command: x"},
+		{vocab.Errorf(errInvalid, "not found: %s", "x"), "not found: x"},
+		{fmt.Errorf("invalid command: %w", errors.New("x")), "invalid command: x"},
+		{errors.New("nothing to strip"), "nothing to strip"},
+		// The old way, still used by a few call sites (TestLegacyErrorSites).
+		{fmt.Errorf("%w: member ghost", errNotFound), "member ghost"},
+		{fmt.Errorf("read: %w", fmt.Errorf("%w: member ghost", errNotFound)), "read: member ghost"},
+		{fmt.Errorf("%w: %w", commands.ErrInvalid, vocab.ValidateMemberID("a b")), vocab.ValidateMemberID("a b").Error()},
+		{fmt.Errorf("create: %w", fmt.Errorf("%w: %w", errInvalid, fmt.Errorf("%w: x", errInvalid))), "create: x"},
+		{fmt.Errorf("%w: the caller gave up: %w", errInvalid, context.Canceled), "the caller gave up: context canceled"},
+		// Apply's refusals are recorded text: a part that is a kind's
+		// words alone goes, other words stay.
+		{fmt.Errorf("commit: %w", &commands.RejectedError{Code: logpb.RejectCode_REJECT_INVALID, Message: "invalid command: member id too long"}), "commit: member id too long"},
+		{&commands.RejectedError{Code: logpb.RejectCode_REJECT_INVALID, Message: "segment 5: invalid command: stats key k: bad"}, "segment 5: stats key k: bad"},
+		{&commands.RejectedError{Code: logpb.RejectCode_REJECT_NOT_FOUND, Message: "task not found: x"}, "task not found: x"},
+		{&commands.RejectedError{Code: logpb.RejectCode_REJECT_INVALID, Message: "x: invalid command"}, "x: invalid command"},
+		// A vocab.Errorf that wraps an error of the commands package with
+		// %w reads it as the tree says.
+		{vocab.Errorf(commands.ErrInvalid, "segment %d: %w", 5, fmt.Errorf("%w: bad key", commands.ErrInvalid)), "segment 5: bad key"},
+		// A kind wrapped last, or not first, is the old "...: %w" form
+		// that says what it is: it stays.
+		{fmt.Errorf("member ghost: %w", errNotFound), "member ghost: not found"},
 	} {
-		if got := publicMessage(tc.in); got != tc.want {
-			t.Errorf("publicMessage(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := publicMessage(tc.err); got != tc.want {
+			t.Errorf("publicMessage(%q) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // speaksFor is the per-node identity check (docs/security.md#per-node-identity)
@@ -30,7 +31,7 @@ func (s *Server) speaksFor(ctx context.Context, node uint64) (context.Context, e
 		return ctx, nil // --insecure: no credentials, no binding
 	}
 	if node == 0 {
-		return ctx, s.toStatus(ctx, fmt.Errorf("%w: node_id is required: the call speaks for a streaming node session", errInvalid))
+		return ctx, s.toStatus(ctx, vocab.Errorf(errInvalid, "node_id is required: the call speaks for a streaming node session"))
 	}
 	who, ok := auth.IdentityFrom(ctx)
 	if !ok {

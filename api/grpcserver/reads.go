@@ -2,12 +2,12 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Reads are served from this node's state: the newest applied one for a
@@ -37,7 +37,7 @@ func readState[Resp any](s *Server, ctx context.Context, c coordpb.ReadConsisten
 // an older or newer client may send): it is not silently read as either.
 func checkConsistency(c coordpb.ReadConsistency) error {
 	if _, ok := coordpb.ReadConsistency_name[int32(c)]; !ok {
-		return fmt.Errorf("%w: consistency %d is not a known value (LINEARIZABLE or STALE)", errInvalid, c)
+		return vocab.Errorf(errInvalid, "consistency %d is not a known value (LINEARIZABLE or STALE)", c)
 	}
 	return nil
 }

@@ -33,10 +33,10 @@ func (c *channelFlags) register(fs *flag.FlagSet) {
 
 func (c channelFlags) validate() error {
 	if err := vocab.ValidateClusterID(c.ClusterID); err != nil {
-		return badConfig("--cluster-id: %s", reason(err))
+		return badConfig("--cluster-id: %s", err)
 	}
 	if err := vocab.ValidatePrefix(c.PChannelPrefix); err != nil {
-		return badConfig("--pchannel-prefix: %s", reason(err))
+		return badConfig("--pchannel-prefix: %s", err)
 	}
 	if c.PChannels < 1 || c.PChannels > 65536 {
 		return badConfig("--pchannels must be in 1..65536, got %d", c.PChannels)

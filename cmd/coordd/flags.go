@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/cluster"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/logging"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/raftnode/datadir"
@@ -136,7 +135,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	}
 	peersFlag := fs.Lookup("peers").Value.String()
 	if c.Peers, err = cluster.ParsePeers(peersFlag); err != nil {
-		return c, badConfig("--peers: %s", reason(err))
+		return c, badConfig("--peers: %s", err)
 	}
 	// Unset election and step-down timeouts follow the heartbeat timeout,
 	// so one flag retunes all three (docs/operations.md#raft-timeouts).
@@ -203,22 +202,16 @@ func fillFromEnvAndFile(fs *flag.FlagSet, getenv func(string) string, configFile
 	return nil
 }
 
-// reason is a validation error's message without the "invalid command: "
-// prefix of the commands package (which validates log entries too).
-func reason(err error) string {
-	return strings.ReplaceAll(err.Error(), commands.ErrInvalid.Error()+": ", "")
-}
-
 func (c serveConfig) validate() error {
 	if err := vocab.ValidateMemberID(c.ID); err != nil {
-		return badConfig("--id: %s", reason(err))
+		return badConfig("--id: %s", err)
 	}
 	if c.DataDir == "" {
 		return badConfig("--data-dir is required")
 	}
 	for _, a := range []struct{ name, v string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--http-addr", c.HTTPAddr}} {
 		if err := vocab.ValidateAddr(a.name, a.v, true); err != nil {
-			return badConfig("%s", reason(err))
+			return badConfig("%s", err)
 		}
 	}
 	if c.RaftAddr == c.GRPCAddr || c.RaftAddr == c.HTTPAddr || c.GRPCAddr == c.HTTPAddr {
@@ -284,7 +277,7 @@ func (c serveConfig) validate() error {
 		return err
 	}
 	if err := cluster.CheckOptions(cluster.Options{Self: selfOf(c), Peers: c.Peers, Join: c.Join}); err != nil {
-		return badConfig("%s", reason(err))
+		return badConfig("%s", err)
 	}
 	return nil
 }
@@ -301,10 +294,10 @@ func parseRaftDial(s string) (map[string]string, error) {
 			return nil, badConfig("--raft-dial %q: want id=host:port", part)
 		}
 		if err := vocab.ValidateMemberID(id); err != nil {
-			return nil, badConfig("--raft-dial %q: %s", part, reason(err))
+			return nil, badConfig("--raft-dial %q: %s", part, err)
 		}
 		if err := vocab.ValidateAddr("--raft-dial address", addr, true); err != nil {
-			return nil, badConfig("--raft-dial %q: %s", part, reason(err))
+			return nil, badConfig("--raft-dial %q: %s", part, err)
 		}
 		if _, dup := out[id]; dup {
 			return nil, badConfig("--raft-dial names %s twice", id)

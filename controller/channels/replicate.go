@@ -65,7 +65,7 @@ func (s *Service) UpdateReplicateConfiguration(ctx context.Context, c ReplicateC
 			"or make this cluster a primary again with ResetReplicateRole (coordctl replicate reset --reason ...)", ErrSecondary, st.ChannelsMeta().ClusterId)
 	}
 	if err := st.CheckReplicateConfiguration(c.cfg); err != nil {
-		return fmt.Errorf("%w: %v", commands.ErrInvalid, err)
+		return vocab.Errorf(commands.ErrInvalid, "%v", err)
 	}
 	if s.broadcasts == nil {
 		_, err := s.commit(ctx, c.cmd)

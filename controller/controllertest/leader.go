@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/testutil"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ErrNotLeader is what the fake's Propose returns while it refuses
@@ -191,7 +192,7 @@ func (l *Leader) VerifyLeader(context.Context) error {
 // comes back in the result, as from raftnode.
 func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	if !c.Checked() {
-		return nil, fmt.Errorf("%w: %s was not built by commands.New", commands.ErrInvalid, c.Type)
+		return nil, vocab.Errorf(commands.ErrInvalid, "%s was not built by commands.New", c.Type)
 	}
 	pr := commands.Prepare(ctx, c, opts...)
 	c = pr.Command

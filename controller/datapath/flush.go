@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/coordd/coordd/commands/logpb"
@@ -34,7 +33,7 @@ func (s *Service) Flush(ctx context.Context, f FlushRequest) (FlushResult, error
 	}
 	coll, ok := st.Collection(collection)
 	if !ok {
-		return FlushResult{}, fmt.Errorf("%w: collection %d has no vchannels", ErrNotFound, collection)
+		return FlushResult{}, vocab.Errorf(ErrNotFound, "collection %d has no vchannels", collection)
 	}
 	out := FlushResult{At: s.clock.Now()}
 	for _, v := range coll.Vchannels {
@@ -87,8 +86,8 @@ func (s *Service) FlushAll(ctx context.Context) (FlushAllResult, error) {
 	st := s.l.State()
 	id, ticks := st.FlushAllTicks()
 	if id != res.BroadcastID {
-		return FlushAllResult{}, fmt.Errorf("%w: FlushAll broadcast %d completed but its callback has not recorded it (see coordctl broadcast get %d)",
-			ErrPrecondition, res.BroadcastID, res.BroadcastID)
+		return FlushAllResult{}, vocab.Errorf(ErrPrecondition, "FlushAll broadcast %d completed but its callback has not recorded it (see coordctl broadcast get %d)",
+			res.BroadcastID, res.BroadcastID)
 	}
 	return FlushAllResult{BroadcastID: id, ClusterID: st.ChannelsMeta().ClusterId, CChannel: st.CChannel(), Ticks: ticks}, nil
 }

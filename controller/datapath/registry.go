@@ -2,10 +2,10 @@ package datapath
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Streaming-node sessions (docs/semantics.md#streaming-nodes): a
@@ -26,8 +26,8 @@ func (s *Service) Register(ctx context.Context, r Registration) (*logpb.Register
 			continue
 		}
 		if age, ok := s.sessions.LastSeen(n.Id); ok && age <= s.sessions.TTL() {
-			return nil, fmt.Errorf("%w: address %s is held by streaming node %d, whose session is live (last heartbeat %v ago)",
-				ErrPrecondition, body.Address, n.Id, age.Round(1e6))
+			return nil, vocab.Errorf(ErrPrecondition, "address %s is held by streaming node %d, whose session is live (last heartbeat %v ago)",
+				body.Address, n.Id, age.Round(1e6))
 		}
 		body.ReplaceNodeId = n.Id
 	}
@@ -65,14 +65,14 @@ func (s *Service) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatResult, 
 // liveSession checks that (node, epoch) is a live registration.
 func liveSession(st *fsm.State, node, epoch uint64) (*logpb.StreamingNodeRecord, error) {
 	if node == 0 {
-		return nil, fmt.Errorf("%w: node_id must be positive", ErrInvalid)
+		return nil, vocab.Errorf(ErrInvalid, "node_id must be positive")
 	}
 	n, ok := st.StreamingNode(node)
 	if !ok || n.State == logpb.NodeState_NODE_DOWN {
-		return nil, fmt.Errorf("%w: streaming node %d is not registered (or its session ended); register again", ErrNotFound, node)
+		return nil, vocab.Errorf(ErrNotFound, "streaming node %d is not registered (or its session ended); register again", node)
 	}
 	if n.Epoch != epoch {
-		return nil, fmt.Errorf("%w: streaming node %d has epoch %d, not %d; register again", ErrNotFound, node, n.Epoch, epoch)
+		return nil, vocab.Errorf(ErrNotFound, "streaming node %d has epoch %d, not %d; register again", node, n.Epoch, epoch)
 	}
 	return n, nil
 }

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -56,7 +55,7 @@ var importLevels = map[string]logpb.SegmentLevel{"": logpb.SegmentLevel_LEVEL_L1
 func NewSave(req *coordpb.SaveBinlogPathsRequest) (Save, error) {
 	level, ok := saveLevels[req.Level]
 	if !ok {
-		return Save{}, fmt.Errorf("%w: level must be L0, L1 or L2, got %q", ErrInvalid, req.Level)
+		return Save{}, vocab.Errorf(ErrInvalid, "level must be L0, L1 or L2, got %q", req.Level)
 	}
 	b := &logpb.SaveBinlogPaths{NodeId: req.NodeId, Vchannel: req.Vchannel, PchannelTerm: req.PchannelTerm,
 		SegmentId: req.SegmentId, CollectionId: req.CollectionId, PartitionId: req.PartitionId, Level: level,
@@ -98,7 +97,7 @@ func NewCheckpoints(req *coordpb.UpdateChannelCheckpointsRequest) (Checkpoints, 
 func NewCreateImport(req *coordpb.CreateImportSegmentRequest) (CreateImport, error) {
 	level, ok := importLevels[req.Level]
 	if !ok {
-		return CreateImport{}, fmt.Errorf("%w: an import segment's level is L1 or L2, got %q", ErrInvalid, req.Level)
+		return CreateImport{}, vocab.Errorf(ErrInvalid, "an import segment's level is L1 or L2, got %q", req.Level)
 	}
 	c, err := commands.New(&logpb.CreateImportSegment{CollectionId: req.CollectionId, PartitionId: req.PartitionId,
 		Vchannel: req.Vchannel, NodeId: req.NodeId, PchannelTerm: req.PchannelTerm, Level: level}, req.RequestId)
@@ -125,7 +124,7 @@ type FlushRequest struct{ collection int64 }
 // NewFlush checks a Flush request.
 func NewFlush(req *coordpb.FlushRequest) (FlushRequest, error) {
 	if req.CollectionId <= 0 {
-		return FlushRequest{}, fmt.Errorf("%w: collection_id must be positive", ErrInvalid)
+		return FlushRequest{}, vocab.Errorf(ErrInvalid, "collection_id must be positive")
 	}
 	return FlushRequest{collection: req.CollectionId}, nil
 }
@@ -140,7 +139,7 @@ type Assign struct {
 // checks each item against the state).
 func NewAssign(req *coordpb.AssignSegmentIDRequest) (Assign, error) {
 	if req.NodeId == 0 || len(req.Requests) == 0 || len(req.Requests) > flush.MaxAssignPerCall {
-		return Assign{}, fmt.Errorf("%w: need node_id and 1..%d requests", ErrInvalid, flush.MaxAssignPerCall)
+		return Assign{}, vocab.Errorf(ErrInvalid, "need node_id and 1..%d requests", flush.MaxAssignPerCall)
 	}
 	reqs := make([]flush.AssignRequest, len(req.Requests))
 	for i, r := range req.Requests {
@@ -159,7 +158,7 @@ type Ticks struct {
 // NewTicks checks a ReportTimeTicks request's shape.
 func NewTicks(req *coordpb.ReportTimeTicksRequest) (Ticks, error) {
 	if req.NodeId == 0 || len(req.Ticks) > commands.MaxCheckpointsPerCmd {
-		return Ticks{}, fmt.Errorf("%w: need node_id and at most %d ticks", ErrInvalid, commands.MaxCheckpointsPerCmd)
+		return Ticks{}, vocab.Errorf(ErrInvalid, "need node_id and at most %d ticks", commands.MaxCheckpointsPerCmd)
 	}
 	ticks := make([]flush.TimeTick, len(req.Ticks))
 	for i, t := range req.Ticks {
@@ -189,7 +188,7 @@ func NewHeartbeat(req *coordpb.HeartbeatRequest) (Heartbeat, error) {
 	}
 	ms := req.HeartbeatIntervalMs
 	if ms < 0 || ms > maxHeartbeatInterval.Milliseconds() {
-		return Heartbeat{}, fmt.Errorf("%w: heartbeat_interval_ms is %d, want 0 (not said) to %d", ErrInvalid, ms, maxHeartbeatInterval.Milliseconds())
+		return Heartbeat{}, vocab.Errorf(ErrInvalid, "heartbeat_interval_ms is %d, want 0 (not said) to %d", ms, maxHeartbeatInterval.Milliseconds())
 	}
 	return Heartbeat{Node: req.NodeId, Epoch: req.Epoch, held: held, interval: time.Duration(ms) * time.Millisecond,
 		seen: &logpb.AssignmentVersion{Global: req.SeenVersion.GetGlobal(), Local: req.SeenVersion.GetLocal()}}, nil
@@ -200,23 +199,23 @@ func NewHeartbeat(req *coordpb.HeartbeatRequest) (Heartbeat, error) {
 func heldOf(req *coordpb.HeartbeatRequest) (map[string]int64, error) {
 	if !req.HeldReported {
 		if len(req.Held) > 0 {
-			return nil, fmt.Errorf("%w: held lists %d pchannels but held_reported is not set", ErrInvalid, len(req.Held))
+			return nil, vocab.Errorf(ErrInvalid, "held lists %d pchannels but held_reported is not set", len(req.Held))
 		}
 		return nil, nil
 	}
 	if len(req.Held) > fsm.MaxPChannels {
-		return nil, fmt.Errorf("%w: held lists %d pchannels (max %d)", ErrInvalid, len(req.Held), fsm.MaxPChannels)
+		return nil, vocab.Errorf(ErrInvalid, "held lists %d pchannels (max %d)", len(req.Held), fsm.MaxPChannels)
 	}
 	held := make(map[string]int64, len(req.Held))
 	for _, h := range req.Held {
 		if err := vocab.ValidatePChannelName(h.GetPchannel()); err != nil {
-			return nil, fmt.Errorf("%w: held: %v", ErrInvalid, err)
+			return nil, vocab.Errorf(ErrInvalid, "held: %v", err)
 		}
 		if h.Term < 1 {
-			return nil, fmt.Errorf("%w: held: pchannel %s has term %d, want a positive term", ErrInvalid, h.Pchannel, h.Term)
+			return nil, vocab.Errorf(ErrInvalid, "held: pchannel %s has term %d, want a positive term", h.Pchannel, h.Term)
 		}
 		if _, dup := held[h.Pchannel]; dup {
-			return nil, fmt.Errorf("%w: held: pchannel %s is listed twice", ErrInvalid, h.Pchannel)
+			return nil, vocab.Errorf(ErrInvalid, "held: pchannel %s is listed twice", h.Pchannel)
 		}
 		held[h.Pchannel] = h.Term
 	}

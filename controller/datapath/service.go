@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -136,7 +135,7 @@ func (s *Service) established() (uint64, error) {
 func (s *Service) commitNew(ctx context.Context, body proto.Message) (*logpb.Result, error) {
 	c, err := commands.New(body, "")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}
 	return commands.Commit(ctx, s.l, c)
 }

@@ -1,8 +1,6 @@
 package datapath
 
 import (
-	"fmt"
-
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
@@ -32,10 +30,10 @@ func (s *Service) FlushTasks(node, epoch uint64) ([]Task, error) {
 func CheckSession(st *fsm.State, node, epoch uint64) error {
 	n, ok := st.StreamingNode(node)
 	if !ok {
-		return fmt.Errorf("%w: streaming node %d", ErrNotFound, node)
+		return vocab.Errorf(ErrNotFound, "streaming node %d", node)
 	}
 	if n.Epoch != epoch || n.State == logpb.NodeState_NODE_DOWN {
-		return fmt.Errorf("%w: node %d session is epoch %d (%s), not %d", ErrPrecondition, node, n.Epoch, n.State, epoch)
+		return vocab.Errorf(ErrPrecondition, "node %d session is epoch %d (%s), not %d", node, n.Epoch, n.State, epoch)
 	}
 	return nil
 }

@@ -2,12 +2,12 @@ package datapath
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The flusher-facing writes. Allocations and time ticks are answered from
@@ -121,7 +121,7 @@ func (s *Service) UpdateChannelCheckpoints(ctx context.Context, cp Checkpoints) 
 	if len(keep) < len(b.Checkpoints) {
 		var err error
 		if c, err = commands.New(&logpb.UpdateChannelCheckpoints{NodeId: b.NodeId, Checkpoints: keep}, ""); err != nil {
-			return CheckpointsResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return CheckpointsResult{}, vocab.Errorf(ErrInvalid, "%w", err)
 		}
 	}
 	res, err := commands.Commit(ctx, s.l, c)

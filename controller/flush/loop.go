@@ -103,7 +103,7 @@ func (m *Manager) prune(ctx context.Context, term uint64) ([]int64, error) {
 	c, err := commands.New(&logpb.PruneDroppedSegments{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
 		MaxCount: PruneBatch, DecisionTerm: term}, "")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}
 	res, err := commands.Commit(ctx, m.l, c.DecidedIn(term))
 	if err != nil {
@@ -199,7 +199,7 @@ func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs u
 	}
 	c, err := commands.New(&logpb.SealSegments{CollectionId: collection, SealTs: sealTs, Reason: logpb.SealReason_SEAL_FLUSH, DecisionTerm: term}, "")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}
 	res, err := commands.Commit(ctx, m.l, c.DecidedIn(term))
 	if err != nil {
@@ -212,7 +212,7 @@ func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs u
 func (m *Manager) propose(ctx context.Context, term uint64, body proto.Message) error {
 	c, err := commands.New(body, "")
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return vocab.Errorf(ErrInvalid, "%w", err)
 	}
 	if _, err := commands.Commit(ctx, m.l, c.DecidedIn(term)); err != nil {
 		return fmt.Errorf("%s: %w", c.Type, err)

@@ -155,28 +155,28 @@ func (m *Manager) TimeTicks() map[string]uint64 {
 
 func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
 	if r.Bytes == 0 && r.Rows == 0 {
-		return fmt.Errorf("%w: %s: rows and bytes are both 0", ErrInvalid, r.VChannel)
+		return vocab.Errorf(ErrInvalid, "%s: rows and bytes are both 0", r.VChannel)
 	}
 	if r.Bytes > math.MaxInt64 || r.Rows > math.MaxInt64 {
-		return fmt.Errorf("%w: %s: rows %d or bytes %d above %d", ErrInvalid, r.VChannel, r.Rows, r.Bytes, int64(math.MaxInt64))
+		return vocab.Errorf(ErrInvalid, "%s: rows %d or bytes %d above %d", r.VChannel, r.Rows, r.Bytes, int64(math.MaxInt64))
 	}
 	if r.PartitionID < 0 {
-		return fmt.Errorf("%w: negative partition id", ErrInvalid)
+		return vocab.Errorf(ErrInvalid, "negative partition id")
 	}
 	coll, ok := vocab.CollectionOfVChannel(r.VChannel)
 	if !ok || coll != r.CollectionID {
-		return fmt.Errorf("%w: %q is not a vchannel of collection %d", ErrInvalid, r.VChannel, r.CollectionID)
+		return vocab.Errorf(ErrInvalid, "%q is not a vchannel of collection %d", r.VChannel, r.CollectionID)
 	}
 	c, ok := st.Collection(coll)
 	if !ok {
-		return fmt.Errorf("%w: collection %d has no vchannels", ErrNotFound, coll)
+		return vocab.Errorf(ErrNotFound, "collection %d has no vchannels", coll)
 	}
 	found := false
 	for _, v := range c.Vchannels {
 		found = found || v == r.VChannel
 	}
 	if !found {
-		return fmt.Errorf("%w: vchannel %s", ErrNotFound, r.VChannel)
+		return vocab.Errorf(ErrNotFound, "vchannel %s", r.VChannel)
 	}
 	if err := st.CheckChannelOwner(r.VChannel, node, r.PChannelTerm); err != nil {
 		return fmt.Errorf("%w: %v", ErrNotOwner, err)
@@ -189,7 +189,7 @@ func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
 // AllocationExpiry from now. Nothing but segment creation is logged.
 func (m *Manager) AssignSegmentID(ctx context.Context, node uint64, reqs []AssignRequest) ([]Assignment, error) {
 	if node == 0 || len(reqs) == 0 || len(reqs) > MaxAssignPerCall {
-		return nil, fmt.Errorf("%w: need a node id and 1..%d requests", ErrInvalid, MaxAssignPerCall)
+		return nil, vocab.Errorf(ErrInvalid, "need a node id and 1..%d requests", MaxAssignPerCall)
 	}
 	st := m.l.State()
 	for _, r := range reqs {
@@ -288,7 +288,7 @@ func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest) (int
 	c, err := commands.New(&logpb.CreateSegment{CollectionId: r.CollectionID, PartitionId: r.PartitionID,
 		Vchannel: r.VChannel, NodeId: node, PchannelTerm: r.PChannelTerm}, "")
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return 0, vocab.Errorf(ErrInvalid, "%w", err)
 	}
 	res, err := commands.Commit(ctx, m.l, c)
 	var rej *commands.RejectedError

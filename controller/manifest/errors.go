@@ -3,7 +3,6 @@ package manifest
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -26,7 +25,7 @@ var (
 	// errUnchecked: a zero Request (not built by NewRequest or NewBatch),
 	// refused as commands.Proposer refuses a command not built by
 	// commands.New.
-	errUnchecked = fmt.Errorf("%w: a manifest commit must be built by NewRequest or NewBatch", commands.ErrInvalid)
+	errUnchecked = vocab.Errorf(commands.ErrInvalid, "a manifest commit must be built by NewRequest or NewBatch")
 )
 
 // StaleError: the commit was built on a pointer that is no longer current
@@ -61,7 +60,7 @@ func staleOf(err error) error {
 }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", commands.ErrInvalid, fmt.Sprintf(format, args...))
+	return vocab.Errorf(commands.ErrInvalid, format, args...)
 }
 
 // Class names an error's outcome class (metrics, CLI): ok, stale,

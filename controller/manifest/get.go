@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Get answers GetSegmentManifest from st: the published pointer, the
@@ -17,7 +18,7 @@ func (c *Committer) Get(ctx context.Context, st *fsm.State, seg int64) (*coordpb
 	}
 	p, ok, err := st.ManifestPointer(seg)
 	if !ok {
-		return nil, fmt.Errorf("%w: segment %d does not exist", ErrNotFound, seg)
+		return nil, vocab.Errorf(ErrNotFound, "segment %d does not exist", seg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("segment %d holds an unreadable manifest pointer: %w", seg, err)

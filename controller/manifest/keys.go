@@ -1,10 +1,9 @@
 package manifest
 
 import (
-	"fmt"
-
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Object keys in revisions (docs/semantics.md#manifest-keys). Apply checks
@@ -31,7 +30,7 @@ func checkMutationKeys(req *coordpb.CommitSegmentManifestRequest, coll, part int
 	rev := &coordpb.ManifestRevision{SegmentId: id, ColumnGroups: groups, DeltaLogs: deltas,
 		Stats: m.GetAddStats().GetStats(), Indexes: m.GetAddIndexes().GetIndexes()}
 	if err := checkRevisionKeys(rev, coll, part); err != nil {
-		return fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
+		return vocab.Errorf(commands.ErrInvalid, "segment %d: %w", id, err)
 	}
 	return nil
 }

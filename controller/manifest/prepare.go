@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/objectstore"
+	"github.com/coordd/coordd/vocab"
 )
 
 // maxVersionSkips bounds how many occupied version numbers (orphans of a
@@ -46,12 +47,12 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, r Request, inBat
 		coll, part = ns.CollectionId, ns.PartitionId
 		base = commands.ManifestBase(ns.CollectionId, ns.PartitionId, id)
 	case !exists && !b.onTail:
-		return nil, nil, nil, fmt.Errorf("%w: segment %d does not exist", ErrNotFound, id)
+		return nil, nil, nil, vocab.Errorf(ErrNotFound, "segment %d does not exist", id)
 	case exists && !g.Healthy():
 		if inBatch {
 			return nil, nil, &coordpb.CommitSegmentManifestResponse{SegmentId: id, Skipped: true}, nil
 		}
-		return nil, nil, nil, fmt.Errorf("%w: segment %d is dropped", ErrNotFound, id)
+		return nil, nil, nil, vocab.Errorf(ErrNotFound, "segment %d is dropped", id)
 	case exists && g.StorageVersion != 0 && g.StorageVersion != fsm.StorageV3:
 		return nil, nil, nil, invalidf("segment %d has storage version %d, manifests need %d", id, g.StorageVersion, fsm.StorageV3)
 	case b.onTail:
@@ -62,7 +63,7 @@ func (c *Committer) prepare(ctx context.Context, st *fsm.State, r Request, inBat
 	default:
 		var err error
 		if cur, err = commands.ParseManifestPointer(g.ManifestPath); err != nil {
-			return nil, nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %v", id, err)
+			return nil, nil, nil, invalidf("segment %d holds a pointer the manifest commit cannot read: %w", id, err)
 		}
 		coll, part = g.CollectionID, g.PartitionID
 		base = cur.Base
@@ -174,11 +175,11 @@ func (c *Committer) writeNext(ctx context.Context, id int64, cur commands.Manife
 	for v := first; v < first+maxVersionSkips; v++ {
 		rev, err := Mutate(curRev, id, v, m)
 		if err != nil {
-			return none, nil, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
+			return none, nil, vocab.Errorf(commands.ErrInvalid, "segment %d: %w", id, err)
 		}
 		data, err := Encode(rev)
 		if err != nil {
-			return none, nil, fmt.Errorf("%w: segment %d: %v", commands.ErrInvalid, id, err)
+			return none, nil, vocab.Errorf(commands.ErrInvalid, "segment %d: %w", id, err)
 		}
 		next := commands.ManifestPointer{Base: base, Version: v}
 		err = c.cfg.Store.Create(ctx, next.Key(), data)

@@ -1,8 +1,6 @@
 package manifest
 
 import (
-	"fmt"
-
 	"slices"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -55,7 +53,7 @@ func NewBatch(req *coordpb.CommitSegmentManifestBatchRequest) (Batch, error) {
 		return Batch{}, invalidf("a batch commits at most %d segments, got %d", commands.MaxManifestPublishes, n)
 	}
 	if err := vocab.ValidateRequestID(req.GetRequestId()); err != nil {
-		return Batch{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err) // the one request-ID check
+		return Batch{}, vocab.Errorf(commands.ErrInvalid, "%w", err) // the one request-ID check
 	}
 	b := Batch{members: make([]Request, n), requestID: req.GetRequestId()}
 	ids := make([]int64, n)
@@ -116,7 +114,7 @@ func checkShape(req *coordpb.CommitSegmentManifestRequest, inBatch bool) error {
 		}
 	}
 	if err := vocab.ValidateRequestID(req.RequestId); err != nil {
-		return fmt.Errorf("%w: %w", commands.ErrInvalid, err) // the one request-ID check
+		return vocab.Errorf(commands.ErrInvalid, "%w", err) // the one request-ID check
 	}
 	cat := req.Catalog
 	if inBatch {

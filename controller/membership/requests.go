@@ -1,8 +1,6 @@
 package membership
 
 import (
-	"fmt"
-
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
@@ -61,7 +59,7 @@ type Transfer struct{ target string }
 func NewTransfer(req *coordpb.TransferLeaderRequest) (Transfer, error) {
 	if req.TargetId != "" {
 		if err := vocab.ValidateMemberID(req.TargetId); err != nil {
-			return Transfer{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err)
+			return Transfer{}, vocab.Errorf(commands.ErrInvalid, "%w", err)
 		}
 	}
 	return Transfer{target: req.TargetId}, nil

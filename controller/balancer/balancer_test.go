@@ -109,7 +109,7 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 	}
 	// Nothing missing: no command at all.
 	before := len(h.leader.Applied())
-	if err := b2.ensurePChannels(context.Background()); err != nil {
+	if err := b2.ensurePChannels(context.Background(), b2.leader); err != nil {
 		t.Fatal(err)
 	}
 	if len(h.leader.Applied()) != before {
@@ -703,7 +703,7 @@ func TestStaleDecisionIsRejected(t *testing.T) {
 		bump(h, h.channelsOn(a)[0], b) // another decision commits meanwhile
 		before := snapshotPChannels(h)
 		h.client.Reset()
-		changed, err := h.b.execute(context.Background(), plan)
+		changed, err := h.b.execute(context.Background(), h.b.leader, plan)
 		if err == nil || changed || !strings.Contains(err.Error(), "expected") {
 			t.Fatalf("round: changed=%v err=%v, want a stale rejection", changed, err)
 		}

@@ -243,7 +243,7 @@ func (h *harness) pchannel(name string) *logpb.PChannelRecord {
 
 func (h *harness) bootstrap() {
 	h.t.Helper()
-	if err := h.b.ensurePChannels(context.Background()); err != nil {
+	if err := h.b.ensurePChannels(context.Background(), h.b.leader); err != nil {
 		h.t.Fatalf("ensurePChannels: %v", err)
 	}
 }
@@ -255,7 +255,7 @@ func (h *harness) round() (bool, error) {
 		return false, err
 	}
 	// As in Run: the round decides in the routine's term.
-	return h.b.execute(commands.WithDecisionTerm(context.Background(), testTerm), plan)
+	return h.b.execute(context.Background(), commands.Fenced(h.b.leader, testTerm), plan)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.
@@ -303,7 +303,7 @@ func (h *harness) channelsOn(id uint64) []string {
 
 // runBalancer starts Run and returns a stop function that waits for it.
 func (h *harness) runBalancer() (stop func()) {
-	return controllertest.RunRoutine(h.t, h.b.Run, testTerm)
+	return controllertest.RunRoutine(h.t, h.leader, h.b.Run, testTerm)
 }
 
 // eventually waits for cond while Run works, advancing the fake clock by

@@ -905,7 +905,7 @@ func TestClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, testTerm) }()
+	go func() { defer close(done); m.Run(ctx, testTerm, h.leader) }()
 	h.eventually("running", func() bool { return m.current() != nil })
 	m.Close()
 	select {
@@ -916,7 +916,7 @@ func TestClose(t *testing.T) {
 	if m.current() != nil || !app.closed.Load() {
 		t.Fatalf("current %v, appender closed %v", m.current(), app.closed.Load())
 	}
-	m.Run(ctx, testTerm) // returns at once
+	m.Run(ctx, testTerm, h.leader) // returns at once
 	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Broadcast after Close: %v", err)
 	}

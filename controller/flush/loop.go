@@ -14,9 +14,9 @@ import (
 )
 
 // Run is the leader routine: a seal/flush round every Interval and after
-// every time-tick report, until ctx ends.
-func (m *Manager) Run(ctx context.Context, term uint64) {
-	ctx = commands.WithDecisionTerm(ctx, term)
+// every time-tick report, until ctx ends, proposing through the routine's
+// proposer p (every command is a decision of term, Command.DecidedIn).
+func (m *Manager) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -26,7 +26,7 @@ func (m *Manager) Run(ctx context.Context, term uint64) {
 		case <-t.Chan():
 		case <-m.kick:
 		}
-		_, _ = m.Round(ctx, term)
+		_, _ = m.round(ctx, term, p)
 	}
 }
 
@@ -46,6 +46,12 @@ type RoundResult struct {
 // during its first expiry period (it cannot see its predecessor's
 // allocations yet).
 func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
+	return m.round(ctx, term, m.l)
+}
+
+// round is Round proposing through p (the leader routine's proposer, or
+// the leader).
+func (m *Manager) round(ctx context.Context, term uint64, p commands.Proposer) (RoundResult, error) {
 	var res RoundResult
 	m.mu.Lock()
 	cur, err := m.termLocked()
@@ -59,7 +65,7 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 	growing, sealed := m.views(st, now, termStart)
 	if !now.Before(termStart.Add(m.cfg.AllocationExpiry)) {
 		res.Sealed = Decide(growing, now, m.cfg)
-		if err := m.seal(ctx, term, res.Sealed); err != nil {
+		if err := m.seal(ctx, term, p, res.Sealed); err != nil {
 			return res, err
 		}
 	}
@@ -69,7 +75,7 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 		}
 	}
 	if len(res.Flushing) > 0 {
-		if err := m.propose(ctx, term, &logpb.MarkSegmentsFlushing{SegmentIds: res.Flushing, DecisionTerm: term}); err != nil {
+		if err := m.propose(ctx, term, p, &logpb.MarkSegmentsFlushing{SegmentIds: res.Flushing, DecisionTerm: term}); err != nil {
 			return res, err
 		}
 	}
@@ -78,7 +84,7 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 	// (fsm.State.PrunableDropped), so a stuck checkpoint costs no log
 	// entry per round.
 	if len(st.PrunableDropped(now.Add(-m.cfg.DroppedRetention).UnixMilli(), 1)) > 0 {
-		pruned, err := m.prune(ctx, term)
+		pruned, err := m.prune(ctx, term, p)
 		res.Pruned = pruned
 		if err != nil {
 			return res, err
@@ -87,14 +93,15 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 	return res, nil
 }
 
-// prune forgets the oldest Dropped segments past their retention.
-func (m *Manager) prune(ctx context.Context, term uint64) ([]int64, error) {
+// prune forgets the oldest Dropped segments past their retention,
+// proposed through p.
+func (m *Manager) prune(ctx context.Context, term uint64, p commands.Proposer) ([]int64, error) {
 	c, err := commands.New(&logpb.PruneDroppedSegments{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
 		MaxCount: PruneBatch, DecisionTerm: term}, "")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := commands.Commit(ctx, m.l, c.DecidedIn(term))
+	res, err := commands.Commit(ctx, p, c.DecidedIn(term))
 	if err != nil {
 		return nil, fmt.Errorf("prune dropped segments: %w", err)
 	}
@@ -149,8 +156,9 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 	return growing, sealed
 }
 
-// seal proposes one SealSegments per reason at a fresh TSO timestamp.
-func (m *Manager) seal(ctx context.Context, term uint64, ds []Decision) error {
+// seal proposes, through p, one SealSegments per reason at a fresh TSO
+// timestamp.
+func (m *Manager) seal(ctx context.Context, term uint64, p commands.Proposer, ds []Decision) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -170,7 +178,7 @@ func (m *Manager) seal(ctx context.Context, term uint64, ds []Decision) error {
 		ids := byReason[r]
 		for len(ids) > 0 {
 			n := min(len(ids), commands.MaxSegmentsPerCmd)
-			if err := m.propose(ctx, term, &logpb.SealSegments{SegmentIds: ids[:n], SealTs: ts, Reason: r, DecisionTerm: term}); err != nil {
+			if err := m.propose(ctx, term, p, &logpb.SealSegments{SegmentIds: ids[:n], SealTs: ts, Reason: r, DecisionTerm: term}); err != nil {
 				return err
 			}
 			ids = ids[n:]
@@ -197,13 +205,13 @@ func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs u
 	return res.GetSegments().GetIds(), nil
 }
 
-// propose commits a leader-routine command decided in term.
-func (m *Manager) propose(ctx context.Context, term uint64, body proto.Message) error {
+// propose commits a leader-routine command decided in term through p.
+func (m *Manager) propose(ctx context.Context, term uint64, p commands.Proposer, body proto.Message) error {
 	c, err := commands.New(body, "")
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if _, err := commands.Commit(ctx, m.l, c.DecidedIn(term)); err != nil {
+	if _, err := commands.Commit(ctx, p, c.DecidedIn(term)); err != nil {
 		return fmt.Errorf("%s: %w", c.Type, err)
 	}
 	return nil

@@ -36,7 +36,7 @@ func TestRunSealsAndFlushesOnTheFakeClock(t *testing.T) {
 	m, l, clock := fixture(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, 2) }()
+	go func() { defer close(done); m.Run(ctx, 2, m.l) }()
 	defer func() { cancel(); <-done }()
 
 	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 1000)})
@@ -88,7 +88,7 @@ func TestDeposedRoutineChangesNothing(t *testing.T) {
 	if _, err := m.Round(ctx, 2); err == nil {
 		t.Fatal("a round of term 2 ran in term 3")
 	}
-	if err := m.propose(ctx, 2, &logpb.SealSegments{SegmentIds: []int64{a[0].SegmentID}, SealTs: 5,
+	if err := m.propose(ctx, 2, l, &logpb.SealSegments{SegmentIds: []int64{a[0].SegmentID}, SealTs: 5,
 		Reason: logpb.SealReason_SEAL_CAPACITY, DecisionTerm: 2}); err == nil {
 		t.Fatal("a seal decided in term 2 was applied in term 3")
 	}

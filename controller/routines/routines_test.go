@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/controllertest"
@@ -27,7 +28,7 @@ func TestRunResetsHealthBeforeStartingTheRoutines(t *testing.T) {
 		Broadcaster: &broadcaster.Config{Clock: clock},
 		// A routine of a layer above (the API's bootstrap-token installer
 		// in cmd/coordd) runs in the same set, after the controllers.
-		Extra: []Routine{{Name: "bootstrap-token", Run: func(ctx context.Context, term uint64) {
+		Extra: []Routine{{Name: "bootstrap-token", Run: func(ctx context.Context, term uint64, _ commands.Proposer) {
 			ranIn <- term
 			<-ctx.Done()
 		}}},
@@ -49,7 +50,7 @@ func TestRunResetsHealthBeforeStartingTheRoutines(t *testing.T) {
 		}
 		order = append(order, name)
 	}
-	stop := controllertest.RunRoutine(t, set.Run, 3)
+	stop := controllertest.RunRoutine(t, l, set.Run, 3)
 	testutil.Eventually(t, "every routine started", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

@@ -34,8 +34,8 @@ type Leader interface {
 	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
 	// Propose commits a command; see commands.Proposer for its error
-	// contract. Proposals made under a leader routine's ctx carry the
-	// routine's decision term.
+	// contract. The routine proposes through the proposer raftnode hands
+	// it instead (Run), as decisions of its term.
 	commands.Proposer
 	// EstablishedTerm is the raft term this node leads in once it has
 	// committed LeaderEstablished for it, or 0 when it does not lead (or not

@@ -55,6 +55,7 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 		return h.b.LastError() == policy.ErrNoNodes.Error()
 	})
 	stop()
+	h.checkRoutineDecisions()
 
 	st := h.leader.State()
 	if got := st.ChannelsMeta().ClusterId; got != testClusterID {
@@ -407,6 +408,10 @@ func TestRunRetriesFailedAssignmentWithBackoff(t *testing.T) {
 	}
 	if p := h.pchannel(victim); p.Term != 4 || p.FailedAttempts != 0 {
 		t.Fatalf("victim %v, want ASSIGNED at 4 with no failed attempts", p)
+	}
+	stop()
+	if n := len(appliedOf[*logpb.RecordAssignFailure](h.leader)); n == 0 || h.checkRoutineDecisions() <= n {
+		t.Fatalf("%d assign failures recorded; the test needs failures, assignments and their completions", n)
 	}
 }
 

@@ -40,8 +40,8 @@ type Leader interface {
 	// unsafe.
 	State() *fsm.State
 	// Propose commits a command; see commands.Proposer for its error
-	// contract. Proposals made under a leader routine's ctx carry the
-	// routine's decision term.
+	// contract. The routine proposes through the proposer raftnode hands
+	// it instead (Watch), as decisions of its term.
 	commands.Proposer
 }
 

@@ -147,6 +147,14 @@ func NewTSO(leader Leader, cfg TSOConfig) *TSO {
 
 // Alloc returns the first of count consecutive timestamps.
 func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
+	return t.AllocVia(ctx, count, t.leader)
+}
+
+// AllocVia is Alloc proposing a window extension the call needs through
+// p, as a decision of the current term: a leader routine passes its
+// proposer, so the extension waits for room in a full proposal queue as
+// the routine's own proposals do.
+func (t *TSO) AllocVia(ctx context.Context, count uint32, p commands.Proposer) (uint64, error) {
 	if count == 0 || count >= maxLogical {
 		return 0, fmt.Errorf("timestamp count must be in 1..%d, got %d", maxLogical-1, count)
 	}
@@ -154,7 +162,7 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, errNotLeader
 	}
-	first, err := t.take(ctx, term, int64(count))
+	first, err := t.take(ctx, p, term, int64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -169,23 +177,23 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 
 // take hands out count logical values: lock-free from the term's window
 // when it holds them, else through takeSlow.
-func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error) {
+func (t *TSO) take(ctx context.Context, p commands.Proposer, term uint64, count int64) (uint64, error) {
 	if w := t.win.Load(); w != nil && w.term == term {
 		if first, ok := w.tryTake(t.cfg.Clock.Now().UnixMilli(), count); ok {
 			return first, nil
 		}
 	}
-	return t.takeSlow(ctx, term, count)
+	return t.takeSlow(ctx, p, term, count)
 }
 
 // takeSlow takes count logical values under the lock, opening the term's
 // window, moving to the next millisecond, or extending the committed
-// window first when it must.
-func (t *TSO) takeSlow(ctx context.Context, term uint64, count int64) (uint64, error) {
+// window first when it must, proposing through p.
+func (t *TSO) takeSlow(ctx context.Context, p commands.Proposer, term uint64, count int64) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// The window is extended for this term's decisions only.
-	decider := commands.Fenced(t.leader, term)
+	decider := commands.Fenced(p, term)
 	for {
 		if t.term != term {
 			if err := t.resetLocked(ctx, decider, term); err != nil {

@@ -46,6 +46,7 @@ type Leader struct {
 	applied  []proto.Message // bodies applied, in order
 	decided  []uint64        // decided[i]: the decision term applied[i] came with, 0 if none
 	routine  []bool          // routine[i]: applied[i] was a leader routine's (commands.AsRoutine)
+	callers  []uint64        // callers[i]: the node identity applied[i] was stamped with, 0 if none
 	refuse   bool
 	// full: the proposal queue is full (SetQueueFull); nothing applies.
 	full   bool
@@ -288,6 +289,7 @@ func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...comman
 	l.applied = append(l.applied, proto.Clone(body))
 	l.decided = append(l.decided, decided)
 	l.routine = append(l.routine, pr.Routine)
+	l.callers = append(l.callers, c.CallerNode)
 	close(l.changed)
 	l.changed = make(chan struct{})
 	if l.after != nil {
@@ -341,4 +343,12 @@ func (l *Leader) RoutineMarks() []bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]bool(nil), l.routine...)
+}
+
+// CallerNodes returns, for every applied body in order, the node identity
+// it was stamped with (commands.CallerNode), or 0.
+func (l *Leader) CallerNodes() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.callers...)
 }

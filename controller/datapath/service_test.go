@@ -313,3 +313,23 @@ func TestFlushTasksOfASession(t *testing.T) {
 		t.Fatalf("another node's tasks: %+v", got)
 	}
 }
+
+// TestAssignStampsTheCaller: the segment an allocation creates is stamped
+// with the caller's node identity the API checked (Assign.Caller), as
+// every command a node's call proposes is.
+func TestAssignStampsTheCaller(t *testing.T) {
+	w := newWorld(t, Deps{})
+	a, err := NewAssign(&coordpb.AssignSegmentIDRequest{NodeId: w.node, Requests: []*coordpb.SegmentIDRequest{
+		{CollectionId: 7, PartitionId: 1, Vchannel: w.vch, PchannelTerm: w.term, Rows: 1, Bytes: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Caller = 42
+	if _, err := w.svc.AssignSegmentID(w.l.Deadline(), a); err != nil {
+		t.Fatal(err)
+	}
+	applied, callers := w.l.Applied(), w.l.CallerNodes()
+	if _, ok := applied[len(applied)-1].(*logpb.CreateSegment); !ok || callers[len(callers)-1] != 42 {
+		t.Fatalf("last applied %T stamped with node identity %d; want a CreateSegment stamped with 42", applied[len(applied)-1], callers[len(callers)-1])
+	}
+}

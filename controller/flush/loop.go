@@ -171,7 +171,7 @@ func (m *Manager) seal(ctx context.Context, term uint64, p commands.Proposer, ds
 		byReason[d.Reason] = append(byReason[d.Reason], d.ID)
 	}
 	for _, r := range order {
-		ts, err := m.tso.Alloc(ctx, 1)
+		ts, err := m.tso.AllocVia(ctx, 1, p)
 		if err != nil {
 			return fmt.Errorf("seal time: %w", err)
 		}

@@ -45,7 +45,7 @@ type Command struct {
 	LeaderTerm uint64
 	// CallerNode is the node identity of the node credential the command
 	// was proposed for (Envelope.caller_node): the proposer stamps it from
-	// the call's scope (WithCallerNode), never from a request.
+	// the proposal's CallerNode option, never from a request.
 	CallerNode uint64
 	// Body is nil only for an ignorable type this binary does not know.
 	Body proto.Message

@@ -80,19 +80,6 @@ func TestMustNewIsUncheckedAndDecidedInKeepsCheck(t *testing.T) {
 	}
 }
 
-func TestDecisionTermContext(t *testing.T) {
-	ctx := context.Background()
-	if got := DecisionTerm(ctx); got != 0 {
-		t.Fatalf("DecisionTerm(background) = %d, want 0", got)
-	}
-	ctx = WithDecisionTerm(ctx, 9)
-	child, cancel := context.WithCancel(ctx)
-	cancel()
-	if got := DecisionTerm(child); got != 9 {
-		t.Fatalf("DecisionTerm(child of a term-9 context) = %d, want 9", got)
-	}
-}
-
 type recordingProposer struct{ got []Command }
 
 func (p *recordingProposer) Propose(_ context.Context, c Command, _ ...Option) (*logpb.Result, error) {

@@ -10,12 +10,13 @@ import (
 	"github.com/coordd/coordd/raftnode"
 )
 
-// routineStart is one start of a leader routine, with the context it was
-// given.
+// routineStart is one start of a leader routine, with the context and
+// the proposer it was given.
 type routineStart struct {
 	node int
 	term uint64
 	ctx  context.Context
+	p    commands.Proposer
 }
 
 // TestDeposedRoutineDecisionIsRefused: a leader routine's proposals carry
@@ -25,8 +26,8 @@ type routineStart struct {
 func TestDeposedRoutineDecisionIsRefused(t *testing.T) {
 	starts := make(chan routineStart, 16)
 	c := newCluster(t, 3, withSetup(func(i int, n *raftnode.Node) {
-		n.AddLeaderRoutine("decider", func(ctx context.Context, term uint64) {
-			starts <- routineStart{node: i, term: term, ctx: ctx}
+		n.AddLeaderRoutine("decider", func(ctx context.Context, term uint64, p commands.Proposer) {
+			starts <- routineStart{node: i, term: term, ctx: ctx, p: p}
 			<-ctx.Done()
 		})
 	}))
@@ -67,7 +68,7 @@ func TestDeposedRoutineDecisionIsRefused(t *testing.T) {
 	before := linearizableRead(t, a)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(old.ctx), opTimeout)
 	defer cancel()
-	res, err := propose(ctx, a, &logpb.ReserveIDs{Count: 5}, "")
+	res, err := commands.Propose(ctx, old.p, &logpb.ReserveIDs{Count: 5}, "")
 	if err != nil {
 		t.Fatalf("propose from the deposed routine: %v", err)
 	}
@@ -91,7 +92,7 @@ func TestDeposedRoutineDecisionIsRefused(t *testing.T) {
 	// The current routine's decisions go through.
 	cctx, ccancel := context.WithTimeout(again.ctx, opTimeout)
 	defer ccancel()
-	if res, err := propose(cctx, a, &logpb.ReserveIDs{Count: 5}, ""); err != nil || res.Rejection != nil {
+	if res, err := commands.Propose(cctx, again.p, &logpb.ReserveIDs{Count: 5}, ""); err != nil || res.Rejection != nil {
 		t.Fatalf("propose from the current routine (term %d): %v, %v", again.term, res, err)
 	}
 }

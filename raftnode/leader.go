@@ -12,8 +12,12 @@ import (
 
 // LeaderRoutine is leader-only work. It starts after this node has
 // established itself in a term (Barrier, then LeaderEstablished committed)
-// and must return promptly once ctx is cancelled on step-down.
-type LeaderRoutine func(ctx context.Context, term uint64)
+// and must return promptly once ctx is cancelled on step-down. It proposes
+// through p, this node marked for the routine: every proposal made through
+// p is a decision of term (commands.Fenced) and waits for room in a full
+// proposal queue instead of being refused (commands.AsRoutine), so a
+// client flood cannot starve the routines that keep the cluster healthy.
+type LeaderRoutine func(ctx context.Context, term uint64, p commands.Proposer)
 
 // leadership drains raft's NotifyCh and runs the establish/revoke pair.
 type leadership struct {
@@ -99,9 +103,6 @@ func (l *leadership) startTerm() *leaderTerm {
 func (l *leadership) establish(ctx context.Context) {
 	n := l.n
 	term := n.raft.CurrentTerm()
-	// The routines' proposals (and LeaderEstablished) wait for room in
-	// the proposal queue; only callers' proposals are refused when it is full.
-	ctx = commands.WithLeaderRoutine(ctx, 0)
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return
@@ -125,14 +126,16 @@ func (l *leadership) establish(ctx context.Context) {
 		routines[k] = v
 	}
 	l.mu.Unlock()
-	// Every proposal a routine makes carries the term it was started in.
-	ctx = commands.WithLeaderRoutine(ctx, term)
+	// Every proposal a routine makes carries the term it was started in
+	// and waits for room in the queue; only callers' proposals are refused
+	// when it is full.
+	p := commands.Fenced(commands.With(n, commands.AsRoutine()), term)
 	var wg sync.WaitGroup
 	for name, r := range routines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r(ctx, term)
+			r(ctx, term, p)
 			if ctx.Err() == nil {
 				n.logger.Debug("leader routine returned early", "routine", name)
 			}
@@ -155,7 +158,8 @@ func (l *leadership) tryEstablish(ctx context.Context, term uint64) error {
 	if err != nil {
 		return fmt.Errorf("build LeaderEstablished: %w", err)
 	}
-	res, err := n.Propose(pctx, c.DecidedIn(term))
+	// A routine's proposal: it waits for room in a full queue.
+	res, err := n.Propose(pctx, c.DecidedIn(term), commands.AsRoutine())
 	if err != nil {
 		return fmt.Errorf("commit LeaderEstablished: %w", err)
 	}

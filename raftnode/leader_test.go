@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/raftnode"
 )
 
@@ -24,7 +25,7 @@ func TestLeaderRoutines(t *testing.T) {
 	starts := make(chan routineEvent, 64)
 	stops := make(chan routineEvent, 64)
 	c := newCluster(t, 3, withSetup(func(i int, n *raftnode.Node) {
-		n.AddLeaderRoutine("probe", func(ctx context.Context, term uint64) {
+		n.AddLeaderRoutine("probe", func(ctx context.Context, term uint64, _ commands.Proposer) {
 			ev := routineEvent{node: i, term: term, established: n.EstablishedTerm(), leader: n.IsLeader(),
 				stateTerm: n.State().EstablishedTerm()}
 			starts <- ev

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/testutil"
@@ -37,13 +38,13 @@ func TestProposeOverloadedFailsFast(t *testing.T) {
 					<-*g
 				}
 			})
-			n.AddLeaderRoutine("overload-test", func(ctx context.Context, _ uint64) {
+			n.AddLeaderRoutine("overload-test", func(ctx context.Context, _ uint64, p commands.Proposer) {
 				select {
 				case <-trigger:
 				case <-ctx.Done():
 					return
 				}
-				res, err := propose(ctx, n, &logpb.ReserveIDs{Count: 1000}, "")
+				res, err := commands.Propose(ctx, p, &logpb.ReserveIDs{Count: 1000}, "")
 				if err == nil && res.Rejection != nil {
 					err = errors.New(res.Rejection.Message)
 				}

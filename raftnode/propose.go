@@ -22,8 +22,8 @@ const maxEntryBodyBytes = 2 << 20
 // Propose commits one command built by commands.New (which validated it)
 // and returns its result once it is applied on this node. The command's
 // LeaderTerm is its decision term: set explicitly (Command.DecidedIn), else
-// taken from ctx's scope (a leader routine's context carries its own term,
-// see commands.WithLeaderRoutine), else the term current at submission. Apply
+// the commands.DecisionTerm option's (a leader routine's proposer adds its
+// own term, see LeaderRoutine), else the term current at submission. Apply
 // refuses it once a newer leader has established itself. Errors:
 // *NotLeaderError (nothing done), ErrOutcomeUnknown, ErrShuttingDown,
 // commands.ErrInvalid for a command not built by commands.New (nothing done),
@@ -36,7 +36,7 @@ func (n *Node) Propose(ctx context.Context, c commands.Command, opts ...commands
 	if !c.Checked() {
 		return nil, vocab.Errorf(commands.ErrInvalid, "%s was not built by commands.New", c.Type)
 	}
-	pr := commands.Prepare(ctx, c, opts...) // the one reader of c's scope and opts
+	pr := commands.Prepare(c, opts...) // the one reader of c's options
 	c = pr.Command
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("propose %s: %w (not submitted)", c.Type, err)

@@ -40,7 +40,7 @@ const MaxInflightEntriesLimit = 64
 const OverloadRetryAfter = 100 * time.Millisecond
 
 // routineReserve is extra channel room for leader routines' proposals,
-// which wait for room instead of being refused (commands.WithLeaderRoutine), so a
+// which wait for room instead of being refused (commands.AsRoutine), so a
 // client flood cannot starve the routines that keep the cluster healthy.
 const routineReserve = 256
 

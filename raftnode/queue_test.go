@@ -65,16 +65,15 @@ func TestProposalQueueFailsFast(t *testing.T) {
 
 	// A leader routine's proposal is never refused for the bound.
 	for i := 0; i < 2; i++ {
-		routine := commands.WithLeaderRoutine(ctx, 0)
-		if err := q.offer(routine, queued(t), commands.Prepare(routine, commands.Command{}).Routine, closed); err != nil {
+		if err := q.offer(ctx, queued(t), commands.Prepare(commands.Command{}, commands.AsRoutine()).Routine, closed); err != nil {
 			t.Fatalf("routine offer %d past the bound: %v", i, err)
 		}
 	}
 	if s := q.stats(); s.Pending != max+2 || s.Rejected != 2 {
 		t.Fatalf("stats %+v, want %d pending and 2 rejected", s, max+2)
 	}
-	if commands.Prepare(ctx, commands.Command{}).Routine {
-		t.Fatal("a plain context is marked as a leader routine's")
+	if commands.Prepare(commands.Command{}).Routine {
+		t.Fatal("a plain proposal is marked as a leader routine's")
 	}
 
 	// A waiting routine proposal that gives up, or meets shutdown, leaves

@@ -21,8 +21,9 @@ type Broadcasts interface {
 	// Broadcast commits a task and waits until it is a TOMBSTONE
 	// (broadcaster.Manager.Broadcast).
 	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
-	// Ack commits a streaming node's ack of an ack_sync_up task.
-	Ack(ctx context.Context, ack *logpb.AckBroadcast) error
+	// Ack commits a streaming node's ack of an ack_sync_up task, proposed
+	// with opts (the caller's node, commands.CallerNode).
+	Ack(ctx context.Context, ack *logpb.AckBroadcast, opts ...commands.Option) error
 	// Retry wakes a pending task's scheduler now.
 	Retry(id uint64) error
 	// Abandon tombstones a pending task without its callback.
@@ -152,12 +153,11 @@ func (s *Server) Ack(ctx context.Context, req *coordpb.AckRequest) (*coordpb.Ack
 	}); handled {
 		return resp, err
 	}
-	sctx, err := s.speaksFor(ctx, req.NodeId)
+	caller, err := s.speaksFor(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
 	}
-	ctx = sctx // what the call proposes is stamped with the caller's node
-	if err := s.ack(ctx, ack, cmd); err != nil {
+	if err := s.ack(ctx, caller, ack, cmd); err != nil {
 		return nil, err
 	}
 	return &coordpb.AckResponse{}, nil
@@ -178,13 +178,14 @@ func ackRequest(req *coordpb.AckRequest) (*logpb.AckBroadcast, commands.Command,
 }
 
 // ack hands an ack to the broadcaster, or commits it when this node has
-// none (Apply accepts it only from the channel's owner either way).
-func (s *Server) ack(ctx context.Context, ack *logpb.AckBroadcast, cmd commands.Command) error {
+// none (Apply accepts it only from the channel's owner either way),
+// stamped with the caller's node identity (speaksFor).
+func (s *Server) ack(ctx context.Context, caller uint64, ack *logpb.AckBroadcast, cmd commands.Command) error {
 	if s.broadcasts == nil {
-		_, err := s.commit(ctx, cmd)
+		_, err := s.commit(ctx, cmd, commands.CallerNode(caller))
 		return err
 	}
-	return s.toStatus(ctx, s.broadcasts.Ack(ctx, ack))
+	return s.toStatus(ctx, s.broadcasts.Ack(ctx, ack, commands.CallerNode(caller)))
 }
 
 func apiBroadcastInfo(t *logpb.BroadcastTask) *coordpb.BroadcastInfo {

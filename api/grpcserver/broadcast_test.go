@@ -59,7 +59,7 @@ func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request)
 	return answer(ctx, req)
 }
 
-func (f *fakeBroadcasts) Ack(_ context.Context, ack *logpb.AckBroadcast) error {
+func (f *fakeBroadcasts) Ack(_ context.Context, ack *logpb.AckBroadcast, _ ...commands.Option) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks = append(f.acks, fakeAck{ack.BroadcastId, ack.Checkpoints, ack.FromNode, ack.FromEpoch})

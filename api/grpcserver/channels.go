@@ -13,9 +13,9 @@ import (
 )
 
 // commit proposes c (built by commands.New, which validated it) on the
-// leader and maps an error or a rejection to a status.
-func (s *Server) commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	res, err := commands.Commit(ctx, s.node, c)
+// leader with opts and maps an error or a rejection to a status.
+func (s *Server) commit(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
+	res, err := commands.Commit(ctx, s.node, c, opts...)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

@@ -33,7 +33,7 @@ func (s *Server) AssignSegmentID(ctx context.Context, req *coordpb.AssignSegment
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, a.Node) // what the call proposes is stamped with the caller's node
+	a.Caller, err = s.speaksFor(ctx, a.Node) // what the call proposes is stamped with the caller's node
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +67,7 @@ func (s *Server) ReportTimeTicks(ctx context.Context, req *coordpb.ReportTimeTic
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, ticks.Node)
-	if err != nil {
+	if _, err := s.speaksFor(ctx, ticks.Node); err != nil { // time ticks propose nothing
 		return nil, err
 	}
 	r, err := s.dataPath.ReportTimeTicks(ctx, ticks)
@@ -91,7 +90,7 @@ func (s *Server) SaveBinlogPaths(ctx context.Context, req *coordpb.SaveBinlogPat
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, save.Node)
+	save.Caller, err = s.speaksFor(ctx, save.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +113,7 @@ func (s *Server) UpdateChannelCheckpoints(ctx context.Context, req *coordpb.Upda
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, cps.Node)
+	cps.Caller, err = s.speaksFor(ctx, cps.Node)
 	if err != nil {
 		return nil, err
 	}

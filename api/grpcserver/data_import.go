@@ -24,7 +24,7 @@ func (s *Server) CreateImportSegment(ctx context.Context, req *coordpb.CreateImp
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, c.Node) // what the call proposes is stamped with the caller's node
+	c.Caller, err = s.speaksFor(ctx, c.Node) // what the call proposes is stamped with the caller's node
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (s *Server) FinishImportSegment(ctx context.Context, req *coordpb.FinishImp
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, c.Node)
+	c.Caller, err = s.speaksFor(ctx, c.Node)
 	if err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func (m *milvusServer) Ack(ctx context.Context, req *milvuspb.BroadcastAckReques
 		return nil, s.toMilvusStatus(ctx, milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_CHANNEL_NOT_EXIST,
 			"vchannel %s: its owner %d is not registered", vch, p.NodeId))
 	}
-	sctx, err := s.speaksFor(ctx, p.NodeId)
+	caller, err := s.speaksFor(ctx, p.NodeId)
 	if err != nil {
 		return nil, err // PermissionDenied: the caller is not the owner's credential
 	}
@@ -188,7 +188,7 @@ func (m *milvusServer) Ack(ctx context.Context, req *milvuspb.BroadcastAckReques
 	if err != nil {
 		return nil, s.toMilvusStatus(ctx, err)
 	}
-	if err := s.ack(sctx, ack, cmd); err != nil {
+	if err := s.ack(ctx, caller, ack, cmd); err != nil {
 		return nil, s.toMilvusStatus(ctx, err)
 	}
 	return &milvuspb.BroadcastAckResponse{}, nil

@@ -164,7 +164,7 @@ func newOutcomeWorld(t *testing.T, applied, pendingTask bool) *outcomeWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(bm.Close)
-	controllertest.RunRoutine(t, bm.Run, 3)
+	controllertest.RunRoutine(t, l, bm.Run, 3)
 	w.broadcasts = bm
 	w.channels = channels.New(l, nil, nil, nil)
 	w.data = datapath.New(datapath.Deps{Leader: l, TSO: w.tso, Flush: w.flush, Revisions: anyRevision{},
@@ -307,7 +307,7 @@ func outcomeRows() []outcomeRow {
 		}},
 		{"datapath EndSession (deregister)", false, func(ctx context.Context, w *outcomeWorld) error {
 			_, err := w.data.EndSession(ctx, datapath.Session{Node: w.node, Epoch: w.epoch}, true,
-				func(ctx context.Context, _ uint64) (context.Context, error) { return ctx, nil })
+				func(context.Context, uint64) (uint64, error) { return 0, nil })
 			return err
 		}},
 		{"datapath AssignSegmentID", false, func(ctx context.Context, w *outcomeWorld) error {

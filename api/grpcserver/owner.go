@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/coordd/coordd/api/auth"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -23,28 +22,30 @@ import (
 // An unknown session is refused too: it may have been evicted while a
 // PChannel still names it, and no credential can prove it owns one.
 //
-// On success the returned context carries the caller's node identity
-// (commands.WithCallerNode): the commands the call proposes are stamped
-// with it, and Apply checks the binding again (fsm checkCaller).
-func (s *Server) speaksFor(ctx context.Context, node uint64) (context.Context, error) {
+// On success it returns the caller's node identity (0 with
+// authentication off): the handler passes it to the service in the
+// service's request, the service stamps the commands it proposes for the
+// call with it (commands.CallerNode), and Apply checks the binding again
+// (fsm checkCaller).
+func (s *Server) speaksFor(ctx context.Context, node uint64) (caller uint64, err error) {
 	if s.auth == nil {
-		return ctx, nil // --insecure: no credentials, no binding
+		return 0, nil // --insecure: no credentials, no binding
 	}
 	if node == 0 {
-		return ctx, s.toStatus(ctx, vocab.Errorf(errInvalid, "node_id is required: the call speaks for a streaming node session"))
+		return 0, s.toStatus(ctx, vocab.Errorf(errInvalid, "node_id is required: the call speaks for a streaming node session"))
 	}
 	who, ok := auth.IdentityFrom(ctx)
 	if !ok {
-		return ctx, auth.StatusOf(fmt.Errorf("%w: no authenticated caller", auth.ErrPermissionDenied))
+		return 0, auth.StatusOf(fmt.Errorf("%w: no authenticated caller", auth.ErrPermissionDenied))
 	}
 	n, found := s.node.State().StreamingNode(node)
 	if !found {
-		return ctx, auth.StatusOf(fmt.Errorf("%w: streaming node %d is not registered, so no credential may speak for it", auth.ErrPermissionDenied, node))
+		return 0, auth.StatusOf(fmt.Errorf("%w: streaming node %d is not registered, so no credential may speak for it", auth.ErrPermissionDenied, node))
 	}
 	if err := auth.SpeaksFor(who, node, n.BoundNode); err != nil {
-		return ctx, auth.StatusOf(err)
+		return 0, auth.StatusOf(err)
 	}
-	return commands.WithCallerNode(ctx, who.Node), nil
+	return who.Node, nil
 }
 
 // callerNode is the node identity a registration is bound to: the caller's

@@ -54,8 +54,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	}); handled {
 		return resp, err
 	}
-	ctx, err = s.speaksFor(ctx, h.Node)
-	if err != nil {
+	if _, err := s.speaksFor(ctx, h.Node); err != nil { // a heartbeat proposes nothing
 		return nil, err
 	}
 	r, err := s.dataPath.Heartbeat(ctx, h)

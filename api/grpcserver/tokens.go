@@ -146,14 +146,14 @@ func BootstrapTokenRoutine(node *raftnode.Node, tok auth.Token, logger interface
 	Info(string, ...any)
 	Warn(string, ...any)
 }) raftnode.LeaderRoutine {
-	return func(ctx context.Context, term uint64) {
+	return func(ctx context.Context, term uint64, p commands.Proposer) {
 		rec := &logpb.TokenRecord{Id: tok.ID, Name: "bootstrap", Role: logpb.TokenRole_TOKEN_ROLE_ADMIN,
 			SecretSha256: tok.SecretHash(), Bootstrap: true}
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 			if node.State().BootstrapTokenInstalled() {
 				return
 			}
-			_, err := commands.CommitNew(ctx, node, &logpb.CreateToken{Token: rec}, "")
+			_, err := commands.CommitNew(ctx, p, &logpb.CreateToken{Token: rec}, "")
 			var rej *commands.RejectedError
 			switch {
 			case err == nil:

@@ -46,7 +46,7 @@ func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (
 	return f.result, nil
 }
 
-func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error {
+func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast, ...commands.Option) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ackPanic {

@@ -51,8 +51,9 @@ type Leader interface {
 	// unsafe.
 	State() *fsm.State
 	// Propose commits a command; see commands.Proposer for its error
-	// contract. Proposals made under a leader routine's ctx carry the
-	// routine's decision term.
+	// contract. Callers' window extensions and reservations go through it
+	// fenced by their term (commands.Fenced); the TSO's routine proposes
+	// through the proposer raftnode hands it instead (TSO.Run).
 	commands.Proposer
 	// VerifyLeader confirms leadership with a quorum round that started after
 	// the call: nil means no other leader had been elected when the call

@@ -173,7 +173,7 @@ func (a *IDs) takeSlow(ctx context.Context, term, count uint64) (uint64, error) 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	// Reservations are made for this term's decisions only.
-	ctx = commands.WithDecisionTerm(ctx, term)
+	decider := commands.Fenced(a.leader, term)
 	for {
 		if a.term != term {
 			// A range reserved in an earlier term may have been partly
@@ -217,7 +217,7 @@ func (a *IDs) takeSlow(ctx context.Context, term, count uint64) (uint64, error) 
 		// (every caller needs this window). It lands after any window held,
 		// which are dropped so IDs keep increasing.
 		a.growLocked()
-		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: max(count, a.want.Load())}, "")
+		res, err := commands.CommitNew(ctx, decider, &logpb.ReserveIDs{Count: max(count, a.want.Load())}, "")
 		if err != nil {
 			return 0, fmt.Errorf("reserve ids: %w", err)
 		}
@@ -241,8 +241,8 @@ func (a *IDs) maybePrefetchLocked(term uint64) {
 	a.prefetch = ch
 	go func() {
 		defer close(ch)
-		ctx, cancel := context.WithTimeout(commands.WithDecisionTerm(context.Background(), term), prefetchTimeout)
-		res, err := commands.CommitNew(ctx, a.leader, &logpb.ReserveIDs{Count: want}, "")
+		ctx, cancel := context.WithTimeout(context.Background(), prefetchTimeout)
+		res, err := commands.CommitNew(ctx, commands.Fenced(a.leader, term), &logpb.ReserveIDs{Count: want}, "")
 		cancel()
 		a.mu.Lock()
 		defer a.mu.Unlock()

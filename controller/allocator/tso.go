@@ -147,6 +147,14 @@ func NewTSO(leader Leader, cfg TSOConfig) *TSO {
 
 // Alloc returns the first of count consecutive timestamps.
 func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
+	return t.AllocVia(ctx, count, t.leader)
+}
+
+// AllocVia is Alloc proposing a window extension the call needs through
+// p, as a decision of the current term: a leader routine passes its
+// proposer, so the extension waits for room in a full proposal queue as
+// the routine's own proposals do.
+func (t *TSO) AllocVia(ctx context.Context, count uint32, p commands.Proposer) (uint64, error) {
 	if count == 0 || count >= maxLogical {
 		return 0, fmt.Errorf("timestamp count must be in 1..%d, got %d", maxLogical-1, count)
 	}
@@ -154,7 +162,7 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 	if term == 0 {
 		return 0, errNotLeader
 	}
-	first, err := t.take(ctx, term, int64(count))
+	first, err := t.take(ctx, p, term, int64(count))
 	if err != nil {
 		return 0, err
 	}
@@ -169,27 +177,26 @@ func (t *TSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
 
 // take hands out count logical values: lock-free from the term's window
 // when it holds them, else through takeSlow.
-func (t *TSO) take(ctx context.Context, term uint64, count int64) (uint64, error) {
+func (t *TSO) take(ctx context.Context, p commands.Proposer, term uint64, count int64) (uint64, error) {
 	if w := t.win.Load(); w != nil && w.term == term {
 		if first, ok := w.tryTake(t.cfg.Clock.Now().UnixMilli(), count); ok {
 			return first, nil
 		}
 	}
-	return t.takeSlow(ctx, term, count)
+	return t.takeSlow(ctx, p, term, count)
 }
 
 // takeSlow takes count logical values under the lock, opening the term's
 // window, moving to the next millisecond, or extending the committed
-// window first when it must.
-func (t *TSO) takeSlow(ctx context.Context, term uint64, count int64) (uint64, error) {
+// window first when it must, proposing through p.
+func (t *TSO) takeSlow(ctx context.Context, p commands.Proposer, term uint64, count int64) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// The window is extended for this term's decisions only (wrapped
-	// here, not per call: most calls commit nothing).
-	decision := func() context.Context { return commands.WithDecisionTerm(ctx, term) }
+	// The window is extended for this term's decisions only.
+	decider := commands.Fenced(p, term)
 	for {
 		if t.term != term {
-			if err := t.resetLocked(decision(), term); err != nil {
+			if err := t.resetLocked(ctx, decider, term); err != nil {
 				return 0, err
 			}
 		}
@@ -238,7 +245,7 @@ func (t *TSO) takeSlow(ctx context.Context, term uint64, count int64) (uint64, e
 			continue // take again from where the window is now
 		}
 		if physical >= w.limit.Load() {
-			if err := t.extendLocked(decision(), max(physical, now)); err != nil {
+			if err := t.extendLocked(ctx, decider, max(physical, now)); err != nil {
 				return 0, err
 			}
 		}
@@ -250,8 +257,9 @@ func (t *TSO) takeSlow(ctx context.Context, term uint64, count int64) (uint64, e
 }
 
 // resetLocked starts a window for a newly established term, strictly above
-// everything earlier leaders could have handed out.
-func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
+// everything earlier leaders could have handed out; decider proposes the
+// term's decisions (commands.Fenced).
+func (t *TSO) resetLocked(ctx context.Context, decider commands.Proposer, term uint64) error {
 	t.dropLocked()
 	committed := t.leader.State().TSOLimitPhysicalMs()
 	start := max(t.cfg.Clock.Now().UnixMilli(), committed)
@@ -259,7 +267,7 @@ func (t *TSO) resetLocked(ctx context.Context, term uint64) error {
 	w.pos.Store(packPos(start, 0))
 	w.limit.Store(committed)
 	t.win.Store(w)
-	if err := t.extendLocked(ctx, start); err != nil {
+	if err := t.extendLocked(ctx, decider, start); err != nil {
 		return err
 	}
 	t.term = term
@@ -277,14 +285,15 @@ func (t *TSO) dropLocked() {
 // clock, or just past from when from is already further ahead. Measuring
 // the window from the clock, not from from, keeps the limit a new leader
 // inherits (and starts at) within one window of the clock, so failovers do
-// not ratchet the oracle into the future.
-func (t *TSO) extendLocked(ctx context.Context, from int64) error {
+// not ratchet the oracle into the future. decider proposes it as a
+// decision of the window's term (commands.Fenced).
+func (t *TSO) extendLocked(ctx context.Context, decider commands.Proposer, from int64) error {
 	w := t.win.Load()
 	want := max(t.cfg.Clock.Now().UnixMilli()+t.cfg.Window.Milliseconds(), from+1)
 	if want <= w.limit.Load() {
 		return nil // the committed limit already covers it
 	}
-	if _, err := commands.CommitNew(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, ""); err != nil {
+	if _, err := commands.CommitNew(ctx, decider, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, ""); err != nil {
 		// On a refusal someone (a previous window of ours) already
 		// committed a higher limit; re-read it rather than trust our copy.
 		t.dropLocked()
@@ -300,11 +309,17 @@ func (t *TSO) extendLocked(ctx context.Context, from int64) error {
 // below the current limit while it commits, and only one that reaches
 // the limit waits for it.
 func (t *TSO) Refresh(ctx context.Context, term uint64) error {
-	ctx = commands.WithDecisionTerm(ctx, term)
+	return t.refresh(ctx, term, t.leader)
+}
+
+// refresh is Refresh proposing through p (the leader routine's proposer,
+// or the leader), as decisions of term.
+func (t *TSO) refresh(ctx context.Context, term uint64, p commands.Proposer) error {
+	decider := commands.Fenced(p, term)
 	t.mu.Lock()
 	if t.term != term {
 		defer t.mu.Unlock()
-		return t.resetLocked(ctx, term)
+		return t.resetLocked(ctx, decider, term)
 	}
 	now := t.cfg.Clock.Now().UnixMilli()
 	w := t.win.Load()
@@ -325,7 +340,7 @@ func (t *TSO) Refresh(ctx context.Context, term uint64) error {
 	t.refreshing = ch
 	t.mu.Unlock()
 
-	_, err := commands.CommitNew(ctx, t.leader, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
+	_, err := commands.CommitNew(ctx, decider, &logpb.ExtendTSOWindow{LimitPhysicalMs: want}, "")
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -381,13 +396,12 @@ func (t *TSO) Skew() (time.Duration, bool) {
 }
 
 // Run is the leader routine: keep the window ahead of the clock until ctx
-// ends.
-func (t *TSO) Run(ctx context.Context, term uint64) {
-	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
+// ends, proposing through the routine's proposer p, as decisions of term.
+func (t *TSO) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	tick := t.cfg.Clock.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_ = t.Refresh(ctx, term)
+		_ = t.refresh(ctx, term, p)
 		select {
 		case <-ctx.Done():
 			return

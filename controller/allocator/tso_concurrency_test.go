@@ -28,7 +28,7 @@ func TestTSOConcurrentCallersAcrossExtensionsAndTerms(t *testing.T) {
 	routine := func(term uint64) (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); tso.Run(ctx, term) }()
+		go func() { defer close(done); tso.Run(ctx, term, l) }()
 		return func() { cancel(); <-done }
 	}
 	stop := routine(2)

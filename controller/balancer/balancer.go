@@ -34,8 +34,8 @@ type Leader interface {
 	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
 	// Propose commits a command; see commands.Proposer for its error
-	// contract. Proposals made under a leader routine's ctx carry the
-	// routine's decision term.
+	// contract. The routine proposes through the proposer raftnode hands
+	// it instead (Run), as decisions of its term.
 	commands.Proposer
 	// EstablishedTerm is the raft term this node leads in once it has
 	// committed LeaderEstablished for it, or 0 when it does not lead (or not
@@ -178,11 +178,12 @@ func (b *Balancer) LastError() string {
 }
 
 // Run is the leader routine: bootstrap streaming if needed, then balance
-// on every trigger until ctx ends.
-func (b *Balancer) Run(ctx context.Context, term uint64) {
-	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
+// on every trigger until ctx ends. It proposes through the routine's
+// proposer p, as decisions of term.
+func (b *Balancer) Run(ctx context.Context, term uint64, p commands.Proposer) {
+	decider := commands.Fenced(p, term) // every proposal carries this term
 	for ctx.Err() == nil {
-		if err := b.ensurePChannels(ctx); err != nil {
+		if err := b.ensurePChannels(ctx, decider); err != nil {
 			b.cfg.Logger.Warn("initializing pchannels failed; retrying", "error", err)
 			sleep(ctx, b.cfg.Clock, time.Second)
 			continue
@@ -248,7 +249,7 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 		changed := false
 		if err == nil {
 			var committed map[string]int64
-			changed, committed, err = b.executeReport(ctx, plan)
+			changed, committed, err = b.executeReport(ctx, decider, plan)
 			if len(waiting) > 0 {
 				moved = append(moved, movesOf(plan, committed)...)
 			}
@@ -294,8 +295,9 @@ func (b *Balancer) Run(ctx context.Context, term uint64) {
 }
 
 // ensurePChannels creates the configured PChannels: InitStreaming once,
-// then AddPChannels for any configured index that is missing.
-func (b *Balancer) ensurePChannels(ctx context.Context) error {
+// then AddPChannels for any configured index that is missing, proposed
+// through decider.
+func (b *Balancer) ensurePChannels(ctx context.Context, decider commands.Proposer) error {
 	st := b.leader.State()
 	var names []string
 	for i := 0; i < b.cfg.PChannels; i++ {
@@ -313,7 +315,7 @@ func (b *Balancer) ensurePChannels(ctx context.Context) error {
 		if !initialized {
 			body = &logpb.InitStreaming{ClusterId: b.cfg.ClusterID, Pchannels: chunk}
 		}
-		if _, err := commands.CommitNew(ctx, b.leader, body, ""); err != nil {
+		if _, err := commands.CommitNew(ctx, decider, body, ""); err != nil {
 			return err
 		}
 		initialized = true
@@ -329,19 +331,19 @@ func (b *Balancer) decide(st *fsm.State, balanced string) (Plan, error) {
 
 // execute commits plan's assignments and runs phase two for each channel
 // the FSM assigned; changed reports whether any was (another round
-// should follow at once).
-func (b *Balancer) execute(ctx context.Context, plan Plan) (changed bool, err error) {
-	changed, _, err = b.executeReport(ctx, plan)
+// should follow at once). decider proposes.
+func (b *Balancer) execute(ctx context.Context, decider commands.Proposer, plan Plan) (changed bool, err error) {
+	changed, _, err = b.executeReport(ctx, decider, plan)
 	return changed, err
 }
 
 // executeReport is execute that also returns the term of every channel
 // the FSM assigned.
-func (b *Balancer) executeReport(ctx context.Context, plan Plan) (changed bool, committed map[string]int64, err error) {
+func (b *Balancer) executeReport(ctx context.Context, decider commands.Proposer, plan Plan) (changed bool, committed map[string]int64, err error) {
 	if len(plan.Assignments) == 0 {
 		return false, nil, nil
 	}
-	res, err := commands.CommitNew(ctx, b.leader, &logpb.AssignPChannels{Assignments: plan.Assignments}, "")
+	res, err := commands.CommitNew(ctx, decider, &logpb.AssignPChannels{Assignments: plan.Assignments}, "")
 	if err != nil {
 		return false, nil, fmt.Errorf("commit assignment: %w", err)
 	}
@@ -350,12 +352,12 @@ func (b *Balancer) executeReport(ctx context.Context, plan Plan) (changed bool, 
 	for _, a := range assigned {
 		committed[a.Pchannel] = a.Term
 	}
-	return len(assigned) > 0, committed, b.applyAll(ctx, assigned)
+	return len(assigned) > 0, committed, b.applyAll(ctx, decider, assigned)
 }
 
 // applyAll runs phase two for every assigned channel, at most MaxParallel
 // at once, and returns the first failure.
-func (b *Balancer) applyAll(ctx context.Context, assigned []*logpb.PChannelTerm) error {
+func (b *Balancer) applyAll(ctx context.Context, decider commands.Proposer, assigned []*logpb.PChannelTerm) error {
 	sem := make(chan struct{}, b.cfg.MaxParallel)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -365,7 +367,7 @@ func (b *Balancer) applyAll(ctx context.Context, assigned []*logpb.PChannelTerm)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := b.apply(ctx, a.Pchannel, a.Term); err != nil {
+			if err := b.apply(ctx, decider, a.Pchannel, a.Term); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -380,16 +382,16 @@ func (b *Balancer) applyAll(ctx context.Context, assigned []*logpb.PChannelTerm)
 }
 
 // apply is phase two for one channel at one term.
-func (b *Balancer) apply(ctx context.Context, pchannel string, term int64) error {
+func (b *Balancer) apply(ctx context.Context, decider commands.Proposer, pchannel string, term int64) error {
 	err := b.applyRPCs(ctx, pchannel, term)
 	if err == nil {
-		if _, perr := commands.CommitNew(ctx, b.leader, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, ""); perr != nil {
+		if _, perr := commands.CommitNew(ctx, decider, &logpb.AssignPChannelsDone{Channels: []*logpb.PChannelTerm{{Pchannel: pchannel, Term: term}}}, ""); perr != nil {
 			return fmt.Errorf("%s@%d: commit done: %w", pchannel, term, perr)
 		}
 		return nil
 	}
 	reason := vocab.TruncateReason(err.Error())
-	_, _ = commands.CommitNew(ctx, b.leader, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
+	_, _ = commands.CommitNew(ctx, decider, &logpb.RecordAssignFailure{Channel: &logpb.PChannelTerm{Pchannel: pchannel, Term: term, Reason: reason}}, "")
 	return fmt.Errorf("%s@%d: %w", pchannel, term, err)
 }
 

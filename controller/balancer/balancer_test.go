@@ -55,6 +55,7 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 		return h.b.LastError() == policy.ErrNoNodes.Error()
 	})
 	stop()
+	h.checkRoutineDecisions()
 
 	st := h.leader.State()
 	if got := st.ChannelsMeta().ClusterId; got != testClusterID {
@@ -109,7 +110,7 @@ func TestRunBootstrapsStreamingThenAddsOnlyMissingPChannels(t *testing.T) {
 	}
 	// Nothing missing: no command at all.
 	before := len(h.leader.Applied())
-	if err := b2.ensurePChannels(context.Background()); err != nil {
+	if err := b2.ensurePChannels(context.Background(), b2.leader); err != nil {
 		t.Fatal(err)
 	}
 	if len(h.leader.Applied()) != before {
@@ -408,6 +409,10 @@ func TestRunRetriesFailedAssignmentWithBackoff(t *testing.T) {
 	if p := h.pchannel(victim); p.Term != 4 || p.FailedAttempts != 0 {
 		t.Fatalf("victim %v, want ASSIGNED at 4 with no failed attempts", p)
 	}
+	stop()
+	if n := len(appliedOf[*logpb.RecordAssignFailure](h.leader)); n == 0 || h.checkRoutineDecisions() <= n {
+		t.Fatalf("%d assign failures recorded; the test needs failures, assignments and their completions", n)
+	}
 }
 
 // The recorded reason stays valid UTF-8 (a proto3 string) and within
@@ -703,7 +708,7 @@ func TestStaleDecisionIsRejected(t *testing.T) {
 		bump(h, h.channelsOn(a)[0], b) // another decision commits meanwhile
 		before := snapshotPChannels(h)
 		h.client.Reset()
-		changed, err := h.b.execute(context.Background(), plan)
+		changed, err := h.b.execute(context.Background(), h.b.leader, plan)
 		if err == nil || changed || !strings.Contains(err.Error(), "expected") {
 			t.Fatalf("round: changed=%v err=%v, want a stale rejection", changed, err)
 		}

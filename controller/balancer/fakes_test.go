@@ -185,6 +185,8 @@ type harness struct {
 	client *fakeClient
 	b      *Balancer
 	cfg    Config
+	// runFrom is how many commands were applied when runBalancer started.
+	runFrom int
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -243,7 +245,7 @@ func (h *harness) pchannel(name string) *logpb.PChannelRecord {
 
 func (h *harness) bootstrap() {
 	h.t.Helper()
-	if err := h.b.ensurePChannels(context.Background()); err != nil {
+	if err := h.b.ensurePChannels(context.Background(), h.b.leader); err != nil {
 		h.t.Fatalf("ensurePChannels: %v", err)
 	}
 }
@@ -255,7 +257,7 @@ func (h *harness) round() (bool, error) {
 		return false, err
 	}
 	// As in Run: the round decides in the routine's term.
-	return h.b.execute(commands.WithDecisionTerm(context.Background(), testTerm), plan)
+	return h.b.execute(context.Background(), commands.Fenced(h.b.leader, testTerm), plan)
 }
 
 // settle runs rounds until one changes nothing; every round must succeed.
@@ -301,9 +303,31 @@ func (h *harness) channelsOn(id uint64) []string {
 	return out
 }
 
+// checkRoutineDecisions fails the test unless every command of the
+// balancer's own kinds applied since runBalancer was proposed through
+// Run's routine proposer: as a decision of testTerm, marked as a
+// routine's. It returns how many it checked.
+func (h *harness) checkRoutineDecisions() int {
+	h.t.Helper()
+	applied, terms, marks := h.leader.Applied(), h.leader.DecisionTerms(), h.leader.RoutineMarks()
+	n := 0
+	for i := h.runFrom; i < len(applied); i++ {
+		b := applied[i]
+		switch b.(type) {
+		case *logpb.InitStreaming, *logpb.AddPChannels, *logpb.AssignPChannels, *logpb.AssignPChannelsDone, *logpb.RecordAssignFailure:
+			n++
+			if terms[i] != testTerm || !marks[i] {
+				h.t.Errorf("%T proposed with decision term %d, routine mark %v; want term %d and the mark", b, terms[i], marks[i], testTerm)
+			}
+		}
+	}
+	return n
+}
+
 // runBalancer starts Run and returns a stop function that waits for it.
 func (h *harness) runBalancer() (stop func()) {
-	return controllertest.RunRoutine(h.t, h.b.Run, testTerm)
+	h.runFrom = len(h.leader.Applied())
+	return controllertest.RunRoutine(h.t, h.leader, h.b.Run, testTerm)
 }
 
 // eventually waits for cond while Run works, advancing the fake clock by

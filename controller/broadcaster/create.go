@@ -58,7 +58,7 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 			// while that completion is in flight (commands.Chained).
 			chained = append(chained, commands.Chained())
 		}
-		res, err := ts.m.proposeRetrying(ts.ctx, body, requestID, chained...)
+		res, err := ts.m.proposeRetrying(ts.ctx, ts.p, body, requestID, chained...)
 		for attempt := 1; len(body.AfterBroadcasts) > 0 && isOrderRefusal(err); attempt++ {
 			ts.m.cfg.Metrics.createReordered()
 			behind := guard.pending()
@@ -69,7 +69,7 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 				err = werr
 				break
 			}
-			res, err = ts.m.proposeRetrying(ts.ctx, body, requestID)
+			res, err = ts.m.proposeRetrying(ts.ctx, ts.p, body, requestID)
 		}
 		var rej *commands.RejectedError
 		switch {

@@ -140,7 +140,7 @@ func (ts *termState) complete(log hclog.Logger, t *task, cps []*logpb.VChannelCh
 	// it in the log: the next conflicting task may propose its create now
 	// (handoff.go).
 	handOff := commands.OnQueued(func() { ts.handOff(t) })
-	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "", handOff)
+	res, err := commands.CommitNew(ts.ctx, ts.p, &logpb.CompleteBroadcast{BroadcastId: t.id, Checkpoints: cps}, "", handOff)
 	var rej *commands.RejectedError
 	switch {
 	case errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_NOT_FOUND:
@@ -195,7 +195,7 @@ func (ts *termState) toAppend(st *fsm.State, t *task, bt *logpb.BroadcastTask) [
 
 // ack commits FastAck checkpoints in one command.
 func (ts *termState) ack(ctx context.Context, id uint64, cps []*logpb.VChannelCheckpoint) error {
-	_, err := commands.CommitNew(ctx, ts.m.leader, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
+	_, err := commands.CommitNew(ctx, ts.p, &logpb.AckBroadcast{BroadcastId: id, Checkpoints: cps}, "")
 	return err
 }
 

@@ -313,7 +313,7 @@ func (h *harness) unassign(p string) *logpb.PChannelTerm {
 
 // run starts m.Run at term and returns a stop function that waits for it.
 func (h *harness) run(m *Manager, term uint64) (stop func()) {
-	stop = controllertest.RunRoutine(h.t, m.Run, term)
+	stop = controllertest.RunRoutine(h.t, h.leader, m.Run, term)
 	h.eventually("leadership published", func() bool { return m.current() != nil })
 	return stop
 }

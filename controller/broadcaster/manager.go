@@ -35,8 +35,8 @@ type Leader interface {
 	// that lands in between is not missed.
 	StateChanged() <-chan struct{}
 	// Propose commits a command; see commands.Proposer for its error
-	// contract. Proposals made under a leader routine's ctx carry the
-	// routine's decision term.
+	// contract. The term's work proposes through Run's routine proposer
+	// instead, as decisions of the routine's term.
 	commands.Proposer
 	// EstablishedTerm is the raft term this node leads in once it has
 	// committed LeaderEstablished for it, or 0 when it does not lead (or not
@@ -183,9 +183,9 @@ func (m *Manager) Close() {
 // Run is the leader routine for one established term: it re-locks every
 // PENDING task of the FSM before admitting any new Broadcast, schedules
 // them, and runs the tombstone GC until ctx ends; then it stops its workers
-// and drops all leader memory.
-func (m *Manager) Run(ctx context.Context, term uint64) {
-	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
+// and drops all leader memory. The term's work proposes through the
+// routine's proposer p, as decisions of term.
+func (m *Manager) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -197,7 +197,7 @@ func (m *Manager) Run(ctx context.Context, term uint64) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ts := newTermState(m, runCtx, cancel, term)
+	ts := newTermState(m, runCtx, cancel, term, p)
 	recovered := ts.rebuild()
 	ts.start()
 	for _, t := range recovered {
@@ -463,8 +463,10 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 // Ack records checkpoints of an ack_sync_up task from the streaming node
 // that persisted the message (ack.FromNode, FromEpoch); the FSM refuses it
 // unless that node owns each channel at the checkpoint's term. Idempotent:
-// unknown or finished tasks and already-acked VChannels are no-ops.
-func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
+// unknown or finished tasks and already-acked VChannels are no-ops. opts
+// are the proposal's options: a node's call passes its caller's node
+// identity (commands.CallerNode), which Apply checks too.
+func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast, opts ...commands.Option) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return errNotLeader
 	}
@@ -472,7 +474,7 @@ func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast) error {
 		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
 	}
 	id := ack.BroadcastId
-	if _, err := commands.CommitNew(ctx, m.leader, ack, ""); err != nil {
+	if _, err := commands.CommitNew(ctx, m.leader, ack, "", opts...); err != nil {
 		return err
 	}
 	if ts := m.current(); ts != nil {
@@ -509,7 +511,7 @@ func newRequestID() string {
 	return "broadcast-create-" + hex.EncodeToString(b[:])
 }
 
-// proposeRetrying commits body with requestID and opts (commands.CommitNew: a
+// proposeRetrying commits body with requestID and opts through p (commands.CommitNew: a
 // refusal is a *commands.RejectedError) and, while the outcome is unknown
 // and ctx lives, proposes it again (the FSM returns the first result for a
 // repeated request ID).
@@ -521,11 +523,11 @@ func newRequestID() string {
 // node no longer leads, it shuts down, ctx ended) says nothing about the
 // earlier attempt, so the error returned then still wraps
 // leadership.ErrOutcomeUnknown (docs/semantics.md#error-classes).
-func (m *Manager) proposeRetrying(ctx context.Context, body proto.Message, requestID string, opts ...commands.Option) (*logpb.Result, error) {
+func (m *Manager) proposeRetrying(ctx context.Context, p commands.Proposer, body proto.Message, requestID string, opts ...commands.Option) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	var unknown error // the first attempt whose outcome was unknown
 	for {
-		res, err := commands.CommitNew(ctx, m.leader, body, requestID, opts...)
+		res, err := commands.CommitNew(ctx, p, body, requestID, opts...)
 		if err == nil {
 			return res, nil
 		}

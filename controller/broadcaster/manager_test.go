@@ -85,6 +85,18 @@ func TestBroadcastFastAck(t *testing.T) {
 			t.Fatalf("append call %+v", c)
 		}
 	}
+	// The term's work proposes through the routine's proposer (Run's p):
+	// the create and the completion are decisions of the term, marked as
+	// a routine's, so a client flood cannot refuse them.
+	applied, terms, marks := h.leader.Applied(), h.leader.DecisionTerms(), h.leader.RoutineMarks()
+	for i, b := range applied {
+		switch b.(type) {
+		case *logpb.CreateBroadcast, *logpb.CompleteBroadcast:
+			if terms[i] != testTerm || !marks[i] {
+				t.Errorf("%T proposed with decision term %d, routine mark %v; want term %d and the mark", b, terms[i], marks[i], testTerm)
+			}
+		}
+	}
 	h.eventually("locks released", func() bool { return locksOf(h.m).size() == 0 })
 }
 
@@ -125,6 +137,13 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 	cp1, _ := h.app.walEntry(v1, id)
 	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack: %v", err)
+	}
+	// An ack proposed for another node identity than the session's (it
+	// has none) is refused: Ack proposes with the caller's options.
+	var rej *commands.RejectedError
+	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch},
+		commands.CallerNode(99)); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_PERMISSION {
+		t.Fatalf("Ack stamped with another node identity: %v, want REJECT_PERMISSION", err)
 	}
 	// A repeated ack is a no-op.
 	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
@@ -905,7 +924,7 @@ func TestClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, testTerm) }()
+	go func() { defer close(done); m.Run(ctx, testTerm, h.leader) }()
 	h.eventually("running", func() bool { return m.current() != nil })
 	m.Close()
 	select {
@@ -916,7 +935,7 @@ func TestClose(t *testing.T) {
 	if m.current() != nil || !app.closed.Load() {
 		t.Fatalf("current %v, appender closed %v", m.current(), app.closed.Load())
 	}
-	m.Run(ctx, testTerm) // returns at once
+	m.Run(ctx, testTerm, h.leader) // returns at once
 	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Broadcast after Close: %v", err)
 	}

@@ -73,7 +73,7 @@ func TestCreateUnknownOutcomeAtLeadershipEndStaysUnknown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	go func() { defer close(done); h.m.Run(ctx, testTerm) }()
+	go func() { defer close(done); h.m.Run(ctx, testTerm, h.leader) }()
 	h.eventually("leadership published", func() bool { return h.m.current() != nil })
 	var once atomic.Bool
 	h.leader.SetAfterApply(func(body proto.Message) error {

@@ -18,8 +18,12 @@ const sweepDelay = 10 * time.Millisecond
 // termState is the leader memory of one leadership: lock table, tasks and
 // their scheduling. It is dropped entirely when the leadership ends.
 type termState struct {
-	m      *Manager
-	term   uint64
+	m    *Manager
+	term uint64
+	// p proposes the term's work: the leader routine's proposer, fenced
+	// by term (every task step, create and tombstone prune is a decision
+	// of this term and waits for room in a full proposal queue).
+	p      commands.Proposer
 	ctx    context.Context
 	cancel context.CancelFunc
 	locks  *lockTable
@@ -37,8 +41,8 @@ type termState struct {
 	wg     sync.WaitGroup
 }
 
-func newTermState(m *Manager, ctx context.Context, cancel context.CancelFunc, term uint64) *termState {
-	return &termState{m: m, term: term, ctx: ctx, cancel: cancel, locks: newLockTable(), admissions: newCollectionAdmissions(),
+func newTermState(m *Manager, ctx context.Context, cancel context.CancelFunc, term uint64, p commands.Proposer) *termState {
+	return &termState{m: m, term: term, p: commands.Fenced(p, term), ctx: ctx, cancel: cancel, locks: newLockTable(), admissions: newCollectionAdmissions(),
 		tasks: map[uint64]*task{}, wake: make(chan struct{}, 1), gcKick: make(chan struct{}, 1)}
 }
 
@@ -423,7 +427,7 @@ func (ts *termState) gc() {
 	if !need {
 		return
 	}
-	res, err := commands.CommitNew(ts.ctx, ts.m.leader, &logpb.PruneBroadcastTombstones{
+	res, err := commands.CommitNew(ts.ctx, ts.p, &logpb.PruneBroadcastTombstones{
 		MaxCount: uint32(cfg.TombstoneMaxCount), MaxLifetimeMs: cfg.TombstoneMaxLifetime.Milliseconds()}, "")
 	if err != nil {
 		ts.m.log.Warn("pruning broadcast tombstones failed or was refused", "error", err)

@@ -23,6 +23,11 @@ import (
 // (SetRefuse). It is leadership.ErrNotLeader, as a real node's would be.
 var ErrNotLeader = fmt.Errorf("controllertest: %w", leadership.ErrNotLeader)
 
+// ErrOverloaded is what the fake's Propose returns for a client's
+// proposal while its queue is full (SetQueueFull): of vocab's Exhausted
+// class, as the raft node's refusal is.
+var ErrOverloaded = vocab.NewSentinel(vocab.ClassExhausted, "controllertest: proposal queue is full")
+
 // Leader is a fake leader: State, StateChanged, EstablishedTerm,
 // VerifyLeader and Propose over a real FSM state. It satisfies the Leader
 // interface of every controller. The zero value is not usable; call
@@ -40,8 +45,12 @@ type Leader struct {
 	raftTerm uint64          // stamped as LeaderTerm on every command
 	applied  []proto.Message // bodies applied, in order
 	decided  []uint64        // decided[i]: the decision term applied[i] came with, 0 if none
+	routine  []bool          // routine[i]: applied[i] was a leader routine's (commands.AsRoutine)
+	callers  []uint64        // callers[i]: the node identity applied[i] was stamped with, 0 if none
 	refuse   bool
-	verify   error
+	// full: the proposal queue is full (SetQueueFull); nothing applies.
+	full   bool
+	verify error
 	// before runs outside the lock before every proposal; an error fails
 	// the proposal unapplied. It may block.
 	before func(body proto.Message) error
@@ -111,6 +120,18 @@ func (l *Leader) SetRefuse(refuse bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.refuse = refuse
+}
+
+// SetQueueFull models a raft node whose proposal queue is full (true)
+// until it moves again (false): meanwhile nothing applies, a client's
+// proposal is refused with ErrOverloaded before it is queued, and a
+// leader routine's (commands.AsRoutine) is queued and waits, as on
+// raftnode (docs/architecture.md#command-flow).
+func (l *Leader) SetQueueFull(full bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.full = full
+	l.turn.Broadcast()
 }
 
 // SetVerifyError sets what VerifyLeader returns.
@@ -183,18 +204,19 @@ func (l *Leader) VerifyLeader(context.Context) error {
 
 // Propose applies c (built by commands.New) at once after running the
 // hooks, in the order proposals were queued (it calls the commands.OnQueued
-// function once c has its place). It reads c, ctx's scope and opts through
-// commands.Prepare,
-// as raftnode does: c carries its decision term (its own LeaderTerm, else
-// the scope's, else the fake's raft term) and caller node, so the FSM
-// fences it as on a replica. A chained or routine proposal is like any
-// other here (the fake has no bound on entries in flight). A rejection
-// comes back in the result, as from raftnode.
+// function once c has its place). It reads c and opts through
+// commands.Prepare, as raftnode does: c carries its decision term (its own
+// LeaderTerm, else commands.DecisionTerm's, else the fake's raft term) and
+// caller node (commands.CallerNode), so the FSM fences and checks it as on
+// a replica. While the queue is full (SetQueueFull) a client's proposal is
+// refused and a routine's (commands.AsRoutine) waits; a chained proposal
+// is like any other here (the fake has no bound on entries in flight). A
+// rejection comes back in the result, as from raftnode.
 func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	if !c.Checked() {
 		return nil, vocab.Errorf(commands.ErrInvalid, "%s was not built by commands.New", c.Type)
 	}
-	pr := commands.Prepare(ctx, c, opts...)
+	pr := commands.Prepare(c, opts...)
 	c = pr.Command
 	body := c.Body
 	decided := c.LeaderTerm
@@ -213,6 +235,10 @@ func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...comman
 	if l.refuse {
 		l.mu.Unlock()
 		return nil, ErrNotLeader
+	}
+	if l.full && !pr.Routine {
+		l.mu.Unlock()
+		return nil, ErrOverloaded // not queued: nothing done
 	}
 	once := l.once
 	l.once = nil
@@ -240,7 +266,7 @@ func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...comman
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.applying != ticket {
+	for l.applying != ticket || l.full {
 		l.turn.Wait()
 	}
 	defer func() {
@@ -262,6 +288,8 @@ func (l *Leader) Propose(ctx context.Context, c commands.Command, opts ...comman
 	l.st = next
 	l.applied = append(l.applied, proto.Clone(body))
 	l.decided = append(l.decided, decided)
+	l.routine = append(l.routine, pr.Routine)
+	l.callers = append(l.callers, c.CallerNode)
 	close(l.changed)
 	l.changed = make(chan struct{})
 	if l.after != nil {
@@ -301,10 +329,26 @@ func AppliedOf[T proto.Message](l *Leader) []T {
 }
 
 // DecisionTerms returns, for every applied body in order, the decision
-// term it was proposed with (commands.Command.DecidedIn or the scope's,
-// commands.WithDecisionTerm), or 0 when it came without one.
+// term it was proposed with (commands.Command.DecidedIn or
+// commands.DecisionTerm's), or 0 when it came without one.
 func (l *Leader) DecisionTerms() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]uint64(nil), l.decided...)
+}
+
+// RoutineMarks returns, for every applied body in order, whether it was
+// proposed as a leader routine's (commands.AsRoutine).
+func (l *Leader) RoutineMarks() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]bool(nil), l.routine...)
+}
+
+// CallerNodes returns, for every applied body in order, the node identity
+// it was stamped with (commands.CallerNode), or 0.
+func (l *Leader) CallerNodes() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.callers...)
 }

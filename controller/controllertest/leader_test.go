@@ -47,9 +47,9 @@ func TestLeaderAppliesThroughTheFSM(t *testing.T) {
 	if err != nil || res.Rejection == nil {
 		t.Fatalf("stale-term proposal: %v %v, want a rejection", res, err)
 	}
-	// A decision term from the context wins over the fake's raft term.
+	// A decision term of a fenced proposer wins over the fake's raft term.
 	l.SetRaftTerm(5)
-	res, err = commands.Propose(commands.WithDecisionTerm(context.Background(), 3), l, &logpb.ReserveIDs{Count: 1}, "")
+	res, err = commands.Propose(context.Background(), commands.Fenced(l, 3), &logpb.ReserveIDs{Count: 1}, "")
 	if err != nil || res.Rejection == nil {
 		t.Fatalf("proposal decided in term 3 after term 5 established: %v %v, want a rejection", res, err)
 	}

@@ -9,5 +9,9 @@ import (
 // TestLeaderProposerConformance: the fake leader reads a proposal as the
 // raft node does (raftnode runs the same checks).
 func TestLeaderProposerConformance(t *testing.T) {
-	proposertest.Conformance(t, NewLeader(t, NewClock(), 5), 5)
+	l := NewLeader(t, NewClock(), 5)
+	proposertest.Conformance(t, proposertest.Subject{P: l, Term: 5, Saturate: func(*testing.T) func() {
+		l.SetQueueFull(true)
+		return func() { l.SetQueueFull(false) }
+	}})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/controllertest"
@@ -33,6 +34,10 @@ func (t *fakeTSO) Alloc(context.Context, uint32) (uint64, error) {
 	defer t.mu.Unlock()
 	t.last = max(t.last+1, fsm.ComposeTS(t.clock.Now().UnixMilli()))
 	return t.last, nil
+}
+
+func (t *fakeTSO) AllocVia(ctx context.Context, count uint32, _ commands.Proposer) (uint64, error) {
+	return t.Alloc(ctx, count)
 }
 
 func (t *fakeTSO) PhysicalMs() int64 { return t.clock.Now().UnixMilli() }

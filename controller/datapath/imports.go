@@ -21,7 +21,7 @@ type CreatedImport struct {
 
 // CreateImportSegment creates an Importing segment for the caller.
 func (s *Service) CreateImportSegment(ctx context.Context, c CreateImport) (CreatedImport, error) {
-	res, err := commands.Commit(ctx, s.l, c.cmd)
+	res, err := commands.Commit(ctx, s.l, c.cmd, commands.CallerNode(c.Caller))
 	if err != nil {
 		return CreatedImport{}, err
 	}
@@ -38,7 +38,7 @@ func (s *Service) FinishImportSegment(ctx context.Context, c FinishImport) (*log
 	if err := s.revisions.CheckNamedRevision(ctx, s.l.State(), c.segment, c.manifestPath); err != nil {
 		return nil, err
 	}
-	res, err := commands.Commit(ctx, s.l, c.cmd)
+	res, err := commands.Commit(ctx, s.l, c.cmd, commands.CallerNode(c.Caller))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
@@ -89,8 +90,9 @@ type SessionResult struct {
 
 // SpeaksFor is the caller's per-node identity check (the API's rule,
 // docs/security.md#per-node-identity): nil when the caller may speak for
-// node, and then the context its commands are stamped with.
-type SpeaksFor func(ctx context.Context, node uint64) (context.Context, error)
+// node, and then the caller's node identity, which its commands are
+// stamped with (commands.CallerNode; 0 without authentication).
+type SpeaksFor func(ctx context.Context, node uint64) (caller uint64, err error)
 
 // EndSession drains (controlled shutdown, step one: the node becomes
 // DRAINING) or deregisters (the node goes DOWN) a session. Who may end
@@ -104,12 +106,12 @@ func (s *Service) EndSession(ctx context.Context, sess Session, deregister bool,
 	if _, err := s.established(); err != nil {
 		return SessionResult{}, err
 	}
+	var caller uint64 // the drain or deregistration is stamped with it
 	if _, known := s.l.State().StreamingNode(sess.Node); known || !deregister {
-		sctx, err := speaksFor(ctx, sess.Node)
-		if err != nil {
+		var err error
+		if caller, err = speaksFor(ctx, sess.Node); err != nil {
 			return SessionResult{}, err
 		}
-		ctx = sctx // the drain or deregistration is stamped with the caller
 	}
 	n, err := liveSession(s.l.State(), sess.Node, sess.Epoch)
 	if err != nil {
@@ -119,9 +121,9 @@ func (s *Service) EndSession(ctx context.Context, sess Session, deregister bool,
 		return SessionResult{}, err
 	}
 	if deregister {
-		_, err = s.commitNew(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"})
+		_, err = s.commitNew(ctx, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: "deregistered"}, commands.CallerNode(caller))
 	} else if n.State != logpb.NodeState_NODE_DRAINING {
-		_, err = s.commitNew(ctx, &logpb.SetStreamingNodeDrain{NodeId: n.Id, Draining: true, Reason: "controlled shutdown"})
+		_, err = s.commitNew(ctx, &logpb.SetStreamingNodeDrain{NodeId: n.Id, Draining: true, Reason: "controlled shutdown"}, commands.CallerNode(caller))
 	}
 	if err != nil {
 		return SessionResult{}, err

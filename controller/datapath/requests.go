@@ -15,10 +15,17 @@ import (
 // value the service takes as is, or refuses it with an ErrInvalid-class
 // error (commands.New's, for the requests that are one command); the
 // handler builds it once, before forwarding.
+//
+// A request that names a streaming node session (Node) also has Caller:
+// the node identity of the credential the call comes from, which the
+// handler sets once it has checked that the caller speaks for the session
+// (docs/security.md#per-node-identity), 0 without authentication. The
+// service stamps every command it proposes for the call with it
+// (commands.CallerNode).
 
 // Save is a checked SaveBinlogPaths request.
 type Save struct {
-	Node         uint64
+	Node, Caller uint64
 	segment      int64
 	manifestPath string
 	cmd          commands.Command
@@ -26,20 +33,20 @@ type Save struct {
 
 // Checkpoints is a checked UpdateChannelCheckpoints request.
 type Checkpoints struct {
-	Node uint64
-	cmd  commands.Command
+	Node, Caller uint64
+	cmd          commands.Command
 }
 
 // CreateImport is a checked CreateImportSegment request.
 type CreateImport struct {
-	Node                  uint64
+	Node, Caller          uint64
 	collection, partition int64
 	cmd                   commands.Command
 }
 
 // FinishImport is a checked FinishImportSegment request.
 type FinishImport struct {
-	Node         uint64
+	Node, Caller uint64
 	segment      int64
 	manifestPath string
 	cmd          commands.Command
@@ -131,8 +138,8 @@ func NewFlush(req *coordpb.FlushRequest) (FlushRequest, error) {
 
 // Assign is a checked AssignSegmentID request.
 type Assign struct {
-	Node uint64
-	reqs []flush.AssignRequest
+	Node, Caller uint64
+	reqs         []flush.AssignRequest
 }
 
 // NewAssign checks an AssignSegmentID request's shape (the flush manager

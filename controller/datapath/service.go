@@ -41,7 +41,7 @@ type TSO interface {
 
 // Flusher is the leader's write-path memory (flush.Manager).
 type Flusher interface {
-	AssignSegmentID(ctx context.Context, node uint64, reqs []flush.AssignRequest) ([]flush.Assignment, error)
+	AssignSegmentID(ctx context.Context, node uint64, reqs []flush.AssignRequest, opts ...commands.Option) ([]flush.Assignment, error)
 	ReportTimeTicks(node uint64, ticks []flush.TimeTick) (accepted int, refused []string, err error)
 	SealCollection(ctx context.Context, collection int64, sealTs uint64) ([]int64, error)
 	ObserveFlushed(sealedMs int64)
@@ -130,12 +130,13 @@ func (s *Service) established() (uint64, error) {
 	return 0, &leadership.NotLeaderError{}
 }
 
-// commitNew builds body with commands.New and commits it: for a command
-// the service decides on the leader after the request was checked.
-func (s *Service) commitNew(ctx context.Context, body proto.Message) (*logpb.Result, error) {
+// commitNew builds body with commands.New and commits it with opts: for
+// a command the service decides on the leader after the request was
+// checked.
+func (s *Service) commitNew(ctx context.Context, body proto.Message, opts ...commands.Option) (*logpb.Result, error) {
 	c, err := commands.New(body, "")
 	if err != nil {
 		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}
-	return commands.Commit(ctx, s.l, c)
+	return commands.Commit(ctx, s.l, c, opts...)
 }

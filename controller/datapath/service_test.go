@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/controllertest"
@@ -239,12 +240,13 @@ func TestEndSessionAsksWhoMaySpeakForTheNode(t *testing.T) {
 	ctx := w.l.Deadline()
 	var asked []uint64
 	refuse := errors.New("not yours")
-	speaksFor := func(err error) SpeaksFor {
-		return func(ctx context.Context, node uint64) (context.Context, error) {
+	speaksAs := func(caller uint64, err error) SpeaksFor {
+		return func(_ context.Context, node uint64) (uint64, error) {
 			asked = append(asked, node)
-			return ctx, err
+			return caller, err
 		}
 	}
+	speaksFor := func(err error) SpeaksFor { return speaksAs(0, err) }
 	r, err := w.svc.EndSession(ctx, Session{Node: 999}, true, speaksFor(refuse))
 	if err != nil || r.State != logpb.NodeState_NODE_DOWN || len(asked) != 0 {
 		t.Fatalf("deregister an unknown node: %+v %v, asked %v", r, err, asked)
@@ -270,6 +272,12 @@ func TestEndSessionAsksWhoMaySpeakForTheNode(t *testing.T) {
 	if _, err := w.svc.EndSession(ctx, Session{Node: w.node, Epoch: n.Epoch}, true, speaksFor(refuse)); !errors.Is(err, refuse) {
 		t.Fatalf("deregister refused by the identity check: %v", err)
 	}
+	// The drain is stamped with the caller's identity: Apply refuses it
+	// for a session bound to another (here: to none).
+	var rej *commands.RejectedError
+	if _, err := w.svc.EndSession(ctx, Session{Node: w.node, Epoch: n.Epoch}, false, speaksAs(77, nil)); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_PERMISSION {
+		t.Fatalf("drain stamped with another node identity: %v, want REJECT_PERMISSION", err)
+	}
 	r, err = w.svc.EndSession(ctx, Session{Node: w.node, Epoch: n.Epoch}, false, speaksFor(nil))
 	if err != nil || r.State != logpb.NodeState_NODE_DRAINING || len(r.PChannels) != 2 {
 		t.Fatalf("drain: %+v %v", r, err)
@@ -278,7 +286,7 @@ func TestEndSessionAsksWhoMaySpeakForTheNode(t *testing.T) {
 	if err != nil || r.State != logpb.NodeState_NODE_DOWN {
 		t.Fatalf("deregister: %+v %v", r, err)
 	}
-	if !slices.Equal(asked, []uint64{w.node, w.node, w.node}) {
+	if !slices.Equal(asked, []uint64{w.node, w.node, w.node, w.node}) {
 		t.Fatalf("asked for %v", asked)
 	}
 }
@@ -303,5 +311,25 @@ func TestFlushTasksOfASession(t *testing.T) {
 	}
 	if got := TasksOf(w.l.State(), w.node+1); len(got) != 0 {
 		t.Fatalf("another node's tasks: %+v", got)
+	}
+}
+
+// TestAssignStampsTheCaller: the segment an allocation creates is stamped
+// with the caller's node identity the API checked (Assign.Caller), as
+// every command a node's call proposes is.
+func TestAssignStampsTheCaller(t *testing.T) {
+	w := newWorld(t, Deps{})
+	a, err := NewAssign(&coordpb.AssignSegmentIDRequest{NodeId: w.node, Requests: []*coordpb.SegmentIDRequest{
+		{CollectionId: 7, PartitionId: 1, Vchannel: w.vch, PchannelTerm: w.term, Rows: 1, Bytes: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Caller = 42
+	if _, err := w.svc.AssignSegmentID(w.l.Deadline(), a); err != nil {
+		t.Fatal(err)
+	}
+	applied, callers := w.l.Applied(), w.l.CallerNodes()
+	if _, ok := applied[len(applied)-1].(*logpb.CreateSegment); !ok || callers[len(callers)-1] != 42 {
+		t.Fatalf("last applied %T stamped with node identity %d; want a CreateSegment stamped with 42", applied[len(applied)-1], callers[len(callers)-1])
 	}
 }

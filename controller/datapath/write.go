@@ -17,7 +17,7 @@ import (
 // AssignSegmentID places rows in growing segments of the caller's
 // VChannels (flush.Manager.AssignSegmentID).
 func (s *Service) AssignSegmentID(ctx context.Context, a Assign) ([]flush.Assignment, error) {
-	return s.flush.AssignSegmentID(ctx, a.Node, a.reqs)
+	return s.flush.AssignSegmentID(ctx, a.Node, a.reqs, commands.CallerNode(a.Caller))
 }
 
 // TicksResult answers a time-tick report.
@@ -87,7 +87,7 @@ func (s *Service) SaveBinlogPaths(ctx context.Context, sv Save) (SaveResult, err
 	if g, ok := s.l.State().Segment(sv.segment); ok {
 		sealedMs = g.SealedMs
 	}
-	res, err := commands.Commit(ctx, s.l, sv.cmd)
+	res, err := commands.Commit(ctx, s.l, sv.cmd, commands.CallerNode(sv.Caller))
 	if err != nil {
 		return SaveResult{}, err
 	}
@@ -124,7 +124,7 @@ func (s *Service) UpdateChannelCheckpoints(ctx context.Context, cp Checkpoints) 
 			return CheckpointsResult{}, vocab.Errorf(ErrInvalid, "%w", err)
 		}
 	}
-	res, err := commands.Commit(ctx, s.l, c)
+	res, err := commands.Commit(ctx, s.l, c, commands.CallerNode(cp.Caller))
 	if err != nil {
 		return CheckpointsResult{}, err
 	}

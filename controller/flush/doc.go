@@ -38,8 +38,11 @@ type Leader interface {
 
 // TSO hands out timestamps (the leader's timestamp oracle).
 type TSO interface {
-	Alloc(ctx context.Context, count uint32) (uint64, error)
-	// PhysicalMs is the physical part of the timestamp Alloc would hand
+	// AllocVia hands out count timestamps, proposing a window extension
+	// the call needs through p (allocator.TSO.AllocVia): a seal round of
+	// the leader routine passes the routine's proposer.
+	AllocVia(ctx context.Context, count uint32, p commands.Proposer) (uint64, error)
+	// PhysicalMs is the physical part of the timestamp AllocVia would hand
 	// out now, without handing it out (allocator.TSO.PhysicalMs).
 	PhysicalMs() int64
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/controllertest"
 	"github.com/coordd/coordd/fsm"
@@ -21,7 +22,7 @@ type fakeTSO struct {
 	last  uint64
 }
 
-func (t *fakeTSO) Alloc(ctx context.Context, count uint32) (uint64, error) {
+func (t *fakeTSO) AllocVia(ctx context.Context, count uint32, _ commands.Proposer) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ts := max(fsm.ComposeTS(t.clock.Now().UnixMilli()), t.last+1)

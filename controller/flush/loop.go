@@ -15,12 +15,13 @@ import (
 
 // Run is the leader routine: a seal/flush round every Interval and after
 // every time-tick report that may make a segment flushable, until ctx
-// ends; paced so rounds take at most about 1/roundDuty of a core.
-func (m *Manager) Run(ctx context.Context, term uint64) {
-	ctx = commands.WithDecisionTerm(ctx, term)
+// ends, proposing through the routine's proposer p (every command is a
+// decision of term, Command.DecidedIn); paced so rounds take at most
+// about 1/roundDuty of a core.
+func (m *Manager) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
-	var p pacer
+	var pace pacer
 	for {
 		select {
 		case <-ctx.Done():
@@ -28,7 +29,7 @@ func (m *Manager) Run(ctx context.Context, term uint64) {
 		case <-t.Chan():
 		case <-m.kick:
 		}
-		if d := p.wait(m.clock.Now()); d > 0 {
+		if d := pace.wait(m.clock.Now()); d > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -36,8 +37,8 @@ func (m *Manager) Run(ctx context.Context, term uint64) {
 			}
 		}
 		start := m.clock.Now()
-		_, _ = m.Round(ctx, term)
-		p.ran(start, m.clock.Now())
+		_, _ = m.round(ctx, term, p)
+		pace.ran(start, m.clock.Now())
 	}
 }
 
@@ -57,6 +58,12 @@ type RoundResult struct {
 // during its first expiry period (it cannot see its predecessor's
 // allocations yet).
 func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
+	return m.round(ctx, term, m.l)
+}
+
+// round is Round proposing through p (the leader routine's proposer, or
+// the leader).
+func (m *Manager) round(ctx context.Context, term uint64, p commands.Proposer) (RoundResult, error) {
 	var res RoundResult
 	m.mu.Lock()
 	cur, err := m.termLocked()
@@ -70,7 +77,7 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 	growing, sealed := m.views(st, now, termStart)
 	if !now.Before(termStart.Add(m.cfg.AllocationExpiry)) {
 		res.Sealed = Decide(growing, now, m.cfg)
-		if err := m.seal(ctx, term, res.Sealed); err != nil {
+		if err := m.seal(ctx, term, p, res.Sealed); err != nil {
 			return res, err
 		}
 	}
@@ -80,7 +87,7 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 		}
 	}
 	if len(res.Flushing) > 0 {
-		if err := m.propose(ctx, term, &logpb.MarkSegmentsFlushing{SegmentIds: res.Flushing, DecisionTerm: term}); err != nil {
+		if err := m.propose(ctx, term, p, &logpb.MarkSegmentsFlushing{SegmentIds: res.Flushing, DecisionTerm: term}); err != nil {
 			return res, err
 		}
 	}
@@ -89,7 +96,7 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 	// (fsm.State.PrunableDropped), so a stuck checkpoint costs no log
 	// entry per round.
 	if len(st.PrunableDropped(now.Add(-m.cfg.DroppedRetention).UnixMilli(), 1)) > 0 {
-		pruned, err := m.prune(ctx, term)
+		pruned, err := m.prune(ctx, term, p)
 		res.Pruned = pruned
 		if err != nil {
 			return res, err
@@ -98,14 +105,15 @@ func (m *Manager) Round(ctx context.Context, term uint64) (RoundResult, error) {
 	return res, nil
 }
 
-// prune forgets the oldest Dropped segments past their retention.
-func (m *Manager) prune(ctx context.Context, term uint64) ([]int64, error) {
+// prune forgets the oldest Dropped segments past their retention,
+// proposed through p.
+func (m *Manager) prune(ctx context.Context, term uint64, p commands.Proposer) ([]int64, error) {
 	c, err := commands.New(&logpb.PruneDroppedSegments{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
 		MaxCount: PruneBatch, DecisionTerm: term}, "")
 	if err != nil {
 		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}
-	res, err := commands.Commit(ctx, m.l, c.DecidedIn(term))
+	res, err := commands.Commit(ctx, p, c.DecidedIn(term))
 	if err != nil {
 		return nil, fmt.Errorf("prune dropped segments: %w", err)
 	}
@@ -160,8 +168,9 @@ func (m *Manager) views(st *fsm.State, now, termStart time.Time) ([]GrowingView,
 	return growing, sealed
 }
 
-// seal proposes one SealSegments per reason at a fresh TSO timestamp.
-func (m *Manager) seal(ctx context.Context, term uint64, ds []Decision) error {
+// seal proposes, through p, one SealSegments per reason at a fresh TSO
+// timestamp.
+func (m *Manager) seal(ctx context.Context, term uint64, p commands.Proposer, ds []Decision) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -174,14 +183,14 @@ func (m *Manager) seal(ctx context.Context, term uint64, ds []Decision) error {
 		byReason[d.Reason] = append(byReason[d.Reason], d.ID)
 	}
 	for _, r := range order {
-		ts, err := m.tso.Alloc(ctx, 1)
+		ts, err := m.tso.AllocVia(ctx, 1, p)
 		if err != nil {
 			return fmt.Errorf("seal time: %w", err)
 		}
 		ids := byReason[r]
 		for len(ids) > 0 {
 			n := min(len(ids), commands.MaxSegmentsPerCmd)
-			if err := m.propose(ctx, term, &logpb.SealSegments{SegmentIds: ids[:n], SealTs: ts, Reason: r, DecisionTerm: term}); err != nil {
+			if err := m.propose(ctx, term, p, &logpb.SealSegments{SegmentIds: ids[:n], SealTs: ts, Reason: r, DecisionTerm: term}); err != nil {
 				return err
 			}
 			ids = ids[n:]
@@ -208,13 +217,13 @@ func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs u
 	return res.GetSegments().GetIds(), nil
 }
 
-// propose commits a leader-routine command decided in term.
-func (m *Manager) propose(ctx context.Context, term uint64, body proto.Message) error {
+// propose commits a leader-routine command decided in term through p.
+func (m *Manager) propose(ctx context.Context, term uint64, p commands.Proposer, body proto.Message) error {
 	c, err := commands.New(body, "")
 	if err != nil {
 		return vocab.Errorf(ErrInvalid, "%w", err)
 	}
-	if _, err := commands.Commit(ctx, m.l, c.DecidedIn(term)); err != nil {
+	if _, err := commands.Commit(ctx, p, c.DecidedIn(term)); err != nil {
 		return fmt.Errorf("%s: %w", c.Type, err)
 	}
 	return nil

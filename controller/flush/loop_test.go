@@ -29,15 +29,13 @@ func decidedIn[T proto.Message](l *controllertest.Leader) []uint64 {
 // nothing happens until the clock moves past the first expiry period; then
 // a full segment is sealed, and once its VChannel's tick passes the seal
 // and the allocation's expiry it is marked Flushing. Both commands carry
-// the routine's term.
+// the routine's term and are proposed through the routine's proposer.
 func TestRunSealsAndFlushesOnTheFakeClock(t *testing.T) {
 	cfg := small
 	cfg.Interval = time.Second
 	m, l, clock := fixture(t, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, 2) }()
-	defer func() { cancel(); <-done }()
+	ctx := context.Background()
+	defer controllertest.RunRoutine(t, l, m.Run, 2)()
 
 	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 1000)})
 	if err != nil {
@@ -67,6 +65,15 @@ func TestRunSealsAndFlushesOnTheFakeClock(t *testing.T) {
 			t.Fatalf("decision terms %v, want [2]", terms)
 		}
 	}
+	applied, marks := l.Applied(), l.RoutineMarks()
+	for i, b := range applied {
+		switch b.(type) {
+		case *logpb.SealSegments, *logpb.MarkSegmentsFlushing:
+			if !marks[i] {
+				t.Errorf("%T was not proposed through the routine's proposer", b)
+			}
+		}
+	}
 	seal := controllertest.AppliedOf[*logpb.SealSegments](l)[0]
 	if seal.DecisionTerm != 2 || seal.Reason != logpb.SealReason_SEAL_CAPACITY || seal.SealTs < fsm.ComposeTS(controllertest.Epoch.UnixMilli()) {
 		t.Fatalf("seal command %v", seal)
@@ -88,7 +95,7 @@ func TestDeposedRoutineChangesNothing(t *testing.T) {
 	if _, err := m.Round(ctx, 2); err == nil {
 		t.Fatal("a round of term 2 ran in term 3")
 	}
-	if err := m.propose(ctx, 2, &logpb.SealSegments{SegmentIds: []int64{a[0].SegmentID}, SealTs: 5,
+	if err := m.propose(ctx, 2, l, &logpb.SealSegments{SegmentIds: []int64{a[0].SegmentID}, SealTs: 5,
 		Reason: logpb.SealReason_SEAL_CAPACITY, DecisionTerm: 2}); err == nil {
 		t.Fatal("a seal decided in term 2 was applied in term 3")
 	}

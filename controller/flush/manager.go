@@ -186,8 +186,10 @@ func checkAssign(st *fsm.State, node uint64, r AssignRequest) error {
 
 // AssignSegmentID answers each request with a growing segment that has
 // room (creating one by command when none has) and an allocation expiring
-// AllocationExpiry from now. Nothing but segment creation is logged.
-func (m *Manager) AssignSegmentID(ctx context.Context, node uint64, reqs []AssignRequest) ([]Assignment, error) {
+// AllocationExpiry from now. Nothing but segment creation is logged; the
+// segments are created with opts, the proposal options of the call (the
+// caller's node identity, commands.CallerNode).
+func (m *Manager) AssignSegmentID(ctx context.Context, node uint64, reqs []AssignRequest, opts ...commands.Option) ([]Assignment, error) {
 	if node == 0 || len(reqs) == 0 || len(reqs) > MaxAssignPerCall {
 		return nil, vocab.Errorf(ErrInvalid, "need a node id and 1..%d requests", MaxAssignPerCall)
 	}
@@ -199,7 +201,7 @@ func (m *Manager) AssignSegmentID(ctx context.Context, node uint64, reqs []Assig
 	}
 	out := make([]Assignment, len(reqs))
 	for i, r := range reqs {
-		a, err := m.assignOne(ctx, node, r)
+		a, err := m.assignOne(ctx, node, r, opts)
 		if err != nil {
 			return nil, fmt.Errorf("assign %s: %w", r.VChannel, err)
 		}
@@ -223,7 +225,7 @@ func (m *Manager) keyLock(k allocKey) (*sync.Mutex, error) {
 	return l, nil
 }
 
-func (m *Manager) assignOne(ctx context.Context, node uint64, r AssignRequest) (Assignment, error) {
+func (m *Manager) assignOne(ctx context.Context, node uint64, r AssignRequest, opts []commands.Option) (Assignment, error) {
 	kl, err := m.keyLock(allocKey{r.VChannel, r.PartitionID})
 	if err != nil {
 		return Assignment{}, err
@@ -234,7 +236,7 @@ func (m *Manager) assignOne(ctx context.Context, node uint64, r AssignRequest) (
 	for attempt := 0; attempt < 8; attempt++ {
 		id, ok := m.pick(r, tried)
 		if !ok {
-			created, err := m.create(ctx, node, r)
+			created, err := m.create(ctx, node, r, opts)
 			if err != nil {
 				return Assignment{}, err
 			}
@@ -284,13 +286,13 @@ func (m *Manager) pick(r AssignRequest, skip map[int64]bool) (int64, bool) {
 	return best, bestUsed >= 0
 }
 
-func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest) (int64, error) {
+func (m *Manager) create(ctx context.Context, node uint64, r AssignRequest, opts []commands.Option) (int64, error) {
 	c, err := commands.New(&logpb.CreateSegment{CollectionId: r.CollectionID, PartitionId: r.PartitionID,
 		Vchannel: r.VChannel, NodeId: node, PchannelTerm: r.PChannelTerm}, "")
 	if err != nil {
 		return 0, vocab.Errorf(ErrInvalid, "%w", err)
 	}
-	res, err := commands.Commit(ctx, m.l, c)
+	res, err := commands.Commit(ctx, m.l, c, opts...)
 	var rej *commands.RejectedError
 	if errors.As(err, &rej) && rej.Code == logpb.RejectCode_REJECT_STALE {
 		return 0, fmt.Errorf("%w: %s", ErrNotOwner, rej.Message)

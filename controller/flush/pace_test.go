@@ -54,9 +54,7 @@ func TestRunRestsAfterACostlyRound(t *testing.T) {
 	if state(a[0].SegmentID) != logpb.SegmentState_SEGMENT_SEALED || state(b[0].SegmentID) != logpb.SegmentState_SEGMENT_SEALED {
 		t.Fatalf("segments %s, %s; want both sealed", state(a[0].SegmentID), state(b[0].SegmentID))
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, 2) }()
-	defer func() { cancel(); <-done }()
+	defer controllertest.RunRoutine(t, l, m.Run, 2)()
 	controllertest.WaitForTimers(t, clock, 1) // the ticker
 
 	tick := func(id int64, exp uint64) uint64 { g, _ := l.State().Segment(id); return max(g.SealTs, exp) }

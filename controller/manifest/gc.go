@@ -59,6 +59,12 @@ type basePlan struct {
 // publication is in flight, are left for the next pass (so its own
 // commits in flight are not made stale).
 func (c *Committer) CollectOrphans(ctx context.Context, dryRun bool) (GCReport, error) {
+	return c.collectOrphans(ctx, dryRun, c.leader)
+}
+
+// collectOrphans is CollectOrphans proposing its retirements through p
+// (the leader routine's proposer, or the leader).
+func (c *Committer) collectOrphans(ctx context.Context, dryRun bool, p commands.Proposer) (GCReport, error) {
 	var rep GCReport
 	if c.cfg.Store == nil {
 		return rep, ErrNoStore
@@ -101,7 +107,7 @@ func (c *Committer) CollectOrphans(ctx context.Context, dryRun bool) (GCReport, 
 	for len(todo) > 0 {
 		n := min(len(todo), commands.MaxManifestRetirements)
 		chunk := todo[:n]
-		retired, err := c.retire(ctx, term, chunk)
+		retired, err := c.retire(ctx, p, term, chunk)
 		if err != nil {
 			return rep, err
 		}
@@ -198,9 +204,9 @@ func (c *Committer) lockPlan(p *basePlan) bool {
 	return true
 }
 
-// retire commits one RetireManifestRevisions for the plans, decided in
-// term, and answers which of them Apply retired.
-func (c *Committer) retire(ctx context.Context, term uint64, plans []*basePlan) ([]bool, error) {
+// retire commits one RetireManifestRevisions for the plans through
+// proposer, decided in term, and answers which of them Apply retired.
+func (c *Committer) retire(ctx context.Context, proposer commands.Proposer, term uint64, plans []*basePlan) ([]bool, error) {
 	body := &logpb.RetireManifestRevisions{}
 	for _, p := range plans {
 		body.Retirements = append(body.Retirements, &logpb.ManifestRetirement{Base: p.base, From: p.from, Through: p.through})
@@ -209,7 +215,7 @@ func (c *Committer) retire(ctx context.Context, term uint64, plans []*basePlan) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := commands.Commit(ctx, c.leader, cmd.DecidedIn(term))
+	res, err := commands.Commit(ctx, proposer, cmd.DecidedIn(term))
 	if err != nil {
 		return nil, fmt.Errorf("commit the retirement of %d manifest bases: %w", len(plans), err)
 	}
@@ -236,8 +242,8 @@ func (c *Committer) deleteAll(ctx context.Context, keys []string, rep *GCReport)
 }
 
 // RunGC is the collector's leader routine: one pass every GCInterval until
-// ctx ends.
-func (c *Committer) RunGC(ctx context.Context, term uint64) {
+// ctx ends, proposing through the routine's proposer p.
+func (c *Committer) RunGC(ctx context.Context, term uint64, p commands.Proposer) {
 	if c.cfg.Store == nil {
 		return
 	}
@@ -249,7 +255,7 @@ func (c *Committer) RunGC(ctx context.Context, term uint64) {
 			return
 		case <-t.Chan():
 		}
-		rep, err := c.CollectOrphans(ctx, false)
+		rep, err := c.collectOrphans(ctx, false, p)
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("manifest orphan collection failed", "term", term, "error", err)
 		} else if len(rep.Removed) > 0 {

@@ -33,7 +33,7 @@ type roundLeader struct {
 }
 
 func (r *roundLeader) Propose(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
-	pr := commands.Prepare(ctx, c, opts...)
+	pr := commands.Prepare(c, opts...)
 	it := &pipeItem{c: pr.Command, done: make(chan pipeResult, 1)}
 	r.mu.Lock()
 	r.q = append(r.q, it)

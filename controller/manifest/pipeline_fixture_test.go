@@ -55,7 +55,7 @@ func (p *pipeLeader) Propose(ctx context.Context, c commands.Command, opts ...co
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pipeLeader: %w (not submitted)", err)
 	}
-	pr := commands.Prepare(ctx, c, opts...) // read as raftnode and the fake leader read it
+	pr := commands.Prepare(c, opts...) // read as raftnode and the fake leader read it
 	it := &pipeItem{c: pr.Command, done: make(chan pipeResult, 1)}
 	p.mu.Lock()
 	p.inflight++

@@ -40,8 +40,8 @@ type Leader interface {
 	// unsafe.
 	State() *fsm.State
 	// Propose commits a command; see commands.Proposer for its error
-	// contract. Proposals made under a leader routine's ctx carry the
-	// routine's decision term.
+	// contract. The routine proposes through the proposer raftnode hands
+	// it instead (Watch), as decisions of its term.
 	commands.Proposer
 }
 
@@ -273,15 +273,16 @@ func judge(nodes []*logpb.StreamingNodeRecord, sessions map[uint64]*session, now
 }
 
 // Run is the leader routine: fresh TTLs now (Reset), then Watch.
-func (t *Tracker) Run(ctx context.Context, term uint64) {
+func (t *Tracker) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	t.Reset()
-	t.Watch(ctx, term)
+	t.Watch(ctx, term, p)
 }
 
 // Watch proposes every node whose session expires as down, until ctx
-// ends. Reset must have run in this term first.
-func (t *Tracker) Watch(ctx context.Context, term uint64) {
-	ctx = commands.WithDecisionTerm(ctx, term) // every proposal carries this term
+// ends, through the leader routine's proposer p as decisions of term.
+// Reset must have run in this term first.
+func (t *Tracker) Watch(ctx context.Context, term uint64, p commands.Proposer) {
+	decider := commands.Fenced(p, term) // every proposal carries this term
 	tick := t.cfg.Clock.NewTicker(max(t.cfg.TTL/40, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -291,18 +292,19 @@ func (t *Tracker) Watch(ctx context.Context, term uint64) {
 		case <-tick.Chan():
 		case <-t.lostKick:
 		}
-		t.markLost(ctx)
+		t.markLost(ctx, decider)
 		now := t.cfg.Clock.Now()
-		t.markExpired(ctx, now)
+		t.markExpired(ctx, decider, now)
 		t.checkedAt.Store(now.UnixNano())
 	}
 }
 
-// markExpired proposes every node expired at now as down.
-func (t *Tracker) markExpired(ctx context.Context, now time.Time) {
+// markExpired proposes every node expired at now as down, through
+// decider (the routine's proposer, fenced by its term).
+func (t *Tracker) markExpired(ctx context.Context, decider commands.Proposer, now time.Time) {
 	for _, n := range t.expired(now) {
 		reason := fmt.Sprintf("no heartbeat for more than %v", t.cfg.TTL)
-		_, err := commands.CommitNew(ctx, t.leader, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
+		_, err := commands.CommitNew(ctx, decider, &logpb.MarkStreamingNodeDown{NodeId: n.Id, Epoch: n.Epoch, Reason: reason}, "")
 		var rej *commands.RejectedError
 		switch {
 		case errors.As(err, &rej):

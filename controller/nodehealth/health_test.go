@@ -86,7 +86,7 @@ func startRun(t *testing.T, tr *Tracker, clock *clockwork.FakeClock, term uint64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tr.Run(ctx, term)
+		tr.Run(ctx, term, tr.leader)
 	}()
 	waitClosed(t, "Run's reset", reset)
 	controllertest.WaitForTimers(t, clock, 1)

@@ -177,15 +177,16 @@ func (t *Tracker) takeLost() []lostWAL {
 
 // markLost proposes every queued lost channel UNAVAILABLE at its term. The
 // FSM ignores a channel that moved on meanwhile (another term, another
-// state), so a late judgement changes nothing.
-func (t *Tracker) markLost(ctx context.Context) {
+// state), so a late judgement changes nothing. decider proposes (the
+// leader routine's proposer, fenced by its term).
+func (t *Tracker) markLost(ctx context.Context, decider commands.Proposer) {
 	for _, l := range t.takeLost() {
 		p, ok := t.leader.State().PChannel(l.pchannel)
 		if !ok || p.State != logpb.PChannelState_PCHANNEL_ASSIGNED || p.Term != l.term || p.NodeId != l.node {
 			continue // moved on since the heartbeat: nothing to do
 		}
 		reason := vocab.TruncateReason("lost WAL: " + l.detail)
-		res, err := commands.CommitNew(ctx, t.leader, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{
+		res, err := commands.CommitNew(ctx, decider, &logpb.MarkPChannelsUnavailable{Channels: []*logpb.PChannelTerm{{
 			Pchannel: l.pchannel, Term: l.term, Reason: reason}}}, "")
 		var rej *commands.RejectedError
 		if err != nil && !errors.As(err, &rej) {

@@ -141,7 +141,7 @@ func TestLostWALIsMarkedUnavailable(t *testing.T) {
 	// More heartbeats without it change nothing more (it is not ASSIGNED).
 	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}, 0)
 	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{"dml_1": 2}, 0)
-	tr.markLost(l.Deadline())
+	tr.markLost(l.Deadline(), l)
 	if got := len(controllertest.AppliedOf[*logpb.MarkPChannelsUnavailable](l)); got != 1 {
 		t.Fatalf("%d marks, want 1", got)
 	}
@@ -159,7 +159,7 @@ func TestHeartbeatsWithoutHeldAreNotJudged(t *testing.T) {
 	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{}, 0)
 	tr.Reset()
 	tr.HeartbeatHeld(n.Id, n.Epoch, seen, map[string]int64{}, 0)
-	tr.markLost(l.Deadline())
+	tr.markLost(l.Deadline(), l)
 	if marks := controllertest.AppliedOf[*logpb.MarkPChannelsUnavailable](l); len(marks) != 0 {
 		t.Fatalf("marked without two reported misses in one leadership: %v", marks)
 	}
@@ -189,7 +189,7 @@ func TestLostJudgementOfAMovedChannelChangesNothing(t *testing.T) {
 	if p := pstate(t, l, "dml_0"); p.Term != 3 {
 		t.Fatalf("dml_0 did not move: %v", p)
 	}
-	tr.markLost(l.Deadline())
+	tr.markLost(l.Deadline(), l)
 	if marks := controllertest.AppliedOf[*logpb.MarkPChannelsUnavailable](l); len(marks) != 0 {
 		t.Fatalf("a stale judgement was proposed: %v", marks)
 	}

@@ -81,10 +81,12 @@ type Config struct {
 }
 
 // Routine is a named leader routine: run is called with the routine's
-// context (ended when leadership of term ends) and the established term.
+// context (ended when leadership of term ends), the established term and
+// the routine's proposer (raftnode.LeaderRoutine: decisions of term that
+// wait for room in a full proposal queue), which it proposes through.
 type Routine struct {
 	Name string
-	Run  func(ctx context.Context, term uint64)
+	Run  func(ctx context.Context, term uint64, p commands.Proposer)
 }
 
 // Set is every leader-only controller of a member.
@@ -182,8 +184,9 @@ func (s *Set) concurrent() []Routine {
 }
 
 // Run is the leader routine of the whole set (see the package doc for the
-// order). It returns once every controller has returned after ctx ends.
-func (s *Set) Run(ctx context.Context, term uint64) {
+// order), handing each routine p, the proposer raftnode gave the set. It
+// returns once every controller has returned after ctx ends.
+func (s *Set) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	s.Health.Reset()
 	var wg sync.WaitGroup
 	for _, r := range s.concurrent() {
@@ -193,7 +196,7 @@ func (s *Set) Run(ctx context.Context, term uint64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.Run(ctx, term)
+			r.Run(ctx, term, p)
 		}()
 	}
 	wg.Wait()

@@ -48,7 +48,8 @@ type fakeAbandon struct {
 	reason string
 }
 
-func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error) {
+func (f *fakeBroadcasts) Broadcast(ctx context.Context, c broadcaster.Checked) (broadcaster.Result, error) {
+	req := c.Request()
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	answer := f.answer
@@ -59,7 +60,8 @@ func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request)
 	return answer(ctx, req)
 }
 
-func (f *fakeBroadcasts) Ack(_ context.Context, ack *logpb.AckBroadcast) error {
+func (f *fakeBroadcasts) Ack(_ context.Context, a broadcaster.Ack) error {
+	ack := a.Body()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks = append(f.acks, fakeAck{ack.BroadcastId, ack.Checkpoints, ack.FromNode, ack.FromEpoch})

@@ -10,13 +10,13 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/broadcaster"
 )
 
 // panickingBroadcasts is a broadcaster whose Ack has a bug.
 type panickingBroadcasts struct{ fakeBroadcasts }
 
-func (*panickingBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error { panic("ack bug") }
+func (*panickingBroadcasts) Ack(context.Context, broadcaster.Ack) error { panic("ack bug") }
 
 // TestHandlerPanicIsRecovered: a panicking handler answers Internal with
 // an outcome-unknown trailer, is counted, and the server keeps serving.

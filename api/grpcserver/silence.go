@@ -2,7 +2,7 @@ package grpcserver
 
 import (
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -23,7 +23,7 @@ func (s *Server) judgeSilence(n *coordpb.StreamingNode) {
 	}
 	n.NodeTtlMs = s.health.TTL().Milliseconds()
 	n.SilentAfterMs = s.health.SilentAfter(n.Id).Milliseconds()
-	n.Silent = n.State != nodeStateName(logpb.NodeState_NODE_DOWN) && n.LastHeartbeatMsAgo > n.SilentAfterMs
+	n.Silent = n.State != channels.NodeDown && n.LastHeartbeatMsAgo > n.SilentAfterMs
 }
 
 // ownerState is the state of the node owning a PChannel as
@@ -39,7 +39,7 @@ func (s *Server) ownerState(st *fsm.State, node uint64, memo map[uint64]string) 
 	}
 	var out string
 	if rec, ok := st.StreamingNode(node); ok {
-		n := &coordpb.StreamingNode{Id: node, State: nodeStateName(rec.State), LastHeartbeatMsAgo: s.lastSeenMs(node)}
+		n := &coordpb.StreamingNode{Id: node, State: channels.NodeStateName(rec.State), LastHeartbeatMsAgo: s.lastSeenMs(node)}
 		s.judgeSilence(n)
 		out = n.State
 		if n.Silent {

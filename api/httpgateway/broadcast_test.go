@@ -39,14 +39,15 @@ type fakeBroadcasts struct {
 	retryErr error    // what Retry answers
 }
 
-func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (broadcaster.Result, error) {
+func (f *fakeBroadcasts) Broadcast(_ context.Context, c broadcaster.Checked) (broadcaster.Result, error) {
+	req := c.Request()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
 	return f.result, nil
 }
 
-func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast) error {
+func (f *fakeBroadcasts) Ack(context.Context, broadcaster.Ack) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ackPanic {

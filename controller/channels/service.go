@@ -26,7 +26,7 @@ type Leader interface {
 
 // Broadcaster runs broadcasts (broadcaster.Manager).
 type Broadcaster interface {
-	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
+	Broadcast(ctx context.Context, req broadcaster.Checked) (broadcaster.Result, error)
 }
 
 // Rebalancer takes requests for a balance round (balancer.Balancer).

@@ -1,4 +1,4 @@
-package grpcserver
+package broadcaster
 
 import (
 	"errors"
@@ -16,12 +16,12 @@ import (
 // before anything is forwarded.
 func TestBroadcastRequestCarriesItsRequestID(t *testing.T) {
 	req := &coordpb.BroadcastRequest{MessageType: "CreateIndex", Payload: []byte("idx"), RequestId: "call-1"}
-	br, err := broadcastRequest(req)
-	if err != nil || br.RequestID != "call-1" {
-		t.Fatalf("broadcastRequest = %+v, %v; want request ID call-1", br, err)
+	br, err := NewRequest(req)
+	if err != nil || br.req.RequestID != "call-1" {
+		t.Fatalf("NewRequest = %+v, %v; want request ID call-1", br, err)
 	}
 	req.RequestId = strings.Repeat("x", vocab.MaxRequestIDBytes+1)
-	if _, err := broadcastRequest(req); !errors.Is(err, commands.ErrInvalid) {
+	if _, err := NewRequest(req); !errors.Is(err, commands.ErrInvalid) {
 		t.Fatalf("an oversized request ID: %v; want ErrInvalid", err)
 	}
 }

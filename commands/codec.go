@@ -21,8 +21,9 @@ const (
 )
 
 var (
-	// ErrTooLarge: an entry or command is over its size limit.
-	ErrTooLarge = vocab.NewSentinel(vocab.ClassInvalid, "command too large")
+	// ErrTooLarge: an entry or command is over its size limit
+	// (vocab.ErrCommandTooLarge, so the API names it without the log).
+	ErrTooLarge = vocab.ErrCommandTooLarge
 	// ErrMalformed: bytes that are not a valid entry.
 	ErrMalformed = errors.New("malformed log entry")
 	// ErrUnknownType: a type this binary does not know and may not skip.

@@ -7,20 +7,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/channels"
 )
-
-// commit proposes c (built by commands.New, which validated it) on the
-// leader and maps an error or a rejection to a status.
-func (s *Server) commit(ctx context.Context, c commands.Command) (*logpb.Result, error) {
-	res, err := commands.Commit(ctx, s.node, c)
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	return res, nil
-}
 
 // ListPChannels returns every PChannel with its term, state, owner and
 // assignment history, the CChannel and the assignment version

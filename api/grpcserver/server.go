@@ -20,10 +20,10 @@ import (
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/milvuspb"
+	"github.com/coordd/coordd/api/tokens"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/datapath"
-	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/controller/routines"
@@ -57,11 +57,11 @@ type Server struct {
 	health     NodeHealth
 	rebalancer Rebalancer
 	broadcasts Broadcasts
-	data       *flush.Manager
 	dataPath   *datapath.Service // the data path's use cases (write path, sessions, imports)
 	manifests  *manifest.Committer
 	channels   *channels.Service
 	membership *membership.Service
+	tokens     *tokens.Service
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -133,9 +133,9 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 		self:       self,
 		tso:        set.TSO,
 		ids:        set.IDs,
-		data:       set.Data,
 		manifests:  set.Manifests,
 		membership: membership.New(raftMembership{node}, node, self.ID),
+		tokens:     tokens.New(node),
 		health:     set.Health,
 		logger:     logger,
 		grpcHealth: health.NewServer(),

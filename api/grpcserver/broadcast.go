@@ -10,24 +10,8 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 )
-
-// Broadcasts is the leader's broadcaster as the API uses it.
-type Broadcasts interface {
-	// Broadcast commits a task and waits until it is a TOMBSTONE
-	// (broadcaster.Manager.Broadcast).
-	Broadcast(ctx context.Context, req broadcaster.Checked) (broadcaster.Result, error)
-	// Ack commits a streaming node's ack of an ack_sync_up task.
-	Ack(ctx context.Context, ack broadcaster.Ack) error
-	// Retry wakes a pending task's scheduler now.
-	Retry(id uint64) error
-	// Abandon tombstones a pending task without its callback.
-	Abandon(ctx context.Context, id uint64, reason string) error
-}
-
-// WithBroadcaster sets the broadcaster (default: none; Broadcast answers
-// Unavailable).
-func WithBroadcaster(b Broadcasts) Option { return func(s *Server) { s.broadcasts = b } }
 
 // Broadcast delivers one DDL/DCL message to its targets exactly once and
 // returns when its ack callback has run (docs/semantics.md#broadcaster). With
@@ -141,7 +125,7 @@ func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcast
 		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
 	}
 	return operateOnBroadcast(s, ctx, req, coordpb.BroadcasterClient.RetryBroadcast, &coordpb.RetryBroadcastResponse{},
-		func(b Broadcasts) error { return b.Retry(req.BroadcastId) })
+		func(b routines.Broadcasts) error { return b.Retry(req.BroadcastId) })
 }
 
 // AbandonBroadcast tombstones a pending task without its callback, keeping
@@ -152,7 +136,7 @@ func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroad
 		return nil, s.toStatus(ctx, err)
 	}
 	return operateOnBroadcast(s, ctx, req, coordpb.BroadcasterClient.AbandonBroadcast, &coordpb.AbandonBroadcastResponse{},
-		func(b Broadcasts) error { return b.Abandon(ctx, req.BroadcastId, req.Reason) })
+		func(b routines.Broadcasts) error { return b.Abandon(ctx, req.BroadcastId, req.Reason) })
 }
 
 // operateOnBroadcast serves an operator's action on one task (Retry,
@@ -161,7 +145,7 @@ func (s *Server) AbandonBroadcast(ctx context.Context, req *coordpb.AbandonBroad
 // finished task.
 func operateOnBroadcast[Req, Resp any](s *Server, ctx context.Context, req Req,
 	remote func(coordpb.BroadcasterClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
-	done Resp, act func(Broadcasts) error) (Resp, error) {
+	done Resp, act func(routines.Broadcasts) error) (Resp, error) {
 	var none Resp
 	if resp, handled, err := forward(s, ctx, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (Resp, error) {
 		return remote(coordpb.NewBroadcasterClient(c), ctx, req, o...)

@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/vocab"
@@ -120,7 +121,7 @@ const (
 func startBroadcastNode(t *testing.T, opts ...Option) (*testNode, *fakeBroadcasts, coordpb.BroadcasterClient) {
 	t.Helper()
 	fb := &fakeBroadcasts{}
-	tn := startTestNodeWith(t, append([]Option{WithBroadcaster(fb)}, opts...)...)
+	tn := startTestNodeCfg(t, routines.Config{Doubles: routines.Doubles{Broadcasts: fb}}, opts...)
 	mustCommit(t, tn, &logpb.InitStreaming{ClusterId: bcCluster, Pchannels: []string{bcP0, bcP1, bcP2}})
 	if got := tn.node.State().CChannel(); got != bcCChan {
 		t.Fatalf("CChannel %q, want %q", got, bcCChan)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 )
 
 // panickingBroadcasts is a broadcaster whose Ack has a bug.
@@ -23,7 +24,7 @@ func (*panickingBroadcasts) Ack(context.Context, broadcaster.Ack) error { panic(
 func TestHandlerPanicIsRecovered(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	tn := startTestNodeWith(t, WithBroadcaster(&panickingBroadcasts{}), WithPanicObserver(func(surface, method string) {
+	tn := startTestNodeCfg(t, routines.Config{Doubles: routines.Doubles{Broadcasts: &panickingBroadcasts{}}}, WithPanicObserver(func(surface, method string) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, surface+" "+method)

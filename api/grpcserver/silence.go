@@ -8,7 +8,7 @@ import (
 
 // Silence: a live streaming node whose heartbeat is late, judged by the
 // leader's tracker (which alone knows heartbeat ages) with the rule it
-// owns (NodeHealth.SilentAfter; docs/operations.md#silent-streaming-nodes).
+// owns (routines.Sessions.SilentAfter; docs/operations.md#silent-streaming-nodes).
 // A follower's stale read leaves the fields empty rather than guess.
 
 // stateSilent is the owner state of a PChannel whose owner is silent.

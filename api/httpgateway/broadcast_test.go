@@ -25,6 +25,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/vocab"
 )
@@ -90,8 +91,9 @@ func startBroadcastGateway(t *testing.T) *broadcastGateway {
 	t.Helper()
 	g := &broadcastGateway{fake: &fakeBroadcasts{}}
 	n := apitest.StartT(t, apitest.Config{ID: "bg1", RaftAddr: "127.0.0.1:4", Logger: hclog.NewNullLogger(), HTTP: true, SkipRegister: true,
+		Routines: routines.Config{Doubles: routines.Doubles{Broadcasts: g.fake}},
 		Serve: func(n *apitest.Node) (apitest.Services, error) {
-			srv := grpcserver.New(n.Raft, n.Self, hclog.NewNullLogger(), n.Routines, grpcserver.WithBroadcaster(g.fake),
+			srv := grpcserver.New(n.Raft, n.Self, hclog.NewNullLogger(), n.Routines,
 				grpcserver.WithPanicObserver(func(surface, method string) {
 					g.fake.mu.Lock()
 					defer g.fake.mu.Unlock()

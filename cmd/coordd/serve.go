@@ -238,6 +238,7 @@ func newControllers(c serveConfig, sec *secureSetup, node *raftnode.Node, reg *m
 		StreamingTLS:  snTLS,
 		Data:          c.Segments.config(),
 		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
+		Logger:        logger.Named("channels"),
 		Extra:         extra,
 	})
 	if err != nil {

@@ -72,23 +72,6 @@ func New(leader Leader, broadcasts Broadcaster, rebalancer Rebalancer, log hclog
 	return &Service{leader: leader, broadcasts: broadcasts, rebalancer: rebalancer, log: log}
 }
 
-// Using returns a copy of s that hands broadcasts and rebalance requests
-// to the given ones and logs to log instead (a nil one keeps s's): the
-// API server serves with its own (its logger; tests' fakes).
-func (s *Service) Using(broadcasts Broadcaster, rebalancer Rebalancer, log hclog.Logger) *Service {
-	c := *s
-	if broadcasts != nil {
-		c.broadcasts = broadcasts
-	}
-	if rebalancer != nil {
-		c.rebalancer = rebalancer
-	}
-	if log != nil {
-		c.log = log
-	}
-	return &c
-}
-
 type noRebalancer struct{}
 
 func (noRebalancer) Trigger() {}

@@ -73,13 +73,13 @@ var allowed = map[string][]string{
 
 // apiServices are the controller packages the api group may import: the
 // services that own a subsystem's requests (datapath, channels,
-// membership, manifest, broadcaster, allocator), flush (its counters and
-// refusal sentinels) and the one wiring point, routines. A handler reaches
-// a controller only through these; the routines' insides (balancer and its
-// policy, nodehealth, conncache) stay behind routines.
+// membership, manifest, broadcaster, allocator) and the one wiring point,
+// routines. A handler reaches a controller only through these; the
+// routines' insides (balancer and its policy, nodehealth, conncache,
+// flush) stay behind routines.
 var apiServices = []string{
 	"controller/routines", "controller/datapath", "controller/channels", "controller/membership",
-	"controller/manifest", "controller/broadcaster", "controller/allocator", "controller/flush",
+	"controller/manifest", "controller/broadcaster", "controller/allocator",
 }
 
 // adapterBans are imports a package may not have although its group's row

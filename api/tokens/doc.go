@@ -1,4 +1,4 @@
-// Package tokens is the Tokens service (docs/security.md#tokens): the
+// Package tokens is the Tokens service (docs/security.md#token-lifecycle): the
 // checked CreateToken and RevokeToken requests, their commits, the token
 // table as the API shows it, and the leader routine that installs the
 // bootstrap admin token. The handlers in api/grpcserver only adapt to it.

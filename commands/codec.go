@@ -58,7 +58,10 @@ type Command struct {
 }
 
 // New builds a command to propose. It is the one entry point for every
-// proposer (API handlers, leader routines, the client SDK's local checks):
+// proposer (API handlers, leader routines, the client SDK's local checks;
+// a broadcast's CreateBroadcast alone is completed by
+// BroadcastRequest.Command, which runs the same checks split between the
+// serving member and the leader):
 // it resolves the body's type, checks the request ID and the body's shape
 // (Validate) and size, and stamps the current version. requestID may be
 // empty; with one, a retry returns the first result. Errors wrap ErrInvalid,

@@ -328,7 +328,7 @@ func (m *Manager) Broadcast(ctx context.Context, checked Checked) (Result, error
 	if requestID == "" {
 		requestID = newRequestID()
 	}
-	cmd, original, err := m.decide(lockCtx, ts, req, requestID, guard, lockStart)
+	cmd, original, err := m.decide(lockCtx, ts, checked, requestID, guard, lockStart)
 	switch {
 	case err != nil:
 		admitted()
@@ -352,7 +352,8 @@ func (m *Manager) Broadcast(ctx context.Context, checked Checked) (Result, error
 // does not depend on the state they leave, and after them otherwise. A
 // non-zero original (and no command) means req's idempotency key or
 // request ID already names that task.
-func (m *Manager) decide(lockCtx context.Context, ts *termState, req Request, requestID string, guard *lockGuard, lockStart time.Time) (cmd commands.Command, original uint64, err error) {
+func (m *Manager) decide(lockCtx context.Context, ts *termState, c Checked, requestID string, guard *lockGuard, lockStart time.Time) (cmd commands.Command, original uint64, err error) {
+	req := withTypeKeys(c.req)
 	for {
 		behind := guard.pending()
 		if len(behind) > 0 && !pipelinable(req, behind) {
@@ -368,7 +369,7 @@ func (m *Manager) decide(lockCtx context.Context, ts *termState, req Request, re
 		if len(behind) > 0 {
 			after = predecessorIDs(behind)
 		}
-		cmd, err := prepare(m.leader.State(), req, after, requestID)
+		cmd, err := prepare(m.leader.State(), c, after, requestID)
 		if err != nil && len(behind) > 0 {
 			// Perhaps refused only on the state before their callbacks.
 			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {

@@ -19,8 +19,9 @@ import (
 
 // Checked is a broadcast request whose shape Check accepted.
 type Checked struct {
-	req Request
-	ok  bool
+	req   Request                   // as the caller gave it
+	shape commands.BroadcastRequest // what Check checked, type keys included
+	ok    bool
 }
 
 // Request returns a copy of the request c was made from (for fakes and

@@ -18,18 +18,22 @@ import (
 // NewRequest calls it before forwarding; a forwarded call is checked again
 // by the leader's handler): Manager.Broadcast takes only its result and
 // checks no shape again; Apply does, as the guard.
+//
+// What it checks is kept (commands.BroadcastRequest, with the keys the
+// message type always holds, withTypeKeys): the leader completes it into
+// the command with only the targets, predecessors and request ID it adds
+// checked (prepare).
 func Check(req Request) (Checked, error) {
 	if err := vocab.ValidateKnownMessageType(req.MessageType); err != nil {
 		return Checked{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err)
 	}
-	if err := vocab.ValidateRequestID(req.RequestID); err != nil {
-		return Checked{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err)
-	}
-	if err := commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,
-		ResourceKeys: req.ResourceKeys, Vchannels: req.VChannels, IdempotencyKey: req.IdempotencyKey}); err != nil {
+	t := withTypeKeys(req)
+	shape, err := commands.CheckBroadcastRequest(&logpb.CreateBroadcast{MessageType: t.MessageType, Payload: t.Payload,
+		ResourceKeys: t.ResourceKeys, Vchannels: t.VChannels, AckSyncUp: t.AckSyncUp, IdempotencyKey: t.IdempotencyKey}, t.RequestID)
+	if err != nil {
 		return Checked{}, err
 	}
-	return Checked{req: req, ok: true}, nil
+	return Checked{req: req, shape: shape, ok: true}, nil
 }
 
 // withTypeKeys adds the resource keys a message type always holds: an
@@ -44,14 +48,16 @@ func withTypeKeys(req Request) Request {
 	return req
 }
 
-// prepare builds the CreateBroadcast command for req on st, ordered behind
-// the tasks after (none: not ordered): the targets are chosen when req
+// prepare builds the CreateBroadcast command for c on st, ordered behind
+// the tasks after (none: not ordered): the targets are chosen when c
 // names none and the CChannel is added; then the state is checked as the
-// state machine will check it. The command is built here once (its
-// targets are the leader's choice, so commands.New runs on them here and
-// nowhere else before Apply) and proposed as built. requestID is the
-// command's (never empty: create makes one for a request without).
-func prepare(st *fsm.State, req Request, after []uint64, requestID string) (commands.Command, error) {
+// state machine will check it (the one state check before Apply). The
+// command is built here once, from c's checked request with only what the
+// leader adds checked (commands.BroadcastRequest.Command), and proposed as
+// built. requestID is the command's (never empty: Broadcast makes one for
+// a request without).
+func prepare(st *fsm.State, c Checked, after []uint64, requestID string) (commands.Command, error) {
+	req := withTypeKeys(c.req)
 	if !st.IsPrimary() {
 		return commands.Command{}, ErrNotPrimary
 	}
@@ -67,12 +73,11 @@ func prepare(st *fsm.State, req Request, after []uint64, requestID string) (comm
 	if !contains(targets, cch) {
 		targets = append(targets, cch)
 	}
-	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
-		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey, AfterBroadcasts: after}
-	cmd, err := commands.New(body, requestID)
+	cmd, err := c.shape.Command(targets, after, requestID)
 	if err != nil {
 		return commands.Command{}, err
 	}
+	body := cmd.Body.(*logpb.CreateBroadcast)
 	if r := st.CheckBroadcastCreation(body); r != nil {
 		return commands.Command{}, commands.Rejected(r)
 	}

@@ -23,8 +23,9 @@ func pchannelStateName(s logpb.PChannelState) string {
 // NodeStateName is a streaming node's state as the API spells it.
 func NodeStateName(s logpb.NodeState) string { return strings.TrimPrefix(s.String(), "NODE_") }
 
-// NodeDown is the API's name of a DOWN streaming node's state.
-var NodeDown = NodeStateName(logpb.NodeState_NODE_DOWN)
+// NodeDown is the API's name of a DOWN streaming node's state
+// (NodeStateName of NODE_DOWN; TestNodeDownName keeps them in step).
+const NodeDown = "DOWN"
 
 func modeName(m logpb.AccessMode) string { return strings.TrimPrefix(m.String(), "ACCESS_") }
 

@@ -21,8 +21,9 @@ const (
 )
 
 var (
-	// ErrTooLarge: an entry or command is over its size limit.
-	ErrTooLarge = vocab.NewSentinel(vocab.ClassInvalid, "command too large")
+	// ErrTooLarge: an entry or command is over its size limit
+	// (vocab.ErrCommandTooLarge, so the API names it without the log).
+	ErrTooLarge = vocab.ErrCommandTooLarge
 	// ErrMalformed: bytes that are not a valid entry.
 	ErrMalformed = errors.New("malformed log entry")
 	// ErrUnknownType: a type this binary does not know and may not skip.
@@ -57,7 +58,10 @@ type Command struct {
 }
 
 // New builds a command to propose. It is the one entry point for every
-// proposer (API handlers, leader routines, the client SDK's local checks):
+// proposer (API handlers, leader routines, the client SDK's local checks;
+// a broadcast's CreateBroadcast alone is completed by
+// BroadcastRequest.Command, which runs the same checks split between the
+// serving member and the leader):
 // it resolves the body's type, checks the request ID and the body's shape
 // (Validate) and size, and stamps the current version. requestID may be
 // empty; with one, a retry returns the first result. Errors wrap ErrInvalid,

@@ -20,6 +20,10 @@ type RejectedError struct {
 
 func (e *RejectedError) Error() string { return e.Message }
 
+// RecordedMessage is the refusal's text as Apply recorded it (in the dedup
+// table and snapshots), for layers that may not import this package.
+func (e *RejectedError) RecordedMessage() string { return e.Message }
+
 // Is makes errors.Is hold for ErrInvalid when Apply refused the command as
 // REJECT_INVALID, for the sentinel of its code's class (RejectClass), and
 // for a target *RejectedError with the same Code. The last lets a package

@@ -7,8 +7,9 @@ import (
 	"github.com/coordd/coordd/vocab"
 )
 
-// ErrInvalid marks a command whose shape is wrong regardless of state.
-var ErrInvalid = vocab.NewSentinel(vocab.ClassInvalid, "invalid command")
+// ErrInvalid marks a command whose shape is wrong regardless of state. It
+// is vocab.ErrInvalidCommand, so the API names it without the log.
+var ErrInvalid = vocab.ErrInvalidCommand
 
 // MaxReserveIDs bounds one ID window reservation.
 const MaxReserveIDs = 1 << 24

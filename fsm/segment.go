@@ -99,10 +99,27 @@ func (g *Segment) InsertLogPaths() []string {
 	var out []string
 	for _, f := range g.Binlogs {
 		for _, l := range f.Logs {
-			out = append(out, commands.InsertLogPath(g.CollectionID, g.PartitionID, g.ID, f.FieldID, l.LogID))
+			out = append(out, g.InsertLogPath(f.FieldID, l.LogID))
 		}
 	}
 	return out
+}
+
+// InsertLogPath is the object key of insert binlog logID of field
+// (commands.InsertLogPath).
+func (g *Segment) InsertLogPath(field, logID int64) string {
+	return commands.InsertLogPath(g.CollectionID, g.PartitionID, g.ID, field, logID)
+}
+
+// StatsLogPath is the object key of statistics log logID of field
+// (commands.StatsLogPath).
+func (g *Segment) StatsLogPath(field, logID int64) string {
+	return commands.StatsLogPath(g.CollectionID, g.PartitionID, g.ID, field, logID)
+}
+
+// DeltaLogPath is the object key of delete log logID (commands.DeltaLogPath).
+func (g *Segment) DeltaLogPath(logID int64) string {
+	return commands.DeltaLogPath(g.CollectionID, g.PartitionID, g.ID, logID)
 }
 
 // ChannelCheckpoint is a VChannel's checkpoint and who wrote it.

@@ -62,20 +62,29 @@ var allowed = map[string][]string{
 	// The harness runs secure clusters: a throwaway CA (security) and the
 	// bootstrap admin token's format (api/auth, in the api group).
 	"jepsen-style-tests": {"api/coordpb", "vocab", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
-	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil", "fsm", "backup"}, // bench/scale seeds offline: fsm.Synthetic written as a backup file
+	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil", "fsm", "backup", "proc"}, // bench/scale seeds offline: fsm.Synthetic written as a backup file; proc reads /proc
 	"docs":               {},
 	"monitoring":         {},
 }
 
 // apiServices are the controller packages the api group may import: the
 // services that own a subsystem's requests (datapath, channels,
-// membership, manifest, broadcaster, allocator), flush (its counters and
-// refusal sentinels) and the one wiring point, routines. A handler reaches
-// a controller only through these; the routines' insides (balancer and its
-// policy, nodehealth, conncache) stay behind routines.
+// membership, manifest, broadcaster, allocator) and the one wiring point,
+// routines. A handler reaches a controller only through these; the
+// routines' insides (balancer and its policy, nodehealth, conncache,
+// flush) stay behind routines.
 var apiServices = []string{
 	"controller/routines", "controller/datapath", "controller/channels", "controller/membership",
-	"controller/manifest", "controller/broadcaster", "controller/allocator", "controller/flush",
+	"controller/manifest", "controller/broadcaster", "controller/allocator",
+}
+
+// adapterBans are imports a package may not have although its group's row
+// allows them: the gRPC handlers only adapt requests to the services'
+// checked types and the services' answers to the API, so they build no log
+// command, read no log record and reach no routine's memory
+// (docs/architecture.md#command-flow).
+var adapterBans = map[string][]string{
+	"api/grpcserver": {"commands", "commands/logpb", "controller/flush"},
 }
 
 // groupOf returns the group of a coordd package path (without the module
@@ -114,6 +123,10 @@ func violations(pkgs []pkg) []string {
 				continue
 			}
 			to := groupOf(irel)
+			if contains(adapterBans[rel], irel) {
+				out = append(out, fmt.Sprintf("%s imports %s, which its handlers may not (adapterBans)", rel, irel))
+				continue
+			}
 			if from == "api" && to == "controller" && !contains(apiServices, irel) {
 				out = append(out, fmt.Sprintf("%s (api) imports %s, which is not a controller service (apiServices)", rel, irel))
 				continue
@@ -200,6 +213,11 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"api/grpcserver", "controller/nodehealth"},
 		{"api/grpcserver", "controller/balancer/policy"},
 		{"api/httpgateway", "controller/conncache"},
+		// The handlers only adapt: no log commands, records or flush
+		// manager (adapterBans), though the api group may import them.
+		{"api/grpcserver", "commands"},
+		{"api/grpcserver", "commands/logpb"},
+		{"api/grpcserver", "controller/flush"},
 	} {
 		got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to}}})
 		if len(got) != 1 {
@@ -220,6 +238,7 @@ func TestViolationsCatchesWrongEdges(t *testing.T) {
 		{"commands", "vocab"},
 		{"api/grpcserver", "controller/datapath"},
 		{"api/apitest", "controller/routines"},
+		{"api/httpgateway", "commands/logpb"},
 	} {
 		if got := violations([]pkg{{ImportPath: module + tc.from, Imports: []string{module + tc.to, "fmt"}}}); len(got) != 0 {
 			t.Errorf("%s importing %s: violations %v, want none", tc.from, tc.to, got)

@@ -53,11 +53,33 @@ func ValidateBroadcast(b Broadcast) error {
 	if err := ValidateResourceKeys(b.ResourceKeys); err != nil {
 		return err
 	}
-	if len(b.VChannels) > MaxBroadcastTargets {
-		return invalid("a broadcast needs 1..%d target channels, got %d", MaxBroadcastTargets, len(b.VChannels))
+	if err := validateTargets(b.VChannels); err != nil {
+		return err
 	}
-	seen := make(map[string]bool, len(b.VChannels))
-	for _, v := range b.VChannels {
+	if b.IdempotencyKey != "" {
+		return ValidateScopedKey(b.IdempotencyKey)
+	}
+	return nil
+}
+
+// ValidateBroadcastTargets checks a broadcast's final target list (the
+// leader's choice, or the request's own): 1..MaxBroadcastTargets channel
+// names, none listed twice.
+func ValidateBroadcastTargets(vs []string) error {
+	if len(vs) == 0 {
+		return invalid("a broadcast needs 1..%d target channels, got 0", MaxBroadcastTargets)
+	}
+	return validateTargets(vs)
+}
+
+// validateTargets checks at most MaxBroadcastTargets distinct target names
+// (none: the broadcaster chooses them).
+func validateTargets(vs []string) error {
+	if len(vs) > MaxBroadcastTargets {
+		return invalid("a broadcast needs 1..%d target channels, got %d", MaxBroadcastTargets, len(vs))
+	}
+	seen := make(map[string]bool, len(vs))
+	for _, v := range vs {
 		if err := ValidateBroadcastTarget(v); err != nil {
 			return err
 		}
@@ -65,9 +87,6 @@ func ValidateBroadcast(b Broadcast) error {
 			return invalid("target %s listed twice", v)
 		}
 		seen[v] = true
-	}
-	if b.IdempotencyKey != "" {
-		return ValidateScopedKey(b.IdempotencyKey)
 	}
 	return nil
 }

@@ -190,6 +190,9 @@ func (n *Node) open(cfg Config) error {
 		return fmt.Errorf("open node: %w", err)
 	}
 	n.closers = append(n.closers, n.Raft.Shutdown)
+	if cfg.Routines.Logger == nil {
+		cfg.Routines.Logger = n.Logger.Named("channels")
+	}
 	if n.Routines, err = routines.New(n.Raft, cfg.Routines); err != nil {
 		return fmt.Errorf("controllers: %w", err)
 	}

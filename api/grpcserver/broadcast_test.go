@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/vocab"
@@ -48,7 +49,8 @@ type fakeAbandon struct {
 	reason string
 }
 
-func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error) {
+func (f *fakeBroadcasts) Broadcast(ctx context.Context, c broadcaster.Checked) (broadcaster.Result, error) {
+	req := c.Request()
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	answer := f.answer
@@ -59,7 +61,8 @@ func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request)
 	return answer(ctx, req)
 }
 
-func (f *fakeBroadcasts) Ack(_ context.Context, ack *logpb.AckBroadcast, _ ...commands.Option) error {
+func (f *fakeBroadcasts) Ack(_ context.Context, a broadcaster.Ack) error {
+	ack := a.Body()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks = append(f.acks, fakeAck{ack.BroadcastId, ack.Checkpoints, ack.FromNode, ack.FromEpoch})
@@ -118,7 +121,7 @@ const (
 func startBroadcastNode(t *testing.T, opts ...Option) (*testNode, *fakeBroadcasts, coordpb.BroadcasterClient) {
 	t.Helper()
 	fb := &fakeBroadcasts{}
-	tn := startTestNodeWith(t, append([]Option{WithBroadcaster(fb)}, opts...)...)
+	tn := startTestNodeCfg(t, routines.Config{Doubles: routines.Doubles{Broadcasts: fb}}, opts...)
 	mustCommit(t, tn, &logpb.InitStreaming{ClusterId: bcCluster, Pchannels: []string{bcP0, bcP1, bcP2}})
 	if got := tn.node.State().CChannel(); got != bcCChan {
 		t.Fatalf("CChannel %q, want %q", got, bcCChan)

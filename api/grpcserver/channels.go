@@ -7,20 +7,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/channels"
 )
-
-// commit proposes c (built by commands.New, which validated it) on the
-// leader with opts and maps an error or a rejection to a status.
-func (s *Server) commit(ctx context.Context, c commands.Command, opts ...commands.Option) (*logpb.Result, error) {
-	res, err := commands.Commit(ctx, s.node, c, opts...)
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	return res, nil
-}
 
 // ListPChannels returns every PChannel with its term, state, owner and
 // assignment history, the CChannel and the assignment version
@@ -36,7 +24,7 @@ func (s *Server) ListPChannels(ctx context.Context, req *coordpb.ListPChannelsRe
 	out := &coordpb.ListPChannelsResponse{Cchannel: st.CChannel(), Version: apiVersion(st.AssignmentVersion())}
 	owners := map[uint64]string{}
 	for _, p := range st.PChannels() {
-		ap := apiPChannel(st, p)
+		ap := channels.PChannelInfo(st, p)
 		ap.OwnerState = s.ownerState(st, p.NodeId, owners)
 		out.Pchannels = append(out.Pchannels, ap)
 	}
@@ -96,10 +84,10 @@ func (s *Server) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (
 	held := channelsByNode(st)
 	out := &coordpb.ListNodesResponse{}
 	for _, n := range st.StreamingNodes() {
-		if n.State == logpb.NodeState_NODE_DOWN && !req.IncludeDown {
+		if channels.IsDown(n) && !req.IncludeDown {
 			continue
 		}
-		an := apiNode(n, held[n.Id], s.lastSeenMs(n.Id))
+		an := channels.NodeInfo(n, held[n.Id], s.lastSeenMs(n.Id))
 		s.judgeSilence(an)
 		out.Nodes = append(out.Nodes, an)
 	}
@@ -148,7 +136,7 @@ func (s *Server) setDrain(ctx context.Context, req *coordpb.DrainNodeRequest, dr
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	an := apiNode(v.Node, v.PChannels, s.lastSeenMs(v.Node.Id))
+	an := channels.NodeInfo(v.Node, v.PChannels, s.lastSeenMs(v.Node.Id))
 	s.judgeSilence(an)
 	return &coordpb.DrainNodeResponse{Node: an}, nil
 }
@@ -261,7 +249,7 @@ func (s *Server) ResetReplicateRole(ctx context.Context, req *coordpb.ResetRepli
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.GetReplicateConfigurationResponse{Config: apiReplicateConfig(res.Config), ClusterId: res.ClusterID, Role: "PRIMARY"}, nil
+	return &coordpb.GetReplicateConfigurationResponse{Config: channels.APIReplicateConfig(res.Config), ClusterId: res.ClusterID, Role: "PRIMARY"}, nil
 }
 
 // GetReplicateConfiguration returns the installed replication
@@ -279,7 +267,7 @@ func (s *Server) GetReplicateConfiguration(ctx context.Context, req *coordpb.Get
 		role = "SECONDARY"
 	}
 	return &coordpb.GetReplicateConfigurationResponse{
-		Config: apiReplicateConfig(st.ReplicateConfiguration()), ClusterId: st.ChannelsMeta().ClusterId, Role: role,
+		Config: channels.APIReplicateConfig(st.ReplicateConfiguration()), ClusterId: st.ChannelsMeta().ClusterId, Role: role,
 	}, nil
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/datapath"
-	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
@@ -17,9 +16,6 @@ import (
 // The write path's flusher-facing RPCs (docs/semantics.md#segments).
 // Allocations and time ticks are answered from the leader's memory; saves
 // and checkpoints are commands whose owner check runs inside Apply.
-
-// Data is the leader's write-path manager (for metrics and benchmarks).
-func (s *Server) Data() *flush.Manager { return s.data }
 
 // AssignSegmentID places rows in growing segments of the caller's
 // VChannels (leader memory; only segment creation is logged).
@@ -41,18 +37,7 @@ func (s *Server) AssignSegmentID(ctx context.Context, req *coordpb.AssignSegment
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return apiAssignments(req, as), nil
-}
-
-func apiAssignments(req *coordpb.AssignSegmentIDRequest, as []flush.Assignment) *coordpb.AssignSegmentIDResponse {
-	out := &coordpb.AssignSegmentIDResponse{Assignments: make([]*coordpb.SegmentIDAssignment, len(as))}
-	for i, a := range as {
-		r := req.Requests[i]
-		out.Assignments[i] = &coordpb.SegmentIDAssignment{SegmentId: a.SegmentID, CollectionId: r.CollectionId,
-			PartitionId: r.PartitionId, Vchannel: r.Vchannel, Rows: r.Rows, Bytes: r.Bytes,
-			ExpireTs: a.ExpireTs, ExpireUnixMs: a.Expire.UnixMilli()}
-	}
-	return out
+	return datapath.AssignReply(req, as), nil
 }
 
 // ReportTimeTicks records per-VChannel consumed time ticks from their

@@ -79,7 +79,7 @@ func TestDataPositionBounds(t *testing.T) {
 	if g, _ := after.Segment(seg); g.State != logpb.SegmentState_SEGMENT_GROWING || len(g.Binlogs) != 0 || !g.Start.IsZero() || !g.DML.IsZero() || g.NumRows != 0 {
 		t.Fatalf("a refused save changed segment %d: %+v", seg, g)
 	}
-	if _, ok := tn.srv.data.TimeTicks()[dv0]; ok {
+	if _, ok := tn.set.Data.TimeTicks()[dv0]; ok {
 		t.Fatal("the refused tick was recorded")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/fsm"
 )
@@ -71,11 +70,8 @@ func apiFlushState(st fsm.FlushStatus) *coordpb.GetFlushStateResponse {
 // and every VChannel checkpoint of the collection reached flush_ts;
 // otherwise what is behind, slowest first. Linearizable.
 func (s *Server) GetFlushState(ctx context.Context, req *coordpb.GetFlushStateRequest) (*coordpb.GetFlushStateResponse, error) {
-	if req.CollectionId < 0 || len(req.SegmentIds) > commands.MaxSegmentsPerCmd {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must not be negative and at most %d segment ids", errInvalid, commands.MaxSegmentsPerCmd))
-	}
-	if req.FlushTs == 0 && req.CollectionId > 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: flush_ts is required with a collection", errInvalid))
+	if err := datapath.CheckFlushState(req); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetFlushStateResponse, error) {
 		return coordpb.NewDataCoordClient(c).GetFlushState(ctx, req, o...)

@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -19,7 +20,7 @@ import (
 // and GetFlushAllState compares the checkpoints with them.
 func TestFlushAll(t *testing.T) {
 	fb := &fakeBroadcasts{}
-	tn := startTestNodeWith(t, WithBroadcaster(fb))
+	tn := startTestNodeCfg(t, routines.Config{Doubles: routines.Doubles{Broadcasts: fb}})
 	propose := func(body proto.Message) *logpb.Result {
 		c, err := commands.New(body, "")
 		if err != nil {

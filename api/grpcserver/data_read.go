@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
@@ -63,17 +63,17 @@ func apiSegment(g *fsm.Segment, withLogs bool) *coordpb.SegmentInfo {
 	}
 	for _, f := range g.Binlogs {
 		out.FieldBinlogs = append(out.FieldBinlogs, &coordpb.FieldBinlog{FieldId: f.FieldID, Binlogs: apiBinlogs(f.Logs, func(id int64) string {
-			return commands.InsertLogPath(g.CollectionID, g.PartitionID, g.ID, f.FieldID, id)
+			return g.InsertLogPath(f.FieldID, id)
 		})})
 	}
 	for _, f := range g.Statslogs {
 		out.FieldStatslogs = append(out.FieldStatslogs, &coordpb.FieldBinlog{FieldId: f.FieldID, Binlogs: apiBinlogs(f.Logs, func(id int64) string {
-			return commands.StatsLogPath(g.CollectionID, g.PartitionID, g.ID, f.FieldID, id)
+			return g.StatsLogPath(f.FieldID, id)
 		})})
 	}
 	if len(g.Deltalogs) > 0 {
 		out.Deltalogs = []*coordpb.FieldBinlog{{Binlogs: apiBinlogs(g.Deltalogs, func(id int64) string {
-			return commands.DeltaLogPath(g.CollectionID, g.PartitionID, g.ID, id)
+			return g.DeltaLogPath(id)
 		})}}
 	}
 	out.BinlogPaths = g.InsertLogPaths()
@@ -124,8 +124,8 @@ func (s *Server) GetRecoveryInfo(ctx context.Context, req *coordpb.GetRecoveryIn
 // and the checkpoints of their VChannels; NotFound for the whole call when
 // one is missing or, without include_unhealthy, dropped.
 func (s *Server) GetSegmentInfo(ctx context.Context, req *coordpb.GetSegmentInfoRequest) (*coordpb.GetSegmentInfoResponse, error) {
-	if len(req.SegmentIds) == 0 || len(req.SegmentIds) > commands.MaxSegmentsPerCmd {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: need 1..%d segment ids", errInvalid, commands.MaxSegmentsPerCmd))
+	if err := datapath.CheckSegmentInfo(req); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetSegmentInfoResponse, error) {
 		return coordpb.NewDataCoordClient(c).GetSegmentInfo(ctx, req, o...)

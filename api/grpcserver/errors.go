@@ -11,8 +11,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/vocab"
@@ -43,7 +41,7 @@ const (
 // classCodes is the one table from error classes to gRPC codes (and, by
 // httpStatus, to HTTP statuses): every error a service returns is of one
 // vocab.Class (its package marks its sentinels with vocab.NewSentinel, a
-// refusal's code has its class in commands.RejectClass), so a new service
+// refusal's code has its class, commands.RejectClass), so a new service
 // adds no row here. TestEveryClassHasARow fails on a class without one.
 var classCodes = map[vocab.Class]codes.Code{
 	vocab.ClassConflict:     codes.Aborted,
@@ -84,10 +82,6 @@ func codeOfClass(c vocab.Class) codes.Code {
 	return codes.Internal
 }
 
-// rejectionCode maps a rejection code to its gRPC code, through its class
-// (Internal for a code of no class).
-func rejectionCode(c logpb.RejectCode) codes.Code { return codeOfClass(commands.RejectClass(c)) }
-
 // httpStatus maps gRPC codes to HTTP statuses for the JSON gateway.
 var httpStatus = map[codes.Code]int{
 	codes.OK:                 http.StatusOK,
@@ -116,10 +110,11 @@ func HTTPStatus(c codes.Code) int {
 
 var (
 	errNoLeader = vocab.NewSentinel(vocab.ClassUnavailable, "no leader is known")
-	// errInvalid is commands.ErrInvalid, the one "invalid" sentinel, under
-	// the short name the handlers' argument checks use: bad input is one
-	// error class whichever layer finds it, with one row in errorTable.
-	errInvalid      = commands.ErrInvalid
+	// errInvalid is vocab.ErrInvalidCommand (commands.ErrInvalid), the one
+	// "invalid" sentinel, under the short name the handlers' argument
+	// checks use: bad input is one error class whichever layer finds it,
+	// with one row in classCodes.
+	errInvalid      = vocab.ErrInvalidCommand
 	errNotFound     = vocab.ErrNotFound
 	errPrecondition = vocab.ErrPrecondition
 )

@@ -3,7 +3,6 @@ package grpcserver
 import (
 	"strings"
 
-	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -20,7 +19,7 @@ import (
 //     any other).
 //   - An error that wraps another ends with that one's text, which is
 //     replaced by that one's public message.
-//   - A refusal of Apply (*commands.RejectedError) is recorded text: see
+//   - A refusal of Apply (commands.RejectedError, through its RecordedMessage) is recorded text: see
 //     recordedMessage.
 //
 // Anything else is its own text, unedited.
@@ -28,8 +27,8 @@ func publicMessage(err error) string {
 	text := err.Error()
 	var wrapped []error
 	switch u := err.(type) {
-	case *commands.RejectedError:
-		return recordedMessage(u.Message)
+	case interface{ RecordedMessage() string }:
+		return recordedMessage(u.RecordedMessage())
 	case interface{ Unwrap() error }:
 		if w := u.Unwrap(); w != nil {
 			wrapped = []error{w}
@@ -60,7 +59,7 @@ func publicMessage(err error) string {
 // legacyKinds are the sentinels whose words an error that wraps them first
 // (fmt.Errorf("%w: detail", kind)) starts with and a caller should not
 // see: the code says them already.
-var legacyKinds = []error{commands.ErrInvalid, commands.ErrTooLarge, vocab.ErrNotFound}
+var legacyKinds = []error{vocab.ErrInvalidCommand, vocab.ErrCommandTooLarge, vocab.ErrNotFound}
 
 func isLegacyKind(err error) bool {
 	for _, k := range legacyKinds {
@@ -76,10 +75,10 @@ func isLegacyKind(err error) bool {
 // stats key ..."): Apply formats the errors of the commands package into
 // its refusals with %v.
 var recordedKinds = map[string]bool{
-	commands.ErrInvalid.Error():   true,
-	commands.ErrTooLarge.Error():  true,
-	vocab.ErrNotFound.Error():     true,
-	vocab.ErrPrecondition.Error(): true,
+	vocab.ErrInvalidCommand.Error():  true,
+	vocab.ErrCommandTooLarge.Error(): true,
+	vocab.ErrNotFound.Error():        true,
+	vocab.ErrPrecondition.Error():    true,
 }
 
 // recordedMessage is the public message of a refusal Apply recorded: its

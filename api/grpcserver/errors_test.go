@@ -347,3 +347,7 @@ func TestPublicMessage(t *testing.T) {
 		}
 	}
 }
+
+// rejectionCode maps a rejection code to its gRPC code, through its class
+// (Internal for a code of no class).
+func rejectionCode(c logpb.RejectCode) codes.Code { return codeOfClass(commands.RejectClass(c)) }

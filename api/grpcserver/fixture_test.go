@@ -25,6 +25,7 @@ const (
 type testNode struct {
 	node    *raftnode.Node
 	srv     *Server
+	set     *routines.Set // the member's controllers (routines.New)
 	grpc    *grpc.Server
 	self    raftnode.Self
 	conn    *grpc.ClientConn
@@ -67,7 +68,7 @@ func startTestNodeKit(t testing.TB, cfg apitest.Config, opts []Option) *testNode
 		return apitest.Services{Register: tn.srv.Register, GRPCOptions: append(tn.srv.AuthInterceptors(), tn.srv.RecoveryInterceptors()...), Close: tn.srv.Close}, nil
 	}
 	n := apitest.StartT(t, cfg)
-	tn.node, tn.grpc, tn.self, tn.conn = n.Raft, n.GRPC, n.Self, n.Conn
+	tn.node, tn.grpc, tn.self, tn.conn, tn.set = n.Raft, n.GRPC, n.Self, n.Conn, n.Routines
 	tn.cluster = coordpb.NewClusterClient(tn.conn)
 	tn.alloc = coordpb.NewAllocatorClient(tn.conn)
 	return tn

@@ -13,7 +13,7 @@ import (
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/milvuspb"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
@@ -111,9 +111,9 @@ func (m *milvusServer) reportError(ctx context.Context, r *milvuspb.ReportAssign
 	// Known stale on this member's state (terms only grow): refused here,
 	// with nothing proposed. A term this member has not seen yet goes to
 	// the leader, which decides.
-	if p.Term < cur.Term || p.Term == cur.Term && cur.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
+	if p.Term < cur.Term || p.Term == cur.Term && !channels.Assigned(cur) {
 		return streamingStatus(milvuspb.StreamingCode_STREAMING_CODE_UNMATCHED_CHANNEL_TERM,
-			fmt.Sprintf("pchannel %s is at term %d (%s); the report is for term %d: nothing changed", p.Name, cur.Term, stateName(cur.State), p.Term))
+			fmt.Sprintf("pchannel %s is at term %d (%s); the report is for term %d: nothing changed", p.Name, cur.Term, channels.StateName(cur), p.Term))
 	}
 	cause := r.GetErr().GetCause()
 	if cause == "" {
@@ -148,11 +148,11 @@ func milvusFullAssignment(st *fsm.State) *milvuspb.FullStreamingNodeAssignmentWi
 	}
 	for _, p := range full.PChannels {
 		a, ok := byNode[p.NodeId]
-		if !ok || p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
+		if !ok || !channels.Assigned(p) {
 			continue
 		}
 		mode := milvuspb.PChannelAccessMode_PCHANNEL_ACCESS_READWRITE
-		if p.Mode == logpb.AccessMode_ACCESS_RO {
+		if channels.ReadOnly(p) {
 			mode = milvuspb.PChannelAccessMode_PCHANNEL_ACCESS_READONLY
 		}
 		a.Channels = append(a.Channels, &milvuspb.PChannelInfo{Name: p.Name, Term: p.Term, AccessMode: mode})
@@ -161,13 +161,13 @@ func milvusFullAssignment(st *fsm.State) *milvuspb.FullStreamingNodeAssignmentWi
 	if cch := st.CChannel(); cch != "" {
 		out.Cchannel = &milvuspb.CChannelAssignment{Meta: &milvuspb.CChannelMeta{Pchannel: vocab.PChannelOf(cch)}}
 	}
-	out.ReplicateConfiguration = milvusReplicateConfig(st.ReplicateConfiguration())
+	out.ReplicateConfiguration = milvusReplicateConfig(channels.APIReplicateConfig(st.ReplicateConfiguration()))
 	return out
 }
 
 // milvusReplicateConfig shows coordd's configuration in Milvus's shape
 // (coordd keeps no connection parameters: see docs/milvus.md#replication).
-func milvusReplicateConfig(c *logpb.ReplicateConfiguration) *milvuspb.ReplicateConfiguration {
+func milvusReplicateConfig(c *coordpb.ReplicateConfiguration) *milvuspb.ReplicateConfiguration {
 	if c == nil {
 		return nil
 	}

@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/milvuspb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
@@ -54,8 +54,13 @@ func (m *milvusServer) Broadcast(ctx context.Context, req *milvuspb.BroadcastReq
 	if err := checkMilvusTargets(st, mm); err != nil {
 		return nil, s.toMilvusStatus(ctx, err)
 	}
-	if err := checkKeysFree(st, br.ResourceKeys); err != nil {
-		return nil, s.toMilvusStatus(ctx, err)
+	if h, held := broadcaster.HeldKey(st, br); held {
+		// Milvus's StreamingCoord refuses instead of queueing; a key taken
+		// by a task created after this check is waited for as on coordd's
+		// own API, and a wait that outlives the deadline is
+		// RESOURCE_ACQUIRED too (toMilvusStatus).
+		return nil, s.toMilvusStatus(ctx, milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_RESOURCE_ACQUIRED,
+			"resource key %s is held by broadcast %d (%s) until its targets ack it", h.Key, h.Task, h.MessageType))
 	}
 	res, err := s.broadcasts.Broadcast(ctx, br)
 	if err != nil {
@@ -81,21 +86,22 @@ func (m *milvusServer) Broadcast(ctx context.Context, req *milvuspb.BroadcastReq
 // header's targets. Milvus's broadcasts are acked by coordd's append
 // (ack_sync_up off): the answer comes once every target has the message
 // and the callback ran.
-func milvusBroadcastRequest(req *milvuspb.BroadcastRequest) (milvusMessage, broadcaster.Request, error) {
+func milvusBroadcastRequest(req *milvuspb.BroadcastRequest) (milvusMessage, broadcaster.Checked, error) {
 	mm, err := readMilvusBroadcast(req.GetMessage())
 	if err != nil {
-		return mm, broadcaster.Request{}, err
+		return mm, broadcaster.Checked{}, err
 	}
 	keys, err := coorddKeys(mm.header)
 	if err != nil {
-		return mm, broadcaster.Request{}, err
+		return mm, broadcaster.Checked{}, err
 	}
 	payload, err := coorddPayload(mm)
 	if err != nil {
-		return mm, broadcaster.Request{}, err
+		return mm, broadcaster.Checked{}, err
 	}
-	br := broadcaster.Request{MessageType: mm.typ.String(), Payload: payload, ResourceKeys: keys, VChannels: mm.header.Vchannels}
-	if err := broadcaster.CheckRequest(br); err != nil {
+	br, err := broadcaster.NewRequest(&coordpb.BroadcastRequest{MessageType: mm.typ.String(), Payload: payload,
+		ResourceKeys: keys, Vchannels: mm.header.Vchannels})
+	if err != nil {
 		return mm, br, milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_INVAILD_ARGUMENT, "%v", err)
 	}
 	return mm, br, nil
@@ -125,26 +131,6 @@ func checkMilvusTargets(st *fsm.State, mm milvusMessage) error {
 	return nil
 }
 
-// checkKeysFree answers RESOURCE_ACQUIRED when a pending task holds one of
-// keys in a mode that excludes the request's (an exclusive hold, or an
-// exclusive request). Milvus's StreamingCoord refuses instead of queueing;
-// a key taken by a task created after this check is waited for as on
-// coordd's own API, and a wait that outlives the deadline is
-// RESOURCE_ACQUIRED too (toMilvusStatus).
-func checkKeysFree(st *fsm.State, keys []*logpb.ResourceKey) error {
-	for _, t := range st.PendingBroadcasts() {
-		for _, held := range t.ResourceKeys {
-			for _, k := range keys {
-				if held.Domain == k.Domain && held.Key == k.Key && (!held.Shared || !k.Shared) {
-					return milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_RESOURCE_ACQUIRED,
-						"resource key %s is held by broadcast %d (%s) until its targets ack it", broadcaster.KeyName(k), t.Id, t.MessageType)
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // Ack marks one VChannel of a broadcast acked: the broadcast ID from the
 // message's broadcast header, the VChannel from _vc, the position from its
 // message ID and the time tick from _tt. A Milvus ack names no streaming
@@ -169,9 +155,9 @@ func (m *milvusServer) Ack(ctx context.Context, req *milvuspb.BroadcastAckReques
 	if !ok {
 		return nil, s.toMilvusStatus(ctx, milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_CHANNEL_NOT_EXIST, "vchannel %s: its pchannel does not exist", vch))
 	}
-	if p.NodeId == 0 || p.State != logpb.PChannelState_PCHANNEL_ASSIGNED {
+	if p.NodeId == 0 || !channels.Assigned(p) {
 		return nil, s.toMilvusStatus(ctx, milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_CHANNEL_NOT_EXIST,
-			"vchannel %s: pchannel %s has no owner now (%s), so no node can ack it", vch, p.Name, stateName(p.State)))
+			"vchannel %s: pchannel %s has no owner now (%s), so no node can ack it", vch, p.Name, channels.StateName(p)))
 	}
 	n, ok := st.StreamingNode(p.NodeId)
 	if !ok {
@@ -182,13 +168,12 @@ func (m *milvusServer) Ack(ctx context.Context, req *milvuspb.BroadcastAckReques
 	if err != nil {
 		return nil, err // PermissionDenied: the caller is not the owner's credential
 	}
-	ack := &logpb.AckBroadcast{BroadcastId: id, FromNode: n.Id, FromEpoch: n.Epoch,
-		Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: vch, Term: p.Term, Offset: off, TimeTick: tt}}}
-	cmd, err := commands.New(ack, "")
+	ack, err := broadcaster.NewAck(&coordpb.AckRequest{BroadcastId: id, NodeId: n.Id, Epoch: n.Epoch,
+		Checkpoints: []*coordpb.Checkpoint{{Vchannel: vch, Term: p.Term, Offset: off, TimeTick: tt}}})
 	if err != nil {
 		return nil, s.toMilvusStatus(ctx, err)
 	}
-	if err := s.ack(ctx, caller, ack, cmd); err != nil {
+	if err := s.ack(ctx, ack.SpokenFor(caller)); err != nil {
 		return nil, s.toMilvusStatus(ctx, err)
 	}
 	return &milvuspb.BroadcastAckResponse{}, nil

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/milvuspb"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -94,25 +94,26 @@ func decodeProp(v string, m proto.Message) error {
 // milvusDomains maps Milvus's resource domains onto coordd's. The key
 // texts are the same in both ("<db>:<collection>" for a collection name,
 // "<db>" for a database, "" for the cluster and privilege keys).
-var milvusDomains = map[milvuspb.ResourceDomain]logpb.ResourceDomain{
-	milvuspb.ResourceDomain_ResourceDomainCollectionName: logpb.ResourceDomain_RK_COLLECTION_NAME,
-	milvuspb.ResourceDomain_ResourceDomainDBName:         logpb.ResourceDomain_RK_DB_NAME,
-	milvuspb.ResourceDomain_ResourceDomainPrivilege:      logpb.ResourceDomain_RK_PRIVILEGE,
-	milvuspb.ResourceDomain_ResourceDomainCluster:        logpb.ResourceDomain_RK_CLUSTER,
-	milvuspb.ResourceDomain_ResourceDomainImportJobID:    logpb.ResourceDomain_RK_IMPORT_JOB_ID,
+var milvusDomains = map[milvuspb.ResourceDomain]vocab.ResourceDomain{
+	milvuspb.ResourceDomain_ResourceDomainCollectionName: vocab.DomainCollectionName,
+	milvuspb.ResourceDomain_ResourceDomainDBName:         vocab.DomainDBName,
+	milvuspb.ResourceDomain_ResourceDomainPrivilege:      vocab.DomainPrivilege,
+	milvuspb.ResourceDomain_ResourceDomainCluster:        vocab.DomainCluster,
+	milvuspb.ResourceDomain_ResourceDomainImportJobID:    vocab.DomainImportJobID,
 }
 
-// coorddKeys converts the header's resource keys; an unknown domain is
+// coorddKeys converts the header's resource keys into coordd's API's
+// (domains by their vocab.ResourceDomain names); an unknown domain is
 // refused.
-func coorddKeys(h *milvuspb.BroadcastHeader) ([]*logpb.ResourceKey, error) {
-	out := make([]*logpb.ResourceKey, 0, len(h.ResourceKeys))
+func coorddKeys(h *milvuspb.BroadcastHeader) ([]*coordpb.ResourceKey, error) {
+	out := make([]*coordpb.ResourceKey, 0, len(h.ResourceKeys))
 	for _, k := range h.ResourceKeys {
 		d, ok := milvusDomains[k.Domain]
 		if !ok {
 			return nil, milvusRefusal(milvuspb.StreamingCode_STREAMING_CODE_INVAILD_ARGUMENT,
 				"resource key %q has domain %d, which is not one of Milvus's (CollectionName, DBName, Privilege, Cluster, ImportJobID)", k.Key, int32(k.Domain))
 		}
-		out = append(out, &logpb.ResourceKey{Domain: d, Key: k.Key, Shared: k.Shared})
+		out = append(out, &coordpb.ResourceKey{Domain: string(d), Key: k.Key, Shared: k.Shared})
 	}
 	return out, nil
 }
@@ -142,13 +143,13 @@ func coorddPayload(mm milvusMessage) ([]byte, error) {
 				shards++
 			}
 		}
-		builtin = &logpb.CreateCollectionPayload{CollectionId: h.CollectionId, Shards: uint32(shards)}
+		builtin = &coordpb.CreateCollectionPayload{CollectionId: h.CollectionId, Shards: uint32(shards)}
 	case milvuspb.MessageType_DropCollection:
 		var h milvuspb.DropCollectionMessageHeader
 		if err := decodeProp(mm.raw.Properties[propHeader], &h); err != nil || h.CollectionId <= 0 {
 			return nil, bad("a DropCollection needs its header (property %s) with a positive collection id", propHeader)
 		}
-		builtin = &logpb.DropCollectionPayload{CollectionId: h.CollectionId}
+		builtin = &coordpb.DropCollectionPayload{CollectionId: h.CollectionId}
 	case milvuspb.MessageType_AlterReplicateConfig:
 		return nil, bad("AlterReplicateConfig is not broadcast through Broadcast: call UpdateReplicateConfiguration")
 	default:

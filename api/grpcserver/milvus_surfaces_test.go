@@ -91,7 +91,7 @@ func TestMilvusAndCoorddSurfacesAgree(t *testing.T) {
 	}
 	// Both surfaces name the VChannel the same way: a held key on one is
 	// held on the other.
-	if !reflect.DeepEqual(milvusDomains[milvuspb.ResourceDomain_ResourceDomainCollectionName], logpb.ResourceDomain_RK_COLLECTION_NAME) ||
+	if !reflect.DeepEqual(milvusDomains[milvuspb.ResourceDomain_ResourceDomainCollectionName], vocab.DomainCollectionName) ||
 		vocab.VChannelName(bcP0, 1, 0) != bcP0+"_1v0" {
 		t.Fatal("domain or VChannel naming drifted")
 	}

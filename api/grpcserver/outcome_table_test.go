@@ -237,14 +237,22 @@ func outcomeRows() []outcomeRow {
 			return err
 		}},
 		{"broadcaster Broadcast", false, func(ctx context.Context, w *outcomeWorld) error {
-			_, err := w.broadcasts.Broadcast(ctx, broadcaster.Request{MessageType: "CreateIndex", Payload: []byte("idx"),
+			c, err := broadcaster.Check(broadcaster.Request{MessageType: "CreateIndex", Payload: []byte("idx"),
 				ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_COLLECTION_NAME, Key: "db:c"}},
 				VChannels:    []string{w.vch}})
+			if err != nil {
+				return err
+			}
+			_, err = w.broadcasts.Broadcast(ctx, c)
 			return err
 		}},
 		{"broadcaster Ack", false, func(ctx context.Context, w *outcomeWorld) error {
-			return w.broadcasts.Ack(ctx, &logpb.AckBroadcast{BroadcastId: 1, FromNode: w.node, FromEpoch: w.epoch,
-				Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: w.vch, Term: w.pchTerm, TimeTick: ts}}})
+			a, err := broadcaster.NewAck(&coordpb.AckRequest{BroadcastId: 1, NodeId: w.node, Epoch: w.epoch,
+				Checkpoints: []*coordpb.Checkpoint{{Vchannel: w.vch, Term: w.pchTerm, TimeTick: ts}}})
+			if err != nil {
+				return err
+			}
+			return w.broadcasts.Ack(ctx, a)
 		}},
 		{"broadcaster Abandon", true, func(ctx context.Context, w *outcomeWorld) error {
 			return w.broadcasts.Abandon(ctx, w.pending, "test")

@@ -116,7 +116,7 @@ func TestForgedOwnerCallsRefused(t *testing.T) {
 	if cp, ok := st.ChannelCheckpoint(dv0); ok {
 		t.Errorf("a forged checkpoint was stored: %+v", cp)
 	}
-	if tick, ok := tn.srv.Data().TimeTicks()[dv0]; ok {
+	if tick, ok := tn.set.Data.TimeTicks()[dv0]; ok {
 		t.Errorf("a forged time tick was recorded: %d", tick)
 	}
 	if _, seen := oc.beats.LastSeen(1); seen {

@@ -10,23 +10,21 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 )
 
 // panickingBroadcasts is a broadcaster whose Ack has a bug.
 type panickingBroadcasts struct{ fakeBroadcasts }
 
-func (*panickingBroadcasts) Ack(context.Context, *logpb.AckBroadcast, ...commands.Option) error {
-	panic("ack bug")
-}
+func (*panickingBroadcasts) Ack(context.Context, broadcaster.Ack) error { panic("ack bug") }
 
 // TestHandlerPanicIsRecovered: a panicking handler answers Internal with
 // an outcome-unknown trailer, is counted, and the server keeps serving.
 func TestHandlerPanicIsRecovered(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	tn := startTestNodeWith(t, WithBroadcaster(&panickingBroadcasts{}), WithPanicObserver(func(surface, method string) {
+	tn := startTestNodeCfg(t, routines.Config{Doubles: routines.Doubles{Broadcasts: &panickingBroadcasts{}}}, WithPanicObserver(func(surface, method string) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, surface+" "+method)

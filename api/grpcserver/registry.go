@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/datapath"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *coordpb.HeartbeatRequest) (
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.HeartbeatResponse{CoordTerm: r.CoordTerm, State: nodeStateName(r.State), TtlMs: r.TTLMs}, nil
+	return &coordpb.HeartbeatResponse{CoordTerm: r.CoordTerm, State: channels.NodeStateName(r.State), TtlMs: r.TTLMs}, nil
 }
 
 // RequestDrain is step one of a streaming node's controlled shutdown: the
@@ -92,5 +93,5 @@ func (s *Server) endSession(ctx context.Context, req *coordpb.NodeSessionRequest
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &coordpb.NodeSessionResponse{State: nodeStateName(r.State), Pchannels: r.PChannels}, nil
+	return &coordpb.NodeSessionResponse{State: channels.NodeStateName(r.State), Pchannels: r.PChannels}, nil
 }

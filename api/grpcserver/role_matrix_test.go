@@ -138,7 +138,8 @@ func startOwnedCluster(t *testing.T, withBroadcaster bool) *ownedCluster {
 		// must carry the caller's stamp like a handler's.
 		rc.Broadcaster = &broadcaster.Config{}
 	}
-	tn := startTestNodeCfg(t, rc, WithAuth(), WithNodeHealth(beats))
+	rc.Doubles.Sessions = beats
+	tn := startTestNodeCfg(t, rc, WithAuth())
 	propose := func(c commands.Command) {
 		t.Helper()
 		res, err := tn.node.Propose(callCtx(t), c)

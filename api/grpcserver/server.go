@@ -20,10 +20,10 @@ import (
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/api/milvuspb"
+	"github.com/coordd/coordd/api/tokens"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/controller/datapath"
-	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/controller/routines"
@@ -54,14 +54,13 @@ type Server struct {
 	logs       *logging.Logs
 	grpcHealth *health.Server
 
-	health     NodeHealth
-	rebalancer Rebalancer
-	broadcasts Broadcasts
-	data       *flush.Manager
-	dataPath   *datapath.Service // the data path's use cases (write path, sessions, imports)
+	health     routines.Sessions   // nodehealth.Tracker, or a test's double
+	broadcasts routines.Broadcasts // nil: this member has no broadcaster
+	dataPath   *datapath.Service   // the data path's use cases (write path, sessions, imports)
 	manifests  *manifest.Committer
 	channels   *channels.Service
 	membership *membership.Service
+	tokens     *tokens.Service
 	onPanic    PanicObserver
 	watchers   atomic.Int64
 	closed     chan struct{}
@@ -79,64 +78,32 @@ type Server struct {
 	peerTLS *tls.Config         // nil: forward to the leader in plaintext
 }
 
-// NodeHealth is the leader's view of streaming-node sessions.
-type NodeHealth interface {
-	// HeartbeatHeld records a heartbeat of a live (node, epoch) session
-	// that has seen the assignment stream up to seen and holds the WALs
-	// held (pchannel -> term; nil when the node does not report them),
-	// beating every interval (0: not said).
-	HeartbeatHeld(node, epoch uint64, seen fsm.AssignmentVersion, held map[string]int64, interval time.Duration)
-	// LastSeen is how long ago node last heartbeated in this leadership
-	// (false when it has not).
-	LastSeen(node uint64) (time.Duration, bool)
-	// TTL is how long a session lives without a heartbeat.
-	TTL() time.Duration
-	// SilentAfter is how long node may go without a heartbeat before it
-	// counts as silent (docs/operations.md#silent-streaming-nodes).
-	SilentAfter(node uint64) time.Duration
-}
-
-// Rebalancer takes manual rebalance requests.
-type Rebalancer interface {
-	// Trigger asks for a balance round as soon as possible; it never blocks.
-	Trigger()
-}
-
-type noRebalancer struct{}
-
-// Trigger does nothing: this server has no balancer.
-func (noRebalancer) Trigger() {}
-
 // Option configures a Server.
 type Option func(*Server)
-
-// WithNodeHealth sets the streaming-node session tracker (default: an
-// untracked one that never judges nodes).
-func WithNodeHealth(h NodeHealth) Option { return func(s *Server) { s.health = h } }
-
-// WithRebalancer sets where manual rebalance requests go.
-func WithRebalancer(r Rebalancer) Option { return func(s *Server) { s.rebalancer = r } }
 
 // Watchers is the number of open assignment streams on this node.
 func (s *Server) Watchers() int64 { return s.watchers.Load() }
 
-// New wires a server around a node and the leader's controllers (built
-// by routines.New; their leader routine is registered by the caller, see
-// cmd/coordd). The set's balancer and broadcaster, when present, serve
-// rebalance and broadcast requests (directly and through the set's
-// Channels service) unless an option overrides them. The membership
-// service is built here, over the raft node: it needs raft's membership,
-// which controller/routines does not see.
+// New wires a server around a node and the services and controllers
+// routines.New built for it (their leader routine is registered by the
+// caller, see cmd/coordd); tests put their fakes into the routines.Config
+// (routines.Doubles), so the server is built the same way for both. The
+// membership service is built here, over the raft node: it needs raft's
+// membership, which controller/routines does not see; so is the Tokens
+// service, whose token format is api/auth's.
 func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *routines.Set, opts ...Option) *Server {
 	s := &Server{
 		node:       node,
 		self:       self,
 		tso:        set.TSO,
 		ids:        set.IDs,
-		data:       set.Data,
 		manifests:  set.Manifests,
 		membership: membership.New(raftMembership{node}, node, self.ID),
-		health:     set.Health,
+		tokens:     tokens.New(node),
+		health:     set.Sessions,
+		broadcasts: set.Broadcasts,
+		channels:   set.Channels,
+		dataPath:   set.DataPath,
 		logger:     logger,
 		grpcHealth: health.NewServer(),
 		conns:      map[string]*grpc.ClientConn{},
@@ -145,24 +112,9 @@ func New(node *raftnode.Node, self raftnode.Self, logger hclog.Logger, set *rout
 		maxWatchers: DefaultMaxWatchers,
 		maxWait:     DefaultMaxWait,
 	}
-	if set.Balancer != nil {
-		s.rebalancer = set.Balancer
-	}
-	if set.Broadcaster != nil {
-		s.broadcasts = set.Broadcaster
-	}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.rebalancer == nil {
-		s.rebalancer = noRebalancer{}
-	}
-	// The service the set built, with what the options chose instead.
-	s.channels = set.Channels.Using(s.broadcasts, s.rebalancer, logger)
-	// Built after the options: the session tracker and the broadcaster
-	// they may replace are the service's too.
-	s.dataPath = datapath.New(datapath.Deps{Leader: node, TSO: set.TSO, Flush: set.Data,
-		Revisions: set.Manifests, Broadcasts: s.broadcasts, Sessions: s.health})
 	return s
 }
 

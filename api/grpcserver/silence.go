@@ -2,13 +2,13 @@ package grpcserver
 
 import (
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 )
 
 // Silence: a live streaming node whose heartbeat is late, judged by the
 // leader's tracker (which alone knows heartbeat ages) with the rule it
-// owns (NodeHealth.SilentAfter; docs/operations.md#silent-streaming-nodes).
+// owns (routines.Sessions.SilentAfter; docs/operations.md#silent-streaming-nodes).
 // A follower's stale read leaves the fields empty rather than guess.
 
 // stateSilent is the owner state of a PChannel whose owner is silent.
@@ -23,7 +23,7 @@ func (s *Server) judgeSilence(n *coordpb.StreamingNode) {
 	}
 	n.NodeTtlMs = s.health.TTL().Milliseconds()
 	n.SilentAfterMs = s.health.SilentAfter(n.Id).Milliseconds()
-	n.Silent = n.State != nodeStateName(logpb.NodeState_NODE_DOWN) && n.LastHeartbeatMsAgo > n.SilentAfterMs
+	n.Silent = n.State != channels.NodeDown && n.LastHeartbeatMsAgo > n.SilentAfterMs
 }
 
 // ownerState is the state of the node owning a PChannel as
@@ -39,7 +39,7 @@ func (s *Server) ownerState(st *fsm.State, node uint64, memo map[uint64]string) 
 	}
 	var out string
 	if rec, ok := st.StreamingNode(node); ok {
-		n := &coordpb.StreamingNode{Id: node, State: nodeStateName(rec.State), LastHeartbeatMsAgo: s.lastSeenMs(node)}
+		n := &coordpb.StreamingNode{Id: node, State: channels.NodeStateName(rec.State), LastHeartbeatMsAgo: s.lastSeenMs(node)}
 		s.judgeSilence(n)
 		out = n.State
 		if n.Silent {

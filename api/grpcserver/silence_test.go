@@ -10,6 +10,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -39,7 +40,7 @@ func (a *setAges) SilentAfter(uint64) time.Duration { return 2 * time.Second }
 // here because this member leads; a follower leaves silence unknown.
 func TestListsReportSilentOwners(t *testing.T) {
 	ages := &setAges{ages: map[uint64]time.Duration{1: 3 * time.Second, 2: 500 * time.Millisecond, 3: 4 * time.Second}}
-	tn := startTestNodeWith(t, WithNodeHealth(ages))
+	tn := startTestNodeCfg(t, routines.Config{Doubles: routines.Doubles{Sessions: ages}})
 	for _, body := range []proto.Message{
 		&logpb.InitStreaming{ClusterId: "c", Pchannels: []string{"dml_0", "dml_1", "dml_2", "dml_3"}},
 		&logpb.RegisterStreamingNode{Address: "127.0.0.1:9001", Incarnation: "a"},

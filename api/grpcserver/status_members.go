@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/membership"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/raftnode"
@@ -29,7 +28,7 @@ type statusMembers struct {
 type memberView struct {
 	servers []raftnode.Server
 	leader  string
-	records []*logpb.Member // st.Member of each server (nil: none)
+	records membership.Records // st.Member of each server
 	members []*coordpb.Member
 }
 
@@ -39,11 +38,11 @@ func (c *statusMembers) get(servers []raftnode.Server, leaderID string, st *fsm.
 	if v := c.cur.Load(); v != nil && v.matches(servers, leaderID, st) {
 		return v.members
 	}
-	v := &memberView{servers: servers, leader: leaderID, records: make([]*logpb.Member, len(servers))}
+	v := &memberView{servers: servers, leader: leaderID,
+		records: membership.RecordsOf(st, len(servers), func(i int) string { return servers[i].ID })}
 	ms := make([]membership.Server, len(servers))
 	for i, srv := range servers {
 		ms[i] = membership.Server(srv)
-		v.records[i], _ = st.Member(srv.ID)
 	}
 	v.members = apiMembers(membership.JoinDirectory(ms, leaderID, st))
 	c.cur.Store(v)
@@ -57,10 +56,5 @@ func (v *memberView) matches(servers []raftnode.Server, leaderID string, st *fsm
 	if len(servers) > 0 && &servers[0] != &v.servers[0] {
 		return false
 	}
-	for i, srv := range servers {
-		if rec, _ := st.Member(srv.ID); rec != v.records[i] {
-			return false
-		}
-	}
-	return true
+	return v.records.Unchanged(st, len(servers), func(i int) string { return servers[i].ID })
 }

@@ -3,17 +3,12 @@ package grpcserver
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
-	"github.com/coordd/coordd/commands"
-	"github.com/coordd/coordd/commands/logpb"
-	"github.com/coordd/coordd/raftnode"
+	"github.com/coordd/coordd/api/tokens"
 )
 
 // WithAuth turns on authentication and authorisation (docs/security.md):
@@ -21,8 +16,7 @@ import (
 // tables of package auth, with tokens looked up in this node's FSM.
 func WithAuth() Option {
 	return func(s *Server) {
-		s.auth = auth.New(func(id string) (*logpb.TokenRecord, bool) { return s.node.State().Token(id) }).
-			WithCatchUp(s.tokensMayLag)
+		s.auth = auth.New(s.tokens.Lookup).WithCatchUp(s.tokensMayLag)
 	}
 }
 
@@ -53,7 +47,7 @@ func (s *Server) AuthInterceptors() []grpc.ServerOption {
 // returns the secret (the only time it is shown). InvalidArgument for a bad
 // role or name; ResourceExhausted when the table is full.
 func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenRequest) (*coordpb.CreateTokenResponse, error) {
-	cmd, tok, err := newTokenCommand(req)
+	c, err := tokens.NewCreate(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -62,37 +56,11 @@ func (s *Server) CreateToken(ctx context.Context, req *coordpb.CreateTokenReques
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
-	}
-	// The reply shows the record as Apply stored it (its creation time).
-	stored, ok := s.node.State().Token(tok.ID)
-	if !ok { // revoked since the commit
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: token %s was revoked right after its creation", errNotFound, tok.ID))
-	}
-	return &coordpb.CreateTokenResponse{Token: apiToken(stored), Secret: tok.String()}, nil
-}
-
-// newTokenCommand checks a CreateToken request and draws its token: the
-// CreateToken command holding the secret's hash, and the token itself.
-func newTokenCommand(req *coordpb.CreateTokenRequest) (commands.Command, auth.Token, error) {
-	role, err := auth.ParseRole(req.Role)
+	resp, err := s.tokens.Create(ctx, c)
 	if err != nil {
-		return commands.Command{}, auth.Token{}, fmt.Errorf("%w: %v", errInvalid, err)
+		return nil, s.toStatus(ctx, err)
 	}
-	switch {
-	case role == auth.RoleNode && req.NodeId == 0:
-		return commands.Command{}, auth.Token{}, fmt.Errorf("%w: a node token is bound to one streaming node: give node_id (coordctl token create node --node-id N); proxies use role proxy", errInvalid)
-	case role != auth.RoleNode && req.NodeId != 0:
-		return commands.Command{}, auth.Token{}, fmt.Errorf("%w: node_id is only for role node, not %s", errInvalid, role)
-	}
-	tok, err := auth.NewToken()
-	if err != nil {
-		return commands.Command{}, auth.Token{}, err
-	}
-	rec := &logpb.TokenRecord{Id: tok.ID, Name: req.Name, Role: role.TokenRole(), SecretSha256: tok.SecretHash(), NodeId: req.NodeId}
-	cmd, err := commands.New(&logpb.CreateToken{Token: rec}, "")
-	return cmd, tok, err
+	return resp, nil
 }
 
 // ListTokens lists every token (never a secret or its hash). The read is
@@ -106,16 +74,12 @@ func (s *Server) ListTokens(ctx context.Context, req *coordpb.ListTokensRequest)
 	if done {
 		return resp, err
 	}
-	out := &coordpb.ListTokensResponse{}
-	for _, t := range st.Tokens() {
-		out.Tokens = append(out.Tokens, apiToken(t))
-	}
-	return out, nil
+	return &coordpb.ListTokensResponse{Tokens: tokens.List(st)}, nil
 }
 
 // RevokeToken deletes a token; NotFound for an unknown ID.
 func (s *Server) RevokeToken(ctx context.Context, req *coordpb.RevokeTokenRequest) (*coordpb.RevokeTokenResponse, error) {
-	cmd, err := commands.New(&logpb.RevokeToken{Id: req.Id}, "")
+	r, err := tokens.NewRevoke(req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -124,52 +88,10 @@ func (s *Server) RevokeToken(ctx context.Context, req *coordpb.RevokeTokenReques
 	}); handled {
 		return resp, err
 	}
-	if _, err := s.commit(ctx, cmd); err != nil {
-		return nil, err
+	if err := s.tokens.Revoke(ctx, r); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	return &coordpb.RevokeTokenResponse{}, nil
-}
-
-func apiToken(t *logpb.TokenRecord) *coordpb.TokenInfo {
-	// A node record without a node ID predates per-node identity; it is
-	// listed as what it grants (proxy).
-	role, node := auth.FromTokenRecord(t)
-	return &coordpb.TokenInfo{Id: t.Id, Name: t.Name, Role: role.String(),
-		CreatedUnixMs: t.CreatedMs, Bootstrap: t.Bootstrap, NodeId: node}
-}
-
-// BootstrapTokenRoutine is a leader routine that installs tok as the
-// cluster's admin bootstrap token once: it does nothing when a bootstrap
-// token was ever installed (so a revoked one stays revoked), and retries a
-// failed proposal until it succeeds or the term ends.
-func BootstrapTokenRoutine(node *raftnode.Node, tok auth.Token, logger interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-}) raftnode.LeaderRoutine {
-	return func(ctx context.Context, term uint64, p commands.Proposer) {
-		rec := &logpb.TokenRecord{Id: tok.ID, Name: "bootstrap", Role: logpb.TokenRole_TOKEN_ROLE_ADMIN,
-			SecretSha256: tok.SecretHash(), Bootstrap: true}
-		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-			if node.State().BootstrapTokenInstalled() {
-				return
-			}
-			_, err := commands.CommitNew(ctx, p, &logpb.CreateToken{Token: rec}, "")
-			var rej *commands.RejectedError
-			switch {
-			case err == nil:
-				logger.Info("installed the bootstrap admin token", "token_id", tok.ID, "term", term)
-				return
-			case errors.As(err, &rej):
-				logger.Warn("bootstrap token refused", "token_id", tok.ID, "reason", rej.Message)
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-	}
 }
 
 // tokensMayLag: a member's token table may miss a committed token while

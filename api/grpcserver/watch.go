@@ -4,6 +4,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/controller/channels"
 	"github.com/coordd/coordd/fsm"
 )
 
@@ -45,14 +46,14 @@ func (s *Server) WatchAssignments(req *coordpb.WatchAssignmentsRequest, stream g
 func assignmentUpdate(st *fsm.State, ch fsm.AssignmentChanges) *coordpb.AssignmentUpdate {
 	out := &coordpb.AssignmentUpdate{
 		Version: apiVersion(ch.Version), Full: ch.Full, Cchannel: st.CChannel(),
-		ReplicateConfig: apiReplicateConfig(st.ReplicateConfiguration()),
+		ReplicateConfig: channels.APIReplicateConfig(st.ReplicateConfiguration()),
 	}
 	for _, n := range ch.Nodes {
-		out.Nodes = append(out.Nodes, apiNode(n, nil, -1))
+		out.Nodes = append(out.Nodes, channels.NodeInfo(n, nil, -1))
 	}
 	for _, p := range ch.PChannels {
 		out.Channels = append(out.Channels, &coordpb.ChannelAssignment{
-			Pchannel: p.Name, Term: p.Term, State: stateName(p.State), NodeId: p.NodeId, AccessMode: modeName(p.Mode)})
+			Pchannel: p.Name, Term: p.Term, State: channels.StateName(p), NodeId: p.NodeId, AccessMode: channels.ModeName(p)})
 	}
 	return out
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/broadcaster"
+	"github.com/coordd/coordd/controller/routines"
 	"github.com/coordd/coordd/raftnode"
 	"github.com/coordd/coordd/vocab"
 )
@@ -39,14 +40,15 @@ type fakeBroadcasts struct {
 	retryErr error    // what Retry answers
 }
 
-func (f *fakeBroadcasts) Broadcast(_ context.Context, req broadcaster.Request) (broadcaster.Result, error) {
+func (f *fakeBroadcasts) Broadcast(_ context.Context, c broadcaster.Checked) (broadcaster.Result, error) {
+	req := c.Request()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
 	return f.result, nil
 }
 
-func (f *fakeBroadcasts) Ack(context.Context, *logpb.AckBroadcast, ...commands.Option) error {
+func (f *fakeBroadcasts) Ack(context.Context, broadcaster.Ack) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ackPanic {
@@ -89,8 +91,9 @@ func startBroadcastGateway(t *testing.T) *broadcastGateway {
 	t.Helper()
 	g := &broadcastGateway{fake: &fakeBroadcasts{}}
 	n := apitest.StartT(t, apitest.Config{ID: "bg1", RaftAddr: "127.0.0.1:4", Logger: hclog.NewNullLogger(), HTTP: true, SkipRegister: true,
+		Routines: routines.Config{Doubles: routines.Doubles{Broadcasts: g.fake}},
 		Serve: func(n *apitest.Node) (apitest.Services, error) {
-			srv := grpcserver.New(n.Raft, n.Self, hclog.NewNullLogger(), n.Routines, grpcserver.WithBroadcaster(g.fake),
+			srv := grpcserver.New(n.Raft, n.Self, hclog.NewNullLogger(), n.Routines,
 				grpcserver.WithPanicObserver(func(surface, method string) {
 					g.fake.mu.Lock()
 					defer g.fake.mu.Unlock()

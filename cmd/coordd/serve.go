@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/api/grpcserver"
 	"github.com/coordd/coordd/api/httpgateway"
 	"github.com/coordd/coordd/api/metrics"
+	"github.com/coordd/coordd/api/tokens"
 	"github.com/coordd/coordd/cluster"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/nodehealth"
@@ -63,7 +64,7 @@ func serve(ctx context.Context, c serveConfig, logOut io.Writer) error {
 	}
 	var extra []routines.Routine
 	if sec != nil && sec.bootstrap != nil {
-		extra = append(extra, routines.Routine{Name: "bootstrap-token", Run: grpcserver.BootstrapTokenRoutine(node, *sec.bootstrap, logger.Named("auth"))})
+		extra = append(extra, routines.Routine{Name: "bootstrap-token", Run: tokens.BootstrapRoutine(node, *sec.bootstrap, logger.Named("auth"))})
 	}
 	set, err := newControllers(c, sec, node, reg, logger, extra)
 	if err != nil {
@@ -238,6 +239,7 @@ func newControllers(c serveConfig, sec *secureSetup, node *raftnode.Node, reg *m
 		StreamingTLS:  snTLS,
 		Data:          c.Segments.config(),
 		UnsafeIDReuse: c.TestOnlyUnsafeIDReuse,
+		Logger:        logger.Named("channels"),
 		Extra:         extra,
 	})
 	if err != nil {
@@ -272,12 +274,12 @@ func newAPI(c serveConfig, sec *secureSetup, node *raftnode.Node, set *routines.
 		srv.Close()
 		return nil, err
 	}
-	observeFlush, err := reg.RegisterData(node.State, srv.Data().Allocations)
+	observeFlush, err := reg.RegisterData(node.State, set.Data.Allocations)
 	if err != nil {
 		srv.Close()
 		return nil, err
 	}
-	srv.Data().SetFlushObserver(observeFlush)
+	set.Data.SetFlushObserver(observeFlush)
 	return srv, nil
 }
 

@@ -40,7 +40,7 @@ func w5Request(targets []string) Request {
 func TestBroadcastBatchesPerNode(t *testing.T) {
 	h, targets := twoNodeHarness(t)
 	h.run(h.m, testTerm)
-	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), w5Request(targets))
+	res, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), w5Request(targets))
 	if err != nil {
 		t.Fatalf("Broadcast: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestAppenderWithoutBatchesAppendsPerTarget(t *testing.T) {
 	}
 	t.Cleanup(m.Close)
 	h.run(m, testTerm)
-	if _, err := m.Broadcast(ctxTimeout(t, 5*time.Second), w5Request(targets)); err != nil {
+	if _, err := broadcast(m, ctxTimeout(t, 5*time.Second), w5Request(targets)); err != nil {
 		t.Fatalf("Broadcast: %v", err)
 	}
 	if b, c := len(h.app.Batches()), len(h.app.Calls()); b != 0 || c != 16 {

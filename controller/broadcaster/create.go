@@ -24,15 +24,13 @@ import (
 //
 // settled is called once the proposal's outcome is known (or it was never
 // made), even when the caller has given up by then.
-func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroadcast, guard *lockGuard, requestID string, settled func()) (uint64, bool, error) {
+func (ts *termState) create(ctx, lockCtx context.Context, cmd commands.Command, guard *lockGuard, settled func()) (uint64, bool, error) {
 	type out struct {
 		id  uint64
 		dup bool
 		err error
 	}
-	if requestID == "" {
-		requestID = newRequestID()
-	}
+	ordered := len(cmd.Body.(*logpb.CreateBroadcast).AfterBroadcasts) > 0
 	ch := make(chan out, 1)
 	ts.mu.Lock()
 	if ts.stopped {
@@ -53,13 +51,13 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 		}
 		started := time.Now()
 		var chained []commands.Option
-		if len(body.AfterBroadcasts) > 0 {
+		if ordered {
 			// Queued right behind the completion it follows: let it go out
 			// while that completion is in flight (commands.Chained).
 			chained = append(chained, commands.Chained())
 		}
-		res, err := ts.m.proposeRetrying(ts.ctx, ts.p, body, requestID, chained...)
-		for attempt := 1; len(body.AfterBroadcasts) > 0 && isOrderRefusal(err); attempt++ {
+		res, err := ts.m.proposeRetrying(ts.ctx, ts.p, cmd, chained...)
+		for attempt := 1; ordered && isOrderRefusal(err); attempt++ {
 			ts.m.cfg.Metrics.createReordered()
 			behind := guard.pending()
 			if len(behind) == 0 && attempt > 1 {
@@ -69,7 +67,7 @@ func (ts *termState) create(ctx, lockCtx context.Context, body *logpb.CreateBroa
 				err = werr
 				break
 			}
-			res, err = ts.m.proposeRetrying(ts.ctx, ts.p, body, requestID)
+			res, err = ts.m.proposeRetrying(ts.ctx, ts.p, cmd)
 		}
 		var rej *commands.RejectedError
 		switch {

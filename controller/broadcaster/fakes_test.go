@@ -338,7 +338,7 @@ type asyncResult struct {
 func broadcastAsync(ctx context.Context, m *Manager, req Request) <-chan asyncResult {
 	ch := make(chan asyncResult, 1)
 	go func() {
-		res, err := m.Broadcast(ctx, req)
+		res, err := broadcast(m, ctx, req)
 		ch <- asyncResult{res, err}
 	}()
 	return ch

@@ -283,11 +283,16 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 // ctx's error; the task goes on. With an idempotency key already known in
 // its scope, no task is created: the call waits for the original and
 // returns it with Duplicated set.
-func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
+//
+// The request's shape was checked once, by Check (or NewRequest), on the
+// member that served the call; the state is checked once, when the
+// command is built (prepare); Apply checks both again as the guard.
+func (m *Manager) Broadcast(ctx context.Context, checked Checked) (Result, error) {
 	start := time.Now()
-	if err := CheckRequest(req); err != nil {
-		return Result{}, err
+	if !checked.ok {
+		return Result{}, fmt.Errorf("%w: a broadcast request not made by broadcaster.Check", commands.ErrInvalid)
 	}
+	req := checked.req
 	if m.leader.EstablishedTerm() == 0 {
 		return Result{}, errNotLeader
 	}
@@ -319,57 +324,66 @@ func (m *Manager) Broadcast(ctx context.Context, req Request) (Result, error) {
 		guard.release()
 		return Result{LockWait: time.Since(lockStart)}, err
 	}
-	body, original, err := m.decide(lockCtx, ts, req, guard, lockStart)
+	requestID := req.RequestID
+	if requestID == "" {
+		requestID = newRequestID()
+	}
+	cmd, original, err := m.decide(lockCtx, ts, checked, requestID, guard, lockStart)
 	switch {
 	case err != nil:
 		admitted()
 		guard.release()
 		return Result{LockWait: time.Since(lockStart)}, err
-	case body == nil:
+	case original != 0:
 		admitted()
 		guard.release()
 		return m.waitDone(ctx, req.MessageType, original, true, wait, start)
 	}
-	id, dup, err := ts.create(ctx, lockCtx, body, guard, req.RequestID, admitted)
+	id, dup, err := ts.create(ctx, lockCtx, cmd, guard, admitted)
 	if err != nil {
 		return Result{BroadcastID: id, LockWait: wait}, err
 	}
 	return m.waitDone(ctx, req.MessageType, id, dup, wait, start)
 }
 
-// decide builds the CreateBroadcast for req once its keys are held: on
-// the state as it is now, or, while conflicting tasks are still finishing
-// on the keys (handoff.go), ordered behind them when the request does not
-// depend on the state they leave, and after them otherwise. A nil body
-// with no error means req's idempotency key already names task original.
-func (m *Manager) decide(lockCtx context.Context, ts *termState, req Request, guard *lockGuard, lockStart time.Time) (body *logpb.CreateBroadcast, original uint64, err error) {
+// decide builds the CreateBroadcast command for req once its keys are
+// held: on the state as it is now, or, while conflicting tasks are still
+// finishing on the keys (handoff.go), ordered behind them when the request
+// does not depend on the state they leave, and after them otherwise. A
+// non-zero original (and no command) means req's idempotency key or
+// request ID already names that task.
+func (m *Manager) decide(lockCtx context.Context, ts *termState, c Checked, requestID string, guard *lockGuard, lockStart time.Time) (cmd commands.Command, original uint64, err error) {
+	req := withTypeKeys(c.req)
 	for {
 		behind := guard.pending()
 		if len(behind) > 0 && !pipelinable(req, behind) {
 			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
-				return nil, 0, err
+				return commands.Command{}, 0, err
 			}
 			continue
 		}
 		if id, ok := m.original(req); ok {
-			return nil, id, nil
+			return commands.Command{}, id, nil
 		}
-		body, err := prepare(m.leader.State(), req)
+		var after []uint64
+		if len(behind) > 0 {
+			after = predecessorIDs(behind)
+		}
+		cmd, err := prepare(m.leader.State(), c, after, requestID)
 		if err != nil && len(behind) > 0 {
 			// Perhaps refused only on the state before their callbacks.
 			if err := ts.awaitPredecessors(lockCtx, behind, lockStart); err != nil {
-				return nil, 0, err
+				return commands.Command{}, 0, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return commands.Command{}, 0, err
 		}
-		if len(behind) > 0 {
-			body.AfterBroadcasts = predecessorIDs(behind)
+		if len(after) > 0 {
 			m.cfg.Metrics.createPipelined()
 		}
-		return body, 0, nil
+		return cmd, 0, nil
 	}
 }
 
@@ -461,24 +475,19 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 }
 
 // Ack records checkpoints of an ack_sync_up task from the streaming node
-// that persisted the message (ack.FromNode, FromEpoch); the FSM refuses it
+// that persisted the message (the ack's node session); the FSM refuses it
 // unless that node owns each channel at the checkpoint's term. Idempotent:
-// unknown or finished tasks and already-acked VChannels are no-ops. opts
-// are the proposal's options: a node's call passes its caller's node
-// identity (commands.CallerNode), which Apply checks too.
-func (m *Manager) Ack(ctx context.Context, ack *logpb.AckBroadcast, opts ...commands.Option) error {
+// unknown or finished tasks and already-acked VChannels are no-ops. The
+// ack's command was built by NewAck and is proposed as built.
+func (m *Manager) Ack(ctx context.Context, ack Ack) error {
 	if m.leader.EstablishedTerm() == 0 {
 		return errNotLeader
 	}
-	if ack.FromNode == 0 {
-		return fmt.Errorf("%w: an ack names the streaming node session that sent it", commands.ErrInvalid)
-	}
-	id := ack.BroadcastId
-	if _, err := commands.CommitNew(ctx, m.leader, ack, "", opts...); err != nil {
+	if err := CommitAck(ctx, m.leader, ack); err != nil {
 		return err
 	}
 	if ts := m.current(); ts != nil {
-		ts.nudge(id)
+		ts.nudge(ack.id)
 	}
 	return nil
 }
@@ -511,7 +520,7 @@ func newRequestID() string {
 	return "broadcast-create-" + hex.EncodeToString(b[:])
 }
 
-// proposeRetrying commits body with requestID and opts through p (commands.CommitNew: a
+// proposeRetrying commits cmd with opts through p (commands.Commit: a
 // refusal is a *commands.RejectedError) and, while the outcome is unknown
 // and ctx lives, proposes it again (the FSM returns the first result for a
 // repeated request ID).
@@ -523,11 +532,11 @@ func newRequestID() string {
 // node no longer leads, it shuts down, ctx ended) says nothing about the
 // earlier attempt, so the error returned then still wraps
 // leadership.ErrOutcomeUnknown (docs/semantics.md#error-classes).
-func (m *Manager) proposeRetrying(ctx context.Context, p commands.Proposer, body proto.Message, requestID string, opts ...commands.Option) (*logpb.Result, error) {
+func (m *Manager) proposeRetrying(ctx context.Context, p commands.Proposer, cmd commands.Command, opts ...commands.Option) (*logpb.Result, error) {
 	backoff := m.cfg.BackoffInitial
 	var unknown error // the first attempt whose outcome was unknown
 	for {
-		res, err := commands.CommitNew(ctx, p, body, requestID, opts...)
+		res, err := commands.Commit(ctx, p, cmd, opts...)
 		if err == nil {
 			return res, nil
 		}
@@ -537,7 +546,7 @@ func (m *Manager) proposeRetrying(ctx context.Context, p commands.Proposer, body
 		if !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
 			return nil, keepUnknown(unknown, err)
 		}
-		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", requestID, "error", err)
+		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", cmd.RequestID, "error", err)
 		wait := m.cfg.Clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -37,7 +37,7 @@ func TestBroadcastFastAck(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
 	v1, v2 := h.vch(1, 100), h.vch(2, 100)
-	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{
+	res, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{
 		MessageType: "CreatePartition", Payload: []byte("p1"),
 		ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", "c", false)},
 		VChannels:    []string{v1, v2},
@@ -135,25 +135,29 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 	}
 	// The node acks v1 first: still waiting for the CChannel.
 	cp1, _ := h.app.walEntry(v1, id)
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
 	// An ack proposed for another node identity than the session's (it
-	// has none) is refused: Ack proposes with the caller's options.
+	// has none) is refused: Ack proposes stamped with the caller it is
+	// SpokenFor.
 	var rej *commands.RejectedError
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch},
-		commands.CallerNode(99)); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_PERMISSION {
+	forged, err := commands.New(&logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Ack(context.Background(), Ack{cmd: forged, id: id}.SpokenFor(99)); !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_PERMISSION {
 		t.Fatalf("Ack stamped with another node identity: %v, want REJECT_PERMISSION", err)
 	}
 	// A repeated ack is a no-op.
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("repeated Ack: %v", err)
 	}
 	h.never("completed with one of two acks", 3*sweepDelay, func() bool {
 		return taskOf(t, h.leader, id).State != logpb.BroadcastState_BROADCAST_PENDING
 	})
 	cp2, _ := h.app.walEntry(h.cch, id)
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp2}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp2}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
 	r := h.wait(ch)
@@ -161,11 +165,11 @@ func TestBroadcastAckSyncUp(t *testing.T) {
 		t.Fatalf("Broadcast = %+v, %v", r.res, r.err)
 	}
 	// Late ack after the tombstone: a no-op, no error.
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("late Ack: %v", err)
 	}
 	// Unknown task: a no-op.
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 999999, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: 999999, Checkpoints: []*logpb.VChannelCheckpoint{cp1}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatalf("Ack of an unknown task: %v", err)
 	}
 }
@@ -182,7 +186,7 @@ func TestAckSyncUpResend(t *testing.T) {
 		t.Fatalf("WAL %v: a resend must not write twice", ids)
 	}
 	cp, _ := h.app.walEntry(h.cch, c.ID)
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: c.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: c.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: h.node, FromEpoch: h.epoch}); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.wait(ch); r.err != nil {
@@ -214,7 +218,7 @@ func TestConflictingOrder(t *testing.T) {
 			if i%2 == 0 {
 				targets = append(targets, shared2)
 			}
-			res, err := h.m.Broadcast(ctxTimeout(t, 20*time.Second), Request{
+			res, err := broadcast(h.m, ctxTimeout(t, 20*time.Second), Request{
 				MessageType:  "AlterCollection",
 				ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", "c", false)},
 				VChannels:    targets,
@@ -229,7 +233,7 @@ func TestConflictingOrder(t *testing.T) {
 		}(i)
 		go func(i int) { // a different collection: no conflict
 			defer wg.Done()
-			_, err := h.m.Broadcast(ctxTimeout(t, 20*time.Second), Request{
+			_, err := broadcast(h.m, ctxTimeout(t, 20*time.Second), Request{
 				MessageType:  "AlterCollection",
 				ResourceKeys: []*logpb.ResourceKey{dbKey("db"), collKey("db", fmt.Sprintf("other%d", i), false)},
 				VChannels:    []string{shared1},
@@ -347,7 +351,7 @@ func TestLockTimeoutCreatesNoTask(t *testing.T) {
 	before := len(h.leader.State().BroadcastTasks())
 
 	start := time.Now()
-	res, err := h.m.Broadcast(ctxTimeout(t, 60*time.Millisecond), Request{MessageType: "CreateIndex",
+	res, err := broadcast(h.m, ctxTimeout(t, 60*time.Millisecond), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{dbKey("db1"), collKey("db1", "c1", false)}})
 	var lte *LockTimeoutError
 	if !errors.As(err, &lte) {
@@ -382,13 +386,13 @@ func TestIdempotencySequential(t *testing.T) {
 	key, _ := vocab.CollectionScopedKey(42, "import-1")
 	req := Request{MessageType: "Import", ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)},
 		VChannels: []string{h.vch(1, 42)}, IdempotencyKey: key}
-	r1, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
+	r1, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), req)
 	if err != nil || r1.Duplicated {
 		t.Fatalf("first: %+v, %v", r1, err)
 	}
 	// Hold the collection key: a duplicate must not wait for it.
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys(req.ResourceKeys))
-	r2, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
+	r2, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), req)
 	g.release()
 	if err != nil || !r2.Duplicated || r2.BroadcastID != r1.BroadcastID || r2.LockWait != 0 {
 		t.Fatalf("second: %+v, %v", r2, err)
@@ -406,7 +410,7 @@ func TestIdempotencySequential(t *testing.T) {
 	}
 	// Another message type is another scope.
 	req.MessageType = "CreateDatabase"
-	r3, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), req)
+	r3, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), req)
 	if err != nil || r3.Duplicated || r3.BroadcastID == r1.BroadcastID {
 		t.Fatalf("other scope: %+v, %v", r3, err)
 	}
@@ -494,7 +498,7 @@ func TestLeadershipChange(t *testing.T) {
 	if locksOf(h.m) != nil {
 		t.Fatalf("leader memory kept after Run returned")
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"}); err == nil {
+	if _, err := broadcast(h.m, ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"}); err == nil {
 		t.Fatalf("Broadcast without a running leadership succeeded")
 	}
 
@@ -554,7 +558,7 @@ func TestLeadershipChange(t *testing.T) {
 // current term waits; without leadership it fails with leadership.ErrNotLeader.
 func TestBroadcastWaitsForRebuild(t *testing.T) {
 	h := newHarness(t, nil)
-	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"})
+	_, err := broadcast(h.m, ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("before Run: %v", err)
 	}
@@ -566,10 +570,11 @@ func TestBroadcastWaitsForRebuild(t *testing.T) {
 	}
 	h.leader.SetEstablished(0)
 	h.leader.SetRefuse(true)
-	if _, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
+	if _, err := broadcast(h.m, ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("not leader: %v", err)
 	}
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: 1, Checkpoints: nil}); !errors.Is(err, leadership.ErrNotLeader) {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: 1, FromNode: 1, FromEpoch: 1,
+		Checkpoints: []*logpb.VChannelCheckpoint{{Vchannel: "dml_0", Term: 1, TimeTick: 1}}}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Ack not leader: %v", err)
 	}
 	if err := h.m.Abandon(context.Background(), 1, "x"); !errors.Is(err, leadership.ErrNotLeader) {
@@ -717,7 +722,7 @@ func TestCtxEndTaskContinues(t *testing.T) {
 	h.run(h.m, testTerm)
 	gate := make(chan struct{})
 	h.app.setOnAppend(func(appendCall) error { <-gate; return nil })
-	_, err := h.m.Broadcast(ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"})
+	_, err := broadcast(h.m, ctxTimeout(t, 30*time.Millisecond), Request{MessageType: "CreateIndex"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
@@ -743,7 +748,7 @@ func TestNotPrimary(t *testing.T) {
 	// Hold the key: a call that locked would block and time out instead.
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{clusterKey(false)}))
 	defer g.release()
-	_, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
+	_, err := broadcast(h.m, ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
 	if !errors.Is(err, ErrNotPrimary) {
 		t.Fatalf("err = %v, want ErrNotPrimary", err)
@@ -767,7 +772,7 @@ func TestRejectionKeepsFSMMessage(t *testing.T) {
 	h.run(h.m, testTerm)
 	// Invalid requests fail before locking.
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{clusterKey(false)}))
-	_, err := h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "bad type!"})
+	_, err := broadcast(h.m, ctxTimeout(t, time.Second), Request{MessageType: "bad type!"})
 	if !errors.Is(err, commands.ErrInvalid) {
 		t.Fatalf("invalid message type: %v", err)
 	}
@@ -788,7 +793,7 @@ func TestRejectionKeepsFSMMessage(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = h.m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
+	_, err = broadcast(h.m, ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}})
 	var rej *commands.RejectedError
 	if !errors.Is(err, ErrNotPrimary) || !errors.As(err, &rej) || rej.Message == "" {
@@ -809,7 +814,7 @@ func TestTombstoneGC(t *testing.T) {
 	})
 	h.run(h.m, testTerm)
 	for i := 0; i < 5; i++ {
-		if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex"}); err != nil {
+		if _, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -840,7 +845,7 @@ func TestMetricsRecorded(t *testing.T) {
 	}
 	h := newHarness(t, func(c *Config) { c.Metrics = met })
 	h.run(h.m, testTerm)
-	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex",
+	if _, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex",
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c", false)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -936,7 +941,7 @@ func TestClose(t *testing.T) {
 		t.Fatalf("current %v, appender closed %v", m.current(), app.closed.Load())
 	}
 	m.Run(ctx, testTerm, h.leader) // returns at once
-	if _, err := m.Broadcast(ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
+	if _, err := broadcast(m, ctxTimeout(t, time.Second), Request{MessageType: "CreateIndex"}); !errors.Is(err, leadership.ErrNotLeader) {
 		t.Fatalf("Broadcast after Close: %v", err)
 	}
 	if _, err := New(nil, app, Config{}); err == nil {
@@ -983,7 +988,7 @@ func TestAckSyncUpResendsWhenTheChannelMoves(t *testing.T) {
 	if owner.Id == h.node {
 		t.Fatal("the channel did not move")
 	}
-	if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: first.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: owner.Id, FromEpoch: owner.Epoch}); err != nil {
+	if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: first.ID, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: owner.Id, FromEpoch: owner.Epoch}); err != nil {
 		t.Fatalf("the new owner's ack of the older-term record: %v", err)
 	}
 	if r := h.wait(ch); r.err != nil {
@@ -1036,7 +1041,7 @@ func TestAckSyncUpReappendsATargetThatMovedBeforeTheStep(t *testing.T) {
 		}
 		p, _ := st.PChannel(vocab.PChannelOf(v))
 		owner, _ := st.StreamingNode(p.NodeId)
-		if err := h.m.Ack(context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: owner.Id, FromEpoch: owner.Epoch}); err != nil {
+		if err := ack(h.m, context.Background(), &logpb.AckBroadcast{BroadcastId: id, Checkpoints: []*logpb.VChannelCheckpoint{cp}, FromNode: owner.Id, FromEpoch: owner.Epoch}); err != nil {
 			t.Fatalf("the owner's ack of %s: %v", v, err)
 		}
 	}

@@ -11,18 +11,29 @@ import (
 	"github.com/coordd/coordd/vocab"
 )
 
-// CheckRequest validates what can be checked without state: the message
-// type (one of vocab.KnownMessageTypes), payload size, resource keys, idempotency key, request ID and
-// any explicit targets. The API calls it before forwarding; Broadcast calls it again.
-func CheckRequest(req Request) error {
+// Check validates what can be checked without state: the message type
+// (one of vocab.KnownMessageTypes), payload size, resource keys,
+// idempotency key, request ID and any explicit targets. It is the one
+// shape check a broadcast gets on the member that serves it (the API's
+// NewRequest calls it before forwarding; a forwarded call is checked again
+// by the leader's handler): Manager.Broadcast takes only its result and
+// checks no shape again; Apply does, as the guard.
+//
+// What it checks is kept (commands.BroadcastRequest, with the keys the
+// message type always holds, withTypeKeys): the leader completes it into
+// the command with only the targets, predecessors and request ID it adds
+// checked (prepare).
+func Check(req Request) (Checked, error) {
 	if err := vocab.ValidateKnownMessageType(req.MessageType); err != nil {
-		return fmt.Errorf("%w: %w", commands.ErrInvalid, err)
+		return Checked{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err)
 	}
-	if err := vocab.ValidateRequestID(req.RequestID); err != nil {
-		return fmt.Errorf("%w: %w", commands.ErrInvalid, err)
+	t := withTypeKeys(req)
+	shape, err := commands.CheckBroadcastRequest(&logpb.CreateBroadcast{MessageType: t.MessageType, Payload: t.Payload,
+		ResourceKeys: t.ResourceKeys, Vchannels: t.VChannels, AckSyncUp: t.AckSyncUp, IdempotencyKey: t.IdempotencyKey}, t.RequestID)
+	if err != nil {
+		return Checked{}, err
 	}
-	return commands.ValidateBroadcastRequest(&logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload,
-		ResourceKeys: req.ResourceKeys, Vchannels: req.VChannels, IdempotencyKey: req.IdempotencyKey})
+	return Checked{req: req, shape: shape, ok: true}, nil
 }
 
 // withTypeKeys adds the resource keys a message type always holds: an
@@ -37,37 +48,43 @@ func withTypeKeys(req Request) Request {
 	return req
 }
 
-// prepare builds the CreateBroadcast for req on st: the targets are
-// chosen when req names none, the CChannel is added, and the result is
-// checked as the state machine will check it.
-func prepare(st *fsm.State, req Request) (*logpb.CreateBroadcast, error) {
+// prepare builds the CreateBroadcast command for c on st, ordered behind
+// the tasks after (none: not ordered): the targets are chosen when c
+// names none and the CChannel is added; then the state is checked as the
+// state machine will check it (the one state check before Apply). The
+// command is built here once, from c's checked request with only what the
+// leader adds checked (commands.BroadcastRequest.Command), and proposed as
+// built. requestID is the command's (never empty: Broadcast makes one for
+// a request without).
+func prepare(st *fsm.State, c Checked, after []uint64, requestID string) (commands.Command, error) {
+	req := withTypeKeys(c.req)
 	if !st.IsPrimary() {
-		return nil, ErrNotPrimary
+		return commands.Command{}, ErrNotPrimary
 	}
 	cch := st.CChannel()
 	if cch == "" {
-		return nil, &commands.RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
+		return commands.Command{}, &commands.RejectedError{Code: logpb.RejectCode_REJECT_CONFLICT,
 			Message: "streaming is not initialized: there is no control channel yet"}
 	}
 	targets, err := chooseTargets(st, req)
 	if err != nil {
-		return nil, err
+		return commands.Command{}, err
 	}
 	if !contains(targets, cch) {
 		targets = append(targets, cch)
 	}
-	body := &logpb.CreateBroadcast{MessageType: req.MessageType, Payload: req.Payload, ResourceKeys: req.ResourceKeys,
-		Vchannels: targets, AckSyncUp: req.AckSyncUp, IdempotencyKey: req.IdempotencyKey}
-	if _, err := commands.New(body, req.RequestID); err != nil {
-		return nil, err
+	cmd, err := c.shape.Command(targets, after, requestID)
+	if err != nil {
+		return commands.Command{}, err
 	}
+	body := cmd.Body.(*logpb.CreateBroadcast)
 	if r := st.CheckBroadcastCreation(body); r != nil {
-		return nil, commands.Rejected(r)
+		return commands.Command{}, commands.Rejected(r)
 	}
 	if err := checkPendingCreate(st, body); err != nil {
-		return nil, err
+		return commands.Command{}, err
 	}
-	return body, nil
+	return cmd, nil
 }
 
 // chooseTargets returns req's targets, or when it names none, the default

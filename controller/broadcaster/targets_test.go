@@ -45,7 +45,7 @@ func TestDefaultTargets(t *testing.T) {
 	if r != nil {
 		t.Fatal(r)
 	}
-	res, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgCreateCollection,
+	res, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgCreateCollection,
 		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 50, Shards: 2})})
 	if err != nil {
 		t.Fatalf("CreateCollection: %v", err)
@@ -55,7 +55,7 @@ func TestDefaultTargets(t *testing.T) {
 		t.Fatalf("collection 50 recorded on %v, its CreateCollection went to %v", c, plan)
 	}
 
-	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgDropCollection,
+	res, err = broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgDropCollection,
 		Payload: mustMarshal(t, &logpb.DropCollectionPayload{CollectionId: 50})})
 	if err != nil {
 		t.Fatalf("DropCollection: %v", err)
@@ -69,12 +69,12 @@ func TestDefaultTargets(t *testing.T) {
 	// AlterReplicateConfig reaches them all.
 	cfg := &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: testClusterID, Pchannels: h.pch[:3]}}}
 	h.leader.MustPropose(t, &logpb.UpdateReplicateConfiguration{Config: cfg})
-	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex"})
+	res, err = broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: "CreateIndex"})
 	if err != nil {
 		t.Fatalf("CreateIndex: %v", err)
 	}
 	wantInWALs(t, h, res.BroadcastID, []string{h.cch, h.pch[1], h.pch[2]})
-	res, err = h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgAlterReplicateConfig,
+	res, err = broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgAlterReplicateConfig,
 		Payload: mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: testClusterID, Pchannels: h.pch}}})})
 	if err != nil {
 		t.Fatalf("AlterReplicateConfig: %v", err)
@@ -88,7 +88,7 @@ func TestFailedCreateCollectionLeaksNothing(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(h.m, testTerm)
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{collKey("db", "c77", false)}))
-	_, err := h.m.Broadcast(ctxTimeout(t, 100*time.Millisecond), Request{MessageType: vocab.MsgCreateCollection,
+	_, err := broadcast(h.m, ctxTimeout(t, 100*time.Millisecond), Request{MessageType: vocab.MsgCreateCollection,
 		Payload:      mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 77, Shards: 2}),
 		ResourceKeys: []*logpb.ResourceKey{collKey("db", "c77", false)}})
 	var lt *LockTimeoutError
@@ -116,15 +116,15 @@ func TestIdempotentRetryDoesNotResurrect(t *testing.T) {
 	}
 	create := Request{MessageType: vocab.MsgCreateCollection, IdempotencyKey: key,
 		Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 5, Shards: 2})}
-	first, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), create)
+	first, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), create)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgDropCollection,
+	if _, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), Request{MessageType: vocab.MsgDropCollection,
 		Payload: mustMarshal(t, &logpb.DropCollectionPayload{CollectionId: 5})}); err != nil {
 		t.Fatal(err)
 	}
-	again, err := h.m.Broadcast(ctxTimeout(t, 5*time.Second), create)
+	again, err := broadcast(h.m, ctxTimeout(t, 5*time.Second), create)
 	if err != nil || !again.Duplicated || again.BroadcastID != first.BroadcastID {
 		t.Fatalf("retry: %+v, %v; want the original %d, duplicated", again, err, first.BroadcastID)
 	}
@@ -146,7 +146,7 @@ func TestDoomedCreateCollectionRefused(t *testing.T) {
 		{MessageType: vocab.MsgCreateCollection, Payload: mustMarshal(t, &logpb.CreateCollectionPayload{CollectionId: 60, Shards: 2}),
 			VChannels: []string{h.vch(2, 60), vocab.VChannelName(h.pch[3], 60, 1)}},
 	} {
-		_, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), req)
+		_, err := broadcast(h.m, ctxTimeout(t, 2*time.Second), req)
 		var rej *commands.RejectedError
 		if !errors.As(err, &rej) || rej.Code != logpb.RejectCode_REJECT_CONFLICT {
 			t.Fatalf("err = %v, want a CONFLICT refusal", err)
@@ -155,7 +155,7 @@ func TestDoomedCreateCollectionRefused(t *testing.T) {
 	if n := len(h.leader.State().BroadcastTasks()); n != 0 {
 		t.Fatalf("%d tasks after refusals", n)
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: vocab.MsgFlushAll,
+	if _, err := broadcast(h.m, ctxTimeout(t, 2*time.Second), Request{MessageType: vocab.MsgFlushAll,
 		ResourceKeys: []*logpb.ResourceKey{clusterKey(false)}}); err != nil {
 		t.Fatalf("FlushAll after the refusals: %v", err)
 	}
@@ -200,11 +200,11 @@ func TestReplicateConfigCheckedUnderTheLock(t *testing.T) {
 	if n := len(h.leader.State().PendingBroadcasts()); n != 0 {
 		t.Fatalf("%d pending tasks after B's refusal", n)
 	}
-	if _, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: "CreateIndex"}); err != nil {
+	if _, err := broadcast(h.m, ctxTimeout(t, 2*time.Second), Request{MessageType: "CreateIndex"}); err != nil {
 		t.Fatalf("a broadcast after B: %v", err)
 	}
 	// A raw configuration that does not list this cluster is refused too.
-	_, err := h.m.Broadcast(ctxTimeout(t, 2*time.Second), Request{MessageType: vocab.MsgAlterReplicateConfig,
+	_, err := broadcast(h.m, ctxTimeout(t, 2*time.Second), Request{MessageType: vocab.MsgAlterReplicateConfig,
 		Payload: mustMarshal(t, &logpb.ReplicateConfiguration{Clusters: []*logpb.ReplicateCluster{{ClusterId: "other", Pchannels: []string{"o_0"}}}})})
 	if !errors.As(err, &rej) || !strings.Contains(rej.Message, "does not list this cluster") {
 		t.Fatalf("raw config without this cluster: %v", err)
@@ -224,7 +224,7 @@ func TestLockTimeoutBeatsTheCallersDeadline(t *testing.T) {
 	g, _ := locksOf(h.m).tryLock(commands.NormalizeResourceKeys([]*logpb.ResourceKey{key}))
 	defer g.release()
 	ctx := ctxTimeout(t, time.Second)
-	_, err := h.m.Broadcast(ctx, Request{MessageType: "CreateIndex", ResourceKeys: []*logpb.ResourceKey{key}})
+	_, err := broadcast(h.m, ctx, Request{MessageType: "CreateIndex", ResourceKeys: []*logpb.ResourceKey{key}})
 	var lt *LockTimeoutError
 	if !errors.As(err, &lt) || !strings.Contains(err.Error(), "CollectionName:db:held") {
 		t.Fatalf("err = %v, want a lock timeout naming the key", err)

@@ -25,7 +25,8 @@ type fakeBroadcasts struct {
 	answer func(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
 }
 
-func (f *fakeBroadcasts) Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error) {
+func (f *fakeBroadcasts) Broadcast(ctx context.Context, c broadcaster.Checked) (broadcaster.Result, error) {
+	req := c.Request()
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	answer := f.answer

@@ -75,11 +75,15 @@ func (s *Service) UpdateReplicateConfiguration(ctx context.Context, c ReplicateC
 	if err != nil {
 		return fmt.Errorf("encode the configuration: %w", err)
 	}
-	if _, err := s.broadcasts.Broadcast(ctx, broadcaster.Request{
+	b, err := broadcaster.Check(broadcaster.Request{
 		MessageType:  vocab.MsgAlterReplicateConfig,
 		Payload:      payload,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
-	}); err != nil {
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := s.broadcasts.Broadcast(ctx, b); err != nil {
 		return err
 	}
 	if t := s.leader.State().ReplicateConfiguration(); t == nil || !proto.Equal(t, c.cfg) {

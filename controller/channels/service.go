@@ -26,7 +26,7 @@ type Leader interface {
 
 // Broadcaster runs broadcasts (broadcaster.Manager).
 type Broadcaster interface {
-	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
+	Broadcast(ctx context.Context, req broadcaster.Checked) (broadcaster.Result, error)
 }
 
 // Rebalancer takes requests for a balance round (balancer.Balancer).
@@ -70,23 +70,6 @@ func New(leader Leader, broadcasts Broadcaster, rebalancer Rebalancer, log hclog
 		log = hclog.NewNullLogger()
 	}
 	return &Service{leader: leader, broadcasts: broadcasts, rebalancer: rebalancer, log: log}
-}
-
-// Using returns a copy of s that hands broadcasts and rebalance requests
-// to the given ones and logs to log instead (a nil one keeps s's): the
-// API server serves with its own (its logger; tests' fakes).
-func (s *Service) Using(broadcasts Broadcaster, rebalancer Rebalancer, log hclog.Logger) *Service {
-	c := *s
-	if broadcasts != nil {
-		c.broadcasts = broadcasts
-	}
-	if rebalancer != nil {
-		c.rebalancer = rebalancer
-	}
-	if log != nil {
-		c.log = log
-	}
-	return &c
 }
 
 type noRebalancer struct{}

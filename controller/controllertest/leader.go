@@ -202,6 +202,19 @@ func (l *Leader) VerifyLeader(context.Context) error {
 	return l.verify
 }
 
+// IsLeader reports whether the fake leads in an established term (it
+// knows no leader that has not established itself).
+func (l *Leader) IsLeader() bool { return l.EstablishedTerm() != 0 }
+
+// LinearizableRead is the newest state once VerifyLeader succeeds (every
+// proposal is applied at once, so nothing committed is missing from it).
+func (l *Leader) LinearizableRead(ctx context.Context) (*fsm.State, error) {
+	if err := l.VerifyLeader(ctx); err != nil {
+		return nil, err
+	}
+	return l.State(), nil
+}
+
 // Propose applies c (built by commands.New) at once after running the
 // hooks, in the order proposals were queued (it calls the commands.OnQueued
 // function once c has its place). It reads c and opts through

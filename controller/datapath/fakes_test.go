@@ -74,8 +74,8 @@ func (f *fakeSessions) TTL() time.Duration { return f.ttl }
 
 type broadcastFunc func(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
 
-func (f broadcastFunc) Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error) {
-	return f(ctx, req)
+func (f broadcastFunc) Broadcast(ctx context.Context, c broadcaster.Checked) (broadcaster.Result, error) {
+	return f(ctx, c.Request())
 }
 
 // world is a service over a fake leader at term 3 with one streaming node

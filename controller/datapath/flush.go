@@ -76,10 +76,14 @@ func (s *Service) FlushAll(ctx context.Context) (FlushAllResult, error) {
 	if s.broadcasts == nil {
 		return FlushAllResult{}, ErrNoBroadcaster
 	}
-	res, err := s.broadcasts.Broadcast(ctx, broadcaster.Request{
+	b, err := broadcaster.Check(broadcaster.Request{
 		MessageType:  vocab.MsgFlushAll,
 		ResourceKeys: []*logpb.ResourceKey{{Domain: logpb.ResourceDomain_RK_CLUSTER}},
 	})
+	if err != nil {
+		return FlushAllResult{}, err
+	}
+	res, err := s.broadcasts.Broadcast(ctx, b)
 	if err != nil {
 		return FlushAllResult{}, err
 	}

@@ -55,7 +55,7 @@ type Revisions interface {
 
 // Broadcasts commits a broadcast and waits for it (broadcaster.Manager).
 type Broadcasts interface {
-	Broadcast(ctx context.Context, req broadcaster.Request) (broadcaster.Result, error)
+	Broadcast(ctx context.Context, req broadcaster.Checked) (broadcaster.Result, error)
 }
 
 // Sessions is the leader's view of streaming-node sessions

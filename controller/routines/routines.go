@@ -1,10 +1,10 @@
-// Package routines builds every leader-only controller of a member and runs
-// them as one leader routine, in a defined order. It is the one place the
-// leader's work is wired: cmd/coordd registers Set.Run on the raft node,
-// and the API server serves requests with the controllers it built (the
-// data path's service, controller/datapath, composes them there, after
-// the server's options may have replaced the node-health tracker or the
-// broadcaster).
+// Package routines builds every leader-only controller of a member and the
+// request services over them, and runs the controllers as one leader
+// routine, in a defined order. It is the one place the leader's work is
+// wired, for serving and tests alike: cmd/coordd registers Set.Run on the
+// raft node, and the API server serves requests with the services New
+// built (controller/datapath and controller/channels; tests put their
+// fakes in through Config.Doubles, never past New).
 //
 // Order at each established term (docs/architecture.md#leader-routines):
 //  1. the node-health tracker gives every live node a fresh TTL
@@ -24,12 +24,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/controller/allocator"
 	"github.com/coordd/coordd/controller/balancer"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/channels"
+	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/controller/flush"
 	"github.com/coordd/coordd/controller/manifest"
 	"github.com/coordd/coordd/controller/nodehealth"
@@ -39,14 +43,47 @@ import (
 // Name is the name Set.Run is registered under on the raft node.
 const Name = "controllers"
 
-// Node is what the controllers need from the raft node; raftnode.Node
-// implements it. Propose's contract is commands.Proposer's.
+// Node is what the controllers and services need from the raft node;
+// raftnode.Node implements it. Propose's contract is commands.Proposer's.
 type Node interface {
 	State() *fsm.State
 	StateChanged() <-chan struct{}
 	EstablishedTerm() uint64
+	IsLeader() bool
 	VerifyLeader(ctx context.Context) error
+	LinearizableRead(ctx context.Context) (*fsm.State, error)
 	commands.Proposer
+}
+
+// Broadcasts is the broadcaster as the services and the API use it
+// (broadcaster.Manager).
+type Broadcasts interface {
+	// Broadcast commits a task and waits until it is a TOMBSTONE.
+	Broadcast(ctx context.Context, req broadcaster.Checked) (broadcaster.Result, error)
+	// Ack commits a streaming node's ack of an ack_sync_up task.
+	Ack(ctx context.Context, ack broadcaster.Ack) error
+	// Retry wakes a pending task's scheduler now.
+	Retry(id uint64) error
+	// Abandon tombstones a pending task without its callback.
+	Abandon(ctx context.Context, id uint64, reason string) error
+}
+
+// Sessions is the node-health tracker as the services and the API use it
+// (nodehealth.Tracker).
+type Sessions interface {
+	datapath.Sessions
+	// SilentAfter is how long node may go without a heartbeat before it
+	// counts as silent (docs/operations.md#silent-streaming-nodes).
+	SilentAfter(node uint64) time.Duration
+}
+
+// Doubles replace controllers in the services' view (tests only): a set
+// one is what the services and Set's fields of the same name use, while
+// the controller it stands in for (if configured) still runs its routine.
+type Doubles struct {
+	Broadcasts Broadcasts
+	Sessions   Sessions
+	Rebalancer channels.Rebalancer
 }
 
 // Config configures every controller. Balancer and Broadcaster are
@@ -73,6 +110,10 @@ type Config struct {
 	// Manifest configures manifest commits and the orphan collector (no
 	// Store: commits are refused and the collector does not run).
 	Manifest manifest.Config
+	// Logger is the services' logger (nil: none).
+	Logger hclog.Logger
+	// Doubles are tests' fakes for the services (see Doubles).
+	Doubles Doubles
 	// Extra are leader routines of the layers above (cmd/coordd passes the
 	// API's bootstrap-token installer), started after the controllers, in
 	// this order. Registering them here rather than on the raft node keeps
@@ -98,9 +139,18 @@ type Set struct {
 	Manifests   *manifest.Committer
 	Balancer    *balancer.Balancer   // nil when not configured
 	Broadcaster *broadcaster.Manager // nil when not configured
+	// The services' view of the controllers above (or of Config.Doubles):
+	// Broadcasts is nil without a broadcaster, Rebalancer nil without a
+	// balancer.
+	Broadcasts Broadcasts
+	Sessions   Sessions
+	Rebalancer channels.Rebalancer
 	// Channels serves the Channels API's writes with the balancer and
 	// the broadcaster above (it runs no routine of its own).
 	Channels *channels.Service
+	// DataPath serves the data path's requests (write path, sessions,
+	// imports) over the controllers above.
+	DataPath *datapath.Service
 
 	extra []Routine
 	// starting, if set, is called before each concurrent routine starts
@@ -148,23 +198,39 @@ func New(node Node, cfg Config) (*Set, error) {
 		}
 		s.Broadcaster = m
 	}
-	s.Channels = s.newChannels(node)
+	s.services(node, cfg)
 	return s, nil
 }
 
-// newChannels builds the Channels service over the set's broadcaster and
-// balancer; one left out is left out of the service too (a nil pointer
-// must not become a non-nil interface).
-func (s *Set) newChannels(node Node) *channels.Service {
-	var b channels.Broadcaster
+// services builds the request services over the set's controllers, or
+// over the doubles cfg puts in their place. A controller left out is left
+// out of the services too (a nil pointer must not become a non-nil
+// interface).
+func (s *Set) services(node Node, cfg Config) {
+	s.Sessions = s.Health
+	if cfg.Doubles.Sessions != nil {
+		s.Sessions = cfg.Doubles.Sessions
+	}
 	if s.Broadcaster != nil {
-		b = s.Broadcaster
+		s.Broadcasts = s.Broadcaster
 	}
-	var r channels.Rebalancer
+	if cfg.Doubles.Broadcasts != nil {
+		s.Broadcasts = cfg.Doubles.Broadcasts
+	}
 	if s.Balancer != nil {
-		r = s.Balancer
+		s.Rebalancer = s.Balancer
 	}
-	return channels.New(node, b, r, nil)
+	if cfg.Doubles.Rebalancer != nil {
+		s.Rebalancer = cfg.Doubles.Rebalancer
+	}
+	var b channels.Broadcaster
+	var db datapath.Broadcasts
+	if s.Broadcasts != nil {
+		b, db = s.Broadcasts, s.Broadcasts
+	}
+	s.Channels = channels.New(node, b, s.Rebalancer, cfg.Logger)
+	s.DataPath = datapath.New(datapath.Deps{Leader: node, TSO: s.TSO, Flush: s.Data,
+		Revisions: s.Manifests, Broadcasts: db, Sessions: s.Sessions})
 }
 
 // concurrent lists what Run starts after the health reset, in start order.

@@ -1,0 +1,46 @@
+package jepsen
+
+import (
+	"time"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/jepsen-style-tests/nemesis"
+	"github.com/coordd/coordd/jepsen-style-tests/scenario"
+)
+
+// ScaleRuns is how many rounds of the full matrix include the scale
+// templates (the first ones): a run of one takes minutes, not the other
+// templates' tens of seconds, so nine of them would add most of an hour.
+const ScaleRuns = 3
+
+// scaleArgs snapshot often enough at 100k segments that members which fall
+// behind catch up by installing the whole state (32 entries, kept 16
+// behind, checked every second), without snapshotting tens of MB several
+// times a second as the tiny thresholds would; on raft-wal with 4 KiB
+// segments, so that the log is compacted at all (raft-wal drops whole
+// segments).
+var scaleArgs = []string{"--snapshot-threshold", "32", "--trailing-logs", "16", "--snapshot-interval", "1s",
+	"--raft-log-store", "wal", "--raft-wal-segment-size", "4096"}
+
+// scaleTemplates are the templates at scale (issue 35): the members start
+// from a preloaded state of 100k segments (fsm.Synthetic, as bench/scale
+// seeds it; docs/scaling.md#milvus-max), restored into the first member
+// and installed by snapshot into the others, so every snapshot, install
+// and restart moves and decodes tens of MB. Kills, restarts of every
+// member, partitions and a member replacement (disk loss: refused, then
+// removed, wiped and joined again, catching up by snapshot install), with
+// the allocator workload and every checker. Member waits are scaled to
+// the state explicitly (ReadyTimeout, SnapshotTimeout), not loosened
+// elsewhere.
+func scaleTemplates() []scenario.Scenario {
+	return []scenario.Scenario{
+		{Name: "scale-100k-3", Nodes: 3,
+			Faults:      []nemesis.Kind{nemesis.KillNode, nemesis.RestartAll, nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.DiskLoss},
+			FirstFaults: []nemesis.Kind{nemesis.DiskLoss}, Duration: 30 * time.Second, Recovery: 5 * time.Second,
+			ExtraArgs: scaleArgs,
+			Preload:   &fsm.SyntheticShape{Segments: 100_000, VChannels: 10_000, PChannels: 16, ManifestPointers: true},
+			// A join's install of the state took 12-17 s on a quiet box
+			// (bench/RESULTS.md); minutes on a loaded one.
+			ReadyTimeout: 3 * time.Minute, SnapshotTimeout: time.Minute},
+	}
+}

@@ -36,7 +36,11 @@ func scaleTemplates() []scenario.Scenario {
 	return []scenario.Scenario{
 		{Name: "scale-100k-3", Nodes: 3,
 			Faults:      []nemesis.Kind{nemesis.KillNode, nemesis.RestartAll, nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.DiskLoss},
-			FirstFaults: []nemesis.Kind{nemesis.DiskLoss}, Duration: 30 * time.Second, Recovery: 5 * time.Second,
+			FirstFaults: []nemesis.Kind{nemesis.DiskLoss}, Duration: 40 * time.Second, Recovery: 5 * time.Second,
+			// Faults held 3-8 s: the allocators commit ~7 entries a second,
+			// so a member cut off or killed that long falls behind the
+			// leader's compacted log and catches up by installing the state.
+			HoldMin: 3 * time.Second, HoldMax: 8 * time.Second,
 			ExtraArgs: scaleArgs,
 			Preload:   &fsm.SyntheticShape{Segments: 100_000, VChannels: 10_000, PChannels: 16, ManifestPointers: true},
 			// A join's install of the state took 12-17 s on a quiet box

@@ -14,12 +14,12 @@ import (
 const ScaleRuns = 3
 
 // scaleArgs snapshot often enough at 100k segments that members which fall
-// behind catch up by installing the whole state (32 entries, kept 16
+// behind catch up by installing the whole state (every 32 entries, 4 kept
 // behind, checked every second), without snapshotting tens of MB several
 // times a second as the tiny thresholds would; on raft-wal with 4 KiB
 // segments, so that the log is compacted at all (raft-wal drops whole
 // segments).
-var scaleArgs = []string{"--snapshot-threshold", "32", "--trailing-logs", "16", "--snapshot-interval", "1s",
+var scaleArgs = []string{"--snapshot-threshold", "32", "--trailing-logs", "4", "--snapshot-interval", "1s",
 	"--raft-log-store", "wal", "--raft-wal-segment-size", "4096"}
 
 // scaleTemplates are the templates at scale (issue 35): the members start
@@ -37,10 +37,11 @@ func scaleTemplates() []scenario.Scenario {
 		{Name: "scale-100k-3", Nodes: 3,
 			Faults:      []nemesis.Kind{nemesis.KillNode, nemesis.RestartAll, nemesis.IsolateLeader, nemesis.SplitMajority, nemesis.DiskLoss},
 			FirstFaults: []nemesis.Kind{nemesis.DiskLoss}, Duration: 40 * time.Second, Recovery: 5 * time.Second,
-			// Faults held 3-8 s: the allocators commit ~7 entries a second,
-			// so a member cut off or killed that long falls behind the
-			// leader's compacted log and catches up by installing the state.
-			HoldMin: 3 * time.Second, HoldMax: 8 * time.Second,
+			// Faults held 4-10 s: the allocators commit 5-7 entries a
+			// second, so a member cut off or killed that long falls behind
+			// the leader's compacted log and catches up by installing the
+			// state.
+			HoldMin: 4 * time.Second, HoldMax: 10 * time.Second,
 			ExtraArgs: scaleArgs,
 			Preload:   &fsm.SyntheticShape{Segments: 100_000, VChannels: 10_000, PChannels: 16, ManifestPointers: true},
 			// A join's install of the state took 12-17 s on a quiet box

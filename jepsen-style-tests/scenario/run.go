@@ -75,7 +75,9 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration+5*time.Minute)
+	// A member may take ReadyTimeout to serve: at the start each one in
+	// turn (a preloaded cluster's joins).
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration+5*time.Minute+time.Duration(sc.Nodes)*sc.ReadyTimeout)
 	defer cancel()
 	r.startCluster(ctx)
 	r.startStreamingNodes()

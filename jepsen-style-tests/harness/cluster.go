@@ -62,8 +62,9 @@ type Config struct {
 	// cluster starts; default 30 s. A restored state's joins install it
 	// by snapshot, which takes longer the larger it is.
 	ReadyTimeout time.Duration
-	// SnapshotTimeout bounds one GET /v1/snapshot (replica comparison);
-	// default 10 s. A large state takes seconds to serialize and send.
+	// SnapshotTimeout, when positive, bounds one GET /v1/snapshot (replica
+	// comparison) instead of the status client's 2 s: a large state takes
+	// seconds to serialize and send.
 	SnapshotTimeout time.Duration
 }
 
@@ -89,8 +90,9 @@ type Cluster struct {
 	links     [][]*proxy.Proxy // links[i][j]: i dials j
 	clients   []*proxy.Proxy   // clients[i]: workload clients -> member i's gRPC address
 	http      *http.Client
-	// bulk fetches snapshots: no client-wide timeout (http's 2 s would cut
-	// a large state's body); each fetch is bounded by SnapshotTimeout.
+	// bulk fetches snapshots when Config.SnapshotTimeout is set: no
+	// client-wide timeout (http's 2 s would cut a large state's body);
+	// each fetch is bounded by SnapshotTimeout.
 	bulk   *http.Client
 	sec    *Security // nil on an insecure run
 	scheme string    // of the members' HTTP addresses: "https://" or "http://"

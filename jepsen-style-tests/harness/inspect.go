@@ -111,13 +111,15 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 
 // Snapshot fetches member i's FSM snapshot (GET /v1/snapshot).
 func (c *Cluster) Snapshot(ctx context.Context, i int) ([]byte, error) {
-	limit := c.cfg.SnapshotTimeout
-	if limit <= 0 {
-		limit = 10 * time.Second
+	// Without SnapshotTimeout the status client's 2 s cap applies, as for
+	// every small state.
+	limit, hc := 10*time.Second, c.http
+	if c.cfg.SnapshotTimeout > 0 {
+		limit, hc = c.cfg.SnapshotTimeout, c.bulk
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	b, code, err := c.getWith(ctx, c.bulk, i, "/v1/snapshot")
+	b, code, err := c.getWith(ctx, hc, i, "/v1/snapshot")
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ type Scenario struct {
 	// large state takes seconds to load and to install.
 	ReadyTimeout time.Duration
 	// SnapshotTimeout bounds one FSM snapshot fetch of the replica
-	// comparison; zero means 10 s.
+	// comparison; zero keeps the 2 s of every HTTP check.
 	SnapshotTimeout time.Duration
 }
 

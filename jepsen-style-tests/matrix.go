@@ -252,7 +252,11 @@ func Full() []scenario.Scenario {
 	templates = append(templates, hostileTemplates(d)...)
 	var out []scenario.Scenario
 	for r := 1; r <= FullRuns; r++ {
-		for _, t := range templates {
+		ts := templates
+		if r <= ScaleRuns {
+			ts = append(ts[:len(ts):len(ts)], scaleTemplates()...)
+		}
+		for _, t := range ts {
 			t.Name = fmt.Sprintf("%s-r%02d", t.Name, r)
 			out = append(out, t)
 		}

@@ -60,8 +60,10 @@ var allowed = map[string][]string{
 	"cmd": {"api/coordpb", "vocab", "commands", "leadership", "fsm", "raftnode", "raftnode/datadir", "controller", "api", "cluster",
 		"client", "streamingnode", "binlog", "objectstore", "backup", "logging", "security"},
 	// The harness runs secure clusters: a throwaway CA (security) and the
-	// bootstrap admin token's format (api/auth, in the api group).
-	"jepsen-style-tests": {"api/coordpb", "vocab", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security"},
+	// bootstrap admin token's format (api/auth, in the api group). The scale
+	// templates seed offline as bench/scale does: fsm.Synthetic written as a
+	// backup file (fsm, backup), restored with `coordd restore`.
+	"jepsen-style-tests": {"api/coordpb", "vocab", "api", "commands", "client", "cluster", "streamingnode", "testutil", "binlog", "objectstore", "proc", "security", "fsm", "backup"},
 	"bench":              {"api/coordpb", "vocab", "commands", "client", "cluster", "testutil", "fsm", "backup", "proc"}, // bench/scale seeds offline: fsm.Synthetic written as a backup file; proc reads /proc
 	"docs":               {},
 	"monitoring":         {},

@@ -52,6 +52,28 @@ type Config struct {
 	// DiskPerMember, when positive, puts each member's data dir on a tmpfs
 	// of that many bytes of its own (disk.go), for the disk-full nemesis.
 	DiskPerMember int64
+	// Restore, when set, is a backup file (docs/operations.md#backup-and-restore)
+	// the cluster starts from instead of an empty state: restored into the
+	// first member, which the others join one at a time (restore.go).
+	// RestoreIDFloor is its `coordd restore --id-floor`.
+	Restore        string
+	RestoreIDFloor uint64
+	// ReadyTimeout bounds the wait for each member to serve when the
+	// cluster starts; default 30 s. A restored state's joins install it
+	// by snapshot, which takes longer the larger it is.
+	ReadyTimeout time.Duration
+	// SnapshotTimeout, when positive, bounds one GET /v1/snapshot (replica
+	// comparison) instead of the status client's 2 s: a large state takes
+	// seconds to serialize and send.
+	SnapshotTimeout time.Duration
+}
+
+// readyTimeout is Config.ReadyTimeout or its default.
+func (cfg Config) readyTimeout() time.Duration {
+	if cfg.ReadyTimeout > 0 {
+		return cfg.ReadyTimeout
+	}
+	return 30 * time.Second
 }
 
 // Member is one coordd member's addresses and files.
@@ -68,8 +90,12 @@ type Cluster struct {
 	links     [][]*proxy.Proxy // links[i][j]: i dials j
 	clients   []*proxy.Proxy   // clients[i]: workload clients -> member i's gRPC address
 	http      *http.Client
-	sec       *Security // nil on an insecure run
-	scheme    string    // of the members' HTTP addresses: "https://" or "http://"
+	// bulk fetches snapshots when Config.SnapshotTimeout is set: no
+	// client-wide timeout (http's 2 s would cut a large state's body);
+	// each fetch is bounded by SnapshotTimeout.
+	bulk   *http.Client
+	sec    *Security // nil on an insecure run
+	scheme string    // of the members' HTTP addresses: "https://" or "http://"
 
 	join map[int]string // members replaced after a disk loss: --join through this gRPC address
 	// disks are the members' own file systems (Config.DiskPerMember), one
@@ -113,6 +139,7 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 		tr.TLSClientConfig, c.scheme = c.sec.ClientTLS.Clone(), "https://"
 	}
 	c.http = &http.Client{Timeout: 2 * time.Second, Transport: tr}
+	c.bulk = &http.Client{Transport: tr}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(cfg.Dir, id)
@@ -160,14 +187,20 @@ func Start(ctx context.Context, t testing.TB, cfg Config, t0 time.Time) (*Cluste
 		}
 		c.clients = append(c.clients, p)
 	}
-	for i := range c.members {
-		if err := c.Start(i); err != nil {
+	if cfg.Restore != "" {
+		if err := c.startRestored(ctx); err != nil {
 			return nil, err
 		}
-	}
-	for i := range c.members {
-		if err := c.WaitReady(ctx, i, 30*time.Second); err != nil {
-			return nil, err
+	} else {
+		for i := range c.members {
+			if err := c.Start(i); err != nil {
+				return nil, err
+			}
+		}
+		for i := range c.members {
+			if err := c.WaitReady(ctx, i, cfg.readyTimeout()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if c.sec != nil {

@@ -21,6 +21,10 @@ import (
 // replica comparison and their logs.
 
 func (c *Cluster) get(ctx context.Context, i int, path string) ([]byte, int, error) {
+	return c.getWith(ctx, c.http, i, path)
+}
+
+func (c *Cluster) getWith(ctx context.Context, hc *http.Client, i int, path string) ([]byte, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+c.members[i].HTTPAddr+path, nil)
 	if err != nil {
 		return nil, 0, err
@@ -28,7 +32,7 @@ func (c *Cluster) get(ctx context.Context, i int, path string) ([]byte, int, err
 	if tok := c.sec.Token(RoleAdmin); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok) // the snapshot needs admin
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -107,9 +111,15 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 
 // Snapshot fetches member i's FSM snapshot (GET /v1/snapshot).
 func (c *Cluster) Snapshot(ctx context.Context, i int) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Without SnapshotTimeout the status client's 2 s cap applies, as for
+	// every small state.
+	limit, hc := 10*time.Second, c.http
+	if c.cfg.SnapshotTimeout > 0 {
+		limit, hc = c.cfg.SnapshotTimeout, c.bulk
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	b, code, err := c.get(ctx, i, "/v1/snapshot")
+	b, code, err := c.getWith(ctx, hc, i, "/v1/snapshot")
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func (killNodes) run(ctx context.Context, n *Nemesis, s Step, hold time.Duration
 		}
 	}
 	for _, v := range victims {
-		if e := n.c.WaitReady(context.WithoutCancel(ctx), v, 30*time.Second); e != nil {
+		if e := n.c.WaitReady(context.WithoutCancel(ctx), v, n.ready(30*time.Second)); e != nil {
 			err = errors.Join(err, e)
 		}
 	}
@@ -132,7 +132,7 @@ func (restartAll) run(ctx context.Context, n *Nemesis, _ Step, hold time.Duratio
 		}
 	}
 	for _, i := range all {
-		if e := n.c.WaitReady(context.WithoutCancel(ctx), i, 30*time.Second); e != nil {
+		if e := n.c.WaitReady(context.WithoutCancel(ctx), i, n.ready(30*time.Second)); e != nil {
 			err = errors.Join(err, e)
 		}
 	}

@@ -159,7 +159,7 @@ func (storageDamage) run(ctx context.Context, n *Nemesis, s Step, hold time.Dura
 		return n.replace(context.WithoutCancel(ctx), v)
 	}
 	if !exited {
-		if err := n.c.WaitReady(context.WithoutCancel(ctx), v, 30*time.Second); err != nil {
+		if err := n.c.WaitReady(context.WithoutCancel(ctx), v, n.ready(30*time.Second)); err != nil {
 			n.violation("%s started on a data dir with %s but never became ready: %v", n.c.ID(v), kind, err)
 			_ = n.c.Kill(v)
 			return n.replace(context.WithoutCancel(ctx), v)
@@ -247,7 +247,7 @@ func (n *Nemesis) replace(ctx context.Context, v int) error {
 	if err := n.c.StartJoining(v); err != nil {
 		return err
 	}
-	if err := n.c.WaitReady(ctx, v, 60*time.Second); err != nil {
+	if err := n.c.WaitReady(ctx, v, n.ready(60*time.Second)); err != nil {
 		return fmt.Errorf("replace %s: %w", id, err)
 	}
 	n.markReplacing(v, false)

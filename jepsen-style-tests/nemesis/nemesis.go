@@ -113,6 +113,10 @@ func (n *Nemesis) Run(ctx context.Context) error {
 	return n.Heal(context.WithoutCancel(ctx))
 }
 
+// ready is how long to wait for a member to serve where def is the
+// usual wait: def, or Config.ReadyTimeout if that is longer.
+func (n *Nemesis) ready(def time.Duration) time.Duration { return max(def, n.cfg.ReadyTimeout) }
+
 func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -302,7 +306,7 @@ func (n *Nemesis) readd(ctx context.Context, v int) error {
 	if err := n.c.Start(v); err != nil {
 		return err
 	}
-	if err := n.c.WaitReady(ctx, v, 30*time.Second); err != nil {
+	if err := n.c.WaitReady(ctx, v, n.ready(30*time.Second)); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -315,7 +319,8 @@ func (n *Nemesis) readd(ctx context.Context, v int) error {
 // stopped members restart, removed members are re-added, and every member
 // is ready. It is bounded in time.
 func (n *Nemesis) Heal(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	// A replacement and every member's readiness fit in the budget.
+	ctx, cancel := context.WithTimeout(ctx, max(90*time.Second, 3*n.cfg.ReadyTimeout))
 	defer cancel()
 	n.c.HealNetwork()
 	var errs []error
@@ -349,7 +354,7 @@ func (n *Nemesis) Heal(ctx context.Context) error {
 		_ = n.c.Start(i) // an error just means it runs
 	}
 	for i := 0; i < n.c.N(); i++ {
-		if err := n.c.WaitReady(ctx, i, 60*time.Second); err != nil {
+		if err := n.c.WaitReady(ctx, i, n.ready(60*time.Second)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -109,6 +109,13 @@ type Config struct {
 	HoldMin, HoldMax time.Duration
 	// ElectionTimeout of the members: pauses last at least 3 times this.
 	ElectionTimeout time.Duration
+	// ReadyTimeout, when positive, is how long a member may take to serve
+	// again after a restart, a re-add or a replacement, where it is longer
+	// than the defaults (30 s to restart, 60 s to replace or heal): a
+	// member loading or installing a large state (the scale templates)
+	// takes seconds to tens of seconds on a loaded box. Zero keeps the
+	// defaults.
+	ReadyTimeout time.Duration
 }
 
 // Step is one planned fault.

@@ -75,7 +75,9 @@ func Run(t *testing.T, sc Scenario, seed uint64, full bool) report.Summary {
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration+5*time.Minute)
+	// A member may take ReadyTimeout to serve: at the start each one in
+	// turn (a preloaded cluster's joins).
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration+5*time.Minute+time.Duration(sc.Nodes)*sc.ReadyTimeout)
 	defer cancel()
 	r.startCluster(ctx)
 	r.startStreamingNodes()
@@ -140,14 +142,36 @@ func (r *run) startCluster(ctx context.Context) {
 	if slices.Contains(sc.Faults, nemesis.DiskFull) || slices.Contains(sc.FirstFaults, nemesis.DiskFull) {
 		disk = memberDiskSize
 	}
-	cl, err := harness.Start(ctx, t, harness.Config{Nodes: sc.Nodes, Seed: r.seed, ExtraArgs: extra, Dir: filepath.Join(t.TempDir(), "data"),
-		Insecure: insecure, DiskPerMember: disk}, r.start)
+	cfg := harness.Config{Nodes: sc.Nodes, Seed: r.seed, ExtraArgs: extra, Dir: filepath.Join(t.TempDir(), "data"),
+		Insecure: insecure, DiskPerMember: disk, ReadyTimeout: sc.ReadyTimeout, SnapshotTimeout: sc.SnapshotTimeout}
+	if sc.Preload != nil {
+		r.preload(&cfg)
+	}
+	cl, err := harness.Start(ctx, t, cfg, r.start)
 	if err != nil {
 		t.Fatalf("start cluster (seed %d, %s): %v", r.seed, r.sum.Security, err)
 	}
 	r.cl = cl
 	t.Cleanup(r.keepLogs)
 	cl.Logf("cluster of %d ready (%s)", sc.Nodes, r.sum.Security)
+}
+
+// preload writes the scenario's synthetic state as a backup file for the
+// cluster to start from, and notes its size in the summary.
+func (r *run) preload(cfg *harness.Config) {
+	pf, err := writePreload(r.t.TempDir(), *r.sc.Preload)
+	if err != nil {
+		r.t.Fatalf("preload (seed %d): %v", r.seed, err)
+	}
+	cfg.Restore, cfg.RestoreIDFloor = pf.Path, pf.IDFloor
+	if r.sum.Extra == nil {
+		r.sum.Extra = map[string]string{}
+	}
+	r.sum.Extra["preload_segments"] = fmt.Sprint(pf.Segments)
+	r.sum.Extra["preload_backup_mib"] = fmt.Sprintf("%.1f", float64(pf.Bytes)/(1<<20))
+	r.sum.Extra["preload_index"] = fmt.Sprint(pf.Index)
+	r.t.Logf("preloaded state: %d segments, backup %.1f MiB at index %d, built in %.1f s", pf.Segments,
+		float64(pf.Bytes)/(1<<20), pf.Index, pf.Build.Seconds())
 }
 
 // keepLogs copies the member logs into the report (on failure, or always
@@ -238,7 +262,7 @@ func (r *run) runFaults(ctx context.Context, admin *client.Client) faults {
 	nem := nemesis.New(r.cl, nemesis.Config{
 		Seed: r.seed, Kinds: sc.Faults, First: sc.FirstFaults, Duration: sc.Duration, MaxFaults: sc.MaxFaults,
 		QuietMin: sc.QuietMin, QuietMax: sc.QuietMax, HoldMin: sc.HoldMin, HoldMax: sc.HoldMax,
-		ElectionTimeout: 250 * time.Millisecond,
+		ElectionTimeout: 250 * time.Millisecond, ReadyTimeout: sc.ReadyTimeout,
 	}, admin)
 	snDone := make(chan []nemesis.Window, 1)
 	if r.sns != nil && sc.StreamingFaults {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/jepsen-style-tests/checker"
 	"github.com/coordd/coordd/jepsen-style-tests/harness"
 	"github.com/coordd/coordd/jepsen-style-tests/history"
@@ -95,6 +96,20 @@ type Scenario struct {
 	// (nemesis/claim.go): the proxy credential claims upcoming broadcast
 	// IDs on the streaming nodes.
 	HostileClaims bool
+	// Preload, when set, starts the cluster from this synthetic state
+	// instead of an empty one (preload.go): written as a backup file,
+	// restored into the first member, installed into the others by
+	// snapshot as they join.
+	Preload *fsm.SyntheticShape
+	// ReadyTimeout bounds every wait for a member to serve: the cluster's
+	// start (with Preload, each join's snapshot install) and the
+	// nemesis' restarts, re-adds, replacements and heal; zero keeps the
+	// defaults (30 s to start or restart, 60 s to replace or heal). A
+	// large state takes seconds to load and to install.
+	ReadyTimeout time.Duration
+	// SnapshotTimeout bounds one FSM snapshot fetch of the replica
+	// comparison; zero keeps the 2 s of every HTTP check.
+	SnapshotTimeout time.Duration
 }
 
 // ChannelArgs make channel management fast enough for a short run: node

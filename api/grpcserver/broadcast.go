@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -11,6 +10,7 @@ import (
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/broadcaster"
 	"github.com/coordd/coordd/controller/routines"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Broadcast delivers one DDL/DCL message to its targets exactly once and
@@ -81,7 +81,7 @@ func (s *Server) ack(ctx context.Context, ack broadcaster.Ack) error {
 // for a stale read.
 func (s *Server) GetBroadcast(ctx context.Context, req *coordpb.GetBroadcastRequest) (*coordpb.BroadcastInfo, error) {
 	if req.BroadcastId == 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "broadcast_id must be positive"))
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.BroadcastInfo, error) {
 		return coordpb.NewBroadcasterClient(c).GetBroadcast(ctx, req, o...)
@@ -91,7 +91,7 @@ func (s *Server) GetBroadcast(ctx context.Context, req *coordpb.GetBroadcastRequ
 	}
 	info, ok := broadcaster.Info(st, req.BroadcastId)
 	if !ok {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast %d is unknown (never created, or its tombstone was pruned)", errNotFound, req.BroadcastId))
+		return nil, s.toStatus(ctx, vocab.Errorf(errNotFound, "broadcast %d is unknown (never created, or its tombstone was pruned)", req.BroadcastId))
 	}
 	return info, nil
 }
@@ -101,7 +101,7 @@ func (s *Server) GetBroadcast(ctx context.Context, req *coordpb.GetBroadcastRequ
 // a stale read.
 func (s *Server) ListBroadcasts(ctx context.Context, req *coordpb.ListBroadcastsRequest) (*coordpb.ListBroadcastsResponse, error) {
 	if req.Limit > 10000 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: limit must be at most 10000", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "limit must be at most 10000"))
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListBroadcastsResponse, error) {
 		return coordpb.NewBroadcasterClient(c).ListBroadcasts(ctx, req, o...)
@@ -121,7 +121,7 @@ func (s *Server) ListBroadcasts(ctx context.Context, req *coordpb.ListBroadcasts
 // FailedPrecondition for a finished one (the broadcaster decides).
 func (s *Server) RetryBroadcast(ctx context.Context, req *coordpb.RetryBroadcastRequest) (*coordpb.RetryBroadcastResponse, error) {
 	if req.BroadcastId == 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: broadcast_id must be positive", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "broadcast_id must be positive"))
 	}
 	return operateOnBroadcast(s, ctx, req, coordpb.BroadcasterClient.RetryBroadcast, &coordpb.RetryBroadcastResponse{},
 		func(b routines.Broadcasts) error { return b.Retry(req.BroadcastId) })

@@ -2,12 +2,12 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/channels"
+	"github.com/coordd/coordd/vocab"
 )
 
 // ListPChannels returns every PChannel with its term, state, owner and
@@ -187,7 +187,7 @@ func (s *Server) DropVirtualChannels(ctx context.Context, req *coordpb.DropVirtu
 // Linearizable unless the request asks for a stale read.
 func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtualChannelsRequest) (*coordpb.ListVirtualChannelsResponse, error) {
 	if req.CollectionId < 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must not be negative", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "collection_id must not be negative"))
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListVirtualChannelsResponse, error) {
 		return coordpb.NewChannelsClient(c).ListVirtualChannels(ctx, req, o...)
@@ -199,7 +199,7 @@ func (s *Server) ListVirtualChannels(ctx context.Context, req *coordpb.ListVirtu
 	if req.CollectionId != 0 {
 		c, ok := st.Collection(req.CollectionId)
 		if !ok {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: collection %d has no vchannels", errNotFound, req.CollectionId))
+			return nil, s.toStatus(ctx, vocab.Errorf(errNotFound, "collection %d has no vchannels", req.CollectionId))
 		}
 		out.Collections = append(out.Collections, &coordpb.CollectionVChannels{CollectionId: c.CollectionId, Vchannels: c.Vchannels})
 		return out, nil

@@ -2,13 +2,13 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/controller/datapath"
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Flush seals every growing segment of a collection at a fresh TSO
@@ -104,7 +104,7 @@ func (s *Server) GetFlushAllState(ctx context.Context, req *coordpb.GetFlushAllS
 		per[t.Pchannel] = t.TimeTick
 	}
 	if len(per) == 0 && req.FlushAllTsLegacy == 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: flush_all_ts or flush_all_ts_legacy is required", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "flush_all_ts or flush_all_ts_legacy is required"))
 	}
 	st, resp, done, err := readState(s, ctx, coordpb.ReadConsistency_LINEARIZABLE, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetFlushStateResponse, error) {
 		return coordpb.NewDataCoordClient(c).GetFlushAllState(ctx, req, o...)
@@ -114,7 +114,7 @@ func (s *Server) GetFlushAllState(ctx context.Context, req *coordpb.GetFlushAllS
 	}
 	fs, err := st.FlushAllState(per, req.FlushAllTsLegacy)
 	if err != nil {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: %v", errInvalid, err))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "%v", err))
 	}
 	s.wantCheckpoints(fs)
 	return apiFlushState(fs), nil

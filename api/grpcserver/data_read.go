@@ -3,7 +3,6 @@ package grpcserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -84,7 +83,7 @@ func apiSegment(g *fsm.Segment, withLogs bool) *coordpb.SegmentInfo {
 // (docs/semantics.md#recovery). NotFound for a VChannel that never existed.
 func (s *Server) GetRecoveryInfo(ctx context.Context, req *coordpb.GetRecoveryInfoRequest) (*coordpb.GetRecoveryInfoResponse, error) {
 	if _, ok := vocab.CollectionOfVChannel(req.Vchannel); !ok {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: %q is not a vchannel name", errInvalid, req.Vchannel))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "%q is not a vchannel name", req.Vchannel))
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.GetRecoveryInfoResponse, error) {
 		return coordpb.NewDataCoordClient(c).GetRecoveryInfo(ctx, req, o...)
@@ -94,7 +93,7 @@ func (s *Server) GetRecoveryInfo(ctx context.Context, req *coordpb.GetRecoveryIn
 	}
 	ri, err := st.RecoveryInfo(req.Vchannel)
 	if errors.Is(err, fsm.ErrUnknownVChannel) {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: %v", errNotFound, err))
+		return nil, s.toStatus(ctx, vocab.Errorf(errNotFound, "%v", err))
 	}
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -139,7 +138,7 @@ func (s *Server) GetSegmentInfo(ctx context.Context, req *coordpb.GetSegmentInfo
 	for _, id := range req.SegmentIds {
 		g, ok := st.Segment(id)
 		if !ok || (!g.Healthy() && !req.IncludeUnhealthy) {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: segment %d does not exist", errNotFound, id))
+			return nil, s.toStatus(ctx, vocab.Errorf(errNotFound, "segment %d does not exist", id))
 		}
 		out.Segments = append(out.Segments, apiSegment(g, true))
 		if !seen[g.VChannel] {
@@ -158,16 +157,16 @@ func (s *Server) ListSegments(ctx context.Context, req *coordpb.ListSegmentsRequ
 	if req.State != "" {
 		st, ok := fsm.SegmentStateByName(req.State)
 		if !ok {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: unknown state %q (Growing, Sealed, Flushing, Flushed, Dropped, Importing)", errInvalid, req.State))
+			return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "unknown state %q (Growing, Sealed, Flushing, Flushed, Dropped, Importing)", req.State))
 		}
 		want.State = st
 	}
 	if req.CollectionId < 0 || req.AfterSegmentId < 0 || req.Limit > maxListSegments {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: negative id or limit over %d", errInvalid, maxListSegments))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "negative id or limit over %d", maxListSegments))
 	}
 	if req.Vchannel != "" {
 		if _, ok := vocab.CollectionOfVChannel(req.Vchannel); !ok {
-			return nil, s.toStatus(ctx, fmt.Errorf("%w: %q is not a vchannel name", errInvalid, req.Vchannel))
+			return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "%q is not a vchannel name", req.Vchannel))
 		}
 	}
 	want.CollectionID, want.VChannel, want.After = req.CollectionId, req.Vchannel, req.AfterSegmentId
@@ -196,7 +195,7 @@ func (s *Server) ListSegments(ctx context.Context, req *coordpb.ListSegmentsRequ
 // all) with their lag behind this node's clock.
 func (s *Server) ListChannelCheckpoints(ctx context.Context, req *coordpb.ListChannelCheckpointsRequest) (*coordpb.ListChannelCheckpointsResponse, error) {
 	if req.CollectionId < 0 {
-		return nil, s.toStatus(ctx, fmt.Errorf("%w: collection_id must not be negative", errInvalid))
+		return nil, s.toStatus(ctx, vocab.Errorf(errInvalid, "collection_id must not be negative"))
 	}
 	st, resp, done, err := readState(s, ctx, req.Consistency, func(ctx context.Context, c *grpc.ClientConn, o ...grpc.CallOption) (*coordpb.ListChannelCheckpointsResponse, error) {
 		return coordpb.NewDataCoordClient(c).ListChannelCheckpoints(ctx, req, o...)

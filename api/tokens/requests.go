@@ -1,12 +1,11 @@
 package tokens
 
 import (
-	"fmt"
-
 	"github.com/coordd/coordd/api/auth"
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The checked requests. Each holds the command its use case proposes,
@@ -26,13 +25,13 @@ type Create struct {
 func NewCreate(req *coordpb.CreateTokenRequest) (Create, error) {
 	role, err := auth.ParseRole(req.Role)
 	if err != nil {
-		return Create{}, fmt.Errorf("%w: %v", commands.ErrInvalid, err)
+		return Create{}, vocab.Errorf(commands.ErrInvalid, "%v", err)
 	}
 	switch {
 	case role == auth.RoleNode && req.NodeId == 0:
-		return Create{}, fmt.Errorf("%w: a node token is bound to one streaming node: give node_id (coordctl token create node --node-id N); proxies use role proxy", commands.ErrInvalid)
+		return Create{}, vocab.Errorf(commands.ErrInvalid, "a node token is bound to one streaming node: give node_id (coordctl token create node --node-id N); proxies use role proxy")
 	case role != auth.RoleNode && req.NodeId != 0:
-		return Create{}, fmt.Errorf("%w: node_id is only for role node, not %s", commands.ErrInvalid, role)
+		return Create{}, vocab.Errorf(commands.ErrInvalid, "node_id is only for role node, not %s", role)
 	}
 	tok, err := auth.NewToken()
 	if err != nil {

@@ -3,7 +3,6 @@ package tokens
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/coordd/coordd/api/auth"
@@ -33,14 +32,14 @@ func New(leader Leader) *Service { return &Service{leader: leader} }
 // creation time) and the token's secret, shown this once.
 func (s *Service) Create(ctx context.Context, c Create) (*coordpb.CreateTokenResponse, error) {
 	if !c.cmd.Checked() {
-		return nil, fmt.Errorf("%w: a token request not made by tokens.NewCreate", commands.ErrInvalid)
+		return nil, vocab.Errorf(commands.ErrInvalid, "a token request not made by tokens.NewCreate")
 	}
 	if _, err := commands.Commit(ctx, s.leader, c.cmd); err != nil {
 		return nil, err
 	}
 	stored, ok := s.leader.State().Token(c.tok.ID)
 	if !ok { // revoked since the commit
-		return nil, fmt.Errorf("%w: token %s was revoked right after its creation", vocab.ErrNotFound, c.tok.ID)
+		return nil, vocab.Errorf(vocab.ErrNotFound, "token %s was revoked right after its creation", c.tok.ID)
 	}
 	return &coordpb.CreateTokenResponse{Token: info(stored), Secret: c.tok.String()}, nil
 }
@@ -48,7 +47,7 @@ func (s *Service) Create(ctx context.Context, c Create) (*coordpb.CreateTokenRes
 // Revoke commits r (Apply refuses an unknown ID as not found).
 func (s *Service) Revoke(ctx context.Context, r Revoke) error {
 	if !r.cmd.Checked() {
-		return fmt.Errorf("%w: a token request not made by tokens.NewRevoke", commands.ErrInvalid)
+		return vocab.Errorf(commands.ErrInvalid, "a token request not made by tokens.NewRevoke")
 	}
 	_, err := commands.Commit(ctx, s.leader, r.cmd)
 	return err

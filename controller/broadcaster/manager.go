@@ -20,6 +20,7 @@ import (
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/leadership"
+	"github.com/coordd/coordd/vocab"
 )
 
 // Leader is what the broadcaster needs from the raft node.
@@ -290,7 +291,7 @@ func (m *Manager) await(ctx context.Context) (*termState, error) {
 func (m *Manager) Broadcast(ctx context.Context, checked Checked) (Result, error) {
 	start := time.Now()
 	if !checked.ok {
-		return Result{}, fmt.Errorf("%w: a broadcast request not made by broadcaster.Check", commands.ErrInvalid)
+		return Result{}, vocab.Errorf(commands.ErrInvalid, "a broadcast request not made by broadcaster.Check")
 	}
 	req := checked.req
 	if m.leader.EstablishedTerm() == 0 {
@@ -456,7 +457,7 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 				res.Checkpoints[i] = proto.Clone(cp).(*logpb.VChannelCheckpoint)
 			}
 			if t.AbandonedReason != "" {
-				return res, fmt.Errorf("%w: broadcast %d: %s", ErrAbandoned, id, t.AbandonedReason)
+				return res, vocab.Errorf(ErrAbandoned, "broadcast %d: %s", id, t.AbandonedReason)
 			}
 			if !dup {
 				m.cfg.Metrics.observeBroadcast(msgType, time.Since(start).Seconds())

@@ -2,7 +2,6 @@ package broadcaster
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/coordd/coordd/api/coordpb"
@@ -38,7 +37,7 @@ func NewRequest(req *coordpb.BroadcastRequest) (Checked, error) {
 	for _, k := range req.ResourceKeys {
 		d, ok := logDomain(k.Domain)
 		if !ok {
-			return Checked{}, fmt.Errorf("%w: unknown resource key domain %q", commands.ErrInvalid, k.Domain)
+			return Checked{}, vocab.Errorf(commands.ErrInvalid, "unknown resource key domain %q", k.Domain)
 		}
 		out.ResourceKeys = append(out.ResourceKeys, &logpb.ResourceKey{Domain: d, Key: k.Key, Shared: k.Shared})
 	}
@@ -67,7 +66,7 @@ func scopedKey(ik *coordpb.IdempotencyKey) (string, error) {
 	switch strings.ToUpper(ik.Scope) {
 	case "CLUSTER":
 		if ik.ScopeId != 0 {
-			return "", fmt.Errorf("%w: a CLUSTER idempotency scope takes no scope_id, got %d", commands.ErrInvalid, ik.ScopeId)
+			return "", vocab.Errorf(commands.ErrInvalid, "a CLUSTER idempotency scope takes no scope_id, got %d", ik.ScopeId)
 		}
 		return vocab.ClusterScopedKey(ik.Key)
 	case "DATABASE":
@@ -75,7 +74,7 @@ func scopedKey(ik *coordpb.IdempotencyKey) (string, error) {
 	case "COLLECTION":
 		return vocab.CollectionScopedKey(ik.ScopeId, ik.Key)
 	}
-	return "", fmt.Errorf("%w: idempotency scope must be CLUSTER, DATABASE or COLLECTION, got %q", commands.ErrInvalid, ik.Scope)
+	return "", vocab.Errorf(commands.ErrInvalid, "idempotency scope must be CLUSTER, DATABASE or COLLECTION, got %q", ik.Scope)
 }
 
 // Ack is a streaming node's ack of an ack_sync_up task, its command built
@@ -101,7 +100,7 @@ func (a Ack) SpokenFor(caller uint64) Ack {
 // will check them.
 func NewAck(req *coordpb.AckRequest) (Ack, error) {
 	if req.NodeId == 0 || req.Epoch == 0 {
-		return Ack{}, fmt.Errorf("%w: node_id and epoch are required: an ack comes from the streaming node that owns the channel", commands.ErrInvalid)
+		return Ack{}, vocab.Errorf(commands.ErrInvalid, "node_id and epoch are required: an ack comes from the streaming node that owns the channel")
 	}
 	var cps []*logpb.VChannelCheckpoint
 	for _, cp := range req.Checkpoints {
@@ -119,7 +118,7 @@ func NewAck(req *coordpb.AckRequest) (Ack, error) {
 // wakes the task).
 func CommitAck(ctx context.Context, p commands.Proposer, ack Ack) error {
 	if !ack.cmd.Checked() {
-		return fmt.Errorf("%w: an ack not made by broadcaster.NewAck", commands.ErrInvalid)
+		return vocab.Errorf(commands.ErrInvalid, "an ack not made by broadcaster.NewAck")
 	}
 	_, err := commands.Commit(ctx, p, ack.cmd, commands.CallerNode(ack.caller))
 	return err

@@ -1,8 +1,6 @@
 package broadcaster
 
 import (
-	"fmt"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/commands"
@@ -25,7 +23,7 @@ import (
 // checked (prepare).
 func Check(req Request) (Checked, error) {
 	if err := vocab.ValidateKnownMessageType(req.MessageType); err != nil {
-		return Checked{}, fmt.Errorf("%w: %w", commands.ErrInvalid, err)
+		return Checked{}, vocab.Errorf(commands.ErrInvalid, "%w", err)
 	}
 	t := withTypeKeys(req)
 	shape, err := commands.CheckBroadcastRequest(&logpb.CreateBroadcast{MessageType: t.MessageType, Payload: t.Payload,
@@ -102,7 +100,7 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 	case vocab.MsgCreateCollection:
 		var p logpb.CreateCollectionPayload
 		if err := proto.Unmarshal(req.Payload, &p); err != nil {
-			return nil, fmt.Errorf("%w: CreateCollection payload: %v", commands.ErrInvalid, err)
+			return nil, vocab.Errorf(commands.ErrInvalid, "CreateCollection payload: %v", err)
 		}
 		if follow, ok, err := followPendingCreate(st, p.CollectionId, p.Shards); ok {
 			return follow, err
@@ -115,7 +113,7 @@ func chooseTargets(st *fsm.State, req Request) ([]string, error) {
 	case vocab.MsgDropCollection:
 		var p logpb.DropCollectionPayload
 		if err := proto.Unmarshal(req.Payload, &p); err != nil {
-			return nil, fmt.Errorf("%w: DropCollection payload: %v", commands.ErrInvalid, err)
+			return nil, vocab.Errorf(commands.ErrInvalid, "DropCollection payload: %v", err)
 		}
 		if coll, ok := st.Collection(p.CollectionId); ok {
 			return append([]string(nil), coll.Vchannels...), nil

@@ -1,10 +1,9 @@
 package datapath
 
 import (
-	"fmt"
-
 	"github.com/coordd/coordd/api/coordpb"
 	"github.com/coordd/coordd/commands"
+	"github.com/coordd/coordd/vocab"
 )
 
 // The data path's reads are answered by the API from a state it reads
@@ -16,10 +15,10 @@ import (
 // commands.MaxSegmentsPerCmd segment IDs.
 func CheckFlushState(req *coordpb.GetFlushStateRequest) error {
 	if req.CollectionId < 0 || len(req.SegmentIds) > commands.MaxSegmentsPerCmd {
-		return fmt.Errorf("%w: collection_id must not be negative and at most %d segment ids", commands.ErrInvalid, commands.MaxSegmentsPerCmd)
+		return vocab.Errorf(commands.ErrInvalid, "collection_id must not be negative and at most %d segment ids", commands.MaxSegmentsPerCmd)
 	}
 	if req.FlushTs == 0 && req.CollectionId > 0 {
-		return fmt.Errorf("%w: flush_ts is required with a collection", commands.ErrInvalid)
+		return vocab.Errorf(commands.ErrInvalid, "flush_ts is required with a collection")
 	}
 	return nil
 }
@@ -28,7 +27,7 @@ func CheckFlushState(req *coordpb.GetFlushStateRequest) error {
 // commands.MaxSegmentsPerCmd segment IDs.
 func CheckSegmentInfo(req *coordpb.GetSegmentInfoRequest) error {
 	if len(req.SegmentIds) == 0 || len(req.SegmentIds) > commands.MaxSegmentsPerCmd {
-		return fmt.Errorf("%w: need 1..%d segment ids", commands.ErrInvalid, commands.MaxSegmentsPerCmd)
+		return vocab.Errorf(commands.ErrInvalid, "need 1..%d segment ids", commands.MaxSegmentsPerCmd)
 	}
 	return nil
 }

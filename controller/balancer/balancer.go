@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/controller/balancer/policy"
+	"github.com/coordd/coordd/controller/pacing"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
@@ -204,6 +205,12 @@ func (b *Balancer) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	// (or fails); moved is what the rounds since the first of them moved.
 	var waiting []chan Report
 	var moved []Move
+	// pace bounds Decide's share of a core: a round woken by a change
+	// (not a timer, a trigger or a request) first rests pacing.Duty times
+	// the last Decide's duration. At Milvus-max's 65,536 VChannels a
+	// Decide costs tens of milliseconds, and new collections (each one a
+	// channel-record change) arrive several times a second.
+	var pace pacing.Pacer
 	stateCh, healthCh := b.leader.StateChanged(), b.health.Changed()
 	for {
 		forced, stateOnly := false, false
@@ -239,9 +246,17 @@ func (b *Balancer) Run(ctx context.Context, term uint64, p commands.Proposer) {
 		balanced := lastLayout
 		if forced {
 			balanced = ""
+		} else if d := pace.Wait(b.cfg.Clock.Now()); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.cfg.Clock.After(d):
+			}
 		}
 		st := b.leader.State()
+		start := b.cfg.Clock.Now()
 		plan, err := b.decide(st, balanced)
+		pace.Ran(start, b.cfg.Clock.Now())
 		if !forced && plan.Signature == lastLayout {
 			laidOut = st.ChannelRecords() // the same layout, from newer records
 			continue

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
+	"github.com/coordd/coordd/controller/pacing"
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/vocab"
 )
@@ -17,11 +18,12 @@ import (
 // every time-tick report that may make a segment flushable, until ctx
 // ends, proposing through the routine's proposer p (every command is a
 // decision of term, Command.DecidedIn); paced so rounds take at most
-// about 1/roundDuty of a core.
+// about a tenth of a core
+// (package pacing).
 func (m *Manager) Run(ctx context.Context, term uint64, p commands.Proposer) {
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
-	var pace pacer
+	var pace pacing.Pacer
 	for {
 		select {
 		case <-ctx.Done():
@@ -29,7 +31,7 @@ func (m *Manager) Run(ctx context.Context, term uint64, p commands.Proposer) {
 		case <-t.Chan():
 		case <-m.kick:
 		}
-		if d := pace.wait(m.clock.Now()); d > 0 {
+		if d := pace.Wait(m.clock.Now()); d > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -38,7 +40,7 @@ func (m *Manager) Run(ctx context.Context, term uint64, p commands.Proposer) {
 		}
 		start := m.clock.Now()
 		_, _ = m.round(ctx, term, p)
-		pace.ran(start, m.clock.Now())
+		pace.Ran(start, m.clock.Now())
 	}
 }
 

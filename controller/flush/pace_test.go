@@ -12,21 +12,6 @@ import (
 	"github.com/coordd/coordd/testutil"
 )
 
-func TestPacerRestsTenTimesTheRound(t *testing.T) {
-	var p pacer
-	t0 := time.Unix(1000, 0)
-	if d := p.wait(t0); d != 0 {
-		t.Fatalf("first round waits %v", d)
-	}
-	p.ran(t0, t0.Add(50*time.Millisecond))
-	if d := p.wait(t0.Add(50 * time.Millisecond)); d != 500*time.Millisecond {
-		t.Fatalf("after a 50ms round: wait %v, want 500ms", d)
-	}
-	if d := p.wait(t0.Add(time.Second)); d != 0 {
-		t.Fatalf("rested enough: wait %v", d)
-	}
-}
-
 // TestRunRestsAfterACostlyRound: a round that took a second (the fake
 // clock moves while it proposes) is followed by ten seconds without a
 // round, even when a time-tick report asks for one; then the round runs.

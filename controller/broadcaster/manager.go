@@ -3,8 +3,6 @@ package broadcaster
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -19,7 +17,6 @@ import (
 	"github.com/coordd/coordd/commands"
 	"github.com/coordd/coordd/commands/logpb"
 	"github.com/coordd/coordd/fsm"
-	"github.com/coordd/coordd/leadership"
 	"github.com/coordd/coordd/vocab"
 )
 
@@ -475,24 +472,6 @@ func (m *Manager) waitDone(ctx context.Context, msgType string, id uint64, dup b
 	}
 }
 
-// Ack records checkpoints of an ack_sync_up task from the streaming node
-// that persisted the message (the ack's node session); the FSM refuses it
-// unless that node owns each channel at the checkpoint's term. Idempotent:
-// unknown or finished tasks and already-acked VChannels are no-ops. The
-// ack's command was built by NewAck and is proposed as built.
-func (m *Manager) Ack(ctx context.Context, ack Ack) error {
-	if m.leader.EstablishedTerm() == 0 {
-		return errNotLeader
-	}
-	if err := CommitAck(ctx, m.leader, ack); err != nil {
-		return err
-	}
-	if ts := m.current(); ts != nil {
-		ts.nudge(ack.id)
-	}
-	return nil
-}
-
 // sameRequest reports whether task t could have been created for req:
 // the same message type, resource keys and ack mode, and the same payload
 // while t keeps it (a tombstone does not).
@@ -511,65 +490,4 @@ func sameRequest(t *logpb.BroadcastTask, req Request) bool {
 		}
 	}
 	return true
-}
-
-// newRequestID makes the request ID of a CreateBroadcast, so a retry after
-// an unknown outcome cannot create a second task.
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "broadcast-create-" + hex.EncodeToString(b[:])
-}
-
-// proposeRetrying commits cmd with opts through p (commands.Commit: a
-// refusal is a *commands.RejectedError) and, while the outcome is unknown
-// and ctx lives, proposes it again (the FSM returns the first result for a
-// repeated request ID).
-//
-// Once an attempt's outcome was unknown, the call's outcome stays unknown
-// unless a later attempt learns it: a result or a refusal that went
-// through Apply (the FSM answers a repeated request ID with the first
-// result) is the answer, but a later attempt's own "nothing done" (this
-// node no longer leads, it shuts down, ctx ended) says nothing about the
-// earlier attempt, so the error returned then still wraps
-// leadership.ErrOutcomeUnknown (docs/semantics.md#error-classes).
-func (m *Manager) proposeRetrying(ctx context.Context, p commands.Proposer, cmd commands.Command, opts ...commands.Option) (*logpb.Result, error) {
-	backoff := m.cfg.BackoffInitial
-	var unknown error // the first attempt whose outcome was unknown
-	for {
-		res, err := commands.Commit(ctx, p, cmd, opts...)
-		if err == nil {
-			return res, nil
-		}
-		if errors.Is(err, leadership.ErrOutcomeUnknown) && unknown == nil {
-			unknown = err
-		}
-		if !errors.Is(err, leadership.ErrOutcomeUnknown) || ctx.Err() != nil {
-			return nil, keepUnknown(unknown, err)
-		}
-		m.log.Warn("broadcast proposal outcome unknown; retrying with the same request id", "request_id", cmd.RequestID, "error", err)
-		wait := m.cfg.Clock.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			wait.Stop()
-			return nil, err
-		case <-wait.Chan():
-		}
-		backoff = min(2*backoff, m.cfg.BackoffMax)
-	}
-}
-
-// keepUnknown is the error of a retried proposal whose last attempt failed
-// with last: last itself when it already wraps leadership.ErrOutcomeUnknown,
-// when it is a refusal Apply made (it answers for the request ID, see
-// proposeRetrying), or when no attempt's outcome was unknown. Otherwise it
-// is the earlier unknown outcome, which last cannot undo, with last's text
-// only: last's own class ("not the leader": nothing done) must not reach
-// errors.Is, or a caller would read it as the call's outcome.
-func keepUnknown(unknown, last error) error {
-	var rej *commands.RejectedError
-	if unknown == nil || errors.Is(last, leadership.ErrOutcomeUnknown) || errors.As(last, &rej) {
-		return last
-	}
-	return fmt.Errorf("%w (a retry with the same request id then failed: %v)", unknown, last)
 }

@@ -134,3 +134,21 @@ func CheckAbandon(req *coordpb.AbandonBroadcastRequest) error {
 // Body is the ack's log command body (for fakes and logs; not to be
 // changed).
 func (a Ack) Body() *logpb.AckBroadcast { return a.cmd.Body.(*logpb.AckBroadcast) }
+
+// Ack records checkpoints of an ack_sync_up task from the streaming node
+// that persisted the message (the ack's node session); the FSM refuses it
+// unless that node owns each channel at the checkpoint's term. Idempotent:
+// unknown or finished tasks and already-acked VChannels are no-ops. The
+// ack's command was built by NewAck and is proposed as built.
+func (m *Manager) Ack(ctx context.Context, ack Ack) error {
+	if m.leader.EstablishedTerm() == 0 {
+		return errNotLeader
+	}
+	if err := CommitAck(ctx, m.leader, ack); err != nil {
+		return err
+	}
+	if ts := m.current(); ts != nil {
+		ts.nudge(ack.id)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -163,6 +164,21 @@ func TestBroadcastBadSpec(t *testing.T) {
 		if n.Calls(m) != 0 {
 			t.Errorf("%s reached the server %d times", m, n.Calls(m))
 		}
+	}
+}
+
+// TestBroadcastCutByTheDeadlineIsAnUnknownOutcome: the one attempt of a
+// broadcast reached the server and was still waiting when the call's
+// deadline passed: it may have been applied, so the error says the
+// outcome is unknown, with the deadline as its code.
+func TestBroadcastCutByTheDeadlineIsAnUnknownOutcome(t *testing.T) {
+	fc, c := broadcastCluster(t)
+	fc.ScriptBroadcast(clienttest.BroadcastScript{Apply: true, Hang: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Broadcast(ctx, client.BroadcastSpec{MessageType: vocab.MsgFlushAll})
+	if !client.IsOutcomeUnknown(err) || status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("err = %v; want DeadlineExceeded with an unknown outcome", err)
 	}
 }
 

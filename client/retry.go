@@ -229,6 +229,9 @@ func (c *Client) retry(ctx context.Context, op string, kind callKind, fn rpcFunc
 			e.Err = status.FromContextError(stopped).Err()
 			e.Stopped = stopped
 			e.LastAnswer = answered
+			// An attempt the deadline cut after it left the client may
+			// have been applied.
+			e.OutcomeUnknown = e.OutcomeUnknown || sent
 			return "", e
 		}
 		answered = err

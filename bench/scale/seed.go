@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/coordd/coordd/backup"
@@ -68,29 +66,11 @@ func writeSeed(path string, p profile) (*seedInfo, error) {
 		info.SegStates[s.String()] = st.SegmentCountIn(s)
 	}
 	start = time.Now()
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("create the seed backup: %w", err)
-	}
-	defer f.Close()
-	w, err := backup.NewWriter(f, backup.Header{ClusterID: "milvus-max-synthetic", LeaderID: "synthetic",
+	n, err := backup.WriteState(path, st, backup.Header{ClusterID: "milvus-max-synthetic", LeaderID: "synthetic",
 		Index: info.Index, Term: 1, CreatedUnixMs: time.Now().UnixMilli()})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("seed backup: %w", err)
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := st.WriteSnapshot(bw); err != nil {
-		return nil, fmt.Errorf("write the seed snapshot: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write the seed snapshot: %w", err)
-	}
-	if _, _, err := w.Finish(); err != nil {
-		return nil, err
-	}
-	info.Write = time.Since(start)
-	if fi, err := f.Stat(); err == nil {
-		info.Bytes = fi.Size()
-	}
+	info.Write, info.Bytes = time.Since(start), n
 	return info, nil
 }

@@ -46,8 +46,8 @@ type memoryLimitFlag struct{ p *int64 }
 func (f memoryLimitFlag) String() string { return byteSizeFlag(f).String() }
 
 func (f memoryLimitFlag) Set(s string) error {
-	n, err := vocab.ParseBytes(s)
-	if err != nil {
+	var n int64
+	if err := (byteSizeFlag{&n}).Set(s); err != nil {
 		return err
 	}
 	if n != 0 && n < minMemoryLimit {

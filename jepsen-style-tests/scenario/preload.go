@@ -1,9 +1,7 @@
 package scenario
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -37,30 +35,11 @@ func writePreload(dir string, shape fsm.SyntheticShape) (*preloadFile, error) {
 	}
 	pf := &preloadFile{Path: filepath.Join(dir, "preload.backup"), Index: st.AppliedIndex(), IDFloor: st.NextID() + 1,
 		Segments: shape.Segments}
-	f, err := os.Create(pf.Path)
-	if err != nil {
-		return nil, fmt.Errorf("create the preload backup: %w", err)
-	}
-	defer f.Close()
-	w, err := backup.NewWriter(f, backup.Header{ClusterID: "jepsen-preload", LeaderID: "synthetic", Index: pf.Index, Term: 1,
+	n, err := backup.WriteState(pf.Path, st, backup.Header{ClusterID: "jepsen-preload", LeaderID: "synthetic", Index: pf.Index, Term: 1,
 		CreatedUnixMs: time.Now().UnixMilli()})
-	if err != nil {
-		return nil, fmt.Errorf("start the preload backup: %w", err)
-	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := st.WriteSnapshot(bw); err != nil {
-		return nil, fmt.Errorf("write the preloaded state: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write the preloaded state: %w", err)
-	}
-	if _, _, err := w.Finish(); err != nil {
-		return nil, fmt.Errorf("finish the preload backup: %w", err)
-	}
-	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("preload backup: %w", err)
 	}
-	pf.Bytes, pf.Build = fi.Size(), time.Since(t0)
+	pf.Bytes, pf.Build = n, time.Since(t0)
 	return pf, nil
 }

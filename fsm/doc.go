@@ -26,4 +26,7 @@
 //   - The established leader term only grows.
 //   - The request-ID table holds at most MaxDedupEntries entries, and the
 //     sequence order matches the order entries were recorded.
+//   - A VChannel checkpoint other than the dropped sentinel belongs to a
+//     live VChannel (the checkpoint apply relies on it; also checked when
+//     a snapshot is restored).
 package fsm

@@ -83,6 +83,13 @@ func (s *State) checkSegmentInvariants() error {
 		if cp == nil || cp.VChannel != name {
 			return fmt.Errorf("checkpoint under %q names %q", name, cp.VChannel)
 		}
+		// The checkpoint apply trusts this instead of looking the
+		// VChannel up (applyUpdateChannelCheckpoints).
+		if !cp.Dropped() {
+			if _, ok := s.knownVChannel(name); !ok {
+				return fmt.Errorf("checkpoint of %s is not the dropped sentinel, and %s is no live vchannel", name, name)
+			}
+		}
 		if err := s.checkStoredPosition(name, cp.Position); err != nil {
 			return fmt.Errorf("checkpoint of %s: %w", name, err)
 		}

@@ -365,33 +365,42 @@ func (s *State) CheckChannelOwner(vchannel string, node uint64, term int64) erro
 
 // knownVChannel: vchannel is a live VChannel of a collection.
 func (s *State) knownVChannel(vchannel string) (int64, bool) {
-	coll, ok := vocab.CollectionOfVChannel(vchannel)
-	if !ok {
-		return 0, false
-	}
-	c, ok := s.ch.collections.Get(coll)
-	if !ok {
-		return 0, false
-	}
-	for _, v := range c.Vchannels {
-		if v == vchannel {
-			return coll, true
-		}
-	}
-	return 0, false
+	coll, _, ok := s.lookupVChannel(vchannel)
+	return coll, ok
+}
+
+// liveVChannel reports whether vchannel is a live VChannel of a collection
+// and returns the collection record's copy of its name (see
+// internVChannel).
+func (s *State) liveVChannel(vchannel string) (string, bool) {
+	_, name, ok := s.lookupVChannel(vchannel)
+	return name, ok
 }
 
 // internVChannel returns the collection record's copy of the name, so
 // every segment of a VChannel shares one string.
 func (s *State) internVChannel(vchannel string) string {
-	if coll, ok := vocab.CollectionOfVChannel(vchannel); ok {
-		if c, ok := s.ch.collections.Get(coll); ok {
-			for _, v := range c.Vchannels {
-				if v == vchannel {
-					return v
-				}
-			}
-		}
+	if _, name, ok := s.lookupVChannel(vchannel); ok {
+		return name
 	}
 	return vchannel
+}
+
+// lookupVChannel finds vchannel in its collection's record: the
+// collection, the record's copy of the name, and whether it is live.
+func (s *State) lookupVChannel(vchannel string) (int64, string, bool) {
+	coll, ok := vocab.CollectionOfVChannel(vchannel)
+	if !ok {
+		return 0, "", false
+	}
+	c, ok := s.ch.collections.Get(coll)
+	if !ok {
+		return 0, "", false
+	}
+	for _, v := range c.Vchannels {
+		if v == vchannel {
+			return coll, v, true
+		}
+	}
+	return 0, "", false
 }

@@ -15,6 +15,7 @@ import (
 // data dir, serves again, and the elections the whole episode took.
 type killResult struct {
 	Write, Push, Restart time.Duration
+	RestartPhases        []string // /readyz's statuses on the way back (waitReadyTraced)
 	Elections            uint64
 	Err                  string
 }
@@ -77,10 +78,11 @@ func (e *env) killLeader(ctx context.Context, restartLimit time.Duration) killRe
 		r.Err = err.Error()
 		return r
 	}
-	if _, err := lead.waitReady(ctx, restartLimit); err != nil && r.Err == "" {
+	_, phases, err := lead.waitReadyTraced(ctx, restartLimit)
+	if err != nil && r.Err == "" {
 		r.Err = err.Error()
 	}
-	r.Restart = time.Since(t1)
+	r.Restart, r.RestartPhases = time.Since(t1), phases
 	r.Elections = e.maxTerm(ctx) - term0
 	return r
 }

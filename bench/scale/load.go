@@ -40,6 +40,16 @@ var milvusMax = []need{
 	{"AllocTimestamp", 2000, 256},
 }
 
+// flushSlots is how many flush-path VChannels the rows need: as many as
+// SaveBinlogPaths calls the highest factor lets be in flight.
+func flushSlots(factors []float64) int {
+	top := 1.0
+	for _, f := range factors {
+		top = max(top, f)
+	}
+	return int(float64(milvusMax[1].inflight) * top)
+}
+
 // drive issues op at rate calls per second (open loop: the schedule does
 // not wait for answers) until ctx ends; a call that would exceed inflight
 // is not issued and counts as behind.
@@ -92,6 +102,7 @@ type rowResult struct {
 	Pushes    int64
 	Probe     summary // a one-checkpoint write every 100 ms: the longest stall
 	LeaderCPU float64 // leader CPU cores used (CPU s / wall s)
+	AllCPU    float64 // every member's CPU cores together: with SelfCPU, the box's share
 	SelfCPU   float64 // this load generator's CPU cores (same machine)
 	RSS       map[string]float64
 	Elections uint64
@@ -103,8 +114,8 @@ type rowResult struct {
 	Load      string
 }
 
-// sampler records each running member's largest RSS and the raft
-// snapshots they take, every second until stopped.
+// sampler records each running member's largest RSS (every rssEvery) and
+// the raft snapshots they take (every sampleEvery) until stopped.
 type sampler struct {
 	mu    sync.Mutex
 	rss   map[string]float64
@@ -120,10 +131,18 @@ func startSampler(e *env) *sampler {
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
+		var scraped time.Time
 		for {
+			scrape := time.Since(scraped) >= sampleEvery
+			if scrape {
+				scraped = time.Now()
+			}
 			for _, m := range e.running() {
 				r := rssMiB(m.pid())
-				mt, _ := m.metrics()
+				var mt map[string]float64
+				if scrape {
+					mt, _ = m.metrics()
+				}
 				s.mu.Lock()
 				s.rss[m.id] = max(s.rss[m.id], r)
 				if idx, ok := mt["coordd_last_snapshot_index"]; ok {
@@ -140,7 +159,7 @@ func startSampler(e *env) *sampler {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(sampleEvery):
+			case <-time.After(rssEvery):
 			}
 		}
 	}()
@@ -229,12 +248,22 @@ func (e *env) loadRow(ctx context.Context, factor float64, d time.Duration, fp *
 	}
 	term0 := e.maxTerm(ctx)
 	self0 := cpuSeconds(os.Getpid())
+	members := e.running()
+	all0 := make([]float64, len(members))
+	for i, m := range members {
+		all0[i] = cpuSeconds(m.pid())
+	}
 	t0 := time.Now()
 	wg.Wait()
 	wall := time.Since(t0)
 	res.SelfCPU = (cpuSeconds(os.Getpid()) - self0) / wall.Seconds()
 	if lead != nil && lead.running() {
 		res.LeaderCPU = (cpuSeconds(lead.pid()) - cpu0) / wall.Seconds()
+	}
+	for i, m := range members {
+		if m.running() {
+			res.AllCPU += (cpuSeconds(m.pid()) - all0[i]) / wall.Seconds()
+		}
 	}
 	res.Elections = e.maxTerm(ctx) - term0
 	wcancel()

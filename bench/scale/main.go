@@ -149,8 +149,12 @@ func runScale(ctx context.Context, cfg config) (*report, error) {
 	}
 	e.logID.Store(1 << 40)
 	setupSt := &opStats{}
-	fp := newFlushPath(e, 64, 0)
-	mf, err := e.setupManifests(ctx, 16, 64, setupSt)
+	// One flush-path VChannel per SaveBinlogPaths call the fastest row may
+	// have in flight: a slot takes one save at a time (a Milvus flusher
+	// saves a segment's binlogs in order), so fewer slots than calls in
+	// flight would measure the generator's queue, not coordd.
+	fp := newFlushPath(e, flushSlots(cfg.Factors), 0)
+	mf, err := e.setupManifests(ctx, 16, len(fp.slots), setupSt)
 	if err != nil {
 		return rep, err
 	}
@@ -178,6 +182,7 @@ func runScale(ctx context.Context, cfg config) (*report, error) {
 		rep.kills = append(rep.kills, r)
 		step("kill %d of the leader: first write %.0f ms, first push %.0f ms, restarted member serving after %.1f s, %d elections %s",
 			k+1, ms(r.Write), ms(r.Push), r.Restart.Seconds(), r.Elections, r.Err)
+		step("  the restarted member's way back (/readyz): %s", strings.Join(r.RestartPhases, "; "))
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}

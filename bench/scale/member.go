@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,32 +137,73 @@ func (m *member) running() bool { return m.pid() != 0 }
 // ready: /readyz answers 200 (a leader is known and this member is caught
 // up, docs/operations.md).
 func (m *member) ready() bool {
+	ok, _ := m.readiness()
+	return ok
+}
+
+// readiness is /readyz's verdict and its status text ("" when the member
+// does not answer HTTP yet).
+func (m *member) readiness() (bool, string) {
 	c := &http.Client{Timeout: time.Second}
 	resp, err := c.Get("http://" + m.httpAddr + "/readyz")
 	if err != nil {
-		return false
+		return false, ""
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode == http.StatusOK, body.Status
 }
 
 // waitReady polls /readyz every 50 ms until it answers 200 or timeout.
 func (m *member) waitReady(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	d, _, err := m.waitReadyTraced(ctx, timeout)
+	return d, err
+}
+
+// waitReadyTraced is waitReady that also returns the phases the member
+// went through on its way: each change of /readyz's status (numbers
+// masked, so a shrinking lag is one phase) with the time it was first
+// seen, e.g. "0.0s no HTTP", "9.8s no leader known", "12.1s 48213 entries
+// behind".
+func (m *member) waitReadyTraced(ctx context.Context, timeout time.Duration) (time.Duration, []string, error) {
 	start := time.Now()
+	var trace []string
+	last := "\x00"
 	for time.Since(start) < timeout {
 		if !m.running() {
-			return time.Since(start), fmt.Errorf("member %s exited (log: %s.log)", m.id, m.dir)
+			return time.Since(start), trace, fmt.Errorf("member %s exited (log: %s.log)", m.id, m.dir)
 		}
-		if m.ready() {
-			return time.Since(start), nil
+		ok, status := m.readiness()
+		if ok {
+			trace = append(trace, fmt.Sprintf("%.1fs ready", time.Since(start).Seconds()))
+			return time.Since(start), trace, nil
+		}
+		if status == "" {
+			status = "no HTTP"
+		}
+		if shape := digits.ReplaceAllString(status, "N"); shape != last {
+			last = shape
+			trace = append(trace, fmt.Sprintf("%.1fs %s", time.Since(start).Seconds(), truncate(status, 100)))
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), ctx.Err()
+			return time.Since(start), trace, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return time.Since(start), fmt.Errorf("member %s not ready within %v (log: %s.log)", m.id, timeout, m.dir)
+	return time.Since(start), trace, fmt.Errorf("member %s not ready within %v (log: %s.log)", m.id, timeout, m.dir)
+}
+
+var digits = regexp.MustCompile(`[0-9]+`)
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func (m *member) status(ctx context.Context) (*coordpb.StatusResponse, error) {

@@ -18,11 +18,15 @@ import (
 // member's /metrics. At 65,536 VChannels a scrape is ~65k series (one
 // checkpoint lag per VChannel, as Milvus exports it), and scraping three
 // times a second took a tenth of the leader's CPU in a 1M-segment profile;
-// a Prometheus scrapes every 15-30 s. These keep the bench's own share
-// near 1 %.
+// a Prometheus scrapes every 15-30 s. Spaced to every 2 s and 5 s, the
+// scrapes were still a tenth of a follower's CPU in the 5× row; at 5 s and
+// 10 s they are about a twentieth. An election is attributed to the phase
+// that was running at most monitorEvery after it; RSS is read from /proc
+// every second (no scrape).
 const (
-	monitorEvery = 2 * time.Second
-	sampleEvery  = 5 * time.Second
+	monitorEvery = 5 * time.Second
+	sampleEvery  = 10 * time.Second
+	rssEvery     = time.Second
 )
 
 type monitor struct {

@@ -46,8 +46,8 @@ func printRow(r rowResult) {
 		fmt.Printf("    %-32s %7.1f/s offered, %7.1f/s done, p50 %6.1f ms, p99 %7.1f ms, max %7.1f ms, %d errors, %d behind %s\n",
 			n.name, r.Rates[n.name], float64(s.N)/r.Duration.Seconds(), ms(s.P50), ms(s.P99), ms(s.Max), s.Errs, s.Behind, firstErr(s))
 	}
-	fmt.Printf("    heartbeats %d (p99 %.1f ms, %d errors %s), %d watchers got %d pushes, probe max %.1f ms, leader CPU %.2f cores (generator %.2f), RSS %s, %d elections, raft snapshots %v, state %.1f MiB\n",
-		r.Heartbeat.N, ms(r.Heartbeat.P99), r.Heartbeat.Errs, firstErr(r.Heartbeat), r.Watchers, r.Pushes, ms(r.Probe.Max), r.LeaderCPU, r.SelfCPU, fmtRSS(r.RSS), r.Elections, r.Snapshots, r.StateMiB)
+	fmt.Printf("    heartbeats %d (p99 %.1f ms, %d errors %s), %d watchers got %d pushes, probe max %.1f ms, leader CPU %.2f cores (all members %.2f, generator %.2f), RSS %s, %d elections, raft snapshots %v, state %.1f MiB\n",
+		r.Heartbeat.N, ms(r.Heartbeat.P99), r.Heartbeat.Errs, firstErr(r.Heartbeat), r.Watchers, r.Pushes, ms(r.Probe.Max), r.LeaderCPU, r.AllCPU, r.SelfCPU, fmtRSS(r.RSS), r.Elections, r.Snapshots, r.StateMiB)
 	if r.Backup > 0 {
 		fmt.Printf("    backup stream during the row: %.1f MiB in %.1f s; longest probe write meanwhile %.1f ms\n", r.BackupMiB, r.Backup.Seconds(), ms(r.BackupMax))
 	}
@@ -122,7 +122,7 @@ func (rep *report) print(w io.Writer) {
 		row(ph, "assignment watchers", fmt.Sprintf("%d open, %d pushes", r.Watchers, r.Pushes), "")
 		row(ph, "probe write (1 checkpoint / 100 ms)", fmt.Sprintf("p50 %.1f / p99 %.1f / max %.1f ms", ms(r.Probe.P50), ms(r.Probe.P99), ms(r.Probe.Max)), "")
 		row(ph, "**sustained ÷ need (lowest kind)**", fmt.Sprintf("**%.2f×**", worst), "≥ 5× in the 5× row")
-		row(ph, "leader CPU; load generator CPU; RSS per member", fmt.Sprintf("%.2f cores; %.2f cores; %s", r.LeaderCPU, r.SelfCPU, fmtRSS(r.RSS)), "RSS < 2 GiB")
+		row(ph, "leader CPU; all members' CPU; load generator CPU; RSS per member", fmt.Sprintf("%.2f cores; %.2f cores; %.2f cores; %s", r.LeaderCPU, r.AllCPU, r.SelfCPU, fmtRSS(r.RSS)), "RSS < 2 GiB")
 		row(ph, "elections; raft snapshots; state", fmt.Sprintf("%d; %v; %.1f MiB", r.Elections, r.Snapshots, r.StateMiB), "0 elections")
 		if r.Backup > 0 {
 			row(ph, "backup (SaveSnapshot) during the row", fmt.Sprintf("%.1f MiB in %.1f s; longest probe write meanwhile %.1f ms", r.BackupMiB, r.Backup.Seconds(), ms(r.BackupMax)), "")

@@ -136,11 +136,6 @@ func (m *member) running() bool { return m.pid() != 0 }
 
 // ready: /readyz answers 200 (a leader is known and this member is caught
 // up, docs/operations.md).
-func (m *member) ready() bool {
-	ok, _ := m.readiness()
-	return ok
-}
-
 // readiness is /readyz's verdict and its status text ("" when the member
 // does not answer HTTP yet).
 func (m *member) readiness() (bool, string) {

@@ -35,6 +35,7 @@ func segmentDecodeSeeds(tb testing.TB) [][]byte {
 		&logpb.SealSegments{CollectionId: 7, SealTs: DroppedTimestamp, Reason: 99, DecisionTerm: 1},
 		&logpb.MarkSegmentsFlushing{SegmentIds: []int64{-1}},
 		&logpb.PruneDroppedSegments{RetentionMs: 1, MaxCount: 1 << 20},
+		&logpb.PruneDroppedVChannels{RetentionMs: 1, MaxCount: 1 << 20},
 		&logpb.SaveBinlogPaths{CollectionId: 7, Vchannel: v, NodeId: 1, PchannelTerm: 1, SegmentId: 1, Level: 9},
 		&logpb.SaveBinlogPaths{CollectionId: 7, Vchannel: v, NodeId: 1, PchannelTerm: 1, SegmentId: 1, Level: logpb.SegmentLevel_LEVEL_L1,
 			Binlogs:     []*logpb.FieldLogs{{FieldId: 1, Logs: []*logpb.LogRef{{LogId: 1, TimestampFrom: 5, TimestampTo: 4}}}, {FieldId: 1}},

@@ -64,6 +64,7 @@ var growthTable = map[Type]growth{
 	TypeSaveBinlogPaths:          keeps, // a flush of data already written: refusing it would lose it
 	TypeUpdateChannelCheckpoints: keeps,
 	TypePruneDroppedSegments:     keeps,
+	TypePruneDroppedVChannels:    keeps,
 	TypeCreateImportSegment:      grows,
 	TypeFinishImportSegment:      keeps,
 

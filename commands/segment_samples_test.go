@@ -43,6 +43,9 @@ func init() {
 		TypePruneDroppedSegments: func() proto.Message {
 			return &logpb.PruneDroppedSegments{RetentionMs: 10800000, MaxCount: 1024, DecisionTerm: 7}
 		},
+		TypePruneDroppedVChannels: func() proto.Message {
+			return &logpb.PruneDroppedVChannels{RetentionMs: 10800000, MaxCount: 1024, DecisionTerm: 7}
+		},
 		TypeUpdateChannelCheckpoints: func() proto.Message {
 			return &logpb.UpdateChannelCheckpoints{NodeId: 3, Checkpoints: []*logpb.ChannelCheckpointUpdate{
 				{Vchannel: "by-dev-rootcoord-dml_1_449326211v0", PchannelTerm: 4, Position: pos(4, 120, 449326302000000)},

@@ -53,6 +53,11 @@ const (
 	TypePruneDroppedSegments     Type = 0x0306
 	TypeCreateImportSegment      Type = 0x0307
 	TypeFinishImportSegment      Type = 0x0308
+	// TypePruneDroppedVChannels is ignorable: a replica older than it
+	// keeps the dropped VChannels' sentinels, which changes no answer but
+	// GetRecoveryInfo's for a VChannel dropped hours ago (dropped rather
+	// than unknown); once upgraded, its next prune forgets them too.
+	TypePruneDroppedVChannels Type = Ignorable | 0x0309
 
 	TypeCommitSegmentManifests  Type = 0x0401
 	TypeRetireManifestRevisions Type = 0x0402
@@ -117,6 +122,7 @@ var registry = map[Type]spec{
 	TypeSaveBinlogPaths:          {"SaveBinlogPaths", 2, func() proto.Message { return &logpb.SaveBinlogPaths{} }},
 	TypeUpdateChannelCheckpoints: {"UpdateChannelCheckpoints", 1, func() proto.Message { return &logpb.UpdateChannelCheckpoints{} }},
 	TypePruneDroppedSegments:     {"PruneDroppedSegments", 1, func() proto.Message { return &logpb.PruneDroppedSegments{} }},
+	TypePruneDroppedVChannels:    {"PruneDroppedVChannels", 1, func() proto.Message { return &logpb.PruneDroppedVChannels{} }},
 	TypeCreateImportSegment:      {"CreateImportSegment", 1, func() proto.Message { return &logpb.CreateImportSegment{} }},
 	TypeFinishImportSegment:      {"FinishImportSegment", 1, func() proto.Message { return &logpb.FinishImportSegment{} }},
 

@@ -22,6 +22,9 @@ const (
 	MaxCheckpointsPerCmd = 4096
 	// MaxManifestPathBytes bounds a manifest pointer.
 	MaxManifestPathBytes = 1024
+	// MaxVChannelsPerPrune bounds the dropped VChannels one
+	// PruneDroppedVChannels forgets (its result lists them).
+	MaxVChannelsPerPrune = 4096
 	// DroppedTimestamp is the time tick of a dropped VChannel's checkpoint.
 	DroppedTimestamp = ^uint64(0)
 )
@@ -104,6 +107,17 @@ func validateSegmentCommand(body any) (err error, ok bool) {
 		}
 		if b.MaxCount == 0 || b.MaxCount > MaxSegmentsPerCmd {
 			return invalid("PruneDroppedSegments max count must be in 1..%d, got %d", MaxSegmentsPerCmd, b.MaxCount), true
+		}
+		return nil, true
+	case *logpb.PruneDroppedVChannels:
+		if b.DecisionTerm == 0 {
+			return invalid("PruneDroppedVChannels needs its decision term"), true
+		}
+		if b.RetentionMs < 1000 {
+			return invalid("dropped-vchannel retention must be at least 1000 ms, got %d", b.RetentionMs), true
+		}
+		if b.MaxCount == 0 || b.MaxCount > MaxVChannelsPerPrune {
+			return invalid("PruneDroppedVChannels max count must be in 1..%d, got %d", MaxVChannelsPerPrune, b.MaxCount), true
 		}
 		return nil, true
 	case *logpb.UpdateChannelCheckpoints:

@@ -47,6 +47,7 @@ var handlers = map[commands.Type]applyFunc{
 	commands.TypeSaveBinlogPaths:          applySaveBinlogPaths,
 	commands.TypeUpdateChannelCheckpoints: applyUpdateChannelCheckpoints,
 	commands.TypePruneDroppedSegments:     applyPruneDroppedSegments,
+	commands.TypePruneDroppedVChannels:    applyPruneDroppedVChannels,
 	commands.TypeCreateImportSegment:      applyCreateImportSegment,
 	commands.TypeFinishImportSegment:      applyFinishImportSegment,
 

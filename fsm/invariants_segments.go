@@ -147,7 +147,12 @@ func segmentSuccessor(prev, next *State) error {
 		name, p, _ := it.Next()
 		cp, ok := next.seg.cps.Get(name)
 		if !ok {
-			return fmt.Errorf("checkpoint of %s disappeared", name)
+			// Only a dropped VChannel is forgotten, and only once no
+			// collection holds it and none of its segments is left.
+			if _, live := next.knownVChannel(name); !p.Dropped() || live || next.hasSegmentsOn(name) {
+				return fmt.Errorf("checkpoint of %s disappeared", name)
+			}
+			continue
 		}
 		if p.Dropped() && !cp.Dropped() {
 			return fmt.Errorf("dropped checkpoint of %s was overwritten", name)

@@ -17,8 +17,18 @@ type ddlResult struct {
 	Create, Drop                    time.Duration
 	CreateSt, DropSt                summary
 	StateBefore, StateMid, StateEnd float64 // MiB
-	RSSMid, RSSEnd                  map[string]float64
+	// StatePruned is the state once the dropped VChannels were forgotten
+	// (after the members' --segment-dropped-retention), PruneWait how long
+	// after the drops that took; 0 when it did not within pruneWait.
+	StatePruned    float64
+	PruneWait      time.Duration
+	RSSMid, RSSEnd map[string]float64
 }
+
+// pruneWait bounds the wait for the drops' records to be forgotten: with
+// -member-flags "--segment-dropped-retention 1s" the flush rounds forget
+// 1,024 dropped VChannels each.
+const pruneWait = 3 * time.Minute
 
 func dirOf(m *member) string { return filepath.Dir(m.dir) }
 
@@ -112,5 +122,14 @@ func (e *env) bulkDDL(ctx context.Context, n, clients int, base int64) ddlResult
 	r.RSSEnd = e.rssAll()
 	fmt.Printf("  dropped them in %.1f s (p99 %.1f ms, %d errors); state %.1f MiB\n",
 		r.Drop.Seconds(), ms(r.DropSt.P99), r.DropSt.Errs, r.StateEnd)
+	t0 := time.Now()
+	for time.Since(t0) < pruneWait && ctx.Err() == nil {
+		if st := e.leaderGauge(ctx, "coordd_state_bytes") / (1 << 20); st >= 0 && st <= r.StateBefore*1.01 {
+			r.StatePruned, r.PruneWait = st, time.Since(t0)
+			fmt.Printf("  the drops' records were forgotten %.1f s later; state %.1f MiB\n", r.PruneWait.Seconds(), st)
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
 	return r
 }

@@ -155,6 +155,11 @@ func (rep *report) print(w io.Writer) {
 		row(ph, fmt.Sprintf("%d DropCollection", d.N), fmt.Sprintf("%.1f s (%.0f/s); p50 %.1f / p99 %.1f / max %.1f ms; %d errors",
 			d.Drop.Seconds(), float64(d.DropSt.N)/d.Drop.Seconds(), ms(d.DropSt.P50), ms(d.DropSt.P99), ms(d.DropSt.Max), d.DropSt.Errs), "no error")
 		row(ph, "coordd_state_bytes before / after creates / after drops", fmt.Sprintf("%.1f / %.1f / %.1f MiB", d.StateBefore, d.StateMid, d.StateEnd), "back to before")
+		pruned := fmt.Sprintf("not within %v (the members' --segment-dropped-retention, 3 h by default, must pass first)", pruneWait)
+		if d.PruneWait > 0 {
+			pruned = fmt.Sprintf("%.1f MiB, %.1f s after the drops", d.StatePruned, d.PruneWait.Seconds())
+		}
+		row(ph, "coordd_state_bytes once the dropped VChannels are forgotten", pruned, "back to before")
 		row(ph, "RSS after creates / after drops", fmt.Sprintf("%s / %s", fmtRSS(d.RSSMid), fmtRSS(d.RSSEnd)), "")
 	}
 	if rep.rssEnd != nil {

@@ -5801,6 +5801,71 @@ func (x *PruneDroppedSegments) GetDecisionTerm() uint64 {
 	return 0
 }
 
+// PruneDroppedVChannels forgets, oldest drop first, at most max_count
+// dropped VChannels: their checkpoint has been the dropped sentinel for at
+// least retention_ms (ProposedAtUnixMs minus the drop time), no collection
+// holds them and no segment of theirs is left. A leader routine's
+// decision; the result lists the VChannels forgotten.
+type PruneDroppedVChannels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RetentionMs   int64                  `protobuf:"varint,1,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
+	MaxCount      uint32                 `protobuf:"varint,2,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	DecisionTerm  uint64                 `protobuf:"varint,3,opt,name=decision_term,json=decisionTerm,proto3" json:"decision_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PruneDroppedVChannels) Reset() {
+	*x = PruneDroppedVChannels{}
+	mi := &file_log_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PruneDroppedVChannels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PruneDroppedVChannels) ProtoMessage() {}
+
+func (x *PruneDroppedVChannels) ProtoReflect() protoreflect.Message {
+	mi := &file_log_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PruneDroppedVChannels.ProtoReflect.Descriptor instead.
+func (*PruneDroppedVChannels) Descriptor() ([]byte, []int) {
+	return file_log_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *PruneDroppedVChannels) GetRetentionMs() int64 {
+	if x != nil {
+		return x.RetentionMs
+	}
+	return 0
+}
+
+func (x *PruneDroppedVChannels) GetMaxCount() uint32 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+func (x *PruneDroppedVChannels) GetDecisionTerm() uint64 {
+	if x != nil {
+		return x.DecisionTerm
+	}
+	return 0
+}
+
 type SegmentIDList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ids           []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -5810,7 +5875,7 @@ type SegmentIDList struct {
 
 func (x *SegmentIDList) Reset() {
 	*x = SegmentIDList{}
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5822,7 +5887,7 @@ func (x *SegmentIDList) String() string {
 func (*SegmentIDList) ProtoMessage() {}
 
 func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[73]
+	mi := &file_log_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5835,7 +5900,7 @@ func (x *SegmentIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIDList.ProtoReflect.Descriptor instead.
 func (*SegmentIDList) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{73}
+	return file_log_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SegmentIDList) GetIds() []int64 {
@@ -5855,7 +5920,7 @@ type SaveBinlogPathsResult struct {
 
 func (x *SaveBinlogPathsResult) Reset() {
 	*x = SaveBinlogPathsResult{}
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5867,7 +5932,7 @@ func (x *SaveBinlogPathsResult) String() string {
 func (*SaveBinlogPathsResult) ProtoMessage() {}
 
 func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[74]
+	mi := &file_log_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5880,7 +5945,7 @@ func (x *SaveBinlogPathsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveBinlogPathsResult.ProtoReflect.Descriptor instead.
 func (*SaveBinlogPathsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{74}
+	return file_log_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SaveBinlogPathsResult) GetStale() bool {
@@ -5911,7 +5976,7 @@ type ImportFinished struct {
 
 func (x *ImportFinished) Reset() {
 	*x = ImportFinished{}
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5923,7 +5988,7 @@ func (x *ImportFinished) String() string {
 func (*ImportFinished) ProtoMessage() {}
 
 func (x *ImportFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[75]
+	mi := &file_log_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5936,7 +6001,7 @@ func (x *ImportFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportFinished.ProtoReflect.Descriptor instead.
 func (*ImportFinished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{75}
+	return file_log_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ImportFinished) GetVersion() int64 {
@@ -5970,7 +6035,7 @@ type CheckpointsResult struct {
 
 func (x *CheckpointsResult) Reset() {
 	*x = CheckpointsResult{}
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5982,7 +6047,7 @@ func (x *CheckpointsResult) String() string {
 func (*CheckpointsResult) ProtoMessage() {}
 
 func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[76]
+	mi := &file_log_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5995,7 +6060,7 @@ func (x *CheckpointsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResult.ProtoReflect.Descriptor instead.
 func (*CheckpointsResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{76}
+	return file_log_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CheckpointsResult) GetAccepted() uint32 {
@@ -6041,7 +6106,7 @@ type SegmentRecord struct {
 
 func (x *SegmentRecord) Reset() {
 	*x = SegmentRecord{}
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6053,7 +6118,7 @@ func (x *SegmentRecord) String() string {
 func (*SegmentRecord) ProtoMessage() {}
 
 func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[77]
+	mi := &file_log_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6066,7 +6131,7 @@ func (x *SegmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRecord.ProtoReflect.Descriptor instead.
 func (*SegmentRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{77}
+	return file_log_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SegmentRecord) GetId() int64 {
@@ -6229,7 +6294,7 @@ type ChannelCheckpointRecord struct {
 
 func (x *ChannelCheckpointRecord) Reset() {
 	*x = ChannelCheckpointRecord{}
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6241,7 +6306,7 @@ func (x *ChannelCheckpointRecord) String() string {
 func (*ChannelCheckpointRecord) ProtoMessage() {}
 
 func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[78]
+	mi := &file_log_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6254,7 +6319,7 @@ func (x *ChannelCheckpointRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCheckpointRecord.ProtoReflect.Descriptor instead.
 func (*ChannelCheckpointRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{78}
+	return file_log_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ChannelCheckpointRecord) GetVchannel() string {
@@ -6303,7 +6368,7 @@ type ManifestStats struct {
 
 func (x *ManifestStats) Reset() {
 	*x = ManifestStats{}
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6315,7 +6380,7 @@ func (x *ManifestStats) String() string {
 func (*ManifestStats) ProtoMessage() {}
 
 func (x *ManifestStats) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[79]
+	mi := &file_log_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6328,7 +6393,7 @@ func (x *ManifestStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestStats.ProtoReflect.Descriptor instead.
 func (*ManifestStats) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{79}
+	return file_log_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ManifestStats) GetKey() string {
@@ -6364,7 +6429,7 @@ type SegmentIndexRecord struct {
 
 func (x *SegmentIndexRecord) Reset() {
 	*x = SegmentIndexRecord{}
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6376,7 +6441,7 @@ func (x *SegmentIndexRecord) String() string {
 func (*SegmentIndexRecord) ProtoMessage() {}
 
 func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[80]
+	mi := &file_log_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6389,7 +6454,7 @@ func (x *SegmentIndexRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentIndexRecord.ProtoReflect.Descriptor instead.
 func (*SegmentIndexRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{80}
+	return file_log_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SegmentIndexRecord) GetBuildId() int64 {
@@ -6460,7 +6525,7 @@ type SegmentStatsRecord struct {
 
 func (x *SegmentStatsRecord) Reset() {
 	*x = SegmentStatsRecord{}
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6472,7 +6537,7 @@ func (x *SegmentStatsRecord) String() string {
 func (*SegmentStatsRecord) ProtoMessage() {}
 
 func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[81]
+	mi := &file_log_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6485,7 +6550,7 @@ func (x *SegmentStatsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentStatsRecord.ProtoReflect.Descriptor instead.
 func (*SegmentStatsRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{81}
+	return file_log_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SegmentStatsRecord) GetSegmentId() int64 {
@@ -6517,7 +6582,7 @@ type ManifestNewSegment struct {
 
 func (x *ManifestNewSegment) Reset() {
 	*x = ManifestNewSegment{}
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6529,7 +6594,7 @@ func (x *ManifestNewSegment) String() string {
 func (*ManifestNewSegment) ProtoMessage() {}
 
 func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[82]
+	mi := &file_log_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6542,7 +6607,7 @@ func (x *ManifestNewSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestNewSegment.ProtoReflect.Descriptor instead.
 func (*ManifestNewSegment) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{82}
+	return file_log_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ManifestNewSegment) GetCollectionId() int64 {
@@ -6599,7 +6664,7 @@ type ManifestCatalogMutation struct {
 
 func (x *ManifestCatalogMutation) Reset() {
 	*x = ManifestCatalogMutation{}
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6611,7 +6676,7 @@ func (x *ManifestCatalogMutation) String() string {
 func (*ManifestCatalogMutation) ProtoMessage() {}
 
 func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[83]
+	mi := &file_log_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6624,7 +6689,7 @@ func (x *ManifestCatalogMutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCatalogMutation.ProtoReflect.Descriptor instead.
 func (*ManifestCatalogMutation) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{83}
+	return file_log_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ManifestCatalogMutation) GetState() SegmentState {
@@ -6700,7 +6765,7 @@ type ManifestPublish struct {
 
 func (x *ManifestPublish) Reset() {
 	*x = ManifestPublish{}
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6712,7 +6777,7 @@ func (x *ManifestPublish) String() string {
 func (*ManifestPublish) ProtoMessage() {}
 
 func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[84]
+	mi := &file_log_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6725,7 +6790,7 @@ func (x *ManifestPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublish.ProtoReflect.Descriptor instead.
 func (*ManifestPublish) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{84}
+	return file_log_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ManifestPublish) GetSegmentId() int64 {
@@ -6790,7 +6855,7 @@ type CommitSegmentManifests struct {
 
 func (x *CommitSegmentManifests) Reset() {
 	*x = CommitSegmentManifests{}
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6802,7 +6867,7 @@ func (x *CommitSegmentManifests) String() string {
 func (*CommitSegmentManifests) ProtoMessage() {}
 
 func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[85]
+	mi := &file_log_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6815,7 +6880,7 @@ func (x *CommitSegmentManifests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitSegmentManifests.ProtoReflect.Descriptor instead.
 func (*CommitSegmentManifests) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{85}
+	return file_log_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CommitSegmentManifests) GetPublishes() []*ManifestPublish {
@@ -6837,7 +6902,7 @@ type ManifestPublished struct {
 
 func (x *ManifestPublished) Reset() {
 	*x = ManifestPublished{}
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6849,7 +6914,7 @@ func (x *ManifestPublished) String() string {
 func (*ManifestPublished) ProtoMessage() {}
 
 func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[86]
+	mi := &file_log_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6862,7 +6927,7 @@ func (x *ManifestPublished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestPublished.ProtoReflect.Descriptor instead.
 func (*ManifestPublished) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{86}
+	return file_log_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ManifestPublished) GetSegmentId() int64 {
@@ -6895,7 +6960,7 @@ type ManifestCommitResult struct {
 
 func (x *ManifestCommitResult) Reset() {
 	*x = ManifestCommitResult{}
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6907,7 +6972,7 @@ func (x *ManifestCommitResult) String() string {
 func (*ManifestCommitResult) ProtoMessage() {}
 
 func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[87]
+	mi := &file_log_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6920,7 +6985,7 @@ func (x *ManifestCommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestCommitResult.ProtoReflect.Descriptor instead.
 func (*ManifestCommitResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{87}
+	return file_log_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ManifestCommitResult) GetPublished() []*ManifestPublished {
@@ -6944,7 +7009,7 @@ type ManifestRetirement struct {
 
 func (x *ManifestRetirement) Reset() {
 	*x = ManifestRetirement{}
-	mi := &file_log_proto_msgTypes[88]
+	mi := &file_log_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6956,7 +7021,7 @@ func (x *ManifestRetirement) String() string {
 func (*ManifestRetirement) ProtoMessage() {}
 
 func (x *ManifestRetirement) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[88]
+	mi := &file_log_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6969,7 +7034,7 @@ func (x *ManifestRetirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestRetirement.ProtoReflect.Descriptor instead.
 func (*ManifestRetirement) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{88}
+	return file_log_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ManifestRetirement) GetBase() string {
@@ -7009,7 +7074,7 @@ type RetireManifestRevisions struct {
 
 func (x *RetireManifestRevisions) Reset() {
 	*x = RetireManifestRevisions{}
-	mi := &file_log_proto_msgTypes[89]
+	mi := &file_log_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7021,7 +7086,7 @@ func (x *RetireManifestRevisions) String() string {
 func (*RetireManifestRevisions) ProtoMessage() {}
 
 func (x *RetireManifestRevisions) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[89]
+	mi := &file_log_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7034,7 +7099,7 @@ func (x *RetireManifestRevisions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireManifestRevisions.ProtoReflect.Descriptor instead.
 func (*RetireManifestRevisions) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{89}
+	return file_log_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RetireManifestRevisions) GetRetirements() []*ManifestRetirement {
@@ -7055,7 +7120,7 @@ type ManifestRetireResult struct {
 
 func (x *ManifestRetireResult) Reset() {
 	*x = ManifestRetireResult{}
-	mi := &file_log_proto_msgTypes[90]
+	mi := &file_log_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7067,7 +7132,7 @@ func (x *ManifestRetireResult) String() string {
 func (*ManifestRetireResult) ProtoMessage() {}
 
 func (x *ManifestRetireResult) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[90]
+	mi := &file_log_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7080,7 +7145,7 @@ func (x *ManifestRetireResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestRetireResult.ProtoReflect.Descriptor instead.
 func (*ManifestRetireResult) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{90}
+	return file_log_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ManifestRetireResult) GetRetired() []bool {
@@ -7109,7 +7174,7 @@ type ManifestRetiredRecord struct {
 
 func (x *ManifestRetiredRecord) Reset() {
 	*x = ManifestRetiredRecord{}
-	mi := &file_log_proto_msgTypes[91]
+	mi := &file_log_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7121,7 +7186,7 @@ func (x *ManifestRetiredRecord) String() string {
 func (*ManifestRetiredRecord) ProtoMessage() {}
 
 func (x *ManifestRetiredRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[91]
+	mi := &file_log_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7134,7 +7199,7 @@ func (x *ManifestRetiredRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestRetiredRecord.ProtoReflect.Descriptor instead.
 func (*ManifestRetiredRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{91}
+	return file_log_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ManifestRetiredRecord) GetBase() string {
@@ -7164,7 +7229,7 @@ type ManifestMeta struct {
 
 func (x *ManifestMeta) Reset() {
 	*x = ManifestMeta{}
-	mi := &file_log_proto_msgTypes[92]
+	mi := &file_log_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7176,7 +7241,7 @@ func (x *ManifestMeta) String() string {
 func (*ManifestMeta) ProtoMessage() {}
 
 func (x *ManifestMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[92]
+	mi := &file_log_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7189,7 +7254,7 @@ func (x *ManifestMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestMeta.ProtoReflect.Descriptor instead.
 func (*ManifestMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{92}
+	return file_log_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ManifestMeta) GetCreateFloor() int64 {
@@ -7219,7 +7284,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_log_proto_msgTypes[93]
+	mi := &file_log_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7231,7 +7296,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[93]
+	mi := &file_log_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7244,7 +7309,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{93}
+	return file_log_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *TokenRecord) GetId() string {
@@ -7307,7 +7372,7 @@ type SecurityMeta struct {
 
 func (x *SecurityMeta) Reset() {
 	*x = SecurityMeta{}
-	mi := &file_log_proto_msgTypes[94]
+	mi := &file_log_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7319,7 +7384,7 @@ func (x *SecurityMeta) String() string {
 func (*SecurityMeta) ProtoMessage() {}
 
 func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[94]
+	mi := &file_log_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7332,7 +7397,7 @@ func (x *SecurityMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityMeta.ProtoReflect.Descriptor instead.
 func (*SecurityMeta) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{94}
+	return file_log_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *SecurityMeta) GetBootstrapTokenInstalled() bool {
@@ -7356,7 +7421,7 @@ type CreateToken struct {
 
 func (x *CreateToken) Reset() {
 	*x = CreateToken{}
-	mi := &file_log_proto_msgTypes[95]
+	mi := &file_log_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7368,7 +7433,7 @@ func (x *CreateToken) String() string {
 func (*CreateToken) ProtoMessage() {}
 
 func (x *CreateToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[95]
+	mi := &file_log_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7381,7 +7446,7 @@ func (x *CreateToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToken.ProtoReflect.Descriptor instead.
 func (*CreateToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{95}
+	return file_log_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *CreateToken) GetToken() *TokenRecord {
@@ -7401,7 +7466,7 @@ type RevokeToken struct {
 
 func (x *RevokeToken) Reset() {
 	*x = RevokeToken{}
-	mi := &file_log_proto_msgTypes[96]
+	mi := &file_log_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7413,7 +7478,7 @@ func (x *RevokeToken) String() string {
 func (*RevokeToken) ProtoMessage() {}
 
 func (x *RevokeToken) ProtoReflect() protoreflect.Message {
-	mi := &file_log_proto_msgTypes[96]
+	mi := &file_log_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7426,7 +7491,7 @@ func (x *RevokeToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
 func (*RevokeToken) Descriptor() ([]byte, []int) {
-	return file_log_proto_rawDescGZIP(), []int{96}
+	return file_log_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *RevokeToken) GetId() string {
@@ -7824,6 +7889,10 @@ const file_log_proto_rawDesc = "" +
 	"\x14PruneDroppedSegments\x12!\n" +
 	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12\x1b\n" +
 	"\tmax_count\x18\x02 \x01(\rR\bmaxCount\x12#\n" +
+	"\rdecision_term\x18\x03 \x01(\x04R\fdecisionTerm\"|\n" +
+	"\x15PruneDroppedVChannels\x12!\n" +
+	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12\x1b\n" +
+	"\tmax_count\x18\x02 \x01(\rR\bmaxCount\x12#\n" +
 	"\rdecision_term\x18\x03 \x01(\x04R\fdecisionTerm\"!\n" +
 	"\rSegmentIDList\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\"`\n" +
@@ -8034,7 +8103,7 @@ func file_log_proto_rawDescGZIP() []byte {
 }
 
 var file_log_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_log_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_log_proto_goTypes = []any{
 	(RejectCode)(0),                      // 0: coordd.log.v1.RejectCode
 	(AccessMode)(0),                      // 1: coordd.log.v1.AccessMode
@@ -8119,30 +8188,31 @@ var file_log_proto_goTypes = []any{
 	(*ChannelCheckpointUpdate)(nil),      // 80: coordd.log.v1.ChannelCheckpointUpdate
 	(*UpdateChannelCheckpoints)(nil),     // 81: coordd.log.v1.UpdateChannelCheckpoints
 	(*PruneDroppedSegments)(nil),         // 82: coordd.log.v1.PruneDroppedSegments
-	(*SegmentIDList)(nil),                // 83: coordd.log.v1.SegmentIDList
-	(*SaveBinlogPathsResult)(nil),        // 84: coordd.log.v1.SaveBinlogPathsResult
-	(*ImportFinished)(nil),               // 85: coordd.log.v1.ImportFinished
-	(*CheckpointsResult)(nil),            // 86: coordd.log.v1.CheckpointsResult
-	(*SegmentRecord)(nil),                // 87: coordd.log.v1.SegmentRecord
-	(*ChannelCheckpointRecord)(nil),      // 88: coordd.log.v1.ChannelCheckpointRecord
-	(*ManifestStats)(nil),                // 89: coordd.log.v1.ManifestStats
-	(*SegmentIndexRecord)(nil),           // 90: coordd.log.v1.SegmentIndexRecord
-	(*SegmentStatsRecord)(nil),           // 91: coordd.log.v1.SegmentStatsRecord
-	(*ManifestNewSegment)(nil),           // 92: coordd.log.v1.ManifestNewSegment
-	(*ManifestCatalogMutation)(nil),      // 93: coordd.log.v1.ManifestCatalogMutation
-	(*ManifestPublish)(nil),              // 94: coordd.log.v1.ManifestPublish
-	(*CommitSegmentManifests)(nil),       // 95: coordd.log.v1.CommitSegmentManifests
-	(*ManifestPublished)(nil),            // 96: coordd.log.v1.ManifestPublished
-	(*ManifestCommitResult)(nil),         // 97: coordd.log.v1.ManifestCommitResult
-	(*ManifestRetirement)(nil),           // 98: coordd.log.v1.ManifestRetirement
-	(*RetireManifestRevisions)(nil),      // 99: coordd.log.v1.RetireManifestRevisions
-	(*ManifestRetireResult)(nil),         // 100: coordd.log.v1.ManifestRetireResult
-	(*ManifestRetiredRecord)(nil),        // 101: coordd.log.v1.ManifestRetiredRecord
-	(*ManifestMeta)(nil),                 // 102: coordd.log.v1.ManifestMeta
-	(*TokenRecord)(nil),                  // 103: coordd.log.v1.TokenRecord
-	(*SecurityMeta)(nil),                 // 104: coordd.log.v1.SecurityMeta
-	(*CreateToken)(nil),                  // 105: coordd.log.v1.CreateToken
-	(*RevokeToken)(nil),                  // 106: coordd.log.v1.RevokeToken
+	(*PruneDroppedVChannels)(nil),        // 83: coordd.log.v1.PruneDroppedVChannels
+	(*SegmentIDList)(nil),                // 84: coordd.log.v1.SegmentIDList
+	(*SaveBinlogPathsResult)(nil),        // 85: coordd.log.v1.SaveBinlogPathsResult
+	(*ImportFinished)(nil),               // 86: coordd.log.v1.ImportFinished
+	(*CheckpointsResult)(nil),            // 87: coordd.log.v1.CheckpointsResult
+	(*SegmentRecord)(nil),                // 88: coordd.log.v1.SegmentRecord
+	(*ChannelCheckpointRecord)(nil),      // 89: coordd.log.v1.ChannelCheckpointRecord
+	(*ManifestStats)(nil),                // 90: coordd.log.v1.ManifestStats
+	(*SegmentIndexRecord)(nil),           // 91: coordd.log.v1.SegmentIndexRecord
+	(*SegmentStatsRecord)(nil),           // 92: coordd.log.v1.SegmentStatsRecord
+	(*ManifestNewSegment)(nil),           // 93: coordd.log.v1.ManifestNewSegment
+	(*ManifestCatalogMutation)(nil),      // 94: coordd.log.v1.ManifestCatalogMutation
+	(*ManifestPublish)(nil),              // 95: coordd.log.v1.ManifestPublish
+	(*CommitSegmentManifests)(nil),       // 96: coordd.log.v1.CommitSegmentManifests
+	(*ManifestPublished)(nil),            // 97: coordd.log.v1.ManifestPublished
+	(*ManifestCommitResult)(nil),         // 98: coordd.log.v1.ManifestCommitResult
+	(*ManifestRetirement)(nil),           // 99: coordd.log.v1.ManifestRetirement
+	(*RetireManifestRevisions)(nil),      // 100: coordd.log.v1.RetireManifestRevisions
+	(*ManifestRetireResult)(nil),         // 101: coordd.log.v1.ManifestRetireResult
+	(*ManifestRetiredRecord)(nil),        // 102: coordd.log.v1.ManifestRetiredRecord
+	(*ManifestMeta)(nil),                 // 103: coordd.log.v1.ManifestMeta
+	(*TokenRecord)(nil),                  // 104: coordd.log.v1.TokenRecord
+	(*SecurityMeta)(nil),                 // 105: coordd.log.v1.SecurityMeta
+	(*CreateToken)(nil),                  // 106: coordd.log.v1.CreateToken
+	(*RevokeToken)(nil),                  // 107: coordd.log.v1.RevokeToken
 }
 var file_log_proto_depIdxs = []int32{
 	11,  // 0: coordd.log.v1.Entry.commands:type_name -> coordd.log.v1.Envelope
@@ -8154,12 +8224,12 @@ var file_log_proto_depIdxs = []int32{
 	47,  // 6: coordd.log.v1.Result.vchannels:type_name -> coordd.log.v1.VChannelList
 	64,  // 7: coordd.log.v1.Result.broadcast:type_name -> coordd.log.v1.BroadcastCreated
 	65,  // 8: coordd.log.v1.Result.completion:type_name -> coordd.log.v1.BroadcastCompletion
-	83,  // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
-	84,  // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
-	86,  // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
-	97,  // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
-	85,  // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
-	100, // 14: coordd.log.v1.Result.manifest_retired:type_name -> coordd.log.v1.ManifestRetireResult
+	84,  // 9: coordd.log.v1.Result.segments:type_name -> coordd.log.v1.SegmentIDList
+	85,  // 10: coordd.log.v1.Result.save_binlogs:type_name -> coordd.log.v1.SaveBinlogPathsResult
+	87,  // 11: coordd.log.v1.Result.checkpoints:type_name -> coordd.log.v1.CheckpointsResult
+	98,  // 12: coordd.log.v1.Result.manifest_commit:type_name -> coordd.log.v1.ManifestCommitResult
+	86,  // 13: coordd.log.v1.Result.import_finished:type_name -> coordd.log.v1.ImportFinished
+	101, // 14: coordd.log.v1.Result.manifest_retired:type_name -> coordd.log.v1.ManifestRetireResult
 	42,  // 15: coordd.log.v1.Result.replicate_config:type_name -> coordd.log.v1.ReplicateConfiguration
 	18,  // 16: coordd.log.v1.UpsertMember.member:type_name -> coordd.log.v1.Member
 	13,  // 17: coordd.log.v1.DedupRecord.result:type_name -> coordd.log.v1.Result
@@ -8174,14 +8244,14 @@ var file_log_proto_depIdxs = []int32{
 	52,  // 26: coordd.log.v1.SnapshotRecord.collection:type_name -> coordd.log.v1.CollectionVChannels
 	66,  // 27: coordd.log.v1.SnapshotRecord.broadcast_task:type_name -> coordd.log.v1.BroadcastTask
 	68,  // 28: coordd.log.v1.SnapshotRecord.broadcast_meta:type_name -> coordd.log.v1.BroadcastMeta
-	87,  // 29: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
-	88,  // 30: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
-	90,  // 31: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
-	91,  // 32: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
-	101, // 33: coordd.log.v1.SnapshotRecord.manifest_retired:type_name -> coordd.log.v1.ManifestRetiredRecord
-	102, // 34: coordd.log.v1.SnapshotRecord.manifest_meta:type_name -> coordd.log.v1.ManifestMeta
-	103, // 35: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
-	104, // 36: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
+	88,  // 29: coordd.log.v1.SnapshotRecord.segment:type_name -> coordd.log.v1.SegmentRecord
+	89,  // 30: coordd.log.v1.SnapshotRecord.channel_checkpoint:type_name -> coordd.log.v1.ChannelCheckpointRecord
+	91,  // 31: coordd.log.v1.SnapshotRecord.segment_index:type_name -> coordd.log.v1.SegmentIndexRecord
+	92,  // 32: coordd.log.v1.SnapshotRecord.segment_stats:type_name -> coordd.log.v1.SegmentStatsRecord
+	102, // 33: coordd.log.v1.SnapshotRecord.manifest_retired:type_name -> coordd.log.v1.ManifestRetiredRecord
+	103, // 34: coordd.log.v1.SnapshotRecord.manifest_meta:type_name -> coordd.log.v1.ManifestMeta
+	104, // 35: coordd.log.v1.SnapshotRecord.token:type_name -> coordd.log.v1.TokenRecord
+	105, // 36: coordd.log.v1.SnapshotRecord.security_meta:type_name -> coordd.log.v1.SecurityMeta
 	1,   // 37: coordd.log.v1.PChannelAssignment.mode:type_name -> coordd.log.v1.AccessMode
 	29,  // 38: coordd.log.v1.AssignPChannels.assignments:type_name -> coordd.log.v1.PChannelAssignment
 	31,  // 39: coordd.log.v1.AssignPChannelsDone.channels:type_name -> coordd.log.v1.PChannelTerm
@@ -8232,18 +8302,18 @@ var file_log_proto_depIdxs = []int32{
 	71,  // 84: coordd.log.v1.SegmentRecord.statslogs:type_name -> coordd.log.v1.FieldLogs
 	70,  // 85: coordd.log.v1.SegmentRecord.deltalogs:type_name -> coordd.log.v1.LogRef
 	69,  // 86: coordd.log.v1.ChannelCheckpointRecord.position:type_name -> coordd.log.v1.WALPosition
-	89,  // 87: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
+	90,  // 87: coordd.log.v1.SegmentStatsRecord.stats:type_name -> coordd.log.v1.ManifestStats
 	7,   // 88: coordd.log.v1.ManifestNewSegment.level:type_name -> coordd.log.v1.SegmentLevel
 	6,   // 89: coordd.log.v1.ManifestCatalogMutation.state:type_name -> coordd.log.v1.SegmentState
-	89,  // 90: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
-	90,  // 91: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
-	92,  // 92: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
-	93,  // 93: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
-	94,  // 94: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
-	96,  // 95: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
-	98,  // 96: coordd.log.v1.RetireManifestRevisions.retirements:type_name -> coordd.log.v1.ManifestRetirement
+	90,  // 90: coordd.log.v1.ManifestCatalogMutation.stats:type_name -> coordd.log.v1.ManifestStats
+	91,  // 91: coordd.log.v1.ManifestCatalogMutation.index_upserts:type_name -> coordd.log.v1.SegmentIndexRecord
+	93,  // 92: coordd.log.v1.ManifestCatalogMutation.new_segment:type_name -> coordd.log.v1.ManifestNewSegment
+	94,  // 93: coordd.log.v1.ManifestPublish.catalog:type_name -> coordd.log.v1.ManifestCatalogMutation
+	95,  // 94: coordd.log.v1.CommitSegmentManifests.publishes:type_name -> coordd.log.v1.ManifestPublish
+	97,  // 95: coordd.log.v1.ManifestCommitResult.published:type_name -> coordd.log.v1.ManifestPublished
+	99,  // 96: coordd.log.v1.RetireManifestRevisions.retirements:type_name -> coordd.log.v1.ManifestRetirement
 	9,   // 97: coordd.log.v1.TokenRecord.role:type_name -> coordd.log.v1.TokenRole
-	103, // 98: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
+	104, // 98: coordd.log.v1.CreateToken.token:type_name -> coordd.log.v1.TokenRecord
 	99,  // [99:99] is the sub-list for method output_type
 	99,  // [99:99] is the sub-list for method input_type
 	99,  // [99:99] is the sub-list for extension type_name
@@ -8299,7 +8369,7 @@ func file_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_log_proto_rawDesc), len(file_log_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   97,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

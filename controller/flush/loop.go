@@ -50,6 +50,9 @@ type RoundResult struct {
 	Flushing []int64
 	// Pruned: Dropped segments forgotten after their retention.
 	Pruned []int64
+	// PrunedVChannels: dropped VChannels forgotten after the same
+	// retention, once none of their segments was left.
+	PrunedVChannels []string
 }
 
 // Round runs one seal and flush check in term: it seals what the policy
@@ -104,7 +107,32 @@ func (m *Manager) round(ctx context.Context, term uint64, p commands.Proposer) (
 			return res, err
 		}
 	}
+	// Then the dropped VChannels left with no segment, after the same
+	// retention (fsm.State.PrunableDroppedVChannels): without this every
+	// collection ever dropped would keep a record.
+	if len(st.PrunableDroppedVChannels(now.Add(-m.cfg.DroppedRetention).UnixMilli(), 1)) > 0 {
+		forgot, err := m.pruneVChannels(ctx, term, p)
+		res.PrunedVChannels = forgot
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// pruneVChannels forgets the oldest dropped VChannels past their
+// retention, proposed through p.
+func (m *Manager) pruneVChannels(ctx context.Context, term uint64, p commands.Proposer) ([]string, error) {
+	c, err := commands.New(&logpb.PruneDroppedVChannels{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
+		MaxCount: PruneBatch, DecisionTerm: term}, "")
+	if err != nil {
+		return nil, vocab.Errorf(ErrInvalid, "%w", err)
+	}
+	res, err := commands.Commit(ctx, p, c.DecidedIn(term))
+	if err != nil {
+		return nil, fmt.Errorf("prune dropped vchannels: %w", err)
+	}
+	return res.GetVchannels().GetVchannels(), nil
 }
 
 // prune forgets the oldest Dropped segments past their retention,

@@ -191,3 +191,48 @@ func TestTickWakesRoundOnlyWhenItCanFlush(t *testing.T) {
 		t.Fatal("a tick on a VChannel whose segment is already Flushing woke a round")
 	}
 }
+
+// TestRoundPrunesDroppedVChannelsAfterTheirSegments: a dropped
+// collection's VChannels keep their dropped checkpoints for the retention
+// and until none of their segments is left (the segments go first), then
+// a command of the routine's term forgets them: drops free what creates
+// took.
+func TestRoundPrunesDroppedVChannelsAfterTheirSegments(t *testing.T) {
+	cfg := small
+	cfg.DroppedRetention = time.Hour
+	m, l, clock := fixture(t, cfg)
+	ctx := context.Background()
+	a, err := m.AssignSegmentID(ctx, node1, []AssignRequest{req(vch0, 2, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.MustPropose(t, &logpb.DropVirtualChannels{CollectionId: coll})
+	records := l.State().RecordCount()
+	clock.Advance(59 * time.Minute)
+	before := l.State().AppliedIndex()
+	if r, err := m.Round(ctx, 2); err != nil || len(r.Pruned)+len(r.PrunedVChannels) != 0 || l.State().AppliedIndex() != before {
+		t.Fatalf("before the retention: pruned %v %v (err %v), applied %d -> %d", r.Pruned, r.PrunedVChannels, err, before, l.State().AppliedIndex())
+	}
+	clock.Advance(time.Minute)
+	// The segment goes first; the VChannels' prune, applied after it,
+	// finds neither holding a segment any more.
+	r, err := m.Round(ctx, 2)
+	if err != nil || len(r.Pruned) != 1 || r.Pruned[0] != a[0].SegmentID || len(r.PrunedVChannels) != 2 {
+		t.Fatalf("first round after the retention: segments %v, vchannels %v (err %v); want the segment, then both", r.Pruned, r.PrunedVChannels, err)
+	}
+	for _, v := range []string{vch0, vch1} {
+		if _, ok := l.State().ChannelCheckpoint(v); ok {
+			t.Fatalf("the checkpoint of %s is still there", v)
+		}
+	}
+	if got := l.State().RecordCount(); got != records-3 {
+		t.Fatalf("records %d after the prunes, want %d (the segment and two checkpoints fewer)", got, records-3)
+	}
+	if terms := decidedIn[*logpb.PruneDroppedVChannels](l); len(terms) != 1 || terms[0] != 2 {
+		t.Fatalf("prune decision terms %v", terms)
+	}
+	before = l.State().AppliedIndex()
+	if r, err := m.Round(ctx, 2); err != nil || len(r.PrunedVChannels) != 0 || l.State().AppliedIndex() != before {
+		t.Fatalf("nothing left to prune: %v (err %v), applied %d -> %d", r.PrunedVChannels, err, before, l.State().AppliedIndex())
+	}
+}

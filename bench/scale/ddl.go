@@ -7,6 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coordd/coordd/api/coordpb"
+	"github.com/coordd/coordd/vocab"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ddlResult is the bulk DDL: n CreateCollection broadcasts (one shard
@@ -18,8 +23,9 @@ type ddlResult struct {
 	CreateSt, DropSt                summary
 	StateBefore, StateMid, StateEnd float64 // MiB
 	// StatePruned is the state once the dropped VChannels were forgotten
-	// (after the members' --segment-dropped-retention), PruneWait how long
-	// after the drops that took; 0 when it did not within pruneWait.
+	// (after the members' --segment-dropped-retention: the leader answers
+	// NotFound for them), PruneWait how long after the drops that took; 0
+	// when it did not within pruneWait.
 	StatePruned    float64
 	PruneWait      time.Duration
 	RSSMid, RSSEnd map[string]float64
@@ -122,14 +128,43 @@ func (e *env) bulkDDL(ctx context.Context, n, clients int, base int64) ddlResult
 	r.RSSEnd = e.rssAll()
 	fmt.Printf("  dropped them in %.1f s (p99 %.1f ms, %d errors); state %.1f MiB\n",
 		r.Drop.Seconds(), ms(r.DropSt.P99), r.DropSt.Errs, r.StateEnd)
+	// The dropped VChannels are forgotten oldest drop first: once the
+	// first, middle and last of them are unknown to the leader, so are
+	// the others.
+	var samples []string
+	for _, i := range []int{0, n / 2, n - 1} {
+		if i < 0 || i >= n {
+			continue
+		}
+		for _, t := range targets[i] { // the collection's VChannel, not the control channel
+			if c, ok := vocab.CollectionOfVChannel(t); ok && c == base+int64(i) {
+				samples = append(samples, t)
+				break
+			}
+		}
+	}
 	t0 := time.Now()
-	for time.Since(t0) < pruneWait && ctx.Err() == nil {
-		if st := e.leaderGauge(ctx, "coordd_state_bytes") / (1 << 20); st >= 0 && st <= r.StateBefore*1.01 {
-			r.StatePruned, r.PruneWait = st, time.Since(t0)
-			fmt.Printf("  the drops' records were forgotten %.1f s later; state %.1f MiB\n", r.PruneWait.Seconds(), st)
+	for len(samples) > 0 && time.Since(t0) < pruneWait && ctx.Err() == nil {
+		if e.allForgotten(ctx, samples) {
+			r.StatePruned, r.PruneWait = e.leaderGauge(ctx, "coordd_state_bytes")/(1<<20), time.Since(t0)
+			fmt.Printf("  the dropped VChannels were forgotten %.1f s after the drops; state %.1f MiB\n", r.PruneWait.Seconds(), r.StatePruned)
 			break
 		}
 		time.Sleep(2 * time.Second)
 	}
 	return r
+}
+
+// allForgotten: the leader answers NotFound to GetRecoveryInfo for every
+// one of vchs (a dropped VChannel it still remembers answers Dropped).
+func (e *env) allForgotten(ctx context.Context, vchs []string) bool {
+	for _, v := range vchs {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := coordpb.NewDataCoordClient(e.leaderConn()).GetRecoveryInfo(cctx, &coordpb.GetRecoveryInfoRequest{Vchannel: v})
+		cancel()
+		if status.Code(err) != codes.NotFound {
+			return false
+		}
+	}
+	return true
 }

@@ -159,7 +159,7 @@ func (rep *report) print(w io.Writer) {
 		if d.PruneWait > 0 {
 			pruned = fmt.Sprintf("%.1f MiB, %.1f s after the drops", d.StatePruned, d.PruneWait.Seconds())
 		}
-		row(ph, "coordd_state_bytes once the dropped VChannels are forgotten", pruned, "back to before")
+		row(ph, "coordd_state_bytes once the dropped VChannels are forgotten (NotFound)", pruned, "back to before")
 		row(ph, "RSS after creates / after drops", fmt.Sprintf("%s / %s", fmtRSS(d.RSSMid), fmtRSS(d.RSSEnd)), "")
 	}
 	if rep.rssEnd != nil {

@@ -33,8 +33,8 @@ type ddlResult struct {
 
 // pruneWait bounds the wait for the drops' records to be forgotten: with
 // -member-flags "--segment-dropped-retention 1s" the flush rounds forget
-// 1,024 dropped VChannels each.
-const pruneWait = 3 * time.Minute
+// 4,096 dropped VChannels each.
+const pruneWait = 5 * time.Minute
 
 func dirOf(m *member) string { return filepath.Dir(m.dir) }
 

@@ -124,7 +124,7 @@ func (m *Manager) round(ctx context.Context, term uint64, p commands.Proposer) (
 // retention, proposed through p.
 func (m *Manager) pruneVChannels(ctx context.Context, term uint64, p commands.Proposer) ([]string, error) {
 	c, err := commands.New(&logpb.PruneDroppedVChannels{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
-		MaxCount: PruneBatch, DecisionTerm: term}, "")
+		MaxCount: PruneVChannelBatch, DecisionTerm: term}, "")
 	if err != nil {
 		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}

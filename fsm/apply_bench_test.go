@@ -13,7 +13,13 @@ import (
 // pass the owner check.
 func ownedSynthetic(tb testing.TB, n int) *State {
 	tb.Helper()
-	s, err := Synthetic(SyntheticShape{Segments: n})
+	return ownedShape(tb, SyntheticShape{Segments: n})
+}
+
+// ownedShape is ownedSynthetic of any shape.
+func ownedShape(tb testing.TB, shape SyntheticShape) *State {
+	tb.Helper()
+	s, err := Synthetic(shape)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -35,7 +35,7 @@ var (
 // cchannel, plausible acks for pending tasks, completions (mostly of fully
 // acked tasks), abandonments and prunes.
 func genBroadcastCommand(t *rapid.T, label string, s *State) commands.Command {
-	switch rapid.IntRange(0, 12).Draw(t, label+".bcKind") {
+	switch rapid.IntRange(0, 13).Draw(t, label+".bcKind") {
 	case 0, 1, 2, 3:
 		return genCreateBroadcast(t, label, s)
 	case 4, 5, 6, 7:
@@ -48,6 +48,12 @@ func genBroadcastCommand(t *rapid.T, label string, s *State) commands.Command {
 		// Any task: abandoning pending ones too eagerly starves completions.
 		return cmd(&logpb.AbandonBroadcast{BroadcastId: pickBroadcast(t, label+".abandon", s, anyTask),
 			Reason: rapid.SampledFrom(poolReasons).Draw(t, label+".reason")})
+	case 13:
+		// Forget dropped VChannels (DropCollection completions make them),
+		// with a term that is mostly the leader's.
+		term := rapid.SampledFrom([]uint64{s.EstablishedTerm(), s.EstablishedTerm(), s.EstablishedTerm() + 1}).Draw(t, label+".pruneTerm")
+		return cmd(&logpb.PruneDroppedVChannels{RetentionMs: 1000, MaxCount: rapid.Uint32Range(1, 3).Draw(t, label+".pruneMax"),
+			DecisionTerm: term}, withProposedAt(1<<40))
 	default:
 		return cmd(&logpb.PruneBroadcastTombstones{MaxCount: rapid.Uint32Range(0, 3).Draw(t, label+".maxCount"),
 			MaxLifetimeMs: rapid.SampledFrom(poolLifetimes).Draw(t, label+".lifetime")})

@@ -12,15 +12,7 @@ import (
 // report in batches) against the Milvus-max channel table: 65,536
 // VChannels over 256 PChannels, every one with a stored checkpoint.
 func BenchmarkChannelCheckpointsApply(b *testing.B) {
-	s, err := Synthetic(SyntheticShape{Segments: 10_000, VChannels: 65536, PChannels: 256})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, p := range s.PChannels() {
-		np := clonePChannel(p)
-		np.State, np.NodeId, np.Term = logpb.PChannelState_PCHANNEL_ASSIGNED, 1, 2
-		s.ch.pchannels = s.ch.pchannels.Set(p.Name, np)
-	}
+	s := ownedShape(b, SyntheticShape{Segments: 10_000, VChannels: 65536, PChannels: 256})
 	var names []string
 	for it := s.ch.collections.Iterator(); !it.Done(); {
 		_, c, _ := it.Next()

@@ -147,9 +147,12 @@ func segmentSuccessor(prev, next *State) error {
 		name, p, _ := it.Next()
 		cp, ok := next.seg.cps.Get(name)
 		if !ok {
-			// Only a dropped VChannel is forgotten, and only once no
-			// collection holds it and none of its segments is left.
-			if _, live := next.knownVChannel(name); !p.Dropped() || live || next.hasSegmentsOn(name) {
+			// Only a dropped VChannel's sentinel is forgotten
+			// (PruneDroppedVChannels, which Apply allows only once no
+			// collection holds the VChannel and none of its segments is
+			// left; a later command of the same entry may record the
+			// collection again).
+			if !p.Dropped() {
 				return fmt.Errorf("checkpoint of %s disappeared", name)
 			}
 			continue

@@ -123,31 +123,17 @@ func (m *Manager) round(ctx context.Context, term uint64, p commands.Proposer) (
 // pruneVChannels forgets the oldest dropped VChannels past their
 // retention, proposed through p.
 func (m *Manager) pruneVChannels(ctx context.Context, term uint64, p commands.Proposer) ([]string, error) {
-	c, err := commands.New(&logpb.PruneDroppedVChannels{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
-		MaxCount: PruneVChannelBatch, DecisionTerm: term}, "")
-	if err != nil {
-		return nil, vocab.Errorf(ErrInvalid, "%w", err)
-	}
-	res, err := commands.Commit(ctx, p, c.DecidedIn(term))
-	if err != nil {
-		return nil, fmt.Errorf("prune dropped vchannels: %w", err)
-	}
-	return res.GetVchannels().GetVchannels(), nil
+	res, err := m.decide(ctx, term, p, &logpb.PruneDroppedVChannels{
+		RetentionMs: m.cfg.DroppedRetention.Milliseconds(), MaxCount: PruneVChannelBatch, DecisionTerm: term})
+	return res.GetVchannels().GetVchannels(), err
 }
 
 // prune forgets the oldest Dropped segments past their retention,
 // proposed through p.
 func (m *Manager) prune(ctx context.Context, term uint64, p commands.Proposer) ([]int64, error) {
-	c, err := commands.New(&logpb.PruneDroppedSegments{RetentionMs: m.cfg.DroppedRetention.Milliseconds(),
-		MaxCount: PruneBatch, DecisionTerm: term}, "")
-	if err != nil {
-		return nil, vocab.Errorf(ErrInvalid, "%w", err)
-	}
-	res, err := commands.Commit(ctx, p, c.DecidedIn(term))
-	if err != nil {
-		return nil, fmt.Errorf("prune dropped segments: %w", err)
-	}
-	return res.GetSegments().GetIds(), nil
+	res, err := m.decide(ctx, term, p, &logpb.PruneDroppedSegments{
+		RetentionMs: m.cfg.DroppedRetention.Milliseconds(), MaxCount: PruneBatch, DecisionTerm: term})
+	return res.GetSegments().GetIds(), err
 }
 
 // views reads the active segments of st with this term's memory. The state
@@ -249,12 +235,20 @@ func (m *Manager) SealCollection(ctx context.Context, collection int64, sealTs u
 
 // propose commits a leader-routine command decided in term through p.
 func (m *Manager) propose(ctx context.Context, term uint64, p commands.Proposer, body proto.Message) error {
+	_, err := m.decide(ctx, term, p, body)
+	return err
+}
+
+// decide is propose returning the command's result (nil with the error
+// when it was not committed).
+func (m *Manager) decide(ctx context.Context, term uint64, p commands.Proposer, body proto.Message) (*logpb.Result, error) {
 	c, err := commands.New(body, "")
 	if err != nil {
-		return vocab.Errorf(ErrInvalid, "%w", err)
+		return nil, vocab.Errorf(ErrInvalid, "%w", err)
 	}
-	if _, err := commands.Commit(ctx, p, c.DecidedIn(term)); err != nil {
-		return fmt.Errorf("%s: %w", c.Type, err)
+	res, err := commands.Commit(ctx, p, c.DecidedIn(term))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Type, err)
 	}
-	return nil
+	return res, nil
 }

@@ -35,7 +35,7 @@ func (s *segmentFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&s.ChannelGrowingMB, "segment-channel-growing-mb", flush.DefaultChannelGrowingBytes>>20, "seal the largest growing segments of a VChannel holding more than this (MiB)")
 	fs.DurationVar(&s.AssignmentExpiration, "segment-assignment-expiration", flush.DefaultAllocationExpiry, "how long a segment allocation may be used")
 	fs.DurationVar(&s.CheckInterval, "segment-check-interval", flush.DefaultInterval, "how often the leader checks seal policies and flushable segments")
-	fs.DurationVar(&s.DroppedRetention, "segment-dropped-retention", flush.DefaultDroppedRetention, "how long a Dropped segment's record is kept before it is forgotten")
+	fs.DurationVar(&s.DroppedRetention, "segment-dropped-retention", flush.DefaultDroppedRetention, "how long a Dropped segment's record, and a dropped VChannel's checkpoint, are kept before they are forgotten")
 }
 
 func (s segmentFlags) validate() error {
